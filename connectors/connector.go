@@ -1,0 +1,49 @@
+package connectors
+
+import (
+	"context"
+	"errors"
+)
+
+// Message is one raw record of a split: a file line, a topic message.
+type Message struct {
+	// Offset is the record's position in its split: the queue offset for topics, the
+	// 1-based line number for files. Offsets increase within a split.
+	Offset int64
+	Key    []byte
+	Body   []byte
+	// Timestamp is the store time in epoch milliseconds (0 when unknown).
+	Timestamp int64
+}
+
+// ErrEndOfSplit is returned by SplitReader.Read when a bounded split has no more records.
+var ErrEndOfSplit = errors.New("end of split")
+
+// Source is a readable stream: a set of splits (file: one; topic: its queues).
+type Source interface {
+	// Splits lists the split ids. For a topic, the ids are the queue numbers as text.
+	Splits(ctx context.Context) ([]string, error)
+	// Open reads split from offset (the first offset not yet processed; 0 = from the start).
+	Open(ctx context.Context, split string, offset int64) (SplitReader, error)
+	// Bounded reports whether every split ends (files) rather than waiting for more (topics).
+	Bounded() bool
+	Close() error
+}
+
+// SplitReader reads one split in order.
+type SplitReader interface {
+	// Read appends up to max messages to buf and returns it. It returns ErrEndOfSplit when a
+	// bounded split is exhausted, and may return no messages and a nil error when nothing
+	// arrived within a short wait (unbounded splits), so callers can check idleness.
+	Read(ctx context.Context, buf []Message, max int) ([]Message, error)
+	Close() error
+}
+
+// Sink is a writable stream.
+type Sink interface {
+	// Write appends messages; they become durable/visible at the latest at Flush.
+	Write(ctx context.Context, msgs []Message) error
+	// Flush makes everything written so far durable.
+	Flush(ctx context.Context) error
+	Close() error
+}

@@ -1,0 +1,43 @@
+package server
+
+import (
+	"context"
+
+	"rsql/sql"
+)
+
+// Rows is a stream of result rows. Next returns io.EOF after the last row. For a push query
+// Next blocks until a row arrives or ctx is done; Close stops the query.
+type Rows interface {
+	Next(ctx context.Context) (sql.Row, error)
+	Close() error
+}
+
+// Result is the outcome of one statement.
+type Result struct {
+	// Columns is nil for statements that return no rows.
+	Columns sql.Schema
+	Rows    Rows
+	// Tag is the command tag, e.g. "CREATE STREAM", "INSERT 0 3", "SELECT 5" (for row results
+	// the front end counts rows itself and Tag holds only the verb, "SELECT").
+	Tag string
+	// Push is true for push queries (rows arrive over time).
+	Push bool
+}
+
+// Session is one client's connection state: its settings (SET/SHOW).
+type Session struct {
+	Settings map[string]string
+}
+
+// NewSession returns a session with the default settings.
+func NewSession() *Session {
+	return &Session{Settings: map[string]string{"offset_reset": "latest"}}
+}
+
+// Executor runs SQL text for a session. Every front end (rsql -c/-f, the shell, the Postgres
+// wire) goes through it. Statements run one at a time in order; the first error stops the
+// text and is returned as *sql.Error when it is a SQL error.
+type Executor interface {
+	Execute(ctx context.Context, sess *Session, text string, params []sql.Value) ([]*Result, error)
+}

@@ -1,0 +1,236 @@
+package sql
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Kind is the SQL type of a value or a column.
+type Kind uint8
+
+// The SQL types of SQL.md. KindNull is the type of the NULL literal only; a column is never
+// of KindNull. KindInterval exists only inside expressions (ts + INTERVAL ...).
+const (
+	KindNull Kind = iota
+	KindBool
+	KindInt    // INT: 32-bit in the catalog, held as int64
+	KindBigInt // BIGINT
+	KindDouble
+	KindDecimal // DECIMAL(p,s): held as an int64 scaled by 10^s
+	KindVarchar
+	KindTimestamp // milliseconds since the Unix epoch, UTC
+	KindJSON      // JSON text
+	KindInterval  // milliseconds
+)
+
+var kindNames = [...]string{"NULL", "BOOLEAN", "INT", "BIGINT", "DOUBLE", "DECIMAL", "VARCHAR", "TIMESTAMP", "JSON", "INTERVAL"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "UNKNOWN"
+}
+
+// IsNumeric reports whether k is INT, BIGINT, DOUBLE or DECIMAL.
+func (k Kind) IsNumeric() bool {
+	return k == KindInt || k == KindBigInt || k == KindDouble || k == KindDecimal
+}
+
+// IsInteger reports whether k is INT or BIGINT.
+func (k Kind) IsInteger() bool { return k == KindInt || k == KindBigInt }
+
+// Type is a column type: a Kind plus, for DECIMAL, its precision and scale.
+type Type struct {
+	Kind      Kind
+	Precision uint8
+	Scale     uint8
+}
+
+func (t Type) String() string {
+	if t.Kind == KindDecimal {
+		return "DECIMAL(" + strconv.Itoa(int(t.Precision)) + "," + strconv.Itoa(int(t.Scale)) + ")"
+	}
+	return t.Kind.String()
+}
+
+// Types of the plain kinds, for convenience.
+var (
+	TypeNull      = Type{Kind: KindNull}
+	TypeBool      = Type{Kind: KindBool}
+	TypeInt       = Type{Kind: KindInt}
+	TypeBigInt    = Type{Kind: KindBigInt}
+	TypeDouble    = Type{Kind: KindDouble}
+	TypeVarchar   = Type{Kind: KindVarchar}
+	TypeTimestamp = Type{Kind: KindTimestamp}
+	TypeJSON      = Type{Kind: KindJSON}
+	TypeInterval  = Type{Kind: KindInterval}
+)
+
+// Value is one SQL value. Which field holds the payload depends on K:
+// Bool (I = 0 or 1), Int/BigInt/Timestamp/Interval/Decimal (I), Double (F), Varchar/JSON (S).
+// For DECIMAL the scale lives in the column's Type; Scale here repeats it so a Value is
+// self-describing when it travels without its schema.
+type Value struct {
+	K     Kind
+	Scale uint8
+	I     int64
+	F     float64
+	S     string
+}
+
+// Null is the SQL NULL.
+var Null = Value{}
+
+// IsNull reports whether v is NULL.
+func (v Value) IsNull() bool { return v.K == KindNull }
+
+// Constructors.
+func Bool(b bool) Value {
+	if b {
+		return Value{K: KindBool, I: 1}
+	}
+	return Value{K: KindBool}
+}
+func Int(i int64) Value              { return Value{K: KindInt, I: i} }
+func BigInt(i int64) Value           { return Value{K: KindBigInt, I: i} }
+func Double(f float64) Value         { return Value{K: KindDouble, F: f} }
+func Varchar(s string) Value         { return Value{K: KindVarchar, S: s} }
+func Timestamp(ms int64) Value       { return Value{K: KindTimestamp, I: ms} }
+func JSONValue(s string) Value       { return Value{K: KindJSON, S: s} }
+func Interval(ms int64) Value        { return Value{K: KindInterval, I: ms} }
+func Decimal(u int64, s uint8) Value { return Value{K: KindDecimal, I: u, Scale: s} }
+
+// Truth reports whether v is TRUE (NULL and FALSE are not).
+func (v Value) Truth() bool { return v.K == KindBool && v.I != 0 }
+
+var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18}
+
+// Pow10 returns 10^s as a float64 for s <= 18.
+func Pow10(s uint8) float64 {
+	if int(s) < len(pow10) {
+		return pow10[s]
+	}
+	return math.Pow(10, float64(s))
+}
+
+// AsFloat returns a numeric value as float64 (0 for non-numeric kinds).
+func (v Value) AsFloat() float64 {
+	switch v.K {
+	case KindDouble:
+		return v.F
+	case KindDecimal:
+		return float64(v.I) / Pow10(v.Scale)
+	case KindInt, KindBigInt, KindTimestamp, KindInterval, KindBool:
+		return float64(v.I)
+	}
+	return 0
+}
+
+// FormatTimestamp renders epoch milliseconds as RFC 3339 UTC with milliseconds,
+// e.g. 2026-11-30T05:00:10.000Z.
+func FormatTimestamp(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// ParseTimestamp accepts RFC 3339 (with or without fraction or zone: a missing zone means
+// UTC) and "YYYY-MM-DD HH:MM:SS[.fff]" and returns epoch milliseconds.
+func ParseTimestamp(s string) (int64, bool) {
+	s = strings.TrimSpace(s)
+	for _, layout := range tsLayouts {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UnixMilli(), true
+		}
+	}
+	return 0, false
+}
+
+var tsLayouts = []string{
+	time.RFC3339Nano,
+	"2006-01-02T15:04:05.999999999",
+	"2006-01-02 15:04:05.999999999Z07:00",
+	"2006-01-02 15:04:05.999999999",
+	"2006-01-02",
+}
+
+// FormatDecimal renders an int64 scaled by 10^scale.
+func FormatDecimal(u int64, scale uint8) string {
+	if scale == 0 {
+		return strconv.FormatInt(u, 10)
+	}
+	neg := u < 0
+	var abs uint64
+	if neg {
+		abs = uint64(-u)
+	} else {
+		abs = uint64(u)
+	}
+	digits := strconv.FormatUint(abs, 10)
+	for len(digits) <= int(scale) {
+		digits = "0" + digits
+	}
+	out := digits[:len(digits)-int(scale)] + "." + digits[len(digits)-int(scale):]
+	if neg {
+		out = "-" + out
+	}
+	return out
+}
+
+// String renders v as SQL text output (NULL as "NULL").
+func (v Value) String() string {
+	switch v.K {
+	case KindNull:
+		return "NULL"
+	case KindBool:
+		if v.I != 0 {
+			return "true"
+		}
+		return "false"
+	case KindInt, KindBigInt:
+		return strconv.FormatInt(v.I, 10)
+	case KindDouble:
+		return strconv.FormatFloat(v.F, 'g', -1, 64)
+	case KindDecimal:
+		return FormatDecimal(v.I, v.Scale)
+	case KindVarchar, KindJSON:
+		return v.S
+	case KindTimestamp:
+		return FormatTimestamp(v.I)
+	case KindInterval:
+		return (time.Duration(v.I) * time.Millisecond).String()
+	}
+	return "?"
+}
+
+// Row is one record's values, in schema order.
+type Row []Value
+
+// Column is a named, typed column of a schema.
+type Column struct {
+	Name string
+	Type Type
+}
+
+// Schema is the ordered columns of a stream or of an operator's output.
+type Schema []Column
+
+// Index returns the position of the column named name (case-insensitive), or -1.
+func (s Schema) Index(name string) int {
+	for i, c := range s {
+		if strings.EqualFold(c.Name, name) {
+			return i
+		}
+	}
+	return -1
+}
+
+// Names returns the column names.
+func (s Schema) Names() []string {
+	out := make([]string, len(s))
+	for i, c := range s {
+		out[i] = c.Name
+	}
+	return out
+}
