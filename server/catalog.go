@@ -1,0 +1,316 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"rsql/sql"
+)
+
+// StreamDef is a declared stream or materialized view as the catalog stores it.
+type StreamDef struct {
+	Name           string            `json:"name"`
+	Columns        []ColumnDef       `json:"columns"`
+	EventTime      string            `json:"event_time,omitempty"`
+	WatermarkDelay int64             `json:"watermark_delay_ms,omitempty"`
+	Options        map[string]string `json:"options"`
+	IsView         bool              `json:"is_view,omitempty"`
+	// Job is the id of the job that writes this stream or view, if any.
+	Job string `json:"job,omitempty"`
+	// Statement is the CREATE text, for SHOW and DESCRIBE.
+	Statement string `json:"statement"`
+}
+
+// ColumnDef is a column as stored: name and type text (e.g. "DECIMAL(10,2)").
+type ColumnDef struct {
+	Name      string `json:"name"`
+	Kind      uint8  `json:"kind"`
+	Precision uint8  `json:"precision,omitempty"`
+	Scale     uint8  `json:"scale,omitempty"`
+}
+
+// JobDef is a continuous query as the catalog stores it.
+type JobDef struct {
+	ID        string `json:"id"`
+	Statement string `json:"statement"`
+	// State is the desired state: RUNNING, PAUSED, FINISHED, FAILED or TERMINATED.
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+	// Sink is the stream or view the job writes.
+	Sink string `json:"sink"`
+	// Sources are the streams the job reads.
+	Sources []string `json:"sources"`
+}
+
+// Schema returns the stream's columns as a sql.Schema.
+func (d *StreamDef) Schema() sql.Schema {
+	s := make(sql.Schema, len(d.Columns))
+	for i, c := range d.Columns {
+		s[i] = sql.Column{Name: c.Name, Type: sql.Type{Kind: sql.Kind(c.Kind), Precision: c.Precision, Scale: c.Scale}}
+	}
+	return s
+}
+
+// Relation returns the stream as the binder sees it.
+func (d *StreamDef) Relation() *sql.Relation {
+	schema := d.Schema()
+	et := -1
+	if d.EventTime != "" {
+		et = schema.Index(d.EventTime)
+	}
+	return &sql.Relation{Name: d.Name, Schema: schema, IsView: d.IsView, Options: d.Options,
+		EventTime: et, WatermarkDelay: d.WatermarkDelay}
+}
+
+func columnDefs(s sql.Schema) []ColumnDef {
+	out := make([]ColumnDef, len(s))
+	for i, c := range s {
+		out[i] = ColumnDef{Name: c.Name, Kind: uint8(c.Type.Kind), Precision: c.Type.Precision, Scale: c.Type.Scale}
+	}
+	return out
+}
+
+// Catalog holds streams, views and jobs, persisted as one JSON file written atomically
+// (write to a temporary file, fsync, rename). All methods are safe for concurrent use; mu
+// guards every field.
+type Catalog struct {
+	mu      sync.Mutex
+	path    string // "" for a catalog that is not persisted
+	streams map[string]*StreamDef
+	jobs    map[string]*JobDef
+	nextJob int
+}
+
+type catalogFile struct {
+	Streams []*StreamDef `json:"streams"`
+	Jobs    []*JobDef    `json:"jobs"`
+	NextJob int          `json:"next_job"`
+}
+
+// ErrCatalogCorrupt says the catalog file could not be read.
+var ErrCatalogCorrupt = errors.New("catalog file is corrupt")
+
+// OpenCatalog loads the catalog at path, or starts an empty one when the file does not exist.
+// An empty path gives an in-memory catalog.
+func OpenCatalog(path string) (*Catalog, error) {
+	c := &Catalog{path: path, streams: map[string]*StreamDef{}, jobs: map[string]*JobDef{}, nextJob: 1}
+	if path == "" {
+		return c, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var f catalogFile
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCatalogCorrupt, path, err)
+	}
+	for _, s := range f.Streams {
+		c.streams[key(s.Name)] = s
+	}
+	for _, j := range f.Jobs {
+		c.jobs[j.ID] = j
+	}
+	if f.NextJob > c.nextJob {
+		c.nextJob = f.NextJob
+	}
+	return c, nil
+}
+
+func key(name string) string { return strings.ToLower(name) }
+
+// saveLocked writes the catalog file. c.mu must be held.
+func (c *Catalog) saveLocked() error {
+	if c.path == "" {
+		return nil
+	}
+	f := catalogFile{NextJob: c.nextJob}
+	for _, s := range c.streams {
+		f.Streams = append(f.Streams, s)
+	}
+	for _, j := range c.jobs {
+		f.Jobs = append(f.Jobs, j)
+	}
+	sort.Slice(f.Streams, func(i, j int) bool { return f.Streams[i].Name < f.Streams[j].Name })
+	sort.Slice(f.Jobs, func(i, j int) bool { return f.Jobs[i].ID < f.Jobs[j].ID })
+	data, err := json.MarshalIndent(&f, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
+		return err
+	}
+	tmp := c.path + ".tmp"
+	fh, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := fh.Write(data); err != nil {
+		fh.Close()
+		return err
+	}
+	if err := fh.Sync(); err != nil {
+		fh.Close()
+		return err
+	}
+	if err := fh.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, c.path)
+}
+
+// Relation implements sql.Catalog.
+func (c *Catalog) Relation(name string) (*sql.Relation, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.streams[key(name)]
+	if !ok {
+		return nil, false
+	}
+	return d.Relation(), true
+}
+
+// Stream returns a copy of the definition of the stream or view named name.
+func (c *Catalog) Stream(name string) (StreamDef, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.streams[key(name)]
+	if !ok {
+		return StreamDef{}, false
+	}
+	return *d, true
+}
+
+// Streams returns copies of all stream and view definitions, sorted by name.
+func (c *Catalog) Streams() []StreamDef {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]StreamDef, 0, len(c.streams))
+	for _, d := range c.streams {
+		out = append(out, *d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// AddStream adds a stream or view. It fails with a 42710 *sql.Error when the name is taken.
+func (c *Catalog) AddStream(d StreamDef) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.streams[key(d.Name)]; ok {
+		return sql.Errorf(sql.CodeDuplicate, "stream or view %q already exists", d.Name)
+	}
+	c.streams[key(d.Name)] = &d
+	if err := c.saveLocked(); err != nil {
+		delete(c.streams, key(d.Name))
+		return err
+	}
+	return nil
+}
+
+// AddStreamAndJob adds a derived stream (or view) and the job that writes it in one step, so
+// a failure leaves neither. d may be nil for INSERT INTO jobs. It returns the job's id.
+func (c *Catalog) AddStreamAndJob(d *StreamDef, j JobDef) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d != nil {
+		if _, ok := c.streams[key(d.Name)]; ok {
+			return "", sql.Errorf(sql.CodeDuplicate, "stream or view %q already exists", d.Name)
+		}
+	}
+	j.ID = fmt.Sprintf("job-%d", c.nextJob)
+	c.nextJob++
+	if d != nil {
+		d.Job = j.ID
+		c.streams[key(d.Name)] = d
+	}
+	c.jobs[j.ID] = &j
+	if err := c.saveLocked(); err != nil {
+		if d != nil {
+			delete(c.streams, key(d.Name))
+		}
+		delete(c.jobs, j.ID)
+		return "", err
+	}
+	return j.ID, nil
+}
+
+// DropStream removes a stream or view. It refuses (55006) while a job that is not
+// terminated reads it.
+func (c *Catalog) DropStream(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.streams[key(name)]
+	if !ok {
+		return sql.Errorf(sql.CodeUnknownTable, "stream or view %q does not exist", name)
+	}
+	for _, j := range c.jobs {
+		if !j.live() {
+			continue
+		}
+		for _, s := range j.Sources {
+			if strings.EqualFold(s, d.Name) {
+				return sql.Errorf(sql.CodeInUse, "cannot drop %q: job %s reads it (TERMINATE JOB %s first)", d.Name, j.ID, j.ID)
+			}
+		}
+	}
+	delete(c.streams, key(name))
+	if d.Job != "" {
+		if j, ok := c.jobs[d.Job]; ok && j.live() {
+			j.State = "TERMINATED"
+		}
+	}
+	return c.saveLocked()
+}
+
+func (j *JobDef) live() bool { return j.State == "RUNNING" || j.State == "PAUSED" }
+
+// Jobs returns copies of all jobs, sorted by id number.
+func (c *Catalog) Jobs() []JobDef {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]JobDef, 0, len(c.jobs))
+	for _, j := range c.jobs {
+		out = append(out, *j)
+	}
+	sort.Slice(out, func(a, b int) bool { return jobNum(out[a].ID) < jobNum(out[b].ID) })
+	return out
+}
+
+func jobNum(id string) int {
+	var n int
+	fmt.Sscanf(id, "job-%d", &n)
+	return n
+}
+
+// Job returns a copy of the job with the given id.
+func (c *Catalog) Job(id string) (JobDef, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j, ok := c.jobs[strings.ToLower(id)]
+	if !ok {
+		return JobDef{}, false
+	}
+	return *j, true
+}
+
+// SetJobState records a job's state (and error text for FAILED).
+func (c *Catalog) SetJobState(id, state, errText string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j, ok := c.jobs[id]
+	if !ok {
+		return sql.Errorf(sql.CodeUnknownTable, "job %q does not exist", id)
+	}
+	j.State, j.Error = state, errText
+	return c.saveLocked()
+}
