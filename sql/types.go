@@ -1,0 +1,467 @@
+package sql
+
+import (
+	"strings"
+)
+
+// Typing rules (documented in docs/sql.md):
+//   - integer op integer is BIGINT; with a DECIMAL the result is DECIMAL; with a DOUBLE it is
+//     DOUBLE. "/" follows the same rule (integer division truncates toward zero, as in
+//     PostgreSQL); DECIMAL division keeps the larger scale plus 4 (at most 18).
+//   - TIMESTAMP ± INTERVAL is TIMESTAMP, TIMESTAMP - TIMESTAMP is INTERVAL,
+//     INTERVAL ± INTERVAL is INTERVAL, INTERVAL * integer is INTERVAL.
+//   - comparisons need comparable kinds: numeric with numeric, VARCHAR with VARCHAR, and
+//     so on; a VARCHAR literal compared with a TIMESTAMP is converted at bind time.
+//   - the NULL literal fits every type.
+
+// numRank orders the numeric kinds for promotion.
+func numRank(k Kind) int {
+	switch k {
+	case KindInt:
+		return 1
+	case KindBigInt:
+		return 2
+	case KindDecimal:
+		return 3
+	case KindDouble:
+		return 4
+	}
+	return 0
+}
+
+// promote returns the common numeric type of a and b for arithmetic.
+func promote(a, b Type) Type {
+	ra, rb := numRank(a.Kind), numRank(b.Kind)
+	r, t := ra, a
+	if rb > ra {
+		r, t = rb, b
+	}
+	switch r {
+	case 1, 2:
+		return TypeBigInt
+	case 3:
+		s := a.Scale
+		if b.Kind == KindDecimal && b.Scale > s {
+			s = b.Scale
+		}
+		return Type{Kind: KindDecimal, Precision: 18, Scale: s}
+	}
+	return t
+}
+
+// typeMismatch builds a 42804 error.
+func typeMismatch(format string, args ...any) *Error {
+	return Errorf(CodeTypeMismatch, format, args...)
+}
+
+// Unify returns the common type of the given types for CASE, COALESCE and IN: the NULL
+// type fits everything, numeric kinds promote, other kinds must match.
+func Unify(ts ...Type) (Type, bool) {
+	out := TypeNull
+	for _, t := range ts {
+		switch {
+		case t.Kind == KindNull:
+		case out.Kind == KindNull:
+			out = t
+		case out.Kind.IsNumeric() && t.Kind.IsNumeric():
+			if out.Kind == t.Kind && out.Kind != KindDecimal {
+				continue
+			}
+			out = promote(out, t)
+		case out.Kind == t.Kind:
+			if t.Kind == KindDecimal && t.Scale > out.Scale {
+				out = t
+			}
+		case out.Kind == KindVarchar && t.Kind == KindJSON, out.Kind == KindJSON && t.Kind == KindVarchar:
+			out = TypeVarchar
+		default:
+			return TypeNull, false
+		}
+	}
+	return out, true
+}
+
+// comparable reports whether values of a and b can be compared.
+func comparableKinds(a, b Kind) bool {
+	if a == KindNull || b == KindNull {
+		return true
+	}
+	if a.IsNumeric() && b.IsNumeric() {
+		return true
+	}
+	if (a == KindVarchar || a == KindJSON) && (b == KindVarchar || b == KindJSON) {
+		return true
+	}
+	return a == b
+}
+
+// coerceForCompare converts a VARCHAR literal compared with a TIMESTAMP (or a numeric
+// string literal compared with a number) at bind time.
+func coerceForCompare(a, b Expr) (Expr, Expr, error) {
+	conv := func(lit Expr, to Type) (Expr, error) {
+		l, ok := lit.(*Literal)
+		if !ok || l.V.K != KindVarchar {
+			return lit, nil
+		}
+		v, err := CastValue(l.V, to)
+		if err != nil {
+			return nil, err
+		}
+		return &Literal{V: v, T: to}, nil
+	}
+	var err error
+	ta, tb := a.Type(), b.Type()
+	if ta.Kind == KindVarchar && (tb.Kind == KindTimestamp || tb.Kind.IsNumeric() || tb.Kind == KindBool) {
+		a, err = conv(a, tb)
+	} else if tb.Kind == KindVarchar && (ta.Kind == KindTimestamp || ta.Kind.IsNumeric() || ta.Kind == KindBool) {
+		b, err = conv(b, ta)
+	}
+	return a, b, err
+}
+
+// NewCall checks the arguments of an operator or function and returns the typed call.
+// Errors are *Error with code 42804 (type mismatch), 42883-like misuse reported as 42804, or
+// 0A000 for an unknown function.
+func NewCall(fn string, args ...Expr) (Expr, error) {
+	fn = strings.ToUpper(fn)
+	t, args, err := callType(fn, args)
+	if err != nil {
+		return nil, err
+	}
+	return &Call{Func: fn, Args: args, T: t}, nil
+}
+
+func argc(fn string, args []Expr, min, max int) error {
+	if len(args) < min || (max >= 0 && len(args) > max) {
+		switch {
+		case min == max:
+			return typeMismatch("%s takes %d argument(s), got %d", fn, min, len(args))
+		case max < 0:
+			return typeMismatch("%s takes at least %d argument(s), got %d", fn, min, len(args))
+		}
+		return typeMismatch("%s takes %d to %d arguments, got %d", fn, min, max, len(args))
+	}
+	return nil
+}
+
+func isNumOrNull(k Kind) bool  { return k.IsNumeric() || k == KindNull }
+func isStrOrNull(k Kind) bool  { return k == KindVarchar || k == KindJSON || k == KindNull }
+func isBoolOrNull(k Kind) bool { return k == KindBool || k == KindNull }
+
+func callType(fn string, args []Expr) (Type, []Expr, error) {
+	kinds := make([]Kind, len(args))
+	for i, a := range args {
+		kinds[i] = a.Type().Kind
+	}
+	switch fn {
+	case "+", "-", "*", "/", "%", "MOD":
+		if err := argc(fn, args, 2, 2); err != nil {
+			return TypeNull, nil, err
+		}
+		t, err := arithType(fn, args[0].Type(), args[1].Type())
+		return t, args, err
+	case "NEG":
+		if err := argc(fn, args, 1, 1); err != nil {
+			return TypeNull, nil, err
+		}
+		k := kinds[0]
+		if !isNumOrNull(k) && k != KindInterval {
+			return TypeNull, nil, typeMismatch("cannot negate %s", k)
+		}
+		t := args[0].Type()
+		if t.Kind == KindInt {
+			t = TypeBigInt
+		}
+		return t, args, nil
+	case "=", "<>", "<", "<=", ">", ">=":
+		if err := argc(fn, args, 2, 2); err != nil {
+			return TypeNull, nil, err
+		}
+		a, b, err := coerceForCompare(args[0], args[1])
+		if err != nil {
+			return TypeNull, nil, err
+		}
+		if !comparableKinds(a.Type().Kind, b.Type().Kind) {
+			return TypeNull, nil, typeMismatch("cannot compare %s with %s", a.Type(), b.Type())
+		}
+		return TypeBool, []Expr{a, b}, nil
+	case "AND", "OR":
+		if err := argc(fn, args, 2, 2); err != nil {
+			return TypeNull, nil, err
+		}
+		for i, k := range kinds {
+			if !isBoolOrNull(k) {
+				return TypeNull, nil, typeMismatch("argument %d of %s must be BOOLEAN, not %s", i+1, fn, k)
+			}
+		}
+		return TypeBool, args, nil
+	case "NOT":
+		if err := argc(fn, args, 1, 1); err != nil {
+			return TypeNull, nil, err
+		}
+		if !isBoolOrNull(kinds[0]) {
+			return TypeNull, nil, typeMismatch("argument of NOT must be BOOLEAN, not %s", kinds[0])
+		}
+		return TypeBool, args, nil
+	case "COALESCE", "IFNULL":
+		if err := argc(fn, args, 1, -1); err != nil {
+			return TypeNull, nil, err
+		}
+		ts := make([]Type, len(args))
+		for i, a := range args {
+			ts[i] = a.Type()
+		}
+		t, ok := Unify(ts...)
+		if !ok {
+			return TypeNull, nil, typeMismatch("%s arguments have no common type", fn)
+		}
+		return t, args, nil
+	case "LOWER", "UPPER", "TRIM", "LTRIM", "RTRIM":
+		if err := argc(fn, args, 1, 2); err != nil {
+			return TypeNull, nil, err
+		}
+		for i, k := range kinds {
+			if !isStrOrNull(k) {
+				return TypeNull, nil, typeMismatch("argument %d of %s must be VARCHAR, not %s", i+1, fn, k)
+			}
+		}
+		if len(args) == 2 && fn != "TRIM" && fn != "LTRIM" && fn != "RTRIM" {
+			return TypeNull, nil, typeMismatch("%s takes 1 argument, got 2", fn)
+		}
+		return TypeVarchar, args, nil
+	case "CONCAT":
+		if err := argc(fn, args, 1, -1); err != nil {
+			return TypeNull, nil, err
+		}
+		return TypeVarchar, args, nil
+	case "LENGTH", "CHAR_LENGTH":
+		if err := argc(fn, args, 1, 1); err != nil {
+			return TypeNull, nil, err
+		}
+		if !isStrOrNull(kinds[0]) {
+			return TypeNull, nil, typeMismatch("argument of %s must be VARCHAR, not %s", fn, kinds[0])
+		}
+		return TypeBigInt, args, nil
+	case "SUBSTRING":
+		if err := argc(fn, args, 2, 3); err != nil {
+			return TypeNull, nil, err
+		}
+		if !isStrOrNull(kinds[0]) {
+			return TypeNull, nil, typeMismatch("argument 1 of SUBSTRING must be VARCHAR, not %s", kinds[0])
+		}
+		for i := 1; i < len(args); i++ {
+			if !kinds[i].IsInteger() && kinds[i] != KindNull {
+				return TypeNull, nil, typeMismatch("argument %d of SUBSTRING must be an integer, not %s", i+1, kinds[i])
+			}
+		}
+		return TypeVarchar, args, nil
+	case "ABS":
+		if err := argc(fn, args, 1, 1); err != nil {
+			return TypeNull, nil, err
+		}
+		if !isNumOrNull(kinds[0]) {
+			return TypeNull, nil, typeMismatch("argument of ABS must be numeric, not %s", kinds[0])
+		}
+		t := args[0].Type()
+		if t.Kind == KindInt || t.Kind == KindNull {
+			t = TypeBigInt
+		}
+		return t, args, nil
+	case "ROUND", "FLOOR", "CEIL", "CEILING":
+		max := 1
+		if fn == "ROUND" {
+			max = 2
+		}
+		if err := argc(fn, args, 1, max); err != nil {
+			return TypeNull, nil, err
+		}
+		if !isNumOrNull(kinds[0]) {
+			return TypeNull, nil, typeMismatch("argument of %s must be numeric, not %s", fn, kinds[0])
+		}
+		t := args[0].Type()
+		if t.Kind == KindInt || t.Kind == KindNull {
+			t = TypeBigInt
+		}
+		if len(args) == 2 {
+			if !kinds[1].IsInteger() {
+				return TypeNull, nil, typeMismatch("argument 2 of ROUND must be an integer, not %s", kinds[1])
+			}
+			if t.Kind == KindDecimal {
+				l, ok := args[1].(*Literal)
+				if !ok {
+					return TypeNull, nil, Errorf(CodeNotSupported, "ROUND of a DECIMAL needs a constant number of digits")
+				}
+				d := l.V.I
+				if d < 0 {
+					d = 0
+				}
+				if d < int64(t.Scale) {
+					t.Scale = uint8(d)
+				}
+			}
+		} else if t.Kind == KindDecimal {
+			t.Scale = 0
+		}
+		return t, args, nil
+	case "NOW", "CURRENT_TIMESTAMP":
+		if err := argc(fn, args, 0, 1); err != nil {
+			return TypeNull, nil, err
+		}
+		return TypeTimestamp, nil, nil
+	case "DATE_FORMAT":
+		if err := argc(fn, args, 2, 2); err != nil {
+			return TypeNull, nil, err
+		}
+		a, _, err := coerceTimestampArg(args[0])
+		if err != nil {
+			return TypeNull, nil, err
+		}
+		if !isStrOrNull(kinds[1]) {
+			return TypeNull, nil, typeMismatch("argument 2 of DATE_FORMAT must be VARCHAR, not %s", kinds[1])
+		}
+		return TypeVarchar, []Expr{a, args[1]}, nil
+	case "EXTRACT":
+		if err := argc(fn, args, 2, 2); err != nil {
+			return TypeNull, nil, err
+		}
+		l, ok := args[0].(*Literal)
+		if !ok || l.V.K != KindVarchar {
+			return TypeNull, nil, typeMismatch("EXTRACT needs a unit")
+		}
+		if _, ok := extractUnits[strings.ToUpper(l.V.S)]; !ok {
+			return TypeNull, nil, Errorf(CodeNotSupported, "EXTRACT unit %s is not supported (use YEAR, QUARTER, MONTH, WEEK, DAY, DOW, DOY, HOUR, MINUTE, SECOND, MILLISECOND, MICROSECOND, EPOCH)", l.V.S)
+		}
+		a, _, err := coerceTimestampArg(args[1])
+		if err != nil {
+			return TypeNull, nil, err
+		}
+		return TypeBigInt, []Expr{&Literal{V: Varchar(strings.ToUpper(l.V.S)), T: TypeVarchar}, a}, nil
+	case "JSON_EXTRACT":
+		if err := argc(fn, args, 2, 2); err != nil {
+			return TypeNull, nil, err
+		}
+		if !isStrOrNull(kinds[0]) {
+			return TypeNull, nil, typeMismatch("argument 1 of JSON_EXTRACT must be JSON or VARCHAR, not %s", kinds[0])
+		}
+		l, ok := args[1].(*Literal)
+		if !ok || l.V.K != KindVarchar {
+			return TypeNull, nil, Errorf(CodeNotSupported, "JSON_EXTRACT needs a constant path such as '$.a.b'")
+		}
+		if _, err := parseJSONPath(l.V.S); err != nil {
+			return TypeNull, nil, err
+		}
+		return TypeJSON, args, nil
+	case "JSON_UNQUOTE":
+		if err := argc(fn, args, 1, 1); err != nil {
+			return TypeNull, nil, err
+		}
+		if !isStrOrNull(kinds[0]) {
+			return TypeNull, nil, typeMismatch("argument of JSON_UNQUOTE must be JSON or VARCHAR, not %s", kinds[0])
+		}
+		return TypeVarchar, args, nil
+	}
+	return TypeNull, nil, Errorf(CodeNotSupported, "function %s is not supported", fn)
+}
+
+// coerceTimestampArg accepts a TIMESTAMP expression, NULL, or a VARCHAR literal holding a
+// timestamp.
+func coerceTimestampArg(e Expr) (Expr, bool, error) {
+	switch e.Type().Kind {
+	case KindTimestamp, KindNull:
+		return e, false, nil
+	case KindVarchar:
+		if l, ok := e.(*Literal); ok {
+			v, err := CastValue(l.V, TypeTimestamp)
+			if err != nil {
+				return nil, false, err
+			}
+			return &Literal{V: v, T: TypeTimestamp}, true, nil
+		}
+	}
+	return nil, false, typeMismatch("expected a TIMESTAMP, got %s", e.Type())
+}
+
+func arithType(fn string, a, b Type) (Type, error) {
+	ka, kb := a.Kind, b.Kind
+	if ka == KindNull && kb == KindNull {
+		return TypeBigInt, nil
+	}
+	if ka == KindNull {
+		ka, a = kb, b
+	}
+	if kb == KindNull {
+		kb, b = ka, a
+	}
+	switch {
+	case ka.IsNumeric() && kb.IsNumeric():
+		t := promote(a, b)
+		if fn == "/" && t.Kind == KindDecimal {
+			s := a.Scale
+			if b.Kind == KindDecimal && b.Scale > s {
+				s = b.Scale
+			}
+			s += 4
+			if s > 18 {
+				s = 18
+			}
+			t.Scale = s
+		}
+		if fn == "*" && t.Kind == KindDecimal {
+			s := int(0)
+			if a.Kind == KindDecimal {
+				s += int(a.Scale)
+			}
+			if b.Kind == KindDecimal {
+				s += int(b.Scale)
+			}
+			if s > 18 {
+				s = 18
+			}
+			t.Scale = uint8(s)
+		}
+		return t, nil
+	case fn == "+" && ka == KindTimestamp && kb == KindInterval,
+		fn == "+" && ka == KindInterval && kb == KindTimestamp,
+		fn == "-" && ka == KindTimestamp && kb == KindInterval:
+		return TypeTimestamp, nil
+	case fn == "-" && ka == KindTimestamp && kb == KindTimestamp,
+		(fn == "+" || fn == "-") && ka == KindInterval && kb == KindInterval,
+		(fn == "*" || fn == "/") && ka == KindInterval && kb.IsInteger(),
+		fn == "*" && ka.IsInteger() && kb == KindInterval:
+		return TypeInterval, nil
+	}
+	return TypeNull, typeMismatch("operator %s does not apply to %s and %s", fn, a, b)
+}
+
+// ParseType maps a type name of SQL.md (case-insensitive; INTEGER, STRING, TEXT, FLOAT,
+// REAL, BOOL, DATETIME are accepted as synonyms) to a Type.
+func ParseType(name string, precision, scale int) (Type, error) {
+	switch strings.ToUpper(name) {
+	case "BOOLEAN", "BOOL":
+		return TypeBool, nil
+	case "INT", "INTEGER", "SMALLINT", "TINYINT", "MEDIUMINT":
+		return TypeInt, nil
+	case "BIGINT":
+		return TypeBigInt, nil
+	case "DOUBLE", "FLOAT", "REAL", "DOUBLE PRECISION":
+		return TypeDouble, nil
+	case "DECIMAL", "NUMERIC":
+		if precision <= 0 {
+			precision = 18
+		}
+		if scale < 0 {
+			scale = 0
+		}
+		if precision > 18 || scale > precision {
+			return TypeNull, Errorf(CodeNotSupported, "DECIMAL(%d,%d) is not supported: precision at most 18 and scale at most precision", precision, scale)
+		}
+		return Type{Kind: KindDecimal, Precision: uint8(precision), Scale: uint8(scale)}, nil
+	case "VARCHAR", "STRING", "TEXT", "CHAR":
+		return TypeVarchar, nil
+	case "TIMESTAMP", "DATETIME":
+		return TypeTimestamp, nil
+	case "JSON":
+		return TypeJSON, nil
+	}
+	return TypeNull, Errorf(CodeNotSupported, "type %s is not supported", name)
+}
