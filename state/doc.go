@@ -1,0 +1,14 @@
+// Package state is rsql's state storage: a small key-value Store interface with an in-memory
+// implementation (tests, benchmarks, push queries) and a RocksDB implementation (grocksdb).
+//
+// Contract:
+//   - Keys and values are byte strings; Scan and Export visit keys in ascending byte order.
+//   - Slices passed in may be reused by the caller after the call returns; slices handed out
+//     (Get results, Scan callbacks) are valid only as documented on each method.
+//   - Write applies a Batch atomically: after a crash either all of it or none of it is visible.
+//   - Operator state is keyed by (job, operator, split, key, window), built with Key and
+//     SplitPrefix, so that one split's state can be listed (Scan), moved (Export/Import) and
+//     dropped (DropPrefix) as a unit.
+//   - Every Store method is safe for concurrent use.
+//   - The package knows nothing about SQL.
+package state

@@ -1,0 +1,199 @@
+package state
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/linxGnu/grocksdb"
+)
+
+// RocksOptions configure a RocksDB store.
+type RocksOptions struct {
+	// Sync makes every Write wait for the write-ahead log to reach the disk. Off by default:
+	// checkpoints that must survive a machine crash are committed to the checkpoint store.
+	Sync bool
+	// BlockCacheBytes is the LRU block cache size (default 64 MiB).
+	BlockCacheBytes uint64
+}
+
+// Rocks is a Store in a RocksDB database (grocksdb over the system librocksdb).
+type Rocks struct {
+	mu     sync.RWMutex // readers: every operation; writer: Close
+	closed bool
+	db     *grocksdb.DB
+	opts   *grocksdb.Options
+	bbto   *grocksdb.BlockBasedTableOptions
+	cache  *grocksdb.Cache
+	ro     *grocksdb.ReadOptions
+	wo     *grocksdb.WriteOptions
+}
+
+// OpenRocks opens (creating if missing) the RocksDB database in dir.
+func OpenRocks(dir string, o RocksOptions) (*Rocks, error) {
+	if o.BlockCacheBytes == 0 {
+		o.BlockCacheBytes = 64 << 20
+	}
+	s := &Rocks{}
+	s.cache = grocksdb.NewLRUCache(o.BlockCacheBytes)
+	s.bbto = grocksdb.NewDefaultBlockBasedTableOptions()
+	s.bbto.SetBlockCache(s.cache)
+	s.opts = grocksdb.NewDefaultOptions()
+	s.opts.SetCreateIfMissing(true)
+	s.opts.SetBlockBasedTableFactory(s.bbto)
+	db, err := grocksdb.OpenDb(s.opts, dir)
+	if err != nil {
+		s.opts.Destroy()
+		s.bbto.Destroy()
+		s.cache.Destroy()
+		return nil, fmt.Errorf("state: open RocksDB in %s: %w", dir, err)
+	}
+	s.db = db
+	s.ro = grocksdb.NewDefaultReadOptions()
+	s.wo = grocksdb.NewDefaultWriteOptions()
+	s.wo.SetSync(o.Sync)
+	return s, nil
+}
+
+func (s *Rocks) Get(key []byte) ([]byte, bool, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, false, ErrClosed
+	}
+	sl, err := s.db.Get(s.ro, key)
+	if err != nil {
+		return nil, false, fmt.Errorf("state: get: %w", err)
+	}
+	defer sl.Free()
+	if !sl.Exists() {
+		return nil, false, nil
+	}
+	return append([]byte(nil), sl.Data()...), true, nil
+}
+
+func (s *Rocks) Put(key, value []byte) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return s.db.Put(s.wo, key, value)
+}
+
+func (s *Rocks) Delete(key []byte) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return s.db.Delete(s.wo, key)
+}
+
+func (s *Rocks) scan(prefix []byte, fn func(key, value []byte) error) error {
+	ro := grocksdb.NewDefaultReadOptions()
+	defer ro.Destroy()
+	if end := PrefixEnd(prefix); end != nil {
+		ro.SetIterateUpperBound(end)
+	}
+	it := s.db.NewIterator(ro)
+	defer it.Close()
+	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+		k, v := it.Key(), it.Value()
+		err := fn(k.Data(), v.Data())
+		k.Free()
+		v.Free()
+		if err != nil {
+			return err
+		}
+	}
+	return it.Err()
+}
+
+func (s *Rocks) Scan(prefix []byte, fn func(key, value []byte) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return s.scan(prefix, fn)
+}
+
+func (s *Rocks) Write(b *Batch) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	wb := grocksdb.NewWriteBatch()
+	defer wb.Destroy()
+	_ = b.each(func(kind opKind, k, v []byte) error {
+		switch kind {
+		case opPut:
+			wb.Put(k, v)
+		case opDelete:
+			wb.Delete(k)
+		case opDropPrefix:
+			s.dropInto(wb, k)
+		}
+		return nil
+	})
+	if err := s.db.Write(s.wo, wb); err != nil {
+		return fmt.Errorf("state: write batch: %w", err)
+	}
+	return nil
+}
+
+// dropInto records the deletion of prefix's key range in wb.
+func (s *Rocks) dropInto(wb *grocksdb.WriteBatch, prefix []byte) {
+	if end := PrefixEnd(prefix); end != nil {
+		wb.DeleteRange(prefix, end)
+		return
+	}
+	// prefix is all 0xff: no finite upper bound, delete key by key.
+	_ = s.scan(prefix, func(k, _ []byte) error { wb.Delete(k); return nil })
+}
+
+func (s *Rocks) Export(prefix []byte) ([]byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	w := newExportWriter()
+	// An iterator reads one consistent view of the database.
+	if err := s.scan(prefix, func(k, v []byte) error { w.add(k, v); return nil }); err != nil {
+		return nil, fmt.Errorf("state: export: %w", err)
+	}
+	return w.finish(), nil
+}
+
+func (s *Rocks) Import(blob []byte) error {
+	b, err := importBatch(blob)
+	if err != nil {
+		return err
+	}
+	return s.Write(b)
+}
+
+func (s *Rocks) DropPrefix(prefix []byte) error {
+	b := &Batch{}
+	b.DropPrefix(prefix)
+	return s.Write(b)
+}
+
+// Close closes the database; later calls return ErrClosed.
+func (s *Rocks) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.db.Close()
+	s.ro.Destroy()
+	s.wo.Destroy()
+	s.opts.Destroy()
+	s.bbto.Destroy()
+	s.cache.Destroy()
+	return nil
+}

@@ -1,0 +1,171 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+)
+
+// Store is a key-value store of operator state.
+type Store interface {
+	// Get returns a copy of the value stored under key; ok is false when there is none.
+	Get(key []byte) (value []byte, ok bool, err error)
+	// Put stores value under key.
+	Put(key, value []byte) error
+	// Delete removes key (no error when it is absent).
+	Delete(key []byte) error
+	// Scan calls fn for every key that starts with prefix, in ascending key order. key and
+	// value are valid only during the call. An error from fn stops the scan and is returned.
+	Scan(prefix []byte, fn func(key, value []byte) error) error
+	// Write applies every operation of b atomically, in order.
+	Write(b *Batch) error
+	// Export returns a consistent copy of every entry under prefix, encoded as a blob that
+	// Import accepts (on this store or another).
+	Export(prefix []byte) ([]byte, error)
+	// Import writes every entry of a blob made by Export, atomically.
+	Import(blob []byte) error
+	// DropPrefix deletes every key that starts with prefix.
+	DropPrefix(prefix []byte) error
+	Close() error
+}
+
+// Errors of the package.
+var (
+	ErrClosed        = errors.New("state: store is closed")
+	ErrCorruptExport = errors.New("state: corrupt export blob")
+)
+
+type opKind uint8
+
+const (
+	opPut opKind = iota
+	opDelete
+	opDropPrefix
+)
+
+type batchOp struct {
+	kind       opKind
+	kOff, kLen int
+	vOff, vLen int
+}
+
+// Batch is an ordered list of writes applied atomically by Store.Write. Keys and values are
+// copied into the batch, so callers may reuse their buffers. A Batch is not safe for
+// concurrent use; Reset makes it reusable without allocating.
+type Batch struct {
+	buf []byte
+	ops []batchOp
+}
+
+// Put records a put of value under key.
+func (b *Batch) Put(key, value []byte) {
+	op := batchOp{kind: opPut, kOff: len(b.buf), kLen: len(key)}
+	b.buf = append(b.buf, key...)
+	op.vOff, op.vLen = len(b.buf), len(value)
+	b.buf = append(b.buf, value...)
+	b.ops = append(b.ops, op)
+}
+
+// Delete records a delete of key.
+func (b *Batch) Delete(key []byte) {
+	b.ops = append(b.ops, batchOp{kind: opDelete, kOff: len(b.buf), kLen: len(key)})
+	b.buf = append(b.buf, key...)
+}
+
+// DropPrefix records the deletion of every key starting with prefix.
+func (b *Batch) DropPrefix(prefix []byte) {
+	b.ops = append(b.ops, batchOp{kind: opDropPrefix, kOff: len(b.buf), kLen: len(prefix)})
+	b.buf = append(b.buf, prefix...)
+}
+
+// Len returns the number of operations recorded.
+func (b *Batch) Len() int { return len(b.ops) }
+
+// Reset empties the batch, keeping its storage.
+func (b *Batch) Reset() { b.buf, b.ops = b.buf[:0], b.ops[:0] }
+
+// each calls fn for each operation in order.
+func (b *Batch) each(fn func(kind opKind, key, value []byte) error) error {
+	for _, op := range b.ops {
+		k := b.buf[op.kOff : op.kOff+op.kLen : op.kOff+op.kLen]
+		var v []byte
+		if op.kind == opPut {
+			v = b.buf[op.vOff : op.vOff+op.vLen : op.vOff+op.vLen]
+		}
+		if err := fn(op.kind, k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PrefixEnd returns the smallest key greater than every key starting with prefix, or nil
+// when there is none (prefix is all 0xff).
+func PrefixEnd(prefix []byte) []byte {
+	end := append([]byte(nil), prefix...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// Export blob: magic "RSX1", then entries (uvarint key length, key, uvarint value length,
+// value), then a CRC-32 (Castagnoli) of everything before it, little-endian.
+var exportMagic = []byte("RSX1")
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+type exportWriter struct{ buf []byte }
+
+func newExportWriter() *exportWriter { return &exportWriter{buf: append([]byte(nil), exportMagic...)} }
+
+func (w *exportWriter) add(k, v []byte) {
+	w.buf = binary.AppendUvarint(w.buf, uint64(len(k)))
+	w.buf = append(w.buf, k...)
+	w.buf = binary.AppendUvarint(w.buf, uint64(len(v)))
+	w.buf = append(w.buf, v...)
+}
+
+func (w *exportWriter) finish() []byte {
+	return binary.LittleEndian.AppendUint32(w.buf, crc32.Checksum(w.buf, crcTable))
+}
+
+// DecodeExport checks an Export blob and calls fn for each entry in order. key and value
+// alias blob. Errors wrap ErrCorruptExport and give the byte offset.
+func DecodeExport(blob []byte, fn func(key, value []byte) error) error {
+	if len(blob) < len(exportMagic)+4 || string(blob[:len(exportMagic)]) != string(exportMagic) {
+		return fmt.Errorf("%w: missing header", ErrCorruptExport)
+	}
+	body := blob[:len(blob)-4]
+	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(blob[len(blob)-4:]) {
+		return fmt.Errorf("%w: checksum mismatch", ErrCorruptExport)
+	}
+	p := len(exportMagic)
+	for p < len(body) {
+		var kv [2][]byte
+		for i := range kv {
+			l, n := binary.Uvarint(body[p:])
+			if n <= 0 || l > uint64(len(body)-p-n) {
+				return fmt.Errorf("%w: bad length at byte %d", ErrCorruptExport, p)
+			}
+			p += n
+			kv[i] = body[p : p+int(l) : p+int(l)]
+			p += int(l)
+		}
+		if err := fn(kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// importBatch decodes blob into a batch.
+func importBatch(blob []byte) (*Batch, error) {
+	b := &Batch{}
+	err := DecodeExport(blob, func(k, v []byte) error { b.Put(k, v); return nil })
+	return b, err
+}
