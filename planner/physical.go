@@ -112,6 +112,10 @@ type ExchangeNode struct {
 	Topic string
 	Keys  []Evaluator
 	Texts []string
+	// Queues is the number of queues of the shuffle topic the plan needs: 1 when the
+	// downstream stage must see every row in one split (a global aggregate, no Keys), or 0
+	// for the topic's default.
+	Queues int
 }
 
 // LimitNode stops the pipeline after N rows (push queries).

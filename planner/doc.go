@@ -1,0 +1,38 @@
+// Package planner turns a bound query (*sql.Query) into a plan rsql can run, and explains it.
+//
+// Steps, each a public function:
+//
+//	Logical(q)          the logical plan: an immutable chain of LogicalNode values
+//	                    Scan → [WindowAssign] → [Filter] → [Aggregate → [Filter]] → Project
+//	                    → [Limit] → Sink
+//	Optimize(l)         FoldConstants, PushDownPredicates, PruneColumns
+//	BuildPhysical(l, o) stages of compiled operators (planner/physical.go), split at exchanges
+//	Explain(l, p)       readable text of both plans (EXPLAIN)
+//	Plan(q, o)          all of the above but Explain, in order
+//
+// Contract:
+//   - The planner runs nothing and opens nothing; every expression is compiled once, here,
+//     with sql.Compile. Logical nodes and physical nodes are distinct types.
+//   - Every rewrite keeps the rows a plan computes. Pruning remaps every ColumnRef so that it
+//     indexes the narrowed row; SourceSpec.Columns says which stream columns a stage reads.
+//   - Errors are *sql.Error values with a SQLSTATE code (0A000 for what is not supported).
+//
+// Exchange rule. Records of a broker topic are spread over its queues by the producer's key,
+// which the planner does not know in general. An aggregation therefore gets an exchange
+// unless its input already arrives in one split or partitioned by (a subset of) its group
+// key:
+//   - a source is read as one split when its connector is "file" or its `queues` option is 1;
+//   - a source is partitioned by columns when its `partitioned_by` (or `key`) option names
+//     them (comma-separated); if every one of them is a plain column among the group keys,
+//     equal group keys share a split and no exchange is needed;
+//   - otherwise stage 0 is source → filters → projection of the columns the aggregate reads
+//     (and the event-time column for a windowed aggregate) → ExchangeNode writing the shuffle
+//     topic "<job>-0-shuffle" with queue = hash(keys) mod queues; stage 1 reads that topic
+//     (SourceSpec.FromStage = 0, connector "broker") → aggregate → HAVING → projection → sink;
+//   - a global aggregate (no keys) over more than one split is shuffled to one queue
+//     (ExchangeNode.Queues = 1 and the shuffle source's `queues` option "1"), so exactly one
+//     downstream split sees every row.
+//
+// Watermarks cross an exchange as records of the shuffle topic (see DESIGN.md); the stage 1
+// SourceSpec.EventTime names the event-time column inside the shuffled row.
+package planner
