@@ -93,13 +93,13 @@ func (s *Memory) Write(b *Batch) error {
 	if s.closed {
 		return ErrClosed
 	}
-	return b.each(func(kind opKind, k, v []byte) error {
+	return b.Each(func(kind OpKind, k, v []byte) error {
 		switch kind {
-		case opPut:
+		case OpPut:
 			s.put(k, v)
-		case opDelete:
+		case OpDelete:
 			delete(s.m, string(k))
-		case opDropPrefix:
+		case OpDropPrefix:
 			s.dropPrefix(k)
 		}
 		return nil

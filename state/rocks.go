@@ -126,13 +126,13 @@ func (s *Rocks) Write(b *Batch) error {
 	}
 	wb := grocksdb.NewWriteBatch()
 	defer wb.Destroy()
-	_ = b.each(func(kind opKind, k, v []byte) error {
+	_ = b.Each(func(kind OpKind, k, v []byte) error {
 		switch kind {
-		case opPut:
+		case OpPut:
 			wb.Put(k, v)
-		case opDelete:
+		case OpDelete:
 			wb.Delete(k)
-		case opDropPrefix:
+		case OpDropPrefix:
 			s.dropInto(wb, k)
 		}
 		return nil

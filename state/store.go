@@ -36,16 +36,18 @@ var (
 	ErrCorruptExport = errors.New("state: corrupt export blob")
 )
 
-type opKind uint8
+// OpKind is the kind of one Batch operation.
+type OpKind uint8
 
+// Batch operations.
 const (
-	opPut opKind = iota
-	opDelete
-	opDropPrefix
+	OpPut OpKind = iota
+	OpDelete
+	OpDropPrefix
 )
 
 type batchOp struct {
-	kind       opKind
+	kind       OpKind
 	kOff, kLen int
 	vOff, vLen int
 }
@@ -60,7 +62,7 @@ type Batch struct {
 
 // Put records a put of value under key.
 func (b *Batch) Put(key, value []byte) {
-	op := batchOp{kind: opPut, kOff: len(b.buf), kLen: len(key)}
+	op := batchOp{kind: OpPut, kOff: len(b.buf), kLen: len(key)}
 	b.buf = append(b.buf, key...)
 	op.vOff, op.vLen = len(b.buf), len(value)
 	b.buf = append(b.buf, value...)
@@ -69,13 +71,13 @@ func (b *Batch) Put(key, value []byte) {
 
 // Delete records a delete of key.
 func (b *Batch) Delete(key []byte) {
-	b.ops = append(b.ops, batchOp{kind: opDelete, kOff: len(b.buf), kLen: len(key)})
+	b.ops = append(b.ops, batchOp{kind: OpDelete, kOff: len(b.buf), kLen: len(key)})
 	b.buf = append(b.buf, key...)
 }
 
 // DropPrefix records the deletion of every key starting with prefix.
 func (b *Batch) DropPrefix(prefix []byte) {
-	b.ops = append(b.ops, batchOp{kind: opDropPrefix, kOff: len(b.buf), kLen: len(prefix)})
+	b.ops = append(b.ops, batchOp{kind: OpDropPrefix, kOff: len(b.buf), kLen: len(prefix)})
 	b.buf = append(b.buf, prefix...)
 }
 
@@ -85,12 +87,15 @@ func (b *Batch) Len() int { return len(b.ops) }
 // Reset empties the batch, keeping its storage.
 func (b *Batch) Reset() { b.buf, b.ops = b.buf[:0], b.ops[:0] }
 
-// each calls fn for each operation in order.
-func (b *Batch) each(fn func(kind opKind, key, value []byte) error) error {
+// Each calls fn for each operation in order (value is nil except for OpPut; for
+// OpDropPrefix key is the prefix). key and value are valid only during the call. A
+// checkpoint store that commits a Batch elsewhere (e.g. in one Postgres transaction with the
+// source offsets) replays it with Each.
+func (b *Batch) Each(fn func(kind OpKind, key, value []byte) error) error {
 	for _, op := range b.ops {
 		k := b.buf[op.kOff : op.kOff+op.kLen : op.kOff+op.kLen]
 		var v []byte
-		if op.kind == opPut {
+		if op.kind == OpPut {
 			v = b.buf[op.vOff : op.vOff+op.vLen : op.vOff+op.vLen]
 		}
 		if err := fn(op.kind, k, v); err != nil {
