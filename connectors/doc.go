@@ -5,4 +5,15 @@
 // takes raw messages and makes them durable at Flush. Formats turn message bodies into typed
 // rows of a schema and back; a body that does not fit the schema is an error that names the
 // field, never a panic. Connectors know nothing about operators or plans.
+//
+//   - NewFormat("json"|"csv", schema) makes a Format bound to a schema; it reuses the row it
+//     is given and is not safe for concurrent use. JSON keys match column names
+//     case-insensitively, missing fields are NULL, extra fields are ignored, TIMESTAMP reads
+//     epoch milliseconds or RFC 3339 and writes RFC 3339 UTC with milliseconds, JSON columns
+//     keep the raw JSON text. CSV has no header, fields in schema order, RFC 4180 quoting; an
+//     empty unquoted field is NULL. Encode then Decode gives back the same row.
+//   - OpenFileSource(path) is a bounded source with one split "0"; a message is a non-empty
+//     line and its Offset the 1-based line number. OpenFileSink(path) appends one body per
+//     line; Flush writes and fsyncs. NewPrintSink(w) prints bodies to w.
+//   - Errors of the file connector name the path (and the line where there is one).
 package connectors
