@@ -1,0 +1,874 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Errors returned by the in-process API; match them with errors.Is.
+var (
+	ErrClosed           = errors.New("broker: closed")
+	ErrTopicNotExist    = errors.New("broker: topic does not exist")
+	ErrInvalidTopic     = errors.New("broker: invalid topic name (want [%|a-zA-Z0-9_-], at most 127 characters)")
+	ErrInvalidQueue     = errors.New("broker: queue id out of range")
+	ErrMessageTooLarge  = errors.New("broker: message too large")
+	ErrOffsetOutOfRange = errors.New("broker: offset beyond the end of the queue")
+	ErrLocked           = errors.New("broker: store directory is used by another process")
+)
+
+const (
+	scheduleTopic = "SCHEDULE_TOPIC_XXXX"
+	scheduleGroup = "%SCHEDULE%"
+	// PermRead and PermWrite are topic permission bits.
+	PermRead  = 4
+	PermWrite = 2
+)
+
+// TopicInfo describes a topic.
+type TopicInfo struct {
+	Name   string `json:"name"`
+	Queues int    `json:"queues"`
+	Perm   int    `json:"perm"`
+}
+
+type topic struct {
+	info   TopicInfo
+	queues []*consumeQueue
+}
+
+// Broker is the store plus, after Serve, the network front end. All methods are safe for
+// concurrent use.
+type Broker struct {
+	cfg      Config
+	cl       *commitLog
+	lockFile *os.File
+
+	// wmu is the single writer: it serialises reserve/encode/index/publish.
+	wmu sync.Mutex
+
+	tmu    sync.RWMutex
+	topics map[string]*topic
+
+	omu     sync.Mutex
+	offsets map[string]map[string]int64 // group -> "topic@queue" -> next offset
+	odirty  bool
+
+	storeHost atomic.Value // netip.AddrPort
+
+	fmu    sync.Mutex
+	fcond  *sync.Cond
+	fkick  chan struct{}
+	ferr   error
+	closed atomic.Bool
+	done   chan struct{}
+	wg     sync.WaitGroup
+
+	net *netServer
+}
+
+// Open opens (creating if needed) the store in cfg.Dir and recovers it.
+func Open(cfg Config) (*Broker, error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	b := &Broker{cfg: cfg, topics: map[string]*topic{}, offsets: map[string]map[string]int64{},
+		fkick: make(chan struct{}, 1), done: make(chan struct{})}
+	b.fcond = sync.NewCond(&b.fmu)
+	b.storeHost.Store(netip.MustParseAddrPort("127.0.0.1:10911"))
+	lf, err := lockDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	b.lockFile = lf
+	if err := b.load(); err != nil {
+		b.closeFiles()
+		return nil, err
+	}
+	if _, err := b.ensureTopic(scheduleTopic, len(cfg.DelayLevels), PermRead|PermWrite); err != nil {
+		b.closeFiles()
+		return nil, err
+	}
+	b.wg.Add(3)
+	go b.flusher()
+	go b.checkpointer()
+	go b.retainer()
+	b.wg.Add(1)
+	go b.scheduler()
+	return b, nil
+}
+
+func (b *Broker) path(name string) string { return filepath.Join(b.cfg.Dir, name) }
+
+func (b *Broker) load() error {
+	var infos []TopicInfo
+	if err := readJSON(b.path("topics.json"), &infos); err != nil {
+		return err
+	}
+	if err := readJSON(b.path("offsets.json"), &b.offsets); err != nil {
+		return err
+	}
+	if b.offsets == nil {
+		b.offsets = map[string]map[string]int64{}
+	}
+	cl, err := openCommitLog(b.path("commitlog"), b.cfg.SegmentSize)
+	if err != nil {
+		return err
+	}
+	b.cl = cl
+	for _, ti := range infos {
+		if _, err := b.openTopic(ti); err != nil {
+			return err
+		}
+	}
+	var ck struct {
+		Offset int64 `json:"offset"`
+	}
+	if err := readJSON(b.path("checkpoint"), &ck); err != nil {
+		return err
+	}
+	// Replay records from the checkpoint: rebuild consume-queue entries the queues lack.
+	var rerr error
+	end, err := cl.recover(ck.Offset, func(r *recordView, off int64) {
+		if rerr != nil {
+			return
+		}
+		t := b.topics[r.topic]
+		if t == nil || int(r.queue) >= len(t.queues) {
+			n := max(int(r.queue)+1, b.cfg.DefaultQueues)
+			if t != nil {
+				n = max(n, len(t.queues))
+			}
+			if t, rerr = b.openTopic(TopicInfo{Name: r.topic, Queues: n, Perm: PermRead | PermWrite}); rerr != nil {
+				return
+			}
+			_ = t
+		}
+		q := b.topics[r.topic].queues[r.queue]
+		tags := TagsCode(propValue(r.props, PropTags))
+		if r.topic == scheduleTopic {
+			tags = r.storeTS
+		}
+		rerr = q.put(r.queueOffset, off, int32(r.size), tags)
+		if r.queueOffset+1 > q.max.Load() {
+			q.max.Store(r.queueOffset + 1)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if rerr != nil {
+		return rerr
+	}
+	cl.wpos = end
+	cl.committed.Store(end)
+	cl.flushed.Store(end)
+	minPhys := cl.minOffset()
+	// Drop index entries that point past the log end (an index flushed before its log).
+	for _, t := range b.topics {
+		for _, q := range t.queues {
+			for {
+				m := q.max.Load()
+				if m <= q.min.Load() {
+					break
+				}
+				phys, size, _, ok := q.get(m - 1)
+				if ok && phys+int64(size) <= end {
+					break
+				}
+				q.truncate(m - 1)
+			}
+			q.dropBelow(minPhys)
+		}
+	}
+	return b.saveTopics()
+}
+
+// openTopic creates or widens a topic's queues and registers it (no persistence).
+func (b *Broker) openTopic(ti TopicInfo) (*topic, error) {
+	t := b.topics[ti.Name]
+	if t == nil {
+		t = &topic{info: ti}
+	}
+	for i := len(t.queues); i < ti.Queues; i++ {
+		q, err := openConsumeQueue(b.path("consumequeue"), ti.Name, i, b.cfg.QueueFileEntries)
+		if err != nil {
+			return nil, err
+		}
+		t.queues = append(t.queues, q)
+	}
+	t.info.Queues = len(t.queues)
+	if ti.Perm != 0 {
+		t.info.Perm = ti.Perm
+	}
+	b.topics[ti.Name] = t
+	return t, nil
+}
+
+func (b *Broker) saveTopics() error {
+	infos := make([]TopicInfo, 0, len(b.topics))
+	for _, t := range b.topics {
+		infos = append(infos, t.info)
+	}
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+	return writeJSON(b.path("topics.json"), infos)
+}
+
+// CreateTopic creates a topic with the given number of queues, or widens an existing one
+// (queues are never removed). It is durable when it returns.
+func (b *Broker) CreateTopic(name string, queues int) error {
+	if !ValidTopic(name) {
+		return fmt.Errorf("%w: %q", ErrInvalidTopic, name)
+	}
+	if queues < 1 || queues > 1024 {
+		return fmt.Errorf("%w: %d queues (want 1..1024)", ErrInvalidQueue, queues)
+	}
+	_, err := b.ensureTopic(name, queues, PermRead|PermWrite)
+	return err
+}
+
+func (b *Broker) ensureTopic(name string, queues, perm int) (*topic, error) {
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
+	b.tmu.RLock()
+	t := b.topics[name]
+	b.tmu.RUnlock()
+	if t != nil && len(t.queues) >= queues {
+		return t, nil
+	}
+	b.tmu.Lock()
+	defer b.tmu.Unlock()
+	if t = b.topics[name]; t != nil && len(t.queues) >= queues {
+		return t, nil
+	}
+	t, err := b.openTopic(TopicInfo{Name: name, Queues: queues, Perm: perm})
+	if err != nil {
+		return nil, err
+	}
+	return t, b.saveTopics()
+}
+
+// DeleteTopic forgets a topic; its records stay in the commit log until retention.
+func (b *Broker) DeleteTopic(name string) error {
+	b.tmu.Lock()
+	defer b.tmu.Unlock()
+	t := b.topics[name]
+	if t == nil {
+		return nil
+	}
+	delete(b.topics, name)
+	for _, q := range t.queues {
+		q.close()
+	}
+	os.RemoveAll(filepath.Join(b.path("consumequeue"), name))
+	return b.saveTopics()
+}
+
+// Topics lists the topics, sorted by name.
+func (b *Broker) Topics() []TopicInfo {
+	b.tmu.RLock()
+	defer b.tmu.RUnlock()
+	out := make([]TopicInfo, 0, len(b.topics))
+	for _, t := range b.topics {
+		out = append(out, t.info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Topic returns one topic's description.
+func (b *Broker) Topic(name string) (TopicInfo, bool) {
+	t := b.topic(name)
+	if t == nil {
+		return TopicInfo{}, false
+	}
+	return t.info, true
+}
+
+func (b *Broker) topic(name string) *topic {
+	b.tmu.RLock()
+	defer b.tmu.RUnlock()
+	return b.topics[name]
+}
+
+func (b *Broker) queue(topicName string, id int) (*consumeQueue, error) {
+	t := b.topic(topicName)
+	if t == nil {
+		return nil, fmt.Errorf("%w: %q", ErrTopicNotExist, topicName)
+	}
+	if id < 0 || id >= len(t.queues) {
+		return nil, fmt.Errorf("%w: %s queue %d of %d", ErrInvalidQueue, topicName, id, len(t.queues))
+	}
+	return t.queues[id], nil
+}
+
+func (b *Broker) host() netip.AddrPort { return b.storeHost.Load().(netip.AddrPort) }
+
+// putResult is where one appended message landed.
+type putResult struct {
+	queueOffset int64
+	phys        int64
+	size        int
+}
+
+// put appends messages through the single writer and, in sync mode, waits for the fsync.
+func (b *Broker) put(ms []inMsg) ([]putResult, error) {
+	if b.closed.Load() {
+		return nil, ErrClosed
+	}
+	for i := range ms {
+		if n := ms[i].size(); n-recordFixedSize > b.cfg.MaxMessageSize {
+			return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrMessageTooLarge, n, b.cfg.MaxMessageSize)
+		}
+		if len(ms[i].props) > 32767 {
+			return nil, fmt.Errorf("%w: properties of %d bytes (limit 32767)", ErrMessageTooLarge, len(ms[i].props))
+		}
+		if len(ms[i].topic) > 127 {
+			return nil, fmt.Errorf("%w: %q", ErrInvalidTopic, ms[i].topic)
+		}
+	}
+	for i := range ms {
+		b.redirectDelay(&ms[i])
+	}
+	qs := make([]*consumeQueue, len(ms))
+	for i := range ms {
+		q, err := b.queue(ms[i].topic, ms[i].queue)
+		if err != nil {
+			return nil, err
+		}
+		qs[i] = q
+	}
+	res := make([]putResult, len(ms))
+	host := b.host()
+	b.wmu.Lock()
+	now := time.Now().UnixMilli()
+	next := map[*consumeQueue]int64{}
+	for i := range ms {
+		m := &ms[i]
+		q := qs[i]
+		qo, ok := next[q]
+		if !ok {
+			qo = q.max.Load()
+		}
+		n := m.size()
+		dst, pos, err := b.cl.reserve(n)
+		if err != nil {
+			b.wmu.Unlock()
+			return nil, err
+		}
+		ts := m.storeTS
+		if ts == 0 {
+			ts = now
+		}
+		encodeRecord(dst, m, qo, pos, ts, host)
+		tags := m.tagsCode
+		if m.topic == scheduleTopic {
+			tags = ts
+		}
+		if err := q.put(qo, pos, int32(n), tags); err != nil {
+			b.wmu.Unlock()
+			return nil, err
+		}
+		next[q] = qo + 1
+		res[i] = putResult{queueOffset: qo, phys: pos, size: n}
+	}
+	end := b.cl.wpos
+	b.cl.committed.Store(end)
+	for q, m := range next {
+		q.publish(m)
+	}
+	b.wmu.Unlock()
+	if b.cfg.FlushMode == FlushSync {
+		if err := b.waitFlushed(end); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func (b *Broker) waitFlushed(end int64) error {
+	select {
+	case b.fkick <- struct{}{}:
+	default:
+	}
+	b.fmu.Lock()
+	defer b.fmu.Unlock()
+	for b.cl.flushed.Load() < end {
+		if b.ferr != nil {
+			return b.ferr
+		}
+		if b.closed.Load() {
+			return ErrClosed
+		}
+		b.fcond.Wait()
+	}
+	return nil
+}
+
+func (b *Broker) flusher() {
+	defer b.wg.Done()
+	t := time.NewTicker(b.cfg.FlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.done:
+			b.fmu.Lock()
+			b.fcond.Broadcast()
+			b.fmu.Unlock()
+			return
+		case <-t.C:
+		case <-b.fkick:
+		}
+		err := b.cl.flush()
+		b.fmu.Lock()
+		if err != nil {
+			b.ferr = err
+			b.cfg.Logger.Error("commit-log flush failed", "err", err)
+		}
+		b.fcond.Broadcast()
+		b.fmu.Unlock()
+	}
+}
+
+// Append appends msgs to one queue of a topic and returns the queue offset of the first.
+// Topic and Queue of the messages are ignored; Key and Tags become the KEYS and TAGS
+// properties. Store timestamps are set by the broker. With FlushSync it returns after fsync.
+func (b *Broker) Append(topicName string, queue int, msgs []Message) (int64, error) {
+	if len(msgs) == 0 {
+		q, err := b.queue(topicName, queue)
+		if err != nil {
+			return 0, err
+		}
+		return q.max.Load(), nil
+	}
+	ins := make([]inMsg, len(msgs))
+	now := time.Now().UnixMilli()
+	for i := range msgs {
+		ins[i] = fromMessage(topicName, queue, &msgs[i], now)
+	}
+	res, err := b.put(ins)
+	if err != nil {
+		return 0, err
+	}
+	return res[0].queueOffset, nil
+}
+
+func fromMessage(topicName string, queue int, m *Message, now int64) inMsg {
+	var props []byte
+	if len(m.Properties) > 0 || m.Key != "" || m.Tags != "" {
+		p := make(map[string]string, len(m.Properties)+2)
+		for k, v := range m.Properties {
+			p[k] = v
+		}
+		if m.Key != "" {
+			p[PropKeys] = m.Key
+		}
+		if m.Tags != "" {
+			p[PropTags] = m.Tags
+		}
+		props = EncodeProperties(p)
+	}
+	born := m.BornTimestamp
+	if born == 0 {
+		born = now
+	}
+	return inMsg{topic: topicName, queue: queue, flag: m.Flag, sysFlag: m.SysFlag &^ 0x30, bornTS: born,
+		bornHost: m.BornHost, reconsume: m.ReconsumeTimes, body: m.Body, props: props, tagsCode: TagsCode(m.Tags)}
+}
+
+// MinOffset is the oldest retained offset of a queue.
+func (b *Broker) MinOffset(topicName string, queue int) (int64, error) {
+	q, err := b.queue(topicName, queue)
+	if err != nil {
+		return 0, err
+	}
+	return q.min.Load(), nil
+}
+
+// MaxOffset is the next offset to be written in a queue (0 when empty).
+func (b *Broker) MaxOffset(topicName string, queue int) (int64, error) {
+	q, err := b.queue(topicName, queue)
+	if err != nil {
+		return 0, err
+	}
+	return q.max.Load(), nil
+}
+
+// OffsetByTimestamp is the first offset stored at or after ts (epoch ms), or MaxOffset.
+func (b *Broker) OffsetByTimestamp(topicName string, queue int, ts int64) (int64, error) {
+	q, err := b.queue(topicName, queue)
+	if err != nil {
+		return 0, err
+	}
+	lo, hi := q.min.Load(), q.max.Load()
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		phys, _, _, ok := q.get(mid)
+		var st int64
+		if ok {
+			h, err := b.cl.read(nil, phys, 64)
+			if err == nil {
+				st = int64(binary.BigEndian.Uint64(h[56:]))
+			}
+		}
+		if st < ts {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// pullStatus says what a raw read found.
+type pullStatus int
+
+const (
+	pullFound pullStatus = iota
+	pullNoNew
+	pullNoMatch
+	pullOffsetMoved
+)
+
+// readRaw copies up to max records (and about maxBytes) from offset on, skipping records
+// whose tag code is not in filter (nil = all). It returns the bytes, the record count, the
+// next offset to read and a status as in the protocol's pull table.
+func (b *Broker) readRaw(q *consumeQueue, offset int64, maxN, maxBytes int, filter map[int64]bool, buf []byte) ([]byte, int, int64, pullStatus) {
+	minO, maxO := q.min.Load(), q.max.Load()
+	switch {
+	case maxO == 0 && offset == 0:
+		return buf, 0, 0, pullNoNew
+	case maxO == 0:
+		return buf, 0, 0, pullOffsetMoved
+	case offset < minO:
+		return buf, 0, minO, pullOffsetMoved
+	case offset == maxO:
+		return buf, 0, offset, pullNoNew
+	case offset > maxO:
+		return buf, 0, maxO, pullOffsetMoved
+	}
+	n := 0
+	next := offset
+	scanned := 0
+	for next < maxO && n < maxN && len(buf) < maxBytes && scanned < 4*maxN+64 {
+		phys, size, tags, ok := q.get(next)
+		if !ok {
+			break
+		}
+		scanned++
+		if filter != nil && !filter[tags] {
+			next++
+			continue
+		}
+		var err error
+		nb, err := b.cl.read(buf, phys, int(size))
+		if err != nil {
+			// The record was removed by retention under us; let the caller re-seek.
+			if n == 0 {
+				return buf, 0, q.min.Load(), pullOffsetMoved
+			}
+			break
+		}
+		buf = nb
+		n++
+		next++
+	}
+	if n == 0 {
+		return buf, 0, next, pullNoMatch
+	}
+	return buf, n, next, pullFound
+}
+
+// Pull reads up to max messages of a queue from offset. When nothing is there and wait > 0
+// it waits up to wait for new messages (or ctx). An offset below the queue minimum starts
+// at the minimum (retention removed the rest); an offset beyond the end is
+// ErrOffsetOutOfRange. next is the offset to pull from next time.
+func (b *Broker) Pull(ctx context.Context, topicName string, queue int, offset int64, maxN int, wait time.Duration) ([]Message, int64, error) {
+	q, err := b.queue(topicName, queue)
+	if err != nil {
+		return nil, offset, err
+	}
+	if maxN <= 0 {
+		maxN = 32
+	}
+	var deadline <-chan time.Time
+	for {
+		if b.closed.Load() {
+			return nil, offset, ErrClosed
+		}
+		if m := q.min.Load(); offset < m {
+			offset = m
+		}
+		if offset > q.max.Load() {
+			return nil, offset, fmt.Errorf("%w: %s queue %d offset %d > %d", ErrOffsetOutOfRange, topicName, queue, offset, q.max.Load())
+		}
+		ch := q.waitCh()
+		buf, n, next, st := b.readRaw(q, offset, maxN, 8<<20, nil, nil)
+		if st == pullFound {
+			msgs := make([]Message, 0, n)
+			for len(buf) > 0 {
+				r, err := parseRecord(buf, 0)
+				if err != nil {
+					return msgs, offset, err
+				}
+				msgs = append(msgs, r.message())
+				buf = buf[r.size:]
+			}
+			return msgs, next, nil
+		}
+		if st == pullOffsetMoved {
+			offset = next
+			continue
+		}
+		if wait <= 0 {
+			return nil, offset, nil
+		}
+		if deadline == nil {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			deadline = t.C
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			return nil, offset, nil
+		case <-ctx.Done():
+			return nil, offset, ctx.Err()
+		case <-b.done:
+			return nil, offset, ErrClosed
+		}
+	}
+}
+
+func offsetKey(topicName string, queue int) string { return topicName + "@" + strconv.Itoa(queue) }
+
+// CommitOffset stores a consumer group's next offset for a queue.
+func (b *Broker) CommitOffset(group, topicName string, queue int, offset int64) error {
+	b.omu.Lock()
+	defer b.omu.Unlock()
+	g := b.offsets[group]
+	if g == nil {
+		g = map[string]int64{}
+		b.offsets[group] = g
+	}
+	g[offsetKey(topicName, queue)] = offset
+	b.odirty = true
+	return nil
+}
+
+// QueryOffset returns a group's committed offset; ok is false when none is stored.
+func (b *Broker) QueryOffset(group, topicName string, queue int) (int64, bool) {
+	b.omu.Lock()
+	defer b.omu.Unlock()
+	o, ok := b.offsets[group][offsetKey(topicName, queue)]
+	return o, ok
+}
+
+func (b *Broker) saveOffsets(force bool) error {
+	b.omu.Lock()
+	if !b.odirty && !force {
+		b.omu.Unlock()
+		return nil
+	}
+	data, err := json.Marshal(b.offsets)
+	b.odirty = false
+	b.omu.Unlock()
+	if err != nil {
+		return err
+	}
+	return writeFile(b.path("offsets.json"), data)
+}
+
+// checkpoint flushes the queues and offsets and records how far recovery may skip.
+func (b *Broker) checkpoint() error {
+	if err := b.cl.flush(); err != nil {
+		return err
+	}
+	target := b.cl.flushed.Load()
+	b.tmu.RLock()
+	var qs []*consumeQueue
+	for _, t := range b.topics {
+		qs = append(qs, t.queues...)
+	}
+	b.tmu.RUnlock()
+	for _, q := range qs {
+		if err := q.flush(); err != nil {
+			return err
+		}
+	}
+	if err := b.saveOffsets(false); err != nil {
+		return err
+	}
+	return writeJSON(b.path("checkpoint"), map[string]int64{"offset": target})
+}
+
+func (b *Broker) checkpointer() {
+	defer b.wg.Done()
+	t := time.NewTicker(b.cfg.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.done:
+			return
+		case <-t.C:
+			if err := b.checkpoint(); err != nil {
+				b.cfg.Logger.Error("checkpoint failed", "err", err)
+			}
+		}
+	}
+}
+
+// Flush makes everything appended so far durable (commit log, queues, offsets).
+func (b *Broker) Flush() error { return b.checkpoint() }
+
+// EnforceRetention deletes whole segments older than RetentionAge or beyond
+// RetentionBytes, and moves queue minimums past them. It runs periodically by itself.
+func (b *Broker) EnforceRetention() error {
+	dropped := false
+	for {
+		ts, total, n := b.cl.retentionInfo()
+		if n < 2 {
+			break
+		}
+		old := b.cfg.RetentionAge > 0 && ts > 0 && ts < time.Now().Add(-b.cfg.RetentionAge).UnixMilli()
+		big := b.cfg.RetentionBytes > 0 && total > b.cfg.RetentionBytes
+		if !old && !big {
+			break
+		}
+		// Move queue minimums first so no reader is sent to the segment being removed.
+		minPhys := b.cl.minOffset() + b.cl.segSize
+		b.tmu.RLock()
+		for _, t := range b.topics {
+			for _, q := range t.queues {
+				q.dropBelow(minPhys)
+			}
+		}
+		b.tmu.RUnlock()
+		ok, err := b.cl.dropOldest()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		dropped = true
+	}
+	if dropped {
+		b.cfg.Logger.Info("retention removed segments", "min", b.cl.minOffset())
+	}
+	return nil
+}
+
+func (b *Broker) retainer() {
+	defer b.wg.Done()
+	t := time.NewTicker(b.cfg.RetentionCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.done:
+			return
+		case <-t.C:
+			if err := b.EnforceRetention(); err != nil {
+				b.cfg.Logger.Error("retention failed", "err", err)
+			}
+		}
+	}
+}
+
+// Close stops the listeners, flushes everything and releases the directory.
+func (b *Broker) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	if b.net != nil {
+		b.net.close()
+	}
+	close(b.done)
+	b.wg.Wait()
+	// Wait for an append in flight, then flush.
+	b.wmu.Lock()
+	err := b.checkpoint()
+	b.wmu.Unlock()
+	if e := b.saveOffsets(true); err == nil {
+		err = e
+	}
+	b.closeFiles()
+	return err
+}
+
+func (b *Broker) closeFiles() {
+	b.tmu.Lock()
+	for _, t := range b.topics {
+		for _, q := range t.queues {
+			q.close()
+		}
+	}
+	b.tmu.Unlock()
+	if b.cl != nil {
+		b.cl.close()
+	}
+	if b.lockFile != nil {
+		b.lockFile.Close()
+	}
+}
+
+func readJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("broker: %s is corrupt: %w", path, err)
+	}
+	return nil
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return writeFile(path, data)
+}
+
+// writeFile replaces path atomically and durably.
+func writeFile(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("broker: write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("broker: sync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,266 @@
+package broker
+
+import (
+	"encoding/json"
+	"sort"
+	"strconv"
+	"time"
+
+	"rsql/broker/remoting"
+)
+
+// consumerGroup is the live membership of one group, learned from heartbeats. Guarded by
+// netServer.cmu.
+type consumerGroup struct {
+	clients map[string]*clientInfo    // clientID -> client
+	subs    map[string]map[int64]bool // topic -> tag filter (nil = all)
+	exprs   map[string]string         // topic -> expression
+}
+
+type clientInfo struct {
+	conn *conn
+	last time.Time
+}
+
+type heartbeatData struct {
+	ClientID        string `json:"clientID"`
+	ConsumerDataSet []struct {
+		GroupName           string `json:"groupName"`
+		SubscriptionDataSet []struct {
+			Topic     string `json:"topic"`
+			SubString string `json:"subString"`
+		} `json:"subscriptionDataSet"`
+	} `json:"consumerDataSet"`
+}
+
+func (s *netServer) heartbeat(c *conn, req *remoting.Command) *remoting.Command {
+	var hb heartbeatData
+	if err := json.Unmarshal(req.Body, &hb); err != nil {
+		return req.Reply(respInvalidParameter, "heartbeat body is not valid JSON: "+err.Error())
+	}
+	var changed []string
+	now := time.Now()
+	s.cmu.Lock()
+	for _, cd := range hb.ConsumerDataSet {
+		if cd.GroupName == "" {
+			continue
+		}
+		g := s.groups[cd.GroupName]
+		if g == nil {
+			g = &consumerGroup{clients: map[string]*clientInfo{}}
+			s.groups[cd.GroupName] = g
+		}
+		ci := g.clients[hb.ClientID]
+		if ci == nil || ci.conn != c {
+			changed = append(changed, cd.GroupName)
+		}
+		g.clients[hb.ClientID] = &clientInfo{conn: c, last: now}
+		g.subs = map[string]map[int64]bool{}
+		g.exprs = map[string]string{}
+		for _, sd := range cd.SubscriptionDataSet {
+			g.subs[sd.Topic] = tagFilter(sd.SubString)
+			g.exprs[sd.Topic] = sd.SubString
+		}
+	}
+	s.cmu.Unlock()
+	for _, cd := range hb.ConsumerDataSet {
+		if cd.GroupName != "" && ValidTopic("%RETRY%"+cd.GroupName) {
+			s.b.ensureTopic("%RETRY%"+cd.GroupName, 1, PermRead|PermWrite)
+		}
+	}
+	for _, g := range changed {
+		s.notifyGroup(g)
+	}
+	return req.Reply(respSuccess, "")
+}
+
+// subscription returns a group's tag filter for a topic from its heartbeats.
+func (s *netServer) subscription(group, topicName string) map[int64]bool {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if g := s.groups[group]; g != nil {
+		return g.subs[topicName]
+	}
+	return nil
+}
+
+func (s *netServer) notifyGroup(group string) {
+	s.cmu.Lock()
+	var conns []*conn
+	if g := s.groups[group]; g != nil {
+		for _, ci := range g.clients {
+			conns = append(conns, ci.conn)
+		}
+	}
+	s.cmu.Unlock()
+	for _, c := range conns {
+		go s.notify(c, codeNotifyIDsChanged, map[string]string{"consumerGroup": group})
+	}
+}
+
+func (s *netServer) consumerList(req *remoting.Command) *remoting.Command {
+	group := req.Ext("consumerGroup")
+	ids := []string{}
+	s.cmu.Lock()
+	if g := s.groups[group]; g != nil {
+		for id := range g.clients {
+			ids = append(ids, id)
+		}
+	}
+	s.cmu.Unlock()
+	sort.Strings(ids)
+	r := req.Reply(respSuccess, "")
+	r.Body, _ = json.Marshal(map[string]any{"consumerIdList": ids})
+	return r
+}
+
+func (s *netServer) unregister(req *remoting.Command) {
+	id, group := req.Ext("clientID"), req.Ext("consumerGroup")
+	if group == "" {
+		return
+	}
+	s.cmu.Lock()
+	g := s.groups[group]
+	found := false
+	if g != nil {
+		if _, found = g.clients[id]; found {
+			delete(g.clients, id)
+		}
+	}
+	s.cmu.Unlock()
+	if found {
+		s.releaseLocks(id)
+		s.notifyGroup(group)
+	}
+}
+
+// dropConn removes every client that used c and notifies their groups.
+func (s *netServer) dropConn(c *conn) {
+	s.removeClients(func(ci *clientInfo) bool { return ci.conn == c })
+}
+
+func (s *netServer) removeClients(match func(*clientInfo) bool) {
+	var changed []string
+	var gone []string
+	s.cmu.Lock()
+	for name, g := range s.groups {
+		n := len(g.clients)
+		for id, ci := range g.clients {
+			if match(ci) {
+				delete(g.clients, id)
+				gone = append(gone, id)
+			}
+		}
+		if len(g.clients) != n {
+			changed = append(changed, name)
+		}
+		if len(g.clients) == 0 {
+			delete(s.groups, name)
+		}
+	}
+	s.cmu.Unlock()
+	for _, id := range gone {
+		s.releaseLocks(id)
+	}
+	for _, g := range changed {
+		s.notifyGroup(g)
+	}
+}
+
+func (s *netServer) expireClients() {
+	defer s.wg.Done()
+	t := time.NewTicker(min(10*time.Second, s.b.cfg.ClientExpiry/2))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			cut := time.Now().Add(-s.b.cfg.ClientExpiry)
+			s.removeClients(func(ci *clientInfo) bool { return ci.last.Before(cut) })
+		}
+	}
+}
+
+// Orderly-consumer queue locks (§5.10): granted when free, held by the same client, or
+// expired after 60 s.
+
+type mqLock struct {
+	client string
+	last   time.Time
+}
+
+const lockExpiry = 60 * time.Second
+
+type mqRef struct {
+	Topic      string `json:"topic"`
+	BrokerName string `json:"brokerName"`
+	QueueID    int    `json:"queueId"`
+}
+
+type lockBody struct {
+	ConsumerGroup string  `json:"consumerGroup"`
+	ClientID      string  `json:"clientId"`
+	MQSet         []mqRef `json:"mqSet"`
+}
+
+func (m mqRef) key() string {
+	return m.Topic + "@" + m.BrokerName + "@" + strconv.Itoa(m.QueueID)
+}
+
+func (s *netServer) lockBatch(req *remoting.Command) *remoting.Command {
+	var lb lockBody
+	if err := json.Unmarshal(req.Body, &lb); err != nil {
+		return req.Reply(respInvalidParameter, "lock body is not valid JSON: "+err.Error())
+	}
+	ok := []mqRef{}
+	now := time.Now()
+	s.lmu.Lock()
+	g := s.locks[lb.ConsumerGroup]
+	if g == nil {
+		g = map[string]*mqLock{}
+		s.locks[lb.ConsumerGroup] = g
+	}
+	for _, mq := range lb.MQSet {
+		k := mq.key()
+		l := g[k]
+		if l == nil || l.client == lb.ClientID || now.Sub(l.last) > lockExpiry {
+			g[k] = &mqLock{client: lb.ClientID, last: now}
+			ok = append(ok, mq)
+		}
+	}
+	s.lmu.Unlock()
+	r := req.Reply(respSuccess, "")
+	r.Body, _ = json.Marshal(map[string]any{"lockOKMQSet": ok})
+	return r
+}
+
+func (s *netServer) unlockBatch(req *remoting.Command) *remoting.Command {
+	var lb lockBody
+	if err := json.Unmarshal(req.Body, &lb); err != nil {
+		return req.Reply(respInvalidParameter, "unlock body is not valid JSON: "+err.Error())
+	}
+	s.lmu.Lock()
+	if g := s.locks[lb.ConsumerGroup]; g != nil {
+		for _, mq := range lb.MQSet {
+			if l := g[mq.key()]; l != nil && l.client == lb.ClientID {
+				delete(g, mq.key())
+			}
+		}
+	}
+	s.lmu.Unlock()
+	return req.Reply(respSuccess, "")
+}
+
+// releaseLocks frees every queue lock held by a client that went away.
+func (s *netServer) releaseLocks(client string) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	for _, g := range s.locks {
+		for k, l := range g {
+			if l.client == client {
+				delete(g, k)
+			}
+		}
+	}
+}

@@ -1,0 +1,337 @@
+package broker
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// segment is one commit-log file, mapped read-write over its whole size.
+type segment struct {
+	base int64
+	f    *os.File
+	data []byte
+}
+
+func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
+
+func openSegment(dir string, base, size int64) (*segment, error) {
+	path := filepath.Join(dir, segmentName(base))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("broker: open segment: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("broker: stat segment %s: %w", path, err)
+	}
+	if st.Size() != size {
+		if st.Size() > size {
+			f.Close()
+			return nil, fmt.Errorf("broker: segment %s is %d bytes, larger than the configured segment size %d", path, st.Size(), size)
+		}
+		if err := f.Truncate(size); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("broker: size segment %s: %w", path, err)
+		}
+	}
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("broker: map segment %s: %w", path, err)
+	}
+	return &segment{base: base, f: f, data: data}, nil
+}
+
+func (s *segment) close() error {
+	err := syscall.Munmap(s.data)
+	if e := s.f.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// commitLog is the sequence of segments. The writer fields (wpos) are owned by the holder of
+// Broker.wmu; segs is guarded by mu (readers RLock while they copy out of a mapping).
+type commitLog struct {
+	dir     string
+	segSize int64
+
+	mu   sync.RWMutex
+	segs []*segment
+
+	wpos      int64        // next write position; owned by the writer
+	committed atomic.Int64 // records below are complete and readable
+	flushed   atomic.Int64 // records below are fsynced
+}
+
+func openCommitLog(dir string, segSize int64) (*commitLog, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	cl := &commitLog{dir: dir, segSize: segSize}
+	var bases []int64
+	for _, e := range ents {
+		base, err := strconv.ParseInt(e.Name(), 10, 64)
+		if err != nil || len(e.Name()) != 20 {
+			continue
+		}
+		if base%segSize != 0 {
+			return nil, fmt.Errorf("broker: segment %s is not aligned to the segment size %d (was the store written with another size?)", e.Name(), segSize)
+		}
+		bases = append(bases, base)
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	for _, b := range bases {
+		s, err := openSegment(dir, b, segSize)
+		if err != nil {
+			cl.close()
+			return nil, err
+		}
+		cl.segs = append(cl.segs, s)
+	}
+	return cl, nil
+}
+
+func (cl *commitLog) close() error {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	var first error
+	for _, s := range cl.segs {
+		if err := s.close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	cl.segs = nil
+	return first
+}
+
+// minOffset is the first retained byte.
+func (cl *commitLog) minOffset() int64 {
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	if len(cl.segs) == 0 {
+		return cl.committed.Load()
+	}
+	return cl.segs[0].base
+}
+
+// segFor returns the segment holding off; caller holds mu.
+func (cl *commitLog) segFor(off int64) *segment {
+	if len(cl.segs) == 0 {
+		return nil
+	}
+	i := int((off - cl.segs[0].base) / cl.segSize)
+	if i < 0 || i >= len(cl.segs) {
+		return nil
+	}
+	return cl.segs[i]
+}
+
+// reserve returns the bytes for a record of n bytes at cl.wpos, rolling to a new segment
+// (after a blank marker) when the current one cannot hold n plus a blank marker.
+// Called by the writer only.
+func (cl *commitLog) reserve(n int) ([]byte, int64, error) {
+	pos := cl.wpos
+	rel := pos % cl.segSize
+	if rel+int64(n)+blankSize > cl.segSize {
+		// Mark the rest of this segment as blank and move on.
+		cl.mu.RLock()
+		s := cl.segFor(pos)
+		cl.mu.RUnlock()
+		if s != nil {
+			binary.BigEndian.PutUint32(s.data[rel:], uint32(cl.segSize-rel))
+			binary.BigEndian.PutUint32(s.data[rel+4:], magicBlank)
+		}
+		pos += cl.segSize - rel
+		cl.wpos = pos
+		rel = 0
+	}
+	cl.mu.RLock()
+	s := cl.segFor(pos)
+	cl.mu.RUnlock()
+	if s == nil {
+		ns, err := openSegment(cl.dir, pos-rel, cl.segSize)
+		if err != nil {
+			return nil, 0, err
+		}
+		cl.mu.Lock()
+		cl.segs = append(cl.segs, ns)
+		cl.mu.Unlock()
+		s = ns
+	}
+	cl.wpos = pos + int64(n)
+	return s.data[rel : rel+int64(n)], pos, nil
+}
+
+// read copies size bytes at off into dst (appending). It fails when the range is not
+// retained or not yet committed.
+func (cl *commitLog) read(dst []byte, off int64, size int) ([]byte, error) {
+	if off+int64(size) > cl.committed.Load() {
+		return dst, fmt.Errorf("broker: commit-log range %d+%d is beyond the end", off, size)
+	}
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	s := cl.segFor(off)
+	if s == nil {
+		return dst, fmt.Errorf("broker: commit-log offset %d is not retained", off)
+	}
+	rel := off - s.base
+	if rel+int64(size) > cl.segSize {
+		return dst, fmt.Errorf("broker: commit-log range %d+%d crosses a segment", off, size)
+	}
+	return append(dst, s.data[rel:rel+int64(size)]...), nil
+}
+
+// readRecord reads and validates the whole record at off.
+func (cl *commitLog) readRecord(off int64) (recordView, error) {
+	hdr, err := cl.read(nil, off, 8)
+	if err != nil {
+		return recordView{}, err
+	}
+	size := int(binary.BigEndian.Uint32(hdr))
+	if size < recordFixedSize || int64(size) > cl.segSize {
+		return recordView{}, &RecordError{Offset: off, Reason: fmt.Sprintf("size %d", size)}
+	}
+	buf, err := cl.read(nil, off, size)
+	if err != nil {
+		return recordView{}, err
+	}
+	return parseRecord(buf, off)
+}
+
+// flush fsyncs every segment that may hold data between flushed and committed.
+func (cl *commitLog) flush() error {
+	target := cl.committed.Load()
+	from := cl.flushed.Load()
+	if target <= from {
+		return nil
+	}
+	cl.mu.RLock()
+	var todo []*segment
+	for _, s := range cl.segs {
+		if s.base+cl.segSize > from && s.base < target {
+			todo = append(todo, s)
+		}
+	}
+	cl.mu.RUnlock()
+	for _, s := range todo {
+		if err := syscall.Fdatasync(int(s.f.Fd())); err != nil {
+			return fmt.Errorf("broker: fsync segment %d: %w", s.base, err)
+		}
+	}
+	cl.flushed.Store(target)
+	return nil
+}
+
+// recover scans records from start (a record boundary), calling fn for each valid one, and
+// returns the end of the valid log. Everything after the end is zeroed, and later segments
+// removed.
+func (cl *commitLog) recover(start int64, fn func(r *recordView, off int64)) (int64, error) {
+	if len(cl.segs) == 0 {
+		return start, nil
+	}
+	if start < cl.segs[0].base {
+		start = cl.segs[0].base
+	}
+	last := cl.segs[len(cl.segs)-1]
+	if start > last.base+cl.segSize {
+		start = last.base
+	}
+	pos := start
+	for {
+		s := cl.segFor(pos)
+		if s == nil {
+			break
+		}
+		rel := pos - s.base
+		if rel+8 > cl.segSize {
+			pos = s.base + cl.segSize
+			continue
+		}
+		if binary.BigEndian.Uint32(s.data[rel+4:]) == magicBlank {
+			n := int64(binary.BigEndian.Uint32(s.data[rel:]))
+			if n == cl.segSize-rel {
+				pos = s.base + cl.segSize
+				continue
+			}
+			break
+		}
+		r, err := parseRecord(s.data[rel:], pos)
+		if err != nil || r.physOffset != pos {
+			break
+		}
+		fn(&r, pos)
+		pos += int64(r.size)
+	}
+	// Truncate the torn tail: zero the rest of the end segment, drop later ones.
+	if s := cl.segFor(pos); s != nil {
+		rel := pos - s.base
+		const punch = 0x1 | 0x2 // FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
+		if err := syscall.Fallocate(int(s.f.Fd()), punch, rel, cl.segSize-rel); err != nil {
+			clear(s.data[rel:])
+		}
+		// Fallocate does not zero a partial page reliably through an existing mapping on all
+		// filesystems; zero the bytes up to the next page boundary by hand.
+		end := min(cl.segSize, (rel+4096)&^4095)
+		clear(s.data[rel:end])
+		keep := 0
+		for i, t := range cl.segs {
+			if t == s {
+				keep = i + 1
+			}
+		}
+		for _, t := range cl.segs[keep:] {
+			t.close()
+			os.Remove(filepath.Join(cl.dir, segmentName(t.base)))
+		}
+		cl.segs = cl.segs[:keep]
+	}
+	return pos, nil
+}
+
+// dropOldest deletes the oldest segment (never the one being written).
+func (cl *commitLog) dropOldest() (bool, error) {
+	cl.mu.Lock()
+	if len(cl.segs) < 2 || cl.segs[1].base > cl.committed.Load() {
+		cl.mu.Unlock()
+		return false, nil
+	}
+	s := cl.segs[0]
+	cl.segs = cl.segs[1:]
+	cl.mu.Unlock()
+	s.close()
+	if err := os.Remove(filepath.Join(cl.dir, segmentName(s.base))); err != nil {
+		return true, fmt.Errorf("broker: delete segment: %w", err)
+	}
+	return true, nil
+}
+
+// retentionInfo returns an upper bound of the newest store time in the oldest segment (the
+// store time of the next segment's first record, 0 if unknown), the total size and count.
+func (cl *commitLog) retentionInfo() (int64, int64, int) {
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	if len(cl.segs) == 0 {
+		return 0, 0, 0
+	}
+	var ts int64
+	if len(cl.segs) > 1 && cl.segs[1].base+recordFixedSize <= cl.committed.Load() {
+		d := cl.segs[1].data
+		if binary.BigEndian.Uint32(d[4:]) == magicMessage {
+			ts = int64(binary.BigEndian.Uint64(d[56:]))
+		}
+	}
+	return ts, int64(len(cl.segs)) * cl.segSize, len(cl.segs)
+}

@@ -1,0 +1,170 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// FlushMode says when an append is acknowledged relative to fsync.
+type FlushMode int
+
+const (
+	// FlushAsync acknowledges an append once it is in the page cache; a flusher fsyncs every
+	// Config.FlushInterval. A machine crash loses at most that interval; a process crash
+	// (kill -9) loses nothing, because the page cache survives the process.
+	FlushAsync FlushMode = iota
+	// FlushSync acknowledges an append only after the commit log has been fsynced past it.
+	// Concurrent appends share one fsync (group commit).
+	FlushSync
+)
+
+func (m FlushMode) String() string {
+	if m == FlushSync {
+		return "sync"
+	}
+	return "async"
+}
+
+// ParseFlushMode maps "async" and "sync" to a FlushMode.
+func ParseFlushMode(s string) (FlushMode, error) {
+	switch s {
+	case "async", "":
+		return FlushAsync, nil
+	case "sync":
+		return FlushSync, nil
+	}
+	return 0, fmt.Errorf("broker: flush mode %q: want async or sync", s)
+}
+
+// DefaultDelayLevels are RocketMQ's delay levels 1..18.
+var DefaultDelayLevels = []time.Duration{
+	time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute,
+	6 * time.Minute, 7 * time.Minute, 8 * time.Minute, 9 * time.Minute, 10 * time.Minute,
+	20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
+}
+
+// Config configures a Broker. The zero value of every field means its default; call
+// EnsureDefaults then Validate (Open does both).
+type Config struct {
+	// Dir holds the store: commitlog/, consumequeue/, topics.json, offsets.json, checkpoint.
+	Dir string
+	// SegmentSize is the size of one commit-log file (default 1 GiB).
+	SegmentSize int64
+	// QueueFileEntries is the number of 20-byte entries per consume-queue file (default 300000).
+	QueueFileEntries int
+	// FlushMode: FlushAsync (default) or FlushSync.
+	FlushMode FlushMode
+	// FlushInterval is the async flush period (default 500 ms).
+	FlushInterval time.Duration
+	// CheckpointInterval is how often consume queues and offsets are flushed and the recovery
+	// checkpoint advanced (default 5 s).
+	CheckpointInterval time.Duration
+	// RetentionAge deletes commit-log segments whose newest record is older (default 72 h;
+	// negative = keep forever).
+	RetentionAge time.Duration
+	// RetentionBytes deletes the oldest segments while the commit log is larger (0 = no limit).
+	RetentionBytes int64
+	// RetentionCheckInterval is how often retention runs (default 1 min).
+	RetentionCheckInterval time.Duration
+	// MaxMessageSize caps one stored record (default 4 MiB).
+	MaxMessageSize int
+	// MaxFrameSize caps one protocol frame (default 16 MiB).
+	MaxFrameSize int
+	// DefaultQueues is the queue count of auto-created topics (default 4).
+	DefaultQueues int
+	// DisableAutoCreate refuses sends to unknown topics instead of creating them.
+	DisableAutoCreate bool
+	// BrokerName and ClusterName appear in routes (defaults broker-a, DefaultCluster).
+	BrokerName  string
+	ClusterName string
+	// DelayLevels are the delays of levels 1..n (default DefaultDelayLevels).
+	DelayLevels []time.Duration
+	// MaxPullWait caps a long poll (default 20 s).
+	MaxPullWait time.Duration
+	// ClientExpiry drops a client that has not sent a heartbeat for this long (default 120 s).
+	ClientExpiry time.Duration
+	// Logger receives operational messages (default: discard).
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	if c.SegmentSize == 0 {
+		c.SegmentSize = 1 << 30
+	}
+	if c.QueueFileEntries == 0 {
+		c.QueueFileEntries = 300000
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = 500 * time.Millisecond
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = 5 * time.Second
+	}
+	if c.RetentionAge == 0 {
+		c.RetentionAge = 72 * time.Hour
+	}
+	if c.RetentionCheckInterval == 0 {
+		c.RetentionCheckInterval = time.Minute
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = 4 << 20
+	}
+	if c.MaxFrameSize == 0 {
+		c.MaxFrameSize = 16 << 20
+	}
+	if c.DefaultQueues == 0 {
+		c.DefaultQueues = 4
+	}
+	if c.BrokerName == "" {
+		c.BrokerName = "broker-a"
+	}
+	if c.ClusterName == "" {
+		c.ClusterName = "DefaultCluster"
+	}
+	if len(c.DelayLevels) == 0 {
+		c.DelayLevels = DefaultDelayLevels
+	}
+	if c.MaxPullWait == 0 {
+		c.MaxPullWait = 20 * time.Second
+	}
+	if c.ClientExpiry == 0 {
+		c.ClientExpiry = 120 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports the first invalid field.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("broker: Config.Dir is empty"))
+	}
+	if c.SegmentSize < 64<<10 {
+		errs = append(errs, fmt.Errorf("broker: Config.SegmentSize %d is below 64 KiB", c.SegmentSize))
+	}
+	if c.MaxMessageSize <= 0 || int64(c.MaxMessageSize)+recordFixedSize+blankSize > c.SegmentSize {
+		errs = append(errs, fmt.Errorf("broker: Config.MaxMessageSize %d must be positive and fit in a segment of %d bytes", c.MaxMessageSize, c.SegmentSize))
+	}
+	if c.QueueFileEntries < 16 {
+		errs = append(errs, fmt.Errorf("broker: Config.QueueFileEntries %d is below 16", c.QueueFileEntries))
+	}
+	if c.FlushInterval < 0 || c.CheckpointInterval < 0 || c.RetentionCheckInterval < 0 {
+		errs = append(errs, errors.New("broker: intervals must not be negative"))
+	}
+	if c.DefaultQueues < 1 || c.DefaultQueues > 1024 {
+		errs = append(errs, fmt.Errorf("broker: Config.DefaultQueues %d is outside 1..1024", c.DefaultQueues))
+	}
+	if c.FlushMode != FlushAsync && c.FlushMode != FlushSync {
+		errs = append(errs, fmt.Errorf("broker: Config.FlushMode %d is unknown", c.FlushMode))
+	}
+	if c.MaxFrameSize < 1024 {
+		errs = append(errs, fmt.Errorf("broker: Config.MaxFrameSize %d is below 1 KiB", c.MaxFrameSize))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,266 @@
+package broker
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+const cqEntrySize = 20
+
+type cqFile struct {
+	first int64 // first logical offset in the file
+	f     *os.File
+	data  []byte
+	dirty atomic.Bool
+}
+
+// consumeQueue indexes one (topic, queue): entry L is at byte L*20 of the queue's files.
+// put is called by the writer only; files is guarded by mu; min and max are published
+// atomically (max after the entry and the commit-log bytes are in place).
+type consumeQueue struct {
+	topic string
+	id    int
+	dir   string
+	per   int64
+
+	mu    sync.RWMutex
+	files []*cqFile
+
+	min atomic.Int64
+	max atomic.Int64
+
+	wmu  sync.Mutex
+	wait chan struct{} // closed when max grows; nil when nobody waits
+}
+
+func openConsumeQueue(root, topic string, id, per int) (*consumeQueue, error) {
+	q := &consumeQueue{topic: topic, id: id, per: int64(per), dir: filepath.Join(root, topic, strconv.Itoa(id))}
+	if err := os.MkdirAll(q.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	ents, err := os.ReadDir(q.dir)
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	var starts []int64
+	for _, e := range ents {
+		n, err := strconv.ParseInt(e.Name(), 10, 64)
+		if err != nil || len(e.Name()) != 20 {
+			continue
+		}
+		if n%(q.per*cqEntrySize) != 0 {
+			return nil, fmt.Errorf("broker: consume-queue file %s/%s does not match %d entries per file", q.dir, e.Name(), per)
+		}
+		starts = append(starts, n/cqEntrySize)
+	}
+	sort.Slice(starts, func(i, j int) bool { return starts[i] < starts[j] })
+	for _, s := range starts {
+		f, err := q.openFile(s)
+		if err != nil {
+			q.close()
+			return nil, err
+		}
+		q.files = append(q.files, f)
+	}
+	if len(q.files) > 0 {
+		q.min.Store(q.files[0].first)
+		last := q.files[len(q.files)-1]
+		n := q.per
+		for n > 0 && binary.BigEndian.Uint32(last.data[(n-1)*cqEntrySize+8:]) == 0 {
+			n--
+		}
+		q.max.Store(last.first + n)
+	}
+	return q, nil
+}
+
+func (q *consumeQueue) openFile(first int64) (*cqFile, error) {
+	path := filepath.Join(q.dir, fmt.Sprintf("%020d", first*cqEntrySize))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("broker: open consume queue: %w", err)
+	}
+	size := q.per * cqEntrySize
+	if st, err := f.Stat(); err != nil || st.Size() != size {
+		if err := f.Truncate(size); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("broker: size consume queue %s: %w", path, err)
+		}
+	}
+	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("broker: map consume queue %s: %w", path, err)
+	}
+	return &cqFile{first: first, f: f, data: data}, nil
+}
+
+func (q *consumeQueue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, f := range q.files {
+		syscall.Munmap(f.data)
+		f.f.Close()
+	}
+	q.files = nil
+}
+
+// fileFor returns the file holding entry off; caller holds mu.
+func (q *consumeQueue) fileFor(off int64) *cqFile {
+	if len(q.files) == 0 {
+		return nil
+	}
+	i := int((off - q.files[0].first) / q.per)
+	if off < q.files[0].first || i >= len(q.files) {
+		return nil
+	}
+	return q.files[i]
+}
+
+// put writes entry off (the writer or recovery only).
+func (q *consumeQueue) put(off, phys int64, size int32, tags int64) error {
+	q.mu.RLock()
+	f := q.fileFor(off)
+	q.mu.RUnlock()
+	if f == nil {
+		first := off - off%q.per
+		nf, err := q.openFile(first)
+		if err != nil {
+			return err
+		}
+		q.mu.Lock()
+		if len(q.files) == 0 {
+			q.min.Store(off)
+		}
+		q.files = append(q.files, nf)
+		q.mu.Unlock()
+		f = nf
+	}
+	b := f.data[(off-f.first)*cqEntrySize:]
+	binary.BigEndian.PutUint64(b, uint64(phys))
+	binary.BigEndian.PutUint32(b[8:], uint32(size))
+	binary.BigEndian.PutUint64(b[12:], uint64(tags))
+	f.dirty.Store(true)
+	return nil
+}
+
+// get reads entry off; ok is false when it is not retained or not written.
+func (q *consumeQueue) get(off int64) (phys int64, size int32, tags int64, ok bool) {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	f := q.fileFor(off)
+	if f == nil {
+		return 0, 0, 0, false
+	}
+	b := f.data[(off-f.first)*cqEntrySize:]
+	phys = int64(binary.BigEndian.Uint64(b))
+	size = int32(binary.BigEndian.Uint32(b[8:]))
+	tags = int64(binary.BigEndian.Uint64(b[12:]))
+	return phys, size, tags, size > 0
+}
+
+// truncate zeroes entries from off on (recovery only).
+func (q *consumeQueue) truncate(off int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.files) > 0 {
+		f := q.files[len(q.files)-1]
+		if f.first < off {
+			if off < f.first+q.per {
+				clear(f.data[(off-f.first)*cqEntrySize:])
+				f.dirty.Store(true)
+			}
+			break
+		}
+		syscall.Munmap(f.data)
+		f.f.Close()
+		os.Remove(filepath.Join(q.dir, fmt.Sprintf("%020d", f.first*cqEntrySize)))
+		q.files = q.files[:len(q.files)-1]
+	}
+	if q.max.Load() > off {
+		q.max.Store(off)
+	}
+	if q.min.Load() > off {
+		q.min.Store(off)
+	}
+}
+
+// publish makes entries below max visible and wakes long polls.
+func (q *consumeQueue) publish(max int64) {
+	q.max.Store(max)
+	q.wmu.Lock()
+	if q.wait != nil {
+		close(q.wait)
+		q.wait = nil
+	}
+	q.wmu.Unlock()
+}
+
+// waitCh returns a channel closed at the next publish.
+func (q *consumeQueue) waitCh() <-chan struct{} {
+	q.wmu.Lock()
+	defer q.wmu.Unlock()
+	if q.wait == nil {
+		q.wait = make(chan struct{})
+	}
+	return q.wait
+}
+
+func (q *consumeQueue) flush() error {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	for _, f := range q.files {
+		if f.dirty.Swap(false) {
+			if err := syscall.Fdatasync(int(f.f.Fd())); err != nil {
+				f.dirty.Store(true)
+				return fmt.Errorf("broker: fsync consume queue %s: %w", q.dir, err)
+			}
+		}
+	}
+	return nil
+}
+
+// dropBelow removes files whose entries all point below the commit-log offset minPhys and
+// moves min to the first entry at or above it.
+func (q *consumeQueue) dropBelow(minPhys int64) {
+	for {
+		q.mu.RLock()
+		if len(q.files) < 2 {
+			q.mu.RUnlock()
+			break
+		}
+		f := q.files[0]
+		lastPhys := int64(binary.BigEndian.Uint64(f.data[(q.per-1)*cqEntrySize:]))
+		q.mu.RUnlock()
+		if lastPhys >= minPhys {
+			break
+		}
+		q.mu.Lock()
+		q.files = q.files[1:]
+		q.mu.Unlock()
+		syscall.Munmap(f.data)
+		f.f.Close()
+		os.Remove(filepath.Join(q.dir, fmt.Sprintf("%020d", f.first*cqEntrySize)))
+	}
+	// Advance min past entries whose record is gone.
+	lo, hi := q.min.Load(), q.max.Load()
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		phys, _, _, ok := q.get(mid)
+		if !ok || phys < minPhys {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo > q.min.Load() {
+		q.min.Store(lo)
+	}
+}

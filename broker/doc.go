@@ -1,0 +1,45 @@
+// Package broker is rsql's bundled message broker: a durable commit log with consume
+// queues, consumer-group offsets, long-poll pull, retention and delayed delivery, served
+// in-process to the engine and over the RocketMQ remoting protocol to any RocketMQ client.
+// It knows nothing about SQL.
+//
+// # In-process API
+//
+//	b, err := broker.Open(broker.Config{Dir: dir})        // recovers the store
+//	err = b.CreateTopic("orders", 8)                        // durable; widening is allowed
+//	first, err := b.Append("orders", q, []broker.Message{{Key: "k", Body: body}})
+//	msgs, next, err := b.Pull(ctx, "orders", q, offset, 100, time.Second)
+//	err = b.CommitOffset("group", "orders", q, next); off, ok := b.QueryOffset(...)
+//	b.MinOffset / b.MaxOffset / b.OffsetByTimestamp / b.Topics / b.Flush
+//	err = b.Serve("127.0.0.1:9876", "127.0.0.1:10911")     // name server + broker listeners
+//	err = b.Close()
+//
+// Append writes one batch to one queue with dense, consecutive queue offsets and returns the
+// first. With Config.FlushMode FlushSync it returns only after the commit log is fsynced
+// (appends in flight share one fsync); with FlushAsync (default) the loss on a machine crash
+// is bounded by Config.FlushInterval and a process crash loses nothing. Pull returns
+// messages from offset on (an offset below the retained minimum starts at the minimum;
+// beyond the end is ErrOffsetOutOfRange) and waits up to wait for new data. Offsets are
+// "next offset to consume", persisted at every checkpoint and on Close.
+//
+// # Storage
+//
+// Dir/commitlog holds fixed-size segments named by their first byte's offset (20 digits);
+// every record is in RocketMQ's stored format, so a pull reply is a copy of log bytes.
+// Dir/consumequeue/<topic>/<queue> holds 20-byte entries (commit-log offset, size, tag hash).
+// topics.json, offsets.json and checkpoint are replaced atomically. On Open, records from
+// the checkpoint on are validated (magic, lengths, body CRC, physical offset), a torn tail is
+// truncated, and missing consume-queue entries are rebuilt. Retention deletes whole
+// segments by age or total size and moves queue minimums.
+//
+// # Network
+//
+// Serve speaks the name-server and broker request codes the rocketmq-client-go producer,
+// push/pull consumers and admin client use (docs/broker.md lists them). Each request on a
+// connection is handled concurrently; malformed or oversize frames close that connection.
+//
+// # Concurrency
+//
+// All methods are safe for concurrent use. One writer (Broker.wmu) appends; readers never
+// block it. Long polls wait on a per-queue channel closed at every publish.
+package broker

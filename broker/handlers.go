@@ -1,0 +1,504 @@
+package broker
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"rsql/broker/remoting"
+)
+
+// Request codes (ROCKETMQ-PROTOCOL.md §2).
+const (
+	codeSendMessage        = 10
+	codePullMessage        = 11
+	codeQueryConsumerOff   = 14
+	codeUpdateConsumerOff  = 15
+	codeUpdateCreateTopic  = 17
+	codeSearchOffsetByTS   = 29
+	codeGetMaxOffset       = 30
+	codeGetMinOffset       = 31
+	codeHeartbeat          = 34
+	codeUnregisterClient   = 35
+	codeSendMsgBack        = 36
+	codeGetConsumerList    = 38
+	codeNotifyIDsChanged   = 40
+	codeLockBatch          = 41
+	codeUnlockBatch        = 42
+	codeGetRoute           = 105
+	codeGetAllSubGroups    = 201
+	codeGetAllTopics       = 206
+	codeDeleteTopicBroker  = 215
+	codeDeleteTopicNamesrv = 216
+	codeSendMessageV2      = 310
+	codeSendBatch          = 320
+	codeSendReply          = 324
+)
+
+// Response codes.
+const (
+	respSuccess          = 0
+	respSystemError      = 1
+	respNotSupported     = 3
+	respMessageIllegal   = 13
+	respNoPermission     = 16
+	respTopicNotExist    = 17
+	respPullNotFound     = 19
+	respPullRetry        = 20
+	respPullOffsetMoved  = 21
+	respQueryNotFound    = 22
+	respInvalidParameter = 29
+)
+
+const tbw102 = "TBW102"
+
+func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Command) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.b.cfg.Logger.Error("request handler panicked", "code", req.Code, "panic", fmt.Sprint(r))
+			resp = req.Reply(respSystemError, fmt.Sprintf("internal error handling code %d", req.Code))
+		}
+	}()
+	switch req.Code {
+	case codeGetRoute:
+		return s.route(req)
+	case codeSendMessage, codeSendMessageV2, codeSendBatch, codeSendReply:
+		return s.send(c, req)
+	case codeHeartbeat:
+		return s.heartbeat(c, req)
+	case codeUnregisterClient:
+		s.unregister(req)
+		return req.Reply(respSuccess, "")
+	case codeGetConsumerList:
+		return s.consumerList(req)
+	case codeQueryConsumerOff, codeUpdateConsumerOff:
+		return s.offset(req)
+	case codePullMessage:
+		return s.pull(c, req)
+	case codeGetMaxOffset, codeGetMinOffset, codeSearchOffsetByTS:
+		return s.queueOffset(req)
+	case codeSendMsgBack:
+		return s.sendBack(req)
+	case codeLockBatch:
+		return s.lockBatch(req)
+	case codeUnlockBatch:
+		return s.unlockBatch(req)
+	case codeUpdateCreateTopic:
+		return s.createTopic(req)
+	case codeDeleteTopicBroker:
+		if err := s.b.DeleteTopic(req.Ext("topic")); err != nil {
+			return req.Reply(respSystemError, err.Error())
+		}
+		return req.Reply(respSuccess, "")
+	case codeDeleteTopicNamesrv:
+		return req.Reply(respSuccess, "")
+	case codeGetAllTopics:
+		names := []string{}
+		for _, t := range s.b.Topics() {
+			names = append(names, t.Name)
+		}
+		r := req.Reply(respSuccess, "")
+		r.Body, _ = json.Marshal(map[string]any{"topicList": names, "brokerAddr": s.brokerAddr})
+		return r
+	case codeGetAllSubGroups:
+		s.cmu.Lock()
+		tbl := map[string]any{}
+		for g := range s.groups {
+			tbl[g] = map[string]any{"groupName": g, "consumeEnable": true, "retryQueueNums": 1,
+				"retryMaxTimes": 16, "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1}
+		}
+		s.cmu.Unlock()
+		r := req.Reply(respSuccess, "")
+		r.Body, _ = json.Marshal(map[string]any{"subscriptionGroupTable": tbl,
+			"dataVersion": map[string]int64{"timestamp": 0, "counter": 0}})
+		return r
+	}
+	return req.Reply(respNotSupported, fmt.Sprintf("request code %d is not supported", req.Code))
+}
+
+type queueData struct {
+	BrokerName     string `json:"brokerName"`
+	ReadQueueNums  int    `json:"readQueueNums"`
+	WriteQueueNums int    `json:"writeQueueNums"`
+	Perm           int    `json:"perm"`
+	TopicSysFlag   int    `json:"topicSysFlag"`
+}
+
+type brokerData struct {
+	Cluster     string            `json:"cluster"`
+	BrokerName  string            `json:"brokerName"`
+	BrokerAddrs map[string]string `json:"brokerAddrs"`
+}
+
+func (s *netServer) route(req *remoting.Command) *remoting.Command {
+	name := req.Ext("topic")
+	var qd queueData
+	if ti, ok := s.b.Topic(name); ok {
+		qd = queueData{BrokerName: s.b.cfg.BrokerName, ReadQueueNums: ti.Queues, WriteQueueNums: ti.Queues, Perm: ti.Perm}
+	} else if name == tbw102 && !s.b.cfg.DisableAutoCreate {
+		n := s.b.cfg.DefaultQueues
+		qd = queueData{BrokerName: s.b.cfg.BrokerName, ReadQueueNums: n, WriteQueueNums: n, Perm: 7}
+	} else {
+		return req.Reply(respTopicNotExist, fmt.Sprintf("no topic route info in name server for the topic: %s", name))
+	}
+	body, _ := json.Marshal(map[string]any{
+		"queueDatas": []queueData{qd},
+		"brokerDatas": []brokerData{{Cluster: s.b.cfg.ClusterName, BrokerName: s.b.cfg.BrokerName,
+			BrokerAddrs: map[string]string{"0": s.brokerAddr}}},
+	})
+	r := req.Reply(respSuccess, "")
+	r.Body = body
+	return r
+}
+
+// sendFields maps long header names to the one-letter names of V2 and batch sends.
+var sendFields = map[string]string{"topic": "b", "queueId": "e", "sysFlag": "f", "bornTimestamp": "g",
+	"flag": "h", "properties": "i", "reconsumeTimes": "j", "maxReconsumeTimes": "l", "defaultTopicQueueNums": "d"}
+
+func (s *netServer) send(c *conn, req *remoting.Command) *remoting.Command {
+	short := req.Code == codeSendMessageV2 || req.Code == codeSendBatch
+	get := func(k string) string {
+		if short {
+			return req.Ext(sendFields[k])
+		}
+		return req.Ext(k)
+	}
+	num := func(k string) int64 {
+		n, _ := strconv.ParseInt(get(k), 10, 64)
+		return n
+	}
+	name := get("topic")
+	if !ValidTopic(name) {
+		return req.Reply(respInvalidParameter, fmt.Sprintf("invalid topic name %q", name))
+	}
+	queue := int(num("queueId"))
+	t, err := s.ensureSendTopic(name)
+	if err != nil {
+		return req.Reply(respTopicNotExist, err.Error())
+	}
+	if queue < 0 {
+		queue = 0
+	}
+	if queue >= t.Queues {
+		return req.Reply(respInvalidParameter, fmt.Sprintf("queue %d is out of range: topic %s has %d queues", queue, name, t.Queues))
+	}
+	if t.Perm&PermWrite == 0 {
+		return req.Reply(respNoPermission, fmt.Sprintf("topic %s is not writable", name))
+	}
+	base := inMsg{topic: name, queue: queue, sysFlag: int32(num("sysFlag")), bornTS: num("bornTimestamp"),
+		flag: int32(num("flag")), reconsume: int32(num("reconsumeTimes")), bornHost: c.remote}
+	var ins []inMsg
+	if req.Code == codeSendBatch {
+		ins, err = decodeBatch(req.Body, base)
+		if err != nil {
+			return req.Reply(respMessageIllegal, err.Error())
+		}
+	} else {
+		m := base
+		m.body = req.Body
+		m.props = []byte(get("properties"))
+		m.tagsCode = TagsCode(propValue(m.props, PropTags))
+		ins = []inMsg{m}
+		// A retry message past its maximum goes to the dead-letter queue.
+		if g, ok := strings.CutPrefix(name, "%RETRY%"); ok {
+			maxRe := int64(16)
+			if v := get("maxReconsumeTimes"); v != "" {
+				maxRe = num("maxReconsumeTimes")
+			}
+			if int64(m.reconsume) > maxRe {
+				dlq := "%DLQ%" + g
+				if _, err := s.b.ensureTopic(dlq, 1, PermRead|PermWrite); err != nil {
+					return req.Reply(respSystemError, err.Error())
+				}
+				ins[0].topic, ins[0].queue = dlq, 0
+				ins[0].props = stripProps(ins[0].props, PropDelay)
+			}
+		}
+	}
+	if len(ins) == 0 {
+		return req.Reply(respMessageIllegal, "empty batch")
+	}
+	res, err := s.b.put(ins)
+	if err != nil {
+		code := int16(respSystemError)
+		if errors.Is(err, ErrMessageTooLarge) || errors.Is(err, ErrInvalidTopic) {
+			code = respMessageIllegal
+		}
+		return req.Reply(code, err.Error())
+	}
+	host := s.b.host()
+	ids := make([]string, len(res))
+	for i, r := range res {
+		ids[i] = MessageID(host, r.phys)
+	}
+	r := req.Reply(respSuccess, "")
+	r.ExtFields = map[string]string{
+		"msgId":       strings.Join(ids, ","),
+		"queueId":     strconv.Itoa(ins[0].queue),
+		"queueOffset": strconv.FormatInt(res[0].queueOffset, 10),
+		"MSG_REGION":  "DefaultRegion",
+		"TRACE_ON":    "true",
+	}
+	return r
+}
+
+func (s *netServer) ensureSendTopic(name string) (TopicInfo, error) {
+	if ti, ok := s.b.Topic(name); ok {
+		return ti, nil
+	}
+	if s.b.cfg.DisableAutoCreate && !strings.HasPrefix(name, "%RETRY%") && !strings.HasPrefix(name, "%DLQ%") {
+		return TopicInfo{}, fmt.Errorf("topic %s does not exist and auto-creation is disabled", name)
+	}
+	n := s.b.cfg.DefaultQueues
+	if strings.HasPrefix(name, "%RETRY%") || strings.HasPrefix(name, "%DLQ%") {
+		n = 1
+	}
+	t, err := s.b.ensureTopic(name, n, PermRead|PermWrite)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return t.info, nil
+}
+
+func stripProps(props []byte, keys ...string) []byte {
+	p := DecodeProperties(props)
+	for _, k := range keys {
+		delete(p, k)
+	}
+	return EncodeProperties(p)
+}
+
+// decodeBatch splits a batch body (§4.2) into messages sharing base's header fields.
+func decodeBatch(b []byte, base inMsg) ([]inMsg, error) {
+	var out []inMsg
+	at := 0
+	be := binary.BigEndian
+	for len(b) > 0 {
+		if len(b) < 20 {
+			return nil, fmt.Errorf("batch item at byte %d: truncated header", at)
+		}
+		total := int(be.Uint32(b))
+		bodyLen := int(be.Uint32(b[16:]))
+		if total < 22 || total > len(b) || bodyLen < 0 || bodyLen > total-22 {
+			return nil, fmt.Errorf("batch item at byte %d: size %d / body length %d do not fit in %d bytes", at, total, bodyLen, len(b))
+		}
+		m := base
+		m.flag = int32(be.Uint32(b[12:]))
+		m.body = b[20 : 20+bodyLen]
+		p := 20 + bodyLen
+		pl := int(be.Uint16(b[p:]))
+		p += 2
+		if p+pl != total {
+			return nil, fmt.Errorf("batch item at byte %d: properties end at %d, size says %d", at, p+pl, total)
+		}
+		m.props = b[p : p+pl]
+		m.tagsCode = TagsCode(propValue(m.props, PropTags))
+		out = append(out, m)
+		b = b[total:]
+		at += total
+	}
+	return out, nil
+}
+
+func (s *netServer) offset(req *remoting.Command) *remoting.Command {
+	group, name := req.Ext("consumerGroup"), req.Ext("topic")
+	qid, err := req.ExtInt("queueId")
+	if err != nil {
+		return req.Reply(respInvalidParameter, err.Error())
+	}
+	if req.Code == codeUpdateConsumerOff {
+		off, err := req.ExtInt("commitOffset")
+		if err != nil {
+			return req.Reply(respInvalidParameter, err.Error())
+		}
+		s.b.CommitOffset(group, name, int(qid), off)
+		return req.Reply(respSuccess, "")
+	}
+	off, ok := s.b.QueryOffset(group, name, int(qid))
+	if !ok {
+		return req.Reply(respQueryNotFound, "no offset stored for this consumer group and queue")
+	}
+	r := req.Reply(respSuccess, "")
+	r.ExtFields = map[string]string{"offset": strconv.FormatInt(off, 10)}
+	return r
+}
+
+func (s *netServer) queueOffset(req *remoting.Command) *remoting.Command {
+	name := req.Ext("topic")
+	qid, _ := req.ExtInt("queueId")
+	var off int64
+	var err error
+	switch req.Code {
+	case codeGetMaxOffset:
+		off, err = s.b.MaxOffset(name, int(qid))
+	case codeGetMinOffset:
+		off, err = s.b.MinOffset(name, int(qid))
+	default:
+		ts, _ := req.ExtInt("timestamp")
+		off, err = s.b.OffsetByTimestamp(name, int(qid), ts)
+	}
+	code := int16(respSuccess)
+	remark := ""
+	if err != nil {
+		code, remark, off = respTopicNotExist, err.Error(), 0
+	}
+	r := req.Reply(code, remark)
+	r.ExtFields = map[string]string{"offset": strconv.FormatInt(off, 10)}
+	return r
+}
+
+// tagFilter parses a TAG expression; nil means everything.
+func tagFilter(expr string) map[int64]bool {
+	expr = strings.TrimSpace(expr)
+	if expr == "" || expr == "*" {
+		return nil
+	}
+	f := map[int64]bool{}
+	for _, p := range strings.Split(expr, "||") {
+		if p = strings.TrimSpace(p); p != "" {
+			if p == "*" {
+				return nil
+			}
+			f[TagsCode(p)] = true
+		}
+	}
+	if len(f) == 0 {
+		return nil
+	}
+	return f
+}
+
+func (s *netServer) pull(c *conn, req *remoting.Command) *remoting.Command {
+	group, name := req.Ext("consumerGroup"), req.Ext("topic")
+	qid, err1 := req.ExtInt("queueId")
+	offset, err2 := req.ExtInt("queueOffset")
+	if err := errors.Join(err1, err2); err != nil {
+		return req.Reply(respInvalidParameter, err.Error())
+	}
+	maxN, _ := req.ExtInt("maxMsgNums")
+	maxN = min(max(maxN, 1), 1024)
+	sysFlag, _ := req.ExtInt("sysFlag")
+	suspend, _ := req.ExtInt("suspendTimeoutMillis")
+	q, err := s.b.queue(name, int(qid))
+	if err != nil {
+		return req.Reply(respTopicNotExist, err.Error())
+	}
+	if sysFlag&1 != 0 {
+		if co, err := req.ExtInt("commitOffset"); err == nil && co > 0 {
+			s.b.CommitOffset(group, name, int(qid), co)
+		}
+	}
+	var filter map[int64]bool
+	if sysFlag&4 != 0 {
+		filter = tagFilter(req.Ext("subscription"))
+	} else {
+		filter = s.subscription(group, name)
+	}
+	var deadline <-chan time.Time
+	for {
+		ch := q.waitCh()
+		buf, _, next, st := s.b.readRaw(q, offset, int(maxN), 4<<20, filter, nil)
+		if st == pullNoNew && sysFlag&2 != 0 && suspend > 0 {
+			if deadline == nil {
+				wait := min(time.Duration(suspend)*time.Millisecond, s.b.cfg.MaxPullWait)
+				t := time.NewTimer(wait)
+				defer t.Stop()
+				deadline = t.C
+			}
+			select {
+			case <-ch:
+				continue
+			case <-deadline:
+			case <-c.done:
+				return nil
+			case <-s.done:
+			}
+		}
+		code := map[pullStatus]int16{pullFound: respSuccess, pullNoNew: respPullNotFound,
+			pullNoMatch: respPullRetry, pullOffsetMoved: respPullOffsetMoved}[st]
+		r := req.Reply(code, "")
+		r.ExtFields = map[string]string{
+			"nextBeginOffset":      strconv.FormatInt(next, 10),
+			"minOffset":            strconv.FormatInt(q.min.Load(), 10),
+			"maxOffset":            strconv.FormatInt(q.max.Load(), 10),
+			"suggestWhichBrokerId": "0",
+		}
+		r.Body = buf
+		return r
+	}
+}
+
+func (s *netServer) sendBack(req *remoting.Command) *remoting.Command {
+	group := req.Ext("group")
+	phys, err := req.ExtInt("offset")
+	if err != nil {
+		return req.Reply(respInvalidParameter, err.Error())
+	}
+	rec, err := s.b.cl.readRecord(phys)
+	if err != nil {
+		return req.Reply(respSystemError, fmt.Sprintf("no message at commit-log offset %d: %v", phys, err))
+	}
+	maxRe := int64(16)
+	if v, err := req.ExtInt("maxReconsumeTimes"); err == nil {
+		maxRe = v
+	}
+	level, _ := req.ExtInt("delayLevel")
+	p := DecodeProperties(rec.props)
+	delete(p, PropDelay)
+	delete(p, PropRealTopic)
+	delete(p, PropRealQueue)
+	if p[PropRetryTopic] == "" {
+		p[PropRetryTopic] = rec.topic
+	}
+	if p[PropOriginMsgID] == "" {
+		id := req.Ext("originMsgId")
+		if id == "" {
+			id = MessageID(rec.storeHost, rec.physOffset)
+		}
+		p[PropOriginMsgID] = id
+	}
+	target := "%RETRY%" + group
+	if int64(rec.reconsume) >= maxRe || level < 0 {
+		target = "%DLQ%" + group
+	} else {
+		if level == 0 {
+			level = 3 + int64(rec.reconsume)
+		}
+		p[PropDelay] = strconv.FormatInt(min(level, int64(len(s.b.cfg.DelayLevels))), 10)
+	}
+	if _, err := s.b.ensureTopic(target, 1, PermRead|PermWrite); err != nil {
+		return req.Reply(respSystemError, err.Error())
+	}
+	m := inMsg{topic: target, queue: 0, flag: rec.flag, sysFlag: rec.sysFlag, bornTS: rec.bornTS,
+		bornHost: rec.bornHost, reconsume: rec.reconsume + 1, body: rec.body, props: EncodeProperties(p),
+		tagsCode: TagsCode(p[PropTags])}
+	if _, err := s.b.put([]inMsg{m}); err != nil {
+		return req.Reply(respSystemError, err.Error())
+	}
+	return req.Reply(respSuccess, "")
+}
+
+func (s *netServer) createTopic(req *remoting.Command) *remoting.Command {
+	name := req.Ext("topic")
+	if !ValidTopic(name) || name == tbw102 || name == scheduleTopic {
+		return req.Reply(respInvalidParameter, fmt.Sprintf("invalid topic name %q", name))
+	}
+	r, _ := req.ExtInt("readQueueNums")
+	w, _ := req.ExtInt("writeQueueNums")
+	n := int(max(r, w, 1))
+	if n > 1024 {
+		return req.Reply(respInvalidParameter, fmt.Sprintf("%d queues is above the limit of 1024", n))
+	}
+	perm := PermRead | PermWrite
+	if v, err := req.ExtInt("perm"); err == nil && v > 0 {
+		perm = int(v) & 7
+	}
+	if _, err := s.b.ensureTopic(name, n, perm); err != nil {
+		return req.Reply(respSystemError, err.Error())
+	}
+	return req.Reply(respSuccess, "")
+}

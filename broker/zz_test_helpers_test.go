@@ -1,0 +1,5 @@
+package broker
+
+import "net/netip"
+
+var netipZero netip.AddrPort
