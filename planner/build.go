@@ -48,6 +48,9 @@ func Plan(q *sql.Query, opts Options) (LogicalNode, *Physical, error) {
 	if l, err = Optimize(l); err != nil {
 		return nil, nil, err
 	}
+	if err := validate(l); err != nil {
+		return nil, nil, err
+	}
 	p, err := BuildPhysical(l, opts)
 	if err != nil {
 		return nil, nil, err

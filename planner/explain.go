@@ -83,7 +83,7 @@ func explainStage(b *strings.Builder, s *Stage) {
 			}
 			aggs := make([]string, len(n.Aggs))
 			for i, a := range n.Aggs {
-				aggs[i] = a.Text + ":" + a.Kind.String() + ":" + a.Type.String()
+				aggs[i] = a.Text + " " + a.Type.String()
 			}
 			parts = append(parts, "aggs=["+strings.Join(aggs, ", ")+"]", "emit="+n.Emit.String())
 			line(parts...)

@@ -1,0 +1,121 @@
+package planner
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rsql/sql"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the golden files in testdata/ with the current output")
+
+// testCatalog holds the streams the golden queries read and write.
+type testCatalog map[string]*sql.Relation
+
+func (c testCatalog) Relation(name string) (*sql.Relation, bool) {
+	r, ok := c[strings.ToLower(name)]
+	return r, ok
+}
+
+func goldenCatalog() testCatalog {
+	c := testCatalog{}
+	add := func(r *sql.Relation) { c[strings.ToLower(r.Name)] = r }
+	orders := func(name string, opts map[string]string) *sql.Relation {
+		return &sql.Relation{
+			Name: name,
+			Schema: sql.Schema{
+				{Name: "order_id", Type: sql.TypeBigInt},
+				{Name: "user_id", Type: sql.TypeVarchar},
+				{Name: "amount", Type: sql.TypeDouble},
+				{Name: "ts", Type: sql.TypeTimestamp},
+			},
+			Options:        opts,
+			EventTime:      3,
+			WatermarkDelay: 5000,
+		}
+	}
+	add(orders("orders", map[string]string{"connector": "file", "path": "orders.jsonl", "format": "json"}))
+	add(orders("orders_mq", map[string]string{"topic": "orders", "queues": "8", "format": "json"}))
+	add(orders("orders_keyed", map[string]string{"topic": "orders_keyed", "queues": "8", "partitioned_by": "user_id"}))
+	sink := func(name string, opts map[string]string) *sql.Relation {
+		return &sql.Relation{Name: name, Options: opts, EventTime: -1}
+	}
+	add(sink("totals", map[string]string{"connector": "file", "path": "totals.jsonl", "format": "json"}))
+	add(sink("totals_mq", map[string]string{"topic": "totals", "format": "json"}))
+	add(sink("big_orders", map[string]string{"topic": "big_orders", "format": "json"}))
+	add(sink("user_stats", map[string]string{"topic": "user_stats", "format": "json"}))
+	return c
+}
+
+// directives reads the leading "-- key: value" comment lines of a golden query.
+func directives(text string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "--") {
+			continue
+		}
+		k, v, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "--")), ":")
+		if ok && (k == "job" || k == "sink") {
+			out[k] = strings.TrimSpace(v)
+		}
+	}
+	return out
+}
+
+// TestGolden plans every testdata/*.sql query (parsed and bound against goldenCatalog) and
+// compares EXPLAIN with testdata/<name>.golden. Run `go test ./planner -rewrite` to accept
+// new output, then read the diff.
+func TestGolden(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden queries: %v", err)
+	}
+	cat := goldenCatalog()
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".sql")
+		t.Run(name, func(t *testing.T) {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := explainSQL(t, cat, string(b))
+			gf := strings.TrimSuffix(f, ".sql") + ".golden"
+			if *rewrite {
+				if err := os.WriteFile(gf, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(gf)
+			if err != nil {
+				t.Fatalf("%v (run go test ./planner -rewrite)", err)
+			}
+			if got != string(want) {
+				t.Errorf("EXPLAIN of %s differs from %s:\n--- got\n%s--- want\n%s", f, gf, got, want)
+			}
+		})
+	}
+}
+
+func explainSQL(t *testing.T, cat testCatalog, text string) string {
+	t.Helper()
+	d := directives(text)
+	q := bindSQL(t, cat, text)
+	opts := Options{Job: d["job"]}
+	if s := d["sink"]; s != "" {
+		r, ok := cat.Relation(s)
+		if !ok {
+			t.Fatalf("sink %q is not in the test catalog", s)
+		}
+		opts.Sink = SinkSpec{Stream: r.Name, Connector: r.Connector(), Options: r.Options}
+	}
+	l, p, err := Plan(q, opts)
+	if err != nil {
+		return "error: " + err.Error() + "\n"
+	}
+	return Explain(l, p)
+}

@@ -1,0 +1,78 @@
+package planner
+
+import "rsql/sql"
+
+// validate checks that every expression of a plan reads only columns its input has, with
+// the kind the input has there (a ColumnRef of kind NULL is not checked), and that window
+// time columns are TIMESTAMP columns of the input.
+func validate(l LogicalNode) error {
+	for _, c := range l.Children() {
+		if err := validate(c); err != nil {
+			return err
+		}
+	}
+	var in sql.Schema
+	if ch := l.Children(); len(ch) == 1 {
+		in = ch[0].Schema()
+	}
+	check := func(es ...sql.Expr) error {
+		for _, e := range es {
+			var bad error
+			sql.Walk(e, func(x sql.Expr) bool {
+				c, ok := x.(*sql.ColumnRef)
+				if !ok || bad != nil {
+					return bad == nil
+				}
+				switch {
+				case c.Index < 0 || c.Index >= len(in):
+					bad = errorf(sql.CodeInternal, "%s reads column %s (#%d) of a %d-column row", l, c.Name, c.Index, len(in))
+				case c.T.Kind != sql.KindNull && c.T.Kind != in[c.Index].Type.Kind:
+					bad = errorf(sql.CodeInternal, "%s reads column %s (#%d) as %s but it is %s %s", l, c.Name, c.Index, c.T, in[c.Index].Name, in[c.Index].Type)
+				}
+				return bad == nil
+			})
+			if bad != nil {
+				return bad
+			}
+		}
+		return nil
+	}
+	checkTime := func(w *sql.Window) error {
+		if w.TimeCol < 0 || w.TimeCol >= len(in) || in[w.TimeCol].Type.Kind != sql.KindTimestamp {
+			return errorf(sql.CodeInternal, "%s: window time column #%d is not a TIMESTAMP of its input", l, w.TimeCol)
+		}
+		return nil
+	}
+	switch n := l.(type) {
+	case *Scan:
+		for _, c := range n.Columns {
+			if c < 0 || c >= len(n.Relation.Schema) {
+				return errorf(sql.CodeInternal, "scan of %s reads column #%d", n.Relation.Name, c)
+			}
+		}
+	case *Filter:
+		return check(n.Pred)
+	case *Project:
+		if len(n.Names) != len(n.Exprs) {
+			return errorf(sql.CodeInternal, "projection with %d names for %d expressions", len(n.Names), len(n.Exprs))
+		}
+		return check(n.Exprs...)
+	case *WindowAssign:
+		return checkTime(&n.Window)
+	case *Aggregate:
+		if err := check(n.Keys...); err != nil {
+			return err
+		}
+		for _, g := range n.Aggs {
+			if g.Arg != nil {
+				if err := check(g.Arg); err != nil {
+					return err
+				}
+			}
+		}
+		if n.Window != nil {
+			return checkTime(n.Window)
+		}
+	}
+	return nil
+}
