@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"rsql/connectors"
+	"rsql/server"
+	"rsql/sql"
+)
+
+// printer writes statement results as an aligned table or as JSON lines.
+type printer struct {
+	w    *bufio.Writer
+	json bool
+}
+
+func newPrinter(w io.Writer, jsonLines bool) *printer {
+	return &printer{w: bufio.NewWriter(w), json: jsonLines}
+}
+
+// result prints one statement result: its rows, or its command tag. Push queries print each
+// row as it arrives.
+func (p *printer) result(ctx context.Context, r *server.Result) error {
+	defer p.w.Flush()
+	if r.Columns == nil {
+		if !p.json {
+			fmt.Fprintln(p.w, r.Tag)
+		}
+		return nil
+	}
+	defer r.Rows.Close()
+	var rows []sql.Row
+	var enc connectors.Format
+	var buf []byte
+	for {
+		row, err := r.Rows.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if p.json {
+			if enc == nil {
+				if enc, err = connectors.NewFormat("json", r.Columns); err != nil {
+					return err
+				}
+			}
+			if buf, err = enc.Encode(buf[:0], row); err != nil {
+				return err
+			}
+			p.w.Write(buf)
+			p.w.WriteByte('\n')
+			if r.Push {
+				p.w.Flush()
+			}
+			continue
+		}
+		if r.Push {
+			if len(rows) == 0 && row != nil {
+				fmt.Fprintln(p.w, strings.Join(r.Columns.Names(), " | "))
+			}
+			fmt.Fprintln(p.w, strings.Join(cellTexts(row), " | "))
+			p.w.Flush()
+			rows = append(rows, nil)
+			continue
+		}
+		rows = append(rows, append(sql.Row(nil), row...))
+	}
+	if !p.json && !r.Push {
+		p.table(r.Columns, rows)
+	}
+	if !p.json {
+		n := len(rows)
+		if n == 1 {
+			fmt.Fprintln(p.w, "(1 row)")
+		} else {
+			fmt.Fprintf(p.w, "(%d rows)\n", n)
+		}
+	}
+	return nil
+}
+
+func cellTexts(row sql.Row) []string {
+	out := make([]string, len(row))
+	for i, v := range row {
+		if v.IsNull() {
+			out[i] = ""
+		} else {
+			out[i] = v.String()
+		}
+	}
+	return out
+}
+
+// table prints rows aligned under their column names, psql style.
+func (p *printer) table(cols sql.Schema, rows []sql.Row) {
+	widths := make([]int, len(cols))
+	texts := make([][]string, len(rows))
+	for i, c := range cols {
+		widths[i] = utf8.RuneCountInString(c.Name)
+	}
+	for r, row := range rows {
+		texts[r] = cellTexts(row)
+		for i, s := range texts[r] {
+			if n := utf8.RuneCountInString(s); n > widths[i] {
+				widths[i] = n
+			}
+		}
+	}
+	line := func(cells []string, right func(i int) bool) {
+		for i, s := range cells {
+			if i > 0 {
+				p.w.WriteString(" | ")
+			} else {
+				p.w.WriteString(" ")
+			}
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(s))
+			if right(i) {
+				p.w.WriteString(pad + s)
+			} else {
+				p.w.WriteString(s + pad)
+			}
+		}
+		p.w.WriteString("\n")
+	}
+	line(cols.Names(), func(int) bool { return false })
+	for i := range cols {
+		if i > 0 {
+			p.w.WriteString("+")
+		}
+		p.w.WriteString(strings.Repeat("-", widths[i]+2))
+	}
+	p.w.WriteString("\n")
+	for _, t := range texts {
+		line(t, func(i int) bool { return cols[i].Type.Kind.IsNumeric() })
+	}
+}

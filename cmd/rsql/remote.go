@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"rsql/server"
+	"rsql/sql"
+)
+
+// connectServer opens a Postgres-wire connection to an rsql server at addr (host:port).
+func connectServer(ctx context.Context, addr string) (*pgconn.PgConn, error) {
+	host, port := addr, "5433"
+	if h, p, ok := cutLast(addr, ":"); ok {
+		host, port = h, p
+	}
+	conn, err := pgconn.Connect(ctx, fmt.Sprintf("postgres://rsql@%s:%s/rsql?sslmode=disable", host, port))
+	if err != nil {
+		return nil, &exitError{fmt.Sprintf("no rsql server answers at %s: start one with `rsql server` (%v)", addr, err)}
+	}
+	return conn, nil
+}
+
+func cutLast(s, sep string) (string, string, bool) {
+	for i := len(s) - len(sep); i >= 0; i-- {
+		if s[i:i+len(sep)] == sep {
+			return s[:i], s[i+len(sep):], true
+		}
+	}
+	return s, "", false
+}
+
+// runRemote sends text to a server over the simple query protocol and prints each result
+// as it streams in.
+func runRemote(ctx context.Context, addr, text string, jsonOut bool) error {
+	conn, err := connectServer(ctx, addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	p := newPrinter(os.Stdout, jsonOut)
+	mrr := conn.Exec(ctx, text)
+	for mrr.NextResult() {
+		rr := mrr.ResultReader()
+		fields := rr.FieldDescriptions()
+		if len(fields) == 0 {
+			tag, err := rr.Close()
+			if err != nil {
+				break
+			}
+			p.result(ctx, &server.Result{Tag: tag.String()})
+			continue
+		}
+		cols := make(sql.Schema, len(fields))
+		for i, f := range fields {
+			cols[i] = sql.Column{Name: f.Name, Type: typeOfOID(f.DataTypeOID)}
+		}
+		if err := p.result(ctx, &server.Result{Columns: cols, Rows: &wireRows{rr: rr, cols: cols}, Push: true}); err != nil {
+			break
+		}
+	}
+	if err := mrr.Close(); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			se := &sql.Error{Code: pe.Code, Message: pe.Message, Pos: -1}
+			if pe.Position > 0 {
+				se.Line, se.Column = lineCol(text, int(pe.Position))
+			}
+			return &exitError{describeError(text, se)}
+		}
+		return &exitError{err.Error()}
+	}
+	return nil
+}
+
+// lineCol turns a 1-based character position into a line and column.
+func lineCol(text string, pos int) (int, int) {
+	line, col, n := 1, 1, 0
+	for _, r := range text {
+		n++
+		if n == pos {
+			break
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+func typeOfOID(oid uint32) sql.Type {
+	switch oid {
+	case 16:
+		return sql.TypeBool
+	case 23, 21:
+		return sql.TypeInt
+	case 20:
+		return sql.TypeBigInt
+	case 700, 701:
+		return sql.TypeDouble
+	case 1700:
+		return sql.Type{Kind: sql.KindDecimal}
+	case 1114, 1184:
+		return sql.TypeTimestamp
+	case 114, 3802:
+		return sql.TypeJSON
+	}
+	return sql.TypeVarchar
+}
+
+// wireRows adapts a pgconn result to server.Rows, turning text values into typed values.
+type wireRows struct {
+	rr   *pgconn.ResultReader
+	cols sql.Schema
+}
+
+func (w *wireRows) Next(ctx context.Context) (sql.Row, error) {
+	if !w.rr.NextRow() {
+		if _, err := w.rr.Close(); err != nil {
+			return nil, err
+		}
+		return nil, io.EOF
+	}
+	vals := w.rr.Values()
+	row := make(sql.Row, len(vals))
+	for i, b := range vals {
+		if b == nil {
+			continue
+		}
+		s := string(b)
+		switch w.cols[i].Type.Kind {
+		case sql.KindBool:
+			row[i] = sql.Bool(s == "t" || s == "true")
+		case sql.KindInt, sql.KindBigInt:
+			n, _ := strconv.ParseInt(s, 10, 64)
+			row[i] = sql.Value{K: w.cols[i].Type.Kind, I: n}
+		case sql.KindDouble, sql.KindDecimal:
+			f, _ := strconv.ParseFloat(s, 64)
+			row[i] = sql.Double(f)
+		case sql.KindTimestamp:
+			if ms, ok := sql.ParseTimestamp(s); ok {
+				row[i] = sql.Timestamp(ms)
+			} else {
+				row[i] = sql.Varchar(s)
+			}
+		case sql.KindJSON:
+			row[i] = sql.JSONValue(s)
+		default:
+			row[i] = sql.Varchar(s)
+		}
+	}
+	return row, nil
+}
+
+func (w *wireRows) Close() error { _, err := w.rr.Close(); return err }

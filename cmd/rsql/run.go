@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"golang.org/x/term"
+
+	"rsql/server"
+	"rsql/sql"
+)
+
+// runStatements is `rsql -c` / `rsql -f`: run the statements, print their results, and with
+// the embedded system keep running while any job it started runs.
+func runStatements(cli *CLI) error {
+	text := cli.Command
+	if cli.File != "" {
+		b, err := os.ReadFile(cli.File)
+		if err != nil {
+			return &exitError{fmt.Sprintf("read %s: %v", cli.File, err)}
+		}
+		text = string(b)
+	}
+	jsonOut := cli.Format == "json" || (cli.Format == "" && !term.IsTerminal(int(os.Stdout.Fd())))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if cli.Server != "" {
+		return runRemote(ctx, cli.Server, text, jsonOut)
+	}
+
+	eng, err := server.Open(server.Config{DataDir: cli.DataDir})
+	if err != nil {
+		return &exitError{err.Error()}
+	}
+	defer eng.Close()
+	p := newPrinter(os.Stdout, jsonOut)
+	sess := server.NewSession()
+	results, err := eng.Execute(ctx, sess, text, nil)
+	for _, r := range results {
+		if perr := p.result(ctx, r); perr != nil {
+			return &exitError{perr.Error()}
+		}
+	}
+	if err != nil {
+		return &exitError{describeError(text, err)}
+	}
+	if n := eng.Running(); n > 0 {
+		fmt.Fprintf(os.Stderr, "%d job(s) running; Ctrl-C stops them\n", n)
+	}
+	if err := eng.WaitJobs(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping: jobs still running are checkpointed and resume at the next start")
+	}
+	return nil
+}
+
+// describeError renders an error; a SQL error with a position shows the line of the
+// statement text and a caret under the column.
+func describeError(text string, err error) string {
+	var se *sql.Error
+	if !errors.As(err, &se) {
+		return err.Error()
+	}
+	msg := fmt.Sprintf("ERROR %s: %s", se.Code, se.Error())
+	if se.Line <= 0 {
+		return msg
+	}
+	lines := strings.Split(text, "\n")
+	if se.Line > len(lines) {
+		return msg
+	}
+	line := strings.ReplaceAll(lines[se.Line-1], "\t", " ")
+	col := se.Column
+	if col < 1 {
+		col = 1
+	}
+	if col > len(line)+1 {
+		col = len(line) + 1
+	}
+	prefix := fmt.Sprintf("LINE %d: ", se.Line)
+	return msg + "\n" + prefix + line + "\n" + strings.Repeat(" ", len(prefix)+col-1) + "^"
+}
+
+// ShellCmd is the embedded default: with -c/-f it runs statements; otherwise it starts the
+// whole system and opens the shell.
+type ShellCmd struct{}
+
+func (c *ShellCmd) Run(cli *CLI) error {
+	if cli.Command != "" || cli.File != "" {
+		return runStatements(cli)
+	}
+	return runShell(cli)
+}

@@ -1,0 +1,679 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"rsql/connectors"
+	"rsql/exec"
+	"rsql/planner"
+	"rsql/sql"
+	"rsql/state"
+)
+
+// Config configures an Engine.
+type Config struct {
+	// DataDir holds the catalog and the RocksDB state (default ./rsql-data).
+	DataDir string
+	// StateBackend is "rocksdb" (default) or "memory".
+	StateBackend string
+	// Log receives one line per job event (started, finished, failed); default stderr.
+	Log io.Writer
+}
+
+func (c *Config) ensureDefaults() {
+	if c.DataDir == "" {
+		c.DataDir = "./rsql-data"
+	}
+	if c.StateBackend == "" {
+		c.StateBackend = "rocksdb"
+	}
+	if c.Log == nil {
+		c.Log = os.Stderr
+	}
+}
+
+// Engine is the SQL engine of one rsql process: the catalog, the state store and the
+// running jobs. It implements Executor. mu guards jobs; the catalog has its own lock.
+type Engine struct {
+	cfg   Config
+	lock  *dirLock
+	cat   *Catalog
+	store state.Store
+
+	mu    sync.Mutex
+	jobs  map[string]*runningJob
+	views map[string]*viewTable
+	idle  *sync.Cond // signalled whenever a job stops
+}
+
+// runningJob is a job this process runs.
+type runningJob struct {
+	def    JobDef
+	job    *exec.Job
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Open locks the data directory, loads the catalog and opens the state store. Jobs the
+// catalog lists as RUNNING are started again.
+func Open(cfg Config) (*Engine, error) {
+	cfg.ensureDefaults()
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := OpenCatalog(filepath.Join(cfg.DataDir, "catalog.json"))
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	var store state.Store
+	switch cfg.StateBackend {
+	case "memory":
+		store = state.NewMemory()
+	case "rocksdb":
+		store, err = state.OpenRocks(filepath.Join(cfg.DataDir, "state"))
+		if err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("open state store: %w", err)
+		}
+	default:
+		lock.Close()
+		return nil, fmt.Errorf("unknown state backend %q (want rocksdb or memory)", cfg.StateBackend)
+	}
+	e := &Engine{cfg: cfg, lock: lock, cat: cat, store: store,
+		jobs: map[string]*runningJob{}, views: map[string]*viewTable{}}
+	e.idle = sync.NewCond(&e.mu)
+	for _, j := range cat.Jobs() {
+		if j.State != "RUNNING" {
+			continue
+		}
+		if err := e.restartJob(j); err != nil {
+			fmt.Fprintf(cfg.Log, "job %s failed to restart: %v\n", j.ID, err)
+			cat.SetJobState(j.ID, "FAILED", err.Error())
+		}
+	}
+	return e, nil
+}
+
+// Catalog returns the engine's catalog.
+func (e *Engine) Catalog() *Catalog { return e.cat }
+
+// Close stops every job and releases the state store and the data directory.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	jobs := make([]*runningJob, 0, len(e.jobs))
+	for _, j := range e.jobs {
+		jobs = append(jobs, j)
+	}
+	e.mu.Unlock()
+	for _, j := range jobs {
+		j.cancel()
+		<-j.done
+	}
+	err := e.store.Close()
+	e.lock.Close()
+	return err
+}
+
+// Running returns the number of jobs running in this process.
+func (e *Engine) Running() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.jobs)
+}
+
+// WaitJobs blocks until no job runs in this process or ctx is done.
+func (e *Engine) WaitJobs(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		e.idle.Broadcast()
+		e.mu.Unlock()
+	})
+	defer stop()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for len(e.jobs) > 0 && ctx.Err() == nil {
+		e.idle.Wait()
+	}
+	return ctx.Err()
+}
+
+// Execute implements Executor: it parses text and runs its statements in order.
+func (e *Engine) Execute(ctx context.Context, sess *Session, text string, params []sql.Value) ([]*Result, error) {
+	stmts, err := sql.ParseParams(text, params)
+	if err != nil {
+		return nil, err
+	}
+	var results []*Result
+	for _, st := range stmts {
+		r, err := e.exec(ctx, sess, st)
+		if err != nil {
+			return results, err
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+func (e *Engine) exec(ctx context.Context, sess *Session, st sql.Statement) (*Result, error) {
+	switch s := st.(type) {
+	case *sql.CreateStream:
+		if s.As != nil {
+			return e.createDerived(s)
+		}
+		return e.createStream(s)
+	case *sql.CreateView:
+		return e.createView(s)
+	case *sql.Insert:
+		if s.Query != nil {
+			return e.insertSelect(s)
+		}
+		return e.insertValues(ctx, s)
+	case *sql.Select:
+		return e.query(ctx, sess, s)
+	case *sql.Explain:
+		return e.explain(s)
+	case *sql.ShowStmt:
+		return e.show(s)
+	case *sql.Describe:
+		return e.describe(s)
+	case *sql.Drop:
+		return e.drop(s)
+	case *sql.JobControl:
+		return e.jobControl(s)
+	case *sql.SetStmt:
+		sess.Settings[s.Name] = s.Value
+		return &Result{Tag: "SET"}, nil
+	case *sql.ShowVar:
+		return e.showVar(sess, s)
+	}
+	text, _ := st.Source()
+	return nil, sql.Errorf(sql.CodeNotSupported, "statement not supported: %s", firstWords(text))
+}
+
+func firstWords(s string) string {
+	f := strings.Fields(s)
+	if len(f) > 3 {
+		f = f[:3]
+	}
+	return strings.Join(f, " ")
+}
+
+// knownOptions are the WITH options of SQL.md and of the connectors.
+var knownOptions = map[string]bool{"topic": true, "format": true, "queues": true, "idle_timeout": true,
+	"late_topic": true, "dlq_topic": true, "connector": true, "path": true, "late_path": true, "dlq_path": true,
+	"key": true, "partitioned_by": true, "checkpoint_interval": true}
+
+// checkOptions validates WITH options so that a typo fails the statement instead of being
+// ignored.
+func checkOptions(opts map[string]string) error {
+	for k, v := range opts {
+		if !knownOptions[k] {
+			return sql.Errorf(sql.CodeInvalidValue, "unknown option %q in WITH (known: connector, topic, path, format, queues, idle_timeout, late_topic, dlq_topic, late_path, dlq_path, key)", k)
+		}
+		switch k {
+		case "connector":
+			if v != "file" && v != "broker" && v != "print" {
+				return sql.Errorf(sql.CodeInvalidValue, "connector %q is not known (file, broker or print)", v)
+			}
+		case "format":
+			if v != "json" && v != "csv" {
+				return sql.Errorf(sql.CodeInvalidValue, "format %q is not known (json or csv)", v)
+			}
+		case "queues":
+			if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 1024 {
+				return sql.Errorf(sql.CodeInvalidValue, "queues = %q: want a whole number from 1 to 1024", v)
+			}
+		case "idle_timeout", "checkpoint_interval":
+			if _, err := time.ParseDuration(v); err != nil {
+				return sql.Errorf(sql.CodeInvalidValue, "%s = %q: want a duration such as '2s' or '500ms'", k, v)
+			}
+		}
+	}
+	if opts["connector"] == "file" && opts["path"] == "" {
+		return sql.Errorf(sql.CodeInvalidValue, "the file connector needs a path option: WITH (connector = 'file', path = 'events.jsonl')")
+	}
+	return nil
+}
+
+func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
+	if err := checkOptions(s.Options); err != nil {
+		return nil, err
+	}
+	if len(s.Columns) == 0 {
+		return nil, sql.Errorf(sql.CodeSyntax, "CREATE STREAM %s needs a column list or AS SELECT", s.Name)
+	}
+	d := StreamDef{Name: s.Name, Columns: columnDefs(s.Columns), EventTime: s.WatermarkColumn,
+		WatermarkDelay: s.WatermarkDelay, Options: withDefaults(s.Name, s.Options), Statement: s.Text}
+	if _, exists := e.cat.Stream(s.Name); exists && s.IfNotExists {
+		return &Result{Tag: "CREATE STREAM"}, nil
+	}
+	if err := e.cat.AddStream(d); err != nil {
+		return nil, err
+	}
+	return &Result{Tag: "CREATE STREAM"}, nil
+}
+
+// withDefaults fills in the options SQL.md gives defaults for.
+func withDefaults(name string, opts map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range opts {
+		out[k] = v
+	}
+	if out["connector"] == "" {
+		if out["path"] != "" {
+			out["connector"] = "file"
+		} else {
+			out["connector"] = "broker"
+		}
+	}
+	if out["format"] == "" {
+		out["format"] = "json"
+	}
+	if out["connector"] == "broker" && out["topic"] == "" {
+		out["topic"] = name
+	}
+	return out
+}
+
+// bind parses nothing: it binds a SELECT against the catalog.
+func (e *Engine) bind(s *sql.Select) (*sql.Query, error) {
+	return sql.Bind(s, e.cat)
+}
+
+func (e *Engine) createDerived(s *sql.CreateStream) (*Result, error) {
+	if err := checkOptions(s.Options); err != nil {
+		return nil, err
+	}
+	if _, exists := e.cat.Stream(s.Name); exists {
+		if s.IfNotExists {
+			return &Result{Tag: "CREATE STREAM"}, nil
+		}
+		return nil, sql.Errorf(sql.CodeDuplicate, "stream or view %q already exists", s.Name)
+	}
+	q, err := e.bind(s.As)
+	if err != nil {
+		return nil, err
+	}
+	d := &StreamDef{Name: s.Name, Columns: columnDefs(q.OutputSchema()), Options: withDefaults(s.Name, s.Options), Statement: s.Text}
+	sink := planner.SinkSpec{Stream: d.Name, Connector: d.Options["connector"], Options: d.Options, Schema: d.Schema()}
+	if err := e.startNewJob(s.Text, d, q, sink); err != nil {
+		return nil, err
+	}
+	return &Result{Tag: "CREATE STREAM"}, nil
+}
+
+func (e *Engine) insertSelect(s *sql.Insert) (*Result, error) {
+	target, ok := e.cat.Stream(s.Target)
+	if !ok {
+		return nil, sql.Errorf(sql.CodeUnknownTable, "stream %q does not exist", s.Target)
+	}
+	if target.IsView {
+		return nil, sql.Errorf(sql.CodeNotSupported, "cannot INSERT INTO materialized view %q", target.Name)
+	}
+	q, err := e.bind(s.Query)
+	if err != nil {
+		return nil, err
+	}
+	out := q.OutputSchema()
+	ts := target.Schema()
+	if len(s.Columns) > 0 || len(out) != len(ts) {
+		return nil, sql.Errorf(sql.CodeNotSupported, "INSERT INTO %s SELECT must select exactly the %d columns of %s, in order", target.Name, len(ts), target.Name)
+	}
+	for i := range out {
+		if _, ok := sql.Unify(out[i].Type, ts[i].Type); !ok {
+			return nil, sql.Errorf(sql.CodeTypeMismatch, "column %d of the SELECT is %s but %s.%s is %s", i+1, out[i].Type, target.Name, ts[i].Name, ts[i].Type)
+		}
+	}
+	sink := planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: ts}
+	if err := e.startNewJob(s.Text, nil, q, sink); err != nil {
+		return nil, err
+	}
+	return &Result{Tag: "INSERT 0 0"}, nil
+}
+
+// startNewJob plans q, records the job (and the derived stream d, if any) in the catalog,
+// and starts it. Planning happens first so a bad query creates nothing.
+func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, sink planner.SinkSpec) error {
+	if _, _, err := planner.Plan(q, planner.Options{Job: "check", Sink: sink}); err != nil {
+		return err
+	}
+	def := JobDef{Statement: text, State: "RUNNING", Sink: sink.Stream, Sources: []string{q.From.Name}}
+	id, err := e.cat.AddStreamAndJob(d, def)
+	if err != nil {
+		return err
+	}
+	def.ID = id
+	if err := e.startJob(def, q, sink); err != nil {
+		e.cat.SetJobState(id, "FAILED", err.Error())
+		return err
+	}
+	return nil
+}
+
+// restartJob starts a job recorded in the catalog again, from its statement text.
+func (e *Engine) restartJob(def JobDef) error {
+	stmts, err := sql.Parse(def.Statement)
+	if err != nil || len(stmts) != 1 {
+		return fmt.Errorf("cannot parse the job's statement again: %v", err)
+	}
+	var sel *sql.Select
+	switch s := stmts[0].(type) {
+	case *sql.CreateStream:
+		sel = s.As
+	case *sql.CreateView:
+		sel = s.As
+	case *sql.Insert:
+		sel = s.Query
+	}
+	if sel == nil {
+		return fmt.Errorf("statement %q is not a continuous query", firstWords(def.Statement))
+	}
+	q, err := e.bind(sel)
+	if err != nil {
+		return err
+	}
+	target, ok := e.cat.Stream(def.Sink)
+	if !ok {
+		return fmt.Errorf("its sink %q no longer exists", def.Sink)
+	}
+	sink := planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: target.Schema()}
+	if target.IsView {
+		sink = planner.SinkSpec{Stream: target.Name, Connector: "view", Schema: target.Schema()}
+	}
+	return e.startJob(def, q, sink)
+}
+
+// startJob plans and starts a job and watches it until it ends.
+func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec) error {
+	isView := sink.Connector == "view"
+	if isView {
+		// A view's rows go to its in-memory table, through the row callback.
+		sink = planner.SinkSpec{Schema: sink.Schema}
+	}
+	_, plan, err := planner.Plan(q, planner.Options{Job: def.ID, Sink: sink})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	env := e.env(def.ID)
+	if isView {
+		last := plan.Stages[len(plan.Stages)-1]
+		env.OnRow = e.viewFor(def.Sink, last.Sink.Schema, last.Sink.KeyColumns).upsert
+	}
+	job, err := exec.Start(ctx, def.ID, plan, env)
+	if err != nil {
+		cancel()
+		return err
+	}
+	rj := &runningJob{def: def, job: job, cancel: cancel, done: make(chan struct{})}
+	e.mu.Lock()
+	e.jobs[def.ID] = rj
+	e.mu.Unlock()
+	go e.watch(rj)
+	return nil
+}
+
+// watch waits for a job to end and records how it ended.
+func (e *Engine) watch(rj *runningJob) {
+	err := rj.job.Wait()
+	st := rj.job.Stats()
+	summary := fmt.Sprintf("in=%d out=%d late=%d bad=%d", st.RecordsIn, st.RecordsOut, st.Late, st.Bad)
+	cancelled := errors.Is(err, context.Canceled)
+	switch {
+	case err != nil && !cancelled:
+		fmt.Fprintf(e.cfg.Log, "job %s failed: %v (%s)\n", rj.def.ID, err, summary)
+		e.cat.SetJobState(rj.def.ID, "FAILED", err.Error())
+	case cancelled:
+		// Stopped by TERMINATE, PAUSE, DROP or shutdown: whoever stopped it set the state.
+	default:
+		fmt.Fprintf(e.cfg.Log, "job %s finished: %s\n", rj.def.ID, summary)
+		e.cat.SetJobState(rj.def.ID, "FINISHED", "")
+	}
+	e.mu.Lock()
+	delete(e.jobs, rj.def.ID)
+	e.idle.Broadcast()
+	e.mu.Unlock()
+	close(rj.done)
+}
+
+// env is how a job reaches connectors and state.
+func (e *Engine) env(job string) exec.Env {
+	return exec.Env{
+		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
+			switch spec.Connector {
+			case "file":
+				return connectors.OpenFileSource(spec.Options["path"])
+			}
+			return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: reading the %s connector is not available in this build", spec.Stream, spec.Connector)
+		},
+		OpenSink: func(spec planner.SinkSpec) (connectors.Sink, error) {
+			switch spec.Connector {
+			case "file":
+				return connectors.OpenFileSink(spec.Options["path"])
+			case "print":
+				return connectors.NewPrintSink(os.Stdout), nil
+			}
+			return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: writing the %s connector is not available in this build", spec.Stream, spec.Connector)
+		},
+		NewFormat: connectors.NewFormat,
+		Store:     e.store,
+	}
+}
+
+func (e *Engine) stopJob(id, state string) error {
+	e.mu.Lock()
+	rj := e.jobs[id]
+	e.mu.Unlock()
+	if err := e.cat.SetJobState(id, state, ""); err != nil {
+		return err
+	}
+	if rj != nil {
+		rj.cancel()
+		<-rj.done
+	}
+	return nil
+}
+
+func (e *Engine) jobControl(s *sql.JobControl) (*Result, error) {
+	def, ok := e.cat.Job(s.ID)
+	if !ok {
+		return nil, sql.Errorf(sql.CodeUnknownTable, "job %q does not exist (SHOW JOBS lists them)", s.ID)
+	}
+	switch s.Action {
+	case "TERMINATE":
+		if err := e.stopJob(def.ID, "TERMINATED"); err != nil {
+			return nil, err
+		}
+	case "PAUSE":
+		if def.State != "RUNNING" {
+			return nil, sql.Errorf(sql.CodeInvalidValue, "job %s is %s, not RUNNING", def.ID, def.State)
+		}
+		if err := e.stopJob(def.ID, "PAUSED"); err != nil {
+			return nil, err
+		}
+	case "RESUME":
+		if def.State != "PAUSED" {
+			return nil, sql.Errorf(sql.CodeInvalidValue, "job %s is %s, not PAUSED", def.ID, def.State)
+		}
+		def.State = "RUNNING"
+		if err := e.cat.SetJobState(def.ID, "RUNNING", ""); err != nil {
+			return nil, err
+		}
+		if err := e.restartJob(def); err != nil {
+			e.cat.SetJobState(def.ID, "FAILED", err.Error())
+			return nil, err
+		}
+	}
+	return &Result{Tag: s.Action + " JOB"}, nil
+}
+
+func (e *Engine) drop(s *sql.Drop) (*Result, error) {
+	d, ok := e.cat.Stream(s.Name)
+	if !ok {
+		if s.IfExists {
+			return &Result{Tag: "DROP " + s.Kind}, nil
+		}
+		return nil, sql.Errorf(sql.CodeUnknownTable, "%s %q does not exist", strings.ToLower(s.Kind), s.Name)
+	}
+	if (s.Kind == "VIEW") != d.IsView {
+		return nil, sql.Errorf(sql.CodeInvalidValue, "%q is not a %s (use DROP %s)", d.Name, strings.ToLower(s.Kind), map[bool]string{true: "VIEW", false: "STREAM"}[d.IsView])
+	}
+	if err := e.cat.DropStream(d.Name); err != nil {
+		return nil, err
+	}
+	if d.Job != "" {
+		e.mu.Lock()
+		rj := e.jobs[d.Job]
+		e.mu.Unlock()
+		if rj != nil {
+			rj.cancel()
+			<-rj.done
+		}
+	}
+	e.mu.Lock()
+	delete(e.views, strings.ToLower(d.Name))
+	e.mu.Unlock()
+	return &Result{Tag: "DROP " + s.Kind}, nil
+}
+
+func (e *Engine) explain(s *sql.Explain) (*Result, error) {
+	q, err := e.bind(s.Query)
+	if err != nil {
+		return nil, err
+	}
+	l, p, err := planner.Plan(q, planner.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return textResult("plan", planner.Explain(l, p)), nil
+}
+
+// textResult is a one-column result with a row per line of text.
+func textResult(column, text string) *Result {
+	var rows []sql.Row
+	for _, line := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		rows = append(rows, sql.Row{sql.Varchar(line)})
+	}
+	return &Result{Columns: sql.Schema{{Name: column, Type: sql.TypeVarchar}}, Rows: &sliceRows{rows: rows}, Tag: "EXPLAIN"}
+}
+
+func (e *Engine) show(s *sql.ShowStmt) (*Result, error) {
+	switch s.What {
+	case "STREAMS", "VIEWS":
+		views := s.What == "VIEWS"
+		cols := sql.Schema{{Name: "name", Type: sql.TypeVarchar}, {Name: "connector", Type: sql.TypeVarchar},
+			{Name: "target", Type: sql.TypeVarchar}, {Name: "format", Type: sql.TypeVarchar}, {Name: "job", Type: sql.TypeVarchar}}
+		var rows []sql.Row
+		for _, d := range e.cat.Streams() {
+			if d.IsView != views {
+				continue
+			}
+			target := d.Options["topic"]
+			if d.Options["connector"] == "file" {
+				target = d.Options["path"]
+			}
+			rows = append(rows, sql.Row{sql.Varchar(d.Name), sql.Varchar(d.Options["connector"]), sql.Varchar(target),
+				sql.Varchar(d.Options["format"]), nullable(d.Job)})
+		}
+		return &Result{Columns: cols, Rows: &sliceRows{rows: rows}, Tag: "SHOW"}, nil
+	case "JOBS":
+		return e.showJobs(), nil
+	}
+	return nil, sql.Errorf(sql.CodeNotSupported, "SHOW %s is not available in this build", s.What)
+}
+
+func nullable(s string) sql.Value {
+	if s == "" {
+		return sql.Null
+	}
+	return sql.Varchar(s)
+}
+
+func (e *Engine) showJobs() *Result {
+	cols := sql.Schema{{Name: "id", Type: sql.TypeVarchar}, {Name: "statement", Type: sql.TypeVarchar},
+		{Name: "state", Type: sql.TypeVarchar}, {Name: "records_in", Type: sql.TypeBigInt},
+		{Name: "records_out", Type: sql.TypeBigInt}, {Name: "late", Type: sql.TypeBigInt},
+		{Name: "bad", Type: sql.TypeBigInt}, {Name: "watermark", Type: sql.TypeTimestamp}, {Name: "error", Type: sql.TypeVarchar}}
+	var rows []sql.Row
+	for _, j := range e.cat.Jobs() {
+		row := sql.Row{sql.Varchar(j.ID), sql.Varchar(j.Statement), sql.Varchar(j.State), sql.Null, sql.Null, sql.Null, sql.Null, sql.Null, nullable(j.Error)}
+		e.mu.Lock()
+		rj := e.jobs[j.ID]
+		e.mu.Unlock()
+		if rj != nil {
+			st := rj.job.Stats()
+			row[3], row[4], row[5], row[6] = sql.BigInt(st.RecordsIn), sql.BigInt(st.RecordsOut), sql.BigInt(st.Late), sql.BigInt(st.Bad)
+			if st.Watermark > -1<<62 && st.Watermark < 1<<62 {
+				row[7] = sql.Timestamp(st.Watermark)
+			}
+		}
+		rows = append(rows, row)
+	}
+	return &Result{Columns: cols, Rows: &sliceRows{rows: rows}, Tag: "SHOW"}
+}
+
+func (e *Engine) describe(s *sql.Describe) (*Result, error) {
+	d, ok := e.cat.Stream(s.Name)
+	if !ok {
+		return nil, sql.Errorf(sql.CodeUnknownTable, "stream or view %q does not exist", s.Name)
+	}
+	cols := sql.Schema{{Name: "column", Type: sql.TypeVarchar}, {Name: "type", Type: sql.TypeVarchar}, {Name: "extra", Type: sql.TypeVarchar}}
+	var rows []sql.Row
+	for _, c := range d.Schema() {
+		extra := sql.Null
+		if strings.EqualFold(c.Name, d.EventTime) {
+			extra = sql.Varchar(fmt.Sprintf("WATERMARK %s - %s", c.Name, time.Duration(d.WatermarkDelay)*time.Millisecond))
+		}
+		rows = append(rows, sql.Row{sql.Varchar(c.Name), sql.Varchar(c.Type.String()), extra})
+	}
+	return &Result{Columns: cols, Rows: &sliceRows{rows: rows}, Tag: "DESCRIBE"}, nil
+}
+
+func (e *Engine) showVar(sess *Session, s *sql.ShowVar) (*Result, error) {
+	cols := sql.Schema{{Name: "name", Type: sql.TypeVarchar}, {Name: "setting", Type: sql.TypeVarchar}}
+	var rows []sql.Row
+	if s.Name == "all" {
+		names := make([]string, 0, len(sess.Settings))
+		for k := range sess.Settings {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			rows = append(rows, sql.Row{sql.Varchar(k), sql.Varchar(sess.Settings[k])})
+		}
+		return &Result{Columns: cols, Rows: &sliceRows{rows: rows}, Tag: "SHOW"}, nil
+	}
+	v, ok := sess.Settings[s.Name]
+	if !ok {
+		return nil, sql.Errorf(sql.CodeInvalidValue, "unrecognized setting %q (SHOW ALL lists them)", s.Name)
+	}
+	return &Result{Columns: sql.Schema{{Name: s.Name, Type: sql.TypeVarchar}}, Rows: &sliceRows{rows: []sql.Row{{sql.Varchar(v)}}}, Tag: "SHOW"}, nil
+}
+
+// sliceRows is a finished result held in memory.
+type sliceRows struct {
+	rows []sql.Row
+	i    int
+}
+
+func (r *sliceRows) Next(ctx context.Context) (sql.Row, error) {
+	if r.i >= len(r.rows) {
+		return nil, io.EOF
+	}
+	r.i++
+	return r.rows[r.i-1], nil
+}
+
+func (r *sliceRows) Close() error { return nil }

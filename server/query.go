@@ -1,0 +1,258 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"rsql/connectors"
+	"rsql/exec"
+	"rsql/planner"
+	"rsql/sql"
+)
+
+// viewTable is the current state of a materialized view: its latest row per group key,
+// kept up to date by the view's job (which emits changes). mu guards rows.
+type viewTable struct {
+	schema sql.Schema
+	keys   []int // output columns that form the group key; empty: one row
+	mu     sync.Mutex
+	rows   map[string]sql.Row
+}
+
+func (v *viewTable) upsert(row sql.Row) error {
+	var k []byte
+	for _, i := range v.keys {
+		k = sql.AppendKey(k, row[i])
+	}
+	c := append(sql.Row(nil), row...)
+	v.mu.Lock()
+	v.rows[string(k)] = c
+	v.mu.Unlock()
+	return nil
+}
+
+func (v *viewTable) snapshot() []sql.Row {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make([]sql.Row, 0, len(v.rows))
+	for _, r := range v.rows {
+		out = append(out, r)
+	}
+	return out
+}
+
+func (e *Engine) createView(s *sql.CreateView) (*Result, error) {
+	if _, exists := e.cat.Stream(s.Name); exists {
+		if s.IfNotExists {
+			return &Result{Tag: "CREATE MATERIALIZED VIEW"}, nil
+		}
+		return nil, sql.Errorf(sql.CodeDuplicate, "stream or view %q already exists", s.Name)
+	}
+	q, err := e.bind(s.As)
+	if err != nil {
+		return nil, err
+	}
+	d := &StreamDef{Name: s.Name, Columns: columnDefs(q.OutputSchema()), Options: map[string]string{"connector": "view"},
+		IsView: true, Statement: s.Text}
+	sink := planner.SinkSpec{Stream: s.Name, Connector: "view", Schema: d.Schema()}
+	if err := e.startNewJob(s.Text, d, q, sink); err != nil {
+		return nil, err
+	}
+	return &Result{Tag: "CREATE MATERIALIZED VIEW"}, nil
+}
+
+// viewFor returns the table of view name, making it when the view's job starts.
+func (e *Engine) viewFor(name string, schema sql.Schema, keys []int) *viewTable {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k := strings.ToLower(name)
+	v := e.views[k]
+	if v == nil {
+		v = &viewTable{schema: schema, keys: keys, rows: map[string]sql.Row{}}
+		e.views[k] = v
+	}
+	return v
+}
+
+// query runs a SELECT: a pull query over a materialized view, or a push query over a stream.
+func (e *Engine) query(ctx context.Context, sess *Session, s *sql.Select) (*Result, error) {
+	q, err := e.bind(s)
+	if err != nil {
+		return nil, err
+	}
+	if q.From.IsView {
+		return e.pull(q)
+	}
+	_, plan, err := planner.Plan(q, planner.Options{Job: "push", Sink: planner.SinkSpec{}})
+	if err != nil {
+		return nil, err
+	}
+	rows := &pushRows{ch: make(chan sql.Row, 256)}
+	jctx, cancel := context.WithCancel(context.Background())
+	env := e.env("push")
+	env.OnRow = func(r sql.Row) error {
+		select {
+		case rows.ch <- append(sql.Row(nil), r...):
+			return nil
+		case <-jctx.Done():
+			return jctx.Err()
+		}
+	}
+	env.Store = nil // a push query keeps its state in memory and checkpoints nowhere
+	job, err := exec.Start(jctx, "push", plan, env)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	rows.cancel = cancel
+	go func() {
+		rows.err = job.Wait()
+		close(rows.ch)
+	}()
+	return &Result{Columns: q.OutputSchema(), Rows: rows, Tag: "SELECT", Push: true}, nil
+}
+
+// pushRows streams the rows of a push query; Close stops its job.
+type pushRows struct {
+	ch     chan sql.Row
+	cancel context.CancelFunc
+	err    error // set before ch is closed
+}
+
+func (r *pushRows) Next(ctx context.Context) (sql.Row, error) {
+	select {
+	case row, ok := <-r.ch:
+		if !ok {
+			if r.err != nil && !errors.Is(r.err, context.Canceled) {
+				return nil, r.err
+			}
+			return nil, io.EOF
+		}
+		return row, nil
+	case <-ctx.Done():
+		r.cancel()
+		return nil, ctx.Err()
+	}
+}
+
+func (r *pushRows) Close() error {
+	r.cancel()
+	for range r.ch {
+	}
+	return nil
+}
+
+// pull answers a SELECT over a materialized view from the view's current rows.
+func (e *Engine) pull(q *sql.Query) (*Result, error) {
+	if q.Aggregated || q.Window != nil {
+		return nil, sql.Errorf(sql.CodeNotSupported, "a query over materialized view %s can filter and project its rows, not aggregate them again", q.From.Name)
+	}
+	e.mu.Lock()
+	v := e.views[strings.ToLower(q.From.Name)]
+	e.mu.Unlock()
+	var all []sql.Row
+	if v != nil {
+		all = v.snapshot()
+	}
+	var where func(sql.Row) sql.Value
+	var err error
+	if q.Where != nil {
+		if where, err = sql.Compile(q.Where); err != nil {
+			return nil, err
+		}
+	}
+	sel := make([]func(sql.Row) sql.Value, len(q.Select))
+	for i, x := range q.Select {
+		if sel[i], err = sql.Compile(x); err != nil {
+			return nil, err
+		}
+	}
+	var out []sql.Row
+	for _, r := range all {
+		if where != nil && !where(r).Truth() {
+			continue
+		}
+		o := make(sql.Row, len(sel))
+		for i, f := range sel {
+			o[i] = f(r)
+		}
+		out = append(out, o)
+		if q.Limit >= 0 && int64(len(out)) >= q.Limit {
+			break
+		}
+	}
+	return &Result{Columns: q.OutputSchema(), Rows: &sliceRows{rows: out}, Tag: "SELECT"}, nil
+}
+
+// insertValues appends the VALUES rows to the stream's sink, encoded in its format.
+func (e *Engine) insertValues(ctx context.Context, s *sql.Insert) (*Result, error) {
+	d, ok := e.cat.Stream(s.Target)
+	if !ok {
+		return nil, sql.Errorf(sql.CodeUnknownTable, "stream %q does not exist", s.Target)
+	}
+	if d.IsView {
+		return nil, sql.Errorf(sql.CodeNotSupported, "cannot INSERT INTO materialized view %q", d.Name)
+	}
+	schema := d.Schema()
+	cols := make([]int, 0, len(schema))
+	if s.Columns == nil {
+		for i := range schema {
+			cols = append(cols, i)
+		}
+	} else {
+		for _, name := range s.Columns {
+			i := schema.Index(name)
+			if i < 0 {
+				return nil, sql.Errorf(sql.CodeUnknownColumn, "stream %s has no column %q", d.Name, name)
+			}
+			cols = append(cols, i)
+		}
+	}
+	format, err := connectors.NewFormat(d.Options["format"], schema)
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]connectors.Message, 0, len(s.Values))
+	for n, vals := range s.Values {
+		if len(vals) != len(cols) {
+			return nil, sql.Errorf(sql.CodeSyntax, "VALUES row %d has %d values for %d columns", n+1, len(vals), len(cols))
+		}
+		row := make(sql.Row, len(schema))
+		for i, x := range vals {
+			v, err := sql.Eval(x, nil)
+			if err != nil {
+				return nil, err
+			}
+			c := schema[cols[i]]
+			if v, err = sql.CastValue(v, c.Type); err != nil {
+				return nil, sql.Errorf(sql.CodeTypeMismatch, "VALUES row %d, column %s: %v", n+1, c.Name, err)
+			}
+			row[cols[i]] = v
+		}
+		body, err := format.Encode(nil, row)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, connectors.Message{Body: body})
+	}
+	sink, err := e.env("insert").OpenSink(planner.SinkSpec{Stream: d.Name, Connector: d.Options["connector"], Options: d.Options, Schema: schema})
+	if err != nil {
+		return nil, err
+	}
+	if err := sink.Write(ctx, msgs); err != nil {
+		sink.Close()
+		return nil, err
+	}
+	if err := sink.Flush(ctx); err != nil {
+		sink.Close()
+		return nil, err
+	}
+	if err := sink.Close(); err != nil {
+		return nil, err
+	}
+	return &Result{Tag: fmt.Sprintf("INSERT 0 %d", len(msgs))}, nil
+}
