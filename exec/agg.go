@@ -1,0 +1,693 @@
+package exec
+
+import (
+	"container/heap"
+	"strings"
+
+	"rsql/planner"
+	"rsql/sql"
+	"rsql/state"
+)
+
+// aggOp is a grouped aggregation, windowed (tumble, hop, session) or not.
+//
+// State: hot state lives in memory, per split (a split's groups are disjoint from other
+// splits' because the plan partitions by the group key before aggregating). Changed groups
+// are written through to the store at each Checkpoint (and at RemoveSplit), and groups of
+// closed windows are deleted at the next one, into the Control's batch, so the store holds
+// exactly the state as of the last checkpoint and is committed atomically with the source
+// offsets. NewSplit loads the split's groups back from the store.
+type aggOp struct {
+	node  *planner.AggregateNode
+	job   string
+	id    string // operator id, part of every state key
+	store state.Store
+	next  Operator
+	late  *sideOutput // late rows go here (nil: counted only)
+	cnt   *counters
+
+	nk, na int
+	wm     int64
+	splits map[string]*aggSplit
+	cur    *aggSplit
+
+	out     rowArena
+	keys    []sql.Value // current row's key values
+	args    []sql.Value // current row's aggregate arguments
+	enc     []byte      // scratch encodings
+	kbuf    []byte      // scratch state keys
+	lateB   Batch
+	lateRow []sql.Row
+}
+
+type accum struct {
+	n   int64
+	i   int64
+	f   float64
+	v   sql.Value
+	set map[string]struct{}
+}
+
+// win is one tumble/hop window of one split, or the single pseudo-window of a non-windowed
+// aggregation. Groups are found by key hash (collisions chained through group.next); the
+// keys of group g are keys[g*nk:(g+1)*nk], its accumulators accs[g*na:(g+1)*na].
+type win struct {
+	start, end int64
+	index      map[uint64]int32
+	groups     []group
+	keys       []sql.Value
+	accs       []accum
+	dead       bool
+}
+
+type group struct {
+	hash      uint64
+	next      int32
+	dirty     bool
+	persisted bool
+}
+
+type dirtyRef struct {
+	w *win
+	g int32
+}
+
+// sessKey is one group key of a session-windowed aggregation with its open sessions.
+type sessKey struct {
+	hash     uint64
+	next     int32
+	keys     []sql.Value
+	sessions []*session
+}
+
+type session struct {
+	key              int32
+	start, end       int64
+	accs             []accum
+	dirty, persisted bool
+	dead             bool
+	pStart, pEnd     int64 // window under which it is persisted
+}
+
+type aggSplit struct {
+	name string
+	// tumble, hop, none
+	wins  map[int64]*win
+	ends  winHeap
+	last  *win
+	dirty []dirtyRef
+	// session
+	skIndex map[uint64]int32
+	sks     []sessKey
+	sheap   sessHeap
+	sdirty  []*session
+	// state keys to delete at the next checkpoint
+	delBuf  []byte
+	delEnds []int
+}
+
+func newAggOp(n *planner.AggregateNode, job, id string, store state.Store, next Operator, late *sideOutput, cnt *counters) *aggOp {
+	return &aggOp{
+		node: n, job: job, id: id, store: store, next: next, late: late, cnt: cnt,
+		nk: len(n.Keys), na: len(n.Aggs), wm: MinWatermark,
+		splits: map[string]*aggSplit{},
+		keys:   make([]sql.Value, len(n.Keys)),
+		args:   make([]sql.Value, len(n.Aggs)),
+	}
+}
+
+func (a *aggOp) split(name string) *aggSplit {
+	if a.cur != nil && a.cur.name == name {
+		return a.cur
+	}
+	sp := a.splits[name]
+	if sp == nil {
+		sp = &aggSplit{name: name, wins: map[int64]*win{}, skIndex: map[uint64]int32{}}
+		a.splits[name] = sp
+	}
+	a.cur = sp
+	return sp
+}
+
+func (a *aggOp) emitChanges() bool {
+	return a.node.Window.Kind == planner.WindowNone || a.node.Emit == planner.EmitChanges
+}
+
+func (a *aggOp) Process(b *Batch) error {
+	sp := a.split(b.Split)
+	kind := a.node.Window.Kind
+	a.lateRow = a.lateRow[:0]
+	for _, r := range b.Rows {
+		h := sql.HashSeed
+		for j, k := range a.node.Keys {
+			v := k(r)
+			a.keys[j] = v
+			h = sql.HashValue(h, v)
+		}
+		for j := range a.node.Aggs {
+			if arg := a.node.Aggs[j].Arg; arg != nil {
+				a.args[j] = arg(r)
+			}
+		}
+		switch kind {
+		case planner.WindowNone:
+			w := sp.last
+			if w == nil {
+				w = sp.window(0, 0)
+			}
+			g := a.lookup(sp, w, h)
+			a.update(w, g)
+			a.emitGroup(w, g)
+		case planner.WindowTumble, planner.WindowHop:
+			tv := r[a.node.Window.Time]
+			if tv.IsNull() {
+				a.lateRow = append(a.lateRow, r)
+				continue
+			}
+			t, size, step := tv.I, a.node.Window.Size, windowStep(a.node.Window)
+			placed := false
+			for s := lastWindowStart(a.node.Window, t); s > t-size; s -= step {
+				if s+size <= a.wm {
+					continue // that window has fired
+				}
+				placed = true
+				w := sp.last
+				if w == nil || w.start != s {
+					w = sp.window(s, s+size)
+				}
+				g := a.lookup(sp, w, h)
+				a.update(w, g)
+				if a.node.Emit == planner.EmitChanges {
+					a.emitGroup(w, g)
+				}
+			}
+			if !placed {
+				a.lateRow = append(a.lateRow, r)
+			}
+		case planner.WindowSession:
+			tv := r[a.node.Window.Time]
+			if tv.IsNull() || tv.I < a.wm {
+				a.lateRow = append(a.lateRow, r)
+				continue
+			}
+			s := a.session(sp, h, tv.I)
+			a.updateAccs(s.accs)
+			if !s.dirty {
+				s.dirty = true
+				sp.sdirty = append(sp.sdirty, s)
+			}
+			if a.node.Emit == planner.EmitChanges {
+				a.emitSession(sp, s)
+			}
+		}
+		if a.out.len() >= 1024 {
+			if err := a.out.flush(b.Split, a.next); err != nil {
+				return err
+			}
+		}
+	}
+	if len(a.lateRow) > 0 {
+		a.cnt.late.Add(int64(len(a.lateRow)))
+		if a.late != nil {
+			a.lateB.Split, a.lateB.Rows = b.Split, a.lateRow
+			if err := a.late.Process(&a.lateB); err != nil {
+				return err
+			}
+		}
+	}
+	return a.out.flush(b.Split, a.next)
+}
+
+// window returns (creating) the window starting at start.
+func (sp *aggSplit) window(start, end int64) *win {
+	w := sp.wins[start]
+	if w == nil {
+		w = &win{start: start, end: end, index: map[uint64]int32{}}
+		sp.wins[start] = w
+		if start != end {
+			heap.Push(&sp.ends, w)
+		}
+	}
+	sp.last = w
+	return w
+}
+
+// lookup finds or creates the group of a.keys (hash h) in w and marks it dirty.
+func (a *aggOp) lookup(sp *aggSplit, w *win, h uint64) int32 {
+	g, ok := w.index[h]
+	if ok {
+		for ; g >= 0; g = w.groups[g].next {
+			if w.groups[g].hash == h && a.keysEqual(w.keys[int(g)*a.nk:int(g+1)*a.nk]) {
+				break
+			}
+		}
+	} else {
+		g = -1
+	}
+	if g < 0 {
+		g = int32(len(w.groups))
+		head, had := w.index[h]
+		if !had {
+			head = -1
+		}
+		w.groups = append(w.groups, group{hash: h, next: head})
+		w.index[h] = g
+		for _, v := range a.keys {
+			w.keys = append(w.keys, ownValue(v))
+		}
+		for range a.na {
+			w.accs = append(w.accs, accum{})
+		}
+	}
+	if gr := &w.groups[g]; !gr.dirty {
+		gr.dirty = true
+		sp.dirty = append(sp.dirty, dirtyRef{w, g})
+	}
+	return g
+}
+
+func (a *aggOp) keysEqual(ks []sql.Value) bool {
+	for i, v := range ks {
+		if !sql.Equal(v, a.keys[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// ownValue copies a value's string so that state never aliases a decoder's buffer.
+func ownValue(v sql.Value) sql.Value {
+	if v.S != "" {
+		v.S = strings.Clone(v.S)
+	}
+	return v
+}
+
+func (a *aggOp) update(w *win, g int32) {
+	a.updateAccs(w.accs[int(g)*a.na : int(g+1)*a.na])
+}
+
+func (a *aggOp) updateAccs(accs []accum) {
+	for j := range accs {
+		acc := &accs[j]
+		spec := &a.node.Aggs[j]
+		if spec.Kind == planner.AggCountStar {
+			acc.n++
+			continue
+		}
+		v := a.args[j]
+		if v.IsNull() {
+			continue
+		}
+		switch spec.Kind {
+		case planner.AggCount:
+			acc.n++
+		case planner.AggCountDistinct:
+			a.enc = sql.AppendValue(a.enc[:0], v)
+			if _, ok := acc.set[string(a.enc)]; !ok {
+				if acc.set == nil {
+					acc.set = map[string]struct{}{}
+				}
+				acc.set[string(a.enc)] = struct{}{}
+			}
+		case planner.AggSum, planner.AggAvg:
+			acc.n++
+			if v.K == sql.KindDouble {
+				acc.f += v.F
+			} else {
+				acc.i += v.I
+			}
+		case planner.AggMin:
+			if acc.n == 0 || sql.Compare(v, acc.v) < 0 {
+				acc.v = ownValue(v)
+			}
+			acc.n++
+		case planner.AggMax:
+			if acc.n == 0 || sql.Compare(v, acc.v) > 0 {
+				acc.v = ownValue(v)
+			}
+			acc.n++
+		}
+	}
+}
+
+// mergeAccs folds src into dst (session merging).
+func (a *aggOp) mergeAccs(dst, src []accum) {
+	for j := range dst {
+		d, s := &dst[j], &src[j]
+		switch a.node.Aggs[j].Kind {
+		case planner.AggMin:
+			if s.n > 0 && (d.n == 0 || sql.Compare(s.v, d.v) < 0) {
+				d.v = s.v
+			}
+		case planner.AggMax:
+			if s.n > 0 && (d.n == 0 || sql.Compare(s.v, d.v) > 0) {
+				d.v = s.v
+			}
+		case planner.AggCountDistinct:
+			for k := range s.set {
+				if d.set == nil {
+					d.set = map[string]struct{}{}
+				}
+				d.set[k] = struct{}{}
+			}
+		}
+		d.n += s.n
+		d.i += s.i
+		d.f += s.f
+	}
+}
+
+// result is the value of aggregate j over acc.
+func (a *aggOp) result(j int, acc *accum) sql.Value {
+	spec := &a.node.Aggs[j]
+	switch spec.Kind {
+	case planner.AggCountStar, planner.AggCount:
+		return sql.BigInt(acc.n)
+	case planner.AggCountDistinct:
+		return sql.BigInt(int64(len(acc.set)))
+	case planner.AggMin, planner.AggMax:
+		if acc.n == 0 {
+			return sql.Null
+		}
+		return acc.v
+	}
+	if acc.n == 0 {
+		return sql.Null
+	}
+	sum := acc.f
+	if spec.ArgType.Kind == sql.KindDecimal {
+		sum += float64(acc.i) / sql.Pow10(spec.ArgType.Scale)
+	} else {
+		sum += float64(acc.i)
+	}
+	if spec.Kind == planner.AggAvg {
+		return sql.Double(sum / float64(acc.n))
+	}
+	switch spec.Type.Kind {
+	case sql.KindDouble:
+		return sql.Double(sum)
+	case sql.KindDecimal:
+		return sql.Decimal(acc.i, spec.Type.Scale)
+	case sql.KindInt:
+		return sql.Int(acc.i)
+	}
+	return sql.BigInt(acc.i)
+}
+
+func (a *aggOp) emitGroup(w *win, g int32) {
+	a.out.vals = append(a.out.vals, w.keys[int(g)*a.nk:int(g+1)*a.nk]...)
+	if a.node.Window.Kind != planner.WindowNone {
+		a.out.vals = append(a.out.vals, sql.Timestamp(w.start), sql.Timestamp(w.end))
+	}
+	accs := w.accs[int(g)*a.na : int(g+1)*a.na]
+	for j := range accs {
+		a.out.vals = append(a.out.vals, a.result(j, &accs[j]))
+	}
+	a.out.endRow()
+}
+
+func (a *aggOp) emitSession(sp *aggSplit, s *session) {
+	a.out.vals = append(a.out.vals, sp.sks[s.key].keys...)
+	a.out.vals = append(a.out.vals, sql.Timestamp(s.start), sql.Timestamp(s.end))
+	for j := range s.accs {
+		a.out.vals = append(a.out.vals, a.result(j, &s.accs[j]))
+	}
+	a.out.endRow()
+}
+
+// sessKeyFor finds or creates the session key entry of a.keys.
+func (a *aggOp) sessKeyFor(sp *aggSplit, h uint64) int32 {
+	head, ok := sp.skIndex[h]
+	if ok {
+		for k := head; k >= 0; k = sp.sks[k].next {
+			if sp.sks[k].hash == h && a.keysEqual(sp.sks[k].keys) {
+				return k
+			}
+		}
+	} else {
+		head = -1
+	}
+	ks := make([]sql.Value, a.nk)
+	for i, v := range a.keys {
+		ks[i] = ownValue(v)
+	}
+	k := int32(len(sp.sks))
+	sp.sks = append(sp.sks, sessKey{hash: h, next: head, keys: ks})
+	sp.skIndex[h] = k
+	return k
+}
+
+// session returns the session that an event at t joins, creating or merging sessions.
+func (a *aggOp) session(sp *aggSplit, h uint64, t int64) *session {
+	k := a.sessKeyFor(sp, h)
+	gap := a.node.Window.Gap
+	lo, hi := t, t+gap
+	var merged *session
+	for changed := true; changed; {
+		changed = false
+		ss := sp.sks[k].sessions
+		for i := 0; i < len(ss); i++ {
+			s := ss[i]
+			if s == merged || !(s.start < hi && lo < s.end) {
+				continue
+			}
+			if merged == nil {
+				merged = s
+			} else {
+				// s is bridged into merged: fold its state, forget it.
+				a.mergeAccs(merged.accs, s.accs)
+				s.dead = true
+				if s.persisted {
+					sp.deleteKey(a, sp.sks[k].keys, s.pStart, s.pEnd)
+				}
+				ss = append(ss[:i], ss[i+1:]...)
+				sp.sks[k].sessions = ss
+				i--
+			}
+			lo, hi = min(lo, s.start), max(hi, s.end)
+			changed = true
+		}
+	}
+	if merged == nil {
+		merged = &session{key: k, start: lo, end: hi, accs: make([]accum, a.na)}
+		sp.sks[k].sessions = append(sp.sks[k].sessions, merged)
+		heap.Push(&sp.sheap, sessEntry{hi, merged})
+		return merged
+	}
+	if hi != merged.end {
+		heap.Push(&sp.sheap, sessEntry{hi, merged})
+	}
+	merged.start, merged.end = lo, hi
+	return merged
+}
+
+// deleteKey records the deletion of a persisted group's state key.
+func (sp *aggSplit) deleteKey(a *aggOp, keys []sql.Value, start, end int64) {
+	a.enc = sql.AppendRow(a.enc[:0], keys)
+	sp.delBuf = state.Key(sp.delBuf, a.job, a.id, sp.name, a.enc, start, end)
+	sp.delEnds = append(sp.delEnds, len(sp.delBuf))
+}
+
+func (a *aggOp) Watermark(wm int64) error {
+	if wm <= a.wm {
+		return nil
+	}
+	a.wm = wm
+	for _, sp := range a.splits {
+		if err := a.fire(sp); err != nil {
+			return err
+		}
+	}
+	return a.next.Watermark(wm)
+}
+
+// fire emits (on close) and forgets every window of sp that ends at or before the watermark.
+func (a *aggOp) fire(sp *aggSplit) error {
+	onClose := a.node.Emit == planner.EmitOnClose
+	for len(sp.ends) > 0 && sp.ends[0].end <= a.wm {
+		w := heap.Pop(&sp.ends).(*win)
+		for g := range w.groups {
+			if onClose {
+				a.emitGroup(w, int32(g))
+				if a.out.len() >= 1024 {
+					if err := a.out.flush(sp.name, a.next); err != nil {
+						return err
+					}
+				}
+			}
+			if w.groups[g].persisted {
+				sp.deleteKey(a, w.keys[g*a.nk:(g+1)*a.nk], w.start, w.end)
+			}
+		}
+		w.dead = true
+		delete(sp.wins, w.start)
+		if sp.last == w {
+			sp.last = nil
+		}
+	}
+	for len(sp.sheap) > 0 && sp.sheap[0].end <= a.wm {
+		e := heap.Pop(&sp.sheap).(sessEntry)
+		s := e.s
+		if s.dead || s.end != e.end {
+			continue
+		}
+		if onClose {
+			a.emitSession(sp, s)
+			if a.out.len() >= 1024 {
+				if err := a.out.flush(sp.name, a.next); err != nil {
+					return err
+				}
+			}
+		}
+		s.dead = true
+		ke := &sp.sks[s.key]
+		for i, x := range ke.sessions {
+			if x == s {
+				ke.sessions = append(ke.sessions[:i], ke.sessions[i+1:]...)
+				break
+			}
+		}
+		if s.persisted {
+			sp.deleteKey(a, ke.keys, s.pStart, s.pEnd)
+		}
+	}
+	return a.out.flush(sp.name, a.next)
+}
+
+func (a *aggOp) Control(c *Control) error {
+	switch c.Kind {
+	case NewSplit:
+		if err := a.load(c.Split); err != nil {
+			return err
+		}
+	case Checkpoint:
+		for _, sp := range a.splits {
+			a.save(sp, c.State)
+		}
+	case RemoveSplit:
+		if sp := a.splits[c.Split]; sp != nil {
+			a.save(sp, c.State)
+			delete(a.splits, c.Split)
+			if a.cur == sp {
+				a.cur = nil
+			}
+		}
+	}
+	return a.next.Control(c)
+}
+
+// save writes sp's changed groups and pending deletions to b.
+func (a *aggOp) save(sp *aggSplit, b *state.Batch) {
+	start := 0
+	for _, e := range sp.delEnds {
+		b.Delete(sp.delBuf[start:e])
+		start = e
+	}
+	sp.delBuf, sp.delEnds = sp.delBuf[:0], sp.delEnds[:0]
+	for _, d := range sp.dirty {
+		gr := &d.w.groups[d.g]
+		gr.dirty = false
+		if d.w.dead {
+			continue
+		}
+		keys := d.w.keys[int(d.g)*a.nk : int(d.g+1)*a.nk]
+		a.putGroup(sp, b, keys, d.w.start, d.w.end, d.w.accs[int(d.g)*a.na:int(d.g+1)*a.na])
+		gr.persisted = true
+	}
+	sp.dirty = sp.dirty[:0]
+	for _, s := range sp.sdirty {
+		s.dirty = false
+		if s.dead {
+			continue
+		}
+		keys := sp.sks[s.key].keys
+		if s.persisted && (s.pStart != s.start || s.pEnd != s.end) {
+			a.enc = sql.AppendRow(a.enc[:0], keys)
+			a.kbuf = state.Key(a.kbuf[:0], a.job, a.id, sp.name, a.enc, s.pStart, s.pEnd)
+			b.Delete(a.kbuf)
+		}
+		a.putGroup(sp, b, keys, s.start, s.end, s.accs)
+		s.persisted, s.pStart, s.pEnd = true, s.start, s.end
+	}
+	sp.sdirty = sp.sdirty[:0]
+}
+
+func (a *aggOp) putGroup(sp *aggSplit, b *state.Batch, keys []sql.Value, start, end int64, accs []accum) {
+	a.enc = sql.AppendRow(a.enc[:0], keys)
+	a.kbuf = state.Key(a.kbuf[:0], a.job, a.id, sp.name, a.enc, start, end)
+	a.enc = appendGroupState(a.enc[:0], keys, start, end, accs)
+	b.Put(a.kbuf, a.enc)
+}
+
+// load reads split's groups from the store into memory.
+func (a *aggOp) load(split string) error {
+	if a.store == nil {
+		return nil
+	}
+	sp := a.split(split)
+	prefix := state.SplitPrefix(nil, a.job, a.id, split)
+	err := a.store.Scan(prefix, func(key, value []byte) error {
+		keys, start, end, accs, err := decodeGroupState(value, a.nk, a.na)
+		if err != nil {
+			return &StateError{Op: a.id, Split: split, Err: err}
+		}
+		copy(a.keys, keys)
+		h := sql.HashSeed
+		for _, v := range keys {
+			h = sql.HashValue(h, v)
+		}
+		switch a.node.Window.Kind {
+		case planner.WindowSession:
+			k := a.sessKeyFor(sp, h)
+			s := &session{key: k, start: start, end: end, accs: accs, persisted: true, pStart: start, pEnd: end}
+			sp.sks[k].sessions = append(sp.sks[k].sessions, s)
+			heap.Push(&sp.sheap, sessEntry{end, s})
+		default:
+			w := sp.window(start, end)
+			g := a.lookup(sp, w, h)
+			copy(w.accs[int(g)*a.na:], accs)
+			w.groups[g].persisted = true
+		}
+		return nil
+	})
+	// What was just loaded is what the store holds: nothing to write back.
+	for _, d := range sp.dirty {
+		d.w.groups[d.g].dirty = false
+	}
+	sp.dirty = sp.dirty[:0]
+	return err
+}
+
+func (a *aggOp) Close() error { return nil }
+
+type winHeap []*win
+
+func (h winHeap) Len() int           { return len(h) }
+func (h winHeap) Less(i, j int) bool { return h[i].end < h[j].end }
+func (h winHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *winHeap) Push(x any)        { *h = append(*h, x.(*win)) }
+func (h *winHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+type sessEntry struct {
+	end int64
+	s   *session
+}
+
+type sessHeap []sessEntry
+
+func (h sessHeap) Len() int           { return len(h) }
+func (h sessHeap) Less(i, j int) bool { return h[i].end < h[j].end }
+func (h sessHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *sessHeap) Push(x any)        { *h = append(*h, x.(sessEntry)) }
+func (h *sessHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,46 @@
+// Package exec runs physical plans: it maps each planner node to a push-based operator and
+// drives the operators of every stage from the stage's source splits to its sink.
+//
+// # Runtime API (what the server calls)
+//
+//	job, err := exec.Start(ctx, "job-7", plan, exec.Env{
+//		OpenSource: ..., // planner.SourceSpec -> connectors.Source
+//		NewFormat:  connectors.NewFormat,
+//		OpenSink:   ..., // planner.SinkSpec -> connectors.Sink (also late/DLQ outputs)
+//		OnRow:      ..., // push queries: rows of a stage whose SinkSpec.Stream is ""
+//		Store:      store, // state.Store (RocksDB in the server, memory by default)
+//	})
+//	job.Stats()                 // records in/out, bad, late, watermark, per-split progress
+//	job.Checkpoint(ctx)         // barrier through every stage, commit, returns the epoch
+//	job.AddSplit / RemoveSplit  // rebalancing: NewSplit / RemoveSplit control messages
+//	job.Stop()                  // stop reading, flush and close sinks
+//	err = job.Wait()            // nil when bounded input was exhausted, LIMIT reached or stopped
+//
+// # Contract
+//
+//   - Operators see batches of rows, watermarks and control messages (NewSplit, RemoveSplit,
+//     Checkpoint) in one order per stage: one goroutine (the stage's task) owns a stage's
+//     operators; split readers read and decode concurrently and hand batches to it.
+//   - A bad record (undecodable, wrong type, missing event time) is counted, its error names
+//     the stream, split and offset (line for files), it goes to the dead-letter output when
+//     the stream has dlq_topic or dlq_path, and the job goes on.
+//   - Watermark of a split = max event time - declared delay; of a stage = min over its live
+//     splits. A split with no record for idle_timeout (stream option, default Env.IdleTimeout)
+//     stops holding it back; when all are idle it advances with the wall clock from the last
+//     record. When every split of a bounded source is exhausted it becomes +inf: every open
+//     window fires, a final checkpoint is committed and the job ends.
+//   - A window emits once when the watermark passes its end (default), or an updated row per
+//     change with EMIT CHANGES (always for GROUP BY without window). A row whose every window
+//     has fired is late: counted and written to late_topic/late_path when set, never applied.
+//     For session windows a row older than the watermark is late (it could otherwise reopen
+//     or bridge a session that has been emitted).
+//   - Aggregation state lives in memory, per split, and is written through to Env.Store at
+//     each checkpoint (changed groups only, deletions of fired windows) under keys
+//     (job, operator, split, group key, window) — see state.Key. The checkpoint batch also
+//     holds the source offsets and is committed in one atomic write (Env.Commit). On
+//     NewSplit an operator loads the split's state; on RemoveSplit it writes and drops it.
+//   - An ExchangeNode ends a stage; the in-process exchange routes rows to hash(keys) mod
+//     Env.ExchangeQueues queues of the next stage, and carries watermarks and checkpoint
+//     barriers in order with the rows. The downstream stage commits the checkpoint.
+//   - The package opens no sockets or files itself: everything goes through Env.
+package exec

@@ -1,0 +1,196 @@
+package exec
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"rsql/connectors"
+	"rsql/planner"
+	"rsql/sql"
+)
+
+// sinkOp encodes rows with a Format and writes them to a connectors.Sink, one Write per
+// batch. The message key is the KeyColumns' values as text, joined by '|'.
+type sinkOp struct {
+	ctx     context.Context
+	sink    connectors.Sink
+	format  connectors.Format
+	keyCols []int
+	cnt     *counters
+	msgs    []connectors.Message
+	what    string // for errors
+}
+
+func (s *sinkOp) Process(b *Batch) error {
+	if len(b.Rows) == 0 {
+		return nil
+	}
+	// Sinks may hold message bodies until Flush, so each batch gets fresh storage (one
+	// allocation per batch, none per row).
+	buf := make([]byte, 0, 96*len(b.Rows))
+	s.msgs = s.msgs[:0]
+	now := nowMillis()
+	for _, r := range b.Rows {
+		start := len(buf)
+		var err error
+		buf, err = s.format.Encode(buf, r)
+		if err != nil {
+			return &SinkError{Sink: s.what, Err: err}
+		}
+		body := buf[start:len(buf):len(buf)]
+		var key []byte
+		if len(s.keyCols) > 0 {
+			ks := len(buf)
+			for i, c := range s.keyCols {
+				if i > 0 {
+					buf = append(buf, '|')
+				}
+				buf = append(buf, r[c].String()...)
+			}
+			key = buf[ks:len(buf):len(buf)]
+		}
+		s.msgs = append(s.msgs, connectors.Message{Key: key, Body: body, Timestamp: now})
+	}
+	if err := s.sink.Write(s.ctx, s.msgs); err != nil {
+		return &SinkError{Sink: s.what, Err: err}
+	}
+	s.cnt.out.Add(int64(len(b.Rows)))
+	return nil
+}
+
+func (s *sinkOp) Watermark(int64) error { return nil }
+
+func (s *sinkOp) Control(c *Control) error {
+	if c.Kind == Checkpoint {
+		if err := s.sink.Flush(s.ctx); err != nil {
+			return &SinkError{Sink: s.what, Err: err}
+		}
+	}
+	return nil
+}
+
+func (s *sinkOp) Close() error {
+	err := s.sink.Flush(context.Background())
+	if cerr := s.sink.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return &SinkError{Sink: s.what, Err: err}
+	}
+	return nil
+}
+
+// callbackOp hands each row to a function (push queries). The row is valid only during the
+// call.
+type callbackOp struct {
+	fn  func(sql.Row) error
+	cnt *counters
+}
+
+func (c *callbackOp) Process(b *Batch) error {
+	for _, r := range b.Rows {
+		if err := c.fn(r); err != nil {
+			return err
+		}
+		c.cnt.out.Add(1)
+	}
+	return nil
+}
+func (c *callbackOp) Watermark(int64) error  { return nil }
+func (c *callbackOp) Control(*Control) error { return nil }
+func (c *callbackOp) Close() error           { return nil }
+
+// sideOutput writes rows that leave the main flow (late rows) to their own sink. Safe for
+// concurrent use.
+type sideOutput struct {
+	mu sync.Mutex
+	op sinkOp
+}
+
+func (o *sideOutput) Process(b *Batch) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.op.Process(b)
+}
+
+func (o *sideOutput) flush() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err := o.op.sink.Flush(o.op.ctx); err != nil {
+		return &SinkError{Sink: o.op.what, Err: err}
+	}
+	return nil
+}
+
+func (o *sideOutput) close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.op.Close()
+}
+
+// rawOutput writes undecodable messages, as they were read, to a dead-letter sink. Safe for
+// concurrent use (every split reader of a stage shares it).
+type rawOutput struct {
+	mu   sync.Mutex
+	sink connectors.Sink
+	what string
+}
+
+func (o *rawOutput) write(ctx context.Context, m connectors.Message) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	msg := connectors.Message{Key: m.Key, Body: append([]byte(nil), m.Body...), Timestamp: m.Timestamp}
+	if err := o.sink.Write(ctx, []connectors.Message{msg}); err != nil {
+		return &SinkError{Sink: o.what, Err: err}
+	}
+	return nil
+}
+
+func (o *rawOutput) flush() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.sink.Flush(context.Background())
+}
+
+func (o *rawOutput) close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	err := o.sink.Flush(context.Background())
+	if cerr := o.sink.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// sideSpec turns a stream's late_topic/late_path (or dlq_topic/dlq_path) option into the
+// sink spec of that side output, or returns ok=false when neither is set.
+func sideSpec(src planner.SourceSpec, kind string, schema sql.Schema) (planner.SinkSpec, bool) {
+	format := src.Options["format"]
+	if format == "" {
+		format = "json"
+	}
+	if t := src.Options[kind+"_topic"]; t != "" {
+		conn := src.Connector
+		if conn == "" || conn == "file" {
+			conn = "broker"
+		}
+		return planner.SinkSpec{Stream: t, Connector: conn, Schema: schema,
+			Options: map[string]string{"topic": t, "format": format}}, true
+	}
+	if p := src.Options[kind+"_path"]; p != "" {
+		return planner.SinkSpec{Stream: p, Connector: "file", Schema: schema,
+			Options: map[string]string{"path": p, "format": format}}, true
+	}
+	return planner.SinkSpec{}, false
+}
+
+func sinkName(s planner.SinkSpec) string {
+	if s.Stream != "" {
+		return s.Stream
+	}
+	return strings.TrimSpace(s.Connector + " " + s.Options["path"])
+}
+
+func nowMillis() int64 { return time.Now().UnixMilli() }
