@@ -1,0 +1,243 @@
+package sql
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	driver "github.com/pingcap/tidb/pkg/parser/test_driver"
+)
+
+// funcAliases maps accepted spellings to the names NewCall knows.
+var funcAliases = map[string]string{
+	"lcase": "LOWER", "ucase": "UPPER", "ceiling": "CEIL", "substr": "SUBSTRING", "mid": "SUBSTRING",
+	"character_length": "CHAR_LENGTH", "current_timestamp": "NOW", "localtimestamp": "NOW",
+	"localtime": "NOW", "sysdate": "NOW", "utc_timestamp": "NOW",
+}
+
+var scalarFuncs = map[string]bool{
+	"COALESCE": true, "IFNULL": true, "LOWER": true, "UPPER": true, "CONCAT": true, "SUBSTRING": true,
+	"LENGTH": true, "CHAR_LENGTH": true, "LTRIM": true, "RTRIM": true, "ABS": true, "ROUND": true,
+	"FLOOR": true, "CEIL": true, "MOD": true, "DATE_FORMAT": true, "JSON_EXTRACT": true, "JSON_UNQUOTE": true,
+}
+
+func (b *binder) funcCall(f *ast.FuncCallExpr) (Expr, error) {
+	name := f.FnName.L
+	switch {
+	case name == "__rsql_interval":
+		return NewLiteral(Interval(f.Args[0].(*driver.ValueExpr).GetInt64())), nil
+	case name == "__rsql_param":
+		n := int(f.Args[0].(*driver.ValueExpr).GetInt64())
+		if n < 1 || n > len(b.params) {
+			return nil, b.errf(CodeUndefinedParameter, "there is no value for parameter $%d", n)
+		}
+		return NewLiteral(b.params[n-1]), nil
+	case name == "__rsql_ts":
+		a, err := b.expr(f.Args[0])
+		if err != nil {
+			return nil, err
+		}
+		b.setPos(f)
+		v, err := Eval(a, nil)
+		if err != nil {
+			return nil, b.at(err)
+		}
+		tv, err := CastValue(v, TypeTimestamp)
+		if err != nil {
+			return nil, b.at(err)
+		}
+		return NewLiteral(tv), nil
+	case strings.HasPrefix(name, "__rsql_cast_"):
+		i, _ := strconv.Atoi(strings.TrimPrefix(name, "__rsql_cast_"))
+		if len(f.Args) != 1 || i < 0 || i >= len(b.casts) {
+			return nil, b.errf(CodeSyntax, "CAST takes one value: CAST(x AS type)")
+		}
+		a, err := b.expr(f.Args[0])
+		if err != nil {
+			return nil, err
+		}
+		b.setPos(f)
+		t := b.casts[i]
+		if t.Kind == KindInterval || a.Type().Kind == KindInterval {
+			return nil, b.errf(CodeTypeMismatch, "cannot CAST %s to %s", a.Type(), t)
+		}
+		if l, ok := a.(*Literal); ok {
+			v, err := CastValue(l.V, t)
+			if err != nil {
+				return nil, b.at(err)
+			}
+			return &Literal{V: v, T: t}, nil
+		}
+		return &Cast{Arg: a, T: t}, nil
+	case name == "__rsql_tumble" || name == "__rsql_hop" || name == "__rsql_session":
+		_, wn, _ := windowKindOf(name)
+		return nil, b.errf(CodeSyntax, "%s(...) belongs in GROUP BY or, with a stream argument, in FROM", wn)
+	case strings.HasSuffix(name, "_start") || strings.HasSuffix(name, "_end"):
+		switch name {
+		case "tumble_start", "tumble_end", "hop_start", "hop_end", "session_start", "session_end":
+			return b.windowBound(f)
+		}
+	case name == "extract":
+		if len(f.Args) != 2 {
+			return nil, b.errf(CodeSyntax, "EXTRACT(unit FROM timestamp)")
+		}
+		u, ok := f.Args[0].(*ast.TimeUnitExpr)
+		if !ok {
+			return nil, b.errf(CodeSyntax, "EXTRACT(unit FROM timestamp)")
+		}
+		a, err := b.expr(f.Args[1])
+		if err != nil {
+			return nil, err
+		}
+		b.setPos(f)
+		return b.call("EXTRACT", NewLiteral(Varchar(u.Unit.String())), a)
+	case name == "trim":
+		return b.trim(f)
+	case name == "if":
+		if len(f.Args) != 3 {
+			return nil, b.errf(CodeSyntax, "IF(condition, then, else) takes 3 arguments")
+		}
+		args, err := b.exprs(f.Args)
+		if err != nil {
+			return nil, err
+		}
+		b.setPos(f)
+		if k := args[0].Type().Kind; k != KindBool && k != KindNull {
+			return nil, b.errf(CodeTypeMismatch, "IF needs a BOOLEAN condition, not %s", args[0].Type())
+		}
+		t, ok := Unify(args[1].Type(), args[2].Type())
+		if !ok {
+			return nil, b.errf(CodeTypeMismatch, "IF branches have no common type (%s, %s)", args[1].Type(), args[2].Type())
+		}
+		return &Case{Whens: args[:1], Thens: args[1:2], Else: args[2], T: t}, nil
+	}
+	fn := strings.ToUpper(name)
+	if a, ok := funcAliases[name]; ok {
+		fn = a
+	}
+	if fn == "NOW" {
+		return b.call("NOW")
+	}
+	if !scalarFuncs[fn] {
+		return nil, b.errf(CodeNotSupported, "function %s is not supported", strings.ToUpper(f.FnName.O))
+	}
+	args, err := b.exprs(f.Args)
+	if err != nil {
+		return nil, err
+	}
+	b.setPos(f)
+	return b.call(fn, args...)
+}
+
+// trim binds TRIM([BOTH|LEADING|TRAILING] [remstr] FROM s) and TRIM(s).
+func (b *binder) trim(f *ast.FuncCallExpr) (Expr, error) {
+	if len(f.Args) == 0 {
+		return nil, b.errf(CodeSyntax, "TRIM needs an argument")
+	}
+	fn := "TRIM"
+	var args []Expr
+	for i, a := range f.Args {
+		if a == nil {
+			continue
+		}
+		if d, ok := a.(*ast.TrimDirectionExpr); ok {
+			switch d.Direction {
+			case ast.TrimLeading:
+				fn = "LTRIM"
+			case ast.TrimTrailing:
+				fn = "RTRIM"
+			}
+			continue
+		}
+		if v, ok := a.(*driver.ValueExpr); ok && i == 1 && v.Kind() == driver.KindNull && v.OriginTextPosition() == 0 {
+			continue // no remstr given
+		}
+		e, err := b.expr(a)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, e)
+	}
+	b.setPos(f)
+	return b.call(fn, args...)
+}
+
+// windowBound binds TUMBLE_START(ts, size) and friends to the window columns of the
+// aggregate row.
+func (b *binder) windowBound(f *ast.FuncCallExpr) (Expr, error) {
+	name := strings.ToUpper(f.FnName.L)
+	kind, wn, want := windowKindOf(f.FnName.L)
+	if b.mode != modeAgg || b.inAgg || b.window == nil {
+		return nil, b.errf(CodeGrouping, "%s needs GROUP BY %s(...)", name, wn)
+	}
+	if b.window.Kind != kind {
+		return nil, b.errf(CodeTypeMismatch, "%s does not match the window of GROUP BY", name)
+	}
+	col, sizes, err := b.windowArgs(f, wn, want)
+	if err != nil {
+		return nil, err
+	}
+	w := b.window
+	ok := col == w.TimeCol
+	switch kind {
+	case WindowTumble:
+		ok = ok && sizes[0] == w.Size
+	case WindowHop:
+		ok = ok && sizes[0] == w.Slide && sizes[1] == w.Size
+	case WindowSession:
+		ok = ok && sizes[0] == w.Gap
+	}
+	b.setPos(f)
+	if !ok {
+		return nil, b.errf(CodeTypeMismatch, "the arguments of %s must match the GROUP BY window", name)
+	}
+	i := len(b.keys)
+	lname := "window_start"
+	if strings.HasSuffix(name, "_END") {
+		i++
+		lname = "window_end"
+	}
+	return &ColumnRef{Index: i, Name: lname, T: TypeTimestamp}, nil
+}
+
+// Rows converts the VALUES of an INSERT into rows of the target schema: listed columns (or
+// all columns in order) receive the values cast to their types; other columns are NULL.
+// Errors: 42703 unknown column, 42601 wrong number of values, 22023 a value that does not
+// convert.
+func (ins *Insert) Rows(target Schema) ([]Row, error) {
+	idx := make([]int, 0, len(target))
+	if ins.Columns == nil {
+		for i := range target {
+			idx = append(idx, i)
+		}
+	} else {
+		for _, c := range ins.Columns {
+			i := target.Index(c)
+			if i < 0 {
+				return nil, Errorf(CodeUnknownColumn, "column %s does not exist in %s", c, ins.Target)
+			}
+			idx = append(idx, i)
+		}
+	}
+	out := make([]Row, 0, len(ins.Values))
+	for r, vals := range ins.Values {
+		if len(vals) != len(idx) {
+			return nil, Errorf(CodeSyntax, "VALUES row %d has %d values for %d columns", r+1, len(vals), len(idx))
+		}
+		row := make(Row, len(target))
+		for j, e := range vals {
+			v, err := Eval(e, nil)
+			if err != nil {
+				return nil, err
+			}
+			col := target[idx[j]]
+			cv, err := CastValue(v, col.Type)
+			if err != nil {
+				return nil, Errorf(CodeInvalidValue, "VALUES row %d, column %s: %s", r+1, col.Name, err.(*Error).Message)
+			}
+			row[idx[j]] = cv
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}

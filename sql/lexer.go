@@ -1,0 +1,229 @@
+package sql
+
+import (
+	"strings"
+)
+
+// tokKind is the kind of a pre-pass token.
+type tokKind uint8
+
+const (
+	tokEOF    tokKind = iota
+	tokIdent          // bare word: keyword or identifier
+	tokQIdent         // `quoted` or "quoted" identifier; Val is unquoted
+	tokString         // 'string'; Val is unescaped
+	tokNumber         // 123, 1.5, 1e3, .5
+	tokPunct          // operators and punctuation; Val is the text
+	tokParam          // ? or $n
+)
+
+// token is one lexeme of the pre-pass. Pos and End are byte offsets into the full input.
+type token struct {
+	Kind tokKind
+	Val  string
+	Pos  int
+	End  int
+}
+
+// is reports whether t is the bare word w (case-insensitive).
+func (t token) is(w string) bool { return t.Kind == tokIdent && strings.EqualFold(t.Val, w) }
+
+// isP reports whether t is the punctuation p.
+func (t token) isP(p string) bool { return t.Kind == tokPunct && t.Val == p }
+
+// lex splits text into tokens, skipping whitespace and comments (-- to end of line, #, and
+// /* */). Quotes are respected. It fails on an unterminated string, quoted identifier or
+// comment, with the position where it starts.
+func lex(text string) ([]token, *Error) {
+	var out []token
+	i := 0
+	for i < len(text) {
+		c := text[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
+			i++
+		case c == '-' && i+1 < len(text) && text[i+1] == '-', c == '#':
+			for i < len(text) && text[i] != '\n' {
+				i++
+			}
+		case c == '/' && i+1 < len(text) && text[i+1] == '*':
+			end := strings.Index(text[i+2:], "*/")
+			if end < 0 {
+				return nil, errAt(text, i, CodeSyntax, "unterminated comment")
+			}
+			i += end + 4
+		case c == '\'':
+			val, end, ok := scanQuoted(text, i, '\'', true)
+			if !ok {
+				return nil, errAt(text, i, CodeSyntax, "unterminated string literal")
+			}
+			out = append(out, token{Kind: tokString, Val: val, Pos: i, End: end})
+			i = end
+		case c == '`' || c == '"':
+			val, end, ok := scanQuoted(text, i, c, false)
+			if !ok {
+				return nil, errAt(text, i, CodeSyntax, "unterminated quoted identifier")
+			}
+			out = append(out, token{Kind: tokQIdent, Val: val, Pos: i, End: end})
+			i = end
+		case isDigit(c) || (c == '.' && i+1 < len(text) && isDigit(text[i+1])):
+			j := i
+			for j < len(text) && (isDigit(text[j]) || text[j] == '.') {
+				j++
+			}
+			if j < len(text) && (text[j] == 'e' || text[j] == 'E') {
+				k := j + 1
+				if k < len(text) && (text[k] == '+' || text[k] == '-') {
+					k++
+				}
+				if k < len(text) && isDigit(text[k]) {
+					for k < len(text) && isDigit(text[k]) {
+						k++
+					}
+					j = k
+				}
+			}
+			// 0x1F, 1abc: an identifier-like tail belongs to the word.
+			for j < len(text) && isIdentByte(text[j]) {
+				j++
+			}
+			out = append(out, token{Kind: tokNumber, Val: text[i:j], Pos: i, End: j})
+			i = j
+		case isIdentStart(c):
+			j := i
+			for j < len(text) && isIdentByte(text[j]) {
+				j++
+			}
+			out = append(out, token{Kind: tokIdent, Val: text[i:j], Pos: i, End: j})
+			i = j
+		case c == '?':
+			out = append(out, token{Kind: tokParam, Val: "?", Pos: i, End: i + 1})
+			i++
+		case c == '$' && i+1 < len(text) && isDigit(text[i+1]):
+			j := i + 1
+			for j < len(text) && isDigit(text[j]) {
+				j++
+			}
+			out = append(out, token{Kind: tokParam, Val: text[i:j], Pos: i, End: j})
+			i = j
+		default:
+			n := 1
+			for _, op := range multiOps {
+				if strings.HasPrefix(text[i:], op) {
+					n = len(op)
+					break
+				}
+			}
+			if c >= 0x80 {
+				// A non-ASCII byte outside quotes: take the whole UTF-8 sequence.
+				for n < 4 && i+n < len(text) && text[i+n]&0xC0 == 0x80 {
+					n++
+				}
+			}
+			out = append(out, token{Kind: tokPunct, Val: text[i : i+n], Pos: i, End: i + n})
+			i += n
+		}
+	}
+	out = append(out, token{Kind: tokEOF, Pos: len(text), End: len(text)})
+	return out, nil
+}
+
+var multiOps = []string{"->>", "<=>", "->", "<=", ">=", "<>", "!=", "||", "&&", "::", ":=", "<<", ">>"}
+
+func isDigit(c byte) bool      { return c >= '0' && c <= '9' }
+func isIdentStart(c byte) bool { return c == '_' || (c|0x20 >= 'a' && c|0x20 <= 'z') }
+func isIdentByte(c byte) bool  { return isIdentStart(c) || isDigit(c) || c == '$' }
+
+// scanQuoted scans a quoted run starting at text[i] == q. A doubled quote stands for one;
+// in strings a backslash escapes the next byte (MySQL). It returns the unquoted value and
+// the offset after the closing quote.
+func scanQuoted(text string, i int, q byte, backslash bool) (string, int, bool) {
+	var b strings.Builder
+	for j := i + 1; j < len(text); j++ {
+		c := text[j]
+		switch {
+		case c == q:
+			if j+1 < len(text) && text[j+1] == q {
+				b.WriteByte(q)
+				j++
+				continue
+			}
+			return b.String(), j + 1, true
+		case c == '\\' && backslash && j+1 < len(text):
+			j++
+			switch text[j] {
+			case 'n':
+				b.WriteByte('\n')
+			case 't':
+				b.WriteByte('\t')
+			case 'r':
+				b.WriteByte('\r')
+			case '0':
+				b.WriteByte(0)
+			default:
+				b.WriteByte(text[j])
+			}
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", 0, false
+}
+
+// lineCol converts a byte offset of text into a 1-based line and column (columns count
+// characters).
+func lineCol(text string, pos int) (int, int) {
+	if pos > len(text) {
+		pos = len(text)
+	}
+	if pos < 0 {
+		pos = 0
+	}
+	line, col := 1, 1
+	for i := 0; i < pos; {
+		c := text[i]
+		if c == '\n' {
+			line++
+			col = 1
+			i++
+			continue
+		}
+		n := 1
+		if c >= 0x80 {
+			for n < 4 && i+n < pos && text[i+n]&0xC0 == 0x80 {
+				n++
+			}
+		}
+		i += n
+		col++
+	}
+	return line, col
+}
+
+// errAt builds an error positioned at byte offset pos of text.
+func errAt(text string, pos int, code, format string, args ...any) *Error {
+	e := Errorf(code, format, args...)
+	e.Pos = pos
+	e.Line, e.Column = lineCol(text, pos)
+	return e
+}
+
+// splitStatements splits the token stream on ';' into statements (empty ones dropped).
+// Each element is the token slice of one statement, without the ';', followed by a
+// synthetic EOF token at the statement's end.
+func splitStatements(toks []token) [][]token {
+	var out [][]token
+	start := 0
+	for i, t := range toks {
+		if t.isP(";") || t.Kind == tokEOF {
+			if i > start {
+				st := make([]token, 0, i-start+1)
+				st = append(st, toks[start:i]...)
+				st = append(st, token{Kind: tokEOF, Pos: toks[i-1].End, End: toks[i-1].End})
+				out = append(out, st)
+			}
+			start = i + 1
+		}
+	}
+	return out
+}

@@ -1,0 +1,342 @@
+package sql
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// The pre-pass turns stream syntax the MySQL grammar rejects into text the tidb parser
+// accepts, remembering what it replaced and where:
+//
+//	INTERVAL '10' SECOND           -> __rsql_interval(10000)
+//	FROM TUMBLE(s, ts, size)       -> FROM `s`            (window recorded)
+//	TUMBLE(ts, size) elsewhere     -> __rsql_tumble(ts, size)   (HOP, SESSION alike)
+//	CAST(x AS type)                -> __rsql_cast_N(x)   (type N recorded)
+//	TIMESTAMP '...'                -> __rsql_ts('...')
+//	EMIT CHANGES | EMIT ON WINDOW CLOSE -> removed        (mode recorded)
+//	$n or ?                        -> __rsql_param(n)
+//
+// Every position the tidb parser reports in the rewritten text maps back to the user's
+// text through the rewrite's segments.
+
+// rewrite is the rewritten text of one statement part and the map back to the input.
+type rewrite struct {
+	text     string
+	srcStart int
+	srcEnd   int
+	segs     []rwSeg
+}
+
+// rwSeg maps text[out:out+n] to the input at src: exactly (byte for byte) or, for a
+// replacement, every offset to src.
+type rwSeg struct {
+	out, src, n int
+	srcN        int // length of the replaced input (replacements only)
+	exact       bool
+}
+
+// mapEnd converts an exclusive end offset of the rewritten text to one of the input: the
+// end of a replacement maps to the end of what it replaced.
+func (r *rewrite) mapEnd(off int) int {
+	if off <= 0 {
+		return r.srcStart
+	}
+	i := sort.Search(len(r.segs), func(i int) bool { return r.segs[i].out+r.segs[i].n >= off })
+	if i == len(r.segs) {
+		return r.srcEnd
+	}
+	s := r.segs[i]
+	if s.exact {
+		return s.src + off - s.out
+	}
+	return s.src + s.srcN
+}
+
+// mapBack converts an offset of the rewritten text to an offset of the input.
+func (r *rewrite) mapBack(off int) int {
+	if off < 0 {
+		return r.srcStart
+	}
+	i := sort.Search(len(r.segs), func(i int) bool { return r.segs[i].out+r.segs[i].n > off })
+	if i == len(r.segs) {
+		return r.srcEnd
+	}
+	s := r.segs[i]
+	if off < s.out {
+		return s.src
+	}
+	if s.exact {
+		return s.src + off - s.out
+	}
+	return s.src
+}
+
+type edit struct {
+	pos, end int
+	repl     string
+}
+
+// prepassResult is what the pre-pass records besides the text.
+type prepassResult struct {
+	emit      EmitMode
+	emitPos   int
+	tvf       *windowCall
+	tvfStream string
+	casts     []Type
+}
+
+// prepass rewrites the tokens from index start to the end of the statement. prefix is
+// prepended to the rewritten text (mapped to the first token).
+func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult, error) {
+	toks := p.toks
+	res := &prepassResult{emitPos: -1}
+	var edits []edit
+	depth := 0
+	for i := start; i < len(toks) && toks[i].Kind != tokEOF; i++ {
+		t := toks[i]
+		switch {
+		case t.isP("("):
+			depth++
+		case t.isP(")"):
+			depth--
+		case t.Kind == tokParam:
+			n := 0
+			if t.Val == "?" {
+				p.nparam++
+				n = p.nparam
+			} else {
+				n, _ = strconv.Atoi(t.Val[1:])
+			}
+			edits = append(edits, edit{t.Pos, t.End, "__rsql_param(" + strconv.Itoa(n) + ")"})
+		case t.is("INTERVAL"):
+			ms, next, err := parseInterval(p.src, toks, i)
+			if err != nil {
+				return nil, nil, err
+			}
+			edits = append(edits, edit{t.Pos, toks[next-1].End, "__rsql_interval(" + strconv.FormatInt(ms, 10) + ")"})
+			i = next - 1
+		case t.is("TIMESTAMP") && toks[i+1].Kind == tokString:
+			s := toks[i+1]
+			edits = append(edits, edit{t.Pos, s.End, "__rsql_ts(" + p.src[s.Pos:s.End] + ")"})
+			i++
+		case t.is("EMIT") && depth == 0:
+			mode := EmitDefault
+			end := i + 1
+			switch {
+			case toks[i+1].is("CHANGES"):
+				mode, end = EmitChanges, i+2
+			case toks[i+1].is("FINAL"):
+				mode, end = EmitOnClose, i+2
+			case toks[i+1].is("ON") && toks[i+2].is("WINDOW") && toks[i+3].is("CLOSE"):
+				mode, end = EmitOnClose, i+4
+			default:
+				return nil, nil, p.errNear(toks[i+1], "CHANGES or ON WINDOW CLOSE after EMIT")
+			}
+			if res.emit != EmitDefault {
+				return nil, nil, errAt(p.src, t.Pos, CodeSyntax, "only one EMIT clause is allowed")
+			}
+			res.emit, res.emitPos = mode, t.Pos
+			edits = append(edits, edit{t.Pos, toks[end-1].End, " "})
+			i = end - 1
+		case t.is("FROM") && depth == 0 && isWindowFunc(toks[i+1]) && toks[i+2].isP("("):
+			if res.tvf != nil {
+				return nil, nil, errAt(p.src, toks[i+1].Pos, CodeNotSupported, "only one window table function is allowed")
+			}
+			w, stream, closeIdx, err := p.windowTVF(i + 1)
+			if err != nil {
+				return nil, nil, err
+			}
+			res.tvf, res.tvfStream = w, stream
+			edits = append(edits, edit{toks[i+1].Pos, toks[closeIdx].End, "`" + strings.ReplaceAll(stream, "`", "``") + "`"})
+			i = closeIdx
+		case isWindowFunc(t) && toks[i+1].isP("("):
+			edits = append(edits, edit{t.Pos, t.End, "__rsql_" + strings.ToLower(t.Val)})
+		case t.is("CAST") && toks[i+1].isP("("):
+			closeIdx := matchParen(toks, i+1)
+			if closeIdx < 0 {
+				continue // let the tidb parser report it
+			}
+			asIdx := -1
+			d := 0
+			for k := i + 1; k < closeIdx; k++ {
+				switch {
+				case toks[k].isP("("):
+					d++
+				case toks[k].isP(")"):
+					d--
+				case d == 1 && toks[k].is("AS"):
+					asIdx = k
+				}
+			}
+			if asIdx < 0 {
+				continue
+			}
+			sub := &stmtParser{src: p.src, toks: append(append([]token(nil), toks[asIdx+1:closeIdx]...), token{Kind: tokEOF, Pos: toks[closeIdx].Pos, End: toks[closeIdx].Pos})}
+			typ, err := sub.typeName()
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := sub.expectEnd(); err != nil {
+				return nil, nil, err
+			}
+			res.casts = append(res.casts, typ)
+			edits = append(edits,
+				edit{t.Pos, t.End, "__rsql_cast_" + strconv.Itoa(len(res.casts)-1)},
+				edit{toks[asIdx].Pos, toks[closeIdx].Pos, ""})
+		}
+	}
+	sort.Slice(edits, func(a, b int) bool { return edits[a].pos < edits[b].pos })
+	srcStart := toks[start].Pos
+	srcEnd := toks[len(toks)-1].End
+	rw := &rewrite{srcStart: srcStart, srcEnd: srcEnd}
+	var b strings.Builder
+	if prefix != "" {
+		rw.segs = append(rw.segs, rwSeg{out: 0, src: srcStart, n: len(prefix)})
+		b.WriteString(prefix)
+	}
+	cur := srcStart
+	for _, e := range edits {
+		if e.pos > cur {
+			rw.segs = append(rw.segs, rwSeg{out: b.Len(), src: cur, n: e.pos - cur, exact: true})
+			b.WriteString(p.src[cur:e.pos])
+		}
+		if e.repl != "" {
+			rw.segs = append(rw.segs, rwSeg{out: b.Len(), src: e.pos, n: len(e.repl), srcN: e.end - e.pos})
+			b.WriteString(e.repl)
+		}
+		cur = e.end
+	}
+	if srcEnd > cur {
+		rw.segs = append(rw.segs, rwSeg{out: b.Len(), src: cur, n: srcEnd - cur, exact: true})
+		b.WriteString(p.src[cur:srcEnd])
+	}
+	rw.text = b.String()
+	return rw, res, nil
+}
+
+func isWindowFunc(t token) bool { return t.is("TUMBLE") || t.is("HOP") || t.is("SESSION") }
+
+// matchParen returns the index of the ')' closing the '(' at toks[open], or -1.
+func matchParen(toks []token, open int) int {
+	d := 0
+	for k := open; k < len(toks); k++ {
+		switch {
+		case toks[k].isP("("):
+			d++
+		case toks[k].isP(")"):
+			d--
+			if d == 0 {
+				return k
+			}
+		case toks[k].Kind == tokEOF:
+			return -1
+		}
+	}
+	return -1
+}
+
+// windowTVF parses TUMBLE(s, ts, size) | HOP(s, ts, slide, size) | SESSION(s, ts, gap) at
+// toks[i] (TABLE s and DESCRIPTOR(ts) are accepted too).
+func (p *stmtParser) windowTVF(i int) (*windowCall, string, int, error) {
+	toks := p.toks
+	fn := toks[i]
+	closeIdx := matchParen(toks, i+1)
+	if closeIdx < 0 {
+		return nil, "", 0, errAt(p.src, toks[i+1].Pos, CodeSyntax, "unclosed ( of %s", strings.ToUpper(fn.Val))
+	}
+	// Split the arguments on depth-1 commas.
+	var args [][]token
+	d, from := 0, i+2
+	for k := i + 1; k <= closeIdx; k++ {
+		switch {
+		case toks[k].isP("("):
+			d++
+		case toks[k].isP(")"):
+			d--
+			if d == 0 {
+				args = append(args, toks[from:k])
+			}
+		case d == 1 && toks[k].isP(","):
+			args = append(args, toks[from:k])
+			from = k + 1
+		}
+	}
+	w := &windowCall{pos: fn.Pos}
+	name := strings.ToUpper(fn.Val)
+	want := 3
+	switch name {
+	case "TUMBLE":
+		w.kind = WindowTumble
+	case "HOP":
+		w.kind, want = WindowHop, 4
+	case "SESSION":
+		w.kind = WindowSession
+	}
+	usage := map[string]string{"TUMBLE": "TUMBLE(stream, time_column, INTERVAL 'n' UNIT)",
+		"HOP":     "HOP(stream, time_column, INTERVAL slide, INTERVAL size)",
+		"SESSION": "SESSION(stream, time_column, INTERVAL gap)"}[name]
+	if len(args) != want {
+		return nil, "", 0, errAt(p.src, fn.Pos, CodeSyntax, "%s takes %d arguments: %s", name, want, usage)
+	}
+	for k, a := range args {
+		if len(a) == 0 {
+			return nil, "", 0, errAt(p.src, fn.Pos, CodeSyntax, "empty argument %d of %s: %s", k+1, name, usage)
+		}
+	}
+	// Stream.
+	a := args[0]
+	if len(a) == 2 && a[0].is("TABLE") {
+		a = a[1:]
+	}
+	if len(a) != 1 || (a[0].Kind != tokIdent && a[0].Kind != tokQIdent) {
+		return nil, "", 0, errAt(p.src, args[0][0].Pos, CodeSyntax, "argument 1 of %s must be a stream name: %s", name, usage)
+	}
+	stream := a[0].Val
+	// Time column.
+	a = args[1]
+	if len(a) == 4 && a[0].is("DESCRIPTOR") && a[1].isP("(") && a[3].isP(")") {
+		a = a[2:3]
+	}
+	if len(a) != 1 || (a[0].Kind != tokIdent && a[0].Kind != tokQIdent) {
+		return nil, "", 0, errAt(p.src, args[1][0].Pos, CodeSyntax, "argument 2 of %s must be a column name: %s", name, usage)
+	}
+	w.timeCol, w.timePos = a[0].Val, a[0].Pos
+	// Sizes.
+	sizes := make([]int64, 0, 2)
+	for _, a := range args[2:] {
+		if !a[0].is("INTERVAL") {
+			return nil, "", 0, errAt(p.src, a[0].Pos, CodeSyntax, "%s sizes are INTERVAL 'n' UNIT: %s", name, usage)
+		}
+		at := indexOfToken(toks, a[0])
+		ms, next, err := parseInterval(p.src, toks, at)
+		if err != nil {
+			return nil, "", 0, err
+		}
+		if next != at+len(a) {
+			return nil, "", 0, errAt(p.src, toks[next].Pos, CodeSyntax, "unexpected text after the INTERVAL in %s", name)
+		}
+		if ms <= 0 {
+			return nil, "", 0, errAt(p.src, a[0].Pos, CodeInvalidValue, "%s sizes must be positive", name)
+		}
+		sizes = append(sizes, ms)
+	}
+	switch w.kind {
+	case WindowTumble:
+		w.size = sizes[0]
+	case WindowHop:
+		w.slide, w.size = sizes[0], sizes[1]
+	case WindowSession:
+		w.gap = sizes[0]
+	}
+	return w, stream, closeIdx, nil
+}
+
+func indexOfToken(toks []token, t token) int {
+	for i := range toks {
+		if toks[i].Pos == t.Pos {
+			return i
+		}
+	}
+	return -1
+}

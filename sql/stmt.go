@@ -1,0 +1,139 @@
+package sql
+
+import (
+	"github.com/pingcap/tidb/pkg/parser/ast"
+)
+
+// Statement is one parsed statement. The concrete types are *CreateStream, *CreateView,
+// *Insert, *Select, *ShowStmt, *ShowVar, *Describe, *Explain, *Drop, *JobControl and
+// *SetStmt; front ends switch on them.
+type Statement interface {
+	// Source returns the statement's own text (without the ending ';') and its byte
+	// offset in the text given to Parse.
+	Source() (text string, pos int)
+}
+
+// Src is the text and offset of a statement, embedded in every statement type.
+type Src struct {
+	Text string
+	Pos  int
+}
+
+// Source implements Statement.
+func (s Src) Source() (string, int) { return s.Text, s.Pos }
+
+// CreateStream is CREATE STREAM [IF NOT EXISTS] name [(columns..., WATERMARK FOR c AS
+// c - INTERVAL ...)] [WITH (k = v, ...)] [AS SELECT ...].
+//
+// A source stream has Columns and no As; a derived stream has As and no Columns (its
+// schema is the query's output). WatermarkColumn is "" when no WATERMARK clause was given.
+type CreateStream struct {
+	Src
+	Name            string
+	IfNotExists     bool
+	Columns         Schema
+	WatermarkColumn string
+	WatermarkDelay  int64             // milliseconds
+	Options         map[string]string // lower-case keys, unquoted values
+	As              *Select
+}
+
+// CreateView is CREATE MATERIALIZED VIEW [IF NOT EXISTS] name [WITH (...)] AS SELECT ....
+type CreateView struct {
+	Src
+	Name        string
+	IfNotExists bool
+	Options     map[string]string
+	As          *Select
+}
+
+// Insert is INSERT INTO target [(columns)] SELECT ... or ... VALUES (...), ....
+// Exactly one of Query and Values is set. Values holds constant expressions (bound, no
+// column references); Rows converts them to the target's schema.
+type Insert struct {
+	Src
+	Target  string
+	Columns []string // nil when no column list was given
+	Query   *Select
+	Values  [][]Expr
+}
+
+// ShowStmt is SHOW STREAMS | VIEWS | JOBS | TOPICS; What is the upper-case noun.
+type ShowStmt struct {
+	Src
+	What string
+}
+
+// ShowVar is SHOW name (a session setting); Name is lower case. SHOW ALL gives "all".
+type ShowVar struct {
+	Src
+	Name string
+}
+
+// Describe is DESCRIBE name (also DESC name).
+type Describe struct {
+	Src
+	Name string
+}
+
+// Explain is EXPLAIN <statement>. Statement is the explained statement (*Select,
+// *CreateStream with As, *CreateView or *Insert with Query); Query is its SELECT.
+type Explain struct {
+	Src
+	Statement Statement
+	Query     *Select
+}
+
+// Drop is DROP STREAM | VIEW [IF EXISTS] name. Kind is "STREAM" or "VIEW" (DROP
+// MATERIALIZED VIEW gives "VIEW").
+type Drop struct {
+	Src
+	Kind     string
+	Name     string
+	IfExists bool
+}
+
+// JobControl is PAUSE JOB id, RESUME JOB id or TERMINATE JOB id. Action is "PAUSE",
+// "RESUME" or "TERMINATE"; ID is the id as written (quotes removed).
+type JobControl struct {
+	Src
+	Action string
+	ID     string
+}
+
+// SetStmt is SET name = value (or SET name TO value). Name is lower case; Value is the
+// value unquoted.
+type SetStmt struct {
+	Src
+	Name  string
+	Value string
+}
+
+// Select is a parsed, unbound SELECT. Bind resolves it against a catalog.
+type Select struct {
+	Src
+	// From is the name of the relation read (the stream of a window table function).
+	From string
+	// Emit is the EMIT clause (EmitDefault when absent).
+	Emit EmitMode
+	// Params are the values of $n / ? parameters given to ParseParams.
+	Params []Value
+
+	stmt    *ast.SelectStmt
+	rw      *rewrite
+	input   string // the whole text given to Parse, for positions
+	tvf     *windowCall
+	casts   []Type
+	emitPos int
+}
+
+// windowCall is a window table function of FROM, as the pre-pass found it.
+type windowCall struct {
+	kind    WindowKind
+	timeCol string
+	timePos int
+	size    int64
+	slide   int64
+	gap     int64
+	pos     int
+}
