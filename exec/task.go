@@ -495,8 +495,8 @@ func (t *task) handle(ctx context.Context, ev event) (finished bool, err error) 
 			}
 			sp.lastActive = t.job.env.Now()
 			sp.idle = false
+			t.job.cnt.in.Add(int64(n))
 		}
-		t.job.cnt.in.Add(int64(n))
 		if n > 0 {
 			err = t.head.Process(&b.Batch)
 		}

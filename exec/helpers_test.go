@@ -1,0 +1,309 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"rsql/connectors"
+	"rsql/planner"
+	"rsql/sql"
+)
+
+// testFormat is a tiny CSV-like format: fields separated by ',', empty = NULL, TIMESTAMP as
+// epoch milliseconds. It is independent of the connectors package's formats.
+type testFormat struct{ schema sql.Schema }
+
+func newTestFormat(name string, schema sql.Schema) (connectors.Format, error) {
+	if name != "json" && name != "test" {
+		return nil, fmt.Errorf("unknown format %q", name)
+	}
+	return &testFormat{schema: schema}, nil
+}
+
+func (f *testFormat) Decode(body []byte, row sql.Row) (sql.Row, error) {
+	parts := strings.Split(string(body), ",")
+	if len(parts) != len(f.schema) {
+		return row, &connectors.DecodeError{Reason: fmt.Sprintf("%d fields, want %d", len(parts), len(f.schema))}
+	}
+	row = row[:0]
+	for i, p := range parts {
+		c := f.schema[i]
+		if p == "" {
+			row = append(row, sql.Null)
+			continue
+		}
+		switch c.Type.Kind {
+		case sql.KindVarchar:
+			row = append(row, sql.Varchar(p))
+		case sql.KindBigInt, sql.KindTimestamp, sql.KindInt:
+			n, err := strconv.ParseInt(p, 10, 64)
+			if err != nil {
+				return row, &connectors.DecodeError{Field: c.Name, Reason: "not an integer"}
+			}
+			row = append(row, sql.Value{K: c.Type.Kind, I: n})
+		case sql.KindDouble:
+			x, err := strconv.ParseFloat(p, 64)
+			if err != nil {
+				return row, &connectors.DecodeError{Field: c.Name, Reason: "not a number"}
+			}
+			row = append(row, sql.Double(x))
+		default:
+			return row, &connectors.DecodeError{Field: c.Name, Reason: "unsupported type"}
+		}
+	}
+	return row, nil
+}
+
+func (f *testFormat) Encode(dst []byte, row sql.Row) ([]byte, error) {
+	for i, v := range row {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		switch v.K {
+		case sql.KindNull:
+		case sql.KindTimestamp:
+			dst = strconv.AppendInt(dst, v.I, 10)
+		default:
+			dst = append(dst, v.String()...)
+		}
+	}
+	return dst, nil
+}
+
+// memSource serves fixed messages per split. Bounded: ErrEndOfSplit at the end; unbounded:
+// it then waits for more appended with feed.
+type memSource struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	data    map[string][]connectors.Message
+	names   []string
+	bounded bool
+	chunk   int
+}
+
+func newMemSource(bounded bool, chunk int, splits ...string) *memSource {
+	s := &memSource{data: map[string][]connectors.Message{}, names: splits, bounded: bounded, chunk: chunk}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+// feed appends bodies to split with offsets continuing from 1.
+func (s *memSource) feed(split string, bodies ...string) {
+	s.mu.Lock()
+	for _, b := range bodies {
+		off := int64(len(s.data[split]) + 1)
+		s.data[split] = append(s.data[split], connectors.Message{Offset: off, Body: []byte(b)})
+	}
+	s.mu.Unlock()
+	s.cond.Broadcast()
+}
+
+func (s *memSource) Splits(context.Context) ([]string, error) { return s.names, nil }
+func (s *memSource) Bounded() bool                            { return s.bounded }
+func (s *memSource) Close() error                             { return nil }
+func (s *memSource) Open(_ context.Context, split string, offset int64) (connectors.SplitReader, error) {
+	pos := 0
+	if offset > 0 {
+		pos = int(offset - 1)
+	}
+	return &memReader{s: s, split: split, pos: pos}, nil
+}
+
+type memReader struct {
+	s     *memSource
+	split string
+	pos   int
+}
+
+func (r *memReader) Read(ctx context.Context, buf []connectors.Message, max int) ([]connectors.Message, error) {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	d := r.s.data[r.split]
+	if r.pos >= len(d) {
+		if r.s.bounded {
+			return buf, connectors.ErrEndOfSplit
+		}
+		r.s.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		r.s.mu.Lock()
+		return buf, ctx.Err()
+	}
+	n := min(max, len(d)-r.pos)
+	if r.s.chunk > 0 {
+		n = min(n, r.s.chunk)
+	}
+	buf = append(buf, d[r.pos:r.pos+n]...)
+	r.pos += n
+	return buf, nil
+}
+
+func (r *memReader) Close() error { return nil }
+
+// memSink records written messages by stream name.
+type memSink struct {
+	mu      sync.Mutex
+	msgs    []connectors.Message
+	flushes int
+}
+
+func (s *memSink) Write(_ context.Context, msgs []connectors.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		s.msgs = append(s.msgs, connectors.Message{Key: append([]byte(nil), m.Key...), Body: append([]byte(nil), m.Body...)})
+	}
+	return nil
+}
+func (s *memSink) Flush(context.Context) error { s.mu.Lock(); s.flushes++; s.mu.Unlock(); return nil }
+func (s *memSink) Close() error                { return nil }
+
+func (s *memSink) bodies() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, len(s.msgs))
+	for i, m := range s.msgs {
+		out[i] = string(m.Body)
+	}
+	return out
+}
+
+// sinks opens one memSink per stream name.
+type sinks struct {
+	mu sync.Mutex
+	m  map[string]*memSink
+}
+
+func (s *sinks) open(spec planner.SinkSpec) (connectors.Sink, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]*memSink{}
+	}
+	if s.m[spec.Stream] == nil {
+		s.m[spec.Stream] = &memSink{}
+	}
+	return s.m[spec.Stream], nil
+}
+
+func (s *sinks) get(name string) *memSink {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil || s.m[name] == nil {
+		return &memSink{}
+	}
+	return s.m[name]
+}
+
+func testEnv(src connectors.Source, sk *sinks) Env {
+	return Env{
+		OpenSource: func(planner.SourceSpec) (connectors.Source, error) { return src, nil },
+		NewFormat:  newTestFormat,
+		OpenSink:   sk.open,
+		Tick:       5 * time.Millisecond,
+	}
+}
+
+// Hand-built evaluators.
+func col(i int) planner.Evaluator { return func(r sql.Row) sql.Value { return r[i] } }
+
+// eventSchema: user VARCHAR, amount DOUBLE, ts TIMESTAMP, n BIGINT (nullable).
+var eventSchema = sql.Schema{
+	{Name: "user_id", Type: sql.TypeVarchar},
+	{Name: "amount", Type: sql.TypeDouble},
+	{Name: "ts", Type: sql.TypeTimestamp},
+	{Name: "n", Type: sql.TypeBigInt},
+}
+
+type event4 struct {
+	user   string
+	amount float64
+	ts     int64
+	n      int64
+	nNull  bool
+}
+
+func (e event4) body() string {
+	n := strconv.FormatInt(e.n, 10)
+	if e.nNull {
+		n = ""
+	}
+	return e.user + "," + strconv.FormatFloat(e.amount, 'g', -1, 64) + "," + strconv.FormatInt(e.ts, 10) + "," + n
+}
+
+func sourceSpec(opts map[string]string, delay int64) planner.SourceSpec {
+	if opts == nil {
+		opts = map[string]string{}
+	}
+	if opts["format"] == "" {
+		opts["format"] = "test"
+	}
+	return planner.SourceSpec{Stream: "events", Connector: "mem", Options: opts, Schema: eventSchema,
+		EventTime: 2, WatermarkDelay: delay, FromStage: -1}
+}
+
+func sinkSpec(schema sql.Schema) planner.SinkSpec {
+	return planner.SinkSpec{Stream: "out", Connector: "mem", Options: map[string]string{"format": "test"}, Schema: schema}
+}
+
+// aggSchema builds an aggregate output schema (names only matter for encoding).
+func aggSchema(nkeys int, windowed bool, aggs []planner.AggSpec) sql.Schema {
+	var s sql.Schema
+	for i := 0; i < nkeys; i++ {
+		s = append(s, sql.Column{Name: "k" + strconv.Itoa(i), Type: sql.TypeVarchar})
+	}
+	if windowed {
+		s = append(s, sql.Column{Name: "window_start", Type: sql.TypeTimestamp}, sql.Column{Name: "window_end", Type: sql.TypeTimestamp})
+	}
+	for i, a := range aggs {
+		s = append(s, sql.Column{Name: "a" + strconv.Itoa(i), Type: a.Type})
+	}
+	return s
+}
+
+func sorted(xs []string) []string {
+	out := append([]string(nil), xs...)
+	sort.Strings(out)
+	return out
+}
+
+func diff(got, want []string) string {
+	g, w := sorted(got), sorted(want)
+	gm := map[string]int{}
+	for _, x := range g {
+		gm[x]++
+	}
+	var missing, extra []string
+	for _, x := range w {
+		if gm[x] > 0 {
+			gm[x]--
+		} else {
+			missing = append(missing, x)
+		}
+	}
+	for x, n := range gm {
+		for ; n > 0; n-- {
+			extra = append(extra, x)
+		}
+	}
+	if len(missing) == 0 && len(extra) == 0 {
+		return ""
+	}
+	sort.Strings(extra)
+	if len(missing) > 5 {
+		missing = missing[:5]
+	}
+	if len(extra) > 5 {
+		extra = extra[:5]
+	}
+	return fmt.Sprintf("got %d rows, want %d; missing %v; extra %v", len(got), len(want), missing, extra)
+}
+
+func fmtF(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+var errTest = errors.New("test")
