@@ -25,7 +25,9 @@ func mustOpen(t *testing.T, cfg Config) *Broker {
 	return b
 }
 
-func body(q, i int) []byte { return []byte(fmt.Sprintf("q%d-m%d-%s", q, i, bytes.Repeat([]byte("x"), i%50))) }
+func body(q, i int) []byte {
+	return []byte(fmt.Sprintf("q%d-m%d-%s", q, i, bytes.Repeat([]byte("x"), i%50)))
+}
 
 // appendN appends n messages one batch of 7 at a time to queue q.
 func appendN(t *testing.T, b *Broker, topicName string, q, from, n int) {

@@ -25,7 +25,7 @@ type CLI struct {
 
 	Command string `short:"c" name:"command" help:"Run these SQL statements and exit." xor:"input"`
 	File    string `short:"f" name:"file" help:"Run the SQL statements in this file and exit." xor:"input" type:"existingfile"`
-	Format  string `name:"format" enum:"table,json," default:"" help:"Result format for -c/-f: table (default on a terminal) or json."`
+	Format  string `name:"format" enum:"table,json,csv," default:"" help:"Result format for -c/-f: table (default on a terminal) or json; for produce: json or csv input."`
 
 	Shell   ShellCmd   `cmd:"" default:"1" hidden:"" help:"The embedded default: the whole system in this process, and the shell."`
 	Serve   ServerCmd  `cmd:"" name:"server" help:"Run broker, engine and Postgres-wire server until SIGINT/SIGTERM."`

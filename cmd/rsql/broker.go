@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"rsql/broker"
+)
+
+// BrokerFlags configure the bundled broker's store (used by `rsql broker`; other commands
+// that embed the broker may reuse them).
+type BrokerFlags struct {
+	SegmentSize    string        `name:"segment-size" default:"1GiB" help:"Commit-log segment size (e.g. 1GiB, 64MiB)."`
+	Flush          string        `name:"flush" enum:"async,sync" default:"async" help:"async: fsync every --flush-interval; sync: acknowledge a send only after fsync."`
+	FlushInterval  time.Duration `name:"flush-interval" default:"500ms" help:"Asynchronous flush period."`
+	RetentionAge   time.Duration `name:"retention-age" default:"72h" help:"Delete commit-log segments older than this (negative: never)."`
+	RetentionBytes string        `name:"retention-bytes" default:"0" help:"Delete the oldest segments while the log is larger (0: no limit)."`
+}
+
+// Config maps the flags onto a broker.Config rooted in dataDir/broker.
+func (f *BrokerFlags) Config(dataDir string) (broker.Config, error) {
+	seg, err := parseBytes(f.SegmentSize)
+	if err != nil {
+		return broker.Config{}, fmt.Errorf("--segment-size: %w", err)
+	}
+	ret, err := parseBytes(f.RetentionBytes)
+	if err != nil {
+		return broker.Config{}, fmt.Errorf("--retention-bytes: %w", err)
+	}
+	mode, err := broker.ParseFlushMode(f.Flush)
+	if err != nil {
+		return broker.Config{}, err
+	}
+	cfg := broker.Config{Dir: filepath.Join(dataDir, "broker"), SegmentSize: seg, FlushMode: mode,
+		FlushInterval: f.FlushInterval, RetentionAge: f.RetentionAge, RetentionBytes: ret}
+	if cfg.MaxMessageSize == 0 && seg > 0 && seg < 8<<20 {
+		cfg.MaxMessageSize = int(seg / 4)
+	}
+	return cfg, nil
+}
+
+// parseBytes reads sizes such as 1048576, 64KiB, 64MiB, 1GiB (KB/MB/GB are taken as powers of two).
+func parseBytes(s string) (int64, error) {
+	var n int64
+	var unit string
+	if _, err := fmt.Sscanf(s, "%d%s", &n, &unit); err != nil {
+		if _, err2 := fmt.Sscanf(s, "%d", &n); err2 != nil {
+			return 0, fmt.Errorf("%q is not a size (e.g. 64MiB)", s)
+		}
+		unit = ""
+	}
+	mult := map[string]int64{"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KiB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
+		"MiB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GiB": 1 << 30}[unit]
+	if mult == 0 || n < 0 {
+		return 0, fmt.Errorf("%q is not a size (e.g. 64MiB)", s)
+	}
+	return n * mult, nil
+}
+
+// BrokerCmd runs only the bundled broker.
+type BrokerCmd struct {
+	BrokerFlags `embed:""`
+}
+
+func (c *BrokerCmd) Run(cm *Common) error {
+	cfg, err := c.Config(cm.DataDir)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg.Logger = log
+	b, err := broker.Open(cfg)
+	if err != nil {
+		return &exitError{fmt.Sprintf("cannot open the broker store in %s: %v", cfg.Dir, err)}
+	}
+	if err := b.Serve(cm.NamesrvAddr, cm.BrokerAddr); err != nil {
+		b.Close()
+		return &exitError{fmt.Sprintf("%v (is another rsql running? pick free ports with --namesrv-addr and --broker-addr)", err)}
+	}
+	ns, ba := b.Addrs()
+	log.Info("broker ready", "namesrv", ns, "broker", ba, "dir", cfg.Dir, "flush", cfg.FlushMode.String())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	<-sig
+	log.Info("stopping broker")
+	if err := b.Close(); err != nil {
+		return fmt.Errorf("closing the broker: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+)
+
+// ConsumeCmd prints a topic's records as JSON lines.
+type ConsumeCmd struct {
+	Topic         string        `arg:"" help:"Topic to read."`
+	FromBeginning bool          `name:"from-beginning" help:"Start at the oldest retained record instead of new ones (when the group has no committed offset)."`
+	Max           int           `name:"max" help:"Stop after this many records (0: no limit)."`
+	IdleExit      time.Duration `name:"idle-exit" help:"Stop when nothing arrives for this long (0: never); before the first record, the client's start-up (queue assignment, about 5 s) does not count."`
+	Group         string        `name:"group" help:"Commit offsets as this consumer group (default: a new group per run)."`
+}
+
+func (c *ConsumeCmd) Run(cm *Common) error {
+	ns, err := nameServer(cm)
+	if err != nil {
+		return err
+	}
+	group := c.Group
+	if group == "" {
+		group = fmt.Sprintf("rsql-consume-%d-%d", os.Getpid(), time.Now().UnixNano())
+	}
+	from := consumer.ConsumeFromLastOffset
+	if c.FromBeginning {
+		from = consumer.ConsumeFromFirstOffset
+	}
+	pc, err := rocketmq.NewPushConsumer(consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		consumer.WithGroupName(group), consumer.WithConsumeFromWhere(from), consumer.WithConsumerOrder(true),
+		consumer.WithInstance(fmt.Sprintf("consume-%d", os.Getpid())), consumer.WithPullBatchSize(256),
+		consumer.WithConsumeMessageBatchMaxSize(256))
+	if err != nil {
+		return err
+	}
+	out := bufio.NewWriterSize(os.Stdout, 64<<10)
+	var mu sync.Mutex
+	count := 0
+	activity := make(chan struct{}, 1)
+	stop := make(chan struct{})
+	var stopOnce sync.Once
+	err = pc.Subscribe(c.Topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if c.Max > 0 && count >= c.Max {
+			return consumer.SuspendCurrentQueueAMoment, nil
+		}
+		for i, m := range msgs {
+			if c.Max > 0 && count >= c.Max {
+				// Leave the rest uncommitted for the next reader of this group.
+				if i == 0 {
+					return consumer.SuspendCurrentQueueAMoment, nil
+				}
+				break
+			}
+			b := m.Body
+			for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+				b = b[:len(b)-1]
+			}
+			out.Write(b)
+			out.WriteByte('\n')
+			count++
+		}
+		out.Flush()
+		select {
+		case activity <- struct{}{}:
+		default:
+		}
+		if c.Max > 0 && count >= c.Max {
+			stopOnce.Do(func() { close(stop) })
+		}
+		return consumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := pc.Start(); err != nil {
+		return &exitError{fmt.Sprintf("cannot consume %s: %v (does the topic exist?)", c.Topic, err)}
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	var idle <-chan time.Time
+	var idleT *time.Timer
+	if c.IdleExit > 0 {
+		idleT = time.NewTimer(c.IdleExit + 5*time.Second)
+		idle = idleT.C
+	}
+loop:
+	for {
+		select {
+		case <-stop:
+			break loop
+		case <-sig:
+			break loop
+		case <-activity:
+			if idleT != nil {
+				idleT.Reset(c.IdleExit)
+			}
+		case <-idle:
+			break loop
+		}
+	}
+	pc.Shutdown()
+	mu.Lock()
+	out.Flush()
+	n := count
+	mu.Unlock()
+	fmt.Fprintf(os.Stderr, "consumed %d records from %s\n", n, c.Topic)
+	return nil
+}
