@@ -82,7 +82,10 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := explainSQL(t, cat, string(b))
+			q, opts, got := querySQL(t, cat, string(b))
+			if q != nil {
+				got = explain(q, opts)
+			}
 			gf := strings.TrimSuffix(f, ".sql") + ".golden"
 			if *rewrite {
 				if err := os.WriteFile(gf, []byte(got), 0o644); err != nil {
@@ -97,14 +100,22 @@ func TestGolden(t *testing.T) {
 			if got != string(want) {
 				t.Errorf("EXPLAIN of %s differs from %s:\n--- got\n%s--- want\n%s", f, gf, got, want)
 			}
+			if q != nil && !strings.HasPrefix(got, "error:") {
+				checkSameRows(t, q, opts)
+			}
 		})
 	}
 }
 
-func explainSQL(t *testing.T, cat testCatalog, text string) string {
+// querySQL binds a golden query and reads its directives into Options; when the query does
+// not bind, it returns the error as the text to compare.
+func querySQL(t *testing.T, cat testCatalog, text string) (*sql.Query, Options, string) {
 	t.Helper()
 	d := directives(text)
-	q := bindSQL(t, cat, text)
+	q, err := bindSQL(t, cat, text)
+	if err != nil {
+		return nil, Options{}, "error: " + err.Error() + "\n"
+	}
 	opts := Options{Job: d["job"]}
 	if s := d["sink"]; s != "" {
 		r, ok := cat.Relation(s)
@@ -113,6 +124,11 @@ func explainSQL(t *testing.T, cat testCatalog, text string) string {
 		}
 		opts.Sink = SinkSpec{Stream: r.Name, Connector: r.Connector(), Options: r.Options}
 	}
+	return q, opts, ""
+}
+
+// explain is what EXPLAIN prints for q, or the planning error.
+func explain(q *sql.Query, opts Options) string {
 	l, p, err := Plan(q, opts)
 	if err != nil {
 		return "error: " + err.Error() + "\n"

@@ -290,7 +290,8 @@ func Logical(q *sql.Query) (LogicalNode, error) {
 		}
 	}
 	// tvfCols is true when the input row carries window_start/window_end at n, n+1.
-	tvfCols := w != nil && w.TVF && (w.Kind == sql.WindowTumble || w.Kind == sql.WindowHop)
+	// (A binder may also refer to a SESSION's window_start/window_end at n, n+1 in GROUP BY.)
+	tvfCols := w != nil && w.TVF
 	isWindowCol := func(i int) bool { return tvfCols && (i == n || i == n+1) }
 
 	if !q.Aggregated {
@@ -305,14 +306,32 @@ func Logical(q *sql.Query) (LogicalNode, error) {
 		}
 		node = &Project{Input: node, Exprs: q.Select, Names: q.Names}
 	} else {
+		// A WHERE conjunct that reads only window_start/window_end filters whole windows,
+		// and the window is part of every group's identity: it becomes a filter over the
+		// aggregate row (windowPreds). One that mixes window and other columns cannot be
+		// evaluated before the aggregate assigns windows.
+		var rowPreds, windowPreds []sql.Expr
 		if q.Where != nil {
-			for _, c := range sql.ColumnsUsed(q.Where) {
-				if isWindowCol(c) {
-					return nil, errorf(sql.CodeNotSupported, "WHERE on window_start/window_end of an aggregated window; use HAVING")
+			for _, p := range conjuncts(q.Where) {
+				win, other := false, false
+				for _, c := range sql.ColumnsUsed(p) {
+					if isWindowCol(c) {
+						win = true
+					} else {
+						other = true
+					}
+				}
+				switch {
+				case win && other:
+					return nil, errorf(sql.CodeNotSupported, "WHERE condition %s mixes window_start/window_end with other columns of an aggregated window; use HAVING", p)
+				case win:
+					windowPreds = append(windowPreds, p)
+				default:
+					rowPreds = append(rowPreds, p)
 				}
 			}
-			node = &Filter{Input: node, Pred: q.Where}
 		}
+		node = withFilter(node, rowPreds)
 		emit := EmitChanges
 		switch q.Emit {
 		case sql.EmitDefault:
@@ -381,13 +400,29 @@ func Logical(q *sql.Query) (LogicalNode, error) {
 			win = &c
 		}
 		node = &Aggregate{Input: node, Keys: keys, Window: win, Aggs: aggs, Emit: emit}
+		var post []sql.Expr
+		if len(windowPreds) > 0 {
+			wm := make([]int, n+2)
+			for i := range wm {
+				wm[i] = -1
+			}
+			wm[n], wm[n+1] = len(keys), len(keys)+1
+			for _, p := range windowPreds {
+				r, err := sql.RemapColumns(p, wm)
+				if err != nil {
+					return nil, wrapf(err, "WHERE")
+				}
+				post = append(post, r)
+			}
+		}
 		if q.Having != nil {
 			h, err := sql.RemapColumns(q.Having, m)
 			if err != nil {
 				return nil, wrapf(err, "HAVING")
 			}
-			node = &Filter{Input: node, Pred: h}
+			post = append(post, h)
 		}
+		node = withFilter(node, post)
 		sel := make([]sql.Expr, len(q.Select))
 		for i, e := range q.Select {
 			r, err := sql.RemapColumns(e, m)
