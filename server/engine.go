@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"rsql/broker"
 	"rsql/connectors"
 	"rsql/exec"
 	"rsql/planner"
@@ -28,6 +29,12 @@ type Config struct {
 	StateBackend string
 	// Log receives one line per job event (started, finished, failed); default stderr.
 	Log io.Writer
+	// Broker is the bundled broker that streams with connector 'broker' live on; nil when
+	// this process runs none (then such streams cannot be read or written).
+	Broker *broker.Broker
+	// deferJobs leaves the jobs recorded as RUNNING stopped until startRecordedJobs, so a
+	// System can attach the broker first.
+	deferJobs bool
 }
 
 func (c *Config) ensureDefaults() {
@@ -82,7 +89,7 @@ func Open(cfg Config) (*Engine, error) {
 	case "memory":
 		store = state.NewMemory()
 	case "rocksdb":
-		store, err = state.OpenRocks(filepath.Join(cfg.DataDir, "state"))
+		store, err = state.OpenRocks(filepath.Join(cfg.DataDir, "state"), state.RocksOptions{})
 		if err != nil {
 			lock.Close()
 			return nil, fmt.Errorf("open state store: %w", err)
@@ -94,16 +101,23 @@ func Open(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, lock: lock, cat: cat, store: store,
 		jobs: map[string]*runningJob{}, views: map[string]*viewTable{}}
 	e.idle = sync.NewCond(&e.mu)
-	for _, j := range cat.Jobs() {
+	if !cfg.deferJobs {
+		e.startRecordedJobs()
+	}
+	return e, nil
+}
+
+// startRecordedJobs starts again the jobs the catalog lists as RUNNING.
+func (e *Engine) startRecordedJobs() {
+	for _, j := range e.cat.Jobs() {
 		if j.State != "RUNNING" {
 			continue
 		}
 		if err := e.restartJob(j); err != nil {
-			fmt.Fprintf(cfg.Log, "job %s failed to restart: %v\n", j.ID, err)
-			cat.SetJobState(j.ID, "FAILED", err.Error())
+			fmt.Fprintf(e.cfg.Log, "job %s failed to restart: %v\n", j.ID, err)
+			e.cat.SetJobState(j.ID, "FAILED", err.Error())
 		}
 	}
-	return e, nil
 }
 
 // Catalog returns the engine's catalog.
@@ -258,6 +272,15 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 		WatermarkDelay: s.WatermarkDelay, Options: withDefaults(s.Name, s.Options), Statement: s.Text}
 	if _, exists := e.cat.Stream(s.Name); exists && s.IfNotExists {
 		return &Result{Tag: "CREATE STREAM"}, nil
+	}
+	if d.Options["connector"] == "broker" {
+		b, err := e.needBroker(d.Name)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := connectors.OpenBrokerSource(b, topicOf(d.Name, d.Options), queuesOf(d.Options)); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.cat.AddStream(d); err != nil {
 		return nil, err
@@ -455,6 +478,12 @@ func (e *Engine) env(job string) exec.Env {
 			switch spec.Connector {
 			case "file":
 				return connectors.OpenFileSource(spec.Options["path"])
+			case "broker":
+				b, err := e.needBroker(spec.Stream)
+				if err != nil {
+					return nil, err
+				}
+				return connectors.OpenBrokerSource(b, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
 			}
 			return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: reading the %s connector is not available in this build", spec.Stream, spec.Connector)
 		},
@@ -464,12 +493,37 @@ func (e *Engine) env(job string) exec.Env {
 				return connectors.OpenFileSink(spec.Options["path"])
 			case "print":
 				return connectors.NewPrintSink(os.Stdout), nil
+			case "broker":
+				b, err := e.needBroker(spec.Stream)
+				if err != nil {
+					return nil, err
+				}
+				return connectors.OpenBrokerSink(b, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
 			}
 			return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: writing the %s connector is not available in this build", spec.Stream, spec.Connector)
 		},
 		NewFormat: connectors.NewFormat,
 		Store:     e.store,
 	}
+}
+
+func (e *Engine) needBroker(stream string) (*broker.Broker, error) {
+	if e.cfg.Broker == nil {
+		return nil, sql.Errorf(sql.CodeNotSupported, "stream %s lives on the broker, and this rsql runs none: use `rsql server` or `rsql` (or connector = 'file')", stream)
+	}
+	return e.cfg.Broker, nil
+}
+
+func topicOf(stream string, opts map[string]string) string {
+	if t := opts["topic"]; t != "" {
+		return t
+	}
+	return stream
+}
+
+func queuesOf(opts map[string]string) int {
+	n, _ := strconv.Atoi(opts["queues"])
+	return n
 }
 
 func (e *Engine) stopJob(id, state string) error {

@@ -54,7 +54,7 @@ func asPostgresUser(t testing.TB, cmd *exec.Cmd, dirs ...string) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 }
 
-func freeLoopbackPort(t testing.TB) int {
+func freeTCPPort(t testing.TB) int {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func startPostgres(t testing.TB) *pgCluster {
 	if out, err := init.CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	port := freeLoopbackPort(t)
+	port := freeTCPPort(t)
 	logf, err := os.Create(filepath.Join(root, "server.log"))
 	if err != nil {
 		t.Fatal(err)

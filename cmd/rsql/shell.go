@@ -18,10 +18,9 @@ import (
 
 // shell is the interactive prompt: multi-line statements until ';', history, \? \q \timing.
 type shell struct {
-	exec    server.Executor
-	sess    *server.Session
-	timing  bool
-	printer *printer
+	// run executes one input text and prints its results; it returns the error to show.
+	run    func(ctx context.Context, text string) error
+	timing bool
 }
 
 const shellHelp = `Statements end with ';' and may span lines.
@@ -31,15 +30,44 @@ const shellHelp = `Statements end with ';' and may span lines.
 Ctrl-C cancels a running query (not the shell); Ctrl-D quits.
 SQL reference: docs/sql.md`
 
-// runShell is the embedded default without -c/-f: the engine in this process and the shell.
+// runShell is the embedded default without -c/-f: the whole system in this process and the
+// shell; or, when an rsql server already answers on --pg-addr, the shell connected to it.
 func runShell(cli *CLI) error {
-	eng, err := server.Open(server.Config{DataDir: cli.DataDir})
-	if err != nil {
-		return &exitError{err.Error()}
+	addr := cli.Server
+	if addr == "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		if conn, err := connectServer(ctx, cli.PgAddr); err == nil {
+			conn.Close(context.Background())
+			addr = cli.PgAddr
+			fmt.Printf("rsql server already running at %s: connected to it.\n", addr)
+		}
+		cancel()
 	}
-	defer eng.Close()
-	fmt.Printf("rsql %s — data in %s. Type \\? for help, \\q to quit.\n", version, cli.DataDir)
-	sh := &shell{exec: eng, sess: server.NewSession(), printer: newPrinter(os.Stdout, false)}
+	if addr != "" {
+		sh := &shell{run: func(ctx context.Context, text string) error { return runRemote(ctx, addr, text, false) }}
+		return sh.loop(filepath.Join(os.TempDir(), "rsql_history"))
+	}
+	sys, err := startSystem(&cli.Common, "rocksdb")
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	banner(os.Stdout, &cli.Common, sys)
+	fmt.Println("Type \\? for help, \\q to quit.")
+	sess := server.NewSession()
+	p := newPrinter(os.Stdout, false)
+	sh := &shell{run: func(ctx context.Context, text string) error {
+		results, err := sys.Engine.Execute(ctx, sess, text, nil)
+		for _, r := range results {
+			if perr := p.result(ctx, r); perr != nil && !errors.Is(perr, context.Canceled) {
+				fmt.Fprintln(os.Stderr, perr)
+			}
+		}
+		if err != nil {
+			return &exitError{describeError(text, err)}
+		}
+		return nil
+	}}
 	return sh.loop(filepath.Join(cli.DataDir, "shell_history"))
 }
 
@@ -95,23 +123,17 @@ func (sh *shell) loop(history string) error {
 		}
 		text := buf.String()
 		buf.Reset()
-		sh.run(text)
+		sh.execute(text)
 	}
 }
 
-// run executes one input; Ctrl-C while it runs cancels it.
-func (sh *shell) run(text string) {
+// execute runs one input; Ctrl-C while it runs cancels it, not the shell.
+func (sh *shell) execute(text string) {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	start := time.Now()
-	results, err := sh.exec.Execute(ctx, sh.sess, text, nil)
-	for _, r := range results {
-		if perr := sh.printer.result(ctx, r); perr != nil && !errors.Is(perr, context.Canceled) {
-			fmt.Fprintln(os.Stderr, perr)
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, describeError(text, err))
+	if err := sh.run(ctx, text); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 	}
 	if sh.timing {
 		fmt.Printf("Time: %.3f ms\n", float64(time.Since(start).Microseconds())/1000)

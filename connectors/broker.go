@@ -1,0 +1,160 @@
+package connectors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"sync"
+	"time"
+
+	"rsql/broker"
+)
+
+// BrokerSource reads a topic of the bundled broker in the same process. Its splits are the
+// topic's queues ("0", "1", ...); offsets are queue offsets. It never ends (unbounded).
+type BrokerSource struct {
+	b      *broker.Broker
+	topic  string
+	queues int
+	// Wait is how long one Read waits for new messages before returning none (default 200ms),
+	// so the runtime can notice idleness.
+	Wait time.Duration
+}
+
+// OpenBrokerSource opens topic, creating it with queues queues when it does not exist.
+func OpenBrokerSource(b *broker.Broker, topic string, queues int) (*BrokerSource, error) {
+	n, err := ensureTopic(b, topic, queues)
+	if err != nil {
+		return nil, err
+	}
+	return &BrokerSource{b: b, topic: topic, queues: n, Wait: 200 * time.Millisecond}, nil
+}
+
+func ensureTopic(b *broker.Broker, topic string, queues int) (int, error) {
+	if ti, ok := b.Topic(topic); ok {
+		return ti.Queues, nil
+	}
+	if queues <= 0 {
+		queues = 4
+	}
+	if err := b.CreateTopic(topic, queues); err != nil {
+		return 0, fmt.Errorf("topic %s: %w", topic, err)
+	}
+	if ti, ok := b.Topic(topic); ok {
+		return ti.Queues, nil
+	}
+	return queues, nil
+}
+
+func (s *BrokerSource) Splits(ctx context.Context) ([]string, error) {
+	out := make([]string, s.queues)
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+	}
+	return out, nil
+}
+
+func (s *BrokerSource) Bounded() bool { return false }
+func (s *BrokerSource) Close() error  { return nil }
+
+func (s *BrokerSource) Open(ctx context.Context, split string, offset int64) (SplitReader, error) {
+	q, err := strconv.Atoi(split)
+	if err != nil || q < 0 || q >= s.queues {
+		return nil, fmt.Errorf("topic %s has no queue %q (it has %d)", s.topic, split, s.queues)
+	}
+	return &brokerReader{s: s, queue: q, next: offset}, nil
+}
+
+type brokerReader struct {
+	s     *BrokerSource
+	queue int
+	next  int64
+}
+
+func (r *brokerReader) Read(ctx context.Context, buf []Message, max int) ([]Message, error) {
+	msgs, next, err := r.s.b.Pull(ctx, r.s.topic, r.queue, r.next, max, r.s.Wait)
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return buf, err
+		}
+		return buf, fmt.Errorf("topic %s queue %d offset %d: %w", r.s.topic, r.queue, r.next, err)
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		buf = append(buf, Message{Offset: m.QueueOffset, Key: []byte(m.Key), Body: m.Body, Timestamp: m.StoreTimestamp})
+	}
+	r.next = next
+	return buf, nil
+}
+
+// Lag is how many messages the queue holds beyond what was read.
+func (r *brokerReader) Lag() int64 {
+	max, err := r.s.b.MaxOffset(r.s.topic, r.queue)
+	if err != nil {
+		return -1
+	}
+	return max - r.next
+}
+
+func (r *brokerReader) Close() error { return nil }
+
+// BrokerSink appends to a topic of the bundled broker, choosing the queue by hash(key) mod
+// queues (messages without a key rotate over the queues). Safe for concurrent use.
+type BrokerSink struct {
+	b      *broker.Broker
+	topic  string
+	queues int
+	mu     sync.Mutex
+	rr     int
+	byQ    [][]broker.Message
+}
+
+// OpenBrokerSink opens topic for writing, creating it with queues queues if needed.
+func OpenBrokerSink(b *broker.Broker, topic string, queues int) (*BrokerSink, error) {
+	n, err := ensureTopic(b, topic, queues)
+	if err != nil {
+		return nil, err
+	}
+	return &BrokerSink{b: b, topic: topic, queues: n, byQ: make([][]broker.Message, n)}, nil
+}
+
+// QueueOf returns the queue a key goes to: fnv-1a(key) mod queues.
+func QueueOf(key []byte, queues int) int {
+	h := fnv.New32a()
+	h.Write(key)
+	return int(h.Sum32() % uint32(queues))
+}
+
+func (s *BrokerSink) Write(ctx context.Context, msgs []Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.byQ {
+		s.byQ[i] = s.byQ[i][:0]
+	}
+	for _, m := range msgs {
+		var q int
+		if len(m.Key) > 0 {
+			q = QueueOf(m.Key, s.queues)
+		} else {
+			q = s.rr % s.queues
+			s.rr++
+		}
+		s.byQ[q] = append(s.byQ[q], broker.Message{Key: string(m.Key), Body: m.Body})
+	}
+	for q, batch := range s.byQ {
+		if len(batch) == 0 {
+			continue
+		}
+		if _, err := s.b.Append(s.topic, q, batch); err != nil {
+			return fmt.Errorf("topic %s queue %d: %w", s.topic, q, err)
+		}
+	}
+	return nil
+}
+
+// Flush is a no-op: Append has already handed the messages to the broker, whose flush
+// policy decides when they reach the disk.
+func (s *BrokerSink) Flush(ctx context.Context) error { return nil }
+func (s *BrokerSink) Close() error                    { return nil }
