@@ -336,9 +336,9 @@ func (b *binder) groupBy(sel *ast.SelectStmt) error {
 			}
 		}
 		// Ordinal (GROUP BY 1) or select alias.
-		if v, ok := n.(*driver.ValueExpr); ok && v.Kind() == driver.KindInt64 {
-			i := v.GetInt64()
-			if i < 1 || int(i) > len(sel.Fields.Fields) || sel.Fields.Fields[i-1].Expr == nil {
+		if pe, ok := n.(*ast.PositionExpr); ok {
+			i := pe.N
+			if pe.P != nil || i < 1 || i > len(sel.Fields.Fields) || sel.Fields.Fields[i-1].Expr == nil {
 				return b.errf(CodeUnknownColumn, "GROUP BY position %d is not in the select list", i)
 			}
 			n = sel.Fields.Fields[i-1].Expr

@@ -1039,6 +1039,9 @@ func byteOffset(s string, chars int64) int {
 }
 
 func compileMathFunc(c *Call, args []Evaluator) Evaluator {
+	if len(args) == 0 {
+		return nil
+	}
 	a := args[0]
 	k := c.T.Kind
 	switch c.Func {
