@@ -1,0 +1,30 @@
+// Package server runs rsql as a service: sessions, the Executor every front end goes
+// through, and the Postgres wire protocol front end (catalog persistence and the job
+// manager live here too).
+//
+// Postgres wire (pgwire*.go): PGServer speaks protocol v3 to any Postgres client (psql,
+// pgx, JDBC). Contract:
+//   - Startup: SSL/GSS encryption requests are answered 'N'; no authentication
+//     (AuthenticationOk); ParameterStatus reports server_version, client_encoding UTF8,
+//     DateStyle ISO, integer_datetimes, standard_conforming_strings, TimeZone UTC; then
+//     BackendKeyData for cancel requests and ReadyForQuery.
+//   - Every statement goes to the Executor with the connection's Session; the front end
+//     answers nothing itself. A simple Query may hold several statements (one result
+//     each). The extended protocol (Parse/Bind/Describe/Execute/Close/Sync/Flush) takes
+//     one statement per Parse; it runs at the portal's first Describe or Execute;
+//     Execute's row limit suspends the portal (PortalSuspended) until the next Execute
+//     or Sync. An Executor that also implements Describer gives exact parameter types
+//     and result columns to Describe of a prepared statement.
+//   - Types: BOOLEAN bool(16), INT int4(23), BIGINT int8(20), DOUBLE float8(701),
+//     DECIMAL numeric(1700), VARCHAR text(25), TIMESTAMP timestamp(1114, text
+//     'YYYY-MM-DD HH:MM:SS.mmm'), JSON json(114); text and binary result formats and
+//     parameters.
+//   - Errors: an ErrorResponse carries a *sql.Error's Code as SQLSTATE and its position
+//     (1-based, in characters) when known; other errors are XX000. The session stays
+//     usable; in the extended protocol messages up to the next Sync are skipped.
+//   - A CancelRequest (process id + secret key) cancels the running statement's context;
+//     the statement ends with 57014. A push query streams DataRows as rows arrive,
+//     flushing each batch, until it ends, is cancelled, or the client goes away.
+//   - Concurrency: one goroutine per connection owns its state; a push query adds a
+//     producer goroutine that reads rows ahead; Close cancels every statement and waits.
+package server
