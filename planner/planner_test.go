@@ -121,11 +121,11 @@ func TestFilterProjectPrunesAndRuns(t *testing.T) {
 		t.Fatalf("stages = %d, want 1", len(p.Stages))
 	}
 	s := p.Stages[0]
-	if want := []int{1, 2}; !reflect.DeepEqual(s.Source.Columns, want) {
-		t.Errorf("source columns = %v, want %v", s.Source.Columns, want)
+	if want := []int{1, 2, 3}; !reflect.DeepEqual(s.Source.Columns, want) {
+		t.Errorf("source columns = %v, want %v (user_id, amount and the event-time column)", s.Source.Columns, want)
 	}
-	if s.Source.EventTime != -1 {
-		t.Errorf("event time = %d, want -1 (no window, ts pruned)", s.Source.EventTime)
+	if s.Source.EventTime != 2 {
+		t.Errorf("event time = %d, want 2 (ts is kept: watermarks and bad-record checks need it)", s.Source.EventTime)
 	}
 	if s.Source.FromStage != -1 || s.Source.Connector != "file" || s.Source.Stream != "orders" {
 		t.Errorf("source = %+v", s.Source)
@@ -403,8 +403,8 @@ func TestHavingOnKeyPushedBelowAggregate(t *testing.T) {
 		t.Fatalf("expected the aggregate with MAX pruned:\n%s", text)
 	}
 	s := p.Stages[0]
-	if want := []int{1}; !reflect.DeepEqual(s.Source.Columns, want) {
-		t.Errorf("columns = %v, want %v (only user_id is read)", s.Source.Columns, want)
+	if want := []int{1, 3}; !reflect.DeepEqual(s.Source.Columns, want) {
+		t.Errorf("columns = %v, want %v (user_id, and the event-time column ts, which is always read)", s.Source.Columns, want)
 	}
 	having := s.Pipeline[2].(*FilterNode)
 	if !having.Pred(sql.Row{sql.Varchar("u"), sql.BigInt(2)}).Truth() || having.Pred(sql.Row{sql.Varchar("u"), sql.BigInt(1)}).Truth() {

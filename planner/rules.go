@@ -131,11 +131,12 @@ func pushFilter(in LogicalNode, preds []sql.Expr) LogicalNode {
 }
 
 // PruneColumns narrows every node to the columns some node above reads: the Scan keeps only
-// referenced columns (plus the event-time column when the plan has a window, since watermarks
-// are computed from it), aggregates no one reads are dropped, and every ColumnRef above is
-// remapped to the narrowed rows.
+// referenced columns (plus the event-time column of a stream that declares one: watermarks
+// are computed from it, and a record without an event time is bad whatever the query reads),
+// aggregates no one reads are dropped, and every ColumnRef above is remapped to the narrowed
+// rows.
 func PruneColumns(l LogicalNode) (LogicalNode, error) {
-	p := pruner{keepTime: hasWindow(l)}
+	p := pruner{keepTime: true}
 	all := map[int]bool{}
 	for i := range l.Schema() {
 		all[i] = true

@@ -464,6 +464,16 @@ func (e *Engine) watch(rj *runningJob) {
 		fmt.Fprintf(e.cfg.Log, "job %s finished: %s\n", rj.def.ID, summary)
 		e.cat.SetJobState(rj.def.ID, "FINISHED", "")
 	}
+	if st.Bad > 0 {
+		shown := st.BadErrors
+		if len(shown) > 5 {
+			shown = shown[len(shown)-5:]
+		}
+		fmt.Fprintf(e.cfg.Log, "job %s: %d bad records; the last %d:\n", rj.def.ID, st.Bad, len(shown))
+		for _, b := range shown {
+			fmt.Fprintf(e.cfg.Log, "  %s\n", b)
+		}
+	}
 	e.mu.Lock()
 	delete(e.jobs, rj.def.ID)
 	e.idle.Broadcast()

@@ -1,0 +1,93 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runRsqlIn runs the rsql binary in dir and returns its combined output and exit code.
+func runRsqlIn(t *testing.T, dir string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(buildRsql(t), args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(out), ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("rsql %v: %v", args, err)
+	}
+	return string(out), 0
+}
+
+// Bad records are counted, named by line, sent to the dead-letter file, and the job goes on.
+func TestBadRecordsGoToDeadLetterFile(t *testing.T) {
+	dir := t.TempDir()
+	input := strings.Join([]string{
+		`{"id": 1, "v": 1.5, "ts": "2026-11-30T05:00:00Z"}`,
+		`{"id": "two", "v": 2.5, "ts": "2026-11-30T05:00:01Z"}`, // wrong type
+		`{"id": 3, "v": 3.5, "ts": "2026-11-30T05:00:02Z"`,      // malformed
+		`{"id": 4, "v": 4.5}`,                                   // missing timestamp
+		`{"id": 5, "v": 5.5, "ts": 1796014803000}`,
+	}, "\n") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `CREATE STREAM s (id BIGINT, v DOUBLE, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+  WITH (connector = 'file', path = 'in.jsonl', dlq_path = 'dlq.jsonl');
+CREATE STREAM o WITH (connector = 'file', path = 'out.jsonl') AS SELECT id, v FROM s;`
+	out, code := runRsqlIn(t, dir, "-c", script, "--data-dir", "data")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"bad=3", "line 2", "line 3", "line 4"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	got := readJSONLines(t, filepath.Join(dir, "out.jsonl"))
+	if len(got) != 2 || canonNumber(got[0]["id"]) != "1" || canonNumber(got[1]["id"]) != "5" {
+		t.Errorf("good records in the output: %v, want ids 1 and 5", got)
+	}
+	dlq, err := os.ReadFile(filepath.Join(dir, "dlq.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(dlq)), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], `"two"`) {
+		t.Errorf("dead-letter file holds %q, want the 3 bad records as they were", lines)
+	}
+}
+
+// A syntax error names line and column, exits 1, and creates nothing: the earlier
+// statements of the same text are not run either.
+func TestBadSQLCreatesNothing(t *testing.T) {
+	dir := t.TempDir()
+	script := "CREATE STREAM a (x BIGINT) WITH (connector = 'file', path = 'a.jsonl');\nSELECT x,\n  FROM a WHERE;\n"
+	out, code := runRsqlIn(t, dir, "-c", script, "--data-dir", "data")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out)
+	}
+	if !strings.Contains(out, "42601") || !strings.Contains(out, "line 3, column 3") {
+		t.Errorf("error does not give the SQLSTATE and line 3, column 3:\n%s", out)
+	}
+	out, code = runRsqlIn(t, dir, "-c", "DESCRIBE a", "--data-dir", "data")
+	if code != 1 || !strings.Contains(out, "42P01") {
+		t.Errorf("stream a exists after a failed script (exit %d):\n%s", code, out)
+	}
+	// Unknown column in a continuous query: no stream and no job are left behind.
+	setup := "CREATE STREAM b (x BIGINT) WITH (connector = 'file', path = 'b.jsonl');"
+	if out, code := runRsqlIn(t, dir, "-c", setup, "--data-dir", "data"); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	out, code = runRsqlIn(t, dir, "-c", "CREATE STREAM c WITH (connector = 'file', path = 'c.jsonl') AS SELECT y FROM b;", "--data-dir", "data")
+	if code != 1 || !strings.Contains(out, "42703") {
+		t.Errorf("unknown column: exit %d, want 1 with 42703:\n%s", code, out)
+	}
+	out, _ = runRsqlIn(t, dir, "-c", "SHOW STREAMS; SHOW JOBS;", "--data-dir", "data", "--format", "json")
+	if strings.Contains(out, `"c"`) || strings.Contains(out, "job-") {
+		t.Errorf("a failed CREATE left a stream or job behind:\n%s", out)
+	}
+}
