@@ -137,6 +137,11 @@ type brokerData struct {
 func (s *netServer) route(req *remoting.Command) *remoting.Command {
 	name := req.Ext("topic")
 	var qd queueData
+	if _, ok := s.b.Topic(name); !ok && strings.HasPrefix(name, "%RETRY%") && ValidTopic(name) {
+		// Consumers ask for their retry topic's route before their first heartbeat (which
+		// would create it); create it now so the first rebalance already covers it.
+		s.b.ensureTopic(name, 1, PermRead|PermWrite)
+	}
 	if ti, ok := s.b.Topic(name); ok {
 		qd = queueData{BrokerName: s.b.cfg.BrokerName, ReadQueueNums: ti.Queues, WriteQueueNums: ti.Queues, Perm: ti.Perm}
 	} else if name == tbw102 && !s.b.cfg.DisableAutoCreate {

@@ -176,4 +176,3 @@ func waitFor(d time.Duration, cond func() bool) bool {
 	}
 	return cond()
 }
-

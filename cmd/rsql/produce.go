@@ -29,9 +29,9 @@ import (
 // --format flags are the top-level ones (CLI.File, CLI.Format): --format json (default; one
 // object per line) or csv (one record per line, no header).
 type ProduceCmd struct {
-	Topic  string  `arg:"" help:"Topic to append to (created on first send if the broker allows)."`
-	Key    string  `name:"key" help:"Field used as the message key: a JSON field name, or a 1-based CSV column. queue = hash(key) mod queues."`
-	Rate   float64 `name:"rate" help:"Cap records per second (0: no cap)."`
+	Topic string  `arg:"" help:"Topic to append to (created on first send if the broker allows)."`
+	Key   string  `name:"key" help:"Field used as the message key: a JSON field name, or a 1-based CSV column. queue = hash(key) mod queues."`
+	Rate  float64 `name:"rate" help:"Cap records per second (0: no cap)."`
 }
 
 // quietLogger drops the RocketMQ client's logs; rsql reports errors itself.
