@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -103,6 +104,24 @@ func (e *Engine) query(ctx context.Context, sess *Session, s *sql.Select) (*Resu
 		}
 	}
 	env.Store = nil // a push query keeps its state in memory and checkpoints nowhere
+	if sess.Settings["offset_reset"] != "earliest" && e.cfg.Broker != nil {
+		// Like ksqlDB's auto.offset.reset: a push query over a topic starts at its end.
+		b := e.cfg.Broker
+		env.InitialOffset = func(src planner.SourceSpec, split string) int64 {
+			if src.Connector != "broker" || src.FromStage >= 0 {
+				return 0
+			}
+			q, err := strconv.Atoi(split)
+			if err != nil {
+				return 0
+			}
+			end, err := b.MaxOffset(topicOf(src.Stream, src.Options), q)
+			if err != nil {
+				return 0
+			}
+			return end
+		}
+	}
 	job, err := exec.Start(jctx, "push", plan, env)
 	if err != nil {
 		cancel()
