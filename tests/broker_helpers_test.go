@@ -143,7 +143,7 @@ func pullQueue(t testing.TB, pc rocketmq.PullConsumer, mq *primitive.MessageQueu
 func newPullConsumer(t testing.TB, b *rsqlBroker, group string) rocketmq.PullConsumer {
 	t.Helper()
 	pc, err := rocketmq.NewPullConsumer(consumer.WithNsResolver(b.resolver()), consumer.WithGroupName(group),
-		consumer.WithInstance(uniq("pull")))
+		consumer.WithInstance(uniq("pull")), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
 	if err != nil {
 		t.Fatal(err)
 	}
