@@ -27,3 +27,5 @@ func wrapf(err error, format string, args ...any) error {
 	}
 	return fmt.Errorf("planner: %s: %w", ctx, err)
 }
+
+func asSQLError(err error, target **sql.Error) bool { return errors.As(err, target) }

@@ -136,7 +136,7 @@ func pushFilter(in LogicalNode, preds []sql.Expr) LogicalNode {
 // aggregates no one reads are dropped, and every ColumnRef above is remapped to the narrowed
 // rows.
 func PruneColumns(l LogicalNode) (LogicalNode, error) {
-	p := pruner{keepTime: true}
+	p := pruner{}
 	all := map[int]bool{}
 	for i := range l.Schema() {
 		all[i] = true
@@ -145,24 +145,8 @@ func PruneColumns(l LogicalNode) (LogicalNode, error) {
 	return n, err
 }
 
-func hasWindow(l LogicalNode) bool {
-	switch n := l.(type) {
-	case *WindowAssign:
-		return true
-	case *Aggregate:
-		if n.Window != nil {
-			return true
-		}
-	}
-	for _, c := range l.Children() {
-		if hasWindow(c) {
-			return true
-		}
-	}
-	return false
-}
-
-type pruner struct{ keepTime bool }
+// pruner keeps, at a Scan, the columns needed above it and the stream's event-time column.
+type pruner struct{}
 
 func addUsed(set map[int]bool, es ...sql.Expr) {
 	for _, e := range es {
@@ -317,7 +301,7 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 
 	case *Scan:
 		keep := copySet(need)
-		if p.keepTime && n.Relation.EventTime >= 0 {
+		if n.Relation.EventTime >= 0 {
 			for i, c := range n.Columns {
 				if c == n.Relation.EventTime {
 					keep[i] = true
