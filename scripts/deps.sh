@@ -8,7 +8,6 @@ need=()
 [ -f /usr/include/rocksdb/c.h ] || need+=(librocksdb-dev)
 command -v pg_ctl >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
 command -v psql >/dev/null 2>&1 || need+=(postgresql-client)
-command -v tmux >/dev/null 2>&1 || need+=(tmux)
 
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""
