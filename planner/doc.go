@@ -15,6 +15,8 @@
 //     with sql.Compile. Logical nodes and physical nodes are distinct types.
 //   - Every rewrite keeps the rows a plan computes. Pruning remaps every ColumnRef so that it
 //     indexes the narrowed row; SourceSpec.Columns says which stream columns a stage reads.
+//     The stream's event-time column is always read (SourceSpec.EventTime >= 0 whenever the
+//     stream declares one): watermarks come from it, and a record without it is bad.
 //   - Errors are *sql.Error values with a SQLSTATE code (0A000 for what is not supported).
 //
 // Exchange rule. Records of a broker topic are spread over its queues by the producer's key,

@@ -501,3 +501,60 @@ func TestAggResultTypes(t *testing.T) {
 		}
 	}
 }
+
+// Plans that Logical never builds, but a rule must still handle: a filter above a projection
+// moves below it with the projected expressions substituted; a filter above a Limit stays.
+func TestPushDownThroughProjectNotLimit(t *testing.T) {
+	r := fileOrders()
+	scan := &Scan{Relation: r, Columns: []int{0, 1, 2, 3, 4}}
+	dbl := call(t, "*", col(r, "amount"), lit(sql.Double(2)))
+	proj := &Project{Input: scan, Exprs: []sql.Expr{col(r, "user_id"), dbl}, Names: []string{"u", "d"}}
+	pred := call(t, ">", ref(1, "d", sql.TypeDouble), lit(sql.Double(300)))
+	var l LogicalNode = &Sink{Input: &Filter{Input: proj, Pred: pred}}
+	got := PushDownPredicates(l)
+	if want := "Sink client columns=[u, d]|Project user_id AS u, (amount * 2) AS d|Filter ((amount * 2) > 300)|Scan orders columns=[order_id, user_id, amount, ts, note]"; explainLine(got) != want {
+		t.Errorf("push-down through a projection:\n got %s\nwant %s", explainLine(got), want)
+	}
+	stream := genOrders(500, 5, 3)
+	if a, b := sortedText(evalLogical(t, l, stream)), sortedText(evalLogical(t, got, stream)); strings.Join(a, "\n") != strings.Join(b, "\n") || len(a) == 0 {
+		t.Errorf("push-down through a projection changed the rows: %d vs %d", len(a), len(b))
+	}
+
+	l = &Sink{Input: &Filter{Input: &Limit{Input: scan, N: 3}, Pred: call(t, ">", col(r, "amount"), lit(sql.Double(1)))}}
+	if got := PushDownPredicates(l); explainLine(got) != explainLine(l) {
+		t.Errorf("filter moved below a limit: %s", explainLine(got))
+	}
+}
+
+func explainLine(l LogicalNode) string {
+	var parts []string
+	for n := l; n != nil; {
+		parts = append(parts, n.String())
+		if ch := n.Children(); len(ch) == 1 {
+			n = ch[0]
+		} else {
+			n = nil
+		}
+	}
+	return strings.Join(parts, "|")
+}
+
+func BenchmarkPlan(b *testing.B) {
+	cat := goldenCatalog()
+	stmts, err := sql.Parse(`SELECT user_id, window_start, window_end, COUNT(*) AS n, SUM(amount) AS total
+		FROM TUMBLE(orders_mq, ts, INTERVAL '10' SECOND) WHERE amount > 0 AND user_id <> 'bot'
+		GROUP BY user_id, window_start, window_end HAVING COUNT(*) > 1`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	q, err := sql.Bind(stmts[0].(*sql.Select), cat)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := Plan(q, Options{Job: "bench"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
