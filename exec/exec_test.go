@@ -687,3 +687,117 @@ func TestCheckpointRestoreExactlyOnce(t *testing.T) {
 		}
 	})
 }
+
+func TestRemoveAndAddSplit(t *testing.T) {
+	store := state.NewMemory()
+	src := newMemSource(true, 50, "0", "1")
+	src.hold = true
+	var sk sinks
+	env := testEnv(src, &sk)
+	env.Store = store
+	w := planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000}
+	plan := aggPlan(sourceSpec(nil, 100), w, countSum, planner.EmitOnClose)
+	j, err := Start(context.Background(), "rb", plan, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Key-partitioned input: users of split 0 start with a, of split 1 with b.
+	part := func(seed int64, prefix string, from, n int) []event4 {
+		evs := genEvents(seed, from+n, 10, 100)[from:]
+		for i := range evs {
+			evs[i].user = prefix + evs[i].user
+		}
+		return evs
+	}
+	a1, b1 := part(20, "a", 0, 500), part(21, "b", 0, 500)
+	feedAll(src, "0", a1)
+	feedAll(src, "1", b1)
+	waitFor(t, "first part", func() bool { return j.Stats().RecordsIn == 1000 })
+	if err := j.RemoveSplit(context.Background(), "1"); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	_ = store.Scan(state.SplitPrefix(nil, "rb", "s0.agg0", "1"), func(k, v []byte) error { n++; return nil })
+	if n == 0 {
+		t.Fatal("split 1 state not in the store after RemoveSplit")
+	}
+	if v, ok, _ := store.Get(OffsetKey("rb", 0, "1")); !ok || string(v) != string(varint(501)) {
+		t.Fatalf("split 1 offset %x", v)
+	}
+	for _, s := range j.Stats().Splits {
+		if s.Split == "1" {
+			t.Fatal("split 1 still listed")
+		}
+	}
+	a2, b2 := part(20, "a", 500, 500), part(21, "b", 500, 500)
+	feedAll(src, "0", a2)
+	feedAll(src, "1", b2)
+	if err := j.AddSplit(context.Background(), "1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "second part", func() bool { return j.Stats().RecordsIn == 2000 })
+	src.release()
+	if err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	groups := map[wkey]*aggExpect{}
+	for _, evs := range [][]event4{a1, a2, b1, b2} {
+		for _, e := range evs {
+			s := floorDiv(e.ts, 1000) * 1000
+			k := wkey{e.user, s, s + 1000}
+			if groups[k] == nil {
+				groups[k] = &aggExpect{}
+			}
+			groups[k].add(e)
+		}
+	}
+	want := expectRows(groups, true, func(a *aggExpect) string { return fmt.Sprintf("%d,%s", a.count, fmtF(a.sum)) })
+	if d := diff(sk.get("out").bodies(), want); d != "" {
+		t.Fatal(d)
+	}
+}
+
+func TestPeriodicCheckpoints(t *testing.T) {
+	src := newMemSource(true, 10, "0")
+	src.hold = true
+	feedAll(src, "0", genEvents(30, 200, 5, 0))
+	var sk sinks
+	env := testEnv(src, &sk)
+	env.CheckpointInterval = 5 * time.Millisecond
+	var commits []int64
+	var mu sync.Mutex
+	st := state.NewMemory()
+	env.Store = st
+	env.Commit = func(cp *CheckpointInfo) error {
+		mu.Lock()
+		commits = append(commits, cp.Epoch)
+		mu.Unlock()
+		if len(cp.Offsets) != 1 || cp.Offsets[0].Split != "0" {
+			return fmt.Errorf("offsets %+v", cp.Offsets)
+		}
+		return st.Write(cp.State)
+	}
+	w := planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000}
+	j, err := Start(context.Background(), "pc", aggPlan(sourceSpec(nil, 0), w, countSum, planner.EmitOnClose), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "three checkpoints", func() bool { mu.Lock(); defer mu.Unlock(); return len(commits) >= 3 })
+	src.release()
+	if err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < len(commits); i++ {
+		if commits[i] != commits[i-1]+1 {
+			t.Fatalf("epochs %v are not consecutive", commits)
+		}
+	}
+	if j.Stats().Epoch != commits[len(commits)-1] {
+		t.Fatalf("stats epoch %d, last commit %d", j.Stats().Epoch, commits[len(commits)-1])
+	}
+	if v, ok, _ := st.Get(OffsetKey("pc", 0, "0")); !ok || string(v) != string(varint(201)) {
+		t.Fatalf("final offset %x", v)
+	}
+}

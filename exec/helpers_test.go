@@ -85,6 +85,13 @@ type memSource struct {
 	names   []string
 	bounded bool
 	chunk   int
+	hold    bool // bounded, but readers wait at the end until release
+}
+
+func (s *memSource) release() {
+	s.mu.Lock()
+	s.hold = false
+	s.mu.Unlock()
 }
 
 func newMemSource(bounded bool, chunk int, splits ...string) *memSource {
@@ -126,7 +133,7 @@ func (r *memReader) Read(ctx context.Context, buf []connectors.Message, max int)
 	defer r.s.mu.Unlock()
 	d := r.s.data[r.split]
 	if r.pos >= len(d) {
-		if r.s.bounded {
+		if r.s.bounded && !r.s.hold {
 			return buf, connectors.ErrEndOfSplit
 		}
 		r.s.mu.Unlock()
