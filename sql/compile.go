@@ -592,23 +592,17 @@ func compileCall(c *Call) (Evaluator, error) {
 
 // compileCompare specializes a comparison for the argument kinds.
 func compileCompare(op string, ea, eb Expr, a, b Evaluator) Evaluator {
-	var test func(int) bool
-	switch op {
-	case "=":
-		test = func(c int) bool { return c == 0 }
-	case "<>":
-		test = func(c int) bool { return c != 0 }
-	case "<":
-		test = func(c int) bool { return c < 0 }
-	case "<=":
-		test = func(c int) bool { return c <= 0 }
-	case ">":
-		test = func(c int) bool { return c > 0 }
-	default:
-		test = func(c int) bool { return c >= 0 }
-	}
+	code := cmpOpCode(op)
+	test := func(c int) bool { return cmpTest(code, c) }
 	ka, kb := ea.Type().Kind, eb.Type().Kind
-	// Column against a constant: the hot filter path.
+	// A column against a constant: the hot filter path reads the row in place.
+	if col, ok := ea.(*ColumnRef); ok && col.Index >= 0 {
+		if lit, ok := eb.(*Literal); ok && lit.V.K != KindNull {
+			if f := compareColumnConst(col.Index, ka, lit.V, code); f != nil {
+				return f
+			}
+		}
+	}
 	if lit, ok := eb.(*Literal); ok && lit.V.K != KindNull {
 		k := lit.V
 		switch {
@@ -703,6 +697,9 @@ func compileArith(c *Call, args []Evaluator) (Evaluator, error) {
 	}
 	switch c.T.Kind {
 	case KindBigInt, KindInt:
+		if f := fastIntArith(op, c.T.Kind, a, b); f != nil {
+			return f, nil
+		}
 		var f func(x, y int64) (int64, bool)
 		switch op {
 		case "+":
@@ -748,6 +745,9 @@ func compileArith(c *Call, args []Evaluator) (Evaluator, error) {
 			return Value{K: k, I: v}
 		}, nil
 	case KindDouble:
+		if f := fastDoubleArith(op, a, b); f != nil {
+			return f, nil
+		}
 		var f func(x, y float64) (float64, bool)
 		switch op {
 		case "+":
@@ -1219,4 +1219,147 @@ func compileTimeJSONFunc(c *Call, args []Evaluator) (Evaluator, error) {
 		}, nil
 	}
 	return nil, Errorf(CodeNotSupported, "function %s is not supported", c.Func)
+}
+
+// compareColumnConst compares column i of the row with the constant k without copying
+// the row's value.
+func compareColumnConst(i int, ka Kind, k Value, code uint8) Evaluator {
+	switch {
+	case ka == KindDouble && kindClass(k.K) == 1:
+		x := k.AsFloat()
+		return func(r Row) Value {
+			v := &r[i]
+			if v.K == KindNull {
+				return Null
+			}
+			return Bool(cmpTest(code, cmpFloat(v.F, x)))
+		}
+	case intLike(ka) && intLike(k.K):
+		x := k.I
+		return func(r Row) Value {
+			v := &r[i]
+			if v.K == KindNull {
+				return Null
+			}
+			return Bool(cmpTest(code, cmpInt(v.I, x)))
+		}
+	case (ka == KindVarchar || ka == KindJSON) && (k.K == KindVarchar || k.K == KindJSON):
+		x := k.S
+		return func(r Row) Value {
+			v := &r[i]
+			if v.K == KindNull {
+				return Null
+			}
+			return Bool(cmpTest(code, strings.Compare(v.S, x)))
+		}
+	}
+	return nil
+}
+
+// cmpOpCode numbers the comparison operators for cmpTest.
+func cmpOpCode(op string) uint8 {
+	switch op {
+	case "=":
+		return 0
+	case "<>":
+		return 1
+	case "<":
+		return 2
+	case "<=":
+		return 3
+	case ">":
+		return 4
+	}
+	return 5 // >=
+}
+
+// cmpTest applies comparison code to a three-way result.
+func cmpTest(code uint8, c int) bool {
+	switch code {
+	case 0:
+		return c == 0
+	case 1:
+		return c != 0
+	case 2:
+		return c < 0
+	case 3:
+		return c <= 0
+	case 4:
+		return c > 0
+	}
+	return c >= 0
+}
+
+// fastIntArith specializes integer + - * per operator (no indirect call per row).
+func fastIntArith(op string, k Kind, a, b Evaluator) Evaluator {
+	switch op {
+	case "+":
+		return func(r Row) Value {
+			x, y := a(r), b(r)
+			if x.K == KindNull || y.K == KindNull {
+				return Null
+			}
+			s := x.I + y.I
+			if (s > x.I) != (y.I > 0) {
+				return Null
+			}
+			return Value{K: k, I: s}
+		}
+	case "-":
+		return func(r Row) Value {
+			x, y := a(r), b(r)
+			if x.K == KindNull || y.K == KindNull {
+				return Null
+			}
+			s := x.I - y.I
+			if (s < x.I) != (y.I > 0) {
+				return Null
+			}
+			return Value{K: k, I: s}
+		}
+	case "*":
+		return func(r Row) Value {
+			x, y := a(r), b(r)
+			if x.K == KindNull || y.K == KindNull {
+				return Null
+			}
+			p, ok := mulInt(x.I, y.I)
+			if !ok {
+				return Null
+			}
+			return Value{K: k, I: p}
+		}
+	}
+	return nil
+}
+
+// fastDoubleArith specializes DOUBLE + - * per operator.
+func fastDoubleArith(op string, a, b Evaluator) Evaluator {
+	switch op {
+	case "+":
+		return func(r Row) Value {
+			x, y := a(r), b(r)
+			if x.K == KindNull || y.K == KindNull {
+				return Null
+			}
+			return Double(x.AsFloat() + y.AsFloat())
+		}
+	case "-":
+		return func(r Row) Value {
+			x, y := a(r), b(r)
+			if x.K == KindNull || y.K == KindNull {
+				return Null
+			}
+			return Double(x.AsFloat() - y.AsFloat())
+		}
+	case "*":
+		return func(r Row) Value {
+			x, y := a(r), b(r)
+			if x.K == KindNull || y.K == KindNull {
+				return Null
+			}
+			return Double(x.AsFloat() * y.AsFloat())
+		}
+	}
+	return nil
 }

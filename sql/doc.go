@@ -8,4 +8,63 @@
 //   - Values are plain structs (no interface boxing); a compiled Expr evaluates a Row without
 //     allocating unless it builds a new string.
 //   - The package knows nothing about executors, state or connectors.
+//
+// # Parsing
+//
+// Parse (or ParseParams, with values for $1.. / ? parameters) splits the text on ';' with
+// its own lexer (quotes and comments respected) and returns one Statement per non-empty
+// statement. Each statement keeps its own text and its byte offset in the input
+// (Statement.Source). The concrete types, all with exported fields:
+//
+//	*CreateStream  CREATE STREAM [IF NOT EXISTS] name [(col TYPE, ..., WATERMARK FOR ts AS
+//	               ts - INTERVAL ...)] [WITH (k = v, ...)] [AS SELECT ...]
+//	               Name, IfNotExists, Columns Schema, WatermarkColumn ("" if none),
+//	               WatermarkDelay (ms), Options (lower-case keys, unquoted values; never nil),
+//	               As *Select (derived stream; then Columns is empty)
+//	*CreateView    CREATE MATERIALIZED VIEW [IF NOT EXISTS] name [WITH (...)] AS SELECT ...
+//	               Name, IfNotExists, Options, As
+//	*Insert        INSERT INTO target [(cols)] SELECT ... | VALUES (...), ...
+//	               Target, Columns (nil if no list), Query *Select or Values [][]Expr
+//	               (constant expressions; Insert.Rows casts them to a schema)
+//	*Select        a query; Bind turns it into a *Query. From names the relation read,
+//	               Emit holds the EMIT clause, Params the parameter values.
+//	*ShowStmt      SHOW STREAMS | VIEWS | JOBS | TOPICS        What (upper case)
+//	*ShowVar       SHOW name                                   Name (lower case)
+//	*Describe      DESCRIBE | DESC name                        Name
+//	*Explain       EXPLAIN <query statement>                   Statement, Query *Select
+//	*Drop          DROP STREAM | [MATERIALIZED] VIEW [IF EXISTS] name   Kind, Name, IfExists
+//	*JobControl    PAUSE | RESUME | TERMINATE JOB id           Action, ID
+//	*SetStmt       SET name = value | SET name TO value        Name (lower case), Value
+//
+// The pre-pass rewrites what the MySQL grammar rejects (INTERVAL literals anywhere, window
+// table functions in FROM, TUMBLE/HOP/SESSION group-by calls, CAST to rsql's types,
+// TIMESTAMP '...' literals, EMIT clauses, $n parameters) into text tidb accepts and keeps a
+// map from every rewritten offset back to the user's text, so errors reported by tidb and
+// by Bind point into what the user typed. Identifiers keep their spelling and compare
+// case-insensitively; double quotes and backticks quote identifiers, single quotes strings.
+//
+// # Binding
+//
+// Bind(*Select, Catalog) resolves the relation, columns and functions and returns a *Query
+// laid out as documented on Query: WHERE, GROUP BY keys and aggregate arguments over the
+// input row; the select list and HAVING over the aggregate row (keys, window_start,
+// window_end, aggregates) when the query aggregates. The window columns are reachable as
+// window_start/window_end (table-valued form, also usable with the group-by form) and as
+// TUMBLE_START(ts, size), TUMBLE_END, HOP_START, HOP_END, SESSION_START, SESSION_END (the
+// group-by form; their arguments must match the GROUP BY window). Errors: 42P01 unknown
+// stream, 42703 unknown column, 42804 type mismatch, 42803 grouping misuse (column not in
+// GROUP BY, aggregate in WHERE, nested aggregates), 0A000 unsupported (joins, subqueries,
+// ORDER BY, DISTINCT, UNION, OFFSET, window functions), 22023 bad constant, 42P02 missing
+// parameter.
+//
+// # Expressions
+//
+// Expr nodes: *Literal, *ColumnRef (the only node that reads the row), *Call (operators and
+// scalar functions, built with NewCall which type-checks), *Case, *Cast, *In, *Between,
+// *Like, *IsNull. Trees are immutable; Children/WithChildren, Walk, Transform,
+// ColumnsUsed and RemapColumns support rewrites. Compile turns a tree into an Evaluator
+// (func(Row) Value) once; run-time failures (division by zero, overflow, a CAST that cannot
+// convert) yield NULL rather than stopping the row. Compare, Equal, HashValue/HashRow and
+// AppendKey give the NULL-aware ordering, grouping equality, a process-independent hash
+// (for exchanges) and a byte encoding (for state keys) that agree with each other.
 package sql
