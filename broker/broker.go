@@ -328,18 +328,33 @@ type putResult struct {
 
 // put appends messages through the single writer and, in sync mode, waits for the fsync.
 func (b *Broker) put(ms []inMsg) ([]putResult, error) {
+	res, end, err := b.appendMsgs(ms)
+	if err != nil {
+		return nil, err
+	}
+	if b.cfg.FlushMode == FlushSync {
+		if err := b.waitFlushed(end); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// appendMsgs appends messages through the single writer without waiting for a flush and
+// returns where they landed and the log end after them.
+func (b *Broker) appendMsgs(ms []inMsg) ([]putResult, int64, error) {
 	if b.closed.Load() {
-		return nil, ErrClosed
+		return nil, 0, ErrClosed
 	}
 	for i := range ms {
 		if n := ms[i].size(); n-recordFixedSize > b.cfg.MaxMessageSize {
-			return nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrMessageTooLarge, n, b.cfg.MaxMessageSize)
+			return nil, 0, fmt.Errorf("%w: %d bytes (limit %d)", ErrMessageTooLarge, n, b.cfg.MaxMessageSize)
 		}
 		if len(ms[i].props) > 32767 {
-			return nil, fmt.Errorf("%w: properties of %d bytes (limit 32767)", ErrMessageTooLarge, len(ms[i].props))
+			return nil, 0, fmt.Errorf("%w: properties of %d bytes (limit 32767)", ErrMessageTooLarge, len(ms[i].props))
 		}
 		if len(ms[i].topic) > 127 {
-			return nil, fmt.Errorf("%w: %q", ErrInvalidTopic, ms[i].topic)
+			return nil, 0, fmt.Errorf("%w: %q", ErrInvalidTopic, ms[i].topic)
 		}
 	}
 	for i := range ms {
@@ -349,7 +364,7 @@ func (b *Broker) put(ms []inMsg) ([]putResult, error) {
 	for i := range ms {
 		q, err := b.queue(ms[i].topic, ms[i].queue)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		qs[i] = q
 	}
@@ -369,7 +384,7 @@ func (b *Broker) put(ms []inMsg) ([]putResult, error) {
 		dst, pos, err := b.cl.reserve(n)
 		if err != nil {
 			b.wmu.Unlock()
-			return nil, err
+			return nil, 0, err
 		}
 		ts := m.storeTS
 		if ts == 0 {
@@ -382,7 +397,7 @@ func (b *Broker) put(ms []inMsg) ([]putResult, error) {
 		}
 		if err := q.put(qo, pos, int32(n), tags); err != nil {
 			b.wmu.Unlock()
-			return nil, err
+			return nil, 0, err
 		}
 		next[q] = qo + 1
 		res[i] = putResult{queueOffset: qo, phys: pos, size: n}
@@ -393,12 +408,7 @@ func (b *Broker) put(ms []inMsg) ([]putResult, error) {
 		q.publish(m)
 	}
 	b.wmu.Unlock()
-	if b.cfg.FlushMode == FlushSync {
-		if err := b.waitFlushed(end); err != nil {
-			return res, err
-		}
-	}
-	return res, nil
+	return res, end, nil
 }
 
 func (b *Broker) waitFlushed(end int64) error {

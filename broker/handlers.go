@@ -67,7 +67,13 @@ func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Comma
 	case codeGetRoute:
 		return s.route(req)
 	case codeSendMessage, codeSendMessageV2, codeSendBatch, codeSendReply:
-		return s.send(c, req)
+		resp, end := s.send(c, req)
+		if end > 0 {
+			if err := s.b.waitFlushed(end); err != nil {
+				return req.Reply(respSystemError, err.Error())
+			}
+		}
+		return resp
 	case codeHeartbeat:
 		return s.heartbeat(c, req)
 	case codeUnregisterClient:
@@ -164,7 +170,23 @@ func (s *netServer) route(req *remoting.Command) *remoting.Command {
 var sendFields = map[string]string{"topic": "b", "queueId": "e", "sysFlag": "f", "bornTimestamp": "g",
 	"flag": "h", "properties": "i", "reconsumeTimes": "j", "maxReconsumeTimes": "l", "defaultTopicQueueNums": "d"}
 
-func (s *netServer) send(c *conn, req *remoting.Command) *remoting.Command {
+// send appends a send request's messages. It returns the reply and, in sync-flush mode,
+// the log end the reply must wait for (0: reply at once).
+func (s *netServer) send(c *conn, req *remoting.Command) (resp *remoting.Command, end int64) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.b.cfg.Logger.Error("send handler panicked", "code", req.Code, "panic", fmt.Sprint(r))
+			resp, end = req.Reply(respSystemError, "internal error handling a send"), 0
+		}
+	}()
+	resp, end = s.sendAppend(c, req)
+	if s.b.cfg.FlushMode != FlushSync || resp.Code != respSuccess {
+		end = 0
+	}
+	return resp, end
+}
+
+func (s *netServer) sendAppend(c *conn, req *remoting.Command) (*remoting.Command, int64) {
 	short := req.Code == codeSendMessageV2 || req.Code == codeSendBatch
 	get := func(k string) string {
 		if short {
@@ -178,21 +200,21 @@ func (s *netServer) send(c *conn, req *remoting.Command) *remoting.Command {
 	}
 	name := get("topic")
 	if !ValidTopic(name) {
-		return req.Reply(respInvalidParameter, fmt.Sprintf("invalid topic name %q", name))
+		return req.Reply(respInvalidParameter, fmt.Sprintf("invalid topic name %q", name)), 0
 	}
 	queue := int(num("queueId"))
 	t, err := s.ensureSendTopic(name)
 	if err != nil {
-		return req.Reply(respTopicNotExist, err.Error())
+		return req.Reply(respTopicNotExist, err.Error()), 0
 	}
 	if queue < 0 {
 		queue = 0
 	}
 	if queue >= t.Queues {
-		return req.Reply(respInvalidParameter, fmt.Sprintf("queue %d is out of range: topic %s has %d queues", queue, name, t.Queues))
+		return req.Reply(respInvalidParameter, fmt.Sprintf("queue %d is out of range: topic %s has %d queues", queue, name, t.Queues)), 0
 	}
 	if t.Perm&PermWrite == 0 {
-		return req.Reply(respNoPermission, fmt.Sprintf("topic %s is not writable", name))
+		return req.Reply(respNoPermission, fmt.Sprintf("topic %s is not writable", name)), 0
 	}
 	base := inMsg{topic: name, queue: queue, sysFlag: int32(num("sysFlag")), bornTS: num("bornTimestamp"),
 		flag: int32(num("flag")), reconsume: int32(num("reconsumeTimes")), bornHost: c.remote}
@@ -200,7 +222,7 @@ func (s *netServer) send(c *conn, req *remoting.Command) *remoting.Command {
 	if req.Code == codeSendBatch {
 		ins, err = decodeBatch(req.Body, base)
 		if err != nil {
-			return req.Reply(respMessageIllegal, err.Error())
+			return req.Reply(respMessageIllegal, err.Error()), 0
 		}
 	} else {
 		m := base
@@ -217,7 +239,7 @@ func (s *netServer) send(c *conn, req *remoting.Command) *remoting.Command {
 			if int64(m.reconsume) > maxRe {
 				dlq := "%DLQ%" + g
 				if _, err := s.b.ensureTopic(dlq, 1, PermRead|PermWrite); err != nil {
-					return req.Reply(respSystemError, err.Error())
+					return req.Reply(respSystemError, err.Error()), 0
 				}
 				ins[0].topic, ins[0].queue = dlq, 0
 				ins[0].props = stripProps(ins[0].props, PropDelay)
@@ -225,15 +247,15 @@ func (s *netServer) send(c *conn, req *remoting.Command) *remoting.Command {
 		}
 	}
 	if len(ins) == 0 {
-		return req.Reply(respMessageIllegal, "empty batch")
+		return req.Reply(respMessageIllegal, "empty batch"), 0
 	}
-	res, err := s.b.put(ins)
+	res, end, err := s.b.appendMsgs(ins)
 	if err != nil {
 		code := int16(respSystemError)
 		if errors.Is(err, ErrMessageTooLarge) || errors.Is(err, ErrInvalidTopic) {
 			code = respMessageIllegal
 		}
-		return req.Reply(code, err.Error())
+		return req.Reply(code, err.Error()), 0
 	}
 	host := s.b.host()
 	ids := make([]string, len(res))
@@ -248,7 +270,7 @@ func (s *netServer) send(c *conn, req *remoting.Command) *remoting.Command {
 		"MSG_REGION":  "DefaultRegion",
 		"TRACE_ON":    "true",
 	}
-	return r
+	return r, end
 }
 
 func (s *netServer) ensureSendTopic(name string) (TopicInfo, error) {

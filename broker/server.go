@@ -193,6 +193,25 @@ func (s *netServer) serveConn(c *conn) {
 		if cmd.IsResponse() {
 			continue // replies to our notifications
 		}
+		if isSend(cmd.Code) {
+			// Sends are appended in the order they arrive on a connection (a producer that
+			// pipelines keyed messages keeps their order); only the flush wait and the
+			// reply run on their own goroutine.
+			resp, end := s.send(c, cmd)
+			if end == 0 {
+				c.send(resp)
+				continue
+			}
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				if err := s.b.waitFlushed(end); err != nil {
+					resp = cmd.Reply(respSystemError, err.Error())
+				}
+				c.send(resp)
+			}()
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
@@ -209,4 +228,8 @@ func (s *netServer) notify(c *conn, code int16, ext map[string]string) {
 	cmd := &remoting.Command{Code: code, Language: "GO", Version: 479, Opaque: s.opaque.Add(1),
 		Flag: remoting.FlagOneway, ExtFields: ext}
 	c.send(cmd)
+}
+
+func isSend(code int16) bool {
+	return code == codeSendMessage || code == codeSendMessageV2 || code == codeSendBatch || code == codeSendReply
 }

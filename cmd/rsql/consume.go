@@ -37,10 +37,16 @@ func (c *ConsumeCmd) Run(cm *Common) error {
 	if c.FromBeginning {
 		from = consumer.ConsumeFromFirstOffset
 	}
+	// With --max and --group, hand records over one at a time so exactly the printed ones are
+	// committed; otherwise in batches.
+	batch := 256
+	if c.Max > 0 && c.Group != "" {
+		batch = 1
+	}
 	pc, err := rocketmq.NewPushConsumer(consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
 		consumer.WithGroupName(group), consumer.WithConsumeFromWhere(from), consumer.WithConsumerOrder(true),
 		consumer.WithInstance(fmt.Sprintf("consume-%d", os.Getpid())), consumer.WithPullBatchSize(256),
-		consumer.WithConsumeMessageBatchMaxSize(256))
+		consumer.WithConsumeMessageBatchMaxSize(batch))
 	if err != nil {
 		return err
 	}
@@ -58,8 +64,8 @@ func (c *ConsumeCmd) Run(cm *Common) error {
 		}
 		for i, m := range msgs {
 			if c.Max > 0 && count >= c.Max {
-				// Leave the rest uncommitted for the next reader of this group.
 				if i == 0 {
+					// Leave it uncommitted for the next reader of this group.
 					return consumer.SuspendCurrentQueueAMoment, nil
 				}
 				break

@@ -12,7 +12,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,17 +63,31 @@ func nameServer(cm *Common) (string, error) {
 	return ta.String(), nil
 }
 
-// keyQueueSelector sends a message with a sharding key to hash(key) mod queues and the
-// others round-robin.
-type keyQueueSelector struct{ n atomic.Uint64 }
+// keyQueueSelector picks the queue of a send: the forced one when set (a batch of one
+// key's queue), hash(sharding key) mod queues for a single keyed message, else round-robin.
+// It remembers the queue count it saw.
+type keyQueueSelector struct {
+	forced atomic.Int64 // -1: none
+	queues atomic.Int64
+	n      atomic.Uint64
+}
 
 func (s *keyQueueSelector) Select(msg *primitive.Message, mqs []*primitive.MessageQueue, _ string) *primitive.MessageQueue {
+	s.queues.Store(int64(len(mqs)))
+	if f := s.forced.Load(); f >= 0 && int(f) < len(mqs) {
+		return mqs[f]
+	}
 	if k := msg.GetShardingKey(); k != "" {
-		h := fnv.New32a()
-		h.Write([]byte(k))
-		return mqs[int(h.Sum32()%uint32(len(mqs)))]
+		return mqs[keyQueue(k, len(mqs))]
 	}
 	return mqs[int(s.n.Add(1)%uint64(len(mqs)))]
+}
+
+// keyQueue is rsql produce's partitioning: FNV-1a of the key mod the queue count.
+func keyQueue(key string, queues int) int {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int(h.Sum32() % uint32(queues))
 }
 
 // recordReader yields one record (body and key) at a time.
@@ -166,8 +179,9 @@ func (c *ProduceCmd) Run(cm *Common, cli *CLI) error {
 			return &exitError{fmt.Sprintf("--key %q: for CSV give a 1-based column number", c.Key)}
 		}
 	}
+	sel := &keyQueueSelector{}
 	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		producer.WithGroupName("rsql-produce"), producer.WithRetry(2), producer.WithQueueSelector(&keyQueueSelector{}),
+		producer.WithGroupName("rsql-produce"), producer.WithRetry(2), producer.WithQueueSelector(sel),
 		producer.WithSendMsgTimeout(10*time.Second))
 	if err != nil {
 		return err
@@ -186,20 +200,61 @@ func (c *ProduceCmd) Run(cm *Common, cli *CLI) error {
 		limiter = t.C
 	}
 	ctx := context.Background()
-	// Without a key, records go in batches; with a key, one by one, pipelined.
-	var batch []*primitive.Message
-	var batchBytes int
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		_, err := p.SendSync(ctx, batch...)
-		batch, batchBytes = batch[:0], 0
+	// Records go in batches of up to 256 records or 1 MiB. With a key, a batch is split by
+	// queue and each part sent to its queue in order, so one key's records keep their order.
+	sel.forced.Store(-1)
+	type rec struct {
+		msg *primitive.Message
+		key string
+	}
+	var pending []rec
+	pendingBytes := 0
+	sendTo := func(q int, msgs []*primitive.Message) error {
+		sel.forced.Store(int64(q))
+		defer sel.forced.Store(-1)
+		_, err := p.SendSync(ctx, msgs...)
 		return err
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 256)
-	var asyncErr atomic.Value
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		defer func() { pending, pendingBytes = pending[:0], 0 }()
+		if c.Key == "" {
+			msgs := make([]*primitive.Message, len(pending))
+			for i, r := range pending {
+				msgs[i] = r.msg
+			}
+			_, err := p.SendSync(ctx, msgs...)
+			return err
+		}
+		n := int(sel.queues.Load())
+		if n == 0 {
+			// Learn the queue count with the first record.
+			if _, err := p.SendSync(ctx, pending[0].msg); err != nil {
+				return err
+			}
+			pending = pending[1:]
+			if n = int(sel.queues.Load()); n == 0 {
+				return fmt.Errorf("no queues for topic %s", c.Topic)
+			}
+		}
+		buckets := make([][]*primitive.Message, n)
+		var order []int
+		for _, r := range pending {
+			q := keyQueue(r.key, n)
+			if len(buckets[q]) == 0 {
+				order = append(order, q)
+			}
+			buckets[q] = append(buckets[q], r.msg)
+		}
+		for _, q := range order {
+			if err := sendTo(q, buckets[q]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for {
 		body, key, err := rr.next()
 		if err == io.EOF {
@@ -212,46 +267,22 @@ func (c *ProduceCmd) Run(cm *Common, cli *CLI) error {
 			<-limiter
 		}
 		msg := primitive.NewMessage(c.Topic, body)
-		records++
-		bytes += int64(len(body))
-		if key == "" && c.Key == "" {
-			batch = append(batch, msg)
-			batchBytes += len(body)
-			if len(batch) >= 256 || batchBytes >= 1<<20 || limiter != nil {
-				if err := flush(); err != nil {
-					return &exitError{fmt.Sprintf("sending to %s: %v", c.Topic, err)}
-				}
-			}
-			continue
-		}
 		if key != "" {
 			msg.WithKeys([]string{key})
 			msg.WithShardingKey(key)
 		}
-		if e := asyncErr.Load(); e != nil {
-			return &exitError{fmt.Sprintf("sending to %s: %v", c.Topic, e)}
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		err = p.SendAsync(ctx, func(_ context.Context, _ *primitive.SendResult, err error) {
-			if err != nil {
-				asyncErr.CompareAndSwap(nil, err)
+		records++
+		bytes += int64(len(body))
+		pending = append(pending, rec{msg, key})
+		pendingBytes += len(body)
+		if len(pending) >= 256 || pendingBytes >= 1<<20 || limiter != nil {
+			if err := flush(); err != nil {
+				return &exitError{fmt.Sprintf("sending to %s: %v", c.Topic, err)}
 			}
-			<-sem
-			wg.Done()
-		}, msg)
-		if err != nil {
-			<-sem
-			wg.Done()
-			return &exitError{fmt.Sprintf("sending to %s: %v", c.Topic, err)}
 		}
 	}
 	if err := flush(); err != nil {
 		return &exitError{fmt.Sprintf("sending to %s: %v", c.Topic, err)}
-	}
-	wg.Wait()
-	if e := asyncErr.Load(); e != nil {
-		return &exitError{fmt.Sprintf("sending to %s: %v", c.Topic, e)}
 	}
 	if bar != nil {
 		bar.Finish()
