@@ -96,6 +96,9 @@ type aggSplit struct {
 	ends  winHeap
 	last  *win
 	dirty []dirtyRef
+	// Fired windows are reused for new ones (saving their maps and arenas), but only after
+	// the next save: until then dirty references may still point at them.
+	retired, free []*win
 	// session
 	skIndex map[uint64]int32
 	sks     []sessKey
@@ -222,7 +225,15 @@ func (a *aggOp) Process(b *Batch) error {
 func (sp *aggSplit) window(start, end int64) *win {
 	w := sp.wins[start]
 	if w == nil {
-		w = &win{start: start, end: end, index: map[uint64]int32{}}
+		if n := len(sp.free); n > 0 {
+			w = sp.free[n-1]
+			sp.free = sp.free[:n-1]
+			clear(w.index)
+			w.start, w.end, w.dead = start, end, false
+			w.groups, w.keys, w.accs = w.groups[:0], w.keys[:0], w.accs[:0]
+		} else {
+			w = &win{start: start, end: end, index: map[uint64]int32{}}
+		}
 		sp.wins[start] = w
 		if start != end {
 			heap.Push(&sp.ends, w)
@@ -521,6 +532,9 @@ func (a *aggOp) fire(sp *aggSplit) error {
 			}
 		}
 		w.dead = true
+		if len(sp.retired) < 16 {
+			sp.retired = append(sp.retired, w)
+		}
 		delete(sp.wins, w.start)
 		if sp.last == w {
 			sp.last = nil
@@ -596,6 +610,9 @@ func (a *aggOp) save(sp *aggSplit, b *state.Batch) {
 		gr.persisted = true
 	}
 	sp.dirty = sp.dirty[:0]
+	sp.free = append(sp.free, sp.retired...)
+	clear(sp.retired)
+	sp.retired = sp.retired[:0]
 	for _, s := range sp.sdirty {
 		s.dirty = false
 		if s.dead {

@@ -34,8 +34,9 @@ type Env struct {
 	// InitialOffset is where a split with no checkpointed offset starts (default 0: from
 	// the beginning).
 	InitialOffset func(src planner.SourceSpec, split string) int64
-	// CheckpointInterval triggers checkpoints periodically (0: only on request and when a
-	// bounded job finishes).
+	// CheckpointInterval triggers checkpoints periodically (default 10s; negative: only on
+	// request and when a bounded job finishes). Between checkpoints operators remember what
+	// changed, so this also bounds that bookkeeping.
 	CheckpointInterval time.Duration
 	// ExchangeQueues is the number of queues of an in-process exchange (default 4).
 	ExchangeQueues int
@@ -59,6 +60,9 @@ func (e *Env) defaults() {
 	if e.Commit == nil {
 		st := e.Store
 		e.Commit = func(cp *CheckpointInfo) error { return st.Write(cp.State) }
+	}
+	if e.CheckpointInterval == 0 {
+		e.CheckpointInterval = 10 * time.Second
 	}
 	if e.ExchangeQueues <= 0 {
 		e.ExchangeQueues = 4
