@@ -279,6 +279,13 @@ func (b *binder) from(s *Select, sel *ast.SelectStmt, cat Catalog) error {
 			return err
 		}
 		b.window = &Window{Kind: w.kind, TimeCol: i, Size: w.size, Slide: w.slide, Gap: w.gap, TVF: true}
+		for _, wc := range []string{"window_start", "window_end"} {
+			if rel.Schema.Index(wc) >= 0 {
+				b.pos = w.pos
+				n := w.kind.String()
+				return b.errf(CodeNotSupported, "%s already has a column %s: use GROUP BY %s(...) with %s_START/%s_END instead of the table function", rel.Name, wc, n, n, n)
+			}
+		}
 		if w.kind != WindowSession {
 			sc := make(Schema, 0, len(rel.Schema)+2)
 			sc = append(sc, rel.Schema...)

@@ -20,7 +20,8 @@ func newTestCatalog() testCatalog {
 			{"price", Type{Kind: KindDecimal, Precision: 10, Scale: 2}}, {"qty", TypeInt}, {"payload", TypeJSON}, {"vip", TypeBool}}}
 	clicks := &Relation{Name: "clicks", EventTime: -1, Schema: Schema{{"url", TypeVarchar}, {"t", TypeTimestamp}, {"t2", TypeTimestamp}}}
 	view := &Relation{Name: "user_counts", IsView: true, EventTime: -1, Schema: Schema{{"user_id", TypeVarchar}, {"n", TypeBigInt}}}
-	return testCatalog{"orders": orders, "clicks": clicks, "user_counts": view}
+	totals := &Relation{Name: "totals", EventTime: -1, Schema: Schema{{"user_id", TypeVarchar}, {"window_start", TypeTimestamp}, {"window_end", TypeTimestamp}, {"n", TypeBigInt}}}
+	return testCatalog{"orders": orders, "clicks": clicks, "user_counts": view, "totals": totals}
 }
 
 func dumpErr(err error) string {

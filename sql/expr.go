@@ -332,3 +332,16 @@ func IsConstant(e Expr) bool {
 	})
 	return ok
 }
+
+// String names the window kind as in SQL: TUMBLE, HOP or SESSION.
+func (k WindowKind) String() string {
+	switch k {
+	case WindowTumble:
+		return "TUMBLE"
+	case WindowHop:
+		return "HOP"
+	case WindowSession:
+		return "SESSION"
+	}
+	return "NONE"
+}

@@ -114,12 +114,6 @@ func lex(text string) ([]token, *Error) {
 					break
 				}
 			}
-			if c >= 0x80 {
-				// A non-ASCII byte outside quotes: take the whole UTF-8 sequence.
-				for n < 4 && i+n < len(text) && text[i+n]&0xC0 == 0x80 {
-					n++
-				}
-			}
 			out = append(out, token{Kind: tokPunct, Val: text[i : i+n], Pos: i, End: i + n})
 			i += n
 		}
@@ -131,7 +125,7 @@ func lex(text string) ([]token, *Error) {
 var multiOps = []string{"->>", "<=>", "->", "<=", ">=", "<>", "!=", "||", "&&", "::", ":=", "<<", ">>"}
 
 func isDigit(c byte) bool      { return c >= '0' && c <= '9' }
-func isIdentStart(c byte) bool { return c == '_' || (c|0x20 >= 'a' && c|0x20 <= 'z') }
+func isIdentStart(c byte) bool { return c == '_' || (c|0x20 >= 'a' && c|0x20 <= 'z') || c >= 0x80 }
 func isIdentByte(c byte) bool  { return isIdentStart(c) || isDigit(c) || c == '$' }
 
 // scanQuoted scans a quoted run starting at text[i] == q. A doubled quote stands for one;

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -691,6 +692,13 @@ func (p *stmtParser) selectFrom(start int, src Src) (*Select, error) {
 	return s, nil
 }
 
+// parserPool holds tidb parsers (each is single-goroutine and costly to build).
+var parserPool = sync.Pool{New: func() any {
+	tp := parser.New()
+	tp.SetSQLMode(mysql.ModeANSIQuotes | mysql.ModePipesAsConcat)
+	return tp
+}}
+
 // tidbParse runs the tidb parser over the rewritten text, mapping its errors back.
 func (p *stmtParser) tidbParse(rw *rewrite) (node ast.StmtNode, err error) {
 	defer func() {
@@ -699,9 +707,9 @@ func (p *stmtParser) tidbParse(rw *rewrite) (node ast.StmtNode, err error) {
 			err = errAt(p.src, rw.srcStart, CodeSyntax, "cannot parse statement: %v", r)
 		}
 	}()
-	tp := parser.New()
-	tp.SetSQLMode(mysql.ModeANSIQuotes | mysql.ModePipesAsConcat)
+	tp := parserPool.Get().(*parser.Parser)
 	nodes, _, perr := tp.Parse(rw.text, "", "")
+	parserPool.Put(tp) // not reached after a panic: that parser is dropped
 	if perr != nil {
 		return nil, p.tidbError(rw, perr)
 	}

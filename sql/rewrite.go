@@ -100,6 +100,8 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			depth++
 		case t.isP(")"):
 			depth--
+		case t.Kind == tokIdent && len(t.Val) >= 7 && strings.EqualFold(t.Val[:7], "__rsql_"):
+			return nil, nil, errAt(p.src, t.Pos, CodeSyntax, "names starting with __rsql_ are reserved: %s", t.Val)
 		case t.Kind == tokParam:
 			n := 0
 			if t.Val == "?" {
