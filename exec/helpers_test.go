@@ -209,10 +209,11 @@ func (s *sinks) get(name string) *memSink {
 
 func testEnv(src connectors.Source, sk *sinks) Env {
 	return Env{
-		OpenSource: func(planner.SourceSpec) (connectors.Source, error) { return src, nil },
-		NewFormat:  newTestFormat,
-		OpenSink:   sk.open,
-		Tick:       5 * time.Millisecond,
+		OpenSource:         func(planner.SourceSpec) (connectors.Source, error) { return src, nil },
+		NewFormat:          newTestFormat,
+		OpenSink:           sk.open,
+		Tick:               5 * time.Millisecond,
+		CheckpointInterval: -1,
 	}
 }
 

@@ -108,9 +108,11 @@ type task struct {
 	isFirst   bool // receives the job's requests
 	upstreams int  // exchange stages feeding this one (0 for sources)
 
+	queues     int // exchange stages: the number of queues (splits) read
 	wm         int64
 	commits    bool       // last stage: commits checkpoints
 	downstream chan event // set when the stage ends in an exchange
+	downSrc    *planner.SourceSpec
 	exch       *exchangeOp
 
 	statsMu    sync.Mutex
@@ -141,7 +143,12 @@ func (j *Job) build(ctx context.Context, plan *planner.Physical) error {
 				return fmt.Errorf("%w: stage %d feeds more than one stage", ErrBadPlan, up.stage.ID)
 			}
 			up.downstream = t.in
+			up.downSrc = &t.stage.Source
 			t.upstreams++
+			t.queues = j.env.ExchangeQueues
+			if x := up.stage.Pipeline[len(up.stage.Pipeline)-1].(*planner.ExchangeNode); x.Queues > 0 {
+				t.queues = x.Queues
+			}
 		} else {
 			t.isFirst = first
 			first = false
@@ -205,7 +212,14 @@ func (t *task) buildOps(ctx context.Context) error {
 	switch {
 	case t.downstream != nil:
 		n := st.Pipeline[len(st.Pipeline)-1].(*planner.ExchangeNode)
-		t.exch = &exchangeOp{ctx: ctx, keys: n.Keys, n: env.ExchangeQueues, out: t.downstream, pool: make(chan *ownedBatch, 4*env.ExchangeQueues)}
+		q := env.ExchangeQueues
+		if n.Queues > 0 {
+			q = n.Queues
+		}
+		t.exch = &exchangeOp{ctx: ctx, keys: n.Keys, n: q, out: t.downstream, pool: make(chan *ownedBatch, 4*q)}
+		if cols := t.downSrc.Columns; cols != nil && !identity(cols, len(schemas[len(st.Pipeline)])) {
+			t.exch.cols = cols
+		}
 		next = t.exch
 	case st.Sink.Stream == "" && st.Sink.Connector == "":
 		if env.OnRow == nil {
@@ -344,6 +358,18 @@ func (t *task) openSource(ctx context.Context) error {
 	return nil
 }
 
+func identity(cols []int, n int) bool {
+	if len(cols) != n {
+		return false
+	}
+	for i, c := range cols {
+		if c != i {
+			return false
+		}
+	}
+	return true
+}
+
 func formatName(spec planner.SourceSpec) string {
 	if f := spec.Options["format"]; f != "" {
 		return f
@@ -409,7 +435,7 @@ func (t *task) run(ctx context.Context) (err error) {
 			}
 		}
 	} else {
-		for q := 0; q < t.job.env.ExchangeQueues; q++ {
+		for q := 0; q < t.queues; q++ {
 			c := &Control{Kind: NewSplit, Split: strconv.Itoa(q)}
 			if err := t.head.Control(c); err != nil {
 				return err
@@ -881,6 +907,7 @@ type exchangeOp struct {
 	ctx  context.Context
 	keys []planner.Evaluator
 	n    int
+	cols []int // columns the downstream stage reads, nil for all
 	out  chan event
 	pool chan *ownedBatch
 	bufs []*ownedBatch
@@ -907,7 +934,13 @@ func (x *exchangeOp) Process(b *Batch) error {
 			ob.Split = strconv.Itoa(q)
 			x.bufs[q] = ob
 		}
-		ob.vals = append(ob.vals, r...)
+		if x.cols == nil {
+			ob.vals = append(ob.vals, r...)
+		} else {
+			for _, c := range x.cols {
+				ob.vals = append(ob.vals, r[c])
+			}
+		}
 		ob.ends = append(ob.ends, len(ob.vals))
 	}
 	for q, ob := range x.bufs {
