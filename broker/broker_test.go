@@ -317,3 +317,31 @@ func mustProps(b []byte, off int) []byte {
 	}
 	return r.props
 }
+
+func FuzzDecodeBatch(f *testing.F) {
+	item := func(body, props string) []byte {
+		b := make([]byte, 20, 22+len(body)+len(props))
+		total := 22 + len(body) + len(props)
+		b[0], b[1], b[2], b[3] = byte(total>>24), byte(total>>16), byte(total>>8), byte(total)
+		b[16], b[17], b[18], b[19] = byte(len(body)>>24), byte(len(body)>>16), byte(len(body)>>8), byte(len(body))
+		b = append(b, body...)
+		b = append(b, byte(len(props)>>8), byte(len(props)))
+		return append(b, props...)
+	}
+	f.Add(item("hello", "TAGS\x01a\x02"))
+	f.Add(append(item("x", ""), item("yy", "k\x01v\x02")...))
+	f.Add([]byte{0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ms, err := decodeBatch(b, inMsg{topic: "t"})
+		if err != nil {
+			return
+		}
+		total := 0
+		for _, m := range ms {
+			total += 22 + len(m.body) + len(m.props)
+		}
+		if total != len(b) {
+			t.Fatalf("items cover %d of %d bytes", total, len(b))
+		}
+	})
+}
