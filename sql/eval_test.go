@@ -2,6 +2,9 @@ package sql
 
 import (
 	"math"
+	"math/big"
+	"math/rand/v2"
+	"regexp"
 	"testing"
 )
 
@@ -431,5 +434,78 @@ func TestParams(t *testing.T) {
 	}
 	if !MustCompile(q.Where)(evalRow).Truth() {
 		t.Errorf("WHERE %s is not true for the fixture row", q.Where)
+	}
+}
+
+// TestLikeAgainstRegexp checks the LIKE matcher against an independent translation of
+// every pattern over a small alphabet into a regular expression.
+func TestLikeAgainstRegexp(t *testing.T) {
+	alphabet := []string{"a", "b", "%", "_", "é"}
+	var patterns []string
+	var gen func(prefix string, n int)
+	gen = func(prefix string, n int) {
+		patterns = append(patterns, prefix)
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			gen(prefix+c, n-1)
+		}
+	}
+	gen("", 4)
+	inputs := []string{"", "a", "b", "ab", "ba", "aab", "abb", "bab", "abab", "é", "aé", "éb", "aaaa", "babab"}
+	for _, p := range patterns {
+		re := "^"
+		for _, r := range p {
+			switch r {
+			case '%':
+				re += ".*"
+			case '_':
+				re += "."
+			default:
+				re += regexp.QuoteMeta(string(r))
+			}
+		}
+		rx := regexp.MustCompile(re + "$")
+		m := CompileLike(p, '\\')
+		for _, s := range inputs {
+			if got, want := m(s), rx.MatchString(s); got != want {
+				t.Errorf("%q LIKE %q = %v, want %v", s, p, got, want)
+			}
+		}
+	}
+}
+
+// TestDecimalArithmetic checks DECIMAL + - * against exact rational arithmetic.
+func TestDecimalArithmetic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 2000; i++ {
+		a := Decimal(rng.Int64N(2000000)-1000000, uint8(rng.IntN(4)))
+		b := Decimal(rng.Int64N(2000000)-1000000, uint8(rng.IntN(4)))
+		ra := new(big.Rat).SetFrac64(a.I, int64(Pow10(a.Scale)))
+		rb := new(big.Rat).SetFrac64(b.I, int64(Pow10(b.Scale)))
+		for _, op := range []string{"+", "-", "*"} {
+			e, err := NewCall(op, NewLiteral(a), NewLiteral(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := MustCompile(&Call{Func: op, Args: []Expr{&ColumnRef{Index: 0, Name: "a", T: e.(*Call).Args[0].Type()}, &ColumnRef{Index: 1, Name: "b", T: e.(*Call).Args[1].Type()}}, T: e.Type()})(Row{a, b})
+			want := new(big.Rat)
+			switch op {
+			case "+":
+				want.Add(ra, rb)
+			case "-":
+				want.Sub(ra, rb)
+			default:
+				want.Mul(ra, rb)
+			}
+			if got.K != KindDecimal || got.String() != want.FloatString(int(got.Scale)) {
+				t.Fatalf("%s %s %s = %s, want %s", a, op, b, show(got), want.FloatString(int(e.Type().Scale)))
+			}
+		}
+		// Parsing the text form gives the value back.
+		if u, ok := parseDecimal(a.String(), a.Scale); !ok || u != a.I {
+			t.Fatalf("parseDecimal(%q) = %d, %v", a.String(), u, ok)
+		}
 	}
 }
