@@ -488,6 +488,7 @@ func (t *task) allDone() bool {
 // finish ends a bounded stage: the watermark goes to +inf (every window fires), a final
 // checkpoint is taken, and the downstream stage is told the input ended.
 func (t *task) finish(ctx context.Context) error {
+	t.publishStats()
 	if err := t.setWatermark(MaxWatermark); err != nil {
 		return err
 	}
