@@ -14,6 +14,9 @@ type Evaluator = func(Row) Value
 // does no type dispatch that could be decided now and allocates only when it builds a new
 // string. A constant subtree (no column, no NOW()) is evaluated once.
 //
+// Rows must hold, in each column, a value of the column's kind or NULL (the compiled code
+// reads the payload field of the declared kind).
+//
 // Run-time failures never stop a row: division or MOD by zero, integer overflow, and a
 // CAST that cannot convert its value give NULL.
 func Compile(e Expr) (Evaluator, error) {

@@ -142,9 +142,10 @@ func (p *stmtParser) statement() (Statement, error) {
 		return p.show()
 	case t.is("DESCRIBE"), t.is("DESC"):
 		p.next()
-		p.accept("STREAM")
-		if !p.accept("MATERIALIZED", "VIEW") {
-			p.accept("VIEW")
+		if next := p.peekN(1); next.Kind == tokIdent || next.Kind == tokQIdent {
+			if !p.accept("STREAM") && !p.accept("VIEW") {
+				p.accept("MATERIALIZED", "VIEW")
+			}
 		}
 		name, err := p.ident("a stream or view name")
 		if err != nil {
