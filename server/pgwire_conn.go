@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -25,7 +26,11 @@ const (
 	codeDuplicateStmt     = "42P05"
 	codeDuplicatePortal   = "42P03"
 	codeInvalidParam      = "22P02"
+	codeUndefinedParam    = "42P02"
 )
+
+// maxParams is the most parameters a statement can take (Bind counts them in 16 bits).
+const maxParams = 65535
 
 var (
 	// errUserCancel is the cause of a statement context cancelled by a CancelRequest.
@@ -373,6 +378,38 @@ func errorPosition(se *sql.Error, text string) int {
 	return 0
 }
 
+// recoverExecutor reports a panic of the Executor as an internal error of the statement.
+func recoverExecutor(err *error, logger interface{ Error(string, ...any) }) {
+	if p := recover(); p != nil {
+		logger.Error("pgwire: executor panicked", "panic", p, "stack", string(debug.Stack()))
+		*err = sql.Errorf(sql.CodeInternal, "internal error: %v", p)
+	}
+}
+
+// execute runs text through the Executor; a panic there fails the statement, not the server.
+func (s *PGServer) execute(ctx context.Context, sess *Session, text string, params []sql.Value) (results []*Result, err error) {
+	defer recoverExecutor(&err, s.cfg.Logger)
+	return s.exec.Execute(ctx, sess, text, params)
+}
+
+func (s *PGServer) describe(d Describer, ctx context.Context, sess *Session, text string) (desc *Description, err error) {
+	defer recoverExecutor(&err, s.cfg.Logger)
+	desc, err = d.Describe(ctx, sess, text)
+	if err == nil && desc == nil {
+		desc = &Description{}
+	}
+	return desc, err
+}
+
+func nextRow(rows Rows, ctx context.Context) (row sql.Row, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = sql.Errorf(sql.CodeInternal, "internal error: %v", p)
+		}
+	}()
+	return rows.Next(ctx)
+}
+
 // closeResults closes the rows of results.
 func closeResults(results []*Result) {
 	for _, r := range results {
@@ -447,7 +484,7 @@ func (c *pgConn) simpleQuery(text string) {
 		c.setRunning(nil)
 		cancel(nil)
 	}()
-	results, err := c.srv.exec.Execute(ctx, c.sess, text, nil)
+	results, err := c.srv.execute(ctx, c.sess, text, nil)
 	for i, r := range results {
 		if r == nil {
 			continue
@@ -501,10 +538,13 @@ func (c *pgConn) parse(m *pgproto3.Parse) error {
 	if count > 1 {
 		return &pgError{code: sql.CodeSyntax, msg: "cannot insert multiple commands into a prepared statement"}
 	}
+	if nparams > maxParams {
+		return &pgError{code: codeUndefinedParam, msg: fmt.Sprintf("there is no parameter $%d: a statement takes at most %d", nparams, maxParams)}
+	}
 	st := &pgStmt{name: m.Name, text: m.Query, empty: count == 0}
 	if d, ok := c.srv.exec.(Describer); ok && !st.empty {
 		ctx, cancel := c.beginStatement()
-		desc, err := d.Describe(ctx, c.sess, m.Query)
+		desc, err := c.srv.describe(d, ctx, c.sess, m.Query)
 		c.setRunning(nil)
 		if err != nil {
 			c.sendError(ctx, err, m.Query)
@@ -517,6 +557,9 @@ func (c *pgConn) parse(m *pgproto3.Parse) error {
 		nparams = max(nparams, len(desc.Params))
 	}
 	nparams = max(nparams, len(m.ParameterOIDs))
+	if nparams > maxParams {
+		return &pgError{code: codeUndefinedParam, msg: fmt.Sprintf("a statement takes at most %d parameters", maxParams)}
+	}
 	st.paramOIDs = make([]uint32, nparams)
 	for i := range st.paramOIDs {
 		switch {
@@ -620,7 +663,7 @@ func (c *pgConn) describe(m *pgproto3.Describe) error {
 			if st.pre == nil {
 				ctx, cancel := context.WithCancelCause(c.ctx)
 				c.setRunning(cancel)
-				results, err := c.srv.exec.Execute(ctx, c.sess, st.text, nil)
+				results, err := c.srv.execute(ctx, c.sess, st.text, nil)
 				c.setRunning(nil)
 				if err != nil {
 					closeResults(results)
@@ -683,7 +726,7 @@ func (c *pgConn) runPortal(p *pgPortal) error {
 	} else {
 		c.setRunning(p.cancel)
 		var err error
-		results, err = c.srv.exec.Execute(p.ctx, c.sess, st.text, p.params)
+		results, err = c.srv.execute(p.ctx, c.sess, st.text, p.params)
 		c.setRunning(nil)
 		if err != nil {
 			closeResults(results)
@@ -794,7 +837,7 @@ func newRowStream(ctx context.Context, r *Result, formats []int16) *rowStream {
 func (st *rowStream) produce() {
 	defer close(st.done)
 	for {
-		row, err := st.rows.Next(st.ctx)
+		row, err := nextRow(st.rows, st.ctx)
 		var it streamItem
 		if err != nil {
 			it.err = err
@@ -835,7 +878,7 @@ func (c *pgConn) streamRows(ctx context.Context, st *rowStream, max int) (sent i
 	}
 	if !st.push {
 		for more() {
-			row, err := st.rows.Next(ctx)
+			row, err := nextRow(st.rows, ctx)
 			if errors.Is(err, io.EOF) {
 				st.finished = true
 				return sent, false, nil

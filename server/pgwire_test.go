@@ -109,6 +109,7 @@ var pgPushCols = sql.Schema{{Name: "n", Type: sql.TypeBigInt}, {Name: "label", T
 type pgTestExec struct {
 	mu       sync.Mutex
 	pushN    int
+	pushEnd  bool // push ends after pushN rows instead of waiting
 	lastPush *pgTestPush
 	calls    int
 	closed   []*bool
@@ -151,6 +152,9 @@ func (e *pgTestExec) statement(ctx context.Context, text string, params []sql.Va
 		return &Result{Tag: "INSERT 0 3"}, nil
 	case low == "push":
 		r := &pgTestPush{n: e.pushN, waiting: make(chan struct{}), closed: make(chan struct{})}
+		if e.pushEnd {
+			r.limit = e.pushN
+		}
 		e.mu.Lock()
 		e.lastPush = r
 		e.mu.Unlock()
@@ -203,9 +207,14 @@ func (e pgDescribingExec) Describe(ctx context.Context, sess *Session, text stri
 		return &Description{Columns: sql.Schema{{Name: "n", Type: sql.TypeBigInt}}}, nil
 	case strings.HasPrefix(low, "echo"):
 		n, _ := scanText(text)
-		d := &Description{Params: e.echoTypes[:n]}
+		d := &Description{}
 		for i := 0; i < n; i++ {
-			d.Columns = append(d.Columns, sql.Column{Name: fmt.Sprintf("p%d", i+1), Type: sql.Type{Kind: e.echoTypes[i].Kind, Precision: 18}})
+			t := sql.TypeVarchar
+			if i < len(e.echoTypes) {
+				t = e.echoTypes[i]
+			}
+			d.Params = append(d.Params, t)
+			d.Columns = append(d.Columns, sql.Column{Name: fmt.Sprintf("p%d", i+1), Type: sql.Type{Kind: t.Kind, Precision: 18}})
 		}
 		return d, nil
 	case strings.HasPrefix(low, "insert"):
