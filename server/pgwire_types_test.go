@@ -90,7 +90,7 @@ func TestPGDecodeParams(t *testing.T) {
 		{"-12.340", oidNumeric, 0, sql.Decimal(-1234, 2)},
 		{"2026-11-30 05:00:10.123+00", oidTimestampTZ, 0, sql.Timestamp(pgTSValue.UnixMilli())},
 		{"2026-11-30 06:00:10.123+01:00", oidTimestampTZ, 0, sql.Timestamp(pgTSValue.UnixMilli())},
-		{"2026-11-30T05:00:10Z", oidTimestamp, 0, sql.Timestamp(pgTSValue.UnixMilli()-123)},
+		{"2026-11-30T05:00:10Z", oidTimestamp, 0, sql.Timestamp(pgTSValue.UnixMilli() - 123)},
 		{"hello", oidText, 0, sql.Varchar("hello")},
 		{"hello", oidUnknown, 0, sql.Varchar("hello")},
 		{`{"a":1}`, oidJSON, 0, sql.JSONValue(`{"a":1}`)},
