@@ -640,7 +640,7 @@ func (c *pgConn) closePortal(name string) {
 	delete(c.portals, name)
 	if p.stream != nil {
 		p.stream.close()
-	} else if p.result != nil && p.result.Rows != nil {
+	} else if p.result != nil && p.result.Rows != nil && !p.done {
 		p.result.Rows.Close()
 	}
 	p.cancel(errPortalDone)

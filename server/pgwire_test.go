@@ -296,9 +296,10 @@ func TestPGStartupParameters(t *testing.T) {
 
 func TestPGTypedScan(t *testing.T) {
 	for _, withDescribe := range []bool{true, false} {
-		var ex Executor = &pgTestExec{}
+		te := &pgTestExec{}
+		var ex Executor = te
 		if withDescribe {
-			ex = pgDescribingExec{&pgTestExec{}}
+			ex = pgDescribingExec{te}
 		}
 		_, addr := startPGServer(t, ex)
 		for _, mode := range pgAllModes {
@@ -386,6 +387,14 @@ func TestPGTypedScan(t *testing.T) {
 				if many.Err() != nil || n != 1000 || sum != 999*1000/2 {
 					t.Errorf("select many: %d rows, sum %d, %v", n, sum, many.Err())
 				}
+				// Every result's rows were closed once the client had them.
+				te.mu.Lock()
+				for i, closed := range te.closed {
+					if !*closed {
+						t.Errorf("rows of query %d not closed", i)
+					}
+				}
+				te.mu.Unlock()
 			})
 		}
 	}
@@ -585,6 +594,43 @@ func TestPGExtendedErrorSkipsToSync(t *testing.T) {
 	}
 	if strings.Join(got, "|") != "error 26000|ready|error 42601|ready" {
 		t.Fatalf("got %v", got)
+	}
+
+	// Closed portals and statements are gone; duplicates are refused.
+	fe.SendParse(&pgproto3.Parse{Name: "s", Query: "select 1"})
+	fe.SendParse(&pgproto3.Parse{Name: "s", Query: "select 1"})
+	fe.SendSync(&pgproto3.Sync{})
+	fe.SendBind(&pgproto3.Bind{DestinationPortal: "p", PreparedStatement: "s"})
+	fe.SendClose(&pgproto3.Close{ObjectType: 'P', Name: "p"})
+	fe.SendExecute(&pgproto3.Execute{Portal: "p"})
+	fe.SendSync(&pgproto3.Sync{})
+	fe.SendClose(&pgproto3.Close{ObjectType: 'S', Name: "s"})
+	fe.SendBind(&pgproto3.Bind{PreparedStatement: "s"})
+	fe.SendSync(&pgproto3.Sync{})
+	fe.SendParse(&pgproto3.Parse{Query: ""})
+	fe.SendBind(&pgproto3.Bind{})
+	fe.SendExecute(&pgproto3.Execute{})
+	fe.SendSync(&pgproto3.Sync{})
+	fe.Flush()
+	got = nil
+	for ready := 0; ready < 4; {
+		msg, err := fe.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ErrorResponse:
+			got = append(got, "error "+m.Code)
+		case *pgproto3.ReadyForQuery:
+			got = append(got, "ready")
+			ready++
+		default:
+			got = append(got, strings.TrimPrefix(fmt.Sprintf("%T", msg), "*pgproto3."))
+		}
+	}
+	want := "ParseComplete|error 42P05|ready|BindComplete|CloseComplete|error 34000|ready|CloseComplete|error 26000|ready|ParseComplete|BindComplete|EmptyQueryResponse|ready"
+	if strings.Join(got, "|") != want {
+		t.Fatalf("got  %s\nwant %s", strings.Join(got, "|"), want)
 	}
 }
 
