@@ -801,3 +801,111 @@ func TestPeriodicCheckpoints(t *testing.T) {
 		t.Fatalf("final offset %x", v)
 	}
 }
+
+func TestWindowAssignHop(t *testing.T) {
+	evs := genEvents(40, 2000, 5, 0)
+	src := newMemSource(true, 33, "0")
+	feedAll(src, "0", evs)
+	var sk sinks
+	w := planner.WindowSpec{Kind: planner.WindowHop, Time: 2, Size: 300, Slide: 100}
+	schema := append(append(sql.Schema{}, eventSchema...), sql.Column{Name: "window_start", Type: sql.TypeTimestamp}, sql.Column{Name: "window_end", Type: sql.TypeTimestamp})
+	plan := &planner.Physical{Stages: []*planner.Stage{{ID: 0, Source: sourceSpec(nil, 0),
+		Pipeline: []planner.Node{&planner.WindowAssignNode{Window: w, Schema: schema}}, Sink: sinkSpec(schema)}}}
+	runJob(t, "job", plan, testEnv(src, &sk))
+	var want []string
+	for _, e := range evs {
+		for s := e.ts - e.ts%100 - 200; s <= e.ts; s += 100 { // ts > 0 here
+			if s <= e.ts && e.ts < s+300 {
+				want = append(want, fmt.Sprintf("%s,%d,%d", e.body(), s, s+300))
+			}
+		}
+	}
+	if d := diff(sk.get("out").bodies(), want); d != "" {
+		t.Fatal(d)
+	}
+}
+
+func TestWatermarkIsMinOverSplits(t *testing.T) {
+	src := newMemSource(false, 0, "a", "b")
+	var sk sinks
+	env := testEnv(src, &sk)
+	env.Now = newFakeClock().now // never idle
+	w := planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000}
+	j, err := Start(context.Background(), "wm", aggPlan(sourceSpec(nil, 100), w, countSum, planner.EmitOnClose), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Stop()
+	src.feed("a", "x,1,5000,")
+	src.feed("b", "y,1,2000,")
+	waitFor(t, "both", func() bool { return j.Stats().RecordsIn == 2 })
+	waitFor(t, "watermark", func() bool { return j.Stats().Watermark == 1900 })
+	src.feed("b", "y,1,7000,")
+	waitFor(t, "watermark", func() bool { return j.Stats().Watermark == 4900 })
+	waitFor(t, "window", func() bool { return len(sk.get("out").bodies()) == 1 })
+	if got := sk.get("out").bodies()[0]; got != "y,2000,3000,1,1" {
+		t.Fatalf("emitted %q", got)
+	}
+	st := j.Stats()
+	if len(st.Splits) != 2 || st.Splits[0].MaxEventTime != 5000 || st.Splits[1].Watermark != 6900 {
+		t.Fatalf("splits %+v", st.Splits)
+	}
+}
+
+func TestCheckpointAcrossExchange(t *testing.T) {
+	src := newMemSource(true, 10, "0", "1")
+	src.hold = true
+	store := state.NewMemory()
+	var sk sinks
+	env := testEnv(src, &sk)
+	env.Store = store
+	env.ExchangeQueues = 2
+	w := planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 100_000}
+	node := &planner.AggregateNode{Window: w, Keys: []planner.Evaluator{col(0)}, Aggs: countSum, Schema: aggSchema(1, true, countSum)}
+	plan := &planner.Physical{Stages: []*planner.Stage{
+		{ID: 0, Source: sourceSpec(nil, 0), Pipeline: []planner.Node{&planner.ExchangeNode{Keys: []planner.Evaluator{col(0)}}}},
+		{ID: 1, Source: planner.SourceSpec{Stream: "shuffle", Schema: eventSchema, EventTime: 2, FromStage: 0}, Pipeline: []planner.Node{node}, Sink: sinkSpec(node.Schema)},
+	}}
+	var infos []*CheckpointInfo
+	env.Commit = func(cp *CheckpointInfo) error { infos = append(infos, cp); return store.Write(cp.State) }
+	j, err := Start(context.Background(), "x", plan, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	feedAll(src, "0", genEvents(50, 300, 7, 0))
+	feedAll(src, "1", genEvents(51, 200, 7, 0))
+	waitFor(t, "input", func() bool { return j.Stats().RecordsIn == 500 })
+	if _, err := j.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The downstream aggregation's state for all 500 rows is committed with both offsets.
+	total := int64(0)
+	for _, q := range []string{"0", "1"} {
+		_ = store.Scan(state.SplitPrefix(nil, "x", "s1.agg0", q), func(k, v []byte) error {
+			_, _, _, accs, err := decodeGroupState(v, 1, 2)
+			if err == nil {
+				total += accs[0].n
+			}
+			return err
+		})
+	}
+	if total != 500 {
+		t.Fatalf("checkpointed state covers %d rows, want 500", total)
+	}
+	if len(infos) != 1 || len(infos[0].Offsets) != 2 || infos[0].Offsets[0].Offset != 301 || infos[0].Offsets[1].Offset != 201 {
+		t.Fatalf("checkpoint %+v", infos)
+	}
+	src.release()
+	if err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	n := int64(0)
+	for _, b := range sk.get("out").bodies() {
+		var c int64
+		fmt.Sscanf(strings.Split(b, ",")[3], "%d", &c)
+		n += c
+	}
+	if n != 500 {
+		t.Fatalf("output counts sum to %d", n)
+	}
+}
