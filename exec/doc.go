@@ -22,13 +22,20 @@
 //     Checkpoint) in one order per stage: one goroutine (the stage's task) owns a stage's
 //     operators; split readers read and decode concurrently and hand batches to it.
 //   - A bad record (undecodable, wrong type, missing event time) is counted, its error names
-//     the stream, split and offset (line for files), it goes to the dead-letter output when
-//     the stream has dlq_topic or dlq_path, and the job goes on.
+//     the stream, split and offset (line for files) and is kept in JobStats.BadErrors and
+//     passed to Env.Logf; its raw body goes to the dead-letter output when the stream has
+//     dlq_topic or dlq_path; the job goes on.
+//   - Side outputs are opened with Env.OpenSink: dlq_topic/late_topic as a SinkSpec of the
+//     stream's connector with Options{topic, format}, dlq_path/late_path as connector
+//     "file" with Options{path, format}. Late rows are encoded with the stream's format
+//     over the aggregation's input columns.
 //   - Watermark of a split = max event time - declared delay; of a stage = min over its live
 //     splits. A split with no record for idle_timeout (stream option, default Env.IdleTimeout)
 //     stops holding it back; when all are idle it advances with the wall clock from the last
 //     record. When every split of a bounded source is exhausted it becomes +inf: every open
-//     window fires, a final checkpoint is committed and the job ends.
+//     window fires, a final checkpoint is committed and the job ends. Without a declared
+//     event-time column (SourceSpec.EventTime < 0) a split's event time is the wall clock
+//     when its records are read.
 //   - A window emits once when the watermark passes its end (default), or an updated row per
 //     change with EMIT CHANGES (always for GROUP BY without window). A row whose every window
 //     has fired is late: counted and written to late_topic/late_path when set, never applied.
@@ -39,6 +46,9 @@
 //     (job, operator, split, group key, window) — see state.Key. The checkpoint batch also
 //     holds the source offsets and is committed in one atomic write (Env.Commit). On
 //     NewSplit an operator loads the split's state; on RemoveSplit it writes and drops it.
+//     Checkpoints run every Env.CheckpointInterval (default 10s), on Job.Checkpoint, and
+//     when a bounded job finishes. A restarted job resumes each split from its committed
+//     offset with its committed state, so each record affects committed state once.
 //   - An ExchangeNode ends a stage; the in-process exchange routes rows to hash(keys) mod
 //     Env.ExchangeQueues queues of the next stage, and carries watermarks and checkpoint
 //     barriers in order with the rows. The downstream stage commits the checkpoint.

@@ -909,3 +909,26 @@ func TestCheckpointAcrossExchange(t *testing.T) {
 		t.Fatalf("output counts sum to %d", n)
 	}
 }
+
+func TestLateRecordsAcrossExchange(t *testing.T) {
+	src := newMemSource(true, 1, "0")
+	src.feed("0", "a,1,100,", "a,2,150,", "b,4,1200,", "a,8,300,", "a,16,1500,", "b,32,1100,", "c,64,2600,", "a,1,50,")
+	var sk sinks
+	w := planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000}
+	node := &planner.AggregateNode{Window: w, Keys: []planner.Evaluator{col(0)}, Aggs: countSum, Schema: aggSchema(1, true, countSum)}
+	plan := &planner.Physical{Stages: []*planner.Stage{
+		{ID: 0, Source: sourceSpec(map[string]string{"late_path": "late.out"}, 0), Pipeline: []planner.Node{&planner.ExchangeNode{Keys: []planner.Evaluator{col(0)}, Queues: 1}}},
+		{ID: 1, Source: planner.SourceSpec{Stream: "shuffle", Schema: eventSchema, EventTime: 2, FromStage: 0}, Pipeline: []planner.Node{node}, Sink: sinkSpec(node.Schema)},
+	}}
+	j := runJob(t, "job", plan, testEnv(src, &sk))
+	want := []string{"a,0,1000,2,3", "b,1000,2000,2,36", "a,1000,2000,1,16", "c,2000,3000,1,64"}
+	if d := diff(sk.get("out").bodies(), want); d != "" {
+		t.Fatal(d)
+	}
+	if st := j.Stats(); st.Late != 2 {
+		t.Fatalf("late = %d, want 2", st.Late)
+	}
+	if d := diff(sk.get("late.out").bodies(), []string{"a,8,300,", "a,1,50,"}); d != "" {
+		t.Fatalf("late output: %s", d)
+	}
+}

@@ -29,7 +29,8 @@ type Env struct {
 	// Store holds operator state and source offsets (default: a fresh in-memory store).
 	Store state.Store
 	// Commit makes a checkpoint durable: the state delta and the source offsets in one
-	// atomic step. Default: Store.Write(cp.State) (the offsets are in cp.State too).
+	// atomic step. Default: Store.Write(cp.State) (the offsets are in cp.State too). It is
+	// also called, with Epoch 0, for the final state of a split given up by RemoveSplit.
 	Commit func(cp *CheckpointInfo) error
 	// InitialOffset is where a split with no checkpointed offset starts (default 0: from
 	// the beginning).

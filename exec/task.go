@@ -113,6 +113,7 @@ type task struct {
 	commits    bool       // last stage: commits checkpoints
 	downstream chan event // set when the stage ends in an exchange
 	downSrc    *planner.SourceSpec
+	rootSrc    *planner.SourceSpec // the stream this stage's rows come from (for late_* options)
 	exch       *exchangeOp
 
 	statsMu    sync.Mutex
@@ -152,6 +153,13 @@ func (j *Job) build(ctx context.Context, plan *planner.Physical) error {
 		} else {
 			t.isFirst = first
 			first = false
+		}
+	}
+	for _, t := range j.tasks {
+		t.rootSrc = &t.stage.Source
+		for up := t; up.stage.Source.FromStage >= 0; {
+			up = byID[up.stage.Source.FromStage]
+			t.rootSrc = &up.stage.Source
 		}
 	}
 	for _, t := range j.tasks {
@@ -252,8 +260,8 @@ func (t *task) buildOps(ctx context.Context) error {
 			if err := checkWindow(n.Window); err != nil {
 				return fmt.Errorf("%w: stage %d: %v", ErrBadPlan, st.ID, err)
 			}
-			if t.late == nil && st.Source.FromStage < 0 {
-				if spec, ok := sideSpec(st.Source, "late", schemas[i]); ok {
+			if t.late == nil {
+				if spec, ok := sideSpec(*t.rootSrc, "late", schemas[i]); ok {
 					if env.OpenSink == nil || env.NewFormat == nil {
 						return fmt.Errorf("%w: late output %s needs Env.OpenSink and Env.NewFormat", ErrMissingEnv, spec.Stream)
 					}
@@ -784,8 +792,9 @@ func (t *task) removeSplit(ctx context.Context, name string) error {
 			break
 		}
 	}
-	if err := t.job.env.Store.Write(c.State); err != nil {
-		return err
+	info := &CheckpointInfo{Job: t.job.name, Offsets: []SplitOffset{{Stream: t.stage.Source.Stream, Split: name, Offset: sp.next}}, State: c.State}
+	if err := t.job.env.Commit(info); err != nil {
+		return fmt.Errorf("job %s: commit state of removed split %s: %w", t.job.name, name, err)
 	}
 	return t.advance()
 }
