@@ -724,6 +724,29 @@ func TestRemoveAndAddSplit(t *testing.T) {
 	if v, ok, _ := store.Get(OffsetKey("rb", 0, "1")); !ok || string(v) != string(varint(501)) {
 		t.Fatalf("split 1 offset %x", v)
 	}
+	// Everything of split 1 is under the job's prefixes for it: export, drop, import back.
+	var blobs [][]byte
+	for _, p := range j.SplitPrefixes("1") {
+		blob, err := store.Export(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blobs = append(blobs, blob)
+		if err := store.DropPrefix(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(blobs) != 2 {
+		t.Fatalf("%d prefixes", len(blobs))
+	}
+	if _, ok, _ := store.Get(OffsetKey("rb", 0, "1")); ok {
+		t.Fatal("offset survived the drop")
+	}
+	for _, b := range blobs {
+		if err := store.Import(b); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, s := range j.Stats().Splits {
 		if s.Split == "1" {
 			t.Fatal("split 1 still listed")

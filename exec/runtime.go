@@ -331,6 +331,26 @@ func (j *Job) send(ctx context.Context, r *request) error {
 	}
 }
 
+// SplitPrefixes returns the state-store key prefixes that hold everything of one split of
+// the job's source stages: each stateful operator's state (state.SplitPrefix) and the
+// split's checkpointed offset (OffsetKey). With them a split's state can be listed,
+// exported (state.Store.Export), imported elsewhere and dropped (state.Store.DropPrefix).
+// Stages behind an exchange have the exchange queues as splits; their prefixes are
+// state.SplitPrefix(job, "s<stage>.agg<node index>", queue).
+func (j *Job) SplitPrefixes(split string) [][]byte {
+	var out [][]byte
+	for _, t := range j.tasks {
+		if t.stage.Source.FromStage >= 0 {
+			continue
+		}
+		for _, id := range t.opIDs {
+			out = append(out, state.SplitPrefix(nil, j.name, id, split))
+		}
+		out = append(out, OffsetKey(j.name, t.stage.ID, split))
+	}
+	return out
+}
+
 // Stats returns a snapshot of the job's counters.
 func (j *Job) Stats() JobStats {
 	s := JobStats{

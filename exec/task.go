@@ -114,6 +114,7 @@ type task struct {
 	downstream chan event // set when the stage ends in an exchange
 	downSrc    *planner.SourceSpec
 	rootSrc    *planner.SourceSpec // the stream this stage's rows come from (for late_* options)
+	opIDs      []string            // ids of the stage's stateful operators
 	exch       *exchangeOp
 
 	statsMu    sync.Mutex
@@ -273,6 +274,7 @@ func (t *task) buildOps(ctx context.Context) error {
 				}
 			}
 			id := "s" + strconv.Itoa(st.ID) + ".agg" + strconv.Itoa(i)
+			t.opIDs = append(t.opIDs, id)
 			next = newAggOp(n, t.job.name, id, env.Store, next, t.late, &t.job.cnt)
 		case *planner.LimitNode:
 			next = &limitOp{n: n.N, next: next}
