@@ -2,9 +2,9 @@ package remoting
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
+	json "github.com/goccy/go-json"
 	"io"
 	"strconv"
 )

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -23,12 +24,14 @@ import (
 // BenchBrokerCmd measures produce and consume throughput and latency through the RocketMQ
 // protocol with rocketmq-client-go, against a broker started in this process (or --namesrv).
 type BenchBrokerCmd struct {
-	Messages  int    `name:"messages" default:"300000" help:"Messages per batched run (unbatched runs send a quarter)."`
-	Producers int    `name:"producers" default:"4" help:"Concurrent producers."`
-	Batch     int    `name:"batch" default:"128" help:"Messages per send in batched runs."`
-	Sizes     []int  `name:"sizes" default:"100,1024" help:"Message body sizes in bytes."`
-	Queues    int    `name:"queues" default:"8" help:"Queues of each benchmark topic."`
-	Flush     string `name:"flush" enum:"async,sync" default:"async" help:"Flush mode of the in-process broker."`
+	Messages   int    `name:"messages" default:"300000" help:"Messages per batched run (unbatched runs send a quarter)."`
+	Producers  int    `name:"producers" default:"4" help:"Concurrent producers."`
+	Batch      int    `name:"batch" default:"128" help:"Messages per send in batched runs."`
+	Sizes      []int  `name:"sizes" default:"100,1024" help:"Message body sizes in bytes."`
+	Queues     int    `name:"queues" default:"8" help:"Queues of each benchmark topic."`
+	CPUProfile string `name:"cpuprofile" hidden:"" help:"Write a CPU profile of the whole run here."`
+	Consumers  int    `name:"consumers" default:"2" help:"Push consumers in the consuming group."`
+	Flush      string `name:"flush" enum:"async,sync" default:"async" help:"Flush mode of the in-process broker."`
 }
 
 type benchResult struct {
@@ -43,6 +46,17 @@ type benchResult struct {
 
 func (c *BenchBrokerCmd) Run(cm *Common) error {
 	rlog.SetLogger(quietLogger{})
+	if c.CPUProfile != "" {
+		f, err := os.Create(c.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ns, brokerAddr := cm.Namesrv, ""
 	if ns == "" {
 		dir, err := os.MkdirTemp("", "rsql-bench-broker-")
@@ -78,9 +92,8 @@ func (c *BenchBrokerCmd) Run(cm *Common) error {
 	fmt.Printf("| run | messages | produce msg/s | send p50 | send p99 | consume msg/s | end-to-end p50 | end-to-end p99 |\n")
 	fmt.Printf("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range results {
-		fmt.Printf("| %s | %d | %.0f | %v | %v | %.0f | %v | %v |\n", r.name, r.n, r.produceRate,
-			r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.consumeRate,
-			r.e2eP50.Round(time.Microsecond), r.e2eP99.Round(time.Microsecond))
+		fmt.Printf("| %s | %d | %.0f | %v | %v | %.0f | %s | %s |\n", r.name, r.n, r.produceRate,
+			r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.consumeRate, ms(r.e2eP50), ms(r.e2eP99))
 	}
 	return nil
 }
@@ -165,38 +178,46 @@ func (c *BenchBrokerCmd) runOne(ns, brokerAddr string, size int, batched bool) (
 	done := make(chan struct{})
 	var once sync.Once
 	var first atomic.Int64
-	pc, err := rocketmq.NewPushConsumer(consumer.WithNsResolver(resolver), consumer.WithGroupName("bench-"+topic),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithPullBatchSize(512),
-		consumer.WithConsumeMessageBatchMaxSize(512), consumer.WithPullThresholdForQueue(8192),
-		consumer.WithPullThresholdSizeForQueue(256), consumer.WithConsumeConcurrentlyMaxSpan(65535),
-		consumer.WithInstance("bench-c-"+topic))
-	if err != nil {
-		return res, err
-	}
-	err = pc.Subscribe(topic, consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+	handler := func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 		first.CompareAndSwap(0, time.Now().UnixNano())
 		if got.Add(int64(len(msgs))) >= int64(n) {
 			once.Do(func() { close(done) })
 		}
 		return consumer.ConsumeSuccess, nil
-	})
-	if err != nil {
-		return res, err
 	}
-	if err := pc.Start(); err != nil {
-		return res, err
+	var consumers []rocketmq.PushConsumer
+	defer func() {
+		for _, pc := range consumers {
+			pc.Shutdown()
+		}
+	}()
+	for i := 0; i < max(1, c.Consumers); i++ {
+		pc, err := rocketmq.NewPushConsumer(consumer.WithNsResolver(resolver), consumer.WithGroupName("bench-"+topic),
+			consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithPullBatchSize(1024),
+			consumer.WithConsumeMessageBatchMaxSize(1024), consumer.WithPullThresholdForQueue(16384),
+			consumer.WithPullThresholdSizeForQueue(256), consumer.WithConsumeConcurrentlyMaxSpan(65535),
+			consumer.WithInstance(fmt.Sprintf("bench-c%d-%s", i, topic)))
+		if err != nil {
+			return res, err
+		}
+		if err := pc.Subscribe(topic, consumer.MessageSelector{}, handler); err != nil {
+			return res, err
+		}
+		if err := pc.Start(); err != nil {
+			return res, err
+		}
+		consumers = append(consumers, pc)
 	}
 	select {
 	case <-done:
 	case <-time.After(5 * time.Minute):
-		pc.Shutdown()
 		return res, fmt.Errorf("consumed %d of %d messages in 5 minutes", got.Load(), n)
 	}
 	res.conSec = time.Since(time.Unix(0, first.Load())).Seconds()
 	res.consumeRate = float64(n) / res.conSec
-	pc.Shutdown()
 
 	// End-to-end latency at a moderate rate: born time to delivery, one consumer running.
+	var err error
 	res.e2eP50, res.e2eP99, err = liveLatency(resolver, topic+"-live", size, batched)
 	return res, err
 }
@@ -214,6 +235,14 @@ func createBenchTopic(ns, brokerAddr, topic string, queues int) error {
 	defer a.Close()
 	return a.CreateTopic(context.Background(), admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(brokerAddr),
 		admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues))
+}
+
+// ms prints a latency measured from millisecond timestamps.
+func ms(d time.Duration) string {
+	if d < time.Millisecond {
+		return "<1ms"
+	}
+	return fmt.Sprintf("%dms", d.Milliseconds())
 }
 
 func percentile(d []time.Duration, q float64) time.Duration {
