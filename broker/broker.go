@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,13 +67,17 @@ type Broker struct {
 
 	storeHost atomic.Value // netip.AddrPort
 
-	fmu    sync.Mutex
-	fcond  *sync.Cond
-	fkick  chan struct{}
-	ferr   error
-	closed atomic.Bool
-	done   chan struct{}
-	wg     sync.WaitGroup
+	ckmu sync.Mutex // serialises checkpoints
+
+	fmu       sync.Mutex
+	fcond     *sync.Cond
+	fkick     chan struct{}
+	ferr      error
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+	done      chan struct{}
+	wg        sync.WaitGroup
 
 	net *netServer
 }
@@ -279,7 +284,13 @@ func (b *Broker) DeleteTopic(name string) error {
 	return b.saveTopics()
 }
 
-// Topics lists the topics, sorted by name.
+// IsSystemTopic reports whether a topic is the broker's own: the delay schedule, retry and
+// dead-letter topics, and TBW102.
+func IsSystemTopic(name string) bool {
+	return name == scheduleTopic || name == tbw102 || strings.HasPrefix(name, "%RETRY%") || strings.HasPrefix(name, "%DLQ%")
+}
+
+// Topics lists the topics, system topics included (see IsSystemTopic), sorted by name.
 func (b *Broker) Topics() []TopicInfo {
 	b.tmu.RLock()
 	defer b.tmu.RUnlock()
@@ -371,6 +382,7 @@ func (b *Broker) appendMsgs(ms []inMsg) ([]putResult, int64, error) {
 	res := make([]putResult, len(ms))
 	host := b.host()
 	b.wmu.Lock()
+	start := b.cl.wpos
 	now := time.Now().UnixMilli()
 	next := map[*consumeQueue]int64{}
 	for i := range ms {
@@ -383,6 +395,7 @@ func (b *Broker) appendMsgs(ms []inMsg) ([]putResult, int64, error) {
 		n := m.size()
 		dst, pos, err := b.cl.reserve(n)
 		if err != nil {
+			b.cl.rollback(start)
 			b.wmu.Unlock()
 			return nil, 0, err
 		}
@@ -396,6 +409,7 @@ func (b *Broker) appendMsgs(ms []inMsg) ([]putResult, int64, error) {
 			tags = ts
 		}
 		if err := q.put(qo, pos, int32(n), tags); err != nil {
+			b.cl.rollback(start)
 			b.wmu.Unlock()
 			return nil, 0, err
 		}
@@ -706,6 +720,8 @@ func (b *Broker) saveOffsets(force bool) error {
 
 // checkpoint flushes the queues and offsets and records how far recovery may skip.
 func (b *Broker) checkpoint() error {
+	b.ckmu.Lock()
+	defer b.ckmu.Unlock()
 	if err := b.cl.flush(); err != nil {
 		return err
 	}
@@ -800,11 +816,15 @@ func (b *Broker) retainer() {
 	}
 }
 
-// Close stops the listeners, flushes everything and releases the directory.
+// Close stops the listeners, flushes everything and releases the directory. Later calls
+// wait for the first to finish and return its result.
 func (b *Broker) Close() error {
-	if b.closed.Swap(true) {
-		return nil
-	}
+	b.closeOnce.Do(func() { b.closeErr = b.close() })
+	return b.closeErr
+}
+
+func (b *Broker) close() error {
+	b.closed.Store(true)
 	if b.net != nil {
 		b.net.close()
 	}

@@ -175,6 +175,23 @@ func (cl *commitLog) reserve(n int) ([]byte, int64, error) {
 	return s.data[rel : rel+int64(n)], pos, nil
 }
 
+// rollback undoes an append that failed half-way: it zeroes what was written from start on
+// in start's segment (so recovery cannot mistake it for data) and moves the write position
+// back. Index entries written for it point past the log end and are ignored, then
+// overwritten. Called by the writer only.
+func (cl *commitLog) rollback(start int64) {
+	cl.mu.RLock()
+	s := cl.segFor(start)
+	cl.mu.RUnlock()
+	if s != nil {
+		end := min(cl.wpos-s.base, cl.segSize)
+		if rel := start - s.base; end > rel {
+			clear(s.data[rel:end])
+		}
+	}
+	cl.wpos = start
+}
+
 // read copies size bytes at off into dst (appending). It fails when the range is not
 // retained or not yet committed.
 func (cl *commitLog) read(dst []byte, off int64, size int) ([]byte, error) {
@@ -218,17 +235,14 @@ func (cl *commitLog) flush() error {
 	if target <= from {
 		return nil
 	}
+	// Hold the read lock through the fsyncs so retention cannot close a file under us.
 	cl.mu.RLock()
-	var todo []*segment
+	defer cl.mu.RUnlock()
 	for _, s := range cl.segs {
 		if s.base+cl.segSize > from && s.base < target {
-			todo = append(todo, s)
-		}
-	}
-	cl.mu.RUnlock()
-	for _, s := range todo {
-		if err := syscall.Fdatasync(int(s.f.Fd())); err != nil {
-			return fmt.Errorf("broker: fsync segment %d: %w", s.base, err)
+			if err := syscall.Fdatasync(int(s.f.Fd())); err != nil {
+				return fmt.Errorf("broker: fsync segment %d: %w", s.base, err)
+			}
 		}
 	}
 	cl.flushed.Store(target)

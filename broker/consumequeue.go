@@ -30,8 +30,9 @@ type consumeQueue struct {
 	dir   string
 	per   int64
 
-	mu    sync.RWMutex
-	files []*cqFile
+	mu     sync.RWMutex
+	files  []*cqFile
+	closed bool // set by close (topic deleted or broker closing); guarded by mu
 
 	min atomic.Int64
 	max atomic.Int64
@@ -105,6 +106,7 @@ func (q *consumeQueue) openFile(first int64) (*cqFile, error) {
 func (q *consumeQueue) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.closed = true
 	for _, f := range q.files {
 		syscall.Munmap(f.data)
 		f.f.Close()
@@ -127,8 +129,11 @@ func (q *consumeQueue) fileFor(off int64) *cqFile {
 // put writes entry off (the writer or recovery only).
 func (q *consumeQueue) put(off, phys int64, size int32, tags int64) error {
 	q.mu.RLock()
-	f := q.fileFor(off)
+	f, closed := q.fileFor(off), q.closed
 	q.mu.RUnlock()
+	if closed {
+		return fmt.Errorf("%w: %s queue %d was deleted", ErrTopicNotExist, q.topic, q.id)
+	}
 	if f == nil {
 		first := off - off%q.per
 		nf, err := q.openFile(first)
