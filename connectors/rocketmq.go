@@ -1,0 +1,482 @@
+package connectors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/admin"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+)
+
+// RocketMQConfig says how to reach a RocketMQ cluster (any name server: the bundled broker's
+// or Apache RocketMQ's).
+type RocketMQConfig struct {
+	// NameServer is the name server's host:port (an "http://" prefix is ignored).
+	NameServer string
+	// BrokerAddr is the broker address a missing topic is created on (admin UPDATE_AND_CREATE_TOPIC).
+	// Empty: a missing topic is an error.
+	BrokerAddr string
+	// Group is the consumer and producer group (default "rsql-connector"). Sources commit no
+	// offsets to it: the reader's offsets are the caller's (checkpoints).
+	Group string
+	// Wait is how long one Read waits for new messages before returning none (default 200ms).
+	Wait time.Duration
+	// SendTimeout bounds one send (default 10s).
+	SendTimeout time.Duration
+}
+
+func (c RocketMQConfig) withDefaults() RocketMQConfig {
+	c.NameServer = strings.TrimPrefix(c.NameServer, "http://")
+	if c.Group == "" {
+		c.Group = "rsql-connector"
+	}
+	if c.Wait <= 0 {
+		c.Wait = 200 * time.Millisecond
+	}
+	if c.SendTimeout <= 0 {
+		c.SendTimeout = 10 * time.Second
+	}
+	return c
+}
+
+// instanceSeq makes each client's instance name unique: rocketmq-client-go shares one client
+// per instance name, and a shared client refuses a second consumer of the same group.
+var instanceSeq atomic.Int64
+
+func instanceName(kind string) string {
+	return fmt.Sprintf("rsql-%s-%d-%d", kind, os.Getpid(), instanceSeq.Add(1))
+}
+
+// sortQueues orders a topic's queues by broker then queue id: split i (and the queue a key
+// hashes to, QueueOf) is the i-th. With one broker, split i is queue id i.
+func sortQueues(mqs []*primitive.MessageQueue) []*primitive.MessageQueue {
+	out := append([]*primitive.MessageQueue(nil), mqs...)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].BrokerName != out[j].BrokerName {
+			return out[i].BrokerName < out[j].BrokerName
+		}
+		return out[i].QueueId < out[j].QueueId
+	})
+	return out
+}
+
+// ensureRocketMQTopic returns the topic's queues, creating the topic with queues queues on
+// cfg.BrokerAddr when it has no route.
+func ensureRocketMQTopic(ctx context.Context, cfg RocketMQConfig, topic string, queues int) ([]*primitive.MessageQueue, error) {
+	a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{cfg.NameServer})))
+	if err != nil {
+		return nil, fmt.Errorf("topic %s: admin client for name server %s: %w", topic, cfg.NameServer, err)
+	}
+	defer a.Close()
+	mqs, err := a.FetchPublishMessageQueues(ctx, topic)
+	if err == nil && len(mqs) > 0 {
+		return sortQueues(mqs), nil
+	}
+	if cfg.BrokerAddr == "" {
+		if err == nil {
+			err = errors.New("no queues")
+		}
+		return nil, fmt.Errorf("topic %s has no route at name server %s (create it first): %v", topic, cfg.NameServer, err)
+	}
+	if queues <= 0 {
+		queues = 4
+	}
+	if err := a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(cfg.BrokerAddr),
+		admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues)); err != nil {
+		return nil, fmt.Errorf("topic %s: create on broker %s: %w", topic, cfg.BrokerAddr, err)
+	}
+	// The name server learns the route from the broker; ask until it has it.
+	var last error
+	for i := 0; i < 50; i++ {
+		mqs, err := a.FetchPublishMessageQueues(ctx, topic)
+		if err == nil && len(mqs) > 0 {
+			return sortQueues(mqs), nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("topic %s: %w", topic, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil, fmt.Errorf("topic %s was created on %s but has no route at name server %s: %v", topic, cfg.BrokerAddr, cfg.NameServer, last)
+}
+
+// RocketMQSource reads a topic over the RocketMQ protocol with rocketmq-client-go's pull
+// consumer. Its splits are the topic's queues ("0", "1", ...; see sortQueues), offsets are
+// queue offsets, and it never ends (unbounded). Safe for concurrent use; each SplitReader is
+// used by one goroutine.
+type RocketMQSource struct {
+	cfg   RocketMQConfig
+	topic string
+	pc    rocketmq.PullConsumer
+
+	mu  sync.Mutex
+	mqs []*primitive.MessageQueue
+}
+
+// OpenRocketMQSource opens topic on the cluster behind cfg.NameServer, creating it with
+// queues queues (on cfg.BrokerAddr) when it does not exist.
+func OpenRocketMQSource(ctx context.Context, cfg RocketMQConfig, topic string, queues int) (*RocketMQSource, error) {
+	cfg = cfg.withDefaults()
+	if _, err := ensureRocketMQTopic(ctx, cfg, topic, queues); err != nil {
+		return nil, err
+	}
+	pc, err := rocketmq.NewPullConsumer(
+		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{cfg.NameServer})),
+		consumer.WithGroupName(cfg.Group), consumer.WithInstance(instanceName("source")),
+		consumer.WithAutoCommit(false))
+	if err != nil {
+		return nil, fmt.Errorf("topic %s: pull consumer: %w", topic, err)
+	}
+	// Assigning no queue keeps the consumer's own background pulling off: this source pulls
+	// each queue itself, from the offsets it is given.
+	if err := pc.Assign(topic, nil); err != nil {
+		return nil, fmt.Errorf("topic %s: pull consumer: %w", topic, err)
+	}
+	if err := pc.Start(); err != nil {
+		return nil, fmt.Errorf("topic %s: start the pull consumer at %s: %w", topic, cfg.NameServer, err)
+	}
+	s := &RocketMQSource{cfg: cfg, topic: topic, pc: pc}
+	if _, err := s.Splits(ctx); err != nil {
+		pc.Shutdown()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *RocketMQSource) queues() ([]*primitive.MessageQueue, error) {
+	mqs, err := s.pc.GetTopicRouteInfo(s.topic)
+	if err != nil {
+		return nil, fmt.Errorf("topic %s: route at name server %s: %w", s.topic, s.cfg.NameServer, err)
+	}
+	if len(mqs) == 0 {
+		return nil, fmt.Errorf("topic %s has no queues at name server %s", s.topic, s.cfg.NameServer)
+	}
+	return sortQueues(mqs), nil
+}
+
+// Splits lists the topic's queues as "0".."n-1".
+func (s *RocketMQSource) Splits(ctx context.Context) ([]string, error) {
+	mqs, err := s.queues()
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.mqs = mqs
+	s.mu.Unlock()
+	out := make([]string, len(mqs))
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+	}
+	return out, nil
+}
+
+func (s *RocketMQSource) Bounded() bool { return false }
+
+// Close shuts the pull consumer down; it commits no offsets.
+func (s *RocketMQSource) Close() error { return s.pc.Shutdown() }
+
+// Open reads split from offset (the first offset not yet processed).
+func (s *RocketMQSource) Open(ctx context.Context, split string, offset int64) (SplitReader, error) {
+	s.mu.Lock()
+	mqs := s.mqs
+	s.mu.Unlock()
+	q, err := strconv.Atoi(split)
+	if err != nil || q < 0 || q >= len(mqs) {
+		return nil, fmt.Errorf("topic %s has no queue %q (it has %d)", s.topic, split, len(mqs))
+	}
+	if offset < 0 {
+		return nil, fmt.Errorf("topic %s queue %d: offset %d is negative", s.topic, q, offset)
+	}
+	mq := *mqs[q]
+	r := &rocketMQReader{s: s, split: q, mq: &mq, next: offset, fetch: offset}
+	r.maxSeen.Store(-1)
+	return r, nil
+}
+
+type pullOutcome struct {
+	res *primitive.PullResult
+	err error
+	at  int64 // the offset pulled from
+}
+
+// rocketMQReader keeps at most one pull in flight. The client's pulls are long polls that
+// the broker holds until data arrives (up to its suspend limit) and ignore the caller's
+// context, so Read waits for the pull's answer at most Wait and otherwise leaves it pending
+// for the next Read: reads stay bounded and new messages still arrive with long-poll latency.
+type rocketMQReader struct {
+	s     *RocketMQSource
+	split int
+	mq    *primitive.MessageQueue
+	// next is the offset of the next message Read returns; fetch the offset the next pull
+	// asks for (beyond next when held has messages pulled but not yet returned).
+	next, fetch int64
+	held        []Message
+	pending     chan pullOutcome // nil when no pull is in flight
+	maxSeen     atomic.Int64     // the queue's max offset in the latest answer; -1 before one
+	closed      bool
+}
+
+func (r *rocketMQReader) errorf(format string, args ...any) error {
+	return fmt.Errorf("topic %s queue %d offset %d: %s", r.s.topic, r.split, r.next, fmt.Sprintf(format, args...))
+}
+
+func (r *rocketMQReader) start(max int) {
+	ch := make(chan pullOutcome, 1)
+	mq, at := *r.mq, r.fetch
+	go func() {
+		res, err := r.s.pc.PullFrom(context.Background(), &mq, at, max)
+		if err == nil && res != nil {
+			for {
+				old := r.maxSeen.Load()
+				if res.MaxOffset <= old || r.maxSeen.CompareAndSwap(old, res.MaxOffset) {
+					break
+				}
+			}
+		}
+		ch <- pullOutcome{res: res, err: err, at: at}
+	}()
+	r.pending = ch
+}
+
+// take moves up to max held messages to buf.
+func (r *rocketMQReader) take(buf []Message, max int) []Message {
+	n := min(max, len(r.held))
+	buf = append(buf, r.held[:n]...)
+	r.held = r.held[n:]
+	r.next = buf[len(buf)-1].Offset + 1
+	if len(r.held) == 0 {
+		r.held = nil
+		r.next = r.fetch
+	}
+	return buf
+}
+
+// Read appends up to max messages from the reader's offset on. It returns none (and a nil
+// error) when nothing arrived within the source's Wait.
+func (r *rocketMQReader) Read(ctx context.Context, buf []Message, max int) ([]Message, error) {
+	if r.closed {
+		return buf, r.errorf("reader is closed")
+	}
+	if max <= 0 {
+		max = 32
+	}
+	if len(r.held) > 0 {
+		return r.take(buf, max), nil
+	}
+	timer := time.NewTimer(r.s.cfg.Wait)
+	defer timer.Stop()
+	for {
+		if r.pending == nil {
+			r.start(max)
+		}
+		var out pullOutcome
+		select {
+		case out = <-r.pending:
+			r.pending = nil
+		case <-timer.C:
+			return buf, nil
+		case <-ctx.Done():
+			return buf, ctx.Err()
+		}
+		if out.at != r.fetch {
+			continue // an answer for another offset; ask again
+		}
+		if out.err != nil {
+			return buf, r.errorf("pull: %v", out.err)
+		}
+		res := out.res
+		switch res.Status {
+		case primitive.PullFound:
+			for _, m := range res.GetMessageExts() {
+				if m.QueueOffset < r.fetch {
+					continue
+				}
+				r.held = append(r.held, Message{Offset: m.QueueOffset, Key: []byte(m.GetKeys()), Body: m.Body, Timestamp: m.StoreTimestamp})
+			}
+			if len(r.held) > 0 {
+				r.fetch = max64(res.NextBeginOffset, r.held[len(r.held)-1].Offset+1)
+				return r.take(buf, max), nil
+			}
+			if res.NextBeginOffset > r.fetch {
+				r.fetch, r.next = res.NextBeginOffset, res.NextBeginOffset
+			}
+		case primitive.PullNoNewMsg:
+			// The broker's long poll ended without data; wait on within this Read's time.
+		case primitive.PullNoMsgMatched:
+			if res.NextBeginOffset > r.fetch {
+				r.fetch, r.next = res.NextBeginOffset, res.NextBeginOffset
+			}
+		case primitive.PullOffsetIllegal:
+			if r.fetch < res.MinOffset {
+				// Retention removed what was asked for: start at the oldest kept message.
+				r.fetch, r.next = res.MinOffset, res.MinOffset
+				continue
+			}
+			return buf, r.errorf("offset out of range (the queue holds offsets %d to %d)", res.MinOffset, res.MaxOffset)
+		default:
+			return buf, r.errorf("unexpected pull status %v", res.Status)
+		}
+	}
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// Lag is how many messages the queue held beyond what was read, as of the latest pull answer
+// (every Read that reaches the broker refreshes it); -1 before the first answer.
+func (r *rocketMQReader) Lag() int64 {
+	max := r.maxSeen.Load()
+	if max < 0 {
+		return -1
+	}
+	if l := max - r.next; l > 0 {
+		return l
+	}
+	return 0
+}
+
+// Close stops reading. A pull still in flight ends on its own (its answer is dropped).
+func (r *rocketMQReader) Close() error {
+	r.closed = true
+	r.pending, r.held = nil, nil
+	return nil
+}
+
+// RocketMQSink sends messages to a topic over the RocketMQ protocol with rocketmq-client-go's
+// producer. A keyed message goes to queue QueueOf(key, queues) — the same partitioning as
+// BrokerSink — through a queue selector; messages without a key rotate over the queues. The
+// key travels as the message's KEYS property. Safe for concurrent use.
+type RocketMQSink struct {
+	cfg   RocketMQConfig
+	topic string
+	p     rocketmq.Producer
+	sel   *forcedQueueSelector
+	n     int
+
+	mu  sync.Mutex
+	rr  int
+	byQ [][]*primitive.Message
+}
+
+// forcedQueueSelector picks the queue of the batch being sent (set under the sink's lock).
+type forcedQueueSelector struct {
+	queue int // index into the sorted queues
+	err   error
+}
+
+func (f *forcedQueueSelector) Select(_ *primitive.Message, mqs []*primitive.MessageQueue, _ string) *primitive.MessageQueue {
+	sorted := sortQueues(mqs)
+	if f.queue < len(sorted) {
+		return sorted[f.queue]
+	}
+	f.err = fmt.Errorf("the producer sees %d queues, fewer than the %d the sink partitions over", len(sorted), f.queue+1)
+	return sorted[f.queue%len(sorted)]
+}
+
+// OpenRocketMQSink opens topic for writing, creating it with queues queues (on cfg.BrokerAddr)
+// when it does not exist.
+func OpenRocketMQSink(ctx context.Context, cfg RocketMQConfig, topic string, queues int) (*RocketMQSink, error) {
+	cfg = cfg.withDefaults()
+	mqs, err := ensureRocketMQTopic(ctx, cfg, topic, queues)
+	if err != nil {
+		return nil, err
+	}
+	sel := &forcedQueueSelector{}
+	p, err := rocketmq.NewProducer(
+		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{cfg.NameServer})),
+		producer.WithGroupName(cfg.Group), producer.WithInstanceName(instanceName("sink")),
+		producer.WithQueueSelector(sel), producer.WithRetry(2), producer.WithSendMsgTimeout(cfg.SendTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("topic %s: producer: %w", topic, err)
+	}
+	if err := p.Start(); err != nil {
+		return nil, fmt.Errorf("topic %s: start the producer at %s: %w", topic, cfg.NameServer, err)
+	}
+	return &RocketMQSink{cfg: cfg, topic: topic, p: p, sel: sel, n: len(mqs), byQ: make([][]*primitive.Message, len(mqs))}, nil
+}
+
+// Queues is the number of queues the sink partitions over.
+func (s *RocketMQSink) Queues() int { return s.n }
+
+// sendBatch caps one send's message count and bytes (the broker caps a frame).
+const (
+	sendBatchMsgs  = 256
+	sendBatchBytes = 1 << 20
+)
+
+// Write sends msgs, one batch per queue (split at sendBatchMsgs/sendBatchBytes), and returns
+// once the broker acknowledged every send.
+func (s *RocketMQSink) Write(ctx context.Context, msgs []Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.byQ {
+		s.byQ[i] = s.byQ[i][:0]
+	}
+	for _, m := range msgs {
+		var q int
+		if len(m.Key) > 0 {
+			q = QueueOf(m.Key, s.n)
+		} else {
+			q = s.rr % s.n
+			s.rr++
+		}
+		pm := primitive.NewMessage(s.topic, m.Body)
+		if len(m.Key) > 0 {
+			pm.WithKeys([]string{string(m.Key)})
+		}
+		s.byQ[q] = append(s.byQ[q], pm)
+	}
+	for q, batch := range s.byQ {
+		for len(batch) > 0 {
+			n, size := 0, 0
+			for n < len(batch) && n < sendBatchMsgs && (n == 0 || size+len(batch[n].Body) <= sendBatchBytes) {
+				size += len(batch[n].Body)
+				n++
+			}
+			if err := s.send(ctx, q, batch[:n]); err != nil {
+				return err
+			}
+			batch = batch[n:]
+		}
+	}
+	return nil
+}
+
+func (s *RocketMQSink) send(ctx context.Context, q int, batch []*primitive.Message) error {
+	s.sel.queue, s.sel.err = q, nil
+	res, err := s.p.SendSync(ctx, batch...)
+	if err == nil && s.sel.err != nil {
+		err = s.sel.err
+	}
+	if err == nil && res.Status != primitive.SendOK {
+		err = fmt.Errorf("send status %v", res.Status)
+	}
+	if err != nil {
+		return fmt.Errorf("topic %s queue %d: send %d messages: %w", s.topic, q, len(batch), err)
+	}
+	return nil
+}
+
+// Flush is a no-op: Write returns after the broker acknowledged the sends, and the broker's
+// flush policy decides when they reach its disk.
+func (s *RocketMQSink) Flush(ctx context.Context) error { return nil }
+
+// Close shuts the producer down.
+func (s *RocketMQSink) Close() error { return s.p.Shutdown() }
