@@ -59,7 +59,8 @@ type Description struct {
 // exact parameter types and result columns (what pgx's default mode relies on). Without
 // it, parameters are of unknown type (text) and a row-returning statement without
 // parameters is run at Describe time to learn its columns (its results are then used by
-// the next Bind).
+// the next Bind); one with parameters is described as returning no rows (NoData), and
+// clients such as pgx then ask for the portal's description, which is exact.
 type Describer interface {
 	Describe(ctx context.Context, sess *Session, text string) (*Description, error)
 }

@@ -801,3 +801,25 @@ func TestPsql(t *testing.T) {
 		t.Fatalf("psql error: %v\n%s", err, out)
 	}
 }
+
+// Without a Describer, a statement with parameters is described as having no columns
+// (NoData); pgx then describes the portal, which runs the statement once.
+func TestPGDescribeWithoutDescriber(t *testing.T) {
+	te := &pgTestExec{echoTypes: []sql.Type{sql.TypeVarchar, sql.TypeVarchar}}
+	_, addr := startPGServer(t, te)
+	conn := pgConnect(t, addr, pgx.QueryExecModeCacheStatement)
+	var a, b string
+	if err := conn.QueryRow(context.Background(), "echo $1, $2", "x", "y").Scan(&a, &b); err != nil || a != "x" || b != "y" {
+		t.Fatalf("got %q %q %v", a, b, err)
+	}
+	var one int32
+	if err := conn.QueryRow(context.Background(), "select 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("select 1: %v", err)
+	}
+	te.mu.Lock()
+	calls := te.calls
+	te.mu.Unlock()
+	if calls != 2 { // each statement ran once (select 1 at Describe, its results kept for Bind)
+		t.Fatalf("%d executions", calls)
+	}
+}
