@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs what building and testing rsql needs on a Debian machine: the RocksDB headers
 # (librocksdb-dev), PostgreSQL 15 and its client (for the checkpoint-store tests), and the Go
-# modules. Safe to run again: it installs only what is missing.
+# modules; tmux (the shell's terminal test) and Node.js with npm (the node-postgres test). Safe to run again: it installs only what is missing.
 set -euo pipefail
 
 need=()
 [ -f /usr/include/rocksdb/c.h ] || need+=(librocksdb-dev)
 command -v pg_ctl >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
 command -v psql >/dev/null 2>&1 || need+=(postgresql-client)
+command -v tmux >/dev/null 2>&1 || need+=(tmux)
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""

@@ -38,6 +38,7 @@ func (p *printer) result(ctx context.Context, r *server.Result) error {
 	var rows []sql.Row
 	var enc connectors.Format
 	var buf []byte
+	var pushWidths []int
 	for {
 		row, err := r.Rows.Next(ctx)
 		if errors.Is(err, io.EOF) {
@@ -63,10 +64,14 @@ func (p *printer) result(ctx context.Context, r *server.Result) error {
 			continue
 		}
 		if r.Push {
-			if len(rows) == 0 && row != nil {
-				fmt.Fprintln(p.w, strings.Join(r.Columns.Names(), " | "))
+			// Rows print as they arrive, aligned to widths fixed by the header and the
+			// first row (a wider later value widens only its own line).
+			cells := cellTexts(row)
+			if pushWidths == nil {
+				pushWidths = columnWidths(r.Columns, [][]string{cells})
+				p.header(r.Columns, pushWidths)
 			}
-			fmt.Fprintln(p.w, strings.Join(cellTexts(row), " | "))
+			p.line(pushWidths, cells, func(i int) bool { return r.Columns[i].Type.Kind.IsNumeric() })
 			p.w.Flush()
 			rows = append(rows, nil)
 			continue
@@ -75,6 +80,9 @@ func (p *printer) result(ctx context.Context, r *server.Result) error {
 	}
 	if !p.json && !r.Push {
 		p.table(r.Columns, rows)
+	}
+	if !p.json && r.Push && pushWidths == nil {
+		p.header(r.Columns, columnWidths(r.Columns, nil))
 	}
 	if !p.json {
 		n := len(rows)
@@ -99,38 +107,47 @@ func cellTexts(row sql.Row) []string {
 	return out
 }
 
-// table prints rows aligned under their column names, psql style.
-func (p *printer) table(cols sql.Schema, rows []sql.Row) {
+// columnWidths is the width of each column: its name or its widest text.
+func columnWidths(cols sql.Schema, texts [][]string) []int {
 	widths := make([]int, len(cols))
-	texts := make([][]string, len(rows))
 	for i, c := range cols {
 		widths[i] = utf8.RuneCountInString(c.Name)
 	}
-	for r, row := range rows {
-		texts[r] = cellTexts(row)
-		for i, s := range texts[r] {
-			if n := utf8.RuneCountInString(s); n > widths[i] {
+	for _, t := range texts {
+		for i, s := range t {
+			if n := utf8.RuneCountInString(s); i < len(widths) && n > widths[i] {
 				widths[i] = n
 			}
 		}
 	}
-	line := func(cells []string, right func(i int) bool) {
-		for i, s := range cells {
-			if i > 0 {
-				p.w.WriteString(" | ")
-			} else {
-				p.w.WriteString(" ")
-			}
-			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(s))
-			if right(i) {
-				p.w.WriteString(pad + s)
-			} else {
-				p.w.WriteString(s + pad)
-			}
+	return widths
+}
+
+// line prints one row of cells padded to widths, right-aligned where right says so.
+func (p *printer) line(widths []int, cells []string, right func(i int) bool) {
+	for i, s := range cells {
+		if i > 0 {
+			p.w.WriteString(" | ")
+		} else {
+			p.w.WriteString(" ")
 		}
-		p.w.WriteString("\n")
+		w := 0
+		if i < len(widths) {
+			w = widths[i]
+		}
+		pad := strings.Repeat(" ", max(0, w-utf8.RuneCountInString(s)))
+		if right(i) {
+			p.w.WriteString(pad + s)
+		} else {
+			p.w.WriteString(s + pad)
+		}
 	}
-	line(cols.Names(), func(int) bool { return false })
+	p.w.WriteString("\n")
+}
+
+// header prints the column names and the rule under them.
+func (p *printer) header(cols sql.Schema, widths []int) {
+	p.line(widths, cols.Names(), func(int) bool { return false })
 	for i := range cols {
 		if i > 0 {
 			p.w.WriteString("+")
@@ -138,7 +155,17 @@ func (p *printer) table(cols sql.Schema, rows []sql.Row) {
 		p.w.WriteString(strings.Repeat("-", widths[i]+2))
 	}
 	p.w.WriteString("\n")
+}
+
+// table prints rows aligned under their column names, psql style.
+func (p *printer) table(cols sql.Schema, rows []sql.Row) {
+	texts := make([][]string, len(rows))
+	for r, row := range rows {
+		texts[r] = cellTexts(row)
+	}
+	widths := columnWidths(cols, texts)
+	p.header(cols, widths)
 	for _, t := range texts {
-		line(t, func(i int) bool { return cols[i].Type.Kind.IsNumeric() })
+		p.line(widths, t, func(i int) bool { return cols[i].Type.Kind.IsNumeric() })
 	}
 }

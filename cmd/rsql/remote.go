@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 
 	"rsql/server"
 	"rsql/sql"
@@ -20,7 +22,16 @@ func connectServer(ctx context.Context, addr string) (*pgconn.PgConn, error) {
 	if h, p, ok := cutLast(addr, ":"); ok {
 		host, port = h, p
 	}
-	conn, err := pgconn.Connect(ctx, fmt.Sprintf("postgres://rsql@%s:%s/rsql?sslmode=disable", host, port))
+	cfg, err := pgconn.ParseConfig(fmt.Sprintf("postgres://rsql@%s:%s/rsql?sslmode=disable", host, port))
+	if err != nil {
+		return nil, &exitError{fmt.Sprintf("server address %q is not valid: %v", addr, err)}
+	}
+	// Cancelling a statement's context sends a CancelRequest, so the connection (and its
+	// session settings) survive a cancelled push query.
+	cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, CancelRequestDelay: 0, DeadlineDelay: 5 * time.Second}
+	}
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, &exitError{fmt.Sprintf("no rsql server answers at %s: start one with `rsql server` (%v)", addr, err)}
 	}
@@ -39,11 +50,63 @@ func cutLast(s, sep string) (string, string, bool) {
 // runRemote sends text to a server over the simple query protocol and prints each result
 // as it streams in.
 func runRemote(ctx context.Context, addr, text string, jsonOut bool) error {
-	conn, err := connectServer(ctx, addr)
+	rc := &remoteConn{addr: addr}
+	defer rc.close()
+	return rc.run(ctx, text, jsonOut)
+}
+
+// remoteConn is the shell's connection to a server: opened on first use, kept across
+// statements (so SET lasts), reopened when it broke.
+type remoteConn struct {
+	addr string
+	conn *pgconn.PgConn
+}
+
+func (rc *remoteConn) get(ctx context.Context) (*pgconn.PgConn, error) {
+	if rc.conn != nil && !rc.conn.IsClosed() {
+		return rc.conn, nil
+	}
+	conn, err := connectServer(ctx, rc.addr)
+	if err != nil {
+		return nil, err
+	}
+	rc.conn = conn
+	return conn, nil
+}
+
+func (rc *remoteConn) close() {
+	if rc.conn != nil {
+		rc.conn.Close(context.Background())
+		rc.conn = nil
+	}
+}
+
+// catalogNames lists the server's stream, view and job names.
+func (rc *remoteConn) catalogNames(ctx context.Context) []string {
+	conn, err := rc.get(ctx)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, q := range []string{"SHOW STREAMS", "SHOW VIEWS", "SHOW JOBS"} {
+		res := conn.ExecParams(ctx, q, nil, nil, nil, nil).Read()
+		if res.Err != nil {
+			continue
+		}
+		for _, r := range res.Rows {
+			if len(r) > 0 && r[0] != nil {
+				names = append(names, string(r[0]))
+			}
+		}
+	}
+	return names
+}
+
+func (rc *remoteConn) run(ctx context.Context, text string, jsonOut bool) error {
+	conn, err := rc.get(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
 	p := newPrinter(os.Stdout, jsonOut)
 	mrr := conn.Exec(ctx, text)
 	for mrr.NextResult() {

@@ -16,10 +16,13 @@ import (
 	"rsql/server"
 )
 
-// shell is the interactive prompt: multi-line statements until ';', history, \? \q \timing.
+// shell is the interactive prompt: multi-line statements until ';', history, tab completion,
+// \? \q \timing.
 type shell struct {
 	// run executes one input text and prints its results; it returns the error to show.
-	run    func(ctx context.Context, text string) error
+	run func(ctx context.Context, text string) error
+	// names lists the live catalog's stream, view and job names for tab completion.
+	names  func(ctx context.Context) []string
 	timing bool
 }
 
@@ -44,8 +47,17 @@ func runShell(cli *CLI) error {
 		cancel()
 	}
 	if addr != "" {
-		sh := &shell{run: func(ctx context.Context, text string) error { return runRemote(ctx, addr, text, false) }}
-		return sh.loop(filepath.Join(os.TempDir(), "rsql_history"))
+		rc := &remoteConn{addr: addr}
+		defer rc.close()
+		sh := &shell{
+			run:   func(ctx context.Context, text string) error { return rc.run(ctx, text, false) },
+			names: rc.catalogNames,
+		}
+		home, _ := os.UserHomeDir()
+		if home == "" {
+			home = os.TempDir()
+		}
+		return sh.loop(filepath.Join(home, ".rsql_history"))
 	}
 	sys, err := startSystem(&cli.Common, "rocksdb")
 	if err != nil {
@@ -68,6 +80,19 @@ func runShell(cli *CLI) error {
 		}
 		return nil
 	}}
+	sh.names = func(ctx context.Context) []string {
+		var names []string
+		for _, q := range []string{"SHOW STREAMS", "SHOW VIEWS", "SHOW JOBS"} {
+			results, err := sys.Engine.Execute(ctx, sess, q, nil)
+			if err != nil {
+				continue
+			}
+			for _, r := range results {
+				names = append(names, firstColumn(ctx, r.Rows)...)
+			}
+		}
+		return names
+	}
 	return sh.loop(filepath.Join(cli.DataDir, "shell_history"))
 }
 
@@ -78,6 +103,7 @@ func (sh *shell) loop(history string) error {
 		InterruptPrompt:   "^C",
 		EOFPrompt:         "\\q",
 		HistorySearchFold: true,
+		AutoComplete:      &completer{names: sh.names},
 	})
 	if err != nil {
 		return err
