@@ -228,14 +228,20 @@ func (e pgDescribingExec) Describe(ctx context.Context, sess *Session, text stri
 	return nil, sql.Errorf(sql.CodeNotSupported, "unknown test statement %q", text)
 }
 
-// startPGServer serves exec on a loopback port and returns its address.
-func startPGServer(t *testing.T, ex Executor) (*PGServer, string) {
+func listenLoopback(t testing.TB) net.Listener {
 	t.Helper()
-	srv := NewPGServer(ex, PGConfig{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ln
+}
+
+// startPGServer serves exec on a loopback port and returns its address.
+func startPGServer(t *testing.T, ex Executor) (*PGServer, string) {
+	t.Helper()
+	srv := NewPGServer(ex, PGConfig{})
+	ln := listenLoopback(t)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -247,7 +253,7 @@ func startPGServer(t *testing.T, ex Executor) (*PGServer, string) {
 	return srv, ln.Addr().String()
 }
 
-func pgConnect(t *testing.T, addr string, mode pgx.QueryExecMode) *pgx.Conn {
+func pgConnect(t testing.TB, addr string, mode pgx.QueryExecMode) *pgx.Conn {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(addr)
 	cfg, err := pgx.ParseConfig(fmt.Sprintf("postgres://tester@%s:%s/rsql?sslmode=disable", host, port))

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -173,14 +174,16 @@ func appendFloat8Text(dst []byte, f float64) []byte {
 		}
 		return append(dst, '0')
 	}
-	exp := int(math.Floor(math.Log10(math.Abs(f))))
-	// Log10 can be off by one near powers of ten; the 'e' form tells the truth.
+	// The decimal exponent, read off the shortest 'e' form: d.ddde±XX.
 	var tmp [32]byte
 	e := strconv.AppendFloat(tmp[:0], f, 'e', -1, 64)
-	if i := strings.LastIndexByte(string(e), 'e'); i >= 0 {
-		if n, err := strconv.Atoi(string(e[i+1:])); err == nil {
-			exp = n
-		}
+	i := bytes.LastIndexByte(e, 'e')
+	exp := 0
+	for _, c := range e[i+2:] {
+		exp = exp*10 + int(c-'0')
+	}
+	if e[i+1] == '-' {
+		exp = -exp
 	}
 	if exp < -4 || exp >= 15 {
 		return strconv.AppendFloat(dst, f, 'e', -1, 64)
