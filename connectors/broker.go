@@ -2,10 +2,12 @@ package connectors
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -141,7 +143,11 @@ func (s *BrokerSink) Write(ctx context.Context, msgs []Message) error {
 			q = s.rr % s.queues
 			s.rr++
 		}
-		s.byQ[q] = append(s.byQ[q], broker.Message{Key: string(m.Key), Body: m.Body})
+		bm := broker.Message{Key: string(m.Key), Body: m.Body}
+		if m.ID != "" {
+			bm.Properties = map[string]string{PropMessageID: m.ID}
+		}
+		s.byQ[q] = append(s.byQ[q], bm)
 	}
 	for q, batch := range s.byQ {
 		if len(batch) == 0 {
@@ -149,6 +155,64 @@ func (s *BrokerSink) Write(ctx context.Context, msgs []Message) error {
 		}
 		if _, err := s.b.Append(s.topic, q, batch); err != nil {
 			return fmt.Errorf("topic %s queue %d: %w", s.topic, q, err)
+		}
+	}
+	return nil
+}
+
+// PropMessageID is the message property that holds connectors.Message.ID on the broker.
+const PropMessageID = "RSQL_ID"
+
+// Position returns a mark of the topic's current end (the next offset of every queue):
+// every message written after the call is stored after it.
+func (s *BrokerSink) Position(ctx context.Context) ([]byte, error) {
+	var out []byte
+	out = binary.AppendUvarint(out, uint64(s.queues))
+	for q := 0; q < s.queues; q++ {
+		m, err := s.b.MaxOffset(s.topic, q)
+		if err != nil {
+			return nil, fmt.Errorf("topic %s queue %d: %w", s.topic, q, err)
+		}
+		out = binary.AppendVarint(out, m)
+	}
+	return out, nil
+}
+
+// IDsSince calls fn with the ID (property RSQL_ID) of every message stored after pos (a
+// Position of this topic) whose ID starts with prefix.
+func (s *BrokerSink) IDsSince(ctx context.Context, pos []byte, prefix string, fn func(id string)) error {
+	n, k := binary.Uvarint(pos)
+	if k <= 0 || n > 1<<16 {
+		return fmt.Errorf("topic %s: bad position mark", s.topic)
+	}
+	pos = pos[k:]
+	for q := 0; q < int(n); q++ {
+		from, k := binary.Varint(pos)
+		if k <= 0 {
+			return fmt.Errorf("topic %s: bad position mark", s.topic)
+		}
+		pos = pos[k:]
+		if q >= s.queues {
+			continue
+		}
+		end, err := s.b.MaxOffset(s.topic, q)
+		if err != nil {
+			return fmt.Errorf("topic %s queue %d: %w", s.topic, q, err)
+		}
+		for from < end {
+			msgs, next, err := s.b.Pull(ctx, s.topic, q, from, 256, 0)
+			if err != nil {
+				return fmt.Errorf("topic %s queue %d offset %d: %w", s.topic, q, from, err)
+			}
+			for i := range msgs {
+				if id := msgs[i].Properties[PropMessageID]; id != "" && strings.HasPrefix(id, prefix) {
+					fn(id)
+				}
+			}
+			if next <= from {
+				break
+			}
+			from = next
 		}
 	}
 	return nil

@@ -39,6 +39,13 @@ type Env struct {
 	// request and when a bounded job finishes). Between checkpoints operators remember what
 	// changed, so this also bounds that bookkeeping.
 	CheckpointInterval time.Duration
+	// AtLeastOnce turns off exactly-once output: rows go to the sink as they are produced
+	// instead of after the checkpoint that covers them (see DedupSink). Output is always
+	// at-least-once when CheckpointInterval is negative.
+	AtLeastOnce bool
+	// AlignmentWindow bounds how far (in event time) a split reader may read ahead of the
+	// slowest live split of its stage (default 10s; negative: no bound).
+	AlignmentWindow time.Duration
 	// ExchangeQueues is the number of queues of an in-process exchange (default 4).
 	ExchangeQueues int
 	// BatchSize is the number of messages read per batch (default 512).
@@ -64,6 +71,9 @@ func (e *Env) defaults() {
 	}
 	if e.CheckpointInterval == 0 {
 		e.CheckpointInterval = 10 * time.Second
+	}
+	if e.AlignmentWindow == 0 {
+		e.AlignmentWindow = 10 * time.Second
 	}
 	if e.ExchangeQueues <= 0 {
 		e.ExchangeQueues = 4
@@ -101,7 +111,8 @@ type SplitOffset struct {
 	Offset int64
 }
 
-// OffsetKey is the store key of a source split's checkpointed offset (value: varint).
+// OffsetKey is the store key of a source split's checkpointed offset (value: varint next
+// offset, then varint max event time seen, which restarts the split's watermark).
 func OffsetKey(job string, stage int, split string) []byte {
 	return state.SplitPrefix(nil, job, "src"+strconv.Itoa(stage), split)
 }

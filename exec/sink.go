@@ -21,6 +21,34 @@ type sinkOp struct {
 	cnt     *counters
 	msgs    []connectors.Message
 	what    string // for errors
+	// eo is set for exactly-once output: rows wait for the checkpoint that covers them.
+	eo *outbox
+	// publishOnClose: the job ended normally without a last checkpoint (LIMIT): what eo
+	// holds is written out at Close.
+	publishOnClose bool
+}
+
+// write hands msgs to the sink and flushes it (exactly-once output).
+func (s *sinkOp) write(msgs []connectors.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := s.sink.Write(s.ctx, msgs); err != nil {
+		return &SinkError{Sink: s.what, Err: err}
+	}
+	if err := s.sink.Flush(s.ctx); err != nil {
+		return &SinkError{Sink: s.what, Err: err}
+	}
+	s.cnt.out.Add(int64(len(msgs)))
+	return nil
+}
+
+// committed is called once the checkpoint of epoch is durable.
+func (s *sinkOp) committed(epoch int64) error {
+	if s.eo == nil {
+		return nil
+	}
+	return s.eo.committed(s, epoch)
 }
 
 func (s *sinkOp) Process(b *Batch) error {
@@ -53,6 +81,10 @@ func (s *sinkOp) Process(b *Batch) error {
 		}
 		s.msgs = append(s.msgs, connectors.Message{Key: key, Body: body, Timestamp: now})
 	}
+	if s.eo != nil {
+		s.eo.pending = append(s.eo.pending, s.msgs...)
+		return nil
+	}
 	if err := s.sink.Write(s.ctx, s.msgs); err != nil {
 		return &SinkError{Sink: s.what, Err: err}
 	}
@@ -63,6 +95,12 @@ func (s *sinkOp) Process(b *Batch) error {
 func (s *sinkOp) Watermark(int64) error { return nil }
 
 func (s *sinkOp) Control(c *Control) error {
+	if c.Kind == Checkpoint && s.eo != nil {
+		if err := s.eo.checkpoint(s.ctx, c); err != nil {
+			return &SinkError{Sink: s.what, Err: err}
+		}
+		return nil
+	}
 	if c.Kind == Checkpoint {
 		if err := s.sink.Flush(s.ctx); err != nil {
 			return &SinkError{Sink: s.what, Err: err}
@@ -72,7 +110,15 @@ func (s *sinkOp) Control(c *Control) error {
 }
 
 func (s *sinkOp) Close() error {
-	err := s.sink.Flush(context.Background())
+	var err error
+	if s.eo != nil && s.publishOnClose {
+		s.ctx = context.Background()
+		err = s.write(append(s.eo.staged, s.eo.pending...))
+		s.eo.staged, s.eo.pending = nil, nil
+	}
+	if ferr := s.sink.Flush(context.Background()); err == nil {
+		err = ferr
+	}
 	if cerr := s.sink.Close(); err == nil {
 		err = cerr
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"rsql/connectors"
@@ -116,6 +117,14 @@ type task struct {
 	rootSrc    *planner.SourceSpec // the stream this stage's rows come from (for late_* options)
 	opIDs      []string            // ids of the stage's stateful operators
 	exch       *exchangeOp
+	sink       *sinkOp // the stage's main sink, if it writes a stream
+
+	// Event-time alignment of split readers: floor is the smallest max event time of the
+	// live splits that have data (MaxWatermark: no constraint); a reader whose split is more
+	// than Env.AlignmentWindow ahead of it waits until alignCh is closed (floor moved).
+	alignFloor atomic.Int64
+	alignMu    sync.Mutex
+	alignCh    chan struct{}
 
 	statsMu    sync.Mutex
 	statWM     int64
@@ -126,7 +135,9 @@ type task struct {
 func (j *Job) build(ctx context.Context, plan *planner.Physical) error {
 	byID := map[int]*task{}
 	for _, st := range plan.Stages {
-		t := &task{job: j, stage: st, in: make(chan event, 64), wm: MinWatermark, statWM: MinWatermark, splits: map[string]*splitIn{}}
+		t := &task{job: j, stage: st, in: make(chan event, 64), wm: MinWatermark, statWM: MinWatermark, splits: map[string]*splitIn{},
+			alignCh: make(chan struct{})}
+		t.alignFloor.Store(MaxWatermark)
 		byID[st.ID] = t
 		j.tasks = append(j.tasks, t)
 	}
@@ -243,6 +254,14 @@ func (t *task) buildOps(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if ds, ok := op.sink.(DedupSink); ok && !env.AtLeastOnce && env.CheckpointInterval > 0 {
+			op.eo = &outbox{job: t.job.name, stage: st.ID, store: env.Store, ds: ds}
+			if err := op.eo.recover(ctx, op); err != nil {
+				op.Close()
+				return err
+			}
+		}
+		t.sink = op
 		next = op
 	}
 	t.ops = append(t.ops, next)
@@ -438,6 +457,11 @@ func (t *task) run(ctx context.Context) (err error) {
 			t.job.cancel()
 		}
 	}()
+	defer func() {
+		if errors.Is(err, ErrLimitReached) && t.sink != nil {
+			t.sink.publishOnClose = true
+		}
+	}()
 	if t.src != nil {
 		for _, s := range t.order {
 			if err := t.addSplit(ctx, s); err != nil {
@@ -451,6 +475,9 @@ func (t *task) run(ctx context.Context) (err error) {
 				return err
 			}
 		}
+	}
+	if err := t.restoreWatermark(); err != nil {
+		return err
 	}
 	var reqs chan *request
 	if t.isFirst {
@@ -552,11 +579,12 @@ func (t *task) handle(ctx context.Context, ev event) (finished bool, err error) 
 	case evWatermark:
 		return false, t.setWatermark(ev.wm)
 	case evControl:
+		t.saveWatermark(ev.ctl.State)
 		if err := t.head.Control(ev.ctl); err != nil {
 			return false, err
 		}
 		if t.commits {
-			err := t.job.commit(ev.ctl, ev.offs)
+			err := t.commit(ev.ctl, ev.offs)
 			if ev.req != nil {
 				ev.req.done <- err
 			}
@@ -606,6 +634,7 @@ func (t *task) advance() error {
 		live = true
 		wm = min(wm, splitWM(sp.maxTs, t.delay))
 	}
+	t.setAlignFloor()
 	if !live {
 		if maxAll == MinWatermark || t.allDone() {
 			wm = MinWatermark // nothing known yet, or finish will take it to +inf
@@ -615,6 +644,53 @@ func (t *task) advance() error {
 	}
 	t.publishStats()
 	return t.setWatermark(wm)
+}
+
+// setAlignFloor recomputes the alignment floor after the splits' bookkeeping changed and
+// wakes readers waiting for it.
+func (t *task) setAlignFloor() {
+	floor := MaxWatermark
+	for _, sp := range t.splits {
+		if sp.done || sp.idle || sp.maxTs == MinWatermark {
+			continue
+		}
+		floor = min(floor, sp.maxTs)
+	}
+	if t.alignFloor.Swap(floor) == floor {
+		return
+	}
+	t.alignMu.Lock()
+	close(t.alignCh)
+	t.alignCh = make(chan struct{})
+	t.alignMu.Unlock()
+}
+
+// waitAligned blocks a split reader while its split's max event time is more than the
+// alignment window ahead of the slowest live split, so that replay after a restart (when
+// every split has a backlog) reads the splits in step, as they were read live. Otherwise a
+// split read far ahead would hold the watermark low and rows that are late in event-time
+// order would be counted into windows.
+func (t *task) waitAligned(ctx context.Context, maxTs int64) {
+	bound := t.job.env.AlignmentWindow
+	if bound < 0 || maxTs == MinWatermark {
+		return
+	}
+	for {
+		t.alignMu.Lock()
+		ch := t.alignCh
+		t.alignMu.Unlock()
+		f := t.alignFloor.Load()
+		if f == MaxWatermark || maxTs <= f+bound.Milliseconds() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+			// The floor also moves when a slow split goes idle, which advance sees on ticks.
+		}
+	}
 }
 
 func splitWM(maxTs, delay int64) int64 {
@@ -679,6 +755,7 @@ func (t *task) serve(ctx context.Context, r *request) error {
 func (t *task) checkpoint(ctx context.Context, r *request) error {
 	c := &Control{Kind: Checkpoint, Epoch: t.job.nextEpoch(), State: &state.Batch{}}
 	offs := t.offsets(c.State)
+	t.saveWatermark(c.State)
 	if err := t.head.Control(c); err != nil {
 		return err
 	}
@@ -693,7 +770,7 @@ func (t *task) checkpoint(ctx context.Context, r *request) error {
 		}
 	}
 	if t.commits {
-		err := t.job.commit(c, offs)
+		err := t.commit(c, offs)
 		if r != nil {
 			r.done <- err
 		}
@@ -717,9 +794,46 @@ func (t *task) offsets(b *state.Batch) []SplitOffset {
 			continue
 		}
 		offs = append(offs, SplitOffset{Stream: t.stage.Source.Stream, Split: name, Offset: sp.next})
-		b.Put(OffsetKey(t.job.name, t.stage.ID, name), binary.AppendVarint(nil, sp.next))
+		b.Put(OffsetKey(t.job.name, t.stage.ID, name), binary.AppendVarint(binary.AppendVarint(nil, sp.next), sp.maxTs))
 	}
 	return offs
+}
+
+// commit makes a checkpoint durable, then lets the sink publish what it covers.
+func (t *task) commit(c *Control, offs []SplitOffset) error {
+	if err := t.job.commit(c, offs); err != nil {
+		return err
+	}
+	if t.sink != nil {
+		return t.sink.committed(c.Epoch)
+	}
+	return nil
+}
+
+// watermarkKey is the store key of a stage's watermark at the last checkpoint.
+func watermarkKey(job string, stage int) []byte {
+	return state.SplitPrefix(nil, job, "wm", strconv.Itoa(stage))
+}
+
+// saveWatermark records the stage's watermark in a checkpoint: after a restart, rows that
+// were late before it are late again instead of reopening windows that already fired.
+func (t *task) saveWatermark(b *state.Batch) {
+	if b != nil && t.wm != MinWatermark {
+		b.Put(watermarkKey(t.job.name, t.stage.ID), binary.AppendVarint(nil, t.wm))
+	}
+}
+
+// restoreWatermark sets the stage's watermark to the checkpointed one, before any row.
+func (t *task) restoreWatermark() error {
+	v, ok, err := t.job.env.Store.Get(watermarkKey(t.job.name, t.stage.ID))
+	if err != nil || !ok {
+		return err
+	}
+	wm, n := binary.Varint(v)
+	if n <= 0 {
+		return &StateError{Op: "watermark", Split: strconv.Itoa(t.stage.ID), Err: errors.New("corrupt watermark")}
+	}
+	return t.setWatermark(wm)
 }
 
 // addSplit sends NewSplit through the pipeline (state loads), then starts the split's reader
@@ -727,11 +841,17 @@ func (t *task) offsets(b *state.Batch) []SplitOffset {
 func (t *task) addSplit(ctx context.Context, name string) error {
 	env := &t.job.env
 	spec := t.stage.Source
-	next := int64(0)
+	next, maxTs := int64(0), MinWatermark
 	if v, ok, err := env.Store.Get(OffsetKey(t.job.name, t.stage.ID, name)); err != nil {
 		return &SourceError{Stream: spec.Stream, Split: name, Err: err}
 	} else if ok {
-		next, _ = binary.Varint(v)
+		var n int
+		next, n = binary.Varint(v)
+		if n > 0 && n < len(v) {
+			if m, k := binary.Varint(v[n:]); k > 0 {
+				maxTs = m
+			}
+		}
 	} else if env.InitialOffset != nil {
 		next = env.InitialOffset(spec, name)
 	}
@@ -747,7 +867,7 @@ func (t *task) addSplit(ctx context.Context, name string) error {
 		return &SourceError{Stream: spec.Stream, Split: name, Err: err}
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	sp := &splitIn{name: name, maxTs: MinWatermark, next: next, lastActive: env.Now(),
+	sp := &splitIn{name: name, maxTs: maxTs, next: next, lastActive: env.Now(),
 		cancel: cancel, readerDone: make(chan struct{}), pool: make(chan *ownedBatch, 4)}
 	if l, ok := r.(interface{ Lag() int64 }); ok {
 		sp.lag = l.Lag
@@ -783,7 +903,7 @@ func (t *task) removeSplit(ctx context.Context, name string) error {
 		}
 	}
 	c := &Control{Kind: RemoveSplit, Split: name, State: &state.Batch{}}
-	c.State.Put(OffsetKey(t.job.name, t.stage.ID, name), binary.AppendVarint(nil, sp.next))
+	c.State.Put(OffsetKey(t.job.name, t.stage.ID, name), binary.AppendVarint(binary.AppendVarint(nil, sp.next), sp.maxTs))
 	if err := t.head.Control(c); err != nil {
 		return err
 	}
@@ -812,6 +932,7 @@ func (t *task) read(ctx context.Context, sp *splitIn, r connectors.SplitReader, 
 	msgs := make([]connectors.Message, 0, env.BatchSize)
 	full := make(sql.Row, 0, len(spec.Schema))
 	line := spec.Connector == "file"
+	readMax := MinWatermark
 	send := func(ev event) bool {
 		select {
 		case t.in <- ev:
@@ -868,8 +989,13 @@ func (t *task) read(ctx context.Context, sp *splitIn, r connectors.SplitReader, 
 				ob.maxTs = env.Now().UnixMilli()
 			}
 			ob.cut()
+			sentMax := ob.maxTs
 			if !send(event{kind: evData, split: sp, data: ob}) {
 				return
+			}
+			if spec.EventTime >= 0 {
+				readMax = max(readMax, sentMax)
+				t.waitAligned(ctx, readMax)
 			}
 		}
 		if errors.Is(err, connectors.ErrEndOfSplit) {

@@ -49,6 +49,11 @@ func (c *Config) ensureDefaults() {
 	}
 }
 
+// DefaultCheckpointInterval is how often a job checkpoints when its sink stream's WITH has no
+// checkpoint_interval. It is also the latency of exactly-once output: rows reach a sink
+// topic after the checkpoint that covers them.
+const DefaultCheckpointInterval = time.Second
+
 // Engine is the SQL engine of one rsql process: the catalog, the state store and the
 // running jobs. It implements Executor. mu guards jobs; the catalog has its own lock.
 type Engine struct {
@@ -420,6 +425,14 @@ func (e *Engine) restartJob(def JobDef) error {
 
 // startJob plans and starts a job and watches it until it ends.
 func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec) error {
+	interval := DefaultCheckpointInterval
+	if v := sink.Options["checkpoint_interval"]; v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("checkpoint_interval = %q: %w", v, err)
+		}
+		interval = d
+	}
 	isView := sink.Connector == "view"
 	if isView {
 		// A view's rows go to its in-memory table, through the row callback.
@@ -431,6 +444,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec) error
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	env := e.env(def.ID)
+	env.CheckpointInterval = interval
 	if isView {
 		last := plan.Stages[len(plan.Stages)-1]
 		env.OnRow = e.viewFor(def.Sink, last.Sink.Schema, last.Sink.KeyColumns).upsert

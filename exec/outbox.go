@@ -1,0 +1,196 @@
+package exec
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"rsql/connectors"
+	"rsql/state"
+)
+
+// DedupSink is a sink that can tell which of a writer's messages it already holds. A job's
+// main sink that implements it gets exactly-once output (see docs/guarantees.md): rows
+// produced between two checkpoints are held back, stored in the checkpoint itself (the
+// "outbox"), and written with deterministic ids ("<job>/<epoch>/<seq>", Message.ID) only
+// after that checkpoint is committed. On start, outbox entries still in the store are
+// written again, skipping the ids the sink already holds after the entry's Position.
+type DedupSink interface {
+	// Position returns a mark of the sink's current end: every message written after the
+	// call is stored after it.
+	Position(ctx context.Context) ([]byte, error)
+	// IDsSince calls fn with the ID of every message stored after pos whose ID starts with
+	// prefix.
+	IDsSince(ctx context.Context, pos []byte, prefix string, fn func(id string)) error
+}
+
+// outbox is the exactly-once state of a sinkOp.
+type outbox struct {
+	job     string
+	stage   int
+	store   state.Store
+	ds      DedupSink
+	pending []connectors.Message // produced since the last checkpoint
+	staged  []connectors.Message // in the checkpoint being committed
+	epoch   int64                // of staged
+	drop    [][]byte             // outbox keys already published: deleted by the next checkpoint
+}
+
+// outboxPrefix is the store prefix of a stage's outbox entries; an entry's key appends the
+// epoch as 8 big-endian bytes.
+func outboxPrefix(job string, stage int) []byte {
+	return state.SplitPrefix(nil, job, "out", strconv.Itoa(stage))
+}
+
+func outboxKey(job string, stage int, epoch int64) []byte {
+	return binary.BigEndian.AppendUint64(outboxPrefix(job, stage), uint64(epoch))
+}
+
+func messageID(job string, epoch int64, seq int) string {
+	return job + "/" + strconv.FormatInt(epoch, 10) + "/" + strconv.Itoa(seq)
+}
+
+// encodeOutbox encodes an outbox entry: uvarint len(pos) pos, uvarint n, then n times
+// uvarint len(key) key uvarint len(body) body.
+func encodeOutbox(pos []byte, msgs []connectors.Message) []byte {
+	n := len(pos) + 16
+	for i := range msgs {
+		n += len(msgs[i].Key) + len(msgs[i].Body) + 8
+	}
+	out := make([]byte, 0, n)
+	out = binary.AppendUvarint(out, uint64(len(pos)))
+	out = append(out, pos...)
+	out = binary.AppendUvarint(out, uint64(len(msgs)))
+	for i := range msgs {
+		out = binary.AppendUvarint(out, uint64(len(msgs[i].Key)))
+		out = append(out, msgs[i].Key...)
+		out = binary.AppendUvarint(out, uint64(len(msgs[i].Body)))
+		out = append(out, msgs[i].Body...)
+	}
+	return out
+}
+
+var errBadOutbox = errors.New("corrupt outbox entry")
+
+// decodeOutbox is the inverse of encodeOutbox; the returned slices alias b.
+func decodeOutbox(b []byte) (pos []byte, msgs []connectors.Message, err error) {
+	chunk := func() ([]byte, error) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return nil, errBadOutbox
+		}
+		c := b[k : k+int(n) : k+int(n)]
+		b = b[k+int(n):]
+		return c, nil
+	}
+	if pos, err = chunk(); err != nil {
+		return nil, nil, err
+	}
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, nil, errBadOutbox
+	}
+	b = b[k:]
+	msgs = make([]connectors.Message, 0, n)
+	for i := uint64(0); i < n; i++ {
+		key, err := chunk()
+		if err != nil {
+			return nil, nil, err
+		}
+		body, err := chunk()
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(key) == 0 {
+			key = nil
+		}
+		msgs = append(msgs, connectors.Message{Key: key, Body: body})
+	}
+	if len(b) != 0 {
+		return nil, nil, errBadOutbox
+	}
+	return pos, msgs, nil
+}
+
+// recover writes what committed outbox entries hold and the sink lacks. It runs before the
+// job reads anything.
+func (o *outbox) recover(ctx context.Context, s *sinkOp) error {
+	type entry struct {
+		key, val []byte
+	}
+	var entries []entry
+	err := o.store.Scan(outboxPrefix(o.job, o.stage), func(k, v []byte) error {
+		entries = append(entries, entry{append([]byte(nil), k...), append([]byte(nil), v...)})
+		return nil
+	})
+	if err != nil {
+		return &SinkError{Sink: s.what, Err: fmt.Errorf("read outbox: %w", err)}
+	}
+	prefixLen := len(outboxPrefix(o.job, o.stage))
+	for _, e := range entries {
+		if len(e.key) != prefixLen+8 {
+			return &SinkError{Sink: s.what, Err: fmt.Errorf("outbox key of %d bytes: %w", len(e.key), errBadOutbox)}
+		}
+		epoch := int64(binary.BigEndian.Uint64(e.key[prefixLen:]))
+		pos, msgs, err := decodeOutbox(e.val)
+		if err != nil {
+			return &SinkError{Sink: s.what, Err: fmt.Errorf("outbox of epoch %d: %w", epoch, err)}
+		}
+		have := map[string]bool{}
+		if err := o.ds.IDsSince(ctx, pos, messageID(o.job, epoch, 0)[:len(messageID(o.job, epoch, 0))-1], func(id string) { have[id] = true }); err != nil {
+			return &SinkError{Sink: s.what, Err: fmt.Errorf("outbox of epoch %d: %w", epoch, err)}
+		}
+		missing := msgs[:0]
+		for i := range msgs {
+			id := messageID(o.job, epoch, i)
+			if !have[id] {
+				msgs[i].ID = id
+				missing = append(missing, msgs[i])
+			}
+		}
+		if err := s.write(missing); err != nil {
+			return err
+		}
+		o.drop = append(o.drop, e.key)
+	}
+	return nil
+}
+
+// checkpoint stores the rows produced since the last checkpoint in the checkpoint's batch
+// and deletes the entries published since.
+func (o *outbox) checkpoint(ctx context.Context, c *Control) error {
+	for _, k := range o.drop {
+		c.State.Delete(k)
+	}
+	o.drop = o.drop[:0]
+	o.staged, o.pending = o.pending, o.staged[:0]
+	o.epoch = c.Epoch
+	if len(o.staged) == 0 {
+		return nil
+	}
+	pos, err := o.ds.Position(ctx)
+	if err != nil {
+		return err
+	}
+	c.State.Put(outboxKey(o.job, o.stage, c.Epoch), encodeOutbox(pos, o.staged))
+	return nil
+}
+
+// committed publishes the staged rows of epoch, whose checkpoint is now durable.
+func (o *outbox) committed(s *sinkOp, epoch int64) error {
+	if epoch != o.epoch || len(o.staged) == 0 {
+		return nil
+	}
+	for i := range o.staged {
+		o.staged[i].ID = messageID(o.job, epoch, i)
+	}
+	if err := s.write(o.staged); err != nil {
+		return err
+	}
+	clear(o.staged)
+	o.staged = o.staged[:0]
+	o.drop = append(o.drop, outboxKey(o.job, o.stage, epoch))
+	return nil
+}
