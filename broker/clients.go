@@ -183,14 +183,13 @@ func (s *netServer) expireClients() {
 }
 
 // Orderly-consumer queue locks (§5.10): granted when free, held by the same client, or
-// expired after 60 s.
+// expired (Config.LockExpiry, 60 s by default). The Go client never unlocks a queue that a
+// rebalance takes away from it, so such a queue moves only once the lock expires.
 
 type mqLock struct {
 	client string
 	last   time.Time
 }
-
-const lockExpiry = 60 * time.Second
 
 type mqRef struct {
 	Topic      string `json:"topic"`
@@ -224,7 +223,7 @@ func (s *netServer) lockBatch(req *remoting.Command) *remoting.Command {
 	for _, mq := range lb.MQSet {
 		k := mq.key()
 		l := g[k]
-		if l == nil || l.client == lb.ClientID || now.Sub(l.last) > lockExpiry {
+		if l == nil || l.client == lb.ClientID || now.Sub(l.last) > s.b.cfg.LockExpiry {
 			g[k] = &mqLock{client: lb.ClientID, last: now}
 			ok = append(ok, mq)
 		}

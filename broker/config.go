@@ -86,6 +86,8 @@ type Config struct {
 	MaxPullWait time.Duration
 	// ClientExpiry drops a client that has not sent a heartbeat for this long (default 120 s).
 	ClientExpiry time.Duration
+	// LockExpiry frees an orderly consumer's queue lock that was not renewed (default 60 s).
+	LockExpiry time.Duration
 	// Logger receives operational messages (default: discard).
 	Logger *slog.Logger
 }
@@ -133,6 +135,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.ClientExpiry == 0 {
 		c.ClientExpiry = 120 * time.Second
+	}
+	if c.LockExpiry == 0 {
+		c.LockExpiry = 60 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -20,6 +20,7 @@ type BrokerFlags struct {
 	FlushInterval  time.Duration `name:"flush-interval" default:"500ms" help:"Asynchronous flush period."`
 	RetentionAge   time.Duration `name:"retention-age" default:"72h" help:"Delete commit-log segments older than this (negative: never)."`
 	RetentionBytes string        `name:"retention-bytes" default:"0" help:"Delete the oldest segments while the log is larger (0: no limit)."`
+	LockExpiry     time.Duration `name:"lock-expiry" default:"60s" help:"Free an orderly consumer's queue lock not renewed for this long."`
 }
 
 // Config maps the flags onto a broker.Config rooted in dataDir/broker.
@@ -37,7 +38,8 @@ func (f *BrokerFlags) Config(dataDir string) (broker.Config, error) {
 		return broker.Config{}, err
 	}
 	cfg := broker.Config{Dir: filepath.Join(dataDir, "broker"), SegmentSize: seg, FlushMode: mode,
-		FlushInterval: f.FlushInterval, RetentionAge: f.RetentionAge, RetentionBytes: ret}
+		FlushInterval: f.FlushInterval, RetentionAge: f.RetentionAge, RetentionBytes: ret,
+		LockExpiry: f.LockExpiry}
 	if cfg.MaxMessageSize == 0 && seg > 0 && seg < 8<<20 {
 		cfg.MaxMessageSize = int(seg / 4)
 	}
