@@ -568,7 +568,10 @@ func (c *pgConn) parse(m *pgproto3.Parse) error {
 		case st.desc != nil && i < len(st.desc.Params) && st.desc.Params[i].Kind != sql.KindNull:
 			st.paramOIDs[i], _, _ = typeOID(st.desc.Params[i])
 		default:
-			st.paramOIDs[i] = oidText
+			// Unknown, as PostgreSQL says of an untyped placeholder: clients then send the
+			// value as text in its own type's form, and binding converts that text to the
+			// type the placeholder's context needs.
+			st.paramOIDs[i] = oidUnknown
 		}
 	}
 	c.stmts[m.Name] = st

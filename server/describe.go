@@ -1,0 +1,56 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"rsql/sql"
+)
+
+// maxDescribeParams bounds how many $n placeholders Describe will supply values for.
+const maxDescribeParams = 1000
+
+// Describe implements Describer for the Postgres wire's extended protocol: the result
+// columns of a statement, without running it (nothing is created or started). Parameters
+// are described as unknown, so clients send them as text.
+func (e *Engine) Describe(ctx context.Context, sess *Session, text string) (*Description, error) {
+	var params []sql.Value
+	for {
+		d, err := e.describeText(ctx, sess, text, params)
+		var se *sql.Error
+		if err == nil || !errors.As(err, &se) || se.Code != "42P02" || len(params) >= maxDescribeParams {
+			return d, err
+		}
+		// A $n without a value: describe again with one more NULL parameter.
+		params = append(params, sql.Null)
+	}
+}
+
+func (e *Engine) describeText(ctx context.Context, sess *Session, text string, params []sql.Value) (*Description, error) {
+	stmts, err := sql.ParseParams(text, params)
+	if err != nil {
+		return nil, err
+	}
+	if len(stmts) != 1 {
+		return &Description{}, nil
+	}
+	switch s := stmts[0].(type) {
+	case *sql.Select:
+		q, err := e.bind(s)
+		if err != nil {
+			return nil, err
+		}
+		return &Description{Columns: q.OutputSchema()}, nil
+	case *sql.ShowStmt, *sql.ShowVar, *sql.Describe, *sql.Explain:
+		// Read-only: run it for its columns.
+		r, err := e.exec(ctx, sess, s)
+		if err != nil {
+			return nil, err
+		}
+		if r.Rows != nil {
+			r.Rows.Close()
+		}
+		return &Description{Columns: r.Columns}, nil
+	}
+	return &Description{}, nil
+}
