@@ -178,7 +178,7 @@ func validateCheckpoint(cp *Checkpoint, fn func(kind OpKind, split string, key, 
 	i := 0
 	err := cp.State.Each(func(kind OpKind, key, value []byte) error {
 		defer func() { i++ }()
-		split, err := keySplit(cp.Job, key, pl.covered)
+		split, err := keySplit(cp.Job, key, pl.order)
 		if err != nil {
 			return fmt.Errorf("%w: operation %d: %v", ErrBadCheckpoint, i, err)
 		}
@@ -195,7 +195,7 @@ func validateCheckpoint(cp *Checkpoint, fn func(kind OpKind, split string, key, 
 
 // keySplit returns the split a key of job belongs to ("" for job-wide keys), checking that
 // it is covered.
-func keySplit(job string, key []byte, covered map[string]int64) (string, error) {
+func keySplit(job string, key []byte, order []string) (string, error) {
 	kj, op, sp, _, ok := KeyParts(key)
 	if !ok {
 		return "", fmt.Errorf("key %x is not a (job, operator, split) state key", key)
@@ -209,10 +209,12 @@ func keySplit(job string, key []byte, covered map[string]int64) (string, error) 
 	if string(op) == JobOperator {
 		return "", nil
 	}
-	if _, ok := covered[string(sp)]; !ok {
-		return "", fmt.Errorf("key %x belongs to split %q which the checkpoint does not cover", key, sp)
+	for _, s := range order { // few splits: find the name without allocating a string
+		if s == string(sp) {
+			return s, nil
+		}
 	}
-	return string(sp), nil
+	return "", fmt.Errorf("key %x belongs to split %q which the checkpoint does not cover", key, sp)
 }
 
 // LoadInto copies a split's committed state from cs into dst in one atomic write, after
