@@ -345,3 +345,66 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 	})
 }
+
+// TestRecoveryDropsIndexPastLogEnd: when the log lost its tail but the queue index kept
+// entries for it (an index flushed before its log), the entries are dropped on open and
+// offsets stay dense.
+func TestRecoveryDropsIndexPastLogEnd(t *testing.T) {
+	cfg := testConfig(t)
+	b := mustOpen(t, cfg)
+	b.CreateTopic("t", 1)
+	appendN(t, b, "t", 0, 0, 50)
+	q, _ := b.queue("t", 0)
+	cut, _, _, _ := q.get(40) // the log will end just before record 40
+	b.Close()
+	seg := filepath.Join(cfg.Dir, "commitlog", segmentName(cut-cut%cfg.SegmentSize))
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt(make([]byte, cfg.SegmentSize-cut%cfg.SegmentSize), cut%cfg.SegmentSize)
+	f.Close()
+	os.Remove(filepath.Join(cfg.Dir, "checkpoint"))
+	b = mustOpen(t, cfg)
+	defer b.Close()
+	if m, _ := b.MaxOffset("t", 0); m != 40 {
+		t.Fatalf("max offset after losing the log tail: %d, want 40", m)
+	}
+	readAll(t, b, "t", 0, 40)
+	appendN(t, b, "t", 0, 40, 10)
+	readAll(t, b, "t", 0, 50)
+}
+
+func TestRetentionByAge(t *testing.T) {
+	cfg := testConfig(t)
+	b := mustOpen(t, cfg)
+	b.CreateTopic("r", 2)
+	appendN(t, b, "r", 0, 0, 1500)
+	b.Close()
+	time.Sleep(20 * time.Millisecond)
+	cfg.RetentionAge = 10 * time.Millisecond
+	b = mustOpen(t, cfg)
+	defer b.Close()
+	appendN(t, b, "r", 1, 0, 5) // a fresh segment is not old
+	if err := b.EnforceRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, n := b.cl.retentionInfo(); n != 1 {
+		t.Fatalf("%d segments left, want only the active one", n)
+	}
+	// Queue 0 now starts at its first record in the remaining (active) segment.
+	minO, _ := b.MinOffset("r", 0)
+	q, _ := b.queue("r", 0)
+	phys, _, _, _ := q.get(minO)
+	if minO == 0 || phys < b.cl.minOffset() {
+		t.Fatalf("queue 0 minimum %d at log offset %d; log starts at %d", minO, phys, b.cl.minOffset())
+	}
+	if prev, _, _, ok := q.get(minO - 1); ok && prev >= b.cl.minOffset() {
+		t.Fatalf("queue 0 minimum %d skips a retained record at %d", minO, prev)
+	}
+	msgs, _, err := b.Pull(context.Background(), "r", 0, 0, 1, 0)
+	if err != nil || len(msgs) != 1 || msgs[0].QueueOffset != minO || !bytes.Equal(msgs[0].Body, body(0, int(minO))) {
+		t.Fatalf("pull from 0: %v %+v", err, msgs)
+	}
+	readAll(t, b, "r", 1, 5)
+}
