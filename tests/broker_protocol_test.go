@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/admin"
 
 	"rsql/broker/remoting"
 )
@@ -156,4 +159,42 @@ func TestBrokerQueueLocks(t *testing.T) {
 	}
 	ca.Close()
 	_ = b
+}
+
+// TestBrokerAdminTopics: the admin client creates, lists and deletes topics.
+func TestBrokerAdminTopics(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b, "adm", 3)
+	if n := len(queuesOf(t, b, "adm")); n != 3 {
+		t.Fatalf("created topic has %d queues, want 3", n)
+	}
+	a, err := admin.NewAdmin(admin.WithResolver(b.resolver()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	list, err := a.FetchAllTopicList(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, n := range list.TopicList {
+		found = found || n == "adm"
+	}
+	if !found {
+		t.Fatalf("topic list %v lacks adm", list.TopicList)
+	}
+	err = a.DeleteTopic(context.Background(), admin.WithTopicDelete("adm"), admin.WithBrokerAddrDelete(b.Addr),
+		admin.WithNameSrvAddr([]string{b.NS}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := rawCall(t, b.NS, &remoting.Command{Code: 105, Opaque: 1, ExtFields: map[string]string{"topic": "adm"}}); resp.Code != 17 {
+		t.Fatalf("route of a deleted topic: code %d", resp.Code)
+	}
+	// Invalid names are refused.
+	resp := rawCall(t, b.Addr, &remoting.Command{Code: 17, Opaque: 2, ExtFields: map[string]string{"topic": "bad name!", "readQueueNums": "1"}})
+	if resp.Code != 29 {
+		t.Fatalf("invalid topic name: code %d", resp.Code)
+	}
 }
