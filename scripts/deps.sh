@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing rsql needs on a Debian machine: the RocksDB headers
 # (librocksdb-dev), PostgreSQL 15 and its client (for the checkpoint-store tests), and the Go
-# modules; tmux (the shell's terminal test) and Node.js with npm (the node-postgres test). Safe to run again: it installs only what is missing.
+# modules; tmux (the shell's terminal test), Node.js with npm and node-postgres (the `pg`
+# package, for the node-postgres test). Safe to run again: it installs only what is missing.
 set -euo pipefail
 
 need=()
@@ -31,4 +32,12 @@ fi
 if ! go mod download; then
   echo "could not download the Go modules: check that the Go module proxy is reachable (GOPROXY=$(go env GOPROXY))" >&2
   exit 1
+fi
+
+cd "$(dirname "$0")/.."
+if [ ! -d tests/node/node_modules/pg ]; then
+  if ! (cd tests/node && npm install --no-audit --no-fund --silent); then
+    echo "could not install node-postgres (npm install in tests/node): check that the npm registry is reachable" >&2
+    exit 1
+  fi
 fi
