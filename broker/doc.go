@@ -10,7 +10,8 @@
 //	first, err := b.Append("orders", q, []broker.Message{{Key: "k", Body: body}})
 //	msgs, next, err := b.Pull(ctx, "orders", q, offset, 100, time.Second)
 //	err = b.CommitOffset("group", "orders", q, next); off, ok := b.QueryOffset(...)
-//	b.MinOffset / b.MaxOffset / b.OffsetByTimestamp / b.Topics / b.Flush
+//	b.MinOffset / b.MaxOffset / b.OffsetByTimestamp / b.Topics / b.Topic / b.Flush
+//	b.DeleteTopic / b.EnforceRetention / broker.IsSystemTopic(name)
 //	err = b.Serve("127.0.0.1:9876", "127.0.0.1:10911")     // name server + broker listeners
 //	err = b.Close()
 //
@@ -20,7 +21,9 @@
 // is bounded by Config.FlushInterval and a process crash loses nothing. Pull returns
 // messages from offset on (an offset below the retained minimum starts at the minimum;
 // beyond the end is ErrOffsetOutOfRange) and waits up to wait for new data. Offsets are
-// "next offset to consume", persisted at every checkpoint and on Close.
+// "next offset to consume", persisted at every checkpoint and on Close. Topics() includes
+// the broker's own topics (delay schedule, %RETRY%, %DLQ%); filter with IsSystemTopic.
+// Close flushes and releases the directory; it may be called more than once.
 //
 // # Storage
 //
@@ -36,7 +39,9 @@
 //
 // Serve speaks the name-server and broker request codes the rocketmq-client-go producer,
 // push/pull consumers and admin client use (docs/broker.md lists them). Each request on a
-// connection is handled concurrently; malformed or oversize frames close that connection.
+// connection is handled concurrently (up to 1,024 at once), except sends, which are appended
+// in arrival order; malformed or oversize frames, and connections silent for longer than
+// the client expiry, are closed.
 //
 // # Concurrency
 //

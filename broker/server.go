@@ -177,7 +177,14 @@ func (s *netServer) serveConn(c *conn) {
 		s.dropConn(c)
 	}()
 	log := s.b.cfg.Logger
+	// At most maxInFlight requests of one connection run at once; beyond that the reader
+	// stops reading (back-pressure instead of unbounded goroutines).
+	const maxInFlight = 1024
+	sem := make(chan struct{}, maxInFlight)
 	for {
+		// Clients heartbeat every 30 s; a connection silent for longer than the client
+		// expiry (or stuck mid-frame) is closed.
+		c.c.SetReadDeadline(time.Now().Add(s.b.cfg.ClientExpiry + 30*time.Second))
 		p, err := remoting.ReadFrame(c.c, s.b.cfg.MaxFrameSize, nil)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !c.closed.Load() {
@@ -212,9 +219,10 @@ func (s *netServer) serveConn(c *conn) {
 			}()
 			continue
 		}
+		sem <- struct{}{}
 		s.wg.Add(1)
 		go func() {
-			defer s.wg.Done()
+			defer func() { <-sem; s.wg.Done() }()
 			resp := s.handle(c, cmd)
 			if resp != nil {
 				c.send(resp)
