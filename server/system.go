@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -88,7 +89,7 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 		}
 		s.httpLn = ln
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(&engineCollector{e: eng}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		reg.MustRegister(&engineCollector{e: eng}, &storeCollector{b: b, dataDir: cfg.DataDir}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
@@ -137,10 +138,17 @@ var (
 	descBad       = prometheus.NewDesc("rsql_job_bad_records_total", "Records that failed to decode.", []string{"job"}, nil)
 	descWatermark = prometheus.NewDesc("rsql_job_watermark_delay_seconds", "Wall clock minus the job's watermark.", []string{"job"}, nil)
 	descLag       = prometheus.NewDesc("rsql_job_split_lag_records", "Messages a source split is behind its end.", []string{"job", "stream", "split"}, nil)
+	descEpoch     = prometheus.NewDesc("rsql_job_checkpoint_epoch", "The job's last committed checkpoint (0 before the first).", []string{"job"}, nil)
+	descOffset    = prometheus.NewDesc("rsql_job_split_offset", "Next offset a source split reads.", []string{"job", "stream", "split"}, nil)
+
+	descAppended  = prometheus.NewDesc("rsql_broker_messages_appended_total", "Messages appended to a topic of the bundled broker and still addressable (the end offsets of its queues); rate() is the produce rate.", []string{"topic"}, nil)
+	descRetained  = prometheus.NewDesc("rsql_broker_messages_retained", "Messages of a topic between its queues' minimum and end offsets.", []string{"topic"}, nil)
+	descQueues    = prometheus.NewDesc("rsql_broker_topic_queues", "Queues of a topic.", []string{"topic"}, nil)
+	descStoreSize = prometheus.NewDesc("rsql_store_size_bytes", "Bytes on disk under the data directory, by part: broker (commit log and queues), state (RocksDB), catalog.", []string{"part"}, nil)
 )
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descIn, descOut, descLate, descBad, descWatermark, descLag} {
+	for _, d := range []*prometheus.Desc{descIn, descOut, descLate, descBad, descWatermark, descLag, descEpoch, descOffset} {
 		ch <- d
 	}
 }
@@ -163,10 +171,66 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		if st.Watermark > -1<<62 && st.Watermark < 1<<62 {
 			ch <- prometheus.MustNewConstMetric(descWatermark, prometheus.GaugeValue, float64(now-st.Watermark)/1000, id)
 		}
+		ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(st.Epoch), id)
 		for _, sp := range st.Splits {
+			ch <- prometheus.MustNewConstMetric(descOffset, prometheus.GaugeValue, float64(sp.Offset), id, sp.Stream, sp.Split)
 			if sp.Lag >= 0 {
 				ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(sp.Lag), id, sp.Stream, sp.Split)
 			}
 		}
 	}
+}
+
+// storeCollector exports the bundled broker's per-topic offsets (their rate is the produce
+// rate; the broker keeps no consume counters) and the data directory's size on disk.
+type storeCollector struct {
+	b       *broker.Broker
+	dataDir string
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descAppended, descRetained, descQueues, descStoreSize} {
+		ch <- d
+	}
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, t := range c.b.Topics() {
+		var end, retained int64
+		for q := 0; q < t.Queues; q++ {
+			maxO, err := c.b.MaxOffset(t.Name, q)
+			if err != nil {
+				continue
+			}
+			minO, err := c.b.MinOffset(t.Name, q)
+			if err != nil {
+				minO = 0
+			}
+			end += maxO
+			retained += max(0, maxO-minO)
+		}
+		ch <- prometheus.MustNewConstMetric(descAppended, prometheus.CounterValue, float64(end), t.Name)
+		ch <- prometheus.MustNewConstMetric(descRetained, prometheus.GaugeValue, float64(retained), t.Name)
+		ch <- prometheus.MustNewConstMetric(descQueues, prometheus.GaugeValue, float64(t.Queues), t.Name)
+	}
+	for _, part := range []struct{ name, path string }{{"broker", "broker"}, {"state", "state"}, {"catalog", "catalog.json"}} {
+		ch <- prometheus.MustNewConstMetric(descStoreSize, prometheus.GaugeValue, float64(diskUsage(filepath.Join(c.dataDir, part.path))), part.name)
+	}
+}
+
+// diskUsage is the total size of the regular files at or under path (0 when absent).
+func diskUsage(path string) int64 {
+	var n int64
+	filepath.WalkDir(path, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
