@@ -234,3 +234,28 @@ func LoadInto(ctx context.Context, cs CheckpointStore, job, split string, dst St
 	}
 	return info, nil
 }
+
+// BatchSplits returns, sorted, the splits of job that b's operations touch (job-wide keys
+// and keys of other jobs excluded) — the splits a checkpoint of b must cover. Operations
+// that are not state keys are ignored here; Commit refuses them.
+func BatchSplits(job string, b *Batch) []string {
+	var out []string
+	if b == nil {
+		return nil
+	}
+	b.Each(func(_ OpKind, key, _ []byte) error {
+		kj, op, sp, _, ok := KeyParts(key)
+		if !ok || string(kj) != job || string(op) == JobOperator {
+			return nil
+		}
+		for _, s := range out {
+			if s == string(sp) {
+				return nil
+			}
+		}
+		out = append(out, string(sp))
+		return nil
+	})
+	slices.Sort(out)
+	return out
+}

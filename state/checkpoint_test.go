@@ -692,3 +692,21 @@ func FuzzKeyParts(f *testing.F) {
 		}
 	})
 }
+
+func TestBatchSplits(t *testing.T) {
+	b := batchOf(func(b *Batch) {
+		b.Put(aggKey("j", "q2", "a"), nil)
+		b.Put(aggKey("j", "q0", "a"), nil)
+		b.Delete(aggKey("j", "q2", "b"))
+		b.DropPrefix(SplitPrefix(nil, "j", "agg", "q7"))
+		b.Put(epochKeyOf("j"), nil)
+		b.Put(aggKey("other", "q9", "a"), nil)
+		b.Put([]byte{0xff}, nil)
+	})
+	if got, want := BatchSplits("j", b), []string{"q0", "q2", "q7"}; !slices.Equal(got, want) {
+		t.Fatalf("BatchSplits = %v, want %v", got, want)
+	}
+	if got := BatchSplits("j", nil); got != nil {
+		t.Fatalf("BatchSplits(nil) = %v", got)
+	}
+}
