@@ -15,7 +15,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 )
 
-// ConsumeCmd prints a topic's records as JSON lines.
+// ConsumeCmd prints a topic's records as JSON lines, or with --format table as an aligned
+// table (columns: the records' fields in first-seen order) when it stops.
 type ConsumeCmd struct {
 	Topic         string        `arg:"" help:"Topic to read."`
 	FromBeginning bool          `name:"from-beginning" help:"Start at the oldest retained record instead of new ones (when the group has no committed offset)."`
@@ -24,7 +25,15 @@ type ConsumeCmd struct {
 	Group         string        `name:"group" help:"Commit offsets as this consumer group (default: a new group per run)."`
 }
 
-func (c *ConsumeCmd) Run(cm *Common) error {
+func (c *ConsumeCmd) Run(cm *Common, cli *CLI) error {
+	var tbl *recordTable
+	switch cli.Format {
+	case "", "json":
+	case "table":
+		tbl = &recordTable{}
+	default:
+		return &exitError{fmt.Sprintf("--format %s: consume prints json (JSON lines) or table", cli.Format)}
+	}
 	ns, err := nameServer(cm)
 	if err != nil {
 		return err
@@ -74,8 +83,12 @@ func (c *ConsumeCmd) Run(cm *Common) error {
 			for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
 				b = b[:len(b)-1]
 			}
-			out.Write(b)
-			out.WriteByte('\n')
+			if tbl != nil {
+				tbl.add(b)
+			} else {
+				out.Write(b)
+				out.WriteByte('\n')
+			}
 			count++
 		}
 		out.Flush()
@@ -119,6 +132,9 @@ loop:
 	}
 	pc.Shutdown()
 	mu.Lock()
+	if tbl != nil {
+		tbl.print(out)
+	}
 	out.Flush()
 	n := count
 	mu.Unlock()

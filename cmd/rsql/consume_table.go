@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// recordTable collects consumed records for `rsql consume --format table`: a JSON object's
+// fields become columns in the order first seen; any other body goes to a "value" column.
+type recordTable struct {
+	cols  []string
+	index map[string]int
+	rows  []map[string]string
+}
+
+func (t *recordTable) col(name string) {
+	if t.index == nil {
+		t.index = map[string]int{}
+	}
+	if _, ok := t.index[name]; !ok {
+		t.index[name] = len(t.cols)
+		t.cols = append(t.cols, name)
+	}
+}
+
+func (t *recordTable) add(body []byte) {
+	row, ok := objectFields(body)
+	if !ok {
+		t.col("value")
+		t.rows = append(t.rows, map[string]string{"value": string(body)})
+		return
+	}
+	for _, kv := range row {
+		t.col(kv[0])
+	}
+	m := make(map[string]string, len(row))
+	for _, kv := range row {
+		m[kv[0]] = kv[1]
+	}
+	t.rows = append(t.rows, m)
+}
+
+// objectFields reads a JSON object's fields in order: strings unquoted, null empty, other
+// values as their JSON text.
+func objectFields(body []byte) ([][2]string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	var out [][2]string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		key, _ := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, false
+		}
+		val := string(raw)
+		var s string
+		switch {
+		case val == "null":
+			val = ""
+		case json.Unmarshal(raw, &s) == nil:
+			val = s
+		}
+		out = append(out, [2]string{key, val})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, false
+	}
+	return out, true
+}
+
+func (t *recordTable) print(w *bufio.Writer) {
+	if len(t.cols) == 0 {
+		fmt.Fprintln(w, "(0 rows)")
+		return
+	}
+	widths := make([]int, len(t.cols))
+	for i, c := range t.cols {
+		widths[i] = utf8.RuneCountInString(c)
+	}
+	for _, r := range t.rows {
+		for i, c := range t.cols {
+			widths[i] = max(widths[i], utf8.RuneCountInString(r[c]))
+		}
+	}
+	line := func(cell func(i int) string) {
+		for i := range t.cols {
+			if i > 0 {
+				w.WriteString(" | ")
+			} else {
+				w.WriteString(" ")
+			}
+			s := cell(i)
+			w.WriteString(s + strings.Repeat(" ", widths[i]-utf8.RuneCountInString(s)))
+		}
+		w.WriteString("\n")
+	}
+	line(func(i int) string { return t.cols[i] })
+	for i := range t.cols {
+		if i > 0 {
+			w.WriteString("+")
+		}
+		w.WriteString(strings.Repeat("-", widths[i]+2))
+	}
+	w.WriteString("\n")
+	for _, r := range t.rows {
+		line(func(i int) string { return r[t.cols[i]] })
+	}
+	if len(t.rows) == 1 {
+		fmt.Fprintln(w, "(1 row)")
+	} else {
+		fmt.Fprintf(w, "(%d rows)\n", len(t.rows))
+	}
+}
