@@ -160,6 +160,24 @@ func (s *BrokerSink) Write(ctx context.Context, msgs []Message) error {
 	return nil
 }
 
+// Queues is the number of queues of the topic.
+func (s *BrokerSink) Queues() int { return s.queues }
+
+// WriteQueue appends msgs to one queue, in order (shuffle topics choose queues themselves).
+func (s *BrokerSink) WriteQueue(ctx context.Context, queue int, msgs []Message) error {
+	if queue < 0 || queue >= s.queues {
+		return fmt.Errorf("topic %s has no queue %d (it has %d)", s.topic, queue, s.queues)
+	}
+	batch := make([]broker.Message, len(msgs))
+	for i, m := range msgs {
+		batch[i] = broker.Message{Key: string(m.Key), Body: m.Body}
+	}
+	if _, err := s.b.Append(s.topic, queue, batch); err != nil {
+		return fmt.Errorf("topic %s queue %d: %w", s.topic, queue, err)
+	}
+	return nil
+}
+
 // PropMessageID is the message property that holds connectors.Message.ID on the broker.
 const PropMessageID = "RSQL_ID"
 

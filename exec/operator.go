@@ -22,6 +22,11 @@ const (
 type Batch struct {
 	Split string
 	Rows  []sql.Row
+	// Offsets, when not nil, is the source offset of each row (parallel to Rows): stages
+	// that end in a shuffle topic track it so the rows get deterministic ids. Operators
+	// that drop, repeat or truncate rows keep it parallel; operators that make new rows
+	// (aggregations) leave it nil.
+	Offsets []int64
 }
 
 // ControlKind is the kind of a Control message.
@@ -103,7 +108,7 @@ func (a *rowArena) build(split string) *Batch {
 		a.rows = append(a.rows, sql.Row(a.vals[start:e:e]))
 		start = e
 	}
-	a.batch.Split, a.batch.Rows = split, a.rows
+	a.batch.Split, a.batch.Rows, a.batch.Offsets = split, a.rows, nil
 	return &a.batch
 }
 

@@ -13,10 +13,14 @@ type filterOp struct {
 
 func (f *filterOp) Process(b *Batch) error {
 	rows := b.Rows
+	offs := b.Offsets
 	k := 0
-	for _, r := range rows {
+	for i, r := range rows {
 		if f.pred(r).Truth() {
 			rows[k] = r
+			if offs != nil {
+				offs[k] = offs[i]
+			}
 			k++
 		}
 	}
@@ -24,6 +28,9 @@ func (f *filterOp) Process(b *Batch) error {
 		return nil
 	}
 	b.Rows = rows[:k]
+	if offs != nil {
+		b.Offsets = offs[:k]
+	}
 	return f.next.Process(b)
 }
 
@@ -46,7 +53,13 @@ func (p *projectOp) Process(b *Batch) error {
 		}
 		p.out.endRow()
 	}
-	return p.out.flush(b.Split, p.next)
+	if p.out.len() == 0 {
+		return nil
+	}
+	nb := p.out.build(b.Split)
+	nb.Offsets = b.Offsets
+	p.out.reset()
+	return p.next.Process(nb)
 }
 
 func (p *projectOp) Watermark(wm int64) error { return p.next.Watermark(wm) }
@@ -59,11 +72,13 @@ type windowAssignOp struct {
 	w    planner.WindowSpec
 	next Operator
 	out  rowArena
+	offs []int64
 }
 
 func (o *windowAssignOp) Process(b *Batch) error {
 	o.out.reset()
-	for _, r := range b.Rows {
+	o.offs = o.offs[:0]
+	for i, r := range b.Rows {
 		tv := r[o.w.Time]
 		if tv.IsNull() {
 			continue
@@ -73,9 +88,20 @@ func (o *windowAssignOp) Process(b *Batch) error {
 			o.out.vals = append(o.out.vals, r...)
 			o.out.vals = append(o.out.vals, sql.Timestamp(s), sql.Timestamp(s+o.w.Size))
 			o.out.endRow()
+			if b.Offsets != nil {
+				o.offs = append(o.offs, b.Offsets[i])
+			}
 		}
 	}
-	return o.out.flush(b.Split, o.next)
+	if o.out.len() == 0 {
+		return nil
+	}
+	nb := o.out.build(b.Split)
+	if b.Offsets != nil {
+		nb.Offsets = o.offs
+	}
+	o.out.reset()
+	return o.next.Process(nb)
 }
 
 func (o *windowAssignOp) Watermark(wm int64) error { return o.next.Watermark(wm) }
@@ -119,6 +145,9 @@ func (l *limitOp) Process(b *Batch) error {
 	}
 	if int64(len(b.Rows)) > left {
 		b.Rows = b.Rows[:left]
+		if b.Offsets != nil {
+			b.Offsets = b.Offsets[:left]
+		}
 	}
 	l.seen += int64(len(b.Rows))
 	if err := l.next.Process(b); err != nil {

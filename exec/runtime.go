@@ -46,6 +46,10 @@ type Env struct {
 	// AlignmentWindow bounds how far (in event time) a split reader may read ahead of the
 	// slowest live split of its stage (default 10s; negative: no bound).
 	AlignmentWindow time.Duration
+	// ShuffleTopics makes exchanges behind a broker stream go through shuffle topics
+	// ("<job>-<stage>-shuffle", opened with OpenSource/OpenSink as connector "broker") instead
+	// of in-process channels; each stage then checkpoints on its own (see shuffle.go).
+	ShuffleTopics bool
 	// ExchangeQueues is the number of queues of an in-process exchange (default 4).
 	ExchangeQueues int
 	// BatchSize is the number of messages read per batch (default 512).
@@ -159,7 +163,9 @@ type Job struct {
 	tasks  []*task
 	cnt    counters
 	reqs   chan *request // to the first source task
-	done   chan struct{}
+	// shuffleReqs reach the stages that read shuffle topics: they checkpoint on their own.
+	shuffleReqs []chan *request
+	done        chan struct{}
 
 	mu        sync.Mutex // guards the fields below
 	err       error
@@ -283,23 +289,33 @@ func (j *Job) Stop() {
 // Checkpoint injects a checkpoint barrier and waits until it is committed; it returns the
 // epoch.
 func (j *Job) Checkpoint(ctx context.Context) (int64, error) {
-	r := &request{kind: reqCheckpoint, done: make(chan error, 1)}
-	if err := j.send(ctx, r); err != nil {
-		return 0, err
-	}
-	select {
-	case err := <-r.done:
-		if err != nil {
-			return 0, err
+	var rs []*request
+	for _, ch := range append([]chan *request{j.reqs}, j.shuffleReqs...) {
+		r := &request{kind: reqCheckpoint, done: make(chan error, 1)}
+		select {
+		case ch <- r:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-j.done:
+			return 0, errJobEnded
 		}
-		j.mu.Lock()
-		defer j.mu.Unlock()
-		return j.epoch, nil
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-j.done:
-		return 0, errJobEnded
+		rs = append(rs, r)
 	}
+	for _, r := range rs {
+		select {
+		case err := <-r.done:
+			if err != nil {
+				return 0, err
+			}
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-j.done:
+			return 0, errJobEnded
+		}
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.epoch, nil
 }
 
 var errJobEnded = errors.New("exec: job has ended")

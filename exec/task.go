@@ -52,10 +52,18 @@ type ownedBatch struct {
 	maxTs      int64
 	lastOffset int64
 	pool       chan *ownedBatch
+	offs       []int64   // source offset of each row (stages writing a shuffle topic)
+	marks      []markUpd // dedup marks after this batch (stages reading a shuffle topic)
+}
+
+type markUpd struct {
+	split string
+	mark  dedupMark
 }
 
 func (o *ownedBatch) reset() {
 	o.vals, o.ends, o.Rows = o.vals[:0], o.ends[:0], o.Rows[:0]
+	o.offs, o.marks, o.Offsets = o.offs[:0], o.marks[:0], nil
 	o.maxTs, o.lastOffset = MinWatermark, -1
 }
 
@@ -88,6 +96,7 @@ type splitIn struct {
 	readerDone chan struct{}
 	pool       chan *ownedBatch
 	lag        func() int64
+	marks      map[string]dedupMark // shuffle splits: applied row ids per source split
 }
 
 type task struct {
@@ -118,6 +127,11 @@ type task struct {
 	opIDs      []string            // ids of the stage's stateful operators
 	exch       *exchangeOp
 	sink       *sinkOp // the stage's main sink, if it writes a stream
+
+	shuffleTo *planner.SourceSpec // the downstream stage's source, when this stage writes its shuffle topic
+	shuffleN  int                 // queues of that topic
+	shuffleIn bool                // this stage reads an upstream stage's shuffle topic
+	reqs      chan *request       // checkpoint requests (shuffleIn stages commit on their own)
 
 	// Event-time alignment of split readers: floor is the smallest max event time of the
 	// live splits that have data (MaxWatermark: no constraint); a reader whose split is more
@@ -152,16 +166,29 @@ func (j *Job) build(ctx context.Context, plan *planner.Physical) error {
 			if _, ok := up.stage.Pipeline[len(up.stage.Pipeline)-1].(*planner.ExchangeNode); !ok {
 				return fmt.Errorf("%w: stage %d reads stage %d, which has no exchange", ErrBadPlan, st.ID, st.Source.FromStage)
 			}
-			if up.downstream != nil {
+			if up.downstream != nil || up.shuffleTo != nil {
 				return fmt.Errorf("%w: stage %d feeds more than one stage", ErrBadPlan, up.stage.ID)
 			}
-			up.downstream = t.in
-			up.downSrc = &t.stage.Source
-			t.upstreams++
 			t.queues = j.env.ExchangeQueues
 			if x := up.stage.Pipeline[len(up.stage.Pipeline)-1].(*planner.ExchangeNode); x.Queues > 0 {
 				t.queues = x.Queues
 			}
+			if j.env.ShuffleTopics && up.stage.Source.FromStage < 0 && up.stage.Source.Connector == "broker" && st.Source.Connector == "broker" {
+				opts := map[string]string{}
+				for k, v := range st.Source.Options {
+					opts[k] = v
+				}
+				opts["topic"], opts["queues"] = st.Source.Stream, strconv.Itoa(t.queues)
+				st.Source.Options = opts
+				up.shuffleTo, up.shuffleN = &st.Source, t.queues
+				t.shuffleIn = true
+				t.reqs = make(chan *request)
+				j.shuffleReqs = append(j.shuffleReqs, t.reqs)
+				continue
+			}
+			up.downstream = t.in
+			up.downSrc = &t.stage.Source
+			t.upstreams++
 		} else {
 			t.isFirst = first
 			first = false
@@ -230,6 +257,27 @@ func (t *task) buildOps(ctx context.Context) error {
 	}
 	var next Operator
 	switch {
+	case t.shuffleTo != nil:
+		n := st.Pipeline[len(st.Pipeline)-1].(*planner.ExchangeNode)
+		topic := t.shuffleTo.Stream
+		if env.OpenSink == nil {
+			return fmt.Errorf("%w: stage %d writes shuffle topic %s but Env.OpenSink is nil", ErrMissingEnv, st.ID, topic)
+		}
+		sink, err := env.OpenSink(planner.SinkSpec{Stream: topic, Connector: "broker",
+			Options: map[string]string{"topic": topic, "queues": strconv.Itoa(t.shuffleN)}})
+		if err != nil {
+			return &SinkError{Sink: topic, Err: err}
+		}
+		qs, ok := sink.(QueueSink)
+		if !ok || qs.Queues() != t.shuffleN {
+			sink.Close()
+			return &SinkError{Sink: topic, Err: fmt.Errorf("shuffle topic needs a sink with %d addressable queues", t.shuffleN)}
+		}
+		x := &shuffleOut{ctx: ctx, sink: sink, qs: qs, keys: n.Keys, n: t.shuffleN, what: topic, wm: MinWatermark}
+		if cols := t.shuffleTo.Columns; cols != nil && !identity(cols, len(schemas[len(st.Pipeline)])) {
+			x.cols = cols
+		}
+		next = x
 	case t.downstream != nil:
 		n := st.Pipeline[len(st.Pipeline)-1].(*planner.ExchangeNode)
 		q := env.ExchangeQueues
@@ -352,7 +400,12 @@ func (t *task) openSource(ctx context.Context) error {
 	}
 	t.delay = spec.WatermarkDelay
 	t.idle = env.IdleTimeout
-	if s := spec.Options["idle_timeout"]; s != "" {
+	if t.shuffleIn {
+		// A queue's "event time" is the last upstream watermark read from it; the upstream
+		// stage writes one to every queue, so queues never go idle.
+		t.delay, t.idle = 0, 0
+	}
+	if s := spec.Options["idle_timeout"]; s != "" && !t.shuffleIn {
 		d, err := time.ParseDuration(s)
 		if err != nil {
 			return &SourceError{Stream: spec.Stream, Err: fmt.Errorf("idle_timeout %q: %w", s, err)}
@@ -482,6 +535,8 @@ func (t *task) run(ctx context.Context) (err error) {
 	var reqs chan *request
 	if t.isFirst {
 		reqs = t.job.reqs
+	} else if t.shuffleIn {
+		reqs = t.reqs
 	}
 	var tick <-chan time.Time
 	if t.src != nil {
@@ -559,7 +614,13 @@ func (t *task) handle(ctx context.Context, ev event) (finished bool, err error) 
 			}
 			sp.lastActive = t.job.env.Now()
 			sp.idle = false
-			t.job.cnt.in.Add(int64(n))
+			if t.shuffleIn {
+				for _, u := range b.marks {
+					sp.marks[u.split] = u.mark
+				}
+			} else {
+				t.job.cnt.in.Add(int64(n))
+			}
 		}
 		if n > 0 {
 			err = t.head.Process(&b.Batch)
@@ -795,6 +856,9 @@ func (t *task) offsets(b *state.Batch) []SplitOffset {
 		}
 		offs = append(offs, SplitOffset{Stream: t.stage.Source.Stream, Split: name, Offset: sp.next})
 		b.Put(OffsetKey(t.job.name, t.stage.ID, name), binary.AppendVarint(binary.AppendVarint(nil, sp.next), sp.maxTs))
+		if t.shuffleIn {
+			b.Put(dedupKey(t.job.name, t.stage.ID, name), encodeMarks(sp.marks))
+		}
 	}
 	return offs
 }
@@ -873,6 +937,26 @@ func (t *task) addSplit(ctx context.Context, name string) error {
 		sp.lag = l.Lag
 	}
 	t.splits[name] = sp
+	if t.shuffleIn {
+		sp.marks = map[string]dedupMark{}
+		if v, ok, err := env.Store.Get(dedupKey(t.job.name, t.stage.ID, name)); err != nil {
+			cancel()
+			return &SourceError{Stream: spec.Stream, Split: name, Err: err}
+		} else if ok {
+			m, err := decodeMarks(v)
+			if err != nil {
+				cancel()
+				return &StateError{Op: "dedup", Split: name, Err: err}
+			}
+			sp.marks = m
+		}
+		own := make(map[string]dedupMark, len(sp.marks))
+		for k, v := range sp.marks {
+			own[k] = v
+		}
+		go t.readShuffle(rctx, sp, r, own)
+		return nil
+	}
 	go t.read(rctx, sp, r, format)
 	return nil
 }
@@ -904,6 +988,9 @@ func (t *task) removeSplit(ctx context.Context, name string) error {
 	}
 	c := &Control{Kind: RemoveSplit, Split: name, State: &state.Batch{}}
 	c.State.Put(OffsetKey(t.job.name, t.stage.ID, name), binary.AppendVarint(binary.AppendVarint(nil, sp.next), sp.maxTs))
+	if t.shuffleIn {
+		c.State.Put(dedupKey(t.job.name, t.stage.ID, name), encodeMarks(sp.marks))
+	}
 	if err := t.head.Control(c); err != nil {
 		return err
 	}
@@ -972,6 +1059,9 @@ func (t *task) read(ctx context.Context, sp *splitIn, r connectors.SplitReader, 
 					}
 					continue
 				}
+				if t.shuffleTo != nil {
+					ob.offs = append(ob.offs, m.Offset)
+				}
 				if spec.Columns == nil {
 					ob.vals = append(ob.vals, full...)
 				} else {
@@ -989,6 +1079,9 @@ func (t *task) read(ctx context.Context, sp *splitIn, r connectors.SplitReader, 
 				ob.maxTs = env.Now().UnixMilli()
 			}
 			ob.cut()
+			if t.shuffleTo != nil {
+				ob.Offsets = ob.offs
+			}
 			sentMax := ob.maxTs
 			if !send(event{kind: evData, split: sp, data: ob}) {
 				return
@@ -1109,3 +1202,77 @@ func (x *exchangeOp) Watermark(wm int64) error { return x.send(event{kind: evWat
 // happens here.
 func (x *exchangeOp) Control(*Control) error { return nil }
 func (x *exchangeOp) Close() error           { return nil }
+
+// readShuffle reads one queue of an upstream stage's shuffle topic: rows whose id the
+// stage has already applied are dropped; watermark messages become the queue's event time.
+func (t *task) readShuffle(ctx context.Context, sp *splitIn, r connectors.SplitReader, marks map[string]dedupMark) {
+	defer close(sp.readerDone)
+	defer r.Close()
+	spec := t.stage.Source
+	env := &t.job.env
+	msgs := make([]connectors.Message, 0, env.BatchSize)
+	var rows []shuffleRow
+	send := func(ev event) bool {
+		select {
+		case t.in <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		var err error
+		msgs, err = r.Read(ctx, msgs[:0], env.BatchSize)
+		if len(msgs) > 0 {
+			var ob *ownedBatch
+			select {
+			case ob = <-sp.pool:
+			default:
+				ob = &ownedBatch{pool: sp.pool}
+			}
+			ob.reset()
+			ob.Split = sp.name
+			for i := range msgs {
+				m := &msgs[i]
+				isWM, wm, split, rs, derr := decodeShuffle(m.Body, rows)
+				rows = rs
+				if derr != nil {
+					t.job.recordBad(&RecordError{Stream: spec.Stream, Split: sp.name, Offset: m.Offset, Err: derr})
+					continue
+				}
+				if isWM {
+					ob.maxTs = max(ob.maxTs, wm)
+					continue
+				}
+				mk, seen := marks[split]
+				kept := false
+				for _, sr := range rows {
+					if seen && mk.covers(sr.off, sr.seq) {
+						continue
+					}
+					mk, seen, kept = dedupMark{sr.off, sr.seq}, true, true
+					ob.vals = append(ob.vals, sr.row...)
+					ob.ends = append(ob.ends, len(ob.vals))
+				}
+				if kept {
+					marks[split] = mk
+					ob.marks = append(ob.marks, markUpd{split, mk})
+				}
+			}
+			ob.lastOffset = msgs[len(msgs)-1].Offset
+			ob.cut()
+			if !send(event{kind: evData, split: sp, data: ob}) {
+				return
+			}
+		}
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+				send(event{kind: evError, err: &SourceError{Stream: spec.Stream, Split: sp.name, Err: err}})
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}

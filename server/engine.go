@@ -526,8 +526,9 @@ func (e *Engine) env(job string) exec.Env {
 			}
 			return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: writing the %s connector is not available in this build", spec.Stream, spec.Connector)
 		},
-		NewFormat: connectors.NewFormat,
-		Store:     e.store,
+		NewFormat:     connectors.NewFormat,
+		Store:         e.store,
+		ShuffleTopics: e.cfg.Broker != nil,
 	}
 }
 
