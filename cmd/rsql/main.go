@@ -9,14 +9,14 @@ import (
 
 // Common holds the flags every subcommand shares (CLI.md, "Common flags").
 type Common struct {
-	DataDir     string `name:"data-dir" default:"./rsql-data" help:"All local state: broker store, RocksDB, catalog."`
-	PgAddr      string `name:"pg-addr" default:"127.0.0.1:5433" help:"Postgres-wire listen address."`
-	NamesrvAddr string `name:"namesrv-addr" default:"127.0.0.1:9876" help:"Name-server listen address of the bundled broker."`
-	BrokerAddr  string `name:"broker-addr" default:"127.0.0.1:10911" help:"Broker listen address of the bundled broker."`
-	HTTPAddr    string `name:"http-addr" default:"127.0.0.1:8080" help:"HTTP listen address for /metrics and /healthz."`
-	Namesrv     string `name:"namesrv" help:"External RocketMQ name server to use instead of the bundled broker."`
-	Postgres    string `name:"postgres" help:"Postgres URL: remote checkpoint store and shared catalog."`
-	Server      string `name:"server" help:"Send statements to this rsql server over the Postgres wire."`
+	DataDir     string `name:"data-dir" env:"RSQL_DATA_DIR" default:"./rsql-data" help:"All local state: broker store, RocksDB, catalog."`
+	PgAddr      string `name:"pg-addr" env:"RSQL_PG_ADDR" default:"127.0.0.1:5433" help:"Postgres-wire listen address."`
+	NamesrvAddr string `name:"namesrv-addr" env:"RSQL_NAMESRV_ADDR" default:"127.0.0.1:9876" help:"Name-server listen address of the bundled broker."`
+	BrokerAddr  string `name:"broker-addr" env:"RSQL_BROKER_ADDR" default:"127.0.0.1:10911" help:"Broker listen address of the bundled broker."`
+	HTTPAddr    string `name:"http-addr" env:"RSQL_HTTP_ADDR" default:"127.0.0.1:8080" help:"HTTP listen address for /metrics and /healthz."`
+	Namesrv     string `name:"namesrv" env:"RSQL_NAMESRV" help:"External RocketMQ name server to use instead of the bundled broker."`
+	Postgres    string `name:"postgres" env:"RSQL_POSTGRES" help:"Postgres URL: remote checkpoint store and shared catalog."`
+	Server      string `name:"server" env:"RSQL_SERVER" help:"Send statements to this rsql server over the Postgres wire."`
 }
 
 // CLI is the whole command line. Each subcommand's type lives in its own file.

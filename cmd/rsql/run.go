@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/term"
 
@@ -31,6 +32,15 @@ func runStatements(cli *CLI) error {
 	defer stop()
 	if cli.Server != "" {
 		return runRemote(ctx, cli.Server, text, jsonOut)
+	}
+	// Like the shell: when an rsql server already answers on --pg-addr, the statements go to
+	// it (its data directory is locked, and its broker holds the streams).
+	probe, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	conn, err := connectServer(probe, cli.PgAddr)
+	cancel()
+	if err == nil {
+		conn.Close(context.Background())
+		return runRemote(ctx, cli.PgAddr, text, jsonOut)
 	}
 
 	eng, err := server.Open(server.Config{DataDir: cli.DataDir})
