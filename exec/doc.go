@@ -46,11 +46,23 @@
 //     (job, operator, split, group key, window) — see state.Key. The checkpoint batch also
 //     holds the source offsets and is committed in one atomic write (Env.Commit). On
 //     NewSplit an operator loads the split's state; on RemoveSplit it writes and drops it.
-//     Checkpoints run every Env.CheckpointInterval (default 10s), on Job.Checkpoint, and
+//     Checkpoints run every Env.CheckpointInterval (default 10s; the server's jobs: 1s), on Job.Checkpoint, and
 //     when a bounded job finishes. A restarted job resumes each split from its committed
 //     offset with its committed state, so each record affects committed state once.
-//   - An ExchangeNode ends a stage; the in-process exchange routes rows to hash(keys) mod
-//     Env.ExchangeQueues queues of the next stage, and carries watermarks and checkpoint
-//     barriers in order with the rows. The downstream stage commits the checkpoint.
+//   - The checkpoint also holds each stage's watermark and each split's largest event time
+//     (restored on start, so late rows stay late and idle windows keep closing).
+//   - An ExchangeNode ends a stage. With Env.ShuffleTopics, behind a broker stream, the stage
+//     writes the shuffle topic (SourceSpec of the next stage, connector "broker"): rows to
+//     queue hash(keys) mod queues with deterministic (source split, offset, seq) ids,
+//     watermark messages to every queue; the downstream stage drops ids it has applied and
+//     commits its dedup marks in its own checkpoint (shuffle.go). Otherwise the in-process
+//     exchange routes rows to the next stage's queues and carries watermarks and checkpoint
+//     barriers in order with the rows; the downstream stage commits one checkpoint.
+//   - Exactly-once output: a main sink implementing DedupSink (the broker sink) gets rows
+//     only after the checkpoint covering them commits; they wait in the checkpoint's outbox
+//     and carry ids "<job>/<epoch>/<seq>"; on start, committed outbox entries are published
+//     again, skipping ids the sink holds (outbox.go, docs/guarantees.md). Side outputs and
+//     other sinks are at-least-once.
+//   - Split readers stay within Env.AlignmentWindow of event time of the slowest live split.
 //   - The package opens no sockets or files itself: everything goes through Env.
 package exec

@@ -1220,18 +1220,22 @@ func (t *task) readShuffle(ctx context.Context, sp *splitIn, r connectors.SplitR
 			return false
 		}
 	}
+	readMax := MinWatermark
+	var ob *ownedBatch
+	newBatch := func() {
+		select {
+		case ob = <-sp.pool:
+		default:
+			ob = &ownedBatch{pool: sp.pool}
+		}
+		ob.reset()
+		ob.Split = sp.name
+	}
 	for {
 		var err error
 		msgs, err = r.Read(ctx, msgs[:0], env.BatchSize)
 		if len(msgs) > 0 {
-			var ob *ownedBatch
-			select {
-			case ob = <-sp.pool:
-			default:
-				ob = &ownedBatch{pool: sp.pool}
-			}
-			ob.reset()
-			ob.Split = sp.name
+			newBatch()
 			for i := range msgs {
 				m := &msgs[i]
 				isWM, wm, split, rs, derr := decodeShuffle(m.Body, rows)
@@ -1241,7 +1245,17 @@ func (t *task) readShuffle(ctx context.Context, sp *splitIn, r connectors.SplitR
 					continue
 				}
 				if isWM {
+					// The rows before a watermark are processed before it applies, the rows
+					// after it after: the batch ends here, and the reader stays aligned.
 					ob.maxTs = max(ob.maxTs, wm)
+					ob.lastOffset = m.Offset
+					ob.cut()
+					if !send(event{kind: evData, split: sp, data: ob}) {
+						return
+					}
+					readMax = max(readMax, wm)
+					t.waitAligned(ctx, readMax)
+					newBatch()
 					continue
 				}
 				mk, seen := marks[split]
