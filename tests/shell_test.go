@@ -143,3 +143,74 @@ func TestShellInTerminal(t *testing.T) {
 		t.Errorf("server: %v\n%s", err, srv.Stderr.String())
 	}
 }
+
+// The embedded default: `rsql` alone starts the whole system in the process, prints the
+// banner and opens the shell; keywords complete; a second rsql on the same addresses talks
+// to the first instead of failing on the taken ports; Ctrl-C stops a push query only.
+func TestEmbeddedDefaultShell(t *testing.T) {
+	dir := t.TempDir()
+	pgAddr := freePort(t)
+	bin := buildRsql(t)
+	sh := startTmux(t, "cd "+dir+" && HOME="+dir+" RSQL_PG_ADDR="+pgAddr+" RSQL_NAMESRV_ADDR="+freePort(t)+
+		" RSQL_BROKER_ADDR="+freePort(t)+" RSQL_HTTP_ADDR="+freePort(t)+" "+bin)
+	scr := sh.waitFor("rsql> ", 1)
+	for _, want := range []string{"data directory  ./rsql-data", "Postgres wire   " + pgAddr, "Type \\? for help"} {
+		if !strings.Contains(scr, want) {
+			t.Errorf("banner lacks %q:\n%s", want, scr)
+		}
+	}
+	sh.send("CREATE STREAM events (a BIGINT, b VARCHAR) WITH (queues = 1);", "Enter")
+	sh.waitFor("CREATE STREAM\n", 1)
+	sh.send("INSERT INTO events VALUES (41, 'x'), (42, 'y');", "Enter")
+	sh.waitFor("INSERT 0 2", 1)
+	// A keyword completes in the case it was typed.
+	sh.send("sho", "Tab")
+	sh.waitFor("rsql> show ", 1)
+	sh.send("streams;", "Enter")
+	sh.waitFor(" events | broker", 1)
+
+	// A second rsql on the same machine and addresses goes to the running one.
+	cmd := exec.Command(bin, "-c", "SELECT a, b FROM events WHERE a > 41 LIMIT 1", "--format", "json")
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(cmd.Environ(), "RSQL_PG_ADDR="+pgAddr)
+	// Its session starts at the end of the topic; the row it waits for is inserted below.
+	second := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = second, second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	sh.send("\\timing", "Enter")
+	sh.waitFor("Timing is on.", 1)
+	sh.send("SELECT a FROM events;", "Enter")
+	prompts := strings.Count(sh.screen(), "rsql> ")
+	// The push query starts at the end of the topic: rows inserted from now on appear.
+	ins := exec.Command(bin, "-c", "INSERT INTO events VALUES (43, 'z')")
+	ins.Env = append(ins.Environ(), "RSQL_PG_ADDR="+pgAddr)
+	if out, err := ins.CombinedOutput(); err != nil {
+		t.Fatalf("second rsql: %v\n%s", err, out)
+	}
+	sh.waitFor("\n 43\n", 1)
+	sh.send("C-c")
+	sh.waitFor("rsql> ", prompts+1)
+	sh.waitFor("Time: ", 1)
+	select {
+	case err := <-done:
+		if err != nil || second.String() != `{"a":43,"b":"z"}`+"\n" {
+			t.Errorf("second rsql's push query: %v %q", err, second.String())
+		}
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("second rsql's push query did not end: %q", second.String())
+	}
+	sh.send(`\q`, "Enter")
+	deadline := time.Now().Add(60 * time.Second)
+	for sh.alive() {
+		if time.Now().After(deadline) {
+			t.Fatalf("\\q did not end the embedded rsql:\n%s", sh.screen())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
