@@ -110,15 +110,16 @@ func (s *sinkOp) Control(c *Control) error {
 }
 
 func (s *sinkOp) Close() error {
-	var err error
 	if s.eo != nil && s.publishOnClose {
 		s.ctx = context.Background()
-		err = s.write(append(s.eo.staged, s.eo.pending...))
+		werr := s.write(append(s.eo.staged, s.eo.pending...))
 		s.eo.staged, s.eo.pending = nil, nil
+		if werr != nil {
+			s.sink.Close()
+			return werr
+		}
 	}
-	if ferr := s.sink.Flush(context.Background()); err == nil {
-		err = ferr
-	}
+	err := s.sink.Flush(context.Background())
 	if cerr := s.sink.Close(); err == nil {
 		err = cerr
 	}

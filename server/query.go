@@ -104,6 +104,8 @@ func (e *Engine) query(ctx context.Context, sess *Session, s *sql.Select) (*Resu
 		}
 	}
 	env.Store = nil // a push query keeps its state in memory and checkpoints nowhere
+	// Nothing of a push query outlives it: its exchange stays in process.
+	env.ShuffleTopics = false
 	if sess.Settings["offset_reset"] != "earliest" && e.cfg.Broker != nil {
 		// Like ksqlDB's auto.offset.reset: a push query over a topic starts at its end.
 		b := e.cfg.Broker
