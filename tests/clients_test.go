@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -254,4 +256,46 @@ func TestNodePostgres(t *testing.T) {
 	if err := srv.Stop(); err != nil {
 		t.Errorf("server: %v", err)
 	}
+}
+
+// rsql produce of a file on a terminal draws a progress bar (bytes, rate, time left) and ends
+// with the summary line; every record arrives.
+func TestProduceProgressOnTerminal(t *testing.T) {
+	pgAddr, nsAddr := freePort(t), freePort(t)
+	srv := startProc(t, buildRsql(t), "server", "--data-dir", t.TempDir(), "--pg-addr", pgAddr,
+		"--namesrv-addr", nsAddr, "--broker-addr", freePort(t), "--http-addr", freePort(t))
+	waitListening(t, srv, pgAddr)
+	if out, _, err := runRsql(t, "", "--server", pgAddr, "-c", "CREATE STREAM big (n BIGINT, pad VARCHAR) WITH (queues = 2)"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	file := filepath.Join(t.TempDir(), "big.jsonl")
+	var b strings.Builder
+	const records = 20000
+	for i := 0; i < records; i++ {
+		b.WriteString(`{"n": ` + strconv.Itoa(i) + `, "pad": "` + strings.Repeat("x", 40) + `"}` + "\n")
+	}
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(buildRsql(t), "produce", "big", "--file", file, "--namesrv-addr", nsAddr)
+	out, err := onTerminal(cmd, true)
+	if err != nil {
+		t.Fatalf("produce: %v\n%s", err, out)
+	}
+	// The bar's frames: "producing big  40% |████      | (512 kB/1.3 MB, 9 MB/s) [0s:1s]" (time
+	// spent and left), the last one at 100% with the rate.
+	if !strings.Contains(out, "producing big") || !regexp.MustCompile(`100% \|█+\| \([0-9.]+/1.3 MB, [0-9.]+ [kMG]?B/s\)`).MatchString(out) ||
+		!regexp.MustCompile(`\[[0-9a-z.]+:[0-9a-z.]+\]`).MatchString(out) {
+		t.Errorf("no progress bar with rate and time left on the terminal:\n%q", out)
+	}
+	if !regexp.MustCompile(`produced 20000 records \(\d+ bytes\) to big in [0-9.]+s \(\d+ records/s\)\n`).MatchString(out) {
+		t.Errorf("no summary line:\n%q", out)
+	}
+	// Every record is in the topic: count them with a push query.
+	got, errOut, err := runRsql(t, "", "--server", pgAddr, "--format", "json", "-c",
+		"SET offset_reset = 'earliest'; SELECT n FROM big WHERE n = "+strconv.Itoa(records-1)+" LIMIT 1")
+	if err != nil || got != `{"n":19999}`+"\n" {
+		t.Errorf("last record: %v %q %s", err, got, errOut)
+	}
+	srv.Stop()
 }

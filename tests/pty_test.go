@@ -32,19 +32,33 @@ func openPty() (master, slave *os.File, err error) {
 		m.Close()
 		return nil, nil, err
 	}
+	// A terminal of 100 columns, 30 rows.
+	if err := unix.IoctlSetWinsize(int(s.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 30, Col: 100}); err != nil {
+		m.Close()
+		s.Close()
+		return nil, nil, fmt.Errorf("pty size: %w", err)
+	}
 	return m, s, nil
 }
 
 // outputOnTerminal runs cmd with its standard output on a terminal (as a person running it
 // sees it; standard error stays cmd.Stderr) and returns that output with the terminal's
 // line endings turned back into "\n".
-func outputOnTerminal(cmd *exec.Cmd) (string, error) {
+func outputOnTerminal(cmd *exec.Cmd) (string, error) { return onTerminal(cmd, false) }
+
+// onTerminal runs cmd with standard output (or, with stderr, standard error) on a terminal
+// and returns what it wrote there.
+func onTerminal(cmd *exec.Cmd, stderr bool) (string, error) {
 	m, s, err := openPty()
 	if err != nil {
 		return "", err
 	}
 	defer m.Close()
-	cmd.Stdout = s
+	if stderr {
+		cmd.Stderr = s
+	} else {
+		cmd.Stdout = s
+	}
 	if err := cmd.Start(); err != nil {
 		s.Close()
 		return "", err
