@@ -2,5 +2,6 @@ package main
 
 // BenchCmd groups the benchmarks.
 type BenchCmd struct {
-	Broker BenchBrokerCmd `cmd:"" help:"Produce and consume throughput and latency of the bundled broker."`
+	Broker   BenchBrokerCmd   `cmd:"" help:"Produce and consume throughput and latency of the bundled broker."`
+	Pipeline BenchPipelineCmd `cmd:"" help:"End-to-end job throughput (topic -> tumbling COUNT/SUM -> topic), checkpoint cost and recovery time."`
 }
