@@ -30,6 +30,8 @@ const shellHelp = `Statements end with ';' and may span lines.
   \?        this help
   \q        quit
   \timing   toggle printing how long each statement took
+Tab completes keywords and the names of streams, views and jobs.
+A query over a stream prints rows as they arrive until its LIMIT;
 Ctrl-C cancels a running query (not the shell); Ctrl-D quits.
 SQL reference: docs/sql.md`
 
