@@ -529,6 +529,7 @@ func (e *Engine) env(job string) exec.Env {
 		NewFormat:     connectors.NewFormat,
 		Store:         e.store,
 		ShuffleTopics: e.cfg.Broker != nil,
+		Commit:        e.commitCheckpoint,
 	}
 }
 
@@ -756,3 +757,34 @@ func (r *sliceRows) Next(ctx context.Context) (sql.Row, error) {
 }
 
 func (r *sliceRows) Close() error { return nil }
+
+// commitCheckpoint writes a job's checkpoint to the state store in one atomic batch; only
+// then are its offsets committed to the broker as consumer group "rsql-<job>", so broker
+// tools see the job's progress. The checkpoint, not the group offset, is what a restarted
+// job resumes from.
+func (e *Engine) commitCheckpoint(cp *exec.CheckpointInfo) error {
+	if err := e.store.Write(cp.State); err != nil {
+		return err
+	}
+	b := e.cfg.Broker
+	if b == nil {
+		return nil
+	}
+	for _, o := range cp.Offsets {
+		topic := o.Stream
+		if d, ok := e.cat.Stream(o.Stream); ok {
+			if d.Options["connector"] != "broker" {
+				continue
+			}
+			topic = topicOf(d.Name, d.Options)
+		}
+		q, err := strconv.Atoi(o.Split)
+		if err != nil {
+			continue
+		}
+		if _, ok := b.Topic(topic); ok {
+			b.CommitOffset("rsql-"+cp.Job, topic, q, o.Offset)
+		}
+	}
+	return nil
+}
