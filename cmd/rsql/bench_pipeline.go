@@ -11,6 +11,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"rsql/broker"
@@ -30,6 +31,7 @@ type BenchPipelineCmd struct {
 	RecoveryKeys int    `name:"recovery-keys" default:"1000000" help:"Keys of state when the server is killed (0: skip the recovery run)."`
 	Runs         int    `name:"runs" default:"1" help:"Throughput runs per mode (the table shows each)."`
 	CPUProfile   string `name:"cpuprofile" help:"Write a CPU profile of the throughput runs here."`
+	Only         string `name:"only" enum:",on,off" default:"" help:"Run only the throughput runs with checkpoints on or off (for profiling)."`
 	ChildDir     string `name:"child-dir" hidden:"" help:"Internal: run the to-be-killed side of the recovery run in this directory."`
 }
 
@@ -131,6 +133,15 @@ func waitConsumed(eng *server.Engine, id string, want int64, timeout time.Durati
 	}
 }
 
+// cpuTime is the CPU time this process has used, all threads.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // firedRows is how many result rows the windows that must have fired once every event is
 // read hold: 1 s windows ending at least one window before the watermark (last event time
 // minus the 1 s delay); a window's rows are its distinct keys, and a run of L consecutive
@@ -155,6 +166,7 @@ type pipelineRun struct {
 	readRate    float64
 	secs        float64 // until every fired window's rows were written
 	rate        float64
+	cpuPerEvent float64 // µs of process CPU time (every thread) per event, until out
 	checkpoints int64
 	out         int64
 }
@@ -182,6 +194,9 @@ func (c *BenchPipelineCmd) Run(cm *Common) error {
 	var runs []pipelineRun
 	for i := 0; i < c.Runs; i++ {
 		for _, on := range []bool{true, false} {
+			if c.Only == "on" && !on || c.Only == "off" && on {
+				continue
+			}
 			r, err := c.throughput(on)
 			if err != nil {
 				return err
@@ -193,25 +208,29 @@ func (c *BenchPipelineCmd) Run(cm *Common) error {
 	if c.CPUProfile != "" {
 		pprof.StopCPUProfile()
 	}
-	fmt.Printf("%-18s %9s %7s %10s %7s %10s %11s %9s\n", "run", "events", "read s", "read ev/s", "out s", "out ev/s", "checkpoints", "rows out")
-	var on, off, onOut, offOut float64
+	fmt.Printf("%-18s %9s %7s %10s %7s %10s %8s %11s %9s\n", "run", "events", "read s", "read ev/s", "out s", "out ev/s", "cpu µs/ev", "checkpoints", "rows out")
+	var on, off, onOut, offOut, onCPU, offCPU float64
 	var non, noff int
 	for _, r := range runs {
-		fmt.Printf("%-18s %9d %7.2f %10.0f %7.2f %10.0f %11d %9d\n", r.mode, r.events, r.readSecs, r.readRate, r.secs, r.rate, r.checkpoints, r.out)
+		fmt.Printf("%-18s %9d %7.2f %10.0f %7.2f %10.0f %9.2f %11d %9d\n", r.mode, r.events, r.readSecs, r.readRate, r.secs, r.rate, r.cpuPerEvent, r.checkpoints, r.out)
 		if strings.HasPrefix(r.mode, "checkpoints 1s") {
-			on, onOut = on+r.readRate, onOut+r.rate
+			on, onOut, onCPU = on+r.readRate, onOut+r.rate, onCPU+r.cpuPerEvent
 			non++
 		} else {
-			off, offOut = off+r.readRate, offOut+r.rate
+			off, offOut, offCPU = off+r.readRate, offOut+r.rate, offCPU+r.cpuPerEvent
 			noff++
 		}
+	}
+	if non == 0 || noff == 0 {
+		return nil
 	}
 	on, off, onOut, offOut = on/float64(non), off/float64(noff), onOut/float64(non), offOut/float64(noff)
 	fmt.Printf("\nread s: until the job has read every event; out s: until it has also written the rows of\n")
 	fmt.Printf("every window that must have fired (with checkpoints on, rows are published after the\n")
 	fmt.Printf("checkpoint that covers them, so out s includes up to one checkpoint interval).\n")
 	fmt.Printf("sustained with 1 s checkpoints: %.0f events/s read, %.0f events/s to the sink (target >= 300000)\n", on, onOut)
-	fmt.Printf("checkpoint cost: %.1f %% read, %.1f %% to the sink (1 - on/off; target <= 10 %%)\n", 100*(1-on/off), 100*(1-onOut/offOut))
+	fmt.Printf("checkpoint cost: %.1f %% read, %.1f %% to the sink (1 - on/off; target <= 10 %%); CPU per event %+.1f %%\n",
+		100*(1-on/off), 100*(1-onOut/offOut), 100*(onCPU/offCPU-1))
 	if c.RecoveryKeys > 0 {
 		if err := c.recovery(); err != nil {
 			return err
@@ -248,7 +267,7 @@ func (c *BenchPipelineCmd) throughput(checkpoints bool) (pipelineRun, error) {
 	if checkpoints {
 		interval, mode = "1s", "checkpoints 1s"
 	}
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	if err := pipelineExec(eng, pipelineJob(c.Queues, "'1' SECOND", interval)); err != nil {
 		return pipelineRun{}, err
 	}
@@ -272,7 +291,8 @@ func (c *BenchPipelineCmd) throughput(checkpoints bool) (pipelineRun, error) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	secs := time.Since(start).Seconds()
-	r := pipelineRun{mode: mode, events: c.Events, readSecs: readSecs, readRate: float64(c.Events) / readSecs,
+	cpu := (cpuTime() - cpu0).Seconds()
+	r := pipelineRun{cpuPerEvent: cpu / float64(c.Events) * 1e6, mode: mode, events: c.Events, readSecs: readSecs, readRate: float64(c.Events) / readSecs,
 		secs: secs, rate: float64(c.Events) / secs}
 	if err != nil {
 		return r, err
