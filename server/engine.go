@@ -320,6 +320,15 @@ func (e *Engine) bind(s *sql.Select) (*sql.Query, error) {
 	return sql.Bind(s, e.cat)
 }
 
+// bindContinuous binds the SELECT of a job, which must read a stream.
+func (e *Engine) bindContinuous(s *sql.Select) (*sql.Query, error) {
+	q, err := sql.Bind(s, e.cat)
+	if err == nil && q.IsConstant() {
+		return nil, sql.Errorf(sql.CodeNotSupported, "a continuous query needs FROM a stream")
+	}
+	return q, err
+}
+
 func (e *Engine) createDerived(s *sql.CreateStream) (*Result, error) {
 	if err := checkOptions(s.Options); err != nil {
 		return nil, err
@@ -330,7 +339,7 @@ func (e *Engine) createDerived(s *sql.CreateStream) (*Result, error) {
 		}
 		return nil, sql.Errorf(sql.CodeDuplicate, "stream or view %q already exists", s.Name)
 	}
-	q, err := e.bind(s.As)
+	q, err := e.bindContinuous(s.As)
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +359,7 @@ func (e *Engine) insertSelect(s *sql.Insert) (*Result, error) {
 	if target.IsView {
 		return nil, sql.Errorf(sql.CodeNotSupported, "cannot INSERT INTO materialized view %q", target.Name)
 	}
-	q, err := e.bind(s.Query)
+	q, err := e.bindContinuous(s.Query)
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +417,7 @@ func (e *Engine) restartJob(def JobDef) error {
 	if sel == nil {
 		return fmt.Errorf("statement %q is not a continuous query", firstWords(def.Statement))
 	}
-	q, err := e.bind(sel)
+	q, err := e.bindContinuous(sel)
 	if err != nil {
 		return err
 	}
@@ -670,6 +679,8 @@ func (e *Engine) show(s *sql.ShowStmt) (*Result, error) {
 		return &Result{Columns: cols, Rows: &sliceRows{rows: rows}, Tag: "SHOW"}, nil
 	case "JOBS":
 		return e.showJobs(), nil
+	case "TOPICS":
+		return e.showTopics()
 	}
 	return nil, sql.Errorf(sql.CodeNotSupported, "SHOW %s is not available in this build", s.What)
 }

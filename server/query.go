@@ -53,7 +53,7 @@ func (e *Engine) createView(s *sql.CreateView) (*Result, error) {
 		}
 		return nil, sql.Errorf(sql.CodeDuplicate, "stream or view %q already exists", s.Name)
 	}
-	q, err := e.bind(s.As)
+	q, err := e.bindContinuous(s.As)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func (e *Engine) query(ctx context.Context, sess *Session, s *sql.Select) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	if q.From.IsView {
+	if q.From.IsView || q.IsConstant() {
 		return e.pull(q)
 	}
 	_, plan, err := planner.Plan(q, planner.Options{Job: "push", Sink: planner.SinkSpec{}})
@@ -172,12 +172,16 @@ func (e *Engine) pull(q *sql.Query) (*Result, error) {
 	if q.Aggregated || q.Window != nil {
 		return nil, sql.Errorf(sql.CodeNotSupported, "a query over materialized view %s can filter and project its rows, not aggregate them again", q.From.Name)
 	}
-	e.mu.Lock()
-	v := e.views[strings.ToLower(q.From.Name)]
-	e.mu.Unlock()
 	var all []sql.Row
-	if v != nil {
-		all = v.snapshot()
+	if q.IsConstant() {
+		all = []sql.Row{{}}
+	} else {
+		e.mu.Lock()
+		v := e.views[strings.ToLower(q.From.Name)]
+		e.mu.Unlock()
+		if v != nil {
+			all = v.snapshot()
+		}
 	}
 	var where func(sql.Row) sql.Value
 	var err error

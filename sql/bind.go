@@ -234,7 +234,13 @@ func (b *binder) knownQualifier(t string) bool {
 // from resolves FROM: one stream or view, optionally through a window table function.
 func (b *binder) from(s *Select, sel *ast.SelectStmt, cat Catalog) error {
 	if sel.From == nil || sel.From.TableRefs == nil {
-		return b.errf(CodeNotSupported, "a query needs FROM a stream or view")
+		if s.tvf != nil {
+			return b.errf(CodeNotSupported, "a query needs FROM a stream or view")
+		}
+		// SELECT without FROM: constants and session functions (version(), ...), which
+		// clients send on connect. The query reads one empty row (Query.IsConstant).
+		b.rel = &Relation{EventTime: -1}
+		return nil
 	}
 	j := sel.From.TableRefs
 	if j.Right != nil {

@@ -15,6 +15,22 @@ var funcAliases = map[string]string{
 	"localtime": "NOW", "sysdate": "NOW", "utc_timestamp": "NOW",
 }
 
+// ServerVersion is what version() returns; clients parse it as PostgreSQL's.
+var ServerVersion = "PostgreSQL 15.0 (rsql)"
+
+// sessionFuncs are the session information functions clients call on connect; each binds
+// to a constant.
+var sessionFuncs = map[string]func() string{
+	"VERSION":          func() string { return ServerVersion },
+	"CURRENT_SCHEMA":   func() string { return "public" },
+	"SCHEMA":           func() string { return "public" },
+	"CURRENT_DATABASE": func() string { return "rsql" },
+	"DATABASE":         func() string { return "rsql" },
+	"CURRENT_USER":     func() string { return "rsql" },
+	"SESSION_USER":     func() string { return "rsql" },
+	"USER":             func() string { return "rsql" },
+}
+
 var scalarFuncs = map[string]bool{
 	"COALESCE": true, "IFNULL": true, "LOWER": true, "UPPER": true, "CONCAT": true, "SUBSTRING": true,
 	"LENGTH": true, "CHAR_LENGTH": true, "LTRIM": true, "RTRIM": true, "ABS": true, "ROUND": true,
@@ -117,6 +133,9 @@ func (b *binder) funcCall(f *ast.FuncCallExpr) (Expr, error) {
 	}
 	if fn == "NOW" {
 		return b.call("NOW")
+	}
+	if v, ok := sessionFuncs[fn]; ok && len(f.Args) == 0 {
+		return NewLiteral(Varchar(v())), nil
 	}
 	if !scalarFuncs[fn] {
 		return nil, b.errf(CodeNotSupported, "function %s is not supported", strings.ToUpper(f.FnName.O))

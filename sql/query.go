@@ -113,6 +113,9 @@ type Query struct {
 	Text       string
 }
 
+// IsConstant reports whether the query has no FROM: it computes one row from constants.
+func (q *Query) IsConstant() bool { return q.From != nil && q.From.Name == "" }
+
 // OutputSchema returns the query's result columns.
 func (q *Query) OutputSchema() Schema {
 	s := make(Schema, len(q.Select))

@@ -45,6 +45,16 @@ func TestServerWithPsql(t *testing.T) {
 			t.Errorf("psql output lacks %q:\n%s", want, out)
 		}
 	}
+	// What clients ask on connect, and the broker's topics.
+	out, err = psql("-A", "-t", "-c", "SELECT version()", "-c", "SELECT current_schema()", "-c", "SHOW TOPICS")
+	if err != nil {
+		t.Fatalf("psql: %v\n%s", err, out)
+	}
+	for _, want := range []string{"PostgreSQL 15.0", "public", "orders|2|2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("psql output lacks %q:\n%s", want, out)
+		}
+	}
 	out, err = psql("-c", "SELECT nope FROM orders")
 	if err == nil || !strings.Contains(out, "nope") {
 		t.Errorf("unknown column: err=%v\n%s", err, out)
