@@ -58,6 +58,10 @@ func TestEval(t *testing.T) {
 		{"MOD(7, -3)", "BIGINT 1"},
 		{"7 DIV 2", "BIGINT 3"},
 		{"7 / 0", "NULL"},
+		// a numeric string literal (or a parameter sent as text) in arithmetic reads as a number
+		{"amount * '2'", "DOUBLE 25"},
+		{"qty + '1.5'", "DOUBLE 4.5"},
+		{"'4' - qty", "BIGINT 1"},
 		{"7 % 0", "NULL"},
 		{"amount / 0", "NULL"},
 		{"amount * 2", "DOUBLE 25"},

@@ -1,6 +1,8 @@
 package sql
 
 import (
+	"math"
+	"strconv"
 	"strings"
 )
 
@@ -119,6 +121,24 @@ func coerceForCompare(a, b Expr) (Expr, Expr, error) {
 	return a, b, err
 }
 
+// numericLiteral turns a VARCHAR literal holding a number into a BIGINT or DOUBLE literal
+// when the other operand of an arithmetic operator is numeric: a string literal, or a
+// parameter a client sent as text, reads as PostgreSQL's untyped literal does.
+func numericLiteral(e, other Expr) Expr {
+	l, ok := e.(*Literal)
+	if !ok || l.V.K != KindVarchar || !other.Type().Kind.IsNumeric() {
+		return e
+	}
+	s := strings.TrimSpace(l.V.S)
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return &Literal{V: BigInt(i), T: TypeBigInt}
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+		return &Literal{V: Double(f), T: TypeDouble}
+	}
+	return e
+}
+
 // NewCall checks the arguments of an operator or function and returns the typed call.
 // Errors are *Error with code 42804 (type mismatch), 42883-like misuse reported as 42804, or
 // 0A000 for an unknown function.
@@ -158,6 +178,7 @@ func callType(fn string, args []Expr) (Type, []Expr, error) {
 		if err := argc(fn, args, 2, 2); err != nil {
 			return TypeNull, nil, err
 		}
+		args = []Expr{numericLiteral(args[0], args[1]), numericLiteral(args[1], args[0])}
 		t, err := arithType(fn, args[0].Type(), args[1].Type())
 		return t, args, err
 	case "NEG":
