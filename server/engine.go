@@ -74,6 +74,7 @@ type runningJob struct {
 	job    *exec.Job
 	cancel context.CancelFunc
 	done   chan struct{}
+	rate   rateMeter
 }
 
 // Open locks the data directory, loads the catalog and opens the state store. Jobs the
@@ -464,6 +465,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec) error
 		return err
 	}
 	rj := &runningJob{def: def, job: job, cancel: cancel, done: make(chan struct{})}
+	go rj.rate.run(rj.done, func() int64 { return job.Stats().RecordsIn })
 	e.mu.Lock()
 	e.jobs[def.ID] = rj
 	e.mu.Unlock()
@@ -690,29 +692,6 @@ func nullable(s string) sql.Value {
 		return sql.Null
 	}
 	return sql.Varchar(s)
-}
-
-func (e *Engine) showJobs() *Result {
-	cols := sql.Schema{{Name: "id", Type: sql.TypeVarchar}, {Name: "statement", Type: sql.TypeVarchar},
-		{Name: "state", Type: sql.TypeVarchar}, {Name: "records_in", Type: sql.TypeBigInt},
-		{Name: "records_out", Type: sql.TypeBigInt}, {Name: "late", Type: sql.TypeBigInt},
-		{Name: "bad", Type: sql.TypeBigInt}, {Name: "watermark", Type: sql.TypeTimestamp}, {Name: "error", Type: sql.TypeVarchar}}
-	var rows []sql.Row
-	for _, j := range e.cat.Jobs() {
-		row := sql.Row{sql.Varchar(j.ID), sql.Varchar(j.Statement), sql.Varchar(j.State), sql.Null, sql.Null, sql.Null, sql.Null, sql.Null, nullable(j.Error)}
-		e.mu.Lock()
-		rj := e.jobs[j.ID]
-		e.mu.Unlock()
-		if rj != nil {
-			st := rj.job.Stats()
-			row[3], row[4], row[5], row[6] = sql.BigInt(st.RecordsIn), sql.BigInt(st.RecordsOut), sql.BigInt(st.Late), sql.BigInt(st.Bad)
-			if st.Watermark > -1<<62 && st.Watermark < 1<<62 {
-				row[7] = sql.Timestamp(st.Watermark)
-			}
-		}
-		rows = append(rows, row)
-	}
-	return &Result{Columns: cols, Rows: &sliceRows{rows: rows}, Tag: "SHOW"}
 }
 
 func (e *Engine) describe(s *sql.Describe) (*Result, error) {

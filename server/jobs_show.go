@@ -1,0 +1,97 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"rsql/sql"
+)
+
+// rateMeter is a job's input rate: records per second over the last rateWindow samples
+// taken every second. mu guards samples.
+type rateMeter struct {
+	mu      sync.Mutex
+	samples []int64 // counter values, oldest first, one per second
+}
+
+const rateWindow = 5
+
+// run samples count every second until done is closed.
+func (m *rateMeter) run(done <-chan struct{}, count func() int64) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	m.add(count())
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			m.add(count())
+		}
+	}
+}
+
+func (m *rateMeter) add(v int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.samples = append(m.samples, v)
+	if len(m.samples) > rateWindow+1 {
+		m.samples = m.samples[1:]
+	}
+}
+
+// perSecond is the mean rate over the samples held; 0 before two samples exist.
+func (m *rateMeter) perSecond() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.samples) < 2 {
+		return 0
+	}
+	return float64(m.samples[len(m.samples)-1]-m.samples[0]) / float64(len(m.samples)-1)
+}
+
+// showJobs is SHOW JOBS: per job its state, counters, input rate, lag per split and
+// watermark.
+func (e *Engine) showJobs() *Result {
+	cols := sql.Schema{{Name: "id", Type: sql.TypeVarchar}, {Name: "statement", Type: sql.TypeVarchar},
+		{Name: "state", Type: sql.TypeVarchar}, {Name: "input_rate", Type: sql.TypeDouble},
+		{Name: "records_in", Type: sql.TypeBigInt}, {Name: "records_out", Type: sql.TypeBigInt},
+		{Name: "lag", Type: sql.TypeBigInt}, {Name: "lag_per_split", Type: sql.TypeVarchar},
+		{Name: "watermark", Type: sql.TypeTimestamp}, {Name: "late", Type: sql.TypeBigInt},
+		{Name: "bad", Type: sql.TypeBigInt}, {Name: "error", Type: sql.TypeVarchar}}
+	var rows []sql.Row
+	for _, j := range e.cat.Jobs() {
+		row := make(sql.Row, len(cols))
+		row[0], row[1], row[2], row[11] = sql.Varchar(j.ID), sql.Varchar(j.Statement), sql.Varchar(j.State), nullable(j.Error)
+		e.mu.Lock()
+		rj := e.jobs[j.ID]
+		e.mu.Unlock()
+		if rj != nil {
+			st := rj.job.Stats()
+			row[3] = sql.Double(rj.rate.perSecond())
+			row[4], row[5] = sql.BigInt(st.RecordsIn), sql.BigInt(st.RecordsOut)
+			var total int64
+			var per []string
+			known := false
+			for _, sp := range st.Splits {
+				if sp.Lag < 0 {
+					continue
+				}
+				known = true
+				total += sp.Lag
+				per = append(per, fmt.Sprintf("%s/%s:%d", sp.Stream, sp.Split, sp.Lag))
+			}
+			if known {
+				row[6], row[7] = sql.BigInt(total), sql.Varchar(strings.Join(per, " "))
+			}
+			if st.Watermark > -1<<62 && st.Watermark < 1<<62 {
+				row[8] = sql.Timestamp(st.Watermark)
+			}
+			row[9], row[10] = sql.BigInt(st.Late), sql.BigInt(st.Bad)
+		}
+		rows = append(rows, row)
+	}
+	return &Result{Columns: cols, Rows: &sliceRows{rows: rows}, Tag: "SHOW"}
+}
