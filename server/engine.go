@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"rsql/broker"
@@ -75,6 +76,16 @@ type runningJob struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	rate   rateMeter
+	// stopped is set by whoever stops the job (TERMINATE, PAUSE, DROP, shutdown), who also
+	// records its state; watch then leaves the state alone.
+	stopped atomic.Bool
+}
+
+// stop stops the job on behalf of the engine and waits for it to end.
+func (rj *runningJob) stop() {
+	rj.stopped.Store(true)
+	rj.cancel()
+	<-rj.done
 }
 
 // Open locks the data directory, loads the catalog and opens the state store. Jobs the
@@ -138,8 +149,12 @@ func (e *Engine) Close() error {
 	}
 	e.mu.Unlock()
 	for _, j := range jobs {
-		j.cancel()
-		<-j.done
+		// A last checkpoint, so the next start resumes exactly here; then stop. The job
+		// stays RUNNING in the catalog and starts again with the server.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		j.job.Checkpoint(ctx)
+		cancel()
+		j.stop()
 	}
 	err := e.store.Close()
 	e.lock.Close()
@@ -456,8 +471,14 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec) error
 	env := e.env(def.ID)
 	env.CheckpointInterval = interval
 	if isView {
+		// A view's table lives in memory, so its job keeps its state in memory too and
+		// starts from the beginning of its input at every start: restoring checkpointed
+		// aggregation state would leave the table without the groups that do not change
+		// again. The exchange stays in process for the same reason.
 		last := plan.Stages[len(plan.Stages)-1]
 		env.OnRow = e.viewFor(def.Sink, last.Sink.Schema, last.Sink.KeyColumns).upsert
+		env.Store, env.Commit = state.NewMemory(), nil
+		env.ShuffleTopics = false
 	}
 	job, err := exec.Start(ctx, def.ID, plan, env)
 	if err != nil {
@@ -478,7 +499,7 @@ func (e *Engine) watch(rj *runningJob) {
 	err := rj.job.Wait()
 	st := rj.job.Stats()
 	summary := fmt.Sprintf("in=%d out=%d late=%d bad=%d", st.RecordsIn, st.RecordsOut, st.Late, st.Bad)
-	cancelled := errors.Is(err, context.Canceled)
+	cancelled := rj.stopped.Load() || errors.Is(err, context.Canceled)
 	switch {
 	case err != nil && !cancelled:
 		fmt.Fprintf(e.cfg.Log, "job %s failed: %v (%s)\n", rj.def.ID, err, summary)
@@ -571,8 +592,7 @@ func (e *Engine) stopJob(id, state string) error {
 		return err
 	}
 	if rj != nil {
-		rj.cancel()
-		<-rj.done
+		rj.stop()
 	}
 	return nil
 }
@@ -629,8 +649,7 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 		rj := e.jobs[d.Job]
 		e.mu.Unlock()
 		if rj != nil {
-			rj.cancel()
-			<-rj.done
+			rj.stop()
 		}
 	}
 	e.mu.Lock()
