@@ -265,6 +265,8 @@ func conformance(t *testing.T, b *broker.Broker, p topicPath) {
 		t.Fatalf("reading beyond the end: %v; want an error naming topic %s and queue 2", err, topic)
 	}
 
+	conformanceDedup(t, b, topic, sink)
+
 	// Unkeyed messages rotate over the queues: every queue gets some.
 	before := make([]int64, queues)
 	for i := range before {
@@ -282,6 +284,90 @@ func conformance(t *testing.T, b *broker.Broker, p topicPath) {
 		if after-before[i] != 4 {
 			t.Fatalf("queue %d got %d of %d unkeyed messages, want an even spread", i, after-before[i], len(unkeyed))
 		}
+	}
+}
+
+// dedupSink is what exactly-once writers need of a sink (exec.DedupSink) plus the queue
+// writes of shuffle topics.
+type dedupSink interface {
+	Position(ctx context.Context) ([]byte, error)
+	IDsSince(ctx context.Context, pos []byte, prefix string, fn func(id string)) error
+	WriteQueue(ctx context.Context, queue int, msgs []Message) error
+	Queues() int
+}
+
+func conformanceDedup(t *testing.T, b *broker.Broker, topic string, sink Sink) {
+	ctx := context.Background()
+	ds, ok := sink.(dedupSink)
+	if !ok {
+		t.Fatalf("%T lacks Position/IDsSince/WriteQueue/Queues", sink)
+	}
+	if ds.Queues() != 4 {
+		t.Fatalf("Queues() = %d, want 4", ds.Queues())
+	}
+	pos, err := ds.Position(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []Message
+	want := map[string]bool{}
+	for i := 0; i < 40; i++ {
+		m := Message{Key: []byte("k" + strconv.Itoa(i%7)), Body: []byte(strconv.Itoa(i))}
+		switch i % 4 {
+		case 0, 1:
+			m.ID = "job-3/7/" + strconv.Itoa(i)
+			want[m.ID] = true
+		case 2:
+			m.ID = "job-3/8/" + strconv.Itoa(i)
+		}
+		msgs = append(msgs, m)
+	}
+	if err := sink.Write(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	if err := ds.IDsSince(ctx, pos, "job-3/7/", func(id string) {
+		if got[id] {
+			t.Errorf("id %s reported twice", id)
+		}
+		got[id] = true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("IDsSince found %d ids, want %d: %v", len(got), len(want), got)
+	}
+	// A position taken now sees none of them.
+	pos, err = ds.Position(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := ds.IDsSince(ctx, pos, "job-3/", func(string) { n++ }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("IDsSince from the end found %d ids", n)
+	}
+	if err := ds.IDsSince(ctx, []byte{0xff}, "job-3/", func(string) {}); err == nil || !strings.Contains(err.Error(), topic) {
+		t.Fatalf("IDsSince of a bad mark: %v; want an error naming topic %s", err, topic)
+	}
+
+	// WriteQueue puts messages in the queue asked for, whatever their keys.
+	before, _ := b.MaxOffset(topic, 2)
+	if err := ds.WriteQueue(ctx, 2, []Message{{Key: []byte("a"), Body: []byte("1")}, {Key: []byte("b"), Body: []byte("2")}, {Body: []byte("3")}}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := b.MaxOffset(topic, 2)
+	if after-before != 3 {
+		t.Fatalf("WriteQueue(2) of 3 messages grew queue 2 by %d", after-before)
+	}
+	msgs2, _, err := b.Pull(ctx, topic, 2, before, 10, 0)
+	if err != nil || len(msgs2) != 3 || string(msgs2[0].Body) != "1" || string(msgs2[2].Body) != "3" {
+		t.Fatalf("queue 2 after WriteQueue: %d messages, %v", len(msgs2), err)
+	}
+	if err := ds.WriteQueue(ctx, 9, []Message{{Body: []byte("x")}}); err == nil || !strings.Contains(err.Error(), topic) || !strings.Contains(err.Error(), "9") {
+		t.Fatalf("WriteQueue(9): %v; want an error naming topic %s and queue 9", err, topic)
 	}
 }
 

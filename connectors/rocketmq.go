@@ -2,6 +2,7 @@ package connectors
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -304,7 +305,8 @@ func (r *rocketMQReader) Read(ctx context.Context, buf []Message, max int) ([]Me
 				if m.QueueOffset < r.fetch {
 					continue
 				}
-				r.held = append(r.held, Message{Offset: m.QueueOffset, Key: []byte(m.GetKeys()), Body: m.Body, Timestamp: m.StoreTimestamp})
+				r.held = append(r.held, Message{Offset: m.QueueOffset, Key: []byte(m.GetKeys()), Body: m.Body,
+					Timestamp: m.StoreTimestamp, ID: m.GetProperty(PropMessageID)})
 			}
 			if len(r.held) > 0 {
 				r.fetch = max64(res.NextBeginOffset, r.held[len(r.held)-1].Offset+1)
@@ -362,7 +364,8 @@ func (r *rocketMQReader) Close() error {
 // RocketMQSink sends messages to a topic over the RocketMQ protocol with rocketmq-client-go's
 // producer. A keyed message goes to queue QueueOf(key, queues) — the same partitioning as
 // BrokerSink — through a queue selector; messages without a key rotate over the queues. The
-// key travels as the message's KEYS property. Safe for concurrent use.
+// key travels as the message's KEYS property, Message.ID as property RSQL_ID (PropMessageID), so
+// Position and IDsSince make it a de-duplicating sink like BrokerSink. Safe for concurrent use.
 type RocketMQSink struct {
 	cfg   RocketMQConfig
 	topic string
@@ -373,6 +376,9 @@ type RocketMQSink struct {
 	mu  sync.Mutex
 	rr  int
 	byQ [][]*primitive.Message
+
+	rmu sync.Mutex
+	src *RocketMQSource // opened on first Position/IDsSince
 }
 
 // forcedQueueSelector picks the queue of the batch being sent (set under the sink's lock).
@@ -437,26 +443,165 @@ func (s *RocketMQSink) Write(ctx context.Context, msgs []Message) error {
 			q = s.rr % s.n
 			s.rr++
 		}
-		pm := primitive.NewMessage(s.topic, m.Body)
-		if len(m.Key) > 0 {
-			pm.WithKeys([]string{string(m.Key)})
-		}
-		s.byQ[q] = append(s.byQ[q], pm)
+		s.byQ[q] = append(s.byQ[q], s.message(m))
 	}
 	for q, batch := range s.byQ {
-		for len(batch) > 0 {
-			n, size := 0, 0
-			for n < len(batch) && n < sendBatchMsgs && (n == 0 || size+len(batch[n].Body) <= sendBatchBytes) {
-				size += len(batch[n].Body)
-				n++
-			}
-			if err := s.send(ctx, q, batch[:n]); err != nil {
-				return err
-			}
-			batch = batch[n:]
+		if err := s.sendAll(ctx, q, batch); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// message converts m: the key travels as KEYS, the ID as property RSQL_ID.
+func (s *RocketMQSink) message(m Message) *primitive.Message {
+	pm := primitive.NewMessage(s.topic, m.Body)
+	if len(m.Key) > 0 {
+		pm.WithKeys([]string{string(m.Key)})
+	}
+	if m.ID != "" {
+		pm.WithProperty(PropMessageID, m.ID)
+	}
+	return pm
+}
+
+// WriteQueue sends msgs to one queue (split number), in order: shuffle topics choose queues
+// themselves.
+func (s *RocketMQSink) WriteQueue(ctx context.Context, queue int, msgs []Message) error {
+	if queue < 0 || queue >= s.n {
+		return fmt.Errorf("topic %s has no queue %d (it has %d)", s.topic, queue, s.n)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	batch := make([]*primitive.Message, len(msgs))
+	for i, m := range msgs {
+		batch[i] = s.message(m)
+	}
+	return s.sendAll(ctx, queue, batch)
+}
+
+// sendAll sends batch to queue q in sends of at most sendBatchMsgs/sendBatchBytes.
+func (s *RocketMQSink) sendAll(ctx context.Context, q int, batch []*primitive.Message) error {
+	for len(batch) > 0 {
+		n, size := 0, 0
+		for n < len(batch) && n < sendBatchMsgs && (n == 0 || size+len(batch[n].Body) <= sendBatchBytes) {
+			size += len(batch[n].Body)
+			n++
+		}
+		if err := s.send(ctx, q, batch[:n]); err != nil {
+			return err
+		}
+		batch = batch[n:]
+	}
+	return nil
+}
+
+// reader returns the sink's own source over its topic, opened on first use (for Position and
+// IDsSince).
+func (s *RocketMQSink) reader(ctx context.Context) (*RocketMQSource, error) {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	if s.src == nil {
+		src, err := OpenRocketMQSource(ctx, s.cfg, s.topic, s.n)
+		if err != nil {
+			return nil, err
+		}
+		s.src = src
+	}
+	return s.src, nil
+}
+
+// farFuture is a store timestamp later than any message: searching for it answers the end of
+// a queue (the bundled broker answers the max offset; Apache RocketMQ the last message's
+// offset, a lower bound that only makes IDsSince look at one more message).
+const farFuture = int64(1) << 50
+
+// Position returns a mark of the topic's end (per queue, as the broker's offset search for a
+// far-future time answers): every message written after the call is stored after it.
+func (s *RocketMQSink) Position(ctx context.Context) ([]byte, error) {
+	src, err := s.reader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	src.mu.Lock()
+	mqs := src.mqs
+	src.mu.Unlock()
+	if len(mqs) != s.n {
+		return nil, fmt.Errorf("topic %s: the source sees %d queues, the sink %d", s.topic, len(mqs), s.n)
+	}
+	out := binary.AppendUvarint(nil, uint64(s.n))
+	for q, mq := range mqs {
+		m := *mq
+		off, err := src.pc.OffsetForTimestamp(&m, farFuture)
+		if err != nil {
+			return nil, fmt.Errorf("topic %s queue %d: end offset: %w", s.topic, q, err)
+		}
+		out = binary.AppendVarint(out, max(off, 0))
+	}
+	return out, nil
+}
+
+// IDsSince calls fn with the ID (property RSQL_ID) of every message stored after pos (a
+// Position of this topic) whose ID starts with prefix. It reads each queue from pos until a
+// read finds nothing within the source's wait.
+func (s *RocketMQSink) IDsSince(ctx context.Context, pos []byte, prefix string, fn func(id string)) error {
+	offs, err := decodePosition(pos)
+	if err != nil {
+		return fmt.Errorf("topic %s: %w", s.topic, err)
+	}
+	src, err := s.reader(ctx)
+	if err != nil {
+		return err
+	}
+	var buf []Message
+	for q, from := range offs {
+		if q >= s.n {
+			continue
+		}
+		r, err := src.Open(ctx, strconv.Itoa(q), from)
+		if err != nil {
+			return err
+		}
+		for {
+			buf, err = r.Read(ctx, buf[:0], 256)
+			if err != nil {
+				r.Close()
+				return err
+			}
+			if len(buf) == 0 {
+				break
+			}
+			for i := range buf {
+				if id := buf[i].ID; id != "" && strings.HasPrefix(id, prefix) {
+					fn(id)
+				}
+			}
+		}
+		r.Close()
+	}
+	return nil
+}
+
+// decodePosition reads a Position mark: the queue count, then each queue's offset (varints).
+func decodePosition(pos []byte) ([]int64, error) {
+	n, k := binary.Uvarint(pos)
+	if k <= 0 || n > 1<<16 {
+		return nil, errors.New("bad position mark: no queue count")
+	}
+	pos = pos[k:]
+	offs := make([]int64, 0, n)
+	for q := 0; q < int(n); q++ {
+		off, k := binary.Varint(pos)
+		if k <= 0 || off < 0 {
+			return nil, fmt.Errorf("bad position mark: queue %d has no offset", q)
+		}
+		pos = pos[k:]
+		offs = append(offs, off)
+	}
+	if len(pos) != 0 {
+		return nil, fmt.Errorf("bad position mark: %d bytes after the last queue", len(pos))
+	}
+	return offs, nil
 }
 
 func (s *RocketMQSink) send(ctx context.Context, q int, batch []*primitive.Message) error {
@@ -478,5 +623,16 @@ func (s *RocketMQSink) send(ctx context.Context, q int, batch []*primitive.Messa
 // flush policy decides when they reach its disk.
 func (s *RocketMQSink) Flush(ctx context.Context) error { return nil }
 
-// Close shuts the producer down.
-func (s *RocketMQSink) Close() error { return s.p.Shutdown() }
+// Close shuts the producer (and the reader Position/IDsSince use) down.
+func (s *RocketMQSink) Close() error {
+	s.rmu.Lock()
+	src := s.src
+	s.src = nil
+	s.rmu.Unlock()
+	var errs []error
+	if src != nil {
+		errs = append(errs, src.Close())
+	}
+	errs = append(errs, s.p.Shutdown())
+	return errors.Join(errs...)
+}
