@@ -30,7 +30,7 @@ type BenchPipelineCmd struct {
 	EventRate    int    `name:"event-rate" default:"100000" help:"Events per second of event time (so events/this = windows of 1 s)."`
 	RecoveryKeys int    `name:"recovery-keys" default:"1000000" help:"Keys of state when the server is killed (0: skip the recovery run)."`
 	Runs         int    `name:"runs" default:"1" help:"Throughput runs per mode (the table shows each)."`
-	CPUProfile   string `name:"cpuprofile" help:"Write a CPU profile of the throughput runs here."`
+	CPUProfile   string `name:"cpuprofile" help:"Write CPU profiles of the timed part of the throughput runs to FILE.on and FILE.off."`
 	Only         string `name:"only" enum:",on,off" default:"" help:"Run only the throughput runs with checkpoints on or off (for profiling)."`
 	ChildDir     string `name:"child-dir" hidden:"" help:"Internal: run the to-be-killed side of the recovery run in this directory."`
 }
@@ -180,17 +180,6 @@ func (c *BenchPipelineCmd) Run(cm *Common) error {
 	}
 	fmt.Printf("rsql bench pipeline: %d JSON events, %d keys, %d queues, TUMBLE 1 s COUNT/SUM by key, RocksDB state; %s/%s, %d CPUs, %s\n\n",
 		c.Events, c.Keys, c.Queues, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
-	if c.CPUProfile != "" {
-		f, err := os.Create(c.CPUProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
 	var runs []pipelineRun
 	for i := 0; i < c.Runs; i++ {
 		for _, on := range []bool{true, false} {
@@ -204,9 +193,6 @@ func (c *BenchPipelineCmd) Run(cm *Common) error {
 			runs = append(runs, r)
 			fmt.Fprintf(os.Stderr, "  %s: %.0f events/s\n", r.mode, r.rate)
 		}
-	}
-	if c.CPUProfile != "" {
-		pprof.StopCPUProfile()
 	}
 	fmt.Printf("%-18s %9s %7s %10s %7s %10s %8s %11s %9s\n", "run", "events", "read s", "read ev/s", "out s", "out ev/s", "cpu µs/ev", "checkpoints", "rows out")
 	var on, off, onOut, offOut, onCPU, offCPU float64
@@ -266,6 +252,18 @@ func (c *BenchPipelineCmd) throughput(checkpoints bool) (pipelineRun, error) {
 	interval, mode := "-1s", "checkpoints off"
 	if checkpoints {
 		interval, mode = "1s", "checkpoints 1s"
+	}
+	if c.CPUProfile != "" {
+		// One profile per mode, of the timed part only: FILE.on and FILE.off.
+		f, err := os.Create(c.CPUProfile + "." + map[bool]string{true: "on", false: "off"}[checkpoints])
+		if err != nil {
+			return pipelineRun{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return pipelineRun{}, err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	start, cpu0 := time.Now(), cpuTime()
 	if err := pipelineExec(eng, pipelineJob(c.Queues, "'1' SECOND", interval)); err != nil {
