@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -296,7 +297,11 @@ func jobNum(id string) int {
 func (c *Catalog) Job(id string) (JobDef, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	j, ok := c.jobs[strings.ToLower(id)]
+	id = strings.ToLower(id)
+	if _, err := strconv.Atoi(id); err == nil {
+		id = "job-" + id // PAUSE JOB 3 names job-3
+	}
+	j, ok := c.jobs[id]
 	if !ok {
 		return JobDef{}, false
 	}
