@@ -33,6 +33,9 @@ type Config struct {
 	// Broker is the bundled broker that streams with connector 'broker' live on; nil when
 	// this process runs none (then such streams cannot be read or written).
 	Broker *broker.Broker
+	// RocketMQ, when Broker is nil, is the RocketMQ cluster (for example another rsql
+	// server's bundled broker) that streams with connector 'broker' live on.
+	RocketMQ *connectors.RocketMQConfig
 	// deferJobs leaves the jobs recorded as RUNNING stopped until startRecordedJobs, so a
 	// System can attach the broker first.
 	deferJobs bool
@@ -67,6 +70,11 @@ type Engine struct {
 	jobs  map[string]*runningJob
 	views map[string]*viewTable
 	idle  *sync.Cond // signalled whenever a job stops
+
+	// cluster is set in cluster mode (several instances sharing a Postgres checkpoint
+	// store, cluster.go); startMu then serializes starting and stopping jobs.
+	cluster *cluster
+	startMu sync.Mutex
 }
 
 // runningJob is a job this process runs.
@@ -79,6 +87,10 @@ type runningJob struct {
 	// stopped is set by whoever stops the job (TERMINATE, PAUSE, DROP, shutdown), who also
 	// records its state; watch then leaves the state alone.
 	stopped atomic.Bool
+	// Cluster mode: the job's units (source splits, or "*" for a job run whole), those
+	// this instance runs, and whether it runs whole.
+	units, owned []string
+	whole        bool
 }
 
 // stop stops the job on behalf of the engine and waits for it to end.
@@ -142,6 +154,9 @@ func (e *Engine) Catalog() *Catalog { return e.cat }
 
 // Close stops every job and releases the state store and the data directory.
 func (e *Engine) Close() error {
+	if e.cluster != nil {
+		e.cluster.close()
+	}
 	e.mu.Lock()
 	jobs := make([]*runningJob, 0, len(e.jobs))
 	for _, j := range e.jobs {
@@ -294,7 +309,13 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 	if _, exists := e.cat.Stream(s.Name); exists && s.IfNotExists {
 		return &Result{Tag: "CREATE STREAM"}, nil
 	}
-	if d.Options["connector"] == "broker" {
+	if d.Options["connector"] == "broker" && e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
+		src, err := connectors.OpenRocketMQSource(context.Background(), *e.cfg.RocketMQ, topicOf(d.Name, d.Options), queuesOf(d.Options))
+		if err != nil {
+			return nil, err
+		}
+		src.Close()
+	} else if d.Options["connector"] == "broker" {
 		b, err := e.needBroker(d.Name)
 		if err != nil {
 			return nil, err
@@ -403,6 +424,10 @@ func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, sink plann
 		return err
 	}
 	def := JobDef{Statement: text, State: "RUNNING", Sink: sink.Stream, Sources: []string{q.From.Name}}
+	if e.cluster != nil {
+		e.startMu.Lock()
+		defer e.startMu.Unlock()
+	}
 	id, err := e.cat.AddStreamAndJob(d, def)
 	if err != nil {
 		return err
@@ -480,12 +505,22 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec) error
 		env.Store, env.Commit = state.NewMemory(), nil
 		env.ShuffleTopics = false
 	}
+	var units, owned []string
+	whole := false
+	if e.cluster != nil && !isView {
+		var ok bool
+		units, owned, whole, ok, err = e.cluster.prepare(ctx, def.ID, plan, &env)
+		if err != nil || !ok {
+			cancel() // nothing of the job is this instance's now (or it failed to take it)
+			return err
+		}
+	}
 	job, err := exec.Start(ctx, def.ID, plan, env)
 	if err != nil {
 		cancel()
 		return err
 	}
-	rj := &runningJob{def: def, job: job, cancel: cancel, done: make(chan struct{})}
+	rj := &runningJob{def: def, job: job, cancel: cancel, done: make(chan struct{}), units: units, owned: owned, whole: whole}
 	go rj.rate.run(rj.done, func() int64 { return job.Stats().RecordsIn })
 	e.mu.Lock()
 	e.jobs[def.ID] = rj
@@ -500,6 +535,12 @@ func (e *Engine) watch(rj *runningJob) {
 	st := rj.job.Stats()
 	summary := fmt.Sprintf("in=%d out=%d late=%d bad=%d", st.RecordsIn, st.RecordsOut, st.Late, st.Bad)
 	cancelled := rj.stopped.Load() || errors.Is(err, context.Canceled)
+	if e.cluster != nil && errors.Is(err, state.ErrFenced) {
+		// Another instance took a split over: not a failure of the job. The cluster's
+		// next reconcile starts it again with what this instance owns.
+		fmt.Fprintf(e.cfg.Log, "job %s stopped here: %v (%s)\n", rj.def.ID, err, summary)
+		cancelled = true
+	}
 	switch {
 	case err != nil && !cancelled:
 		fmt.Fprintf(e.cfg.Log, "job %s failed: %v (%s)\n", rj.def.ID, err, summary)
@@ -535,6 +576,9 @@ func (e *Engine) env(job string) exec.Env {
 			case "file":
 				return connectors.OpenFileSource(spec.Options["path"])
 			case "broker":
+				if e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
+					return connectors.OpenRocketMQSource(context.Background(), *e.cfg.RocketMQ, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
+				}
 				b, err := e.needBroker(spec.Stream)
 				if err != nil {
 					return nil, err
@@ -550,6 +594,9 @@ func (e *Engine) env(job string) exec.Env {
 			case "print":
 				return connectors.NewPrintSink(os.Stdout), nil
 			case "broker":
+				if e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
+					return connectors.OpenRocketMQSink(context.Background(), *e.cfg.RocketMQ, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
+				}
 				b, err := e.needBroker(spec.Stream)
 				if err != nil {
 					return nil, err
@@ -560,7 +607,7 @@ func (e *Engine) env(job string) exec.Env {
 		},
 		NewFormat:     connectors.NewFormat,
 		Store:         e.store,
-		ShuffleTopics: e.cfg.Broker != nil,
+		ShuffleTopics: e.cfg.Broker != nil || e.cfg.RocketMQ != nil,
 		Commit:        e.commitCheckpoint,
 	}
 }
@@ -619,6 +666,10 @@ func (e *Engine) jobControl(s *sql.JobControl) (*Result, error) {
 			return nil, sql.Errorf(sql.CodeInvalidValue, "job %s is %s, not PAUSED", def.ID, def.State)
 		}
 		def.State = "RUNNING"
+		if e.cluster != nil {
+			e.startMu.Lock()
+			defer e.startMu.Unlock()
+		}
 		if err := e.cat.SetJobState(def.ID, "RUNNING", ""); err != nil {
 			return nil, err
 		}
@@ -772,6 +823,12 @@ func (r *sliceRows) Close() error { return nil }
 // tools see the job's progress. The checkpoint, not the group offset, is what a restarted
 // job resumes from.
 func (e *Engine) commitCheckpoint(cp *exec.CheckpointInfo) error {
+	return e.commitLocal(cp)
+}
+
+// commitLocal writes a checkpoint to the local state store and the broker's group offsets.
+// In cluster mode it runs after the checkpoint committed to the shared store.
+func (e *Engine) commitLocal(cp *exec.CheckpointInfo) error {
 	if err := e.store.Write(cp.State); err != nil {
 		return err
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"rsql/broker"
+	"rsql/connectors"
+	"rsql/state"
 )
 
 // SystemConfig configures the whole rsql system of one process: the bundled broker, the
@@ -30,16 +32,23 @@ type SystemConfig struct {
 	StateBackend string
 	Log          io.Writer
 	Version      string
+	// ExternalNamesrv, when set, is a RocketMQ name server (for example another rsql
+	// server's bundled broker) that this process uses instead of running a broker.
+	ExternalNamesrv string
+	// Postgres, when set, is the URL of the checkpoint store, catalog and membership that
+	// several instances share (cluster mode, cluster.go).
+	Postgres string
 }
 
 // System is broker, engine and servers running together.
 type System struct {
-	Engine *Engine
-	Broker *broker.Broker
-	pg     *PGServer
-	pgLn   net.Listener
-	http   *http.Server
-	httpLn net.Listener
+	Engine  *Engine
+	Broker  *broker.Broker // nil with ExternalNamesrv
+	pgStore *state.PostgresCheckpointStore
+	pg      *PGServer
+	pgLn    net.Listener
+	http    *http.Server
+	httpLn  net.Listener
 }
 
 // StartSystem opens the broker store and the engine in cfg.DataDir and starts the listeners.
@@ -57,20 +66,32 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 		return nil, err
 	}
 	s := &System{Engine: eng}
-	b, err := broker.Open(broker.Config{Dir: filepath.Join(cfg.DataDir, "broker")})
-	if err != nil {
-		eng.Close()
-		return nil, fmt.Errorf("open broker store: %w", err)
-	}
-	s.Broker = b
-	eng.cfg.Broker = b
-	if cfg.NamesrvAddr != "" || cfg.BrokerAddr != "" {
-		if err := b.Serve(cfg.NamesrvAddr, cfg.BrokerAddr); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("broker listeners: %w", err)
+	var b *broker.Broker
+	if cfg.ExternalNamesrv != "" {
+		eng.cfg.RocketMQ = &connectors.RocketMQConfig{NameServer: cfg.ExternalNamesrv, Group: "rsql-server"}
+	} else {
+		b, err = broker.Open(broker.Config{Dir: filepath.Join(cfg.DataDir, "broker")})
+		if err != nil {
+			eng.Close()
+			return nil, fmt.Errorf("open broker store: %w", err)
+		}
+		s.Broker = b
+		eng.cfg.Broker = b
+		if cfg.NamesrvAddr != "" || cfg.BrokerAddr != "" {
+			if err := b.Serve(cfg.NamesrvAddr, cfg.BrokerAddr); err != nil {
+				s.Close()
+				return nil, fmt.Errorf("broker listeners: %w", err)
+			}
 		}
 	}
-	eng.startRecordedJobs()
+	if cfg.Postgres != "" {
+		if err := s.startCluster(cfg); err != nil {
+			s.Close()
+			return nil, err
+		}
+	} else {
+		eng.startRecordedJobs()
+	}
 	if cfg.PgAddr != "" {
 		ln, err := net.Listen("tcp", cfg.PgAddr)
 		if err != nil {
@@ -89,7 +110,10 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 		}
 		s.httpLn = ln
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(&engineCollector{e: eng}, &storeCollector{b: b, dataDir: cfg.DataDir}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		reg.MustRegister(&engineCollector{e: eng}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		if b != nil {
+			reg.MustRegister(&storeCollector{b: b, dataDir: cfg.DataDir})
+		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
@@ -124,6 +148,9 @@ func (s *System) Close() error {
 	}
 	if s.Broker != nil {
 		errs = append(errs, s.Broker.Close())
+	}
+	if s.pgStore != nil {
+		errs = append(errs, s.pgStore.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -233,4 +260,28 @@ func diskUsage(path string) int64 {
 		return nil
 	})
 	return n
+}
+
+// startCluster opens the shared Postgres store, joins the members and starts the jobs this
+// instance owns; then reconciles in the background.
+func (s *System) startCluster(cfg SystemConfig) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := state.OpenPostgres(ctx, cfg.Postgres, state.PostgresOptions{})
+	if err != nil {
+		return err
+	}
+	s.pgStore = cs
+	name, err := instanceName(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("instance name: %w", err)
+	}
+	c, err := startCluster(s.Engine, ClusterConfig{Checkpoints: cs, Name: name, Addr: cfg.PgAddr})
+	if err != nil {
+		return fmt.Errorf("join the instances sharing %s: %w", "the Postgres store", err)
+	}
+	s.Engine.cluster = c
+	c.reconcile(ctx)
+	go c.run()
+	return nil
 }

@@ -118,3 +118,17 @@ func (s *PostgresCheckpointStore) Members(ctx context.Context) ([]Member, error)
 	}
 	return out, nil
 }
+
+// JobSplits returns the splits of job the store has ever seen (acquired or committed),
+// sorted, without the per-instance splits whose names start with "@".
+func (s *PostgresCheckpointStore) JobSplits(ctx context.Context, job string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT split FROM `+s.schemaName()+`.splits WHERE job = $1 AND split NOT LIKE '@%' ORDER BY split`, job)
+	if err != nil {
+		return nil, fmt.Errorf("state: list splits of job %q: %w", job, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("state: list splits of job %q: %w", job, err)
+	}
+	return out, nil
+}

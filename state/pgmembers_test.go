@@ -74,4 +74,13 @@ func TestPostgresMembers(t *testing.T) {
 	if err := a.Heartbeat(ctx, "nobody", time.Second); !errors.Is(err, ErrNotMember) {
 		t.Fatalf("heartbeat of an unknown name: %v, want ErrNotMember", err)
 	}
+	for _, sp := range []string{"2", "@a", "0"} {
+		if _, err := a.Acquire(ctx, "j", sp, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Acquire(ctx, "other", "9", "a")
+	if got, err := b.JobSplits(ctx, "j"); err != nil || len(got) != 2 || got[0] != "0" || got[1] != "2" {
+		t.Fatalf("JobSplits(j) = %v, %v; want [0 2]", got, err)
+	}
 }

@@ -17,9 +17,6 @@ type ServerCmd struct {
 }
 
 func (c *ServerCmd) Run(cm *Common) error {
-	if cm.Namesrv != "" {
-		return &exitError{"--namesrv (an external RocketMQ cluster) is not supported by rsql server yet: drop it to use the bundled broker"}
-	}
 	sys, err := startSystem(cm, c.StateBackend)
 	if err != nil {
 		return err
@@ -39,6 +36,7 @@ func startSystem(cm *Common, backend string) (*server.System, error) {
 	sys, err := server.StartSystem(server.SystemConfig{
 		DataDir: cm.DataDir, PgAddr: cm.PgAddr, NamesrvAddr: cm.NamesrvAddr, BrokerAddr: cm.BrokerAddr,
 		HTTPAddr: cm.HTTPAddr, StateBackend: backend, Version: version,
+		ExternalNamesrv: cm.Namesrv, Postgres: cm.Postgres,
 	})
 	if err != nil {
 		if errors.Is(err, server.ErrDataDirLocked) {
@@ -53,8 +51,15 @@ func banner(w *os.File, cm *Common, sys *server.System) {
 	fmt.Fprintf(w, "rsql %s\n", version)
 	fmt.Fprintf(w, "  data directory  %s\n", cm.DataDir)
 	fmt.Fprintf(w, "  Postgres wire   %s   (psql -h %s)\n", sys.PgAddr(), hostPort(sys.PgAddr()))
-	fmt.Fprintf(w, "  name server     %s   (RocketMQ clients: NameServer %s)\n", cm.NamesrvAddr, cm.NamesrvAddr)
-	fmt.Fprintf(w, "  broker          %s\n", cm.BrokerAddr)
+	if cm.Namesrv != "" {
+		fmt.Fprintf(w, "  topics          on the RocketMQ cluster of name server %s (no bundled broker)\n", cm.Namesrv)
+	} else {
+		fmt.Fprintf(w, "  name server     %s   (RocketMQ clients: NameServer %s)\n", cm.NamesrvAddr, cm.NamesrvAddr)
+		fmt.Fprintf(w, "  broker          %s\n", cm.BrokerAddr)
+	}
+	if cm.Postgres != "" {
+		fmt.Fprintf(w, "  checkpoints     Postgres, shared with the other instances (catalog, splits, membership)\n")
+	}
 	fmt.Fprintf(w, "  HTTP            http://%s/metrics, /healthz\n", cm.HTTPAddr)
 }
 
