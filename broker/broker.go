@@ -51,6 +51,9 @@ type topic struct {
 // Broker is the store plus, after Serve, the network front end. All methods are safe for
 // concurrent use.
 type Broker struct {
+	// served counts messages handed out by pulls (in-process and over the protocol).
+	served atomic.Int64
+
 	cfg      Config
 	cl       *commitLog
 	lockFile *os.File
@@ -618,6 +621,10 @@ func (b *Broker) readRaw(q *consumeQueue, offset int64, maxN, maxBytes int, filt
 	return buf, n, next, pullFound
 }
 
+// MessagesServed is the number of messages pulls have handed out since the broker opened;
+// its rate is the consume rate.
+func (b *Broker) MessagesServed() int64 { return b.served.Load() }
+
 // Pull reads up to max messages of a queue from offset. When nothing is there and wait > 0
 // it waits up to wait for new messages (or ctx). An offset below the queue minimum starts
 // at the minimum (retention removed the rest); an offset beyond the end is
@@ -644,6 +651,7 @@ func (b *Broker) Pull(ctx context.Context, topicName string, queue int, offset i
 		ch := q.waitCh()
 		buf, n, next, st := b.readRaw(q, offset, maxN, 8<<20, nil, nil)
 		if st == pullFound {
+			b.served.Add(int64(n))
 			msgs := make([]Message, 0, n)
 			for len(buf) > 0 {
 				r, err := parseRecord(buf, 0)

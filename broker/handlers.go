@@ -428,7 +428,10 @@ func (s *netServer) pull(c *conn, req *remoting.Command) *remoting.Command {
 	var deadline <-chan time.Time
 	for {
 		ch := q.waitCh()
-		buf, _, next, st := s.b.readRaw(q, offset, int(maxN), 4<<20, filter, nil)
+		buf, n, next, st := s.b.readRaw(q, offset, int(maxN), 4<<20, filter, nil)
+		if st == pullFound {
+			s.b.served.Add(int64(n))
+		}
 		if st == pullNoNew && sysFlag&2 != 0 && suspend > 0 {
 			if deadline == nil {
 				wait := min(time.Duration(suspend)*time.Millisecond, s.b.cfg.MaxPullWait)

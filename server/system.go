@@ -171,6 +171,7 @@ var (
 	descAppended  = prometheus.NewDesc("rsql_broker_messages_appended_total", "Messages appended to a topic of the bundled broker and still addressable (the end offsets of its queues); rate() is the produce rate.", []string{"topic"}, nil)
 	descRetained  = prometheus.NewDesc("rsql_broker_messages_retained", "Messages of a topic between its queues' minimum and end offsets.", []string{"topic"}, nil)
 	descQueues    = prometheus.NewDesc("rsql_broker_topic_queues", "Queues of a topic.", []string{"topic"}, nil)
+	descServed    = prometheus.NewDesc("rsql_broker_messages_consumed_total", "Messages the bundled broker handed out to pulls (jobs and RocketMQ consumers); rate() is the consume rate.", nil, nil)
 	descStoreSize = prometheus.NewDesc("rsql_store_size_bytes", "Bytes on disk under the data directory, by part: broker (commit log and queues), state (RocksDB), catalog.", []string{"part"}, nil)
 )
 
@@ -209,19 +210,21 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // storeCollector exports the bundled broker's per-topic offsets (their rate is the produce
-// rate; the broker keeps no consume counters) and the data directory's size on disk.
+// rate), the messages it served to pulls (the consume rate) and the data directory's size
+// on disk.
 type storeCollector struct {
 	b       *broker.Broker
 	dataDir string
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAppended, descRetained, descQueues, descStoreSize} {
+	for _, d := range []*prometheus.Desc{descAppended, descRetained, descQueues, descStoreSize, descServed} {
 		ch <- d
 	}
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descServed, prometheus.CounterValue, float64(c.b.MessagesServed()))
 	for _, t := range c.b.Topics() {
 		var end, retained int64
 		for q := 0; q < t.Queues; q++ {

@@ -121,6 +121,11 @@ func TestMetricsDuringJob(t *testing.T) {
 	if v, ok := metricValue(text, "rsql_broker_messages_appended_total", `topic="readings"`); !ok || v != float64(total) {
 		t.Errorf("rsql_broker_messages_appended_total{topic=readings} = %v (%v), want %d", v, ok, total)
 	}
+	// The job pulled every record from the broker (and may have pulled its own output or
+	// shuffle records too).
+	if v, ok := metricValue(text, "rsql_broker_messages_consumed_total"); !ok || v < float64(total) {
+		t.Errorf("rsql_broker_messages_consumed_total = %v (%v), want at least %d", v, ok, total)
+	}
 	if v, ok := metricValue(text, "rsql_store_size_bytes", `part="broker"`); !ok || v <= 0 {
 		t.Errorf("rsql_store_size_bytes{part=broker} = %v (%v)", v, ok)
 	}
