@@ -1,0 +1,153 @@
+// Package pgtest starts a private PostgreSQL server for rsql's tests: its own data
+// directory, a free loopback port, trust authentication, fsync off, run as the postgres
+// system user when the tests run as root (the server refuses root). Stop ends it by its PID.
+// It is test support only; no production package imports it.
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Cluster is a running private PostgreSQL server.
+type Cluster struct {
+	// URL connects as the superuser rsql to database postgres.
+	URL  string
+	root string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// bin finds a PostgreSQL server binary (initdb, postgres) of the installed version.
+func bin(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name)
+	if len(m) == 0 {
+		return "", fmt.Errorf("%s not found: install PostgreSQL (apt-get install postgresql)", name)
+	}
+	return m[len(m)-1], nil
+}
+
+// asPostgres makes cmd run as the postgres system user when we are root, and hands it root.
+func asPostgres(cmd *exec.Cmd, root string) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return fmt.Errorf("running as root and there is no postgres user to run the server as: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	filepath.Walk(root, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, uid, gid) })
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	return nil
+}
+
+// Start initialises and starts a cluster and waits until it accepts connections.
+func Start() (*Cluster, error) {
+	initdb, err := bin("initdb")
+	if err != nil {
+		return nil, err
+	}
+	server, err := bin("postgres")
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.MkdirTemp("", "rsql-pg-")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{root: root}
+	data := filepath.Join(root, "data")
+	init := exec.Command(initdb, "-D", data, "-U", "rsql", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions")
+	if err := asPostgres(init, root); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if out, err := init.CombinedOutput(); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	logf, err := os.Create(filepath.Join(root, "server.log"))
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	srv := exec.Command(server, "-D", data, "-p", strconv.Itoa(port), "-k", root,
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
+		"-c", "full_page_writes=off", "-c", "max_connections=100")
+	srv.Stdout, srv.Stderr = logf, logf
+	if err := asPostgres(srv, root); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if err := srv.Start(); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
+	c.cmd, c.done = srv, make(chan struct{})
+	go func() { srv.Wait(); close(c.done) }()
+	c.URL = fmt.Sprintf("postgres://rsql@127.0.0.1:%d/postgres?sslmode=disable", port)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		conn, err := pgx.Connect(ctx, c.URL)
+		cancel()
+		if err == nil {
+			conn.Close(context.Background())
+			return c, nil
+		}
+		select {
+		case <-c.done:
+			log, _ := os.ReadFile(filepath.Join(root, "server.log"))
+			c.Stop()
+			return nil, fmt.Errorf("postgres exited during start-up:\n%s", log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			c.Stop()
+			return nil, fmt.Errorf("postgres did not accept connections within 60s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Stop sends SIGINT (fast shutdown) to the server's PID, waits for it, and removes its files.
+func (c *Cluster) Stop() {
+	if c.cmd != nil {
+		select {
+		case <-c.done:
+		default:
+			c.cmd.Process.Signal(syscall.SIGINT)
+			select {
+			case <-c.done:
+			case <-time.After(30 * time.Second):
+				c.cmd.Process.Kill()
+				<-c.done
+			}
+		}
+	}
+	if c.root != "" {
+		os.RemoveAll(c.root)
+	}
+}
