@@ -528,6 +528,16 @@ func (c *cluster) prepareSplits(ctx context.Context, job string, plan *planner.P
 			wm = w
 		}
 	}
+	if known && len(gained) == 0 {
+		// The same splits as before (or fewer): the watermark this instance checkpointed
+		// for them may be ahead of their event times (idle splits advance it with the
+		// wall clock); rows it judged late stay late.
+		if v, ok, err := c.e.store.Get(wmKey); err != nil {
+			return err
+		} else if w, n := binary.Varint(v); ok && n > 0 && w > wm {
+			wm = w
+		}
+	}
 	if known {
 		b.Put(wmKey, binary.AppendVarint(nil, wm))
 	} else {

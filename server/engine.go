@@ -535,10 +535,11 @@ func (e *Engine) watch(rj *runningJob) {
 	st := rj.job.Stats()
 	summary := fmt.Sprintf("in=%d out=%d late=%d bad=%d", st.RecordsIn, st.RecordsOut, st.Late, st.Bad)
 	cancelled := rj.stopped.Load() || errors.Is(err, context.Canceled)
-	if e.cluster != nil && errors.Is(err, state.ErrFenced) {
-		// Another instance took a split over: not a failure of the job. The cluster's
-		// next reconcile starts it again with what this instance owns.
-		fmt.Fprintf(e.cfg.Log, "job %s stopped here: %v (%s)\n", rj.def.ID, err, summary)
+	if e.cluster != nil && err != nil && !cancelled {
+		// In cluster mode a failure here is this instance's (another instance took a split
+		// over, or the broker is unreachable): the job stays RUNNING for the others, and
+		// the cluster's next reconcile starts it again with what this instance owns.
+		fmt.Fprintf(e.cfg.Log, "job %s stopped on this instance: %v (%s)\n", rj.def.ID, err, summary)
 		cancelled = true
 	}
 	switch {
