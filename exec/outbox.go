@@ -55,11 +55,28 @@ func messageID(job string, epoch int64, seq int) string {
 // encodeOutbox encodes an outbox entry: uvarint len(pos) pos, uvarint n, then n times
 // uvarint len(key) key uvarint len(body) body.
 func encodeOutbox(pos []byte, msgs []connectors.Message) []byte {
-	n := len(pos) + 16
+	return appendOutbox(make([]byte, 0, outboxSize(pos, msgs)), pos, msgs)
+}
+
+// outboxSize is the exact length of encodeOutbox(pos, msgs).
+func outboxSize(pos []byte, msgs []connectors.Message) int {
+	n := uvarintLen(len(pos)) + len(pos) + uvarintLen(len(msgs))
 	for i := range msgs {
-		n += len(msgs[i].Key) + len(msgs[i].Body) + 8
+		k, b := len(msgs[i].Key), len(msgs[i].Body)
+		n += uvarintLen(k) + k + uvarintLen(b) + b
 	}
-	out := make([]byte, 0, n)
+	return n
+}
+
+func uvarintLen(n int) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
+}
+
+func appendOutbox(out, pos []byte, msgs []connectors.Message) []byte {
 	out = binary.AppendUvarint(out, uint64(len(pos)))
 	out = append(out, pos...)
 	out = binary.AppendUvarint(out, uint64(len(msgs)))
@@ -159,7 +176,10 @@ func (o *outbox) recover(ctx context.Context, s *sinkOp) error {
 }
 
 // checkpoint stores the rows produced since the last checkpoint in the checkpoint's batch
-// and deletes the entries published since.
+// and deletes the entries published since. The task calls it only once the previous
+// checkpoint's commit and publication (committed, on the committer goroutine) are over, so
+// staged and drop are its own again; between the two, committed uses only staged, epoch
+// and drop and the task only pending.
 func (o *outbox) checkpoint(ctx context.Context, c *Control) error {
 	for _, k := range o.drop {
 		c.State.Delete(k)
@@ -174,11 +194,17 @@ func (o *outbox) checkpoint(ctx context.Context, c *Control) error {
 	if err != nil {
 		return err
 	}
-	c.State.Put(outboxKey(o.job, o.stage, c.Epoch), encodeOutbox(pos, o.staged))
+	// Encoded once, in place in the checkpoint's batch.
+	n := outboxSize(pos, o.staged)
+	v := c.State.PutValue(outboxKey(o.job, o.stage, c.Epoch), n)
+	if got := appendOutbox(v[:0], pos, o.staged); len(got) != n {
+		return fmt.Errorf("outbox of epoch %d: encoded %d bytes, sized %d", c.Epoch, len(got), n)
+	}
 	return nil
 }
 
-// committed publishes the staged rows of epoch, whose checkpoint is now durable.
+// committed publishes the staged rows of epoch, whose checkpoint is now durable. It runs on
+// the task's committer goroutine (see task.commit).
 func (o *outbox) committed(s *sinkOp, epoch int64) error {
 	if epoch != o.epoch || len(o.staged) == 0 {
 		return nil

@@ -133,6 +133,10 @@ type task struct {
 	shuffleIn bool                // this stage reads an upstream stage's shuffle topic
 	reqs      chan *request       // checkpoint requests (shuffleIn stages commit on their own)
 
+	// committing receives the result of the checkpoint commit in flight (nil: none); see
+	// commit.
+	committing chan error
+
 	// Event-time alignment of split readers: floor is the smallest max event time of the
 	// live splits that have data (MaxWatermark: no constraint); a reader whose split is more
 	// than Env.AlignmentWindow ahead of it waits until alignCh is closed (floor moved).
@@ -502,6 +506,11 @@ func (t *task) run(ctx context.Context) (err error) {
 				<-sp.readerDone
 			}
 		}
+		// A checkpoint still committing lands (and its outbox is published) before the
+		// sinks close.
+		if cerr := t.awaitCommit(); err == nil || errors.Is(err, ErrLimitReached) && cerr != nil {
+			err = cerr
+		}
 		if cerr := t.closeAll(); err == nil {
 			err = cerr
 		}
@@ -640,16 +649,20 @@ func (t *task) handle(ctx context.Context, ev event) (finished bool, err error) 
 	case evWatermark:
 		return false, t.setWatermark(ev.wm)
 	case evControl:
+		if t.commits {
+			if err := t.awaitCommit(); err != nil {
+				if ev.req != nil {
+					ev.req.done <- err
+				}
+				return false, err
+			}
+		}
 		t.saveWatermark(ev.ctl.State)
 		if err := t.head.Control(ev.ctl); err != nil {
 			return false, err
 		}
 		if t.commits {
-			err := t.commit(ev.ctl, ev.offs)
-			if ev.req != nil {
-				ev.req.done <- err
-			}
-			return false, err
+			return false, t.commit(ev.ctl, ev.offs, ev.req)
 		}
 	case evUpstreamEnd:
 		if err := t.setWatermark(MaxWatermark); err != nil {
@@ -814,6 +827,14 @@ func (t *task) serve(ctx context.Context, r *request) error {
 
 // checkpoint sends a barrier through the pipeline with the source offsets.
 func (t *task) checkpoint(ctx context.Context, r *request) error {
+	if t.commits {
+		if err := t.awaitCommit(); err != nil {
+			if r != nil {
+				r.done <- err
+			}
+			return err
+		}
+	}
 	c := &Control{Kind: Checkpoint, Epoch: t.job.nextEpoch(), State: &state.Batch{}}
 	offs := t.offsets(c.State)
 	t.saveWatermark(c.State)
@@ -831,11 +852,7 @@ func (t *task) checkpoint(ctx context.Context, r *request) error {
 		}
 	}
 	if t.commits {
-		err := t.commit(c, offs)
-		if r != nil {
-			r.done <- err
-		}
-		return err
+		return t.commit(c, offs, r)
 	}
 	// The exchange forwards the barrier; the last stage commits and answers r.
 	select {
@@ -863,15 +880,47 @@ func (t *task) offsets(b *state.Batch) []SplitOffset {
 	return offs
 }
 
-// commit makes a checkpoint durable, then lets the sink publish what it covers.
-func (t *task) commit(c *Control, offs []SplitOffset) error {
-	if err := t.job.commit(c, offs); err != nil {
+// commit makes a checkpoint durable, then lets the sink publish what it covers, and answers
+// r (if any) with the result. Both run on a goroutine of their own while the task goes on
+// with the rows after the barrier: the batch c.State and the outbox rows it covers are no
+// longer touched by the task. Everything that depends on the commit first waits for it
+// (awaitCommit): the stage's next checkpoint (so commits land one at a time, in epoch order,
+// and an epoch's outbox is published strictly after its commit and before the next
+// checkpoint is taken), split changes (which read or write committed state) and the end of
+// the task (before the sinks close). A failed commit fails the job at once.
+func (t *task) commit(c *Control, offs []SplitOffset, r *request) error {
+	if err := t.awaitCommit(); err != nil {
+		if r != nil {
+			r.done <- err
+		}
 		return err
 	}
-	if t.sink != nil {
-		return t.sink.committed(c.Epoch)
-	}
+	done := make(chan error, 1)
+	t.committing = done
+	go func() {
+		err := t.job.commit(c, offs)
+		if err == nil && t.sink != nil {
+			err = t.sink.committed(c.Epoch)
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.job.fail(err)
+		}
+		if r != nil {
+			r.done <- err
+		}
+		done <- err
+	}()
 	return nil
+}
+
+// awaitCommit waits for the checkpoint commit in flight, if any, and returns its error.
+func (t *task) awaitCommit() error {
+	if t.committing == nil {
+		return nil
+	}
+	err := <-t.committing
+	t.committing = nil
+	return err
 }
 
 // watermarkKey is the store key of a stage's watermark at the last checkpoint.
@@ -903,6 +952,9 @@ func (t *task) restoreWatermark() error {
 // addSplit sends NewSplit through the pipeline (state loads), then starts the split's reader
 // at its checkpointed offset.
 func (t *task) addSplit(ctx context.Context, name string) error {
+	if err := t.awaitCommit(); err != nil {
+		return err
+	}
 	env := &t.job.env
 	spec := t.stage.Source
 	next, maxTs := int64(0), MinWatermark
@@ -967,6 +1019,9 @@ func (t *task) removeSplit(ctx context.Context, name string) error {
 	sp := t.splits[name]
 	if sp == nil {
 		return fmt.Errorf("exec: split %s is not read", name)
+	}
+	if err := t.awaitCommit(); err != nil {
+		return err
 	}
 	sp.cancel()
 	for waiting := true; waiting; {

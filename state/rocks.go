@@ -124,19 +124,28 @@ func (s *Rocks) Write(b *Batch) error {
 	if s.closed {
 		return ErrClosed
 	}
-	wb := grocksdb.NewWriteBatch()
-	defer wb.Destroy()
-	_ = b.Each(func(kind OpKind, k, v []byte) error {
-		switch kind {
-		case OpPut:
-			wb.Put(k, v)
-		case OpDelete:
-			wb.Delete(k)
-		case OpDropPrefix:
-			s.dropInto(wb, k)
-		}
+	if b.Len() == 0 {
 		return nil
-	})
+	}
+	var wb *grocksdb.WriteBatch
+	if rep, ok := b.rocksRep(); ok {
+		// The batch is already in RocksDB's encoding: one copy, one call.
+		wb = grocksdb.WriteBatchFrom(rep)
+	} else {
+		wb = grocksdb.NewWriteBatch()
+		_ = b.Each(func(kind OpKind, k, v []byte) error {
+			switch kind {
+			case OpPut:
+				wb.Put(k, v)
+			case OpDelete:
+				wb.Delete(k)
+			case OpDropPrefix:
+				s.dropInto(wb, k)
+			}
+			return nil
+		})
+	}
+	defer wb.Destroy()
 	if err := s.db.Write(s.wo, wb); err != nil {
 		return fmt.Errorf("state: write batch: %w", err)
 	}

@@ -55,37 +55,102 @@ type batchOp struct {
 // Batch is an ordered list of writes applied atomically by Store.Write. Keys and values are
 // copied into the batch, so callers may reuse their buffers. A Batch is not safe for
 // concurrent use; Reset makes it reusable without allocating.
+//
+// buf is laid out as a RocksDB write batch (a 12-byte header: sequence number and operation
+// count, then per operation a tag byte, the varint-prefixed key and, for puts and range
+// deletions, the varint-prefixed value or range end), so the RocksDB store hands it to the
+// database in one call without re-encoding; ops index the keys and values for Each.
 type Batch struct {
 	buf []byte
 	ops []batchOp
+	// open: a DropPrefix whose prefix has no finite end (all 0xff) was recorded; buf has no
+	// record for it and stores must apply the batch operation by operation.
+	open bool
+}
+
+// RocksDB write batch record tags (db/dbformat.h: kTypeDeletion, kTypeValue,
+// kTypeRangeDeletion) and header size.
+const (
+	wbTagDelete      = 0x0
+	wbTagPut         = 0x1
+	wbTagRangeDelete = 0xF
+	wbHeader         = 12
+)
+
+// record starts an operation: the header when the batch is empty, the tag and the key.
+// It returns the key's offset in buf.
+func (b *Batch) record(tag byte, key []byte) int {
+	if len(b.buf) == 0 {
+		b.buf = append(b.buf, make([]byte, wbHeader)...)
+	}
+	b.buf = append(b.buf, tag)
+	b.buf = binary.AppendUvarint(b.buf, uint64(len(key)))
+	off := len(b.buf)
+	b.buf = append(b.buf, key...)
+	return off
 }
 
 // Put records a put of value under key.
 func (b *Batch) Put(key, value []byte) {
-	op := batchOp{kind: OpPut, kOff: len(b.buf), kLen: len(key)}
-	b.buf = append(b.buf, key...)
+	op := batchOp{kind: OpPut, kOff: b.record(wbTagPut, key), kLen: len(key)}
+	b.buf = binary.AppendUvarint(b.buf, uint64(len(value)))
 	op.vOff, op.vLen = len(b.buf), len(value)
 	b.buf = append(b.buf, value...)
 	b.ops = append(b.ops, op)
 }
 
+// PutValue records a put under key of a value of n bytes and returns the value's storage
+// inside the batch (length n, capacity n) for the caller to fill in place; it is valid
+// until the next operation on b. Large values (the checkpoint's outbox) are thus encoded
+// once, straight into the batch.
+func (b *Batch) PutValue(key []byte, n int) []byte {
+	op := batchOp{kind: OpPut, kOff: b.record(wbTagPut, key), kLen: len(key)}
+	b.buf = binary.AppendUvarint(b.buf, uint64(n))
+	op.vOff, op.vLen = len(b.buf), n
+	b.buf = append(b.buf, make([]byte, n)...)
+	b.ops = append(b.ops, op)
+	return b.buf[op.vOff : op.vOff+n : op.vOff+n]
+}
+
 // Delete records a delete of key.
 func (b *Batch) Delete(key []byte) {
-	b.ops = append(b.ops, batchOp{kind: OpDelete, kOff: len(b.buf), kLen: len(key)})
-	b.buf = append(b.buf, key...)
+	b.ops = append(b.ops, batchOp{kind: OpDelete, kOff: b.record(wbTagDelete, key), kLen: len(key)})
 }
 
 // DropPrefix records the deletion of every key starting with prefix.
 func (b *Batch) DropPrefix(prefix []byte) {
-	b.ops = append(b.ops, batchOp{kind: OpDropPrefix, kOff: len(b.buf), kLen: len(prefix)})
-	b.buf = append(b.buf, prefix...)
+	end := PrefixEnd(prefix)
+	if end == nil {
+		// No finite range: stores expand it when they apply the batch.
+		b.open = true
+		if len(b.buf) == 0 {
+			b.buf = append(b.buf, make([]byte, wbHeader)...)
+		}
+		b.ops = append(b.ops, batchOp{kind: OpDropPrefix, kOff: len(b.buf), kLen: len(prefix)})
+		b.buf = append(b.buf, prefix...)
+		return
+	}
+	b.ops = append(b.ops, batchOp{kind: OpDropPrefix, kOff: b.record(wbTagRangeDelete, prefix), kLen: len(prefix)})
+	b.buf = binary.AppendUvarint(b.buf, uint64(len(end)))
+	b.buf = append(b.buf, end...)
 }
 
 // Len returns the number of operations recorded.
 func (b *Batch) Len() int { return len(b.ops) }
 
 // Reset empties the batch, keeping its storage.
-func (b *Batch) Reset() { b.buf, b.ops = b.buf[:0], b.ops[:0] }
+func (b *Batch) Reset() { b.buf, b.ops, b.open = b.buf[:0], b.ops[:0], false }
+
+// rocksRep returns the batch as a RocksDB write batch representation, or ok=false when it
+// cannot be expressed as one (an open-ended DropPrefix) or is empty.
+func (b *Batch) rocksRep() (rep []byte, ok bool) {
+	if b.open || len(b.ops) == 0 || uint64(len(b.ops)) > 0xffffffff {
+		return nil, false
+	}
+	clear(b.buf[:8])
+	binary.LittleEndian.PutUint32(b.buf[8:wbHeader], uint32(len(b.ops)))
+	return b.buf, true
+}
 
 // Each calls fn for each operation in order (value is nil except for OpPut; for
 // OpDropPrefix key is the prefix). key and value are valid only during the call. A
