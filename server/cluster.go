@@ -93,6 +93,8 @@ var instanceOps = map[string]bool{"out": true, "wm": true, state.JobOperator: tr
 
 const instanceOpPrefix = "i."
 
+var errSplitHasState = errors.New("split has committed state")
+
 func startCluster(e *Engine, cfg ClusterConfig) (*cluster, error) {
 	if cfg.Tick <= 0 {
 		cfg.Tick = 500 * time.Millisecond
@@ -639,6 +641,9 @@ func (c *cluster) commit(job string, whole bool, ci *exec.CheckpointInfo) error 
 			return nil
 		})
 	}
+	c.mu.Lock()
+	held := c.held[job]
+	c.mu.Unlock()
 	splits := state.BatchSplits(job, cp.State)
 	for _, o := range ci.Offsets {
 		if !slices.Contains(splits, o.Split) {
@@ -647,14 +652,31 @@ func (c *cluster) commit(job string, whole bool, ci *exec.CheckpointInfo) error 
 		cp.Offsets = append(cp.Offsets, state.CheckpointOffset{Split: o.Split, Offset: o.Offset})
 	}
 	if whole {
-		// A job that runs whole here owns every split it touches; one seen for the first
-		// time has no committed state to load.
-		if _, err := c.gain(ctx, job, splits); err != nil {
+		// A job that runs whole here owns every split it touches. A split not held yet
+		// was not in the store when the job started here; once acquired (which fences any
+		// other owner) it must still have no committed state, else the previous owner
+		// committed it after this instance listed the job's splits: stop (nothing
+		// written), and the restart loads it.
+		gained, err := c.gain(ctx, job, splits)
+		if err != nil {
 			return err
+		}
+		for _, sp := range gained {
+			info, err := c.cs.Load(ctx, job, sp, func(_, _ []byte) error { return errSplitHasState })
+			if errors.Is(err, errSplitHasState) || err == nil && (info.HasOffset || info.Epoch > 0) {
+				c.mu.Lock()
+				for _, g := range gained {
+					delete(c.held[job], g) // acquired again, and loaded, at the restart
+				}
+				c.mu.Unlock()
+				return fmt.Errorf("job %s: split %s was committed by another instance since this one took the job over: %w", job, sp, errSplitHasState)
+			} else if err != nil {
+				return err
+			}
 		}
 	}
 	c.mu.Lock()
-	held := c.held[job]
+	held = c.held[job]
 	for _, sp := range splits {
 		gen, ok := held[sp]
 		if !ok {

@@ -2,7 +2,11 @@ package tests
 
 import (
 	"context"
+	"hash/fnv"
 	"math/rand"
+	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -86,23 +90,50 @@ func jobWatermark(ctx context.Context, pgAddr string) (int64, error) {
 // the two is killed with SIGKILL at a random moment and restarted. The consumed result is
 // exactly the batch result.
 func TestJobAcrossInstances(t *testing.T) {
+	runAcrossInstances(t, multiDDL, 47, false)
+}
+
+// TestExchangeJobAcrossInstances: the job with an exchange (input not keyed by the group
+// key) runs whole on one of the two instances, moving with all its state when the
+// assignment picks B; the same SIGKILL of B, the same exact result.
+func TestExchangeJobAcrossInstances(t *testing.T) {
+	runAcrossInstances(t, strings.Replace(jobsDDL, "idle_timeout = '1s'", "idle_timeout = '5s'", 1), 53, true)
+}
+
+// runAcrossInstances runs the scenario of TestJobAcrossInstances with ddl; whole says the
+// job runs whole on one instance instead of two splits on each.
+func runAcrossInstances(t *testing.T, ddl string, evSeed int64, whole bool) {
 	pgc := startPostgres(t)
-	evs := genEvents(47)
+	evs := genEvents(evSeed)
 	want, lastEnd := batchResult(evs)
 	seed := time.Now().UnixNano()
 	r := rand.New(rand.NewSource(seed))
 	t.Logf("timing seed %d", seed)
 
 	a := &clusterServer{t: t, name: "A", dir: t.TempDir(), pg: freePort(t), http: freePort(t), ns: freePort(t), br: freePort(t), postgres: pgc.URL}
+	b := &clusterServer{t: t, name: "B", dir: t.TempDir(), pg: freePort(t), http: freePort(t), ns: a.ns, external: true, postgres: pgc.URL}
+	// Instance names decide the assignment (members sorted by name, round-robin from a
+	// member chosen by hashing the job's name): name them so that a job run whole goes to B
+	// once B joins, and so moves with its state.
+	h := fnv.New32a()
+	h.Write([]byte("job-1"))
+	nameA, nameB := "rsql-1", "rsql-2"
+	if h.Sum32()%2 == 0 {
+		nameA, nameB = nameB, nameA
+	}
+	for _, n := range []struct{ dir, name string }{{a.dir, nameA}, {b.dir, nameB}} {
+		if err := os.WriteFile(filepath.Join(n.dir, "instance-name"), []byte(n.name+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	a.start()
 	waitListening(t, a.p, a.ns)
-	b := &clusterServer{t: t, name: "B", dir: t.TempDir(), pg: freePort(t), http: freePort(t), ns: a.ns, external: true, postgres: pgc.URL}
 	defer func() {
 		if t.Failed() {
 			t.Logf("A stderr:\n%s\nB stderr:\n%s", a.stderr(), b.stderr())
 		}
 	}()
-	if out, errOut, err := runRsql(t, "", "--server", a.pg, "-c", multiDDL); err != nil {
+	if out, errOut, err := runRsql(t, "", "--server", a.pg, "-c", ddl); err != nil {
 		t.Fatalf("DDL: %v\n%s\n%s", err, out, errOut)
 	}
 	half := len(evs) / 2
@@ -117,7 +148,15 @@ func TestJobAcrossInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	waitOwners(t, conn, 2, 2)
+	owners := []int{2, 2}
+	if whole {
+		owners = []int{4}
+	}
+	owner := ""
+	if whole {
+		owner = nameB
+	}
+	waitOwners(t, conn, owner, owners...)
 
 	// The victim is B, the instance without the broker: killing A would also take the
 	// topics away from B for as long as A restarts, and B's splits, silent that long,
@@ -132,14 +171,24 @@ func TestJobAcrossInstances(t *testing.T) {
 	victim.p.Kill()
 	victim.start()
 	produceEvents(t, a.ns, evs[half+half/2:])
-	waitOwners(t, conn, 2, 2)
+	waitOwners(t, conn, owner, owners...)
 
 	// Windows close by idle timeout on both instances, then the next checkpoints publish.
+	// A job run whole has a watermark only where it runs.
 	deadline := time.Now().Add(90 * time.Second)
 	for _, s := range []*clusterServer{a, b} {
 		for {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			wm, err := jobWatermark(cctx, s.pg)
+			if whole && err == nil && wm < lastEnd {
+				other := a
+				if s == a {
+					other = b
+				}
+				if owm, oerr := jobWatermark(cctx, other.pg); oerr == nil && owm >= lastEnd {
+					wm = owm
+				}
+			}
 			cancel()
 			if err == nil && wm >= lastEnd {
 				break
@@ -160,9 +209,9 @@ func TestJobAcrossInstances(t *testing.T) {
 	}
 }
 
-// waitOwners waits until the job's source splits are owned two instances, with the given
-// numbers of splits each.
-func waitOwners(t *testing.T, conn *pgx.Conn, want ...int) {
+// waitOwners waits until the job's splits are owned by as many instances as want has
+// entries, with the given numbers of splits each (ascending), one of them owner if not "".
+func waitOwners(t *testing.T, conn *pgx.Conn, owner string, want ...int) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	var counts []int
@@ -170,12 +219,14 @@ func waitOwners(t *testing.T, conn *pgx.Conn, want ...int) {
 		rows, err := conn.Query(context.Background(), `SELECT owner, count(*) FROM rsql.splits
 			WHERE job = 'job-1' AND split NOT LIKE '@%' AND owner <> '' GROUP BY owner`)
 		if err == nil {
+			var names []string
 			counts = counts[:0]
 			for rows.Next() {
 				var owner string
 				var n int
 				if rows.Scan(&owner, &n) == nil {
 					counts = append(counts, n)
+					names = append(names, owner)
 				}
 			}
 			rows.Close()
@@ -185,12 +236,12 @@ func waitOwners(t *testing.T, conn *pgx.Conn, want ...int) {
 				for i := range want {
 					ok = ok && counts[i] == want[i]
 				}
-				if ok {
+				if ok && (owner == "" || slices.Contains(names, owner)) {
 					return
 				}
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatalf("split owners: %v splits per owner, want %v", counts, want)
+	t.Fatalf("split owners: %v splits per owner, want %v (one of them %q)", counts, want, owner)
 }
