@@ -76,6 +76,8 @@ type cluster struct {
 	members    []string
 	held       map[string]map[string]int64 // job -> split -> generation
 	selfLoaded map[string]bool             // job -> instance split loaded in this process
+	units      map[string][]string         // job -> its units, as of its last start here
+	startErr   map[string]string           // job -> last error starting it (logged once)
 	catVersion int64
 	catSynced  []byte
 
@@ -103,7 +105,7 @@ func startCluster(e *Engine, cfg ClusterConfig) (*cluster, error) {
 		cfg.Lease = 3 * time.Second
 	}
 	c := &cluster{e: e, cs: cfg.Checkpoints, cfg: cfg, held: map[string]map[string]int64{},
-		selfLoaded: map[string]bool{}, done: make(chan struct{})}
+		selfLoaded: map[string]bool{}, units: map[string][]string{}, startErr: map[string]string{}, done: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
 	defer cancel()
@@ -286,9 +288,25 @@ func (c *cluster) reconcile(ctx context.Context) {
 			c.logf("cluster: job %s: splits here change from %v to %v", id, rj.owned, owned)
 			c.stopLocal(ctx, rj, owned)
 		}
-		if err := e.restartJob(def); err != nil {
-			c.logf("cluster: job %s: start: %v", id, err)
+		c.mu.Lock()
+		units, known := c.units[id]
+		c.mu.Unlock()
+		if rj == nil && known && len(c.assign(id, units)) == 0 {
+			continue // nothing of it is ours: do not open its source every tick
 		}
+		err := e.restartJob(def)
+		msg := ""
+		if err != nil {
+			msg = err.Error()
+		}
+		c.mu.Lock()
+		if msg != c.startErr[id] {
+			if msg != "" {
+				c.logf("cluster: job %s: start: %v (retried every %v)", id, err, c.cfg.Tick)
+			}
+			c.startErr[id] = msg
+		}
+		c.mu.Unlock()
 	}
 }
 
@@ -383,6 +401,9 @@ func (c *cluster) prepare(ctx context.Context, job string, plan *planner.Physica
 			return nil, nil, false, false, err
 		}
 	}
+	c.mu.Lock()
+	c.units[job] = units
+	c.mu.Unlock()
 	owned = c.assign(job, units)
 	if len(owned) == 0 {
 		return units, nil, whole, false, nil
