@@ -338,6 +338,28 @@ func (c *cluster) stopLocal(ctx context.Context, rj *runningJob, keep []string) 
 			c.logf("cluster: job %s: release split %s: %v", job, sp, err)
 		}
 	}
+	// The local copy of a split given up is stale from now on: drop it (a later takeover
+	// loads the split again anyway).
+	if len(release) > 0 {
+		if err := c.dropLocal(job, release); err != nil {
+			c.logf("cluster: job %s: drop the local state of splits %v: %v", job, release, err)
+		}
+	}
+}
+
+// dropLocal deletes the local keys of splits of job (instance keys stay).
+func (c *cluster) dropLocal(job string, splits []string) error {
+	b := &state.Batch{}
+	err := c.e.store.Scan(jobPrefix(job), func(k, _ []byte) error {
+		if j, op, sp, _, ok := state.KeyParts(k); ok && string(j) == job && !instanceOps[string(op)] && slices.Contains(splits, string(sp)) {
+			b.Delete(k)
+		}
+		return nil
+	})
+	if err != nil || b.Len() == 0 {
+		return err
+	}
+	return c.e.store.Write(b)
 }
 
 // unitOf reports whether split sp of rj is among the units in keep.
