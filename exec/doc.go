@@ -44,7 +44,10 @@
 //   - Aggregation state lives in memory, per split, and is written through to Env.Store at
 //     each checkpoint (changed groups only, deletions of fired windows) under keys
 //     (job, operator, split, group key, window) — see state.Key. The checkpoint batch also
-//     holds the source offsets and is committed in one atomic write (Env.Commit). On
+//     holds the source offsets and is committed in one atomic write (Env.Commit), off the
+//     stage's goroutine: the stage goes on with the rows after the barrier while a committer
+//     goroutine commits and then publishes the outbox; the stage's next checkpoint, split
+//     changes and the stage's end wait for that commit, so commits land in epoch order. On
 //     NewSplit an operator loads the split's state; on RemoveSplit it writes and drops it.
 //     Checkpoints run every Env.CheckpointInterval (default 10s; the server's jobs: 1s), on Job.Checkpoint, and
 //     when a bounded job finishes. A restarted job resumes each split from its committed

@@ -89,6 +89,25 @@ func appendOutbox(out, pos []byte, msgs []connectors.Message) []byte {
 	return out
 }
 
+// setIDs gives msgs[i] the ID messageID(job, epoch, i); the IDs share one string.
+func setIDs(msgs []connectors.Message, job string, epoch int64) {
+	prefix := messageID(job, epoch, 0)
+	prefix = prefix[:len(prefix)-1]
+	buf := make([]byte, 0, len(msgs)*(len(prefix)+7))
+	ends := make([]int, len(msgs))
+	for i := range msgs {
+		buf = append(buf, prefix...)
+		buf = strconv.AppendInt(buf, int64(i), 10)
+		ends[i] = len(buf)
+	}
+	all := string(buf)
+	start := 0
+	for i := range msgs {
+		msgs[i].ID = all[start:ends[i]]
+		start = ends[i]
+	}
+}
+
 var errBadOutbox = errors.New("corrupt outbox entry")
 
 // decodeOutbox is the inverse of encodeOutbox; the returned slices alias b.
@@ -209,9 +228,7 @@ func (o *outbox) committed(s *sinkOp, epoch int64) error {
 	if epoch != o.epoch || len(o.staged) == 0 {
 		return nil
 	}
-	for i := range o.staged {
-		o.staged[i].ID = messageID(o.job, epoch, i)
-	}
+	setIDs(o.staged, o.job, epoch)
 	if err := s.write(o.staged); err != nil {
 		return err
 	}

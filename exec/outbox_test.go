@@ -2,6 +2,7 @@ package exec
 
 import (
 	"bytes"
+	"strconv"
 	"testing"
 
 	"rsql/connectors"
@@ -46,4 +47,30 @@ func FuzzDecodeOutbox(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The outbox is encoded in place into a slot of outboxSize bytes, so the size must be exact
+// for every length, including those at varint boundaries.
+func TestOutboxSizeExact(t *testing.T) {
+	for _, n := range []int{0, 1, 127, 128, 129, 16383, 16384, 70000} {
+		body := bytes.Repeat([]byte("b"), n)
+		msgs := []connectors.Message{{Key: body[:n/2], Body: body}, {Body: body[:n/3]}}
+		many := make([]connectors.Message, n%300)
+		for _, ms := range [][]connectors.Message{msgs, many, nil} {
+			enc := encodeOutbox(body[:n%200], ms)
+			if got := outboxSize(body[:n%200], ms); got != len(enc) {
+				t.Fatalf("n=%d, %d messages: outboxSize %d, encoded %d bytes", n, len(ms), got, len(enc))
+			}
+		}
+	}
+}
+
+func TestSetIDs(t *testing.T) {
+	msgs := make([]connectors.Message, 1234)
+	setIDs(msgs, "job-7", 42)
+	for i := range msgs {
+		if want := "job-7/42/" + strconv.Itoa(i); msgs[i].ID != want || messageID("job-7", 42, i) != want {
+			t.Fatalf("message %d: ID %q, want %q", i, msgs[i].ID, want)
+		}
+	}
 }
