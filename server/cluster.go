@@ -95,8 +95,6 @@ var instanceOps = map[string]bool{"out": true, "wm": true, state.JobOperator: tr
 
 const instanceOpPrefix = "i."
 
-var errSplitHasState = errors.New("split has committed state")
-
 func startCluster(e *Engine, cfg ClusterConfig) (*cluster, error) {
 	if cfg.Tick <= 0 {
 		cfg.Tick = 500 * time.Millisecond
@@ -276,8 +274,10 @@ func (c *cluster) reconcile(ctx context.Context) {
 	for id, rj := range running {
 		if _, ok := want[id]; !ok {
 			c.stopLocal(ctx, rj, nil)
+			delete(running, id)
 		}
 	}
+	c.releaseIdle(ctx, running, want)
 	for id, def := range want {
 		rj := running[id]
 		if rj != nil {
@@ -430,8 +430,18 @@ func (c *cluster) prepare(ctx context.Context, job string, plan *planner.Physica
 	if len(owned) == 0 {
 		return units, nil, whole, false, nil
 	}
+	var expected []string
 	if whole {
-		err = c.prepareWhole(ctx, job)
+		expected = wholeSplits(plan, units0(plan, env, ctx))
+	}
+	// Splits another live member still owns are handed over by it (checkpoint, release)
+	// once it sees the new assignment: wait for that, a tick or two, rather than fence it
+	// while it runs (both would write the job's shuffle topic meanwhile).
+	if busy, err := c.ownedByOthers(ctx, job, append(slices.Clone(owned), expected...)); err != nil || busy {
+		return units, nil, whole, false, err
+	}
+	if whole {
+		err = c.prepareWhole(ctx, job, expected)
 	} else {
 		err = c.prepareSplits(ctx, job, plan, owned, env)
 	}
@@ -440,6 +450,70 @@ func (c *cluster) prepare(ctx context.Context, job string, plan *planner.Physica
 	}
 	env.Commit = func(ci *exec.CheckpointInfo) error { return c.commit(job, whole, ci) }
 	return units, owned, whole, true, nil
+}
+
+// ownedByOthers reports whether a split of job among splits (or, for a job run whole, any
+// split of it) is owned by another live member.
+func (c *cluster) ownedByOthers(ctx context.Context, job string, splits []string) (bool, error) {
+	owners, err := c.cs.SplitOwners(ctx, job)
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	live := c.members
+	c.mu.Unlock()
+	whole := slices.Contains(splits, "*")
+	for sp, o := range owners {
+		if o == c.self.Name || strings.HasPrefix(sp, "@") || !slices.Contains(live, o) {
+			continue
+		}
+		if whole || slices.Contains(splits, sp) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// releaseIdle releases the splits held for jobs that do not run here (stopped by a
+// failure, or no longer RUNNING) and that this instance does not own any more, so that
+// their new owner can take them.
+func (c *cluster) releaseIdle(ctx context.Context, running map[string]*runningJob, want map[string]JobDef) {
+	c.mu.Lock()
+	type rel struct {
+		job, split string
+		gen        int64
+	}
+	var todo []rel
+	for job, held := range c.held {
+		if running[job] != nil {
+			continue
+		}
+		var owned []string
+		if _, ok := want[job]; ok {
+			owned = assignUnits(job, c.units[job], c.members, c.self.Name)
+		}
+		whole := slices.Equal(c.units[job], []string{"*"})
+		for sp, gen := range held {
+			if strings.HasPrefix(sp, "@") || (whole && len(owned) > 0) || (!whole && slices.Contains(owned, sp)) {
+				continue
+			}
+			todo = append(todo, rel{job, sp, gen})
+			delete(held, sp)
+		}
+	}
+	c.mu.Unlock()
+	byJob := map[string][]string{}
+	for _, r := range todo {
+		if err := c.cs.Release(ctx, r.job, r.split, r.gen); err != nil && !errors.Is(err, state.ErrFenced) {
+			c.logf("cluster: job %s: release split %s: %v", r.job, r.split, err)
+		}
+		byJob[r.job] = append(byJob[r.job], r.split)
+	}
+	for job, splits := range byJob {
+		if err := c.dropLocal(job, splits); err != nil {
+			c.logf("cluster: job %s: drop the local state of splits %v: %v", job, splits, err)
+		}
+	}
 }
 
 // gain acquires the splits of job not held yet and returns them.
@@ -502,11 +576,57 @@ func (c *cluster) loadSplits(ctx context.Context, job string, splits []string, s
 	return c.e.store.Write(b)
 }
 
-// prepareWhole takes over every split the store knows of the job, and its job-wide keys.
-func (c *cluster) prepareWhole(ctx context.Context, job string) error {
+// units0 lists the splits of the job's first source (none when it cannot be opened: the
+// store's list of the job's splits still covers whatever was committed).
+func units0(plan *planner.Physical, env *exec.Env, ctx context.Context) []string {
+	src, err := env.OpenSource(plan.Stages[0].Source)
+	if err != nil {
+		return nil
+	}
+	defer src.Close()
+	splits, _ := src.Splits(ctx)
+	return splits
+}
+
+// wholeSplits are the split names a job run whole can write state under: its source
+// splits, the queues of its exchanges, and its stage numbers (stage watermarks and
+// outboxes are keyed by stage).
+func wholeSplits(plan *planner.Physical, srcSplits []string) []string {
+	out := append([]string(nil), srcSplits...)
+	add := func(s string) {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	for _, st := range plan.Stages {
+		add(strconv.Itoa(st.ID))
+		if n := len(st.Pipeline); n > 0 {
+			if x, ok := st.Pipeline[n-1].(*planner.ExchangeNode); ok {
+				q := 4 // exec.Env.ExchangeQueues' default, which the server keeps
+				if x.Queues > 0 {
+					q = x.Queues
+				}
+				for i := 0; i < q; i++ {
+					add(strconv.Itoa(i))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// prepareWhole takes over every split of the job — those the store knows and those the
+// plan can write — and its job-wide keys. Acquiring them all before the job runs means a
+// commit never has to take a split over (which could fence the instance the job moved to).
+func (c *cluster) prepareWhole(ctx context.Context, job string, expected []string) error {
 	splits, err := c.cs.JobSplits(ctx, job)
 	if err != nil {
 		return err
+	}
+	for _, sp := range expected {
+		if !slices.Contains(splits, sp) {
+			splits = append(splits, sp)
+		}
 	}
 	gained, err := c.gain(ctx, job, splits)
 	if err != nil {
@@ -684,9 +804,6 @@ func (c *cluster) commit(job string, whole bool, ci *exec.CheckpointInfo) error 
 			return nil
 		})
 	}
-	c.mu.Lock()
-	held := c.held[job]
-	c.mu.Unlock()
 	splits := state.BatchSplits(job, cp.State)
 	for _, o := range ci.Offsets {
 		if !slices.Contains(splits, o.Split) {
@@ -694,32 +811,8 @@ func (c *cluster) commit(job string, whole bool, ci *exec.CheckpointInfo) error 
 		}
 		cp.Offsets = append(cp.Offsets, state.CheckpointOffset{Split: o.Split, Offset: o.Offset})
 	}
-	if whole {
-		// A job that runs whole here owns every split it touches. A split not held yet
-		// was not in the store when the job started here; once acquired (which fences any
-		// other owner) it must still have no committed state, else the previous owner
-		// committed it after this instance listed the job's splits: stop (nothing
-		// written), and the restart loads it.
-		gained, err := c.gain(ctx, job, splits)
-		if err != nil {
-			return err
-		}
-		for _, sp := range gained {
-			info, err := c.cs.Load(ctx, job, sp, func(_, _ []byte) error { return errSplitHasState })
-			if errors.Is(err, errSplitHasState) || err == nil && (info.HasOffset || info.Epoch > 0) {
-				c.mu.Lock()
-				for _, g := range gained {
-					delete(c.held[job], g) // acquired again, and loaded, at the restart
-				}
-				c.mu.Unlock()
-				return fmt.Errorf("job %s: split %s was committed by another instance since this one took the job over: %w", job, sp, errSplitHasState)
-			} else if err != nil {
-				return err
-			}
-		}
-	}
 	c.mu.Lock()
-	held = c.held[job]
+	held := c.held[job]
 	for _, sp := range splits {
 		gen, ok := held[sp]
 		if !ok {

@@ -132,3 +132,22 @@ func (s *PostgresCheckpointStore) JobSplits(ctx context.Context, job string) ([]
 	}
 	return out, nil
 }
+
+// SplitOwners returns the current owner of every split of job that has one ("" owners,
+// released splits, are left out).
+func (s *PostgresCheckpointStore) SplitOwners(ctx context.Context, job string) (map[string]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT split, owner FROM `+s.schemaName()+`.splits WHERE job = $1 AND owner <> ''`, job)
+	if err != nil {
+		return nil, fmt.Errorf("state: owners of the splits of job %q: %w", job, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var sp, owner string
+		if err := rows.Scan(&sp, &owner); err != nil {
+			return nil, fmt.Errorf("state: owners of the splits of job %q: %w", job, err)
+		}
+		out[sp] = owner
+	}
+	return out, rows.Err()
+}

@@ -83,4 +83,11 @@ func TestPostgresMembers(t *testing.T) {
 	if got, err := b.JobSplits(ctx, "j"); err != nil || len(got) != 2 || got[0] != "0" || got[1] != "2" {
 		t.Fatalf("JobSplits(j) = %v, %v; want [0 2]", got, err)
 	}
+	gen, _ := b.Acquire(ctx, "j", "0", "b")
+	if err := b.Release(ctx, "j", "0", gen); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.SplitOwners(ctx, "j"); err != nil || len(got) != 2 || got["2"] != "a" || got["@a"] != "a" {
+		t.Fatalf("SplitOwners(j) = %v, %v; want 2 and @a owned by a (0 released)", got, err)
+	}
 }
