@@ -99,8 +99,11 @@ func TestJobAcrossInstances(t *testing.T) {
 //
 // It fails about one run in eight: a few late records (300 s behind) are counted into a
 // window by B's downstream stage after the handover, so its watermark was behind its
-// shuffle queues at that moment; not understood yet. Set RSQL_TEST_EXCHANGE_CLUSTER=1 to
-// run it.
+// shuffle queues at that moment. A likely cause (not confirmed): exec's split alignment
+// leaves out a queue that has not delivered a watermark yet (max event time unknown), so
+// when one of B's RocketMQ queue readers starts late the others run ahead while the stage
+// watermark, the minimum over all queues, stays unknown and late rows look on time. Set
+// RSQL_TEST_EXCHANGE_CLUSTER=1 to run it.
 func TestExchangeJobAcrossInstances(t *testing.T) {
 	if os.Getenv("RSQL_TEST_EXCHANGE_CLUSTER") == "" {
 		t.Skip("intermittent: set RSQL_TEST_EXCHANGE_CLUSTER=1 (see the comment)")
