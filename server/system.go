@@ -33,7 +33,8 @@ type SystemConfig struct {
 	Log          io.Writer
 	Version      string
 	// ExternalNamesrv, when set, is a RocketMQ name server (for example another rsql
-	// server's bundled broker) that this process uses instead of running a broker.
+	// server's bundled broker) that this process uses instead of running a broker;
+	// BrokerAddr is then the broker that missing topics are created on.
 	ExternalNamesrv string
 	// Postgres, when set, is the URL of the checkpoint store, catalog and membership that
 	// several instances share (cluster mode, cluster.go).
@@ -68,7 +69,8 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 	s := &System{Engine: eng}
 	var b *broker.Broker
 	if cfg.ExternalNamesrv != "" {
-		eng.cfg.RocketMQ = &connectors.RocketMQConfig{NameServer: cfg.ExternalNamesrv, Group: "rsql-server"}
+		// BrokerAddr is where missing topics (a job's sink or shuffle topic) are created.
+		eng.cfg.RocketMQ = &connectors.RocketMQConfig{NameServer: cfg.ExternalNamesrv, BrokerAddr: cfg.BrokerAddr, Group: "rsql-server"}
 	} else {
 		b, err = broker.Open(broker.Config{Dir: filepath.Join(cfg.DataDir, "broker")})
 		if err != nil {

@@ -47,7 +47,7 @@ func (s *clusterServer) start() {
 	}
 	args := []string{"server", "--data-dir", s.dir, "--pg-addr", s.pg, "--http-addr", s.http, "--postgres", s.postgres}
 	if s.external {
-		args = append(args, "--namesrv", s.ns)
+		args = append(args, "--namesrv", s.ns, "--broker-addr", s.br)
 	} else {
 		args = append(args, "--namesrv-addr", s.ns, "--broker-addr", s.br)
 	}
@@ -122,7 +122,7 @@ func runAcrossInstances(t *testing.T, ddl string, evSeed int64, whole bool) {
 	t.Logf("timing seed %d", seed)
 
 	a := &clusterServer{t: t, name: "A", dir: t.TempDir(), pg: freePort(t), http: freePort(t), ns: freePort(t), br: freePort(t), postgres: pgc.URL}
-	b := &clusterServer{t: t, name: "B", dir: t.TempDir(), pg: freePort(t), http: freePort(t), ns: a.ns, external: true, postgres: pgc.URL}
+	b := &clusterServer{t: t, name: "B", dir: t.TempDir(), pg: freePort(t), http: freePort(t), ns: a.ns, br: a.br, external: true, postgres: pgc.URL}
 	// Instance names decide the assignment (members sorted by name, round-robin from a
 	// member chosen by hashing the job's name): name them so that a job run whole goes to B
 	// once B joins, and so moves with its state.
