@@ -39,8 +39,11 @@ import (
 //     only right when one instance writes all of it (docs/guarantees.md, "Several
 //     instances").
 //   - A change of what an instance owns (a member joined, left or lost its lease) restarts
-//     the job locally: checkpoint, stop, release the splits given up, acquire the splits
-//     gained and load their committed state and offsets from Postgres, start again.
+//     the job locally: checkpoint, stop, release the splits given up, then — once no other
+//     live member owns them — acquire the splits gained and load their committed state and
+//     offsets from Postgres, start again. A job run whole acquires every split it can write
+//     (source queues, shuffle queues, stage numbers) before it runs. Splits held for a job
+//     that does not run here any more are released by the next reconcile.
 //   - Every checkpoint commits through the Postgres store with the generations held; a
 //     fenced commit (another instance took a split over) writes nothing, stops the local
 //     job, and the next reconcile starts it again with what the instance owns by then.
