@@ -1,0 +1,168 @@
+package exec
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"rsql/broker"
+	"rsql/state"
+)
+
+// While a checkpoint's commit is held up, the stage that commits goes on processing the rows
+// after the barrier, but publishes nothing: the outbox of that checkpoint reaches the sink
+// topic only after the commit returned. A second checkpoint meanwhile waits: commits of a
+// stage never overlap and land in epoch order. Finally the output holds every window once.
+func TestCommitOffStageGoroutine(t *testing.T) {
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	all := fillTopic(t, b, 4000)
+	groups := map[wkey]*aggExpect{}
+	for _, e := range all {
+		s := floorDiv(e.ts, 1000) * 1000
+		k := wkey{e.user, s, s + 1000}
+		if groups[k] == nil {
+			groups[k] = &aggExpect{}
+		}
+		groups[k].add(e)
+	}
+	want := expectRows(groups, true, func(a *aggExpect) string { return fmt.Sprintf("%d,%s", a.count, fmtF(a.sum)) })
+
+	store := state.NewMemory()
+	env := brokerEnv(b, store, true)
+	env.CheckpointInterval = time.Hour // checkpoints on request only, output exactly-once
+	var (
+		mu       sync.Mutex
+		inFlight int
+		problems []string
+		epochs   []int64
+		outAt    []int // rows in the sink topic when each commit of the output stage started
+	)
+	entered := make(chan struct{})
+	gate := make(chan struct{})
+	first := true
+	env.Commit = func(cp *CheckpointInfo) error {
+		downstream := len(cp.Offsets) > 0 && cp.Offsets[0].Stream == "bj-0-shuffle"
+		if downstream {
+			mu.Lock()
+			inFlight++
+			if inFlight > 1 {
+				problems = append(problems, fmt.Sprintf("commit of epoch %d overlaps another", cp.Epoch))
+			}
+			epochs = append(epochs, cp.Epoch)
+			outAt = append(outAt, len(topicBodies(t, b, "out")))
+			block := first
+			first = false
+			mu.Unlock()
+			if block {
+				close(entered)
+				<-gate
+			}
+		}
+		err := store.Write(cp.State)
+		if downstream {
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+		}
+		return err
+	}
+	j, err := Start(context.Background(), "bj", brokerPlan(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Stop()
+	var once sync.Once
+	release := func() { once.Do(func() { close(gate) }) }
+	defer release() // before Stop, which waits for the commit in flight
+	ckpt := func() chan error {
+		done := make(chan error, 1)
+		go func() { _, err := j.Checkpoint(context.Background()); done <- err }()
+		return done
+	}
+	// Let some windows fire first, so that the held checkpoint covers output.
+	deadline := time.Now().Add(60 * time.Second)
+	for j.Stats().RecordsIn < int64(len(all)/3) {
+		if time.Now().After(deadline) {
+			t.Fatalf("job read %d of %d events", j.Stats().RecordsIn, len(all))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	first1 := ckpt()
+	select {
+	case <-entered:
+	case err := <-first1:
+		t.Fatalf("checkpoint returned (%v) without committing the output stage", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("no commit of the output stage")
+	}
+	// With the commit held, the output stage must still read the shuffle topic to its end.
+	for {
+		var read, end int64
+		for _, sp := range j.Stats().Splits {
+			if sp.Stream == "bj-0-shuffle" {
+				read += sp.Offset
+			}
+		}
+		ti, _ := b.Topic("bj-0-shuffle")
+		for q := 0; q < ti.Queues; q++ {
+			m, err := b.MaxOffset("bj-0-shuffle", q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			end += m
+		}
+		if j.Stats().RecordsIn == int64(len(all)) && read == end {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("while a commit was in flight the output stage read %d of %d shuffle messages", read, end)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := len(topicBodies(t, b, "out")); n != 0 {
+		t.Fatalf("%d rows published before their checkpoint committed", n)
+	}
+	second := ckpt()
+	release()
+	for _, ch := range []chan error{first1, second} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(topicBodies(t, b, "out")); n == 0 {
+		t.Fatal("nothing published after the checkpoint committed")
+	}
+	// The last windows fire by idle timeout; checkpoints publish them.
+	for len(topicBodies(t, b, "out")) < len(want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sink topic has %d rows, want %d", len(topicBodies(t, b, "out")), len(want))
+		}
+		if err := <-ckpt(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	got := topicBodies(t, b, "out")
+	if d := diff(got, want); d != "" {
+		t.Fatal(d)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	for i := 1; i < len(epochs); i++ {
+		if epochs[i] <= epochs[i-1] {
+			t.Fatalf("commits of the output stage in epoch order %v", epochs)
+		}
+	}
+	if len(outAt) < 2 || outAt[0] != 0 {
+		t.Fatalf("rows in the sink topic at each commit: %v", outAt)
+	}
+}
