@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"rsql/broker"
@@ -66,28 +67,34 @@ func (s *BrokerSource) Open(ctx context.Context, split string, offset int64) (Sp
 	if err != nil || q < 0 || q >= s.queues {
 		return nil, fmt.Errorf("topic %s has no queue %q (it has %d)", s.topic, split, s.queues)
 	}
-	return &brokerReader{s: s, queue: q, next: offset}, nil
+	r := &brokerReader{s: s, queue: q}
+	r.next.Store(offset)
+	return r, nil
 }
 
+// brokerReader reads one queue. Read is called by one goroutine at a time; Lag may be
+// called concurrently with it, so next is atomic.
 type brokerReader struct {
 	s     *BrokerSource
 	queue int
-	next  int64
+	next  atomic.Int64
 }
 
 func (r *brokerReader) Read(ctx context.Context, buf []Message, max int) ([]Message, error) {
-	msgs, next, err := r.s.b.Pull(ctx, r.s.topic, r.queue, r.next, max, r.s.Wait)
+	from := r.next.Load()
+	msgs, next, err := r.s.b.Pull(ctx, r.s.topic, r.queue, from, max, r.s.Wait)
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return buf, err
 		}
-		return buf, fmt.Errorf("topic %s queue %d offset %d: %w", r.s.topic, r.queue, r.next, err)
+		return buf, fmt.Errorf("topic %s queue %d offset %d: %w", r.s.topic, r.queue, from, err)
 	}
 	for i := range msgs {
 		m := &msgs[i]
-		buf = append(buf, Message{Offset: m.QueueOffset, Key: []byte(m.Key), Body: m.Body, Timestamp: m.StoreTimestamp})
+		buf = append(buf, Message{Offset: m.QueueOffset, Key: []byte(m.Key), Body: m.Body, Timestamp: m.StoreTimestamp,
+			ID: m.Properties[PropMessageID]})
 	}
-	r.next = next
+	r.next.Store(next)
 	return buf, nil
 }
 
@@ -97,7 +104,7 @@ func (r *brokerReader) Lag() int64 {
 	if err != nil {
 		return -1
 	}
-	return max - r.next
+	return max - r.next.Load()
 }
 
 func (r *brokerReader) Close() error { return nil }
