@@ -96,6 +96,16 @@ func TestFilterProjectPipeline(t *testing.T) {
 	if st.RecordsIn != int64(len(evs)) || st.RecordsOut != int64(len(want)) {
 		t.Fatalf("stats in=%d out=%d, want %d %d", st.RecordsIn, st.RecordsOut, len(evs), len(want))
 	}
+	var bytesIn, bytesOut int64
+	for _, e := range evs {
+		bytesIn += int64(len(e.body()))
+	}
+	for _, b := range sk.get("out").bodies() {
+		bytesOut += int64(len(b))
+	}
+	if st.BytesIn != bytesIn || st.BytesOut != bytesOut {
+		t.Fatalf("stats bytes in=%d out=%d, want %d %d", st.BytesIn, st.BytesOut, bytesIn, bytesOut)
+	}
 }
 
 type wkey struct {

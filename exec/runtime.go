@@ -125,6 +125,8 @@ func OffsetKey(job string, stage int, split string) []byte {
 type JobStats struct {
 	RecordsIn  int64 // records read and decoded
 	RecordsOut int64 // rows written to sinks (or handed to OnRow)
+	BytesIn    int64 // message bodies read from the job's sources
+	BytesOut   int64 // message bodies written to the job's sinks
 	Bad        int64 // records that failed to decode
 	Late       int64 // rows that arrived after all their windows had fired
 	// Watermark of the job's last stage (MinWatermark before any is known).
@@ -152,6 +154,9 @@ type SplitStats struct {
 
 type counters struct {
 	in, out, bad, late atomic.Int64
+	// bytesIn counts message bodies read from sources (bad records included); bytesOut the
+	// bodies written to sinks.
+	bytesIn, bytesOut atomic.Int64
 }
 
 // Job is a running continuous query.
@@ -382,6 +387,7 @@ func (j *Job) SplitPrefixes(split string) [][]byte {
 func (j *Job) Stats() JobStats {
 	s := JobStats{
 		RecordsIn: j.cnt.in.Load(), RecordsOut: j.cnt.out.Load(),
+		BytesIn: j.cnt.bytesIn.Load(), BytesOut: j.cnt.bytesOut.Load(),
 		Bad: j.cnt.bad.Load(), Late: j.cnt.late.Load(),
 		Watermark: MinWatermark,
 	}

@@ -40,7 +40,16 @@ func (s *sinkOp) write(msgs []connectors.Message) error {
 		return &SinkError{Sink: s.what, Err: err}
 	}
 	s.cnt.out.Add(int64(len(msgs)))
+	s.cnt.bytesOut.Add(bodyBytes(msgs))
 	return nil
+}
+
+func bodyBytes(msgs []connectors.Message) int64 {
+	var n int64
+	for i := range msgs {
+		n += int64(len(msgs[i].Body))
+	}
+	return n
 }
 
 // committed is called once the checkpoint of epoch is durable.
@@ -89,6 +98,7 @@ func (s *sinkOp) Process(b *Batch) error {
 		return &SinkError{Sink: s.what, Err: err}
 	}
 	s.cnt.out.Add(int64(len(b.Rows)))
+	s.cnt.bytesOut.Add(bodyBytes(s.msgs))
 	return nil
 }
 

@@ -1087,6 +1087,11 @@ func (t *task) read(ctx context.Context, sp *splitIn, r connectors.SplitReader, 
 		var err error
 		msgs, err = r.Read(ctx, msgs[:0], env.BatchSize)
 		if len(msgs) > 0 {
+			var nb int64
+			for i := range msgs {
+				nb += int64(len(msgs[i].Body))
+			}
+			t.job.cnt.bytesIn.Add(nb)
 			var ob *ownedBatch
 			select {
 			case ob = <-sp.pool:

@@ -84,6 +84,8 @@ type runningJob struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	rate   rateMeter
+	// checkpoints measures the job's checkpoint commits.
+	checkpoints *checkpointStats
 	// stopped is set by whoever stops the job (TERMINATE, PAUSE, DROP, shutdown), who also
 	// records its state; watch then leaves the state alone.
 	stopped atomic.Bool
@@ -515,12 +517,14 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec) error
 			return err
 		}
 	}
+	cps := &checkpointStats{}
+	env.Commit = cps.measure(env.Commit)
 	job, err := exec.Start(ctx, def.ID, plan, env)
 	if err != nil {
 		cancel()
 		return err
 	}
-	rj := &runningJob{def: def, job: job, cancel: cancel, done: make(chan struct{}), units: units, owned: owned, whole: whole}
+	rj := &runningJob{def: def, job: job, cancel: cancel, done: make(chan struct{}), units: units, owned: owned, whole: whole, checkpoints: cps}
 	go rj.rate.run(rj.done, func() int64 { return job.Stats().RecordsIn })
 	e.mu.Lock()
 	e.jobs[def.ID] = rj

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"rsql/exec"
 	"rsql/sql"
 )
 
@@ -94,4 +96,36 @@ func (e *Engine) showJobs() *Result {
 		rows = append(rows, row)
 	}
 	return &Result{Columns: cols, Rows: &sliceRows{rows: rows}, Tag: "SHOW"}
+}
+
+// checkpointStats measures a job's checkpoint commits: how long the last took, how big it
+// was, and how many there were. The fields are atomics: commits run on the job's committer
+// goroutine while metrics and SHOW JOBS read them.
+type checkpointStats struct {
+	count      atomic.Int64
+	lastNanos  atomic.Int64
+	lastBytes  atomic.Int64
+	totalNanos atomic.Int64
+}
+
+// measure wraps a job's commit function; nil (the runtime's default commit) stays nil and
+// is not measured.
+func (c *checkpointStats) measure(next func(*exec.CheckpointInfo) error) func(*exec.CheckpointInfo) error {
+	if next == nil {
+		return nil
+	}
+	return func(cp *exec.CheckpointInfo) error {
+		start := time.Now()
+		err := next(cp)
+		if err == nil {
+			d := time.Since(start).Nanoseconds()
+			c.count.Add(1)
+			c.lastNanos.Store(d)
+			c.totalNanos.Add(d)
+			if cp.State != nil {
+				c.lastBytes.Store(int64(cp.State.Size()))
+			}
+		}
+		return err
+	}
 }

@@ -168,6 +168,11 @@ var (
 	descWatermark = prometheus.NewDesc("rsql_job_watermark_delay_seconds", "Wall clock minus the job's watermark.", []string{"job"}, nil)
 	descLag       = prometheus.NewDesc("rsql_job_split_lag_records", "Messages a source split is behind its end.", []string{"job", "stream", "split"}, nil)
 	descEpoch     = prometheus.NewDesc("rsql_job_checkpoint_epoch", "The job's last committed checkpoint (0 before the first).", []string{"job"}, nil)
+	descBytesIn   = prometheus.NewDesc("rsql_job_bytes_in_total", "Bytes of message bodies a job read from its sources.", []string{"job"}, nil)
+	descBytesOut  = prometheus.NewDesc("rsql_job_bytes_out_total", "Bytes of message bodies a job wrote to its sinks.", []string{"job"}, nil)
+	descCkptDur   = prometheus.NewDesc("rsql_job_checkpoint_duration_seconds", "How long the job's last checkpoint commit took.", []string{"job"}, nil)
+	descCkptSize  = prometheus.NewDesc("rsql_job_checkpoint_size_bytes", "Size of the job's last checkpoint (state delta, offsets and held output).", []string{"job"}, nil)
+	descCkptCount = prometheus.NewDesc("rsql_job_checkpoints_total", "Checkpoints the job committed since it started in this process.", []string{"job"}, nil)
 	descOffset    = prometheus.NewDesc("rsql_job_split_offset", "Next offset a source split reads.", []string{"job", "stream", "split"}, nil)
 
 	descAppended  = prometheus.NewDesc("rsql_broker_messages_appended_total", "Messages appended to a topic of the bundled broker and still addressable (the end offsets of its queues); rate() is the produce rate.", []string{"topic"}, nil)
@@ -178,7 +183,8 @@ var (
 )
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descIn, descOut, descLate, descBad, descWatermark, descLag, descEpoch, descOffset} {
+	for _, d := range []*prometheus.Desc{descIn, descOut, descLate, descBad, descWatermark, descLag, descEpoch, descOffset,
+		descBytesIn, descBytesOut, descCkptDur, descCkptSize, descCkptCount} {
 		ch <- d
 	}
 }
@@ -202,6 +208,15 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descWatermark, prometheus.GaugeValue, float64(now-st.Watermark)/1000, id)
 		}
 		ch <- prometheus.MustNewConstMetric(descEpoch, prometheus.GaugeValue, float64(st.Epoch), id)
+		ch <- prometheus.MustNewConstMetric(descBytesIn, prometheus.CounterValue, float64(st.BytesIn), id)
+		ch <- prometheus.MustNewConstMetric(descBytesOut, prometheus.CounterValue, float64(st.BytesOut), id)
+		if cps := j.checkpoints; cps != nil {
+			ch <- prometheus.MustNewConstMetric(descCkptCount, prometheus.CounterValue, float64(cps.count.Load()), id)
+			if cps.count.Load() > 0 {
+				ch <- prometheus.MustNewConstMetric(descCkptDur, prometheus.GaugeValue, float64(cps.lastNanos.Load())/1e9, id)
+				ch <- prometheus.MustNewConstMetric(descCkptSize, prometheus.GaugeValue, float64(cps.lastBytes.Load()), id)
+			}
+		}
 		for _, sp := range st.Splits {
 			ch <- prometheus.MustNewConstMetric(descOffset, prometheus.GaugeValue, float64(sp.Offset), id, sp.Stream, sp.Split)
 			if sp.Lag >= 0 {

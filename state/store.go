@@ -138,6 +138,9 @@ func (b *Batch) DropPrefix(prefix []byte) {
 // Len returns the number of operations recorded.
 func (b *Batch) Len() int { return len(b.ops) }
 
+// Size returns the bytes the batch's keys and values take in its encoding.
+func (b *Batch) Size() int { return len(b.buf) }
+
 // Reset empties the batch, keeping its storage.
 func (b *Batch) Reset() { b.buf, b.ops, b.open = b.buf[:0], b.ops[:0], false }
 

@@ -129,8 +129,22 @@ func TestMetricsDuringJob(t *testing.T) {
 	if v, ok := metricValue(text, "rsql_store_size_bytes", `part="broker"`); !ok || v <= 0 {
 		t.Errorf("rsql_store_size_bytes{part=broker} = %v (%v)", v, ok)
 	}
+	// The job reads JSON records, so bytes in exceed the records; it checkpoints every second.
+	if v, ok := metricValue(text, "rsql_job_bytes_in_total", jobLabel); !ok || v < float64(10*total) {
+		t.Errorf("rsql_job_bytes_in_total = %v (%v), want at least %d", v, ok, 10*total)
+	}
+	for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(200 * time.Millisecond) {
+		if v, ok := metricValue(scrape(t, httpAddr), "rsql_job_checkpoints_total", jobLabel); ok && v > 0 {
+			break
+		}
+	}
+	text = scrape(t, httpAddr)
+	if v, ok := metricValue(text, "rsql_job_checkpoint_size_bytes", jobLabel); !ok || v <= 0 {
+		t.Errorf("rsql_job_checkpoint_size_bytes = %v (%v), want > 0", v, ok)
+	}
 	for _, name := range []string{"rsql_job_records_out_total", "rsql_job_bad_records_total", "rsql_job_late_records_total",
-		"rsql_job_checkpoint_epoch", "rsql_job_split_offset", "go_goroutines"} {
+		"rsql_job_checkpoint_epoch", "rsql_job_split_offset", "rsql_job_bytes_out_total",
+		"rsql_job_checkpoint_duration_seconds", "go_goroutines"} {
 		if _, ok := metricValue(text, name); !ok {
 			t.Errorf("/metrics lacks %s", name)
 		}
