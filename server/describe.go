@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"rsql/sql"
 )
@@ -29,6 +30,9 @@ func (e *Engine) Describe(ctx context.Context, sess *Session, text string) (*Des
 func (e *Engine) describeText(ctx context.Context, sess *Session, text string, params []sql.Value) (*Description, error) {
 	stmts, err := sql.ParseParams(text, params)
 	if err != nil {
+		if catalogQuery(text) {
+			return nil, errNoSystemCatalogs
+		}
 		return nil, err
 	}
 	if len(stmts) != 1 {
@@ -53,4 +57,15 @@ func (e *Engine) describeText(ctx context.Context, sess *Session, text string, p
 		return &Description{Columns: r.Columns}, nil
 	}
 	return &Description{}, nil
+}
+
+// errNoSystemCatalogs answers the catalog queries PostgreSQL clients send (psql's \d
+// family, drivers' type lookups), which rsql cannot parse.
+var errNoSystemCatalogs = sql.Errorf(sql.CodeNotSupported,
+	"rsql has no PostgreSQL system catalogs (pg_catalog, information_schema): use SHOW STREAMS, SHOW VIEWS, SHOW JOBS or DESCRIBE name")
+
+// catalogQuery reports whether text reads PostgreSQL's system catalogs.
+func catalogQuery(text string) bool {
+	t := strings.ToLower(text)
+	return strings.Contains(t, "pg_catalog.") || strings.Contains(t, "information_schema.")
 }

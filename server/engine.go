@@ -205,6 +205,9 @@ func (e *Engine) WaitJobs(ctx context.Context) error {
 func (e *Engine) Execute(ctx context.Context, sess *Session, text string, params []sql.Value) ([]*Result, error) {
 	stmts, err := sql.ParseParams(text, params)
 	if err != nil {
+		if catalogQuery(text) {
+			return nil, errNoSystemCatalogs
+		}
 		return nil, err
 	}
 	var results []*Result

@@ -55,6 +55,11 @@ func TestServerWithPsql(t *testing.T) {
 			t.Errorf("psql output lacks %q:\n%s", want, out)
 		}
 	}
+	// psql's catalog queries get a clear "not supported" that says what to use instead.
+	out, err = psql("-v", "VERBOSITY=verbose", "-c", `\d`)
+	if err == nil || !strings.Contains(out, "0A000") || !strings.Contains(out, "SHOW STREAMS") {
+		t.Errorf(`psql \d: err=%v\n%s`, err, out)
+	}
 	out, err = psql("-c", "SELECT nope FROM orders")
 	if err == nil || !strings.Contains(out, "nope") {
 		t.Errorf("unknown column: err=%v\n%s", err, out)
