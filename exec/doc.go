@@ -67,5 +67,8 @@
 //     again, skipping ids the sink holds (outbox.go, docs/guarantees.md). Side outputs and
 //     other sinks are at-least-once.
 //   - Split readers stay within Env.AlignmentWindow of event time of the slowest live split.
+//     A stage opens all its splits and restores their event times and its watermark before
+//     any reader starts; a live split with no event time yet counts as being at the stage's
+//     restored watermark (if any) until it delivers or goes idle.
 //   - The package opens no sockets or files itself: everything goes through Env.
 package exec

@@ -97,6 +97,8 @@ type splitIn struct {
 	pool       chan *ownedBatch
 	lag        func() int64
 	marks      map[string]dedupMark // shuffle splits: applied row ids per source split
+	start      func()               // starts the reader (set until startReaders runs it)
+	abort      func()               // closes the reader never started
 }
 
 type task struct {
@@ -496,6 +498,7 @@ func (t *task) closeAll() error {
 
 func (t *task) run(ctx context.Context) (err error) {
 	defer func() {
+		t.abortReaders()
 		for _, sp := range t.splits {
 			if sp.cancel != nil {
 				sp.cancel()
@@ -541,6 +544,7 @@ func (t *task) run(ctx context.Context) (err error) {
 	if err := t.restoreWatermark(); err != nil {
 		return err
 	}
+	t.startReaders()
 	var reqs chan *request
 	if t.isFirst {
 		reqs = t.job.reqs
@@ -721,14 +725,26 @@ func (t *task) advance() error {
 }
 
 // setAlignFloor recomputes the alignment floor after the splits' bookkeeping changed and
-// wakes readers waiting for it.
+// wakes readers waiting for it. A live split whose event time is not known yet (no record
+// read, none checkpointed) counts as being at the stage's watermark when the stage has one
+// (restored from a checkpoint): it holds the stage watermark there, so the others must not
+// run ahead of it either. It stops counting once it goes idle; when the stage cannot tell
+// it idle (idle timeout off) or has no watermark yet, it is left out.
 func (t *task) setAlignFloor() {
 	floor := MaxWatermark
+	unknown := false
 	for _, sp := range t.splits {
-		if sp.done || sp.idle || sp.maxTs == MinWatermark {
+		if sp.done || sp.idle {
+			continue
+		}
+		if sp.maxTs == MinWatermark {
+			unknown = true
 			continue
 		}
 		floor = min(floor, sp.maxTs)
+	}
+	if unknown && t.wm != MinWatermark && t.wm < MaxWatermark-t.delay && (t.idle > 0 || t.shuffleIn) {
+		floor = min(floor, t.wm+t.delay)
 	}
 	if t.alignFloor.Swap(floor) == floor {
 		return
@@ -816,7 +832,9 @@ func (t *task) serve(ctx context.Context, r *request) error {
 			err = fmt.Errorf("exec: split %s is already read", r.split)
 		} else {
 			t.order = append(t.order, r.split)
-			err = t.addSplit(ctx, r.split)
+			if err = t.addSplit(ctx, r.split); err == nil {
+				t.startReaders()
+			}
 		}
 	case reqRemoveSplit:
 		err = t.removeSplit(ctx, r.split)
@@ -949,8 +967,8 @@ func (t *task) restoreWatermark() error {
 	return t.setWatermark(wm)
 }
 
-// addSplit sends NewSplit through the pipeline (state loads), then starts the split's reader
-// at its checkpointed offset.
+// addSplit sends NewSplit through the pipeline (state loads) and opens the split's reader
+// at its checkpointed offset; startReaders starts it.
 func (t *task) addSplit(ctx context.Context, name string) error {
 	if err := t.awaitCommit(); err != nil {
 		return err
@@ -988,16 +1006,16 @@ func (t *task) addSplit(ctx context.Context, name string) error {
 	if l, ok := r.(interface{ Lag() int64 }); ok {
 		sp.lag = l.Lag
 	}
+	// Until startReaders runs it, the reader is only open: the task's end closes it.
+	sp.abort = func() { cancel(); r.Close(); close(sp.readerDone) }
 	t.splits[name] = sp
 	if t.shuffleIn {
 		sp.marks = map[string]dedupMark{}
 		if v, ok, err := env.Store.Get(dedupKey(t.job.name, t.stage.ID, name)); err != nil {
-			cancel()
 			return &SourceError{Stream: spec.Stream, Split: name, Err: err}
 		} else if ok {
 			m, err := decodeMarks(v)
 			if err != nil {
-				cancel()
 				return &StateError{Op: "dedup", Split: name, Err: err}
 			}
 			sp.marks = m
@@ -1006,11 +1024,38 @@ func (t *task) addSplit(ctx context.Context, name string) error {
 		for k, v := range sp.marks {
 			own[k] = v
 		}
-		go t.readShuffle(rctx, sp, r, own)
+		sp.start = func() { go t.readShuffle(rctx, sp, r, own) }
 		return nil
 	}
-	go t.read(rctx, sp, r, format)
+	sp.start = func() { go t.read(rctx, sp, r, format) }
 	return nil
+}
+
+// startReaders starts the readers of the splits added since the last call, once the
+// alignment floor covers every split of the stage: a reader started before a split added
+// after it was known, or before the floor was computed at all, would read ahead unbounded
+// while the stage watermark stays behind (restored, or held by a split not yet read), and
+// the records late in event-time order that it reads meanwhile would be counted.
+func (t *task) startReaders() {
+	t.setAlignFloor()
+	for _, name := range t.order {
+		if sp := t.splits[name]; sp != nil && sp.start != nil {
+			start := sp.start
+			sp.start, sp.abort = nil, nil
+			start()
+		}
+	}
+}
+
+// abortReaders closes the readers opened but never started (the task ends before
+// startReaders).
+func (t *task) abortReaders() {
+	for _, sp := range t.splits {
+		if sp.abort != nil {
+			sp.abort()
+			sp.start, sp.abort = nil, nil
+		}
+	}
 }
 
 // removeSplit stops a split's reader, processes what it already sent, then sends

@@ -1,0 +1,260 @@
+package exec
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"rsql/connectors"
+	"rsql/planner"
+	"rsql/sql"
+	"rsql/state"
+)
+
+// Split alignment when a stage reading a shuffle topic restarts from a checkpoint with one
+// of its queues silent: that queue holds the stage watermark at its checkpointed value, so
+// the reader of the other queue must not run ahead of it. If it did, a row that is late in
+// the other queue's own order (300 s behind the watermarks before it there) would be judged
+// against the held-back stage watermark and counted into a window.
+
+// gatedQueues serves fixed shuffle messages per queue (offset = index). Opening queue
+// "1" waits until the reader of queue "0" has come back for more after reading all of it
+// (or a while has passed): a reader started as soon as its queue opened has then handed
+// all its batches to the stage before the stage knew its other queue.
+type gatedQueues struct {
+	mu      sync.Mutex
+	data    map[string][]connectors.Message
+	drained chan struct{}
+	once    sync.Once
+}
+
+func (s *gatedQueues) add(q string, bodies ...[]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range bodies {
+		s.data[q] = append(s.data[q], connectors.Message{Offset: int64(len(s.data[q])), Body: b})
+	}
+}
+
+func (s *gatedQueues) Splits(context.Context) ([]string, error) { return []string{"0", "1"}, nil }
+func (s *gatedQueues) Bounded() bool                            { return false }
+func (s *gatedQueues) Close() error                             { return nil }
+func (s *gatedQueues) Open(ctx context.Context, q string, offset int64) (connectors.SplitReader, error) {
+	if q == "1" {
+		select {
+		case <-s.drained:
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return &gatedReader{s: s, q: q, pos: int(offset)}, nil
+}
+
+type gatedReader struct {
+	s   *gatedQueues
+	q   string
+	pos int
+}
+
+func (r *gatedReader) Read(ctx context.Context, buf []connectors.Message, max int) ([]connectors.Message, error) {
+	r.s.mu.Lock()
+	d := r.s.data[r.q]
+	if r.pos < len(d) {
+		n := min(max, len(d)-r.pos)
+		buf = append(buf, d[r.pos:r.pos+n]...)
+		r.pos += n
+		r.s.mu.Unlock()
+		return buf, nil
+	}
+	r.s.mu.Unlock()
+	if r.q == "0" {
+		r.s.once.Do(func() { close(r.s.drained) })
+	}
+	select {
+	case <-ctx.Done():
+		return buf, ctx.Err()
+	case <-time.After(time.Millisecond):
+		return buf, nil
+	}
+}
+
+func (r *gatedReader) Close() error { return nil }
+
+// shuffleMessages encodes rows of source split split (offsets from off) and watermarks
+// the way the upstream stage writes one queue.
+type shuffleMessages struct {
+	qs *queueSink
+	x  *shuffleOut
+}
+
+func newShuffleMessages() *shuffleMessages {
+	qs := &queueSink{q: make([][]connectors.Message, 1)}
+	return &shuffleMessages{qs: qs, x: &shuffleOut{ctx: context.Background(), sink: qs, qs: qs,
+		keys: []planner.Evaluator{col(0)}, n: 1, what: "align-0-shuffle", wm: MinWatermark}}
+}
+
+func (m *shuffleMessages) row(t *testing.T, split string, off int64, e event4) {
+	t.Helper()
+	b := &Batch{Split: split, Rows: []sql.Row{{sql.Varchar(e.user), sql.Double(e.amount), sql.Timestamp(e.ts), sql.BigInt(e.n)}},
+		Offsets: []int64{off}}
+	if err := m.x.Process(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (m *shuffleMessages) watermark(t *testing.T, wm int64) {
+	t.Helper()
+	if err := m.x.Watermark(wm); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (m *shuffleMessages) bodies() [][]byte {
+	var out [][]byte
+	for _, msg := range m.qs.q[0] {
+		out = append(out, msg.Body)
+	}
+	return out
+}
+
+func TestShuffleRestartSilentQueueHoldsReadersBack(t *testing.T) {
+	// The silent queue's upstream watermark was checkpointed, or it had none yet (then it
+	// counts as being at the stage's checkpointed watermark).
+	for _, known := range []bool{true, false} {
+		t.Run(fmt.Sprintf("checkpointed=%v", known), func(t *testing.T) { testSilentQueueRestart(t, known) })
+	}
+}
+
+func testSilentQueueRestart(t *testing.T, known bool) {
+	const (
+		job  = "align"
+		base = int64(1_000_000_000_000) // the checkpointed watermark, a multiple of the window
+		sec  = int64(1000)
+	)
+	// Queue 0: a row in each 10 s window and the upstream watermark at its end, 40
+	// windows; after the watermark of window 35 a row 300 s behind it (another user).
+	q0 := newShuffleMessages()
+	var want []string
+	for k := int64(1); k <= 40; k++ {
+		e := event4{user: "u", amount: float64(k), ts: base + k*10*sec - sec, n: k}
+		q0.row(t, "s0", k, e)
+		q0.watermark(t, base+k*10*sec)
+		ws := base + (k-1)*10*sec
+		want = append(want, fmt.Sprintf("u,%d,%d,1,%s", ws, ws+10*sec, fmtF(e.amount)))
+		if k == 35 {
+			q0.row(t, "s1", 1, event4{user: "late", amount: 1000, ts: base + 50*sec, n: 1})
+		}
+	}
+	src := &gatedQueues{data: map[string][]connectors.Message{}, drained: make(chan struct{})}
+	src.add("0", q0.bodies()...)
+
+	// The checkpoint the stage restarts from: both queues at offset 0, queue 0 with the
+	// upstream watermark base, queue 1 with base or none; the stage watermark base.
+	store := state.NewMemory()
+	b := &state.Batch{}
+	b.Put(OffsetKey(job, 1, "0"), binary.AppendVarint(binary.AppendVarint(nil, 0), base))
+	if known {
+		b.Put(OffsetKey(job, 1, "1"), binary.AppendVarint(binary.AppendVarint(nil, 0), base))
+	} else {
+		b.Put(OffsetKey(job, 1, "1"), binary.AppendVarint(nil, 0))
+	}
+	b.Put(watermarkKey(job, 1), binary.AppendVarint(nil, base))
+	if err := store.Write(b); err != nil {
+		t.Fatal(err)
+	}
+
+	w := planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 10 * sec}
+	node := &planner.AggregateNode{Window: w, Keys: []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar},
+		Aggs: countSum, Schema: aggSchema(1, true, countSum)}
+	up := sourceSpec(map[string]string{"queues": "1"}, 0)
+	up.Connector = "broker"
+	plan := &planner.Physical{Stages: []*planner.Stage{
+		{ID: 0, Source: up, Pipeline: []planner.Node{&planner.ExchangeNode{Topic: job + "-0-shuffle", Keys: []planner.Evaluator{col(0)}, Queues: 2}}},
+		{ID: 1, Source: planner.SourceSpec{Stream: job + "-0-shuffle", Connector: "broker", Schema: eventSchema, EventTime: 2, FromStage: 0},
+			Pipeline: []planner.Node{node}, Sink: sinkSpec(node.Schema)},
+	}}
+	upstream := newMemSource(false, 0, "0") // no new input upstream
+	sk := &sinks{}
+	env := Env{
+		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
+			if spec.Stream == job+"-0-shuffle" {
+				return src, nil
+			}
+			return upstream, nil
+		},
+		OpenSink: func(spec planner.SinkSpec) (connectors.Sink, error) {
+			if spec.Stream == job+"-0-shuffle" {
+				q, _ := strconv.Atoi(spec.Options["queues"])
+				return &queueSink{q: make([][]connectors.Message, q)}, nil
+			}
+			return sk.open(spec)
+		},
+		NewFormat:          newTestFormat,
+		Store:              store,
+		ShuffleTopics:      true,
+		CheckpointInterval: -1,
+		Tick:               5 * time.Millisecond,
+	}
+	j, err := Start(context.Background(), job, plan, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Stop()
+
+	// While queue 1 is silent, the stage watermark stays at base. Give queue 0's reader the
+	// chance to run ahead (it must not: it waits within the alignment window of base),
+	// then let queue 1 catch up.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) && !queueRead(j, "0", int64(len(q0.bodies()))) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	q1 := newShuffleMessages()
+	q1.watermark(t, base+1000*sec)
+	src.add("1", q1.bodies()...)
+
+	last := want[len(want)-1]
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		got := sk.get("out").bodies()
+		if contains(got, last) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the last window never came out; output %v, stats %+v", got, j.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	j.Stop()
+	if err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(sk.get("out").bodies(), want); d != "" {
+		t.Fatalf("a row late in its queue was counted while another queue held the watermark back: %s", d)
+	}
+	if n := j.Stats().Late; n != 1 {
+		t.Fatalf("%d late rows, want 1", n)
+	}
+}
+
+// queueRead reports whether the stage has processed queue q up to offset next.
+func queueRead(j *Job, q string, next int64) bool {
+	for _, s := range j.Stats().Splits {
+		if s.Stage == 1 && s.Split == q && s.Offset >= next {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
