@@ -2,7 +2,6 @@ package exec
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -127,16 +126,8 @@ func TestBrokerShuffleStopRestartExactlyOnce(t *testing.T) {
 	}
 	defer b.Close()
 	all := fillTopic(t, b, 6000)
-	groups := map[wkey]*aggExpect{}
-	for _, e := range all {
-		s := floorDiv(e.ts, 1000) * 1000
-		k := wkey{e.user, s, s + 1000}
-		if groups[k] == nil {
-			groups[k] = &aggExpect{}
-		}
-		groups[k].add(e)
-	}
-	want := expectRows(groups, true, func(a *aggExpect) string { return fmt.Sprintf("%d,%s", a.count, fmtF(a.sum)) })
+	groups := tumbleGroups(all)
+	want := expectRows(groups, true, countSumText)
 	store := state.NewMemory()
 	for run := 0; run < 2; run++ {
 		j, err := Start(context.Background(), "bj", brokerPlan(), brokerEnv(b, store, true))

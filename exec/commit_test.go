@@ -22,16 +22,8 @@ func TestCommitOffStageGoroutine(t *testing.T) {
 	}
 	defer b.Close()
 	all := fillTopic(t, b, 4000)
-	groups := map[wkey]*aggExpect{}
-	for _, e := range all {
-		s := floorDiv(e.ts, 1000) * 1000
-		k := wkey{e.user, s, s + 1000}
-		if groups[k] == nil {
-			groups[k] = &aggExpect{}
-		}
-		groups[k].add(e)
-	}
-	want := expectRows(groups, true, func(a *aggExpect) string { return fmt.Sprintf("%d,%s", a.count, fmtF(a.sum)) })
+	groups := tumbleGroups(all)
+	want := expectRows(groups, true, countSumText)
 
 	store := state.NewMemory()
 	env := brokerEnv(b, store, true)

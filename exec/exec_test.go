@@ -140,6 +140,25 @@ func (a *aggExpect) add(e event4) {
 	}
 }
 
+// tumbleGroups groups events into 1 s tumbling windows per user, as a batch engine would.
+func tumbleGroups(evs ...[]event4) map[wkey]*aggExpect {
+	groups := map[wkey]*aggExpect{}
+	for _, part := range evs {
+		for _, e := range part {
+			s := floorDiv(e.ts, 1000) * 1000
+			k := wkey{e.user, s, s + 1000}
+			if groups[k] == nil {
+				groups[k] = &aggExpect{}
+			}
+			groups[k].add(e)
+		}
+	}
+	return groups
+}
+
+// countSumText renders a group's COUNT(*) and SUM(amount) as the sinks write them.
+func countSumText(a *aggExpect) string { return fmt.Sprintf("%d,%s", a.count, fmtF(a.sum)) }
+
 func expectRows(groups map[wkey]*aggExpect, windowed bool, f func(*aggExpect) string) []string {
 	var out []string
 	for k, a := range groups {
@@ -178,7 +197,7 @@ func TestTumbleAndHopAgainstBruteForce(t *testing.T) {
 					groups[k].add(e)
 				}
 			}
-			want := expectRows(groups, true, func(a *aggExpect) string { return fmt.Sprintf("%d,%s", a.count, fmtF(a.sum)) })
+			want := expectRows(groups, true, countSumText)
 			if d := diff(sk.get("out").bodies(), want); d != "" {
 				t.Fatal(d)
 			}
@@ -364,7 +383,7 @@ func TestWindowEmitChanges(t *testing.T) {
 	for _, v := range last {
 		finals = append(finals, v)
 	}
-	if d := diff(finals, expectRows(groups, true, func(a *aggExpect) string { return fmt.Sprintf("%d,%s", a.count, fmtF(a.sum)) })); d != "" {
+	if d := diff(finals, expectRows(groups, true, countSumText)); d != "" {
 		t.Fatal(d)
 	}
 }
@@ -453,16 +472,8 @@ func TestExchangeStages(t *testing.T) {
 	env := testEnv(src, &sk)
 	env.ExchangeQueues = 3
 	j := runJob(t, "job", plan, env)
-	groups := map[wkey]*aggExpect{}
-	for _, e := range all {
-		s := floorDiv(e.ts, 1000) * 1000
-		k := wkey{e.user, s, s + 1000}
-		if groups[k] == nil {
-			groups[k] = &aggExpect{}
-		}
-		groups[k].add(e)
-	}
-	want := expectRows(groups, true, func(a *aggExpect) string { return fmt.Sprintf("%d,%s", a.count, fmtF(a.sum)) })
+	groups := tumbleGroups(all)
+	want := expectRows(groups, true, countSumText)
 	if d := diff(sk.get("out").bodies(), want); d != "" {
 		t.Fatal(d)
 	}
@@ -679,15 +690,7 @@ func TestCheckpointRestoreExactlyOnce(t *testing.T) {
 		if j2.Stats().RecordsIn != 3000 {
 			t.Fatalf("resumed job read %d records, want 3000", j2.Stats().RecordsIn)
 		}
-		groups := map[wkey]*aggExpect{}
-		for _, e := range evs {
-			s := floorDiv(e.ts, 1000) * 1000
-			k := wkey{e.user, s, s + 1000}
-			if groups[k] == nil {
-				groups[k] = &aggExpect{}
-			}
-			groups[k].add(e)
-		}
+		groups := tumbleGroups(evs)
 		// Rows emitted before the checkpoint by job 1 + all rows of job 2 = the whole answer.
 		var got []string
 		got = append(got, sk.get("out").bodies()[:cut]...)
@@ -773,18 +776,8 @@ func TestRemoveAndAddSplit(t *testing.T) {
 	if err := j.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	groups := map[wkey]*aggExpect{}
-	for _, evs := range [][]event4{a1, a2, b1, b2} {
-		for _, e := range evs {
-			s := floorDiv(e.ts, 1000) * 1000
-			k := wkey{e.user, s, s + 1000}
-			if groups[k] == nil {
-				groups[k] = &aggExpect{}
-			}
-			groups[k].add(e)
-		}
-	}
-	want := expectRows(groups, true, func(a *aggExpect) string { return fmt.Sprintf("%d,%s", a.count, fmtF(a.sum)) })
+	groups := tumbleGroups(a1, a2, b1, b2)
+	want := expectRows(groups, true, countSumText)
 	if d := diff(sk.get("out").bodies(), want); d != "" {
 		t.Fatal(d)
 	}
