@@ -113,8 +113,8 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	b.wg.Add(3)
 	go b.flusher()
-	go b.checkpointer()
-	go b.retainer()
+	go b.every(b.cfg.CheckpointInterval, "checkpoint", b.checkpoint)
+	go b.every(b.cfg.RetentionCheckInterval, "retention", b.EnforceRetention)
 	b.wg.Add(1)
 	go b.scheduler()
 	return b, nil
@@ -751,17 +751,19 @@ func (b *Broker) checkpoint() error {
 	return writeJSON(b.path("checkpoint"), map[string]int64{"offset": target})
 }
 
-func (b *Broker) checkpointer() {
+// every runs fn each interval until the broker closes, logging its errors as what failed.
+// The caller has done b.wg.Add(1).
+func (b *Broker) every(interval time.Duration, what string, fn func() error) {
 	defer b.wg.Done()
-	t := time.NewTicker(b.cfg.CheckpointInterval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-b.done:
 			return
 		case <-t.C:
-			if err := b.checkpoint(); err != nil {
-				b.cfg.Logger.Error("checkpoint failed", "err", err)
+			if err := fn(); err != nil {
+				b.cfg.Logger.Error(what+" failed", "err", err)
 			}
 		}
 	}
@@ -806,22 +808,6 @@ func (b *Broker) EnforceRetention() error {
 		b.cfg.Logger.Info("retention removed segments", "min", b.cl.minOffset())
 	}
 	return nil
-}
-
-func (b *Broker) retainer() {
-	defer b.wg.Done()
-	t := time.NewTicker(b.cfg.RetentionCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.done:
-			return
-		case <-t.C:
-			if err := b.EnforceRetention(); err != nil {
-				b.cfg.Logger.Error("retention failed", "err", err)
-			}
-		}
-	}
 }
 
 // Close stops the listeners, flushes everything and releases the directory. Later calls
