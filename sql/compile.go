@@ -291,31 +291,9 @@ func compileIn(n *In) (Evaluator, error) {
 		}
 		switch {
 		case sameKind && (k == KindVarchar || k == KindJSON):
-			set := make(map[string]struct{}, len(consts))
-			for _, v := range consts {
-				set[v.S] = struct{}{}
-			}
-			return func(r Row) Value {
-				x := fa(r)
-				if x.K == KindNull {
-					return Null
-				}
-				_, ok := set[x.S]
-				return result(ok)
-			}, nil
+			return inSet(fa, consts, func(v Value) string { return v.S }, result), nil
 		case sameKind && intLike(k):
-			set := make(map[int64]struct{}, len(consts))
-			for _, v := range consts {
-				set[v.I] = struct{}{}
-			}
-			return func(r Row) Value {
-				x := fa(r)
-				if x.K == KindNull {
-					return Null
-				}
-				_, ok := set[x.I]
-				return result(ok)
-			}, nil
+			return inSet(fa, consts, func(v Value) int64 { return v.I }, result), nil
 		}
 		return func(r Row) Value {
 			x := fa(r)
@@ -1365,4 +1343,20 @@ func fastDoubleArith(op string, a, b Evaluator) Evaluator {
 		}
 	}
 	return nil
+}
+
+// inSet compiles x IN (constants) as a hash-set lookup on the payload field key picks.
+func inSet[K comparable](fa Evaluator, consts []Value, key func(Value) K, result func(bool) Value) Evaluator {
+	set := make(map[K]struct{}, len(consts))
+	for _, v := range consts {
+		set[key(v)] = struct{}{}
+	}
+	return func(r Row) Value {
+		x := fa(r)
+		if x.K == KindNull {
+			return Null
+		}
+		_, ok := set[key(x)]
+		return result(ok)
+	}
 }
