@@ -11,27 +11,12 @@ import (
 
 func call(t *testing.T, c net.Conn, req *remoting.Command) *remoting.Command {
 	t.Helper()
-	f, err := remoting.Encode(nil, req)
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	resp, err := remoting.RoundTrip(c, req, 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := c.Write(f); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		p, err := remoting.ReadFrame(c, 64<<20, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := remoting.Decode(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.IsResponse() && resp.Opaque == req.Opaque {
-			return resp
-		}
-	}
+	return resp
 }
 
 // TestServeSendPullLongPoll drives the broker codes over a socket: a send to a new topic, a

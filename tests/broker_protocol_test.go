@@ -29,27 +29,12 @@ func rawCall(t *testing.T, addr string, req *remoting.Command) *remoting.Command
 
 func rawCallOn(t *testing.T, c net.Conn, req *remoting.Command) *remoting.Command {
 	t.Helper()
-	f, err := remoting.Encode(nil, req)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	resp, err := remoting.RoundTrip(c, req, 64<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Write(f); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		p, err := remoting.ReadFrame(c, 64<<20, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := remoting.Decode(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.IsResponse() && resp.Opaque == req.Opaque {
-			return resp
-		}
-	}
+	return resp
 }
 
 // expectClosed checks that the broker closes the connection after what was written.

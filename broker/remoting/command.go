@@ -277,3 +277,29 @@ func appendBinaryHeader(dst []byte, c *Command) []byte {
 	be.PutUint32(dst[lp:], uint32(len(dst)-lp-4))
 	return dst
 }
+
+// RoundTrip writes req to c and reads frames until the response with req's opaque arrives
+// (frames in between, such as server notifications, are skipped). It is the synchronous
+// client side of one request; the caller sets c's deadline.
+func RoundTrip(c io.ReadWriter, req *Command, maxFrame int) (*Command, error) {
+	f, err := Encode(nil, req)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write(f); err != nil {
+		return nil, err
+	}
+	for {
+		p, err := ReadFrame(c, maxFrame, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := Decode(p)
+		if err != nil {
+			return nil, err
+		}
+		if resp.IsResponse() && resp.Opaque == req.Opaque {
+			return resp, nil
+		}
+	}
+}
