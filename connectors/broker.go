@@ -136,6 +136,17 @@ func QueueOf(key []byte, queues int) int {
 	return int(h.Sum32() % uint32(queues))
 }
 
+// pickQueue is the sinks' queue choice: QueueOf(key) for a keyed message, otherwise the
+// next queue in rotation (*rr advances).
+func pickQueue(key []byte, queues int, rr *int) int {
+	if len(key) > 0 {
+		return QueueOf(key, queues)
+	}
+	q := *rr % queues
+	*rr++
+	return q
+}
+
 func (s *BrokerSink) Write(ctx context.Context, msgs []Message) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -143,13 +154,7 @@ func (s *BrokerSink) Write(ctx context.Context, msgs []Message) error {
 		s.byQ[i] = s.byQ[i][:0]
 	}
 	for _, m := range msgs {
-		var q int
-		if len(m.Key) > 0 {
-			q = QueueOf(m.Key, s.queues)
-		} else {
-			q = s.rr % s.queues
-			s.rr++
-		}
+		q := pickQueue(m.Key, s.queues, &s.rr)
 		bm := broker.Message{Key: string(m.Key), Body: m.Body}
 		if m.ID != "" {
 			bm.Properties = map[string]string{PropMessageID: m.ID}

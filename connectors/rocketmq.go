@@ -436,13 +436,7 @@ func (s *RocketMQSink) Write(ctx context.Context, msgs []Message) error {
 		s.byQ[i] = s.byQ[i][:0]
 	}
 	for _, m := range msgs {
-		var q int
-		if len(m.Key) > 0 {
-			q = QueueOf(m.Key, s.n)
-		} else {
-			q = s.rr % s.n
-			s.rr++
-		}
+		q := pickQueue(m.Key, s.n, &s.rr)
 		s.byQ[q] = append(s.byQ[q], s.message(m))
 	}
 	for q, batch := range s.byQ {
