@@ -2,29 +2,18 @@ package server
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"rsql/sql"
 )
 
-// maxDescribeParams bounds how many $n placeholders Describe will supply values for.
-const maxDescribeParams = 1000
-
 // Describe implements Describer for the Postgres wire's extended protocol: the result
 // columns of a statement, without running it (nothing is created or started). Parameters
 // are described as unknown, so clients send them as text.
 func (e *Engine) Describe(ctx context.Context, sess *Session, text string) (*Description, error) {
-	var params []sql.Value
-	for {
-		d, err := e.describeText(ctx, sess, text, params)
-		var se *sql.Error
-		if err == nil || !errors.As(err, &se) || se.Code != "42P02" || len(params) >= maxDescribeParams {
-			return d, err
-		}
-		// A $n without a value: describe again with one more NULL parameter.
-		params = append(params, sql.Null)
-	}
+	// Bind with NULL for every $n the text refers to: the shape does not depend on them.
+	n, _ := scanText(text)
+	return e.describeText(ctx, sess, text, make([]sql.Value, n))
 }
 
 func (e *Engine) describeText(ctx context.Context, sess *Session, text string, params []sql.Value) (*Description, error) {
