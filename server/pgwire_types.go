@@ -74,6 +74,13 @@ func typeOID(t sql.Type) (oid uint32, size int16, mod int32) {
 
 // oidKind maps a parameter type OID to the SQL type its values become; ok is false for an
 // OID the front end does not know (its values are passed as VARCHAR text).
+// KindOfOID is the SQL kind of a PostgreSQL type OID, for clients of the wire protocol
+// (VARCHAR for an OID rsql does not know).
+func KindOfOID(oid uint32) sql.Kind {
+	k, _ := oidKind(oid)
+	return k
+}
+
 func oidKind(oid uint32) (sql.Kind, bool) {
 	switch oid {
 	case oidBool:

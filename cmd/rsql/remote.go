@@ -122,7 +122,7 @@ func (rc *remoteConn) run(ctx context.Context, text string, jsonOut bool) error 
 		}
 		cols := make(sql.Schema, len(fields))
 		for i, f := range fields {
-			cols[i] = sql.Column{Name: f.Name, Type: typeOfOID(f.DataTypeOID)}
+			cols[i] = sql.Column{Name: f.Name, Type: sql.Type{Kind: server.KindOfOID(f.DataTypeOID)}}
 		}
 		if err := p.result(ctx, &server.Result{Columns: cols, Rows: &wireRows{rr: rr, cols: cols}, Push: true}); err != nil {
 			break
@@ -157,26 +157,6 @@ func lineCol(text string, pos int) (int, int) {
 		}
 	}
 	return line, col
-}
-
-func typeOfOID(oid uint32) sql.Type {
-	switch oid {
-	case 16:
-		return sql.TypeBool
-	case 23, 21:
-		return sql.TypeInt
-	case 20:
-		return sql.TypeBigInt
-	case 700, 701:
-		return sql.TypeDouble
-	case 1700:
-		return sql.Type{Kind: sql.KindDecimal}
-	case 1114, 1184:
-		return sql.TypeTimestamp
-	case 114, 3802:
-		return sql.TypeJSON
-	}
-	return sql.TypeVarchar
 }
 
 // wireRows adapts a pgconn result to server.Rows, turning text values into typed values.
