@@ -2,10 +2,13 @@
 export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 
-.PHONY: deps build run test bench fuzz
+.PHONY: deps test-deps build run test bench fuzz
 
 deps:
-	@bash scripts/deps.sh
+	@bash scripts/deps.sh build
+
+test-deps:
+	@bash scripts/deps.sh test
 
 build: deps
 	$(GO) build -o bin/rsql ./cmd/rsql
@@ -13,7 +16,7 @@ build: deps
 run: build
 	./bin/rsql
 
-test: build
+test: test-deps build
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
 
