@@ -316,7 +316,8 @@ func RemapColumns(e Expr, m []int) (Expr, error) {
 	})
 }
 
-// IsConstant reports whether e reads no column and calls no NOW().
+// IsConstant reports whether e reads no column and calls no volatile function (NOW(),
+// RANDOM()).
 func IsConstant(e Expr) bool {
 	ok := true
 	Walk(e, func(x Expr) bool {
@@ -324,7 +325,7 @@ func IsConstant(e Expr) bool {
 		case *ColumnRef:
 			ok = false
 		case *Call:
-			if n.Func == "NOW" {
+			if isVolatile(n.Func) {
 				ok = false
 			}
 		}
