@@ -846,6 +846,10 @@ func (b *binder) value(x *driver.ValueExpr) (Expr, error) {
 		}
 		return intLiteral(int64(u)), nil
 	case driver.KindFloat64, driver.KindFloat32:
+		// PostgreSQL: 1e3 is NUMERIC too (DOUBLE only when NUMERIC cannot hold it).
+		if v, ok := NumericFromString(b.literalText(x)); ok {
+			return &Literal{V: v, T: TypeNumeric}, nil
+		}
 		return NewLiteral(Double(x.GetFloat64())), nil
 	case driver.KindString, driver.KindBytes:
 		return NewLiteral(Varchar(x.GetString())), nil
@@ -875,15 +879,23 @@ func intLiteral(i int64) *Literal {
 // literalText is the text of a numeric literal as the user wrote it (tidb's decimal
 // type caps the digits it keeps).
 func (b *binder) literalText(x *driver.ValueExpr) string {
-	s := x.GetMysqlDecimal().String()
-	if off := x.OriginTextPosition(); off >= 0 && off < len(b.rw.text) {
+	s := ""
+	if x.Kind() == driver.KindMysqlDecimal {
+		s = x.GetMysqlDecimal().String()
+	} else {
+		s = strconv.FormatFloat(x.GetFloat64(), 'g', -1, 64)
+	}
+	if off := x.OriginTextPosition(); b.rw != nil && off >= 0 && off < len(b.rw.text) {
 		t := b.rw.text[off:]
 		n := 0
-		for n < len(t) && (t[n] >= '0' && t[n] <= '9' || t[n] == '.') {
+		for n < len(t) && (t[n] >= '0' && t[n] <= '9' || t[n] == '.' || (t[n] == 'e' || t[n] == 'E') && n > 0 ||
+			(t[n] == '+' || t[n] == '-') && n > 0 && (t[n-1] == 'e' || t[n-1] == 'E')) {
 			n++
 		}
-		if n > 0 && strings.Contains(t[:n], ".") || n > len(s) {
-			return t[:n]
+		if n > 0 {
+			if _, ok := NumericFromString(t[:n]); ok {
+				return t[:n]
+			}
 		}
 	}
 	return s

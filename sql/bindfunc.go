@@ -108,14 +108,14 @@ func (b *binder) funcCall(f *ast.FuncCallExpr) (Expr, error) {
 			}
 		}
 		return e, nil
-	case name == "locate" && len(f.Args) == 2:
+	case (name == "locate" || name == "position") && len(f.Args) == 2:
 		// POSITION(sub IN s)
 		args, err := b.exprs(f.Args)
 		if err != nil {
 			return nil, err
 		}
 		b.setPos(f)
-		return b.call("STRPOS", args[0], args[1])
+		return b.call("STRPOS", args[1], args[0])
 	case name == "extract":
 		if len(f.Args) != 2 {
 			return nil, b.errf(CodeSyntax, "EXTRACT(unit FROM timestamp)")

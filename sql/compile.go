@@ -24,6 +24,53 @@ func Compile(e Expr) (Evaluator, error) {
 	if e == nil {
 		return nil, Errorf(CodeInternal, "compile: nil expression")
 	}
+	e, failed, err := foldConstants(e)
+	if err != nil {
+		return nil, err
+	}
+	if failed.S != "" {
+		// A constant part fails: as in PostgreSQL, whose planner evaluates constant
+		// subexpressions beforehand, the expression fails wherever it is evaluated.
+		return func(Row) Value { return failed }, nil
+	}
+	return compileExpr(e)
+}
+
+// foldConstants replaces every constant subtree (no column, no volatile call) by its
+// value. failed is the error value of a constant subtree that cannot be computed.
+func foldConstants(e Expr) (Expr, Value, error) {
+	failed := Null
+	out, err := Transform(e, func(x Expr) (Expr, error) {
+		if _, ok := x.(*Literal); ok || failed.S != "" {
+			return x, nil
+		}
+		if c, ok := x.(*Call); ok && isVolatile(c.Func) {
+			return x, nil
+		}
+		for _, ch := range x.Children() {
+			if _, ok := ch.(*Literal); !ok {
+				return x, nil
+			}
+		}
+		if _, ok := x.(*ColumnRef); ok {
+			return x, nil
+		}
+		f, err := compileExpr(x)
+		if err != nil {
+			return nil, err
+		}
+		v := f(nil)
+		if v.IsError() {
+			failed = v
+			return x, nil
+		}
+		return &Literal{V: v, T: x.Type()}, nil
+	})
+	return out, failed, err
+}
+
+// compileExpr compiles e whose constant parts are already folded.
+func compileExpr(e Expr) (Evaluator, error) {
 	if _, isLit := e.(*Literal); !isLit && IsConstant(e) {
 		f, err := compile(e)
 		if err != nil {
@@ -57,7 +104,7 @@ func Eval(e Expr, row Row) (Value, error) {
 func compileAll(es []Expr) ([]Evaluator, error) {
 	out := make([]Evaluator, len(es))
 	for i, e := range es {
-		f, err := Compile(e)
+		f, err := compileExpr(e)
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +127,7 @@ func compile(e Expr) (Evaluator, error) {
 	case *Call:
 		return compileCall(n)
 	case *Cast:
-		f, err := Compile(n.Arg)
+		f, err := compileExpr(n.Arg)
 		if err != nil {
 			return nil, err
 		}
@@ -119,7 +166,7 @@ func compile(e Expr) (Evaluator, error) {
 			return out
 		}, nil
 	case *IsNull:
-		f, err := Compile(n.Arg)
+		f, err := compileExpr(n.Arg)
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +205,7 @@ func compileCase(n *Case) (Evaluator, error) {
 	}
 	thens := make([]Evaluator, len(n.Thens))
 	for i, t := range n.Thens {
-		f, err := Compile(t)
+		f, err := compileExpr(t)
 		if err != nil {
 			return nil, err
 		}
@@ -166,14 +213,14 @@ func compileCase(n *Case) (Evaluator, error) {
 	}
 	els := func(Row) Value { return Null }
 	if n.Else != nil {
-		f, err := Compile(n.Else)
+		f, err := compileExpr(n.Else)
 		if err != nil {
 			return nil, err
 		}
 		els = coerceTo(f, n.Else.Type(), n.T)
 	}
 	if n.Operand != nil {
-		op, err := Compile(n.Operand)
+		op, err := compileExpr(n.Operand)
 		if err != nil {
 			return nil, err
 		}
@@ -249,15 +296,15 @@ func compileBetween(n *Between) (Evaluator, error) {
 	if a, hi, err = coerceForCompare(a, hi); err != nil {
 		return nil, err
 	}
-	fa, err := Compile(a)
+	fa, err := compileExpr(a)
 	if err != nil {
 		return nil, err
 	}
-	flo, err := Compile(lo)
+	flo, err := compileExpr(lo)
 	if err != nil {
 		return nil, err
 	}
-	fhi, err := Compile(hi)
+	fhi, err := compileExpr(hi)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +346,7 @@ func and3(a, b Value) Value {
 }
 
 func compileIn(n *In) (Evaluator, error) {
-	fa, err := Compile(n.Arg)
+	fa, err := compileExpr(n.Arg)
 	if err != nil {
 		return nil, err
 	}
@@ -369,7 +416,7 @@ func compileIn(n *In) (Evaluator, error) {
 		if err != nil {
 			return nil, err
 		}
-		if list[i], err = Compile(b); err != nil {
+		if list[i], err = compileExpr(b); err != nil {
 			return nil, err
 		}
 	}
@@ -398,7 +445,7 @@ func compileIn(n *In) (Evaluator, error) {
 }
 
 func compileLike(n *Like) (Evaluator, error) {
-	fa, err := Compile(n.Arg)
+	fa, err := compileExpr(n.Arg)
 	if err != nil {
 		return nil, err
 	}
@@ -433,7 +480,7 @@ func compileLike(n *Like) (Evaluator, error) {
 			return wrap(m(x.S))
 		}, nil
 	}
-	fp, err := Compile(n.Pattern)
+	fp, err := compileExpr(n.Pattern)
 	if err != nil {
 		return nil, err
 	}

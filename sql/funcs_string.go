@@ -91,7 +91,7 @@ func init() {
 				return Varchar(string(rune(v.I)))
 			}), nil
 		}, TypeVarchar, 'i'),
-		textFn("STRPOS", "STRPOS(s, sub)", "1-based character position of the first sub in s, 0 if none (`POSITION(sub IN s)` is the same)", []string{"POSITION"}, 2, 2, func(c *Call, args []Evaluator) (Evaluator, error) {
+		textFn("STRPOS", "STRPOS(s, sub), POSITION(sub IN s)", "1-based character position of the first sub in s, 0 if none; `POSITION(sub IN s)` is the same", nil, 2, 2, func(c *Call, args []Evaluator) (Evaluator, error) {
 			return strict2(args[0], args[1], func(x, y Value) Value {
 				i := strings.Index(x.S, y.S)
 				if i < 0 {

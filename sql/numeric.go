@@ -527,12 +527,19 @@ func castToDecimal(v Value, t Type) (Value, *Error) {
 		}
 		return Null, Errorf(CodeNumericOutOfRange, "numeric field overflow: cannot hold an infinite value in %s", t)
 	}
+	// |out| < 10^(p-s); a value far too large is refused before rounding it.
+	intDigits := int64(t.Precision) - int64(t.Scale)
+	if out.S != "" {
+		var d apd.Decimal
+		decimalOf(out, &d)
+		if !d.IsZero() && d.NumDigits()+int64(d.Exponent) > intDigits+1 {
+			return Null, Errorf(CodeNumericOutOfRange, "numeric field overflow: a field with precision %d, scale %d must round to an absolute value less than 10^%d", t.Precision, t.Scale, intDigits)
+		}
+	}
 	out = NumericRound(out, int64(t.Scale), false)
 	if e, ok := out.errOf(); ok {
 		return Null, e
 	}
-	// |out| < 10^(p-s)
-	intDigits := int64(t.Precision) - int64(t.Scale)
 	if out.S == "" {
 		lim, ok := rescaleInt(1, 0, uint8(min(int64(t.Precision), 19)))
 		if int64(t.Precision) > 18 || !ok || (out.I < lim && out.I > -lim) {
