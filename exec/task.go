@@ -361,6 +361,7 @@ func (t *task) buildOps(ctx context.Context) error {
 		}
 	}
 	t.head = next
+	t.wireBadRows()
 	return nil
 }
 
