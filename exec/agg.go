@@ -1,8 +1,8 @@
 package exec
 
 import (
-	"context"
 	"container/heap"
+	"context"
 	"strings"
 
 	"rsql/planner"
