@@ -293,11 +293,11 @@ func (f *jsonFormat) decodeValue(body []byte, p, col int, row sql.Row) (int, err
 			}
 			text, end = body[p:e], e
 		}
-		v, reason := parseDecimalText(text, c.Type)
+		v, reason := decodeDecimal(text, c.Type)
 		if reason != "" {
 			return p, fieldErr(reason)
 		}
-		row[col] = sql.Decimal(v, c.Type.Scale)
+		row[col] = v
 		return end, nil
 	case sql.KindVarchar:
 		if ch != '"' {
@@ -638,6 +638,13 @@ func (f *jsonFormat) Encode(dst []byte, row sql.Row) ([]byte, error) {
 			}
 			dst = appendFloat(dst, v.F)
 		case sql.KindDecimal:
+			if v.S != "" {
+				if v.S == "NaN" || v.S == "Infinity" || v.S == "-Infinity" {
+					return dst, fmt.Errorf("json: column %s: %s has no JSON number", c.Name, v.S)
+				}
+				dst = append(dst, v.S...)
+				break
+			}
 			dst = appendDecimal(dst, v.I, v.Scale)
 		case sql.KindVarchar:
 			dst = appendJSONString(dst, v.S)
