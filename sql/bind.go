@@ -998,6 +998,8 @@ func (b *binder) aggregate(a *ast.AggregateFuncExpr) (Expr, error) {
 			call.T = TypeDouble
 		case t.Kind == KindDouble:
 			call.T = TypeDouble
+		case t.Kind == KindDecimal && t.Precision == 0:
+			call.T = TypeNumeric // the sum keeps the values' scales
 		case t.Kind == KindDecimal:
 			call.T = Type{Kind: KindDecimal, Precision: 18, Scale: t.Scale}
 		default:

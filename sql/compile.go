@@ -92,13 +92,18 @@ func MustCompile(e Expr) Evaluator {
 	return f
 }
 
-// Eval compiles and evaluates a constant expression (for INSERT ... VALUES).
+// Eval compiles and evaluates a constant expression (for INSERT ... VALUES); a value that
+// cannot be computed is returned as its *Error.
 func Eval(e Expr, row Row) (Value, error) {
 	f, err := Compile(e)
 	if err != nil {
 		return Null, err
 	}
-	return f(row), nil
+	v := f(row)
+	if e := v.AsError(); e != nil {
+		return Null, e
+	}
+	return v, nil
 }
 
 func compileAll(es []Expr) ([]Evaluator, error) {
@@ -924,18 +929,57 @@ func compileArith(c *Call, args []Evaluator) (Evaluator, error) {
 			return Double(math.Mod(x.AsFloat(), yf))
 		}, nil
 	case KindDecimal:
-		var f func(x, y Value) Value
 		switch op {
-		case "+":
-			f = NumericAdd
-		case "-":
-			f = NumericSub
+		case "+", "-":
+			neg := op == "-"
+			return func(r Row) Value {
+				x, y := a(r), b(r)
+				if x.K == KindNull || y.K == KindNull {
+					return nullOf(x, y)
+				}
+				// Fast path: both held in 64 bits (integers count as scale 0).
+				if x.S == "" && y.S == "" && x.K != KindDouble && y.K != KindDouble {
+					sx, sy := decScale(x), decScale(y)
+					xi, yi := x.I, y.I
+					ok := true
+					if sx < sy {
+						xi, ok = rescaleInt(xi, sx, sy)
+						sx = sy
+					} else if sy < sx {
+						yi, ok = rescaleInt(yi, sy, sx)
+					}
+					if neg {
+						yi = -yi
+						ok = ok && y.I != math.MinInt64
+					}
+					if s := xi + yi; ok && (s > xi) == (yi > 0) {
+						return Value{K: KindDecimal, I: s, Scale: sx}
+					}
+				}
+				if neg {
+					return NumericSub(x, y)
+				}
+				return NumericAdd(x, y)
+			}, nil
 		case "*":
-			f = NumericMul
-		case "/":
+			return func(r Row) Value {
+				x, y := a(r), b(r)
+				if x.K == KindNull || y.K == KindNull {
+					return nullOf(x, y)
+				}
+				if x.S == "" && y.S == "" && x.K != KindDouble && y.K != KindDouble {
+					if s := decScale(x) + decScale(y); s <= maxSmallScale {
+						if p, ok := mulInt(x.I, y.I); ok {
+							return Value{K: KindDecimal, I: p, Scale: s}
+						}
+					}
+				}
+				return NumericMul(x, y)
+			}, nil
+		}
+		f := NumericMod
+		if op == "/" {
 			f = NumericDiv
-		default:
-			f = NumericMod
 		}
 		return func(r Row) Value {
 			x, y := a(r), b(r)

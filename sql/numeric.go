@@ -2,6 +2,7 @@ package sql
 
 import (
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 
@@ -306,6 +307,11 @@ func numericArith(op byte, a, b Value) Value {
 			}
 		}
 	}
+	if op == '/' && a.S == "" && b.S == "" && a.K != KindDouble && b.K != KindDouble {
+		if v, ok := smallDiv(a.I, decScale(a), b.I, decScale(b)); ok {
+			return v
+		}
+	}
 	var x, y, z apd.Decimal
 	decimalOf(a, &x)
 	decimalOf(b, &y)
@@ -349,6 +355,83 @@ func numericArith(op byte, a, b Value) Value {
 
 func numericOpError(err error) Value {
 	return ErrorValue(CodeNumericOutOfRange, "value overflows numeric format")
+}
+
+// smallFirstDigitWeight is firstDigitWeight for the coefficient c at scale s.
+func smallFirstDigitWeight(c int64, s uint8) (int64, int64) {
+	u := c
+	if u < 0 {
+		u = -u
+	}
+	if u == 0 {
+		return 0, 0
+	}
+	nd := int64(1)
+	for p := int64(10); nd < 19 && u >= p; p *= 10 {
+		nd++
+	}
+	e10 := nd - 1 - int64(s)
+	w := e10 / 4
+	if e10 < 0 && e10%4 != 0 {
+		w--
+	}
+	k := e10 - 4*w + 1 // leading digits in the first base-10000 digit
+	fd := u
+	for i := nd; i > k; i-- {
+		fd /= 10
+	}
+	for i := nd; i < k; i++ {
+		fd *= 10
+	}
+	return w, fd
+}
+
+// smallDiv divides two 64-bit NUMERICs with PostgreSQL's scale on int64/128-bit
+// arithmetic; ok is false when the operands or the result do not fit (then apd does it).
+func smallDiv(a int64, sa uint8, b int64, sb uint8) (Value, bool) {
+	if b == 0 {
+		return ErrorValue(CodeDivisionByZero, "division by zero"), true
+	}
+	w1, f1 := smallFirstDigitWeight(a, sa)
+	w2, f2 := smallFirstDigitWeight(b, sb)
+	qw := w1 - w2
+	if f1 <= f2 {
+		qw--
+	}
+	rscale := max(numericMinSigDigits-qw*4, int64(sa), int64(sb), 0)
+	// q = a·10^(rscale+sb-sa) / b, rounded half away from zero.
+	k := rscale + int64(sb) - int64(sa)
+	if rscale > maxSmallScale || k < 0 || k > 19 || a == math.MinInt64 || b == math.MinInt64 {
+		return Null, false
+	}
+	neg := (a < 0) != (b < 0)
+	ua, ub := uint64(a), uint64(b)
+	if a < 0 {
+		ua = uint64(-a)
+	}
+	if b < 0 {
+		ub = uint64(-b)
+	}
+	p10 := uint64(1)
+	for i := int64(0); i < k; i++ {
+		p10 *= 10
+	}
+	hi, lo := bits.Mul64(ua, p10)
+	if hi >= ub {
+		return Null, false
+	}
+	q, rem := bits.Div64(hi, lo, ub)
+	if rem >= ub-rem { // rem ≥ ub/2: round half away from zero
+		q++
+	}
+	if q > math.MaxInt64 {
+		return Null, false
+	}
+	r := int64(q)
+	if neg {
+		r = -r
+	}
+	return Value{K: KindDecimal, I: r, Scale: uint8(rscale)}, true
 }
 
 // firstDigitWeight returns PostgreSQL's base-10000 weight of the first digit of |d| and

@@ -1,9 +1,12 @@
 package sql
 
 import (
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/apd/v3"
 )
 
 // evalShow evaluates expr over evalRow and renders the result as "KIND text", "NULL" or
@@ -211,3 +214,28 @@ func TestFunctionTableInDocs(t *testing.T) {
 func readDoc() ([]byte, error) { return os.ReadFile("../docs/sql.md") }
 
 func writeDoc(s string) error { return os.WriteFile("../docs/sql.md", []byte(s), 0o644) }
+
+// The 64-bit division fast path agrees with the arbitrary-precision path digit for digit.
+func TestNumericDivFastPath(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 20000; i++ {
+		a := r.Int64N(2000000001) - 1000000000
+		b := r.Int64N(20000001) - 10000000
+		if i%3 == 0 {
+			a = r.Int64() >> r.UintN(63)
+		}
+		if b == 0 {
+			continue
+		}
+		sa, sb := uint8(r.UintN(10)), uint8(r.UintN(10))
+		fast, ok := smallDiv(a, sa, b, sb)
+		if !ok {
+			continue
+		}
+		var x, y apd.Decimal
+		slow := numericDiv(decimalOf(Decimal(a, sa), &x), decimalOf(Decimal(b, sb), &y))
+		if Text(fast) != Text(slow) {
+			t.Fatalf("%s / %s: fast %s, apd %s", Text(Decimal(a, sa)), Text(Decimal(b, sb)), Text(fast), Text(slow))
+		}
+	}
+}
