@@ -47,6 +47,15 @@ func foldConstants(e Expr) (Expr, Value, error) {
 		if c, ok := x.(*Call); ok && isVolatile(c.Func) {
 			return x, nil
 		}
+		if c, ok := x.(*Call); ok && strictCall(c) {
+			// As PostgreSQL's planner: a strict call with a NULL constant argument is NULL,
+			// whatever its other arguments would do.
+			for _, ch := range c.Args {
+				if l, ok := ch.(*Literal); ok && l.V.K == KindNull && l.V.S == "" {
+					return &Literal{V: Null, T: c.T}, nil
+				}
+			}
+		}
 		for _, ch := range x.Children() {
 			if _, ok := ch.(*Literal); !ok {
 				return x, nil
@@ -67,6 +76,20 @@ func foldConstants(e Expr) (Expr, Value, error) {
 		return &Literal{V: v, T: x.Type()}, nil
 	})
 	return out, failed, err
+}
+
+// strictCall reports whether c returns NULL whenever an argument is NULL (operators and
+// functions other than the NULL-consuming ones).
+func strictCall(c *Call) bool {
+	switch c.Func {
+	case "AND", "OR", "IS DISTINCT FROM", "IS NOT DISTINCT FROM", "COALESCE", "GREATEST", "LEAST", "CONCAT", "CONCAT_WS":
+		return false
+	case "NULLIF":
+		// NULLIF(NULL, x) is NULL; NULLIF(x, NULL) is x.
+		l, ok := c.Args[0].(*Literal)
+		return ok && l.V.K == KindNull && l.V.S == ""
+	}
+	return true
 }
 
 // compileExpr compiles e whose constant parts are already folded.
@@ -315,7 +338,14 @@ func compileBetween(n *Between) (Evaluator, error) {
 	}
 	not := n.Not
 	return func(r Row) Value {
-		x, l, h := fa(r), flo(r), fhi(r)
+		x, l := fa(r), flo(r)
+		if x.K != KindNull && l.K != KindNull {
+			// a BETWEEN l AND h is a >= l AND a <= h: decided without h when a < l.
+			if Compare(x, l) < 0 {
+				return Bool(not)
+			}
+		}
+		h := fhi(r)
 		if x.K == KindNull || l.K == KindNull || h.K == KindNull {
 			if e := nullOf(nullOf(x, l), h); e.S != "" {
 				return e
@@ -911,7 +941,7 @@ func compileArith(c *Call, args []Evaluator) (Evaluator, error) {
 					return nullOf(x, y)
 				}
 				xf, yf := x.AsFloat(), y.AsFloat()
-				if yf == 0 {
+				if yf == 0 && !math.IsNaN(xf) {
 					return ErrorValue(CodeDivisionByZero, "division by zero")
 				}
 				return checkFloat(xf/yf, math.IsInf(xf, 0) || math.IsInf(yf, 0), xf != 0 && !math.IsInf(yf, 0))

@@ -341,7 +341,7 @@ func powerFloat(x, y float64) Value {
 		return Double(0)
 	}
 	r := math.Pow(x, y)
-	return checkFloat(r, math.IsInf(x, 0), x != 0)
+	return checkFloat(r, math.IsInf(x, 0), x != 0 && !math.IsInf(x, 0))
 }
 
 func numericFloorCeil(v Value, up bool) Value {

@@ -20,7 +20,12 @@ var extractUnitsPG = map[string]extractUnit{}
 
 func init() {
 	units := map[string]extractUnit{
-		"YEAR":    intUnit(func(t time.Time) int { return t.Year() }),
+		"YEAR": intUnit(func(t time.Time) int {
+			if t.Year() <= 0 {
+				return t.Year() - 1 // no year 0: 1 BC is -1
+			}
+			return t.Year()
+		}),
 		"ISOYEAR": intUnit(func(t time.Time) int { y, _ := t.ISOWeek(); return y }),
 		"QUARTER": intUnit(func(t time.Time) int { return (int(t.Month())-1)/3 + 1 }),
 		"MONTH":   intUnit(func(t time.Time) int { return int(t.Month()) }),
@@ -113,7 +118,7 @@ func init() {
 				return strict1(args[1], func(v Value) Value { return *dateTrunc(u, v.I) }), nil
 			}},
 		&FuncDef{Name: "TO_TIMESTAMP", Sig: "TO_TIMESTAMP(epoch_seconds)", Group: "time",
-			Doc: "the TIMESTAMP (UTC) of a Unix time in seconds, rounded to milliseconds (PostgreSQL returns timestamptz); outside years 1-9999 is an error (22008)",
+			Doc: "the TIMESTAMP (UTC) of a Unix time in seconds, rounded to milliseconds (PostgreSQL returns timestamptz); out of range is an error (22008)",
 			Check: func(args []Expr) (Type, []Expr, error) {
 				if err := argCount("TO_TIMESTAMP", args, 1, 1); err != nil {
 					return TypeNull, nil, err
@@ -123,8 +128,8 @@ func init() {
 			},
 			Build: func(c *Call, args []Evaluator) (Evaluator, error) {
 				return strict1(args[0], func(v Value) Value {
-					if math.IsNaN(v.F) || math.IsInf(v.F, 0) || math.Abs(v.F) > 4e11 {
-						return ErrorValue(CodeDatetimeOverflow, "timestamp out of range (years 1-9999)")
+					if math.IsNaN(v.F) || math.IsInf(v.F, 0) || math.Abs(v.F) > 1e13 {
+						return ErrorValue(CodeDatetimeOverflow, "timestamp out of range")
 					}
 					return checkTimestamp(int64(math.Round(v.F * 1000)))
 				}), nil

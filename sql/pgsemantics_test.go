@@ -94,7 +94,9 @@ func TestPostgresSemantics(t *testing.T) {
 		// NULL - INTERVAL binds as a timestamp
 		{"COALESCE(NULL - INTERVAL '1' DAY, ts)", "TIMESTAMP 2026-11-30 05:00:10.25"},
 		{"ts - INTERVAL '1' DAY", "TIMESTAMP 2026-11-29 05:00:10.25"},
-		{"TIMESTAMP '0001-01-01 00:00:00' - INTERVAL '2' DAY", "ERROR 22008"},
+		{"TIMESTAMP '0001-01-01 00:00:00' - INTERVAL '2' DAY", "TIMESTAMP 0001-12-30 00:00:00 BC"},
+		{"TIMESTAMP '0001-01-01 00:00:00' - INTERVAL '2000000' DAY", "ERROR 22008"},
+		{"EXTRACT(YEAR FROM TIMESTAMP '0001-01-01 00:00:00' - INTERVAL '1' DAY)", "DECIMAL -1"},
 		// errors propagate through NULL-consuming constructs
 		{"COALESCE(1 / (qty - 3), 5)", "ERROR 22012"},
 		{"(1 / (qty - 3)) IS NULL", "ERROR 22012"},

@@ -85,6 +85,10 @@ func AppendFloat8(dst []byte, f float64) []byte {
 func AppendTimestampText(dst []byte, ms int64) []byte {
 	t := time.UnixMilli(ms).UTC()
 	y, mo, d := t.Date()
+	bc := y <= 0
+	if bc {
+		y = 1 - y // year 0 is 1 BC
+	}
 	dst = appendPad(dst, y, 4)
 	dst = append(dst, '-')
 	dst = appendPad(dst, int(mo), 2)
@@ -102,6 +106,9 @@ func AppendTimestampText(dst []byte, ms int64) []byte {
 		for dst[len(dst)-1] == '0' {
 			dst = dst[:len(dst)-1]
 		}
+	}
+	if bc {
+		dst = append(dst, " BC"...)
 	}
 	return dst
 }
@@ -151,17 +158,18 @@ func appendPad(dst []byte, n, w int) []byte {
 	return append(dst, s...)
 }
 
-// Timestamps are limited to years 1 through 9999 (the range every sink can write).
+// Timestamps in expressions have PostgreSQL's range, 4713 BC to 294276 AD (the record
+// formats write years 1 through 9999 only: a sink refuses the others as bad rows).
 var (
-	minTimestampMs = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
-	maxTimestampMs = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli() - 1
+	minTimestampMs = time.Date(-4712, 11, 24, 0, 0, 0, 0, time.UTC).UnixMilli()
+	maxTimestampMs = time.Date(294277, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli() - 1
 )
 
-// checkTimestamp returns v, or an error value when the timestamp is outside years
-// 1-9999.
+// checkTimestamp returns v, or an error value when the timestamp is outside PostgreSQL's
+// range.
 func checkTimestamp(ms int64) Value {
 	if ms < minTimestampMs || ms > maxTimestampMs {
-		return ErrorValue(CodeDatetimeOverflow, "timestamp out of range (years 1-9999)")
+		return ErrorValue(CodeDatetimeOverflow, "timestamp out of range")
 	}
 	return Timestamp(ms)
 }
