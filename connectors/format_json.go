@@ -634,13 +634,13 @@ func (f *jsonFormat) Encode(dst []byte, row sql.Row) ([]byte, error) {
 			dst = strconv.AppendInt(dst, v.I, 10)
 		case sql.KindDouble:
 			if math.IsNaN(v.F) || math.IsInf(v.F, 0) {
-				return dst, fmt.Errorf("json: column %s: %v has no JSON number", c.Name, v.F)
+				return dst, sql.Errorf(sql.CodeNumericOutOfRange, "json: column %s: %v has no JSON number", c.Name, v.F)
 			}
 			dst = appendFloat(dst, v.F)
 		case sql.KindDecimal:
 			if v.S != "" {
 				if v.S == "NaN" || v.S == "Infinity" || v.S == "-Infinity" {
-					return dst, fmt.Errorf("json: column %s: %s has no JSON number", c.Name, v.S)
+					return dst, sql.Errorf(sql.CodeNumericOutOfRange, "json: column %s: %s has no JSON number", c.Name, v.S)
 				}
 				dst = append(dst, v.S...)
 				break

@@ -461,7 +461,7 @@ func appendFloat(dst []byte, f float64) []byte {
 // checkTimestamp reports an encode error for a TIMESTAMP that has no RFC 3339 text.
 func checkTimestamp(col string, ms int64) error {
 	if ms < minTimestampMs || ms > maxTimestampMs {
-		return fmt.Errorf("column %s: timestamp %d ms is outside years 1-9999", col, ms)
+		return sql.Errorf(sql.CodeDatetimeOverflow, "column %s: timestamp %d ms is outside years 1-9999", col, ms)
 	}
 	return nil
 }

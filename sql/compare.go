@@ -33,15 +33,15 @@ func cmpFloat(a, b float64) int {
 	case a == b:
 		return 0
 	}
-	// NaN sorts before every number and equals itself.
+	// NaN sorts after every number and equals itself (PostgreSQL's order).
 	an, bn := math.IsNaN(a), math.IsNaN(b)
 	switch {
 	case an && bn:
 		return 0
 	case an:
-		return -1
+		return 1
 	}
-	return 1
+	return -1
 }
 
 // kindClass groups kinds that compare with each other.

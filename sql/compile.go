@@ -39,6 +39,10 @@ func Compile(e Expr) (Evaluator, error) {
 // foldConstants replaces every constant subtree (no column, no volatile call) by its
 // value. failed is the error value of a constant subtree that cannot be computed.
 func foldConstants(e Expr) (Expr, Value, error) {
+	e, err := pruneCase(e)
+	if err != nil {
+		return nil, Null, err
+	}
 	failed := Null
 	out, err := Transform(e, func(x Expr) (Expr, error) {
 		if _, ok := x.(*Literal); ok || failed.S != "" {
@@ -46,6 +50,14 @@ func foldConstants(e Expr) (Expr, Value, error) {
 		}
 		if c, ok := x.(*Call); ok && isVolatile(c.Func) {
 			return x, nil
+		}
+		if c, ok := x.(*Call); ok && (c.Func == "AND" || c.Func == "OR") {
+			// x AND FALSE is FALSE, x OR TRUE is TRUE, whatever x does (PostgreSQL folds them).
+			for _, ch := range c.Args {
+				if l, ok := ch.(*Literal); ok && l.V.K == KindBool && (l.V.I != 0) == (c.Func == "OR") {
+					return &Literal{V: l.V, T: TypeBool}, nil
+				}
+			}
 		}
 		if c, ok := x.(*Call); ok && strictCall(c) {
 			// As PostgreSQL's planner: a strict call with a NULL constant argument is NULL,
@@ -76,6 +88,56 @@ func foldConstants(e Expr) (Expr, Value, error) {
 		return &Literal{V: v, T: x.Type()}, nil
 	})
 	return out, failed, err
+}
+
+// pruneCase drops the branches of searched CASE expressions whose condition is a constant
+// FALSE or NULL, and the branches after a constant TRUE one, as PostgreSQL's planner does
+// before it evaluates constants (so a failing constant in a dead branch fails nothing).
+func pruneCase(e Expr) (Expr, error) {
+	return Transform(e, func(x Expr) (Expr, error) {
+		c, ok := x.(*Case)
+		if !ok || c.Operand != nil {
+			return x, nil
+		}
+		n := &Case{T: c.T, Else: c.Else}
+		changed := false
+		for i, w := range c.Whens {
+			if !IsConstant(w) {
+				n.Whens = append(n.Whens, w)
+				n.Thens = append(n.Thens, c.Thens[i])
+				continue
+			}
+			f, err := compileExpr(w)
+			if err != nil {
+				return nil, err
+			}
+			v := f(nil)
+			switch {
+			case v.IsError():
+				n.Whens = append(n.Whens, w)
+				n.Thens = append(n.Thens, c.Thens[i])
+				continue
+			case v.Truth():
+				changed = true
+				n.Else = c.Thens[i]
+				if len(n.Whens) == 0 {
+					return coerceExpr(n.Else, c.T), nil
+				}
+				return n, nil
+			}
+			changed = true // FALSE or NULL: the branch never runs
+		}
+		if !changed {
+			return x, nil
+		}
+		if len(n.Whens) == 0 {
+			if n.Else == nil {
+				return &Literal{V: Null, T: c.T}, nil
+			}
+			return coerceExpr(n.Else, c.T), nil
+		}
+		return n, nil
+	})
 }
 
 // strictCall reports whether c returns NULL whenever an argument is NULL (operators and
@@ -445,15 +507,27 @@ func compileIn(n *In) (Evaluator, error) {
 			return result(false)
 		}, nil
 	}
-	list := make([]Evaluator, len(n.List))
-	for i, e := range n.List {
+	// Constant elements are tried before the others (PostgreSQL splits the list the same
+	// way: a constant match decides the result whatever the other elements would do).
+	var consts2, others []Expr
+	for _, e := range n.List {
 		_, b, err := coerceForCompare(n.Arg, e)
 		if err != nil {
 			return nil, err
 		}
-		if list[i], err = compileExpr(b); err != nil {
+		if IsConstant(b) {
+			consts2 = append(consts2, b)
+		} else {
+			others = append(others, b)
+		}
+	}
+	list := make([]Evaluator, 0, len(n.List))
+	for _, b := range append(consts2, others...) {
+		f, err := compileExpr(b)
+		if err != nil {
 			return nil, err
 		}
+		list = append(list, f)
 	}
 	return func(r Row) Value {
 		x := fa(r)
@@ -499,9 +573,16 @@ func compileLike(n *Like) (Evaluator, error) {
 			return func(Row) Value { return p }, nil
 		}
 		if bad := likeEndsInEscape(p.S, esc); bad.S != "" {
+			// PostgreSQL fails only when matching reaches the trailing escape: when the
+			// pattern before it matches a prefix of the text.
+			prefix := CompileLike(strings.TrimSuffix(p.S, string(esc))+"%", esc)
 			return func(r Row) Value {
-				if x := fa(r); x.K == KindNull {
+				x := fa(r)
+				if x.K == KindNull {
 					return x
+				}
+				if !prefix(x.S) {
+					return wrap(false)
 				}
 				return bad
 			}, nil
@@ -525,6 +606,9 @@ func compileLike(n *Like) (Evaluator, error) {
 			return nullOf(x, p)
 		}
 		if bad := likeEndsInEscape(p.S, esc); bad.S != "" {
+			if !CompileLike(strings.TrimSuffix(p.S, string(esc))+"%", esc)(x.S) {
+				return wrap(false)
+			}
 			return bad
 		}
 		return wrap(CompileLike(p.S, esc)(x.S))
@@ -811,20 +895,24 @@ func compileCompare(op string, ea, eb Expr, a, b Evaluator) Evaluator {
 			x := k.AsFloat()
 			switch op {
 			case ">":
-				return func(r Row) Value {
-					v := a(r)
-					if v.K == KindNull {
-						return v
+				if x == x { // not NaN; NaN is above every number
+					return func(r Row) Value {
+						v := a(r)
+						if v.K == KindNull {
+							return v
+						}
+						return Bool(v.F > x || v.F != v.F)
 					}
-					return Bool(v.F > x)
 				}
 			case "<":
-				return func(r Row) Value {
-					v := a(r)
-					if v.K == KindNull {
-						return v
+				if x == x {
+					return func(r Row) Value {
+						v := a(r)
+						if v.K == KindNull {
+							return v
+						}
+						return Bool(v.F < x)
 					}
-					return Bool(v.F < x)
 				}
 			}
 			return func(r Row) Value {

@@ -304,6 +304,10 @@ func compileToChar(format string) func(ms int64) string {
 				}
 			}
 		}
+		year := t.Year()
+		if year <= 0 {
+			year = 1 - year // 1 BC is year 0 in Go
+		}
 		for _, p := range parts {
 			if p.pat == "" {
 				b = append(b, p.lit...)
@@ -316,13 +320,13 @@ func compileToChar(format string) func(ms int64) string {
 			iy, iw := t.ISOWeek()
 			switch p.pat {
 			case "YYYY":
-				num(t.Year(), 4, p.fm)
+				num(year, 4, p.fm)
 			case "YYY":
-				num(t.Year()%1000, 3, p.fm)
+				num(year%1000, 3, p.fm)
 			case "YY":
-				num(t.Year()%100, 2, p.fm)
+				num(year%100, 2, p.fm)
 			case "Y":
-				num(t.Year()%10, 1, p.fm)
+				num(year%10, 1, p.fm)
 			case "IYYY":
 				num(iy, 4, p.fm)
 			case "IYY":
