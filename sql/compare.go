@@ -135,14 +135,28 @@ func decScale(v Value) uint8 {
 // rescaleInt converts an integer scaled by 10^from to one scaled by 10^to (to >= from),
 // reporting overflow.
 func rescaleInt(x int64, from, to uint8) (int64, bool) {
-	for ; from < to; from++ {
-		if x > math.MaxInt64/10 || x < math.MinInt64/10 {
-			return 0, false
-		}
-		x *= 10
+	if from >= to {
+		return x, true
 	}
-	return x, true
+	d := to - from
+	if d > 18 {
+		return 0, x == 0
+	}
+	p := pow10i[d]
+	if x > math.MaxInt64/p || x < math.MinInt64/p {
+		return 0, false
+	}
+	return x * p, true
 }
+
+// pow10i holds 10^0 .. 10^18.
+var pow10i = func() (t [19]int64) {
+	t[0] = 1
+	for i := 1; i < len(t); i++ {
+		t[i] = t[i-1] * 10
+	}
+	return
+}()
 
 const (
 	hashOffset = 14695981039346656037
