@@ -33,6 +33,12 @@
 //     the stream, split and offset (line for files) and is kept in JobStats.BadErrors and
 //     passed to Env.Logf; its raw body goes to the dead-letter output when the stream has
 //     dlq_topic or dlq_path; the job goes on.
+//   - A row that fails inside the pipeline — an expression of a filter, projection or
+//     aggregation that yields an error value (sql.ErrorValue: division by zero, overflow, a
+//     cast that does not convert), or a value the sink's format cannot encode — is a bad
+//     record too: dropped, counted, its RowError (stream, split, operator, SQLSTATE,
+//     message) kept in BadErrors, and written to the source stream's dead-letter output as
+//     a JSON object {"error": {...}, "stream", "split", "row": {...}} (rowerrors.go).
 //   - Side outputs are opened with Env.OpenSink: dlq_topic/late_topic as a SinkSpec of the
 //     stream's connector with Options{topic, format}, dlq_path/late_path as connector
 //     "file" with Options{path, format}. Late rows are encoded with the stream's format

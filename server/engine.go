@@ -203,11 +203,11 @@ func (e *Engine) WaitJobs(ctx context.Context) error {
 
 // Execute implements Executor: it parses text and runs its statements in order.
 func (e *Engine) Execute(ctx context.Context, sess *Session, text string, params []sql.Value) ([]*Result, error) {
+	if catalogQuery(text) {
+		return nil, errNoSystemCatalogs
+	}
 	stmts, err := sql.ParseParams(text, params)
 	if err != nil {
-		if catalogQuery(text) {
-			return nil, errNoSystemCatalogs
-		}
 		return nil, err
 	}
 	var results []*Result

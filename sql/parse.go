@@ -696,7 +696,7 @@ func (p *stmtParser) selectFrom(start int, src Src) (*Select, error) {
 // parserPool holds tidb parsers (each is single-goroutine and costly to build).
 var parserPool = sync.Pool{New: func() any {
 	tp := parser.New()
-	tp.SetSQLMode(mysql.ModeANSIQuotes | mysql.ModePipesAsConcat)
+	tp.SetSQLMode(mysql.ModeANSIQuotes | mysql.ModePipesAsConcat | mysql.ModeNoBackslashEscapes)
 	return tp
 }}
 

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,5 +90,49 @@ func TestBadSQLCreatesNothing(t *testing.T) {
 	out, _ = runRsqlIn(t, dir, "-c", "SHOW STREAMS; SHOW JOBS;", "--data-dir", "data", "--format", "json")
 	if strings.Contains(out, `"c"`) || strings.Contains(out, "job-") {
 		t.Errorf("a failed CREATE left a stream or job behind:\n%s", out)
+	}
+}
+
+// A value that cannot be represented (a DOUBLE overflow, a timestamp before year 1, an
+// infinity the JSON sink cannot write) is an error of its row, as in PostgreSQL: the row
+// goes to the stream's dead-letter file with its SQLSTATE, the other rows are written, and
+// the bounded run succeeds.
+func TestUnrepresentableValuesAreBadRows(t *testing.T) {
+	dir := t.TempDir()
+	input := strings.Join([]string{
+		`{"id": 1, "v": 2, "ts": "2026-11-30T05:00:00Z"}`,
+		`{"id": 2, "v": 1e300, "ts": "2026-11-30T05:00:01Z"}`, // v * v overflows
+		`{"id": 3, "v": 3, "ts": "0001-01-01T00:00:00Z"}`,     // ts - 2 days is before year 1
+		`{"id": 4, "v": -1, "ts": "2026-11-30T05:00:02Z"}`,    // the sink cannot write Infinity
+		`{"id": 5, "v": 5, "ts": "2026-11-30T05:00:03Z"}`,
+	}, "\n") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `CREATE STREAM s (id BIGINT, v DOUBLE, ts TIMESTAMP) WITH (connector = 'file', path = 'in.jsonl', dlq_path = 'dlq.jsonl');
+CREATE STREAM o WITH (connector = 'file', path = 'out.jsonl') AS
+SELECT id, v * v AS sq, ts - INTERVAL '2' DAY AS before,
+       CASE WHEN v < 0 THEN CAST('Infinity' AS DOUBLE PRECISION) ELSE v END AS w FROM s;`
+	out, code := runRsqlIn(t, dir, "-c", script, "--data-dir", "data")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	got := readJSONLines(t, filepath.Join(dir, "out.jsonl"))
+	if len(got) != 2 || canonNumber(got[0]["id"]) != "1" || canonNumber(got[1]["id"]) != "5" {
+		t.Fatalf("output %v, want ids 1 and 5", got)
+	}
+	dlq := readJSONLines(t, filepath.Join(dir, "dlq.jsonl"))
+	if len(dlq) != 3 {
+		t.Fatalf("dead letters %v, want 3", dlq)
+	}
+	codes := map[string]bool{}
+	for _, d := range dlq {
+		e, _ := d["error"].(map[string]any)
+		codes[fmt.Sprint(e["code"])] = true
+	}
+	for _, c := range []string{"22003", "22008"} {
+		if !codes[c] {
+			t.Errorf("no dead letter with SQLSTATE %s: %v", c, dlq)
+		}
 	}
 }

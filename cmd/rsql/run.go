@@ -59,13 +59,51 @@ func runStatements(cli *CLI) error {
 	if err != nil {
 		return &exitError{describeError(text, err)}
 	}
-	if n := eng.Running(); n > 0 {
+	started := eng.RunningJobIDs()
+	if n := len(started); n > 0 {
 		fmt.Fprintf(os.Stderr, "%d job(s) running; Ctrl-C stops them\n", n)
 	}
 	if err := eng.WaitJobs(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping: jobs still running are checkpointed and resume at the next start")
 	}
-	return nil
+	return failedJobs(context.Background(), eng, sess, started)
+}
+
+// failedJobs returns an exit error naming the jobs of ids that ended FAILED (so a bounded
+// run whose job failed exits non-zero), or nil.
+func failedJobs(ctx context.Context, eng *server.Engine, sess *server.Session, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	results, err := eng.Execute(ctx, sess, "SHOW JOBS", nil)
+	if err != nil || len(results) != 1 || results[0].Rows == nil {
+		return nil
+	}
+	r := results[0]
+	defer r.Rows.Close()
+	id, st, msg := r.Columns.Index("id"), r.Columns.Index("state"), r.Columns.Index("error")
+	mine := map[string]bool{}
+	for _, j := range ids {
+		mine[j] = true
+	}
+	var failed []string
+	for {
+		row, err := r.Rows.Next(ctx)
+		if err != nil || row == nil {
+			break
+		}
+		if id >= 0 && st >= 0 && mine[row[id].S] && row[st].S == "FAILED" {
+			line := row[id].S + " failed"
+			if msg >= 0 && row[msg].S != "" {
+				line += ": " + row[msg].S
+			}
+			failed = append(failed, line)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return &exitError{strings.Join(failed, "\n")}
 }
 
 // describeError renders an error; a SQL error with a position shows the line of the
