@@ -23,18 +23,16 @@ type ConsumeCmd struct {
 	Max           int           `name:"max" help:"Stop after this many records (0: no limit)."`
 	IdleExit      time.Duration `name:"idle-exit" help:"Stop when nothing arrives for this long (0: never); before the first record, the client's start-up (queue assignment, about 5 s) does not count."`
 	Group         string        `name:"group" help:"Commit offsets as this consumer group (default: a new group per run)."`
+	Format        string        `name:"format" enum:"json,table" default:"json" help:"Output: json (JSON lines as they arrive) or table (an aligned table when it stops)."`
+	BrokerClientFlags
 }
 
-func (c *ConsumeCmd) Run(cm *Common, cli *CLI) error {
+func (c *ConsumeCmd) Run() error {
 	var tbl *recordTable
-	switch cli.Format {
-	case "", "json":
-	case "table":
+	if c.Format == "table" {
 		tbl = &recordTable{}
-	default:
-		return &exitError{fmt.Sprintf("--format %s: consume prints json (JSON lines) or table", cli.Format)}
 	}
-	ns, err := nameServer(cm)
+	ns, err := nameServer(&c.BrokerClientFlags)
 	if err != nil {
 		return err
 	}

@@ -24,13 +24,15 @@ import (
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 )
 
-// ProduceCmd appends records to a topic through the RocketMQ protocol. Its --file and
-// --format flags are the top-level ones (CLI.File, CLI.Format): --format json (default; one
-// object per line) or csv (one record per line, no header).
+// ProduceCmd appends records to a topic through the RocketMQ protocol: --format json
+// (default; one object per line) or csv (one record per line, no header).
 type ProduceCmd struct {
-	Topic string  `arg:"" help:"Topic to append to (created on first send if the broker allows)."`
-	Key   string  `name:"key" help:"Field used as the message key: a JSON field name, or a 1-based CSV column. queue = hash(key) mod queues."`
-	Rate  float64 `name:"rate" help:"Cap records per second (0: no cap)."`
+	Topic string `arg:"" help:"Topic to append to (created on first send if the broker allows)."`
+	BrokerClientFlags
+	File   string  `short:"f" name:"file" help:"Read the records from this file (default: standard input)." type:"existingfile"`
+	Format string  `name:"format" enum:"json,csv" default:"json" help:"Input format: json (one JSON object per line) or csv (one record per line, no header)."`
+	Key    string  `name:"key" help:"Field used as the message key: a JSON field name, or a 1-based CSV column. queue = hash(key) mod queues."`
+	Rate   float64 `name:"rate" help:"Cap records per second (0: no cap)."`
 }
 
 // quietLogger drops the RocketMQ client's logs; rsql reports errors itself.
@@ -45,7 +47,7 @@ func (quietLogger) Level(string)                           {}
 func (quietLogger) OutputPath(string) error                { return nil }
 
 // nameServer resolves the name server to use and checks that something answers there.
-func nameServer(cm *Common) (string, error) {
+func nameServer(cm *BrokerClientFlags) (string, error) {
 	rlog.SetLogger(quietLogger{})
 	addr, hint := cm.NamesrvAddr, "start one with `rsql server` (or `rsql broker`)"
 	if cm.Namesrv != "" {
@@ -140,17 +142,10 @@ func (r *recordReader) next() (body []byte, key string, err error) {
 	return nil, "", io.EOF
 }
 
-func (c *ProduceCmd) Run(cm *Common, cli *CLI) error {
-	format := cli.Format
-	switch format {
-	case "", "json":
-		format = "json"
-	case "csv":
-	default:
-		return &exitError{fmt.Sprintf("--format %s: produce reads json or csv", format)}
-	}
-	file := cli.File
-	ns, err := nameServer(cm)
+func (c *ProduceCmd) Run() error {
+	format := c.Format
+	file := c.File
+	ns, err := nameServer(&c.BrokerClientFlags)
 	if err != nil {
 		return err
 	}
