@@ -23,6 +23,10 @@ type Message struct {
 // ErrEndOfSplit is returned by SplitReader.Read when a bounded split has no more records.
 var ErrEndOfSplit = errors.New("end of split")
 
+// ErrFileChanged says a file sink's file no longer holds what its job wrote (it was cut
+// or replaced by something else).
+var ErrFileChanged = errors.New("file changed by another writer")
+
 // Source is a readable stream: a set of splits (file: one; topic: its queues).
 type Source interface {
 	// Splits lists the split ids. For a topic, the ids are the queue numbers as text.

@@ -255,15 +255,25 @@ func AppendKey(dst []byte, v Value) []byte {
 	return binary.BigEndian.AppendUint64(dst, uint64(v.I)^(1<<63))
 }
 
-// CastValue converts v to type t. It fails (code 22023) when the value cannot be
-// represented: text that is not a number/boolean/timestamp, a number out of range, text
-// that is not valid JSON. NULL casts to NULL.
+// CastValue converts v to type t. NULL casts to NULL. It fails, with PostgreSQL's codes, when
+// the value cannot be represented: 22P02 for text that is not a number, boolean, timestamp
+// or valid JSON; 22003 for a number out of the type's range; 42846 for a kind that does not
+// convert to t at all.
 func CastValue(v Value, t Type) (Value, error) {
 	if v.K == KindNull {
 		return Null, nil
 	}
+	text := v.K == KindVarchar || v.K == KindJSON
+	fail := func(code string) (Value, error) {
+		return Null, Errorf(code, "cannot cast %s %s to %s", v.K, quoteString(v.String()), t)
+	}
+	// bad is a failure of a kind that converts: text that does not parse, or a value out of
+	// range.
 	bad := func() (Value, error) {
-		return Null, Errorf(CodeInvalidValue, "cannot cast %s %s to %s", v.K, quoteString(v.String()), t)
+		if text {
+			return fail(CodeInvalidText)
+		}
+		return fail(CodeOutOfRange)
 	}
 	switch t.Kind {
 	case KindNull:
@@ -283,8 +293,9 @@ func CastValue(v Value, t Type) (Value, error) {
 			case "false", "f", "0", "no", "n", "off":
 				return Bool(false), nil
 			}
+			return bad()
 		}
-		return bad()
+		return fail(CodeCannotCoerce)
 	case KindInt, KindBigInt:
 		var i int64
 		switch {
@@ -310,7 +321,7 @@ func CastValue(v Value, t Type) (Value, error) {
 			}
 			i = n
 		default:
-			return bad()
+			return fail(CodeCannotCoerce)
 		}
 		if t.Kind == KindInt {
 			if i < math.MinInt32 || i > math.MaxInt32 {
@@ -330,7 +341,7 @@ func CastValue(v Value, t Type) (Value, error) {
 		case kindClass(v.K) == 1:
 			return Double(v.AsFloat()), nil
 		}
-		return bad()
+		return fail(CodeCannotCoerce)
 	case KindDecimal:
 		var u int64
 		var ok bool
@@ -349,6 +360,8 @@ func CastValue(v Value, t Type) (Value, error) {
 			u = int64(f)
 		case v.K == KindVarchar || v.K == KindJSON:
 			u, ok = parseDecimal(strings.TrimSpace(v.S), t.Scale)
+		default:
+			return fail(CodeCannotCoerce)
 		}
 		if !ok {
 			return bad()
@@ -376,8 +389,9 @@ func CastValue(v Value, t Type) (Value, error) {
 			if ms, ok := ParseTimestamp(s); ok {
 				return Timestamp(ms), nil
 			}
+			return bad()
 		}
-		return bad()
+		return fail(CodeCannotCoerce)
 	case KindJSON:
 		switch v.K {
 		case KindJSON:
@@ -399,9 +413,9 @@ func CastValue(v Value, t Type) (Value, error) {
 		if intLike(v.K) {
 			return Interval(v.I), nil
 		}
-		return bad()
+		return fail(CodeCannotCoerce)
 	}
-	return bad()
+	return fail(CodeCannotCoerce)
 }
 
 // roundScaled rounds x (scaled by 10^from) to scale to (< from), half away from zero.

@@ -52,7 +52,7 @@ func runShell(cli *ShellCmd) error {
 		cancel()
 	}
 	if addr != "" {
-		rc := &remoteConn{addr: addr}
+		rc := &remoteConn{addr: addr, check: true}
 		defer rc.close()
 		sh := &shell{
 			run:   func(ctx context.Context, text string) error { return rc.run(ctx, text, false) },
