@@ -727,7 +727,7 @@ func (e *Engine) env(job string) exec.Env {
 
 func (e *Engine) needBroker(stream string) (*broker.Broker, error) {
 	if e.cfg.Broker == nil {
-		return nil, sql.Errorf(sql.CodeNotSupported, "stream %s lives on the broker, and this rsql runs none: use `rsql server` or `rsql` (or connector = 'file')", stream)
+		return nil, sql.Errorf(sql.CodeNotSupported, "stream %s lives on a broker, and this rsql runs none (rsql -c/-f without --server runs an engine of its own, without a broker): send the statements to a running server with --server ADDR (or use connector = 'file')", stream)
 	}
 	return e.cfg.Broker, nil
 }

@@ -28,7 +28,7 @@ var settings = func() map[string]setting {
 		{name: "offset_reset", values: []string{"earliest", "latest"}, def: "latest",
 			doc: "where a push query over a topic starts: earliest (the retained history) or latest (new records)"},
 		{name: "application_name", check: anyText, def: "", doc: "the client's name"},
-		{name: "client_encoding", values: []string{"utf8"}, check: utf8Name, def: "UTF8", doc: "UTF8 only"},
+		{name: "client_encoding", check: utf8Name, def: "UTF8", doc: "UTF8 only"},
 		{name: "datestyle", check: dateStyle, def: "ISO, MDY", doc: "ISO only"},
 		{name: "timezone", check: utcName, def: "UTC", doc: "UTC only"},
 		{name: "extra_float_digits", check: intIn(-15, 3), def: "1", doc: "a whole number from -15 to 3"},

@@ -168,10 +168,16 @@ func (p *stmtParser) statement() (Statement, error) {
 		if id.Kind != tokIdent && id.Kind != tokNumber && id.Kind != tokString && id.Kind != tokQIdent {
 			return nil, p.errNear(id, "a job id")
 		}
+		val := id.Val
+		// job-3 written without quotes, as SHOW JOBS and the messages print it.
+		if id.Kind == tokIdent && p.peek().isP("-") && p.peek().Pos == id.End && p.peekN(1).Kind == tokNumber && p.peekN(1).Pos == p.peek().End {
+			p.next()
+			val += "-" + p.next().Val
+		}
 		if err := p.expectEnd(); err != nil {
 			return nil, err
 		}
-		return &JobControl{Src: p.src0(), Action: strings.ToUpper(t.Val), ID: id.Val}, nil
+		return &JobControl{Src: p.src0(), Action: strings.ToUpper(t.Val), ID: val}, nil
 	case t.is("SET"):
 		return p.set()
 	case t.is("BEGIN"), t.is("START"), t.is("COMMIT"), t.is("END"), t.is("ROLLBACK"), t.is("ABORT"):
