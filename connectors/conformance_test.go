@@ -104,6 +104,11 @@ func drainSplit(t *testing.T, src Source, split string, offset int64, max int) [
 		if len(out) == n {
 			return out
 		}
+		for _, m := range out[n:] {
+			if m.Split != split {
+				t.Fatalf("split %s: message at offset %d says it is of split %q", split, m.Offset, m.Split)
+			}
+		}
 	}
 }
 

@@ -161,7 +161,7 @@ func (r *fileReader) Read(ctx context.Context, buf []Message, max int) ([]Messag
 		}
 		spanList = append(spanList, span{len(block), len(line)})
 		block = append(block, line...)
-		buf = append(buf, Message{Offset: r.line})
+		buf = append(buf, Message{Offset: r.line, Split: fileSplit})
 		if len(block) >= 4<<20 {
 			break // keep a batch's memory bounded
 		}

@@ -27,6 +27,11 @@ func readAll(t *testing.T, r SplitReader, max int) []Message {
 		if len(all)-n > max {
 			t.Fatalf("read %d messages, max %d", len(all)-n, max)
 		}
+		for _, m := range all[n:] {
+			if m.Split != fileSplit {
+				t.Fatalf("line %d says it is of split %q", m.Offset, m.Split)
+			}
+		}
 	}
 }
 

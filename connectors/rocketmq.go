@@ -202,7 +202,7 @@ func (s *RocketMQSource) Open(ctx context.Context, split string, offset int64) (
 		return nil, fmt.Errorf("topic %s queue %d: offset %d is negative", s.topic, q, offset)
 	}
 	mq := *mqs[q]
-	r := &rocketMQReader{s: s, split: q, mq: &mq, next: offset, fetch: offset}
+	r := &rocketMQReader{s: s, split: q, splitName: split, mq: &mq, next: offset, fetch: offset}
 	r.maxSeen.Store(-1)
 	return r, nil
 }
@@ -218,9 +218,10 @@ type pullOutcome struct {
 // context, so Read waits for the pull's answer at most Wait and otherwise leaves it pending
 // for the next Read: reads stay bounded and new messages still arrive with long-poll latency.
 type rocketMQReader struct {
-	s     *RocketMQSource
-	split int
-	mq    *primitive.MessageQueue
+	s         *RocketMQSource
+	split     int
+	splitName string
+	mq        *primitive.MessageQueue
 	// next is the offset of the next message Read returns; fetch the offset the next pull
 	// asks for (beyond next when held has messages pulled but not yet returned).
 	next, fetch int64
@@ -306,7 +307,7 @@ func (r *rocketMQReader) Read(ctx context.Context, buf []Message, max int) ([]Me
 					continue
 				}
 				r.held = append(r.held, Message{Offset: m.QueueOffset, Key: []byte(m.GetKeys()), Body: m.Body,
-					Timestamp: m.StoreTimestamp, ID: m.GetProperty(PropMessageID)})
+					Timestamp: m.StoreTimestamp, ID: m.GetProperty(PropMessageID), Split: r.splitName})
 			}
 			if len(r.held) > 0 {
 				r.fetch = max64(res.NextBeginOffset, r.held[len(r.held)-1].Offset+1)

@@ -28,7 +28,11 @@
 //   - Side outputs are opened with Env.OpenSink: dlq_topic/late_topic as a SinkSpec of the
 //     stream's connector with Options{topic, format}, dlq_path/late_path as connector
 //     "file" with Options{path, format}. Late rows are encoded with the stream's format
-//     over the aggregation's input columns.
+//     over the aggregation's input columns. A dead-letter SinkSpec's Options also hold
+//     dlq_of, the stream whose bad records it takes, and each message written to it carries
+//     the Offset and Split it was read at: Env.OpenSink can keep one copy of a bad record
+//     however many jobs read the stream (the server does, with ids
+//     "<stream>/<split>/<offset>").
 //   - Watermark of a split = max event time - declared delay; of a stage = min over its live
 //     splits. A split with no record for idle_timeout (stream option, default Env.IdleTimeout)
 //     stops holding it back; when all are idle it advances with the wall clock from the last
@@ -61,7 +65,7 @@
 //     commits its dedup marks in its own checkpoint (shuffle.go). Otherwise the in-process
 //     exchange routes rows to the next stage's queues and carries watermarks and checkpoint
 //     barriers in order with the rows; the downstream stage commits one checkpoint.
-//   - Exactly-once output: a main sink implementing DedupSink (the broker sink) gets rows
+//   - Exactly-once output: a main sink implementing DedupSink (the broker and file sinks) gets rows
 //     only after the checkpoint covering them commits; they wait in the checkpoint's outbox
 //     and carry ids "<job>/<epoch>/<seq>"; on start, committed outbox entries are published
 //     again, skipping ids the sink holds (outbox.go, docs/guarantees.md). Side outputs and

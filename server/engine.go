@@ -71,6 +71,9 @@ type Engine struct {
 	views map[string]*viewTable
 	idle  *sync.Cond // signalled whenever a job stops
 
+	// dlq shares dead-letter outputs between the jobs reading a stream (dlq.go).
+	dlq dlqWriters
+
 	// cluster is set in cluster mode (several instances sharing a Postgres checkpoint
 	// store, cluster.go); startMu then serializes starting and stopping jobs.
 	cluster *cluster
@@ -701,28 +704,36 @@ func (e *Engine) env(job string) exec.Env {
 			return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: reading the %s connector is not available in this build", spec.Stream, spec.Connector)
 		},
 		OpenSink: func(spec planner.SinkSpec) (connectors.Sink, error) {
-			switch spec.Connector {
-			case "file":
-				return connectors.OpenFileSink(spec.Options["path"])
-			case "print":
-				return connectors.NewPrintSink(os.Stdout), nil
-			case "broker":
-				if e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
-					return connectors.OpenRocketMQSink(context.Background(), *e.cfg.RocketMQ, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
-				}
-				b, err := e.needBroker(spec.Stream)
-				if err != nil {
-					return nil, err
-				}
-				return connectors.OpenBrokerSink(b, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
+			if of := spec.Options[exec.DLQOf]; of != "" {
+				return e.dlq.open(spec, of, e.openSink)
 			}
-			return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: writing the %s connector is not available in this build", spec.Stream, spec.Connector)
+			return e.openSink(spec)
 		},
 		NewFormat:     connectors.NewFormat,
 		Store:         e.store,
 		ShuffleTopics: e.cfg.Broker != nil || e.cfg.RocketMQ != nil,
 		Commit:        e.commitCheckpoint,
 	}
+}
+
+// openSink opens the sink of spec's connector.
+func (e *Engine) openSink(spec planner.SinkSpec) (connectors.Sink, error) {
+	switch spec.Connector {
+	case "file":
+		return connectors.OpenFileSink(spec.Options["path"])
+	case "print":
+		return connectors.NewPrintSink(os.Stdout), nil
+	case "broker":
+		if e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
+			return connectors.OpenRocketMQSink(context.Background(), *e.cfg.RocketMQ, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
+		}
+		b, err := e.needBroker(spec.Stream)
+		if err != nil {
+			return nil, err
+		}
+		return connectors.OpenBrokerSink(b, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
+	}
+	return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: writing the %s connector is not available in this build", spec.Stream, spec.Connector)
 }
 
 func (e *Engine) needBroker(stream string) (*broker.Broker, error) {

@@ -405,3 +405,84 @@ func TestShowJobsKeepsFinishedCounters(t *testing.T) {
 		t.Errorf("SHOW JOBS after a restart: %q", r)
 	}
 }
+
+// topicMessages returns every message of topic on the in-process broker.
+func (te *testEngine) topicMessages(topic string) []broker.Message {
+	te.t.Helper()
+	ti, ok := te.b.Topic(topic)
+	if !ok {
+		return nil
+	}
+	var out []broker.Message
+	for q := 0; q < ti.Queues; q++ {
+		for off := int64(0); ; {
+			msgs, next, err := te.b.Pull(context.Background(), topic, q, off, 256, 0)
+			if err != nil {
+				te.t.Fatal(err)
+			}
+			out = append(out, msgs...)
+			if len(msgs) == 0 || next <= off {
+				break
+			}
+			off = next
+		}
+	}
+	return out
+}
+
+// Several jobs (and a job started again) reading a stream with bad records leave one
+// dead-letter copy of each bad record, with an id naming the stream, split and offset.
+func TestDeadLetterOncePerRecord(t *testing.T) {
+	te := newTestEngine(t, true)
+	te.mustExec("CREATE STREAM ev (id BIGINT) WITH (queues = 2, dlq_topic = 'ev_dlq')")
+	var good, bad []broker.Message
+	for i := 0; i < 10; i++ {
+		bad = append(bad, broker.Message{Body: []byte(`{"id": "bad` + string(rune('a'+i)) + `"}`)})
+		good = append(good, broker.Message{Body: []byte(`{"id": 1}`)})
+	}
+	for q := 0; q < 2; q++ {
+		if _, err := te.b.Append("ev", q, append(append([]broker.Message(nil), good[:5]...), bad[q*5:q*5+5]...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	te.mustExec("CREATE STREAM a (id BIGINT) WITH (queues = 1)")
+	te.mustExec("CREATE STREAM b (id BIGINT) WITH (queues = 1)")
+	te.mustExec("INSERT INTO a SELECT id FROM ev")
+	te.mustExec("INSERT INTO b SELECT id FROM ev")
+	badOf := func(job string) string {
+		_, rows := te.mustExec("SHOW JOBS")
+		for _, r := range rows[0] {
+			if r[0] == job {
+				return r[10]
+			}
+		}
+		return ""
+	}
+	waitFor(t, "both jobs to see the bad records", func() bool { return badOf("job-1") == "10" && badOf("job-2") == "10" })
+	check := func(when string) {
+		t.Helper()
+		msgs := te.topicMessages("ev_dlq")
+		ids := map[string]bool{}
+		for _, m := range msgs {
+			id := m.Properties["RSQL_ID"]
+			if !strings.HasPrefix(id, "ev/") || ids[id] {
+				t.Fatalf("%s: dead-letter message with id %q (seen before: %v)", when, id, ids[id])
+			}
+			ids[id] = true
+		}
+		if len(msgs) != 10 || !ids["ev/0/5"] || !ids["ev/1/9"] {
+			t.Fatalf("%s: %d dead-letter messages with ids %v, want the 10 bad records once", when, len(msgs), ids)
+		}
+	}
+	check("two jobs")
+	// A new job reads the stream from its start again; so does one after a restart, when
+	// the ids are read back from the topic.
+	te.mustExec("CREATE STREAM c AS SELECT id FROM ev")
+	waitFor(t, "the third job", func() bool { return badOf("job-3") == "10" })
+	check("three jobs")
+	te.e.Close()
+	te.open()
+	te.mustExec("CREATE STREAM d AS SELECT id FROM ev")
+	waitFor(t, "the fourth job", func() bool { return badOf("job-4") == "10" })
+	check("after a restart")
+}
