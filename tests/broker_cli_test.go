@@ -115,6 +115,26 @@ func TestBrokerCLIConsumeGroupRounds(t *testing.T) {
 	}
 }
 
+// A line over the record limit stops `rsql produce` with a message naming it; the records
+// before it are sent, none after, and nothing is lost silently.
+func TestBrokerCLIProduceLongLine(t *testing.T) {
+	b := startBroker(t)
+	in := "{\"n\":1}\n{\"n\":2}\n{\"n\":\"" + strings.Repeat("x", 5<<20) + "\"}\n{\"n\":4}\n"
+	_, errOut, err := runRsql(t, in, "produce", "longline", "--namesrv-addr", b.NS)
+	if err == nil {
+		t.Fatalf("produce accepted a 5 MiB line: %s", errOut)
+	}
+	for _, want := range []string{"line 3 is 5242888 bytes", "limit of 4190208 bytes", "the 2 records before it were sent"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("produce's message lacks %q:\n%s", want, errOut)
+		}
+	}
+	out, _, err := runRsql(t, "", "consume", "longline", "--from-beginning", "--idle-exit", "1s", "--namesrv-addr", b.NS)
+	if err != nil || strings.Join(lines(out), " ") != `{"n":1} {"n":2}` {
+		t.Errorf("the topic holds %q (%v), want the two records before the long line", out, err)
+	}
+}
+
 // busyCPU keeps every CPU busy with spinning goroutines until the returned stop is called.
 func busyCPU() (stop func()) {
 	done := make(chan struct{})
