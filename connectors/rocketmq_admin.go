@@ -160,8 +160,9 @@ func fetchRoute(ctx context.Context, ns, topic string) (*topicRoute, error) {
 }
 
 // masterBrokers asks the name server ns for its cluster and returns the address of every
-// master broker (broker id 0), sorted by broker name: where RocketMQ's admin tool
-// (`mqadmin updateTopic -c CLUSTER`) creates a topic. cluster "" means every cluster.
+// master broker (broker id 0) of cluster, sorted by broker name: where RocketMQ's admin tool
+// (`mqadmin updateTopic -c CLUSTER`) creates a topic. cluster "" is the only cluster the
+// name server knows.
 func masterBrokers(ctx context.Context, ns, cluster string) ([]string, error) {
 	resp, err := rmqCall(ctx, ns, reqGetClusterInfo, nil)
 	if err != nil {
@@ -174,14 +175,20 @@ func masterBrokers(ctx context.Context, ns, cluster string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("name server %s: %w", ns, err)
 	}
-	var names []string
-	if cluster != "" {
-		names = ci.ClusterAddrTable[cluster]
-	} else {
-		for n := range ci.BrokerAddrTable {
-			names = append(names, n)
+	if cluster == "" {
+		if len(ci.ClusterAddrTable) > 1 {
+			var cs []string
+			for c := range ci.ClusterAddrTable {
+				cs = append(cs, c)
+			}
+			sort.Strings(cs)
+			return nil, fmt.Errorf("name server %s serves the clusters %v: create the topic on one first (mqadmin updateTopic -c CLUSTER -t TOPIC)", ns, cs)
+		}
+		for c := range ci.ClusterAddrTable {
+			cluster = c
 		}
 	}
+	names := append([]string(nil), ci.ClusterAddrTable[cluster]...)
 	sort.Strings(names)
 	var out []string
 	for _, n := range names {
