@@ -12,7 +12,7 @@ import (
 	"rsql/broker/remoting"
 )
 
-// Request codes (ROCKETMQ-PROTOCOL.md §2).
+// Request codes (docs/broker.md: the supported-codes table and "Protocol notes").
 const (
 	codeSendMessage        = 10
 	codePullMessage        = 11

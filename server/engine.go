@@ -341,6 +341,9 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 	if err := checkStreamTopic(d); err != nil {
 		return nil, err
 	}
+	if err := checkPartitionColumns(d); err != nil {
+		return nil, err
+	}
 	if d.Options["connector"] == "broker" && e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
 		src, err := connectors.OpenRocketMQSource(context.Background(), *e.cfg.RocketMQ, topicOf(d.Name, d.Options), queuesOf(d.Options))
 		if err != nil {
@@ -365,7 +368,7 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 	return &Result{Tag: "CREATE STREAM"}, nil
 }
 
-// withDefaults fills in the options SQL.md gives defaults for.
+// withDefaults fills in the options docs/sql.md ("WITH options") gives defaults for.
 func withDefaults(name string, opts map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range opts {
@@ -425,6 +428,9 @@ func (e *Engine) createDerived(s *sql.CreateStream) (*Result, error) {
 	}
 	d := &StreamDef{Name: s.Name, Columns: columnDefs(q.OutputSchema()), Options: withDefaults(s.Name, s.Options), Statement: s.Text}
 	if err := checkStreamTopic(*d); err != nil {
+		return nil, err
+	}
+	if err := checkPartitionColumns(*d); err != nil {
 		return nil, err
 	}
 	sink := planner.SinkSpec{Stream: d.Name, Connector: d.Options["connector"], Options: d.Options, Schema: d.Schema()}

@@ -381,6 +381,8 @@ func TestTopicNames(t *testing.T) {
 func TestOptionsAndValueErrors(t *testing.T) {
 	te := newTestEngine(t, true)
 	te.wantCode("CREATE STREAM s (a BIGINT) WITH (colour = 'red')", "22023", knownOptions...)
+	te.wantCode("CREATE STREAM p (a BIGINT, b INT) WITH (key = 'a, c')", "42703", `no column "c"`)
+	te.mustExec("CREATE STREAM p (a BIGINT, b INT) WITH (partitioned_by = 'b,a')")
 	te.mustExec("CREATE STREAM s (a BIGINT, b INT) WITH (queues = 1)")
 	te.wantCode("INSERT INTO s VALUES ('x', 1)", "22P02", "row 1, column a")
 	te.wantCode("INSERT INTO s VALUES (1, 99999999999)", "22003", "column b")

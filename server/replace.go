@@ -78,6 +78,24 @@ func checkTopicName(what, topic string) error {
 	return nil
 }
 
+// checkPartitionColumns refuses (42703) a key or partitioned_by option that names a column
+// the stream does not have (the planner would otherwise ignore the option).
+func checkPartitionColumns(d StreamDef) error {
+	schema := d.Schema()
+	for _, opt := range []string{"partitioned_by", "key"} {
+		v, ok := d.Options[opt]
+		if !ok {
+			continue
+		}
+		for _, name := range strings.Split(v, ",") {
+			if schema.Index(strings.TrimSpace(name)) < 0 {
+				return sql.Errorf(sql.CodeUnknownColumn, "%s = '%s': stream %s has no column %q", opt, v, d.Name, strings.TrimSpace(name))
+			}
+		}
+	}
+	return nil
+}
+
 // checkStreamTopic checks the topic of a stream on the broker (by default its name).
 func checkStreamTopic(d StreamDef) error {
 	if d.Options["connector"] != "broker" {

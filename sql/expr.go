@@ -61,7 +61,7 @@ func formatInterval(ms int64) string {
 
 // Call is an operator or a scalar function applied to Args. Func is upper case: the
 // operators "+", "-", "*", "/", "%", "NEG", "=", "<>", "<", "<=", ">", ">=", "AND", "OR",
-// "NOT", and the function names of SQL.md (COALESCE, LOWER, UPPER, CONCAT, SUBSTRING,
+// "NOT", and the function names of docs/sql.md (COALESCE, LOWER, UPPER, CONCAT, SUBSTRING,
 // LENGTH, TRIM, LTRIM, RTRIM, ABS, ROUND, FLOOR, CEIL, MOD, NOW, DATE_FORMAT, EXTRACT,
 // JSON_EXTRACT, JSON_UNQUOTE). EXTRACT's first argument is a VARCHAR literal naming the unit.
 // Build calls with NewCall, which checks argument types and computes T.
