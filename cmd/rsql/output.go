@@ -114,6 +114,7 @@ func (p *printer) resultMode(ctx context.Context, r *server.Result, mode streami
 	count := 0
 	stream := func() {
 		tw = newTableWriter(p.w, r.Columns, held)
+		tw.fitTypes(r.Columns)
 		tw.header()
 		for _, h := range held {
 			tw.row(h)
@@ -216,6 +217,22 @@ func newTextTable(w *bufio.Writer, names []string, rows [][]string, right func(i
 		}
 	}
 	return t
+}
+
+// fitTypes widens the columns whose type prints at one width (TIMESTAMP, BOOLEAN) to that
+// width, so rows printed as they arrive line up under a header printed before them.
+func (t *tableWriter) fitTypes(cols sql.Schema) {
+	for i, c := range cols {
+		if i >= len(t.widths) {
+			break
+		}
+		switch c.Type.Kind {
+		case sql.KindTimestamp:
+			t.widths[i] = max(t.widths[i], len("2006-01-02T15:04:05.000Z"))
+		case sql.KindBool:
+			t.widths[i] = max(t.widths[i], len("false"))
+		}
+	}
 }
 
 // cellWidth is the width of a cell's widest line.
