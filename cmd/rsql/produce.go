@@ -124,7 +124,7 @@ type recordReader struct {
 // maxRecordBytes is read to its end and reported as *errRecordTooLong.
 func (r *recordReader) readLine() ([]byte, error) {
 	r.buf = r.buf[:0]
-	var size int64 // bytes of the line, its line end included
+	var size int64   // bytes of the line, its line end included
 	var last [2]byte // the line's last two bytes
 	for {
 		chunk, err := r.br.ReadSlice('\n')
