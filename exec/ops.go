@@ -7,11 +7,11 @@ import (
 
 // filterOp keeps the rows for which the predicate is TRUE, compacting the batch in place.
 type filterOp struct {
+	stateless
 	pred planner.Evaluator
-	next Operator
 }
 
-func (f *filterOp) Process(b *Batch) error {
+func (f *filterOp) Process(_ int, b *Batch, out Emitter) error {
 	rows := b.Rows
 	offs := b.Offsets
 	k := 0
@@ -31,21 +31,17 @@ func (f *filterOp) Process(b *Batch) error {
 	if offs != nil {
 		b.Offsets = offs[:k]
 	}
-	return f.next.Process(b)
+	return out.Emit(b)
 }
-
-func (f *filterOp) Watermark(wm int64) error { return f.next.Watermark(wm) }
-func (f *filterOp) Control(c *Control) error { return f.next.Control(c) }
-func (f *filterOp) Close() error             { return nil }
 
 // projectOp computes its expressions over each row into a reused arena.
 type projectOp struct {
+	stateless
 	exprs []planner.Evaluator
-	next  Operator
 	out   rowArena
 }
 
-func (p *projectOp) Process(b *Batch) error {
+func (p *projectOp) Process(_ int, b *Batch, out Emitter) error {
 	p.out.reset()
 	for _, r := range b.Rows {
 		for _, e := range p.exprs {
@@ -59,23 +55,19 @@ func (p *projectOp) Process(b *Batch) error {
 	nb := p.out.build(b.Split)
 	nb.Offsets = b.Offsets
 	p.out.reset()
-	return p.next.Process(nb)
+	return out.Emit(nb)
 }
-
-func (p *projectOp) Watermark(wm int64) error { return p.next.Watermark(wm) }
-func (p *projectOp) Control(c *Control) error { return p.next.Control(c) }
-func (p *projectOp) Close() error             { return nil }
 
 // windowAssignOp appends window_start and window_end to each row, one output row per
 // window the row's event time falls in. Rows with a NULL time belong to no window.
 type windowAssignOp struct {
+	stateless
 	w    planner.WindowSpec
-	next Operator
 	out  rowArena
 	offs []int64
 }
 
-func (o *windowAssignOp) Process(b *Batch) error {
+func (o *windowAssignOp) Process(_ int, b *Batch, out Emitter) error {
 	o.out.reset()
 	o.offs = o.offs[:0]
 	for i, r := range b.Rows {
@@ -101,12 +93,8 @@ func (o *windowAssignOp) Process(b *Batch) error {
 		nb.Offsets = o.offs
 	}
 	o.out.reset()
-	return o.next.Process(nb)
+	return out.Emit(nb)
 }
-
-func (o *windowAssignOp) Watermark(wm int64) error { return o.next.Watermark(wm) }
-func (o *windowAssignOp) Control(c *Control) error { return o.next.Control(c) }
-func (o *windowAssignOp) Close() error             { return nil }
 
 // floorDiv rounds a/b toward negative infinity (b > 0).
 func floorDiv(a, b int64) int64 {
@@ -134,11 +122,11 @@ func lastWindowStart(w planner.WindowSpec, t int64) int64 {
 
 // limitOp lets N rows through, then reports ErrLimitReached.
 type limitOp struct {
+	stateless
 	n, seen int64
-	next    Operator
 }
 
-func (l *limitOp) Process(b *Batch) error {
+func (l *limitOp) Process(_ int, b *Batch, out Emitter) error {
 	left := l.n - l.seen
 	if left <= 0 {
 		return ErrLimitReached
@@ -150,7 +138,7 @@ func (l *limitOp) Process(b *Batch) error {
 		}
 	}
 	l.seen += int64(len(b.Rows))
-	if err := l.next.Process(b); err != nil {
+	if err := out.Emit(b); err != nil {
 		return err
 	}
 	if l.seen >= l.n {
@@ -159,14 +147,13 @@ func (l *limitOp) Process(b *Batch) error {
 	return nil
 }
 
-func (l *limitOp) Watermark(wm int64) error { return l.next.Watermark(wm) }
-func (l *limitOp) Control(c *Control) error { return l.next.Control(c) }
-func (l *limitOp) Close() error             { return nil }
+// unionOp passes the rows of every input through unchanged (UNION ALL). The inputs' rows
+// have the same layout (the planner casts them to the union's types first).
+type unionOp struct{ stateless }
 
-// discardOp ends a pipeline that has no sink (tests, benchmarks).
-type discardOp struct{ rows int64 }
+func (unionOp) Process(_ int, b *Batch, out Emitter) error { return out.Emit(b) }
 
-func (d *discardOp) Process(b *Batch) error   { d.rows += int64(len(b.Rows)); return nil }
-func (d *discardOp) Watermark(int64) error    { return nil }
-func (d *discardOp) Control(c *Control) error { return nil }
-func (d *discardOp) Close() error             { return nil }
+// discard is an Emitter that counts and drops rows (tests, benchmarks).
+type discard struct{ rows int64 }
+
+func (d *discard) Emit(b *Batch) error { d.rows += int64(len(b.Rows)); return nil }

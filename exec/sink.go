@@ -103,6 +103,7 @@ func (s *sinkOp) Process(b *Batch) error {
 }
 
 func (s *sinkOp) Watermark(int64) error { return nil }
+func (s *sinkOp) End() error            { return nil }
 
 func (s *sinkOp) Control(c *Control) error {
 	if c.Kind == Checkpoint && s.eo != nil {
@@ -139,6 +140,22 @@ func (s *sinkOp) Close() error {
 	return nil
 }
 
+func openSinkOp(ctx context.Context, env *Env, spec planner.SinkSpec, cnt *counters) (*sinkOp, error) {
+	name := spec.Options["format"]
+	if name == "" {
+		name = "json"
+	}
+	f, err := env.NewFormat(name, spec.Schema)
+	if err != nil {
+		return nil, &SinkError{Sink: sinkName(spec), Err: err}
+	}
+	s, err := env.OpenSink(spec)
+	if err != nil {
+		return nil, &SinkError{Sink: sinkName(spec), Err: err}
+	}
+	return &sinkOp{ctx: ctx, sink: s, format: f, keyCols: spec.KeyColumns, cnt: cnt, what: sinkName(spec)}, nil
+}
+
 // callbackOp hands each row to a function (push queries). The row is valid only during the
 // call.
 type callbackOp struct {
@@ -156,6 +173,7 @@ func (c *callbackOp) Process(b *Batch) error {
 	return nil
 }
 func (c *callbackOp) Watermark(int64) error  { return nil }
+func (c *callbackOp) End() error             { return nil }
 func (c *callbackOp) Control(*Control) error { return nil }
 func (c *callbackOp) Close() error           { return nil }
 

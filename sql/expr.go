@@ -342,6 +342,8 @@ func (k WindowKind) String() string {
 		return "HOP"
 	case WindowSession:
 		return "SESSION"
+	case WindowGiven:
+		return "WINDOW"
 	}
 	return "NONE"
 }

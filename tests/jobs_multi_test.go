@@ -180,6 +180,7 @@ func runAcrossInstances(t *testing.T, ddl string, evSeed int64, whole bool) {
 
 	// Windows close by idle timeout on both instances, then the next checkpoints publish.
 	// A job run whole has a watermark only where it runs.
+	closeWindows(t, a.ns, lastEnd)
 	deadline := time.Now().Add(90 * time.Second)
 	for _, s := range []*clusterServer{a, b} {
 		for {

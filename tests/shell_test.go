@@ -170,11 +170,12 @@ func TestEmbeddedDefaultShell(t *testing.T) {
 	sh.send("streams;", "Enter")
 	sh.waitFor(" events | broker", 1)
 
-	// A second rsql sends its statements to the running one.
-	cmd := exec.Command(bin, "-c", "SELECT a, b FROM events WHERE a > 41 LIMIT 1", "--format", "json")
+	// A second rsql sends its statements to the running one (--server, here RSQL_SERVER).
+	// It reads from the beginning of the topic, so it gets the row inserted below however
+	// late its query starts (a session starts at the end of the topic by default).
+	cmd := exec.Command(bin, "-c", "SET offset_reset = 'earliest'; SELECT a, b FROM events WHERE a > 42 LIMIT 1", "--format", "json")
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(cmd.Environ(), "RSQL_SERVER="+pgAddr)
-	// Its session starts at the end of the topic; the row it waits for is inserted below.
 	second := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = second, second
 	if err := cmd.Start(); err != nil {
@@ -204,7 +205,7 @@ func TestEmbeddedDefaultShell(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
-		t.Fatalf("second rsql's push query did not end: %q", second.String())
+		t.Fatalf("second rsql's push query did not end: %q\n%s", second.String(), sh.screen())
 	}
 	sh.send(`\q`, "Enter")
 	deadline := time.Now().Add(60 * time.Second)
