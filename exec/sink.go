@@ -229,10 +229,13 @@ type rawOutput struct {
 	what string
 }
 
+// write hands m, as read, to the sink; it keeps m's Offset and Split so the sink can tell
+// copies of one record apart from different records (package doc).
 func (o *rawOutput) write(ctx context.Context, m connectors.Message) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	msg := connectors.Message{Key: m.Key, Body: append([]byte(nil), m.Body...), Timestamp: m.Timestamp}
+	msg := connectors.Message{Key: m.Key, Body: append([]byte(nil), m.Body...), Timestamp: m.Timestamp,
+		Offset: m.Offset, Split: m.Split}
 	if err := o.sink.Write(ctx, []connectors.Message{msg}); err != nil {
 		return &SinkError{Sink: o.what, Err: err}
 	}
@@ -262,20 +265,29 @@ func sideSpec(src planner.SourceSpec, kind string, schema sql.Schema) (planner.S
 	if format == "" {
 		format = "json"
 	}
+	var spec planner.SinkSpec
 	if t := src.Options[kind+"_topic"]; t != "" {
 		conn := src.Connector
 		if conn == "" || conn == "file" {
 			conn = "broker"
 		}
-		return planner.SinkSpec{Stream: t, Connector: conn, Schema: schema,
-			Options: map[string]string{"topic": t, "format": format}}, true
+		spec = planner.SinkSpec{Stream: t, Connector: conn, Schema: schema,
+			Options: map[string]string{"topic": t, "format": format}}
+	} else if p := src.Options[kind+"_path"]; p != "" {
+		spec = planner.SinkSpec{Stream: p, Connector: "file", Schema: schema,
+			Options: map[string]string{"path": p, "format": format}}
+	} else {
+		return planner.SinkSpec{}, false
 	}
-	if p := src.Options[kind+"_path"]; p != "" {
-		return planner.SinkSpec{Stream: p, Connector: "file", Schema: schema,
-			Options: map[string]string{"path": p, "format": format}}, true
+	if kind == "dlq" {
+		spec.Options[DLQOf] = src.Stream
 	}
-	return planner.SinkSpec{}, false
+	return spec, true
 }
+
+// DLQOf is the SinkSpec option of a dead-letter output that names the stream whose bad
+// records it takes.
+const DLQOf = "dlq_of"
 
 func sinkName(s planner.SinkSpec) string {
 	if s.Stream != "" {

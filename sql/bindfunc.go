@@ -273,7 +273,8 @@ func (ins *Insert) Rows(target Schema) ([]Row, error) {
 			col := target[idx[j]]
 			cv, err := CastValue(v, col.Type)
 			if err != nil {
-				return nil, Errorf(CodeInvalidValue, "VALUES row %d, column %s: %s", r+1, col.Name, err.(*Error).Message)
+				ce := err.(*Error)
+				return nil, Errorf(ce.Code, "VALUES row %d, column %s: %s", r+1, col.Name, ce.Message)
 			}
 			row[idx[j]] = cv
 		}

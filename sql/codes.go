@@ -24,4 +24,8 @@ const (
 	CodeNullNotAllowed       = "22004"
 	CodeInvalidDatetime      = "22007" // text that is not a timestamp
 	CodeUntranslatable       = "22021" // a character that cannot be represented (CHR(0))
+	CodeOutOfRange           = CodeNumericOutOfRange
+	CodeCannotCoerce         = "42846" // a kind that does not convert to the type at all
+	CodeInvalidName          = "42602" // a name that breaks a naming rule (topic names)
+	CodeWrongObjectType      = "42809" // a stream named where a view is meant, or the reverse
 )

@@ -327,7 +327,7 @@ func CastValue(v Value, t Type) (Value, error) {
 			}
 			i = n
 		default:
-			return Null, Errorf(CodeTypeMismatch, "cannot cast %s to %s", v.K, t)
+			return Null, Errorf(CodeCannotCoerce, "cannot cast %s to %s", v.K, t)
 		}
 		if t.Kind == KindInt {
 			if i < math.MinInt32 || i > math.MaxInt32 {
@@ -418,7 +418,7 @@ func CastValue(v Value, t Type) (Value, error) {
 			return Interval(v.I), nil
 		}
 	}
-	return Null, Errorf(CodeTypeMismatch, "cannot cast %s to %s", v.K, t)
+	return Null, Errorf(CodeCannotCoerce, "cannot cast %s to %s", v.K, t)
 }
 
 // pgTypeName is the PostgreSQL name of t, for messages.

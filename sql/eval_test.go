@@ -413,8 +413,9 @@ func TestInsertRows(t *testing.T) {
 	for _, bad := range []struct{ sql, code string }{
 		{`INSERT INTO orders (nope) VALUES (1)`, CodeUnknownColumn},
 		{`INSERT INTO orders (order_id) VALUES (1, 2)`, CodeSyntax},
-		{`INSERT INTO orders (order_id) VALUES ('x')`, CodeInvalidValue},
-		{`INSERT INTO orders (qty) VALUES (99999999999)`, CodeInvalidValue},
+		// PostgreSQL's codes: invalid text representation, numeric value out of range.
+		{`INSERT INTO orders (order_id) VALUES ('x')`, "22P02"},
+		{`INSERT INTO orders (qty) VALUES (99999999999)`, "22003"},
 	} {
 		sts, err := Parse(bad.sql)
 		if err != nil {

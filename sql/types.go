@@ -320,7 +320,7 @@ func arithType(fn string, a, b Type) (Type, error) {
 	return TypeNull, typeMismatch("operator %s does not apply to %s and %s", fn, a, b)
 }
 
-// ParseType maps a type name of SQL.md (case-insensitive; INTEGER, STRING, TEXT, FLOAT,
+// ParseType maps a type name of docs/sql.md (case-insensitive; INTEGER, STRING, TEXT, FLOAT,
 // REAL, BOOL, DATETIME are accepted as synonyms) to a Type.
 func ParseType(name string, precision, scale int) (Type, error) {
 	switch strings.ToUpper(name) {

@@ -11,7 +11,7 @@ import (
 // Kind is the SQL type of a value or a column.
 type Kind uint8
 
-// The SQL types of SQL.md. KindNull is the type of the NULL literal only; a column is never
+// The SQL types of docs/sql.md. KindNull is the type of the NULL literal only; a column is never
 // of KindNull. KindInterval exists only inside expressions (ts + INTERVAL ...).
 const (
 	KindNull Kind = iota

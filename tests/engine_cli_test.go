@@ -136,3 +136,42 @@ SELECT id, v * v AS sq, ts - INTERVAL '2' DAY AS before,
 		}
 	}
 }
+
+// `rsql -f` without --server runs in an engine of its own even when a server answers on
+// --pg-addr: the server's catalog does not change, relative paths are the client's, and
+// the command returns once its bounded job has written everything. A stream on the broker
+// fails with a message that names --server.
+func TestRunFileIgnoresRunningServer(t *testing.T) {
+	_, pgAddr := startServer(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte("{\"a\": 1}\n{\"a\": 2}\n{\"a\": 3}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := "CREATE STREAM src (a BIGINT) WITH (connector = 'file', path = 'in.jsonl');\n" +
+		"CREATE STREAM dst WITH (connector = 'file', path = 'out/dst.jsonl') AS SELECT a * 10 AS b FROM src;\n"
+	if err := os.WriteFile(filepath.Join(dir, "p.sql"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(buildRsql(t), "-f", "p.sql")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "RSQL_PG_ADDR="+pgAddr)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("rsql -f: %v\n%s", err, out)
+	}
+	got := readJSONLines(t, filepath.Join(dir, "out", "dst.jsonl"))
+	if len(got) != 3 || canonNumber(got[2]["b"]) != "30" {
+		t.Errorf("when rsql -f returned, out/dst.jsonl held %v", got)
+	}
+	show, errOut, err := runRsql(t, "", "--server", pgAddr, "--format", "json", "-c", "SHOW STREAMS")
+	if err != nil || strings.TrimSpace(show) != "" {
+		t.Errorf("the running server's catalog after rsql -f: %q (err %v, %s)", show, err, errOut)
+	}
+	cmd = exec.Command(buildRsql(t), "-c", "CREATE STREAM t (a BIGINT)")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "RSQL_PG_ADDR="+pgAddr)
+	out, err = cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--server") {
+		t.Errorf("a broker stream in rsql -c without --server: %v\n%s", err, out)
+	}
+}
