@@ -2,6 +2,7 @@ package exec
 
 import (
 	"container/heap"
+	"context"
 	"strings"
 
 	"rsql/planner"
@@ -28,6 +29,10 @@ type aggOp struct {
 	store state.Store
 	late  *sideOutput // late rows go here (nil: counted only)
 	cnt   *counters
+	// bad, schema: the stage's bad-record path (a row whose key or argument fails goes
+	// there, rowerrors.go) and this operator's input schema.
+	bad    *badRows
+	schema sql.Schema
 
 	nk, na int
 	splits map[string]*aggSplit
@@ -151,15 +156,29 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 	a.lateRow = a.lateRow[:0]
 	for _, r := range b.Rows {
 		h := sql.HashSeed
+		failed := false
 		for j, k := range a.node.Keys {
 			v := k(r)
 			a.keys[j] = v
 			h = sql.HashValue(h, v)
+			failed = failed || v.K == sql.KindNull && v.S != ""
 		}
 		for j := range a.node.Aggs {
 			if arg := a.node.Aggs[j].Arg; arg != nil {
-				a.args[j] = arg(r)
+				v := arg(r)
+				a.args[j] = v
+				failed = failed || v.K == sql.KindNull && v.S != ""
 			}
+		}
+		if failed {
+			cause := sql.RowError(a.keys)
+			if cause == nil {
+				cause = sql.RowError(a.args)
+			}
+			if err := a.bad.report(context.Background(), "aggregate", b.Split, r, a.schema, cause); err != nil {
+				return err
+			}
+			continue
 		}
 		switch kind {
 		case planner.WindowNone:
@@ -353,9 +372,18 @@ func (a *aggOp) updateAccs(accs []accum) {
 			}
 		case planner.AggSum, planner.AggAvg:
 			acc.n++
-			if v.K == sql.KindDouble {
+			switch v.K {
+			case sql.KindDouble:
 				acc.f += v.F
-			} else {
+			case sql.KindDecimal:
+				// NUMERIC: exact, any scale, beyond 64 bits when needed.
+				if acc.v.K != sql.KindDecimal {
+					acc.v = v
+				} else {
+					acc.v = sql.NumericAdd(acc.v, v)
+				}
+				acc.v = ownValue(acc.v)
+			default:
 				acc.i += v.I
 			}
 		case planner.AggMin:
@@ -393,6 +421,13 @@ func (a *aggOp) mergeAccs(dst, src []accum) {
 				d.set[k] = struct{}{}
 			}
 		}
+		if k := a.node.Aggs[j].Kind; (k == planner.AggSum || k == planner.AggAvg) && s.v.K == sql.KindDecimal {
+			if d.v.K == sql.KindDecimal {
+				d.v = ownValue(sql.NumericAdd(d.v, s.v))
+			} else {
+				d.v = s.v
+			}
+		}
 		d.n += s.n
 		d.i += s.i
 		d.f += s.f
@@ -417,8 +452,8 @@ func (a *aggOp) result(j int, acc *accum) sql.Value {
 		return sql.Null
 	}
 	sum := acc.f
-	if spec.ArgType.Kind == sql.KindDecimal {
-		sum += float64(acc.i) / sql.Pow10(spec.ArgType.Scale)
+	if acc.v.K == sql.KindDecimal {
+		sum += acc.v.AsFloat()
 	} else {
 		sum += float64(acc.i)
 	}
@@ -429,7 +464,10 @@ func (a *aggOp) result(j int, acc *accum) sql.Value {
 	case sql.KindDouble:
 		return sql.Double(sum)
 	case sql.KindDecimal:
-		return sql.Decimal(acc.i, spec.Type.Scale)
+		if acc.v.K != sql.KindDecimal {
+			return sql.Decimal(0, 0)
+		}
+		return acc.v
 	case sql.KindInt:
 		return sql.Int(acc.i)
 	}

@@ -33,10 +33,20 @@
 //     the stream, split and offset (line for files) and is kept in JobStats.BadErrors and
 //     passed to Env.Logf; its raw body goes to the dead-letter output when the stream has
 //     dlq_topic or dlq_path; the job goes on.
+//   - A row that fails inside the pipeline — an expression of a filter, projection or
+//     aggregation that yields an error value (sql.ErrorValue: division by zero, overflow, a
+//     cast that does not convert), or a value the sink's format cannot encode — is a bad
+//     record too: dropped, counted, its RowError (stream, split, operator, SQLSTATE,
+//     message) kept in BadErrors, and written to the source stream's dead-letter output as
+//     a JSON object {"error": {...}, "stream", "split", "row": {...}} (rowerrors.go).
 //   - Side outputs are opened with Env.OpenSink: dlq_topic/late_topic as a SinkSpec of the
 //     stream's connector with Options{topic, format}, dlq_path/late_path as connector
 //     "file" with Options{path, format}. Late rows are encoded with the stream's format
-//     over the aggregation's input columns.
+//     over the aggregation's input columns. A dead-letter SinkSpec's Options also hold
+//     dlq_of, the stream whose bad records it takes, and each message written to it carries
+//     the Offset and Split it was read at: Env.OpenSink can keep one copy of a bad record
+//     however many jobs read the stream (the server does, with ids
+//     "<stream>/<split>/<offset>").
 //   - Watermarks are per split (docs/sql.md, "Time, watermarks and late rows"): a source
 //     split's is its max event time - delay, pulled forward when it is idle; when every
 //     split of a stage is idle the watermark goes to the largest event time read, and
@@ -72,7 +82,7 @@
 //   - Shuffle topics (Env.ShuffleTopics, shuffle.go): rows carry deterministic (source
 //     split, offset, seq) ids, watermark messages go to every queue; the downstream stage
 //     drops ids it has applied and commits its dedup marks in its own commit group.
-//   - Exactly-once output: a main sink implementing DedupSink (the broker sink) gets rows
+//   - Exactly-once output: a main sink implementing DedupSink (the broker and file sinks) gets rows
 //     only after the checkpoint covering them commits; they wait in the checkpoint's outbox
 //     and carry ids "<job>/<epoch>/<seq>"; on start, committed outbox entries are published
 //     again, skipping ids the sink holds (outbox.go, docs/guarantees.md). Side outputs and

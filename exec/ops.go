@@ -1,14 +1,21 @@
 package exec
 
 import (
+	"context"
+
 	"rsql/planner"
 	"rsql/sql"
 )
 
 // filterOp keeps the rows for which the predicate is TRUE, compacting the batch in place.
+// A row whose predicate fails (an error value) goes to the bad-record path (rowerrors.go).
 type filterOp struct {
 	stateless
 	pred planner.Evaluator
+	// bad, schema, ctx: the stage's bad-record path and this operator's input schema.
+	bad    *badRows
+	schema sql.Schema
+	ctx    context.Context
 }
 
 func (f *filterOp) Process(_ int, b *Batch, out Emitter) error {
@@ -16,12 +23,17 @@ func (f *filterOp) Process(_ int, b *Batch, out Emitter) error {
 	offs := b.Offsets
 	k := 0
 	for i, r := range rows {
-		if f.pred(r).Truth() {
+		v := f.pred(r)
+		if v.K == sql.KindBool && v.I != 0 {
 			rows[k] = r
 			if offs != nil {
 				offs[k] = offs[i]
 			}
 			k++
+		} else if v.K == sql.KindNull && v.S != "" {
+			if err := f.bad.report(f.ctx, "filter", b.Split, r, f.schema, v.AsError()); err != nil {
+				return err
+			}
 		}
 	}
 	if k == 0 {
@@ -34,18 +46,38 @@ func (f *filterOp) Process(_ int, b *Batch, out Emitter) error {
 	return out.Emit(b)
 }
 
-// projectOp computes its expressions over each row into a reused arena.
+// projectOp computes its expressions over each row into a reused arena. A row with a
+// value that fails (an error value) goes to the bad-record path instead (rowerrors.go).
 type projectOp struct {
 	stateless
 	exprs []planner.Evaluator
 	out   rowArena
+	// bad, schema, ctx: the stage's bad-record path and this operator's input schema.
+	bad    *badRows
+	schema sql.Schema
+	ctx    context.Context
+	offs   []int64
 }
 
 func (p *projectOp) Process(_ int, b *Batch, out Emitter) error {
 	p.out.reset()
-	for _, r := range b.Rows {
+	var dropped []int // indexes of failed rows (rare)
+	for i, r := range b.Rows {
+		start := len(p.out.vals)
+		failed := false
 		for _, e := range p.exprs {
-			p.out.vals = append(p.out.vals, e(r))
+			v := e(r)
+			failed = failed || v.K == sql.KindNull && v.S != ""
+			p.out.vals = append(p.out.vals, v)
+		}
+		if failed {
+			cause := sql.RowError(p.out.vals[start:])
+			p.out.vals = p.out.vals[:start]
+			if err := p.bad.report(p.ctx, "project", b.Split, r, p.schema, cause); err != nil {
+				return err
+			}
+			dropped = append(dropped, i)
+			continue
 		}
 		p.out.endRow()
 	}
@@ -54,6 +86,18 @@ func (p *projectOp) Process(_ int, b *Batch, out Emitter) error {
 	}
 	nb := p.out.build(b.Split)
 	nb.Offsets = b.Offsets
+	if dropped != nil && b.Offsets != nil {
+		p.offs = p.offs[:0]
+		d := 0
+		for i, o := range b.Offsets {
+			if d < len(dropped) && dropped[d] == i {
+				d++
+				continue
+			}
+			p.offs = append(p.offs, o)
+		}
+		nb.Offsets = p.offs
+	}
 	p.out.reset()
 	return out.Emit(nb)
 }

@@ -384,6 +384,16 @@ func (j *Job) build(ctx context.Context) error {
 	return nil
 }
 
+// stageByID returns the job's stage with the given id, or nil.
+func (j *Job) stageByID(id int) *stage {
+	for _, s := range j.stages {
+		if s.plan.ID == id {
+			return s
+		}
+	}
+	return nil
+}
+
 func (j *Job) index(st *stage) int {
 	for i, s := range j.stages {
 		if s == st {
@@ -476,6 +486,7 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 		if err != nil {
 			return err
 		}
+		op.bad, op.schema = st.bad(), ps.Sink.Schema
 		if ds, ok := op.sink.(DedupSink); ok && !env.AtLeastOnce && env.CheckpointInterval > 0 {
 			op.eo = &outbox{job: j.name, stage: ps.ID, store: env.Store, ds: ds}
 			if err := op.eo.recover(ctx, op); err != nil {

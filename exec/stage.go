@@ -305,6 +305,26 @@ func (st *stage) portSchema(p planner.Port, ops []sql.Schema) sql.Schema {
 	return in
 }
 
+// bad is the stage's bad-record path (rowerrors.go).
+func (st *stage) bad() *badRows { return &badRows{st: st} }
+
+// rootDLQ is the dead-letter output of the stream the stage's rows come from (it belongs
+// to the stage that reads that stream; rawOutput is safe for concurrent use), or nil.
+func (st *stage) rootDLQ() *rawOutput {
+	s := st
+	for s.plan.Inputs[0].FromStage >= 0 {
+		up := s.job.stageByID(s.plan.Inputs[0].FromStage)
+		if up == nil {
+			return nil
+		}
+		s = up
+	}
+	if in, ok := s.inputs[0].(*sourceInput); ok {
+		return in.dlq
+	}
+	return nil
+}
+
 // rootSource is the stream the stage's rows come from at the start of the plan (for the
 // late_* options): its first input, or its first upstream stage's.
 func (st *stage) rootSource() planner.SourceSpec {
@@ -324,9 +344,9 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 	id := st.plan.ID
 	switch n := op.Node.(type) {
 	case *planner.FilterNode:
-		return &filterOp{pred: n.Pred}, nil
+		return &filterOp{pred: n.Pred, bad: st.bad(), schema: in, ctx: ctx}, nil
 	case *planner.ProjectNode:
-		return &projectOp{exprs: n.Exprs}, nil
+		return &projectOp{exprs: n.Exprs, bad: st.bad(), schema: in, ctx: ctx}, nil
 	case *planner.WindowAssignNode:
 		if n.Window.Kind != planner.WindowTumble && n.Window.Kind != planner.WindowHop {
 			return nil, fmt.Errorf("%w: stage %d: window assignment needs TUMBLE or HOP", ErrBadPlan, id)
@@ -342,7 +362,9 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		}
 		oid := OperatorID(id, "agg", i)
 		st.opIDs = append(st.opIDs, oid)
-		return newAggOp(n, st.job.name, oid, env.Store, late, &st.job.cnt), nil
+		a := newAggOp(n, st.job.name, oid, env.Store, late, &st.job.cnt)
+		a.bad, a.schema = st.bad(), in
+		return a, nil
 	case *planner.LimitNode:
 		return &limitOp{n: n.N}, nil
 	case *planner.UnionNode:

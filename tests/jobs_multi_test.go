@@ -47,7 +47,7 @@ func (s *clusterServer) start() {
 	}
 	args := []string{"server", "--data-dir", s.dir, "--pg-addr", s.pg, "--http-addr", s.http, "--postgres", s.postgres}
 	if s.external {
-		args = append(args, "--namesrv", s.ns, "--broker-addr", s.br)
+		args = append(args, "--namesrv", s.ns)
 	} else {
 		args = append(args, "--namesrv-addr", s.ns, "--broker-addr", s.br)
 	}
