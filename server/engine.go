@@ -230,20 +230,20 @@ func (e *Engine) exec(ctx context.Context, sess *Session, st sql.Statement) (*Re
 	switch s := st.(type) {
 	case *sql.CreateStream:
 		if s.As != nil {
-			return e.createDerived(s)
+			return e.createDerived(s, sess)
 		}
 		return e.createStream(s)
 	case *sql.CreateView:
-		return e.createView(s)
+		return e.createView(s, sess)
 	case *sql.Insert:
 		if s.Query != nil {
-			return e.insertSelect(s)
+			return e.insertSelect(s, sess)
 		}
 		return e.insertValues(ctx, s)
 	case *sql.Select:
 		return e.query(ctx, sess, s)
 	case *sql.Explain:
-		return e.explain(s)
+		return e.explain(s, sess)
 	case *sql.ShowStmt:
 		return e.show(s)
 	case *sql.Describe:
@@ -398,13 +398,21 @@ func (e *Engine) bind(s *sql.Select) (*sql.Query, error) {
 // bindContinuous binds the SELECT of a job, which must read a stream.
 func (e *Engine) bindContinuous(s *sql.Select) (*sql.Query, error) {
 	q, err := sql.Bind(s, e.cat)
-	if err == nil && q.IsConstant() {
+	if err != nil {
+		return nil, err
+	}
+	if q.IsConstant() {
 		return nil, sql.Errorf(sql.CodeNotSupported, "a continuous query needs FROM a stream")
 	}
-	return q, err
+	for _, r := range q.Relations() {
+		if r.IsView {
+			return nil, sql.Errorf(sql.CodeNotSupported, "a continuous query reads streams: %s is a materialized view, which pull queries read (SELECT ... FROM %s)", r.Name, r.Name)
+		}
+	}
+	return q, nil
 }
 
-func (e *Engine) createDerived(s *sql.CreateStream) (*Result, error) {
+func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, error) {
 	if err := checkOptions(s.Options); err != nil {
 		return nil, err
 	}
@@ -423,7 +431,7 @@ func (e *Engine) createDerived(s *sql.CreateStream) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.OrReplace && strings.EqualFold(q.From.Name, s.Name) {
+	if s.OrReplace && slices.Contains(relationNames(q), strings.ToLower(s.Name)) {
 		return nil, sql.Errorf(sql.CodeNotSupported, "CREATE OR REPLACE STREAM %s cannot read %s itself", s.Name, s.Name)
 	}
 	d := &StreamDef{Name: s.Name, Columns: columnDefs(q.OutputSchema()), Options: withDefaults(s.Name, s.Options), Statement: s.Text}
@@ -435,12 +443,12 @@ func (e *Engine) createDerived(s *sql.CreateStream) (*Result, error) {
 	}
 	sink := planner.SinkSpec{Stream: d.Name, Connector: d.Options["connector"], Options: d.Options, Schema: d.Schema()}
 	if s.OrReplace {
-		return e.replace(*d, &JobDef{Statement: s.Text}, q, sink, "CREATE STREAM")
+		return e.replace(*d, &JobDef{Statement: s.Text, StateTTL: stateTTL(sess)}, q, sink, "CREATE STREAM")
 	}
 	if err := e.checkFileWriter(*d, "CREATE STREAM "+d.Name); err != nil {
 		return nil, err
 	}
-	id, err := e.startNewJob(s.Text, d, q, sink)
+	id, err := e.startNewJob(s.Text, d, q, sink, stateTTL(sess))
 	if err != nil {
 		return nil, err
 	}
@@ -467,7 +475,7 @@ func startedNotice(job, sink string) *Notice {
 		Message: fmt.Sprintf("started job %s, which writes %s continuously (SHOW JOBS shows it; TERMINATE JOB %s stops it)", job, sink, job)}
 }
 
-func (e *Engine) insertSelect(s *sql.Insert) (*Result, error) {
+func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
 	target, ok := e.cat.Stream(s.Target)
 	if !ok {
 		return nil, sql.Errorf(sql.CodeUnknownTable, "stream %q does not exist", s.Target)
@@ -493,7 +501,7 @@ func (e *Engine) insertSelect(s *sql.Insert) (*Result, error) {
 		return nil, err
 	}
 	sink := planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: ts}
-	id, err := e.startNewJob(s.Text, nil, q, sink)
+	id, err := e.startNewJob(s.Text, nil, q, sink, stateTTL(sess))
 	if err != nil {
 		return nil, err
 	}
@@ -505,11 +513,11 @@ func (e *Engine) insertSelect(s *sql.Insert) (*Result, error) {
 // startNewJob plans q, records the job (and the derived stream d, if any) in the catalog,
 // and starts it. Planning happens first so a bad query creates nothing. It returns the
 // job's id.
-func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, sink planner.SinkSpec) (string, error) {
-	if _, _, err := planner.Plan(q, planner.Options{Job: "check", Sink: sink}); err != nil {
+func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, sink planner.SinkSpec, ttl int64) (string, error) {
+	if _, _, err := planner.Plan(q, planner.Options{Job: "check", Sink: sink, StateTTL: ttl}); err != nil {
 		return "", err
 	}
-	def := JobDef{Statement: text, State: "RUNNING", Sink: sink.Stream, Sources: []string{q.From.Name}}
+	def := JobDef{Statement: text, State: "RUNNING", Sink: sink.Stream, Sources: relationNames(q), StateTTL: ttl}
 	if e.cluster != nil {
 		e.startMu.Lock()
 		defer e.startMu.Unlock()
@@ -575,7 +583,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 		// A view's rows go to its in-memory table, through the row callback.
 		sink = planner.SinkSpec{Schema: sink.Schema}
 	}
-	_, plan, err := planner.Plan(q, planner.Options{Job: def.ID, Sink: sink})
+	_, plan, err := planner.Plan(q, planner.Options{Job: def.ID, Sink: sink, StateTTL: def.StateTTL})
 	if err != nil {
 		return err
 	}
@@ -585,7 +593,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 	var out *fileOutput
 	if !isView {
 		target, _ := e.cat.Stream(def.Sink)
-		out = newFileOutput(def.ID, sink, target.Job == def.ID, q.From.Connector() == "file")
+		out = newFileOutput(def.ID, sink, target.Job == def.ID, readsFilesOnly(q))
 	}
 	if out != nil {
 		open := env.OpenSink
@@ -839,7 +847,7 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 	return &Result{Tag: "DROP " + s.Kind}, nil
 }
 
-func (e *Engine) explain(s *sql.Explain) (*Result, error) {
+func (e *Engine) explain(s *sql.Explain, sess *Session) (*Result, error) {
 	q, err := e.bind(s.Query)
 	if err != nil {
 		return nil, err
@@ -857,7 +865,7 @@ func (e *Engine) explain(s *sql.Explain) (*Result, error) {
 			sink = planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: target.Schema()}
 		}
 	}
-	l, p, err := planner.Plan(q, planner.Options{Job: "explain", Sink: sink})
+	l, p, err := planner.Plan(q, planner.Options{Job: "explain", Sink: sink, StateTTL: stateTTL(sess)})
 	if err != nil {
 		return nil, err
 	}
@@ -996,4 +1004,24 @@ func (e *Engine) commitLocal(cp *exec.CheckpointInfo) error {
 		}
 	}
 	return nil
+}
+
+// relationNames are the lower-case names of the streams, tables and views a query reads.
+func relationNames(q *sql.Query) []string {
+	var out []string
+	for _, r := range q.Relations() {
+		out = append(out, strings.ToLower(r.Name))
+	}
+	return out
+}
+
+// readsFilesOnly reports whether every relation a query reads is a file (its job ends).
+func readsFilesOnly(q *sql.Query) bool {
+	rels := q.Relations()
+	for _, r := range rels {
+		if r.Connector() != "file" {
+			return false
+		}
+	}
+	return len(rels) > 0
 }

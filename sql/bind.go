@@ -368,6 +368,10 @@ func (b *binder) bindSelect(sel *ast.SelectStmt) (*Query, error) {
 	if b.tvf != nil {
 		b.window.TVF = true
 	}
+	if b.window != nil && b.window.id == 0 {
+		b.ctx.windows++
+		b.window.id = b.ctx.windows
+	}
 	if b.window != nil && b.window.Kind == WindowSession && !aggregated {
 		b.pos = b.tvf.pos
 		return nil, b.errf(CodeNotSupported, "SESSION windows need GROUP BY (aggregation)")
@@ -531,6 +535,7 @@ func (b *binder) rowNumber(q *Query, wf *ast.WindowFuncExpr) error {
 				return err
 			}
 			rn.Partition = append(rn.Partition, e)
+			rn.PartAttrs = append(rn.PartAttrs, b.rowAttr(q, e))
 		}
 	}
 	for _, it := range wf.Spec.OrderBy.Items {
@@ -539,9 +544,28 @@ func (b *binder) rowNumber(q *Query, wf *ast.WindowFuncExpr) error {
 			return err
 		}
 		rn.Order = append(rn.Order, SortKey{Expr: e, Desc: it.Desc})
+		rn.OrderAttrs = append(rn.OrderAttrs, b.rowAttr(q, e))
 	}
 	q.RowNumber = rn
 	return nil
+}
+
+// rowAttr is the ColAttr of an expression over the row the select list reads (the input
+// row, or the aggregate row when the query aggregates): a column's, or none.
+func (b *binder) rowAttr(q *Query, e Expr) ColAttr {
+	c, ok := e.(*ColumnRef)
+	if !ok {
+		return ColAttr{}
+	}
+	if b.mode != modeAgg {
+		if c.Index < len(b.attrs) {
+			return b.attrs[c.Index]
+		}
+		return ColAttr{}
+	}
+	probe := &Query{GroupBy: b.keys, Window: b.window, Aggregated: true, Aggs: b.aggs, Emit: q.Emit,
+		Select: []Expr{c}}
+	return b.outputAttrs(probe)[0]
 }
 
 // outputAttrs derives the output columns' ColAttr: a column that passes an input column
@@ -560,13 +584,8 @@ func (b *binder) outputAttrs(q *Query) []ColAttr {
 			}
 		}
 		if w := q.Window; w != nil && q.Emit != EmitChanges {
-			id := w.id
-			if id == 0 {
-				b.ctx.windows++
-				id = b.ctx.windows
-			}
-			aggRow[len(q.GroupBy)] = ColAttr{Window: id}
-			aggRow[len(q.GroupBy)+1] = ColAttr{Window: id, End: true, Time: true}
+			aggRow[len(q.GroupBy)] = ColAttr{Window: w.id}
+			aggRow[len(q.GroupBy)+1] = ColAttr{Window: w.id, End: true, Time: true}
 		}
 	}
 	for i, e := range q.Select {

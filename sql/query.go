@@ -41,6 +41,16 @@ type Relation struct {
 	WatermarkDelay int64
 }
 
+// Bounded reports whether reading the relation ends: a file, a view's current rows, the
+// constant row of a query without FROM.
+func (r *Relation) Bounded() bool {
+	switch r.Connector() {
+	case "file", "values":
+		return true
+	}
+	return r.IsView
+}
+
 // Connector returns the relation's connector option (default "broker").
 func (r *Relation) Connector() string {
 	if c := r.Options["connector"]; c != "" {
@@ -212,6 +222,24 @@ type RowNumber struct {
 	Col       int
 	Partition []Expr
 	Order     []SortKey
+	// PartAttrs and OrderAttrs are the ColAttr of each Partition and Order expression.
+	PartAttrs, OrderAttrs []ColAttr
+}
+
+// PartitionAttr is the ColAttr of partition key i.
+func (r *RowNumber) PartitionAttr(i int) ColAttr {
+	if i < len(r.PartAttrs) {
+		return r.PartAttrs[i]
+	}
+	return ColAttr{}
+}
+
+// OrderAttr is the ColAttr of order key i.
+func (r *RowNumber) OrderAttr(i int) ColAttr {
+	if i < len(r.OrderAttrs) {
+		return r.OrderAttrs[i]
+	}
+	return ColAttr{}
 }
 
 // SortKey is one ORDER BY item. Nulls sort as larger than every value (PostgreSQL: last

@@ -147,10 +147,10 @@ type windowCall struct {
 	subOpen, subClose int
 	alias             string
 	kind              WindowKind
-	timeCol string
-	timePos int
-	size    int64
-	slide   int64
-	gap     int64
-	pos     int
+	timeCol           string
+	timePos           int
+	size              int64
+	slide             int64
+	gap               int64
+	pos               int
 }
