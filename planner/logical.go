@@ -497,8 +497,8 @@ func (b *logicalBuilder) query(q *sql.Query, extra []sql.Expr) (LogicalNode, err
 	}
 	sel := append(append([]sql.Expr(nil), q.Select...), extra...)
 	names := append([]string(nil), q.Names...)
-	for range extra {
-		names = append(names, "")
+	for _, e := range extra {
+		names = append(names, exprName(e))
 	}
 
 	if !q.Aggregated {

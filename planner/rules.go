@@ -14,7 +14,49 @@ func Optimize(l LogicalNode) (LogicalNode, error) {
 		return nil, err
 	}
 	l = PushDownPredicates(l)
-	return PruneColumns(l)
+	if l, err = PruneColumns(l); err != nil {
+		return nil, err
+	}
+	return MergeProjections(l), nil
+}
+
+// MergeProjections replaces a projection of a projection with one projection, the inner
+// expressions substituted into the outer ones, when no inner expression other than a
+// column would then be computed more than once.
+func MergeProjections(l LogicalNode) LogicalNode {
+	if ch := l.Children(); len(ch) > 0 {
+		nc := make([]LogicalNode, len(ch))
+		for i, c := range ch {
+			nc[i] = MergeProjections(c)
+		}
+		l = l.WithChildren(nc)
+	}
+	outer, ok := l.(*Project)
+	if !ok {
+		return l
+	}
+	inner, ok := outer.Input.(*Project)
+	if !ok {
+		return l
+	}
+	uses := make([]int, len(inner.Exprs))
+	for _, e := range outer.Exprs {
+		for _, c := range sql.ColumnsUsed(e) {
+			if c >= 0 && c < len(uses) {
+				uses[c]++
+			}
+		}
+	}
+	for i, e := range inner.Exprs {
+		if _, col := e.(*sql.ColumnRef); !col && uses[i] > 1 {
+			return l
+		}
+	}
+	exprs := make([]sql.Expr, len(outer.Exprs))
+	for i, e := range outer.Exprs {
+		exprs[i] = substitute(e, inner.Exprs)
+	}
+	return &Project{Input: inner.Input, Exprs: exprs, Names: outer.Names}
 }
 
 // conjuncts splits a predicate at its top-level ANDs.
