@@ -481,7 +481,7 @@ func (st *stage) run(ctx context.Context) (err error) {
 		}
 		// A checkpoint still committing lands (and its outbox is published) before the
 		// sinks close.
-		if cerr := st.lastCommit.await(context.Background()); err == nil || errors.Is(err, ErrLimitReached) && cerr != nil {
+		if cerr := st.lastCommit.await(ctx); (err == nil || errors.Is(err, ErrLimitReached)) && cerr != nil && !errors.Is(cerr, context.Canceled) {
 			err = cerr
 		}
 		if cerr := st.closeAll(); err == nil {

@@ -631,7 +631,7 @@ func remapAggregate(agg *Aggregate, m []int) (*Aggregate, error) {
 // singleSplit reports whether rel is read as exactly one split: a file, or a topic declared
 // with queues = 1.
 func singleSplit(rel *sql.Relation) bool {
-	if rel.Connector() == "file" {
+	if c := rel.Connector(); c == "file" || c == "values" || rel.IsView {
 		return true
 	}
 	if q, ok := rel.Options["queues"]; ok {
