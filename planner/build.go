@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"rsql/connectors"
 	"sort"
 	"strconv"
 	"strings"
@@ -628,33 +629,27 @@ func remapAggregate(agg *Aggregate, m []int) (*Aggregate, error) {
 	return &na, nil
 }
 
-// singleSplit reports whether rel is read as exactly one split: a file, or a topic declared
-// with queues = 1.
+// singleSplit reports whether rel is read as exactly one split: a file, a view, constants,
+// or a topic declared with queues = 1.
 func singleSplit(rel *sql.Relation) bool {
 	if c := rel.Connector(); c == "file" || c == "values" || rel.IsView {
 		return true
 	}
-	if q, ok := rel.Options["queues"]; ok {
-		n, err := strconv.Atoi(strings.TrimSpace(q))
-		return err == nil && n == 1
-	}
-	return false
+	o, err := connectors.StreamOptionsOf(rel.Options)
+	return err == nil && o.Queues == 1
 }
 
 // partitionColumns returns the columns of rel named by its partitioned_by (or key) option:
 // the columns its producer keys records by, so equal values share a queue. Nil when the
 // option is absent or names an unknown column.
 func partitionColumns(rel *sql.Relation) []int {
-	v := rel.Options["partitioned_by"]
-	if v == "" {
-		v = rel.Options["key"]
-	}
-	if strings.TrimSpace(v) == "" {
+	o, err := connectors.StreamOptionsOf(rel.Options)
+	if err != nil || len(o.PartitionedBy) == 0 {
 		return nil
 	}
 	var out []int
-	for _, name := range strings.Split(v, ",") {
-		i := rel.Schema.Index(strings.TrimSpace(name))
+	for _, name := range o.PartitionedBy {
+		i := rel.Schema.Index(name)
 		if i < 0 {
 			return nil
 		}

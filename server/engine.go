@@ -276,44 +276,19 @@ func firstWords(s string) string {
 	return strings.Join(f, " ")
 }
 
-// knownOptions are the WITH options docs/sql.md lists ("WITH options"), in the order the
-// "unknown option" error names them. Every option read anywhere (engine, planner, exec,
-// connectors) is here.
-var knownOptions = []string{"connector", "topic", "path", "format", "queues", "key", "partitioned_by",
-	"idle_timeout", "checkpoint_interval", "late_topic", "late_path", "dlq_topic", "dlq_path"}
-
-// checkOptions validates WITH options so that a typo fails the statement instead of being
-// ignored.
+// checkOptions validates WITH options (connectors.ParseStreamOptions: every key known to
+// the connector registry, each value of its type) so that a typo fails the statement
+// instead of being ignored; topic names must be ones the broker takes.
 func checkOptions(opts map[string]string) error {
-	for k, v := range opts {
-		if !slices.Contains(knownOptions, k) {
-			return sql.Errorf(sql.CodeInvalidValue, "unknown option %q in WITH (known: %s)", k, strings.Join(knownOptions, ", "))
-		}
-		switch k {
-		case "topic", "late_topic", "dlq_topic":
+	if _, err := connectors.ParseStreamOptions(opts); err != nil {
+		return sql.Errorf(sql.CodeInvalidValue, "%v", err)
+	}
+	for _, k := range []string{"topic", "late_topic", "dlq_topic"} {
+		if v, ok := opts[k]; ok {
 			if err := checkTopicName(k+" = '"+v+"'", v); err != nil {
 				return err
 			}
-		case "connector":
-			if v != "file" && v != "broker" && v != "print" {
-				return sql.Errorf(sql.CodeInvalidValue, "connector %q is not known (file, broker or print)", v)
-			}
-		case "format":
-			if v != "json" && v != "csv" {
-				return sql.Errorf(sql.CodeInvalidValue, "format %q is not known (json or csv)", v)
-			}
-		case "queues":
-			if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 1024 {
-				return sql.Errorf(sql.CodeInvalidValue, "queues = %q: want a whole number from 1 to 1024", v)
-			}
-		case "idle_timeout", "checkpoint_interval":
-			if _, err := time.ParseDuration(v); err != nil {
-				return sql.Errorf(sql.CodeInvalidValue, "%s = %q: want a duration such as '2s' or '500ms'", k, v)
-			}
 		}
-	}
-	if opts["connector"] == "file" && opts["path"] == "" {
-		return sql.Errorf(sql.CodeInvalidValue, "the file connector needs a path option: WITH (connector = 'file', path = 'events.jsonl')")
 	}
 	return nil
 }
@@ -702,20 +677,18 @@ func (e *Engine) watch(rj *runningJob) {
 func (e *Engine) env(job string) exec.Env {
 	return exec.Env{
 		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
-			switch spec.Connector {
-			case "file":
-				return connectors.OpenFileSource(spec.Options["path"])
-			case "broker":
-				if e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
-					return connectors.OpenRocketMQSource(context.Background(), *e.cfg.RocketMQ, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
-				}
-				b, err := e.needBroker(spec.Stream)
-				if err != nil {
-					return nil, err
-				}
-				return connectors.OpenBrokerSource(b, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
+			kind, opts, err := connectorOf(spec.Stream, spec.Connector, spec.Options)
+			if err != nil {
+				return nil, err
 			}
-			return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: reading the %s connector is not available in this build", spec.Stream, spec.Connector)
+			if kind.OpenSource == nil {
+				return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: the %s connector cannot be read", spec.Stream, kind.Name)
+			}
+			src, err := kind.OpenSource(context.Background(), e.deps(), connectors.Spec{Stream: spec.Stream, Options: opts})
+			if errors.Is(err, connectors.ErrNoBroker) {
+				_, err = e.needBroker(spec.Stream)
+			}
+			return src, err
 		},
 		OpenSink: func(spec planner.SinkSpec) (connectors.Sink, error) {
 			if of := spec.Options[exec.DLQOf]; of != "" {
@@ -730,24 +703,53 @@ func (e *Engine) env(job string) exec.Env {
 	}
 }
 
-// openSink opens the sink of spec's connector.
+// openSink opens the sink of spec's connector (connectors.Lookup).
 func (e *Engine) openSink(spec planner.SinkSpec) (connectors.Sink, error) {
-	switch spec.Connector {
-	case "file":
-		return connectors.OpenFileSink(spec.Options["path"])
-	case "print":
-		return connectors.NewPrintSink(os.Stdout), nil
-	case "broker":
-		if e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
-			return connectors.OpenRocketMQSink(context.Background(), *e.cfg.RocketMQ, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
-		}
-		b, err := e.needBroker(spec.Stream)
-		if err != nil {
-			return nil, err
-		}
-		return connectors.OpenBrokerSink(b, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
+	kind, opts, err := connectorOf(spec.Stream, spec.Connector, spec.Options)
+	if err != nil {
+		return nil, err
 	}
-	return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: writing the %s connector is not available in this build", spec.Stream, spec.Connector)
+	if kind.OpenSink == nil {
+		return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: the %s connector cannot be written", spec.Stream, kind.Name)
+	}
+	sink, err := kind.OpenSink(context.Background(), e.deps(), connectors.Spec{Stream: spec.Stream, Options: opts})
+	if errors.Is(err, connectors.ErrNoBroker) {
+		_, err = e.needBroker(spec.Stream)
+	}
+	return sink, err
+}
+
+// connectorOf finds a stream's connector and parses its options. Specs made inside the
+// engine (shuffle topics, side outputs) carry options of their own besides the stream's,
+// so only the options a connector reads are parsed here; the stream's were validated when
+// it was declared.
+func connectorOf(stream, connector string, raw map[string]string) (connectors.Kind, connectors.StreamOptions, error) {
+	if connector == "" {
+		connector = raw["connector"]
+	}
+	if connector == "" {
+		connector = "broker"
+	}
+	kind, ok := connectors.Lookup(connector)
+	if !ok {
+		return kind, connectors.StreamOptions{}, sql.Errorf(sql.CodeNotSupported, "stream %s: the %s connector is not available in this build (known: %s)", stream, connector, strings.Join(connectors.KindNames(), ", "))
+	}
+	known := map[string]string{}
+	for k, v := range raw {
+		if slices.Contains(connectors.CommonOptions, k) || slices.Contains(kind.Options, k) {
+			known[k] = v
+		}
+	}
+	known["connector"] = kind.Name
+	opts, err := connectors.ParseStreamOptions(known)
+	if err != nil {
+		return kind, opts, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", stream, err)
+	}
+	return kind, opts, nil
+}
+
+func (e *Engine) deps() connectors.Deps {
+	return connectors.Deps{Broker: e.cfg.Broker, RocketMQ: e.cfg.RocketMQ}
 }
 
 func (e *Engine) needBroker(stream string) (*broker.Broker, error) {
