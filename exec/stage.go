@@ -294,6 +294,8 @@ func (st *stage) portSchema(p planner.Port, ops []sql.Schema) sql.Schema {
 	switch n := st.plan.Ops[p.Op].Node.(type) {
 	case *planner.UnionNode:
 		return n.Schema
+	case *planner.JoinNode:
+		return n.Schema
 	case *planner.ProjectNode:
 		return n.Schema
 	case *planner.WindowAssignNode:
@@ -373,6 +375,14 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		return unionOp{}, nil
 	case *planner.SortNode:
 		return &sortOp{keys: n.Keys}, nil
+	case *planner.JoinNode:
+		late, err := st.lateOutput(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		oid := OperatorID(id, "join", i)
+		st.opIDs = append(st.opIDs, oid)
+		return newJoinOp(n, st.job.name, oid, env.Store, late, &st.job.cnt), nil
 	case *planner.TopNNode:
 		late, err := st.lateOutput(ctx, in)
 		if err != nil {

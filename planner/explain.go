@@ -217,6 +217,8 @@ func nodeText(n Node, row sql.Schema) (parts []string, out sql.Schema) {
 		return parts, nil
 	case *SortNode:
 		return []string{"Sort", strings.Join(n.Texts, ", ")}, nil
+	case *JoinNode:
+		return []string{n.Text}, n.Schema
 	case *UnionNode:
 		return []string{"Union"}, n.Schema
 	}

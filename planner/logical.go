@@ -414,6 +414,17 @@ func (b *logicalBuilder) from(f sql.From, where sql.Expr) (LogicalNode, sql.Expr
 		}
 		n, err := b.query(f.Query, nil)
 		return n, where, err
+	case *sql.FromJoin:
+		left, _, err := b.from(f.Left, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		right, _, err := b.from(f.Right, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		j, err := b.join(f, left, right)
+		return j, where, err
 	case *sql.FromUnion:
 		u := &Union{Out: f.Schema()}
 		for _, in := range f.Inputs {

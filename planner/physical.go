@@ -151,6 +151,27 @@ type TopNNode struct {
 	OrderTexts     []string
 }
 
+// JoinNode joins its two inputs (input 0 the left side, 1 the right), exchanged on their
+// keys so that equal keys meet in one split; see the logical Join for the modes and
+// fields. Keys are compiled over each side's row, Residual over the joined row (the left's
+// LeftWidth columns, then the right's).
+type JoinNode struct {
+	Kind                 sql.JoinKind
+	Mode                 JoinMode
+	LeftKeys, RightKeys  []Evaluator
+	Residual             Evaluator
+	LeftTime, RightTime  int
+	Lower, Upper         int64
+	LowerOpen, UpperOpen bool
+	LeftEnd, RightEnd    int
+	AsOf, RightOp        int
+	TTL                  int64
+	LeftWidth            int
+	RightWidth           int
+	Schema               sql.Schema
+	Text                 string // the logical Join's description, for EXPLAIN
+}
+
 // SortNode emits its bounded input's rows in order when the input ends (one split).
 type SortNode struct {
 	Keys  []SortSpec
@@ -172,6 +193,7 @@ func (*LimitNode) physicalNode()        {}
 func (*UnionNode) physicalNode()        {}
 func (*TopNNode) physicalNode()         {}
 func (*SortNode) physicalNode()         {}
+func (*JoinNode) physicalNode()         {}
 
 // SourceSpec is one input of a stage: a declared stream, or the edge from an upstream stage
 // (FromStage >= 0) whose exchange routes rows to this stage's queues.

@@ -301,7 +301,8 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 		return nil, sql.Errorf(sql.CodeSyntax, "CREATE STREAM %s needs a column list or AS SELECT", s.Name)
 	}
 	d := StreamDef{Name: s.Name, Columns: columnDefs(s.Columns), EventTime: s.WatermarkColumn,
-		WatermarkDelay: s.WatermarkDelay, Options: withDefaults(s.Name, s.Options), Statement: s.Text}
+		WatermarkDelay: s.WatermarkDelay, Options: withDefaults(s.Name, s.Options), Statement: s.Text,
+		IsTable: s.Table, PrimaryKey: s.PrimaryKey}
 	if old, exists := e.cat.Stream(s.Name); exists {
 		if s.IfNotExists {
 			return skipped("stream", old), nil
