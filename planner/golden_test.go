@@ -1,10 +1,10 @@
 package planner
 
 import (
-	"strconv"
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 

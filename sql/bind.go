@@ -87,12 +87,12 @@ type binder struct {
 	fromName string   // for messages
 	relNames []string // names a column may be qualified with (one relation)
 	// quals, for a join, are the names each column of the scope may be qualified with.
-	quals [][]string
-	base     Schema   // the FROM's row
-	scope    Schema   // the input row: base, plus window_start/window_end of a TUMBLE/HOP table function
-	attrs    []ColAttr
-	tvf      *windowCall
-	window   *Window
+	quals  [][]string
+	base   Schema // the FROM's row
+	scope  Schema // the input row: base, plus window_start/window_end of a TUMBLE/HOP table function
+	attrs  []ColAttr
+	tvf    *windowCall
+	window *Window
 
 	// aggregation
 	keys    []Expr

@@ -35,13 +35,13 @@ const ChangeColumn = "__op"
 
 // Relation is a stream, a table or a materialized view as the binder sees it.
 type Relation struct {
-	Name    string
-	Schema  Schema
-	IsView  bool
+	Name   string
+	Schema Schema
+	IsView bool
 	// IsTable: a table (CREATE TABLE): versions of rows by PrimaryKey (column indexes).
 	IsTable    bool
 	PrimaryKey []int
-	Options map[string]string // WITH options, lower-case keys (connector, topic, format, ...)
+	Options    map[string]string // WITH options, lower-case keys (connector, topic, format, ...)
 	// EventTime is the index of the WATERMARK FOR column, or -1 (processing time).
 	EventTime int
 	// WatermarkDelay is the declared delay in milliseconds.
