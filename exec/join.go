@@ -27,7 +27,7 @@ import (
 //   - current: versions replace each other at once; left rows take the current one;
 //   - regular: both sides are kept for the state TTL, matches emitted as they happen.
 //
-// A row older than its split's watermark (interval, temporal, a version) or of a closed
+// A row older than its own input's watermark (interval, temporal, a version) or of a closed
 // window is late: counted and sent to the late output, never applied. State is written at
 // checkpoints under the operator's id, one key per (side, join key).
 type joinOp struct {
@@ -68,6 +68,7 @@ type jkey struct {
 type joinSplit struct {
 	name  string
 	wm    int64
+	inWM  [2]int64 // each input's own watermark, when the stage reports it
 	swept int64
 	keys  [2]map[string]*jkey
 	exp   [2]rowHeap // rows by the time they stop being needed (or, temporal left, are due)
@@ -85,12 +86,22 @@ func newJoinOp(n *planner.JoinNode, job, id string, store state.Store, late *sid
 func (j *joinOp) split(name string) *joinSplit {
 	sp := j.splits[name]
 	if sp == nil {
-		sp = &joinSplit{name: name, wm: MinWatermark, swept: MinWatermark,
+		sp = &joinSplit{name: name, wm: MinWatermark, swept: MinWatermark, inWM: [2]int64{MinWatermark, MinWatermark},
 			keys: [2]map[string]*jkey{{}, {}}}
 		j.splits[name] = sp
 	}
 	return sp
 }
+
+func (j *joinOp) InputWatermark(split string, in int, wm int64) {
+	if in == 0 || in == 1 {
+		sp := j.split(split)
+		sp.inWM[in] = max(sp.inWM[in], wm)
+	}
+}
+
+// lateBound is the time below which a row of input in is late: its input's watermark.
+func (sp *joinSplit) lateBound(in int) int64 { return max(sp.wm, sp.inWM[in]) }
 
 func (j *joinOp) markDirty(sp *joinSplit, k *jkey) {
 	if !k.dirty {
@@ -164,7 +175,7 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 			if in == 1 {
 				end = r[n.RightEnd]
 			}
-			if end.IsNull() || end.I <= sp.wm {
+			if end.IsNull() || end.I <= sp.lateBound(in) {
 				j.lateRow = append(j.lateRow, r)
 				continue
 			}
@@ -213,7 +224,7 @@ func (j *joinOp) probe(sp *joinSplit, in int, key string, r sql.Row) {
 		}
 		ts = tv.I
 	}
-	if n.Mode == planner.JoinInterval && ts < sp.wm {
+	if n.Mode == planner.JoinInterval && ts < sp.lateBound(in) {
 		j.lateRow = append(j.lateRow, r)
 		return
 	}
@@ -280,7 +291,7 @@ func (j *joinOp) temporal(sp *joinSplit, in int, key string, r sql.Row) {
 	n := j.node
 	if in == 1 {
 		tv := r[n.RightTime]
-		if tv.IsNull() || tv.I < sp.wm {
+		if tv.IsNull() || tv.I < sp.lateBound(1) {
 			j.lateRow = append(j.lateRow, r)
 			return
 		}
@@ -295,12 +306,12 @@ func (j *joinOp) temporal(sp *joinSplit, in int, key string, r sql.Row) {
 			copy(k.rows[i+1:], k.rows[i:])
 			k.rows[i] = v
 		}
-		j.pruneVersions(sp, k)
+		j.pruneVersions(sp, k, j.pendingFloor(sp))
 		j.markDirty(sp, k)
 		return
 	}
 	tv := r[n.AsOf]
-	if tv.IsNull() || tv.I < sp.wm {
+	if tv.IsNull() || tv.I < sp.lateBound(0) {
 		j.lateRow = append(j.lateRow, r)
 		return
 	}
@@ -319,12 +330,12 @@ func (j *joinOp) isDelete(r sql.Row) bool {
 	return !v.IsNull() && (v.S == "delete" || v.S == "DELETE" || v.S == "d" || v.S == "D")
 }
 
-// pruneVersions drops the versions of k older than the one valid at the watermark: every
-// left row still to come has a time >= the watermark.
-func (j *joinOp) pruneVersions(sp *joinSplit, k *jkey) {
+// pruneVersions drops the versions of k older than the one valid at t, when every left
+// row still to come or still waiting has a time >= t.
+func (j *joinOp) pruneVersions(sp *joinSplit, k *jkey, t int64) {
 	base := -1
 	for i, v := range k.rows {
-		if v.ts <= sp.wm {
+		if v.ts <= t {
 			base = i
 		}
 	}
@@ -332,6 +343,15 @@ func (j *joinOp) pruneVersions(sp *joinSplit, k *jkey) {
 		k.rows = append(k.rows[:0], k.rows[base:]...)
 		j.markDirty(sp, k)
 	}
+}
+
+// pendingFloor is the smallest time a left row of a temporal join can still ask for: the
+// earliest waiting row's, or the watermark.
+func (j *joinOp) pendingFloor(sp *joinSplit) int64 {
+	if len(sp.exp[0]) > 0 && sp.exp[0][0].ts < sp.wm {
+		return sp.exp[0][0].ts
+	}
+	return sp.wm
 }
 
 // versionAt is the version of k valid at t (the last with time <= t), or nil.
@@ -429,7 +449,8 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 			}
 			j.remove(sp, r)
 			if vk != nil {
-				j.pruneVersions(sp, vk)
+				// Rows still in the heap have times >= r's.
+				j.pruneVersions(sp, vk, r.ts)
 			}
 			if j.out.len() >= 1024 {
 				if err := j.out.flush(split, out); err != nil {
@@ -440,8 +461,9 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 		// Versions of keys no left row asked for are pruned now and then.
 		if sp.swept == MinWatermark || wm == MaxWatermark || wm-sp.swept >= 10_000 {
 			sp.swept = wm
+			floor := j.pendingFloor(sp)
 			for _, k := range sp.keys[1] {
-				j.pruneVersions(sp, k)
+				j.pruneVersions(sp, k, floor)
 			}
 		}
 	}

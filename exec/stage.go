@@ -622,9 +622,7 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 				for _, u := range b.marks {
 					sp.marks[u.split] = u.mark
 				}
-				if b.maxTs > sp.inWM[ev.input] {
-					sp.inWM[ev.input] = b.maxTs
-				}
+				st.raiseInputWM(sp, ev.input, b.maxTs)
 			} else {
 				st.job.cnt.in.Add(int64(n))
 			}
@@ -646,9 +644,7 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 		return false, ev.err
 	case evWatermark:
 		for _, sp := range st.splits {
-			if ev.wm > sp.inWM[ev.input] {
-				sp.inWM[ev.input] = ev.wm
-			}
+			st.raiseInputWM(sp, ev.input, ev.wm)
 		}
 		return false, st.advance()
 	case evBarrier:
@@ -662,7 +658,7 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 		}
 		for _, sp := range st.splits {
 			for i := range sp.inWM {
-				sp.inWM[i] = MaxWatermark
+				st.raiseInputWM(sp, i, MaxWatermark)
 			}
 		}
 		if err := st.advance(); err != nil {
@@ -671,6 +667,20 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 		return true, st.end()
 	}
 	return false, nil
+}
+
+// raiseInputWM records what input reported as the watermark of edge split sp, and tells the
+// operator reading that input directly when it judges lateness per input.
+func (st *stage) raiseInputWM(sp *split, input int, wm int64) {
+	if wm <= sp.inWM[input] {
+		return
+	}
+	sp.inWM[input] = wm
+	if e := st.inEmit[input]; e != nil && e.op >= 0 {
+		if iw, ok := st.nodes[e.op].op.(inputWatermarker); ok {
+			iw.InputWatermark(sp.name, e.in, wm)
+		}
+	}
 }
 
 // alignBarrier handles barrier epoch from an in-process edge: once every edge delivered
