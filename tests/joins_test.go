@@ -236,8 +236,8 @@ var joinCases = []windowCase{
 		tsCols: []string{"since"},
 	},
 	{
-		name: "regular_ttl",
-		rsql: `SELECT o.order_id, p.amount FROM orders o JOIN payments p ON o.order_id = p.order_id WHERE p.amount > 90`,
+		name:     "regular_ttl",
+		rsql:     `SELECT o.order_id, p.amount FROM orders o JOIN payments p ON o.order_id = p.order_id WHERE p.amount > 90`,
 		postgres: `SELECT o.order_id, p.amount FROM orders o JOIN payments p ON o.order_id = p.order_id WHERE p.amount > 90`,
 	},
 }
