@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"sort"
+	"strings"
 
 	"rsql/planner"
 	"rsql/sql"
@@ -327,7 +328,7 @@ func (j *joinOp) isDelete(r sql.Row) bool {
 		return false
 	}
 	v := r[j.node.RightOp]
-	return !v.IsNull() && (v.S == "delete" || v.S == "DELETE" || v.S == "d" || v.S == "D")
+	return !v.IsNull() && (strings.EqualFold(v.S, "delete") || strings.EqualFold(v.S, "d"))
 }
 
 // pruneVersions drops the versions of k older than the one valid at t, when every left

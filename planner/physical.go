@@ -146,6 +146,7 @@ type TopNNode struct {
 	WindowEnd      int
 	Time           int
 	TTL            int64
+	Latest         bool // among rows equal in Order, the one read last first
 	Schema         sql.Schema
 	PartitionTexts []string
 	OrderTexts     []string

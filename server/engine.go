@@ -868,7 +868,8 @@ func (e *Engine) explain(s *sql.Explain, sess *Session) (*Result, error) {
 			sink = planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: target.Schema()}
 		}
 	}
-	l, p, err := planner.Plan(q, planner.Options{Job: "explain", Sink: sink, StateTTL: stateTTL(sess)})
+	_, isSelect := s.Statement.(*sql.Select)
+	l, p, err := planner.Plan(q, planner.Options{Job: "explain", Sink: sink, StateTTL: stateTTL(sess), Pull: isSelect && isPull(q)})
 	if err != nil {
 		return nil, err
 	}
