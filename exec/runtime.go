@@ -172,6 +172,11 @@ type Job struct {
 	cnt    counters
 	done   chan struct{}
 
+	// inject is held while a checkpoint numbers its barrier and hands it to every root
+	// stage, so that concurrent checkpoints (the periodic one, the last one of a bounded
+	// job, one asked for) reach every root in the same order: a stage aligning barriers
+	// of several inputs then sees them in that order on each.
+	inject    sync.Mutex
 	mu        sync.Mutex // guards the fields below
 	err       error
 	stopped   bool
@@ -582,18 +587,9 @@ func (j *Job) Stop() {
 // Checkpoint injects a checkpoint barrier at every root stage and waits until every commit
 // group has committed it; it returns the epoch.
 func (j *Job) Checkpoint(ctx context.Context) (int64, error) {
-	epoch := j.nextEpoch()
-	var rs []*request
-	for _, st := range j.roots {
-		r := &request{kind: reqCheckpoint, epoch: epoch, done: make(chan error, 1)}
-		select {
-		case st.reqs <- r:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-j.done:
-			return 0, errJobEnded
-		}
-		rs = append(rs, r)
+	rs, err := j.injectBarrier(ctx)
+	if err != nil {
+		return 0, err
 	}
 	for _, r := range rs {
 		select {
@@ -610,6 +606,26 @@ func (j *Job) Checkpoint(ctx context.Context) (int64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.epoch, nil
+}
+
+// injectBarrier numbers a new epoch and hands its barrier to every root stage.
+func (j *Job) injectBarrier(ctx context.Context) ([]*request, error) {
+	j.inject.Lock()
+	defer j.inject.Unlock()
+	epoch := j.nextEpoch()
+	var rs []*request
+	for _, st := range j.roots {
+		r := &request{kind: reqCheckpoint, epoch: epoch, done: make(chan error, 1)}
+		select {
+		case st.reqs <- r:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-j.done:
+			return nil, errJobEnded
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
 }
 
 var errJobEnded = errors.New("exec: job has ended")
