@@ -130,6 +130,8 @@ type JobStats struct {
 	Late       int64 // rows that arrived after all their windows had fired
 	// Watermark of the job's last stage (MinWatermark before any is known).
 	Watermark int64
+	// StateRows is the rows the job's joins hold in their state (both sides).
+	StateRows int64
 	Splits    []SplitStats
 	// BadErrors are the most recent bad-record errors (at most 16), oldest first.
 	BadErrors []string
@@ -177,6 +179,9 @@ type Job struct {
 	// job, one asked for) reach every root in the same order: a stage aligning barriers
 	// of several inputs then sees them in that order on each.
 	inject    sync.Mutex
+	// alignCh is closed (and replaced) when a root stage's alignment floor moves.
+	alignMu sync.Mutex
+	alignCh chan struct{}
 	mu        sync.Mutex // guards the fields below
 	err       error
 	stopped   bool
@@ -212,7 +217,7 @@ func Start(ctx context.Context, job string, plan *planner.Physical, env Env) (*J
 		return nil, fmt.Errorf("%w: no stages", ErrBadPlan)
 	}
 	jctx, cancel := context.WithCancel(ctx)
-	j := &Job{name: job, env: env, plan: plan, cancel: cancel, done: make(chan struct{})}
+	j := &Job{name: job, env: env, plan: plan, cancel: cancel, done: make(chan struct{}), alignCh: make(chan struct{})}
 	if err := j.build(jctx); err != nil {
 		cancel()
 		for _, st := range j.stages {
@@ -608,6 +613,27 @@ func (j *Job) Checkpoint(ctx context.Context) (int64, error) {
 	return j.epoch, nil
 }
 
+// alignMoved wakes the split readers waiting for the alignment floor to move.
+func (j *Job) alignMoved() {
+	j.alignMu.Lock()
+	close(j.alignCh)
+	j.alignCh = make(chan struct{})
+	j.alignMu.Unlock()
+}
+
+// alignState is the channel closed at the floor's next move, and the floor: the smallest
+// of the root stages' (MaxWatermark: no constraint).
+func (j *Job) alignState() (<-chan struct{}, int64) {
+	j.alignMu.Lock()
+	ch := j.alignCh
+	j.alignMu.Unlock()
+	f := MaxWatermark
+	for _, st := range j.roots {
+		f = min(f, st.alignFloor.Load())
+	}
+	return ch, f
+}
+
 // injectBarrier numbers a new epoch and hands its barrier to every root stage.
 func (j *Job) injectBarrier(ctx context.Context) ([]*request, error) {
 	j.inject.Lock()
@@ -694,6 +720,11 @@ func (j *Job) Stats() JobStats {
 		s.Watermark = st.statWM
 		s.Splits = append(s.Splits, st.statSplits...)
 		st.statsMu.Unlock()
+		for _, n := range st.nodes {
+			if r, ok := n.op.(interface{ StateRows() int64 }); ok {
+				s.StateRows += r.StateRows()
+			}
+		}
 	}
 	j.mu.Lock()
 	s.BadErrors = append([]string(nil), j.badErrors...)
