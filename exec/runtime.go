@@ -178,10 +178,10 @@ type Job struct {
 	// stage, so that concurrent checkpoints (the periodic one, the last one of a bounded
 	// job, one asked for) reach every root in the same order: a stage aligning barriers
 	// of several inputs then sees them in that order on each.
-	inject    sync.Mutex
+	inject sync.Mutex
 	// alignCh is closed (and replaced) when a root stage's alignment floor moves.
-	alignMu sync.Mutex
-	alignCh chan struct{}
+	alignMu   sync.Mutex
+	alignCh   chan struct{}
 	mu        sync.Mutex // guards the fields below
 	err       error
 	stopped   bool

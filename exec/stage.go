@@ -205,7 +205,7 @@ type stage struct {
 func newStage(j *Job, ps *planner.Stage) *stage {
 	st := &stage{job: j, plan: ps, in: make(chan event, 64), wm: MinWatermark, statWM: MinWatermark,
 		splits: map[string]*split{},
-		ended: make([]bool, len(ps.Inputs)), barrierSeen: make([]bool, len(ps.Inputs)), stash: make([][]event, len(ps.Inputs))}
+		ended:  make([]bool, len(ps.Inputs)), barrierSeen: make([]bool, len(ps.Inputs)), stash: make([][]event, len(ps.Inputs))}
 	st.alignFloor.Store(MaxWatermark)
 	return st
 }
