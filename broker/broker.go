@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,9 +63,7 @@ type Broker struct {
 	tmu    sync.RWMutex
 	topics map[string]*topic
 
-	omu     sync.Mutex
-	offsets map[string]map[string]int64 // group -> "topic@queue" -> next offset
-	odirty  bool
+	offsets *offsetStore
 
 	storeHost atomic.Value // netip.AddrPort
 
@@ -94,7 +91,7 @@ func Open(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	b := &Broker{cfg: cfg, topics: map[string]*topic{}, offsets: map[string]map[string]int64{},
+	b := &Broker{cfg: cfg, topics: map[string]*topic{},
 		fkick: make(chan struct{}, 1), done: make(chan struct{})}
 	b.fcond = sync.NewCond(&b.fmu)
 	b.storeHost.Store(netip.MustParseAddrPort("127.0.0.1:10911"))
@@ -127,12 +124,11 @@ func (b *Broker) load() error {
 	if err := readJSON(b.path("topics.json"), &infos); err != nil {
 		return err
 	}
-	if err := readJSON(b.path("offsets.json"), &b.offsets); err != nil {
+	offs, err := openOffsets(b.cfg.Dir)
+	if err != nil {
 		return err
 	}
-	if b.offsets == nil {
-		b.offsets = map[string]map[string]int64{}
-	}
+	b.offsets = offs
 	cl, err := openCommitLog(b.path("commitlog"), b.cfg.SegmentSize)
 	if err != nil {
 		return err
@@ -687,45 +683,6 @@ func (b *Broker) Pull(ctx context.Context, topicName string, queue int, offset i
 	}
 }
 
-func offsetKey(topicName string, queue int) string { return topicName + "@" + strconv.Itoa(queue) }
-
-// CommitOffset stores a consumer group's next offset for a queue.
-func (b *Broker) CommitOffset(group, topicName string, queue int, offset int64) error {
-	b.omu.Lock()
-	defer b.omu.Unlock()
-	g := b.offsets[group]
-	if g == nil {
-		g = map[string]int64{}
-		b.offsets[group] = g
-	}
-	g[offsetKey(topicName, queue)] = offset
-	b.odirty = true
-	return nil
-}
-
-// QueryOffset returns a group's committed offset; ok is false when none is stored.
-func (b *Broker) QueryOffset(group, topicName string, queue int) (int64, bool) {
-	b.omu.Lock()
-	defer b.omu.Unlock()
-	o, ok := b.offsets[group][offsetKey(topicName, queue)]
-	return o, ok
-}
-
-func (b *Broker) saveOffsets(force bool) error {
-	b.omu.Lock()
-	if !b.odirty && !force {
-		b.omu.Unlock()
-		return nil
-	}
-	data, err := json.Marshal(b.offsets)
-	b.odirty = false
-	b.omu.Unlock()
-	if err != nil {
-		return err
-	}
-	return writeFile(b.path("offsets.json"), data)
-}
-
 // checkpoint flushes the queues and offsets and records how far recovery may skip.
 func (b *Broker) checkpoint() error {
 	b.ckmu.Lock()
@@ -745,7 +702,7 @@ func (b *Broker) checkpoint() error {
 			return err
 		}
 	}
-	if err := b.saveOffsets(false); err != nil {
+	if err := b.offsets.compact(false); err != nil {
 		return err
 	}
 	return writeJSON(b.path("checkpoint"), map[string]int64{"offset": target})
@@ -828,7 +785,7 @@ func (b *Broker) close() error {
 	b.wmu.Lock()
 	err := b.checkpoint()
 	b.wmu.Unlock()
-	if e := b.saveOffsets(true); err == nil {
+	if e := b.offsets.close(); err == nil {
 		err = e
 	}
 	b.closeFiles()
@@ -845,6 +802,9 @@ func (b *Broker) closeFiles() {
 	b.tmu.Unlock()
 	if b.cl != nil {
 		b.cl.close()
+	}
+	if b.offsets != nil {
+		b.offsets.close()
 	}
 	if b.lockFile != nil {
 		b.lockFile.Close()

@@ -49,7 +49,8 @@ var DefaultDelayLevels = []time.Duration{
 // Config configures a Broker. The zero value of every field means its default; call
 // EnsureDefaults then Validate (Open does both).
 type Config struct {
-	// Dir holds the store: commitlog/, consumequeue/, topics.json, offsets.json, checkpoint.
+	// Dir holds the store: commitlog/, consumequeue/, topics.json, offsets.json, offsets.log,
+	// checkpoint.
 	Dir string
 	// SegmentSize is the size of one commit-log file (default 1 GiB).
 	SegmentSize int64

@@ -30,18 +30,21 @@
 // Dir/commitlog holds fixed-size segments named by their first byte's offset (20 digits);
 // every record is in RocketMQ's stored format, so a pull reply is a copy of log bytes.
 // Dir/consumequeue/<topic>/<queue> holds 20-byte entries (commit-log offset, size, tag hash).
-// topics.json, offsets.json and checkpoint are replaced atomically. On Open, records from
-// the checkpoint on are validated (magic, lengths, body CRC, physical offset), a torn tail is
-// truncated, and missing consume-queue entries are rebuilt. Retention deletes whole
-// segments by age or total size and moves queue minimums.
+// topics.json, offsets.json (a snapshot) and checkpoint are replaced atomically; every offset
+// commit is appended to the journal offsets.log before it is visible, so a process crash
+// loses none. On Open, records from the checkpoint on are validated (magic, lengths, body
+// CRC, physical offset), a torn tail is truncated, and missing consume-queue entries are
+// rebuilt. Retention deletes whole segments by age or total size and moves queue minimums.
 //
 // # Network
 //
 // Serve speaks the name-server and broker request codes the rocketmq-client-go producer,
 // push/pull consumers and admin client use (docs/broker.md lists them). Each request on a
-// connection is handled concurrently (up to 1,024 at once), except sends, which are appended
-// in arrival order; malformed or oversize frames, and connections silent for longer than
-// the client expiry, are closed.
+// connection is handled concurrently (up to 1,024 at once), except sends and offset
+// commits, which are applied in arrival order on the connection's reader; malformed or
+// oversize frames, and connections silent for longer than the client expiry, are closed. A
+// reply that cannot be written does not end a connection: what the peer sent before it
+// closed is still read and handled.
 //
 // # Concurrency
 //

@@ -342,7 +342,9 @@ func (s *netServer) offset(req *remoting.Command) *remoting.Command {
 		if err != nil {
 			return req.Reply(respInvalidParameter, err.Error())
 		}
-		s.b.CommitOffset(group, name, int(qid), off)
+		if err := s.b.CommitOffset(group, name, int(qid), off); err != nil {
+			return req.Reply(respSystemError, err.Error())
+		}
 		return req.Reply(respSuccess, "")
 	}
 	off, ok := s.b.QueryOffset(group, name, int(qid))
@@ -399,6 +401,26 @@ func tagFilter(expr string) map[int64]bool {
 	return f
 }
 
+// pullCommit stores the offset a pull carries (sysFlag bit 1). The connection's reader
+// calls it before the pull is handled.
+func (s *netServer) pullCommit(req *remoting.Command) {
+	sysFlag, _ := req.ExtInt("sysFlag")
+	if sysFlag&1 == 0 {
+		return
+	}
+	qid, err1 := req.ExtInt("queueId")
+	co, err2 := req.ExtInt("commitOffset")
+	if err1 != nil || err2 != nil || co <= 0 {
+		return
+	}
+	if _, err := s.b.queue(req.Ext("topic"), int(qid)); err != nil {
+		return
+	}
+	if err := s.b.CommitOffset(req.Ext("consumerGroup"), req.Ext("topic"), int(qid), co); err != nil {
+		s.b.cfg.Logger.Error("storing a pull's commit offset failed", "err", err)
+	}
+}
+
 func (s *netServer) pull(c *conn, req *remoting.Command) *remoting.Command {
 	group, name := req.Ext("consumerGroup"), req.Ext("topic")
 	qid, err1 := req.ExtInt("queueId")
@@ -413,11 +435,6 @@ func (s *netServer) pull(c *conn, req *remoting.Command) *remoting.Command {
 	q, err := s.b.queue(name, int(qid))
 	if err != nil {
 		return req.Reply(respTopicNotExist, err.Error())
-	}
-	if sysFlag&1 != 0 {
-		if co, err := req.ExtInt("commitOffset"); err == nil && co > 0 {
-			s.b.CommitOffset(group, name, int(qid), co)
-		}
 	}
 	var filter map[int64]bool
 	if sysFlag&4 != 0 {

@@ -41,6 +41,11 @@ type conn struct {
 	wmu    sync.Mutex
 	done   chan struct{}
 	closed atomic.Bool
+	// wdead is set when a write failed (the peer closed or reset the connection). Later
+	// replies are dropped, but the reader goes on: requests the peer wrote before it closed
+	// (one-way offset commits, typically) are still in the socket buffer and are handled.
+	// Guarded by wmu.
+	wdead  bool
 	remote netip.AddrPort
 }
 
@@ -66,13 +71,16 @@ func (c *conn) send(cmd *remoting.Command) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.closed.Load() {
+	if c.closed.Load() || c.wdead {
 		return net.ErrClosed
 	}
 	c.c.SetWriteDeadline(time.Now().Add(30 * time.Second))
 	_, err = bufs.WriteTo(c.c)
 	if err != nil {
-		c.close()
+		// Do not close: closing would discard frames the peer sent before it went away.
+		// The reader ends the connection when it reaches the end of the stream (or its
+		// read deadline, if the peer vanished without a trace).
+		c.wdead = true
 	}
 	return err
 }
@@ -218,6 +226,18 @@ func (s *netServer) serveConn(c *conn) {
 				c.send(resp)
 			}()
 			continue
+		}
+		switch cmd.Code {
+		case codeUpdateConsumerOff, codeQueryConsumerOff:
+			// Offset commits are applied (and journalled) on the reader, in arrival order,
+			// before the next frame is read: the one-way commits a consumer writes just
+			// before it closes the connection are stored before the close is seen, and a
+			// later commit on this connection never loses to an earlier one.
+			c.send(s.handle(c, cmd))
+			continue
+		case codePullMessage:
+			// The commit a pull carries is ordered the same way; the pull itself may wait.
+			s.pullCommit(cmd)
 		}
 		sem <- struct{}{}
 		s.wg.Add(1)
