@@ -79,6 +79,8 @@ type Broker struct {
 	done      chan struct{}
 	wg        sync.WaitGroup
 
+	txn *txnStore
+
 	net *netServer
 }
 
@@ -91,7 +93,7 @@ func Open(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	b := &Broker{cfg: cfg, topics: map[string]*topic{},
+	b := &Broker{cfg: cfg, topics: map[string]*topic{}, txn: newTxnStore(),
 		fkick: make(chan struct{}, 1), done: make(chan struct{})}
 	b.fcond = sync.NewCond(&b.fmu)
 	b.storeHost.Store(netip.MustParseAddrPort("127.0.0.1:10911"))
@@ -100,11 +102,16 @@ func Open(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.lockFile = lf
-	if err := b.load(); err != nil {
+	committed, err := b.load()
+	if err != nil {
 		b.closeFiles()
 		return nil, err
 	}
 	if _, err := b.ensureTopic(scheduleTopic, len(cfg.DelayLevels), PermRead|PermWrite); err != nil {
+		b.closeFiles()
+		return nil, err
+	}
+	if err := b.loadTransactions(committed); err != nil {
 		b.closeFiles()
 		return nil, err
 	}
@@ -119,37 +126,43 @@ func Open(cfg Config) (*Broker, error) {
 
 func (b *Broker) path(name string) string { return filepath.Join(b.cfg.Dir, name) }
 
-func (b *Broker) load() error {
+// load opens the files and recovers the log. It returns the half-message offsets named
+// by the committed transactional messages it replayed.
+func (b *Broker) load() (map[int64]bool, error) {
 	var infos []TopicInfo
 	if err := readJSON(b.path("topics.json"), &infos); err != nil {
-		return err
+		return nil, err
 	}
 	offs, err := openOffsets(b.cfg.Dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	b.offsets = offs
 	cl, err := openCommitLog(b.path("commitlog"), b.cfg.SegmentSize)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	b.cl = cl
 	for _, ti := range infos {
 		if _, err := b.openTopic(ti); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	var ck struct {
 		Offset int64 `json:"offset"`
 	}
 	if err := readJSON(b.path("checkpoint"), &ck); err != nil {
-		return err
+		return nil, err
 	}
 	// Replay records from the checkpoint: rebuild consume-queue entries the queues lack.
 	var rerr error
+	committed := map[int64]bool{}
 	end, err := cl.recover(ck.Offset, func(r *recordView, off int64) {
 		if rerr != nil {
 			return
+		}
+		if r.sysFlag&sysFlagTxnMask == sysFlagTxnCommit && r.prepared > 0 {
+			committed[r.prepared] = true
 		}
 		t := b.topics[r.topic]
 		if t == nil || int(r.queue) >= len(t.queues) {
@@ -173,10 +186,10 @@ func (b *Broker) load() error {
 		}
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if rerr != nil {
-		return rerr
+		return nil, rerr
 	}
 	cl.wpos = end
 	cl.committed.Store(end)
@@ -199,7 +212,7 @@ func (b *Broker) load() error {
 			q.dropBelow(minPhys)
 		}
 	}
-	return b.saveTopics()
+	return committed, b.saveTopics()
 }
 
 // openTopic creates or widens a topic's queues and registers it (no persistence).
@@ -284,9 +297,10 @@ func (b *Broker) DeleteTopic(name string) error {
 }
 
 // IsSystemTopic reports whether a topic is the broker's own: the delay schedule, retry and
-// dead-letter topics, and TBW102.
+// dead-letter topics, the transaction topics, and TBW102.
 func IsSystemTopic(name string) bool {
-	return name == scheduleTopic || name == tbw102 || strings.HasPrefix(name, "%RETRY%") || strings.HasPrefix(name, "%DLQ%")
+	return name == scheduleTopic || name == tbw102 || name == halfTopic || name == opTopic || name == checkMaxTopic ||
+		strings.HasPrefix(name, "%RETRY%") || strings.HasPrefix(name, "%DLQ%")
 }
 
 // Topics lists the topics, system topics included (see IsSystemTopic), sorted by name.

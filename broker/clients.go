@@ -24,6 +24,9 @@ type clientInfo struct {
 
 type heartbeatData struct {
 	ClientID        string `json:"clientID"`
+	ProducerDataSet []struct {
+		GroupName string `json:"groupName"`
+	} `json:"producerDataSet"`
 	ConsumerDataSet []struct {
 		GroupName           string `json:"groupName"`
 		SubscriptionDataSet []struct {
@@ -41,6 +44,17 @@ func (s *netServer) heartbeat(c *conn, req *remoting.Command) *remoting.Command 
 	var changed []string
 	now := time.Now()
 	s.cmu.Lock()
+	for _, pd := range hb.ProducerDataSet {
+		if pd.GroupName == "" {
+			continue
+		}
+		g := s.producers[pd.GroupName]
+		if g == nil {
+			g = map[string]*clientInfo{}
+			s.producers[pd.GroupName] = g
+		}
+		g[hb.ClientID] = &clientInfo{conn: c, last: now}
+	}
 	for _, cd := range hb.ConsumerDataSet {
 		if cd.GroupName == "" {
 			continue
@@ -82,6 +96,23 @@ func (s *netServer) subscription(group, topicName string) map[int64]bool {
 		return g.subs[topicName]
 	}
 	return nil
+}
+
+// producerConn returns a live connection of a producer group (the most recent heartbeat),
+// or nil.
+func (s *netServer) producerConn(group string) *conn {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	var best *clientInfo
+	for _, ci := range s.producers[group] {
+		if !ci.conn.closed.Load() && (best == nil || ci.last.After(best.last)) {
+			best = ci
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return best.conn
 }
 
 func (s *netServer) notifyGroup(group string) {
@@ -156,6 +187,16 @@ func (s *netServer) removeClients(match func(*clientInfo) bool) {
 		}
 		if len(g.clients) == 0 {
 			delete(s.groups, name)
+		}
+	}
+	for name, g := range s.producers {
+		for id, ci := range g {
+			if match(ci) {
+				delete(g, id)
+			}
+		}
+		if len(g) == 0 {
+			delete(s.producers, name)
 		}
 	}
 	s.cmu.Unlock()

@@ -89,6 +89,16 @@ type Config struct {
 	ClientExpiry time.Duration
 	// LockExpiry frees an orderly consumer's queue lock that was not renewed (default 60 s).
 	LockExpiry time.Duration
+	// TransactionTimeout is how long a prepared message may stay open before its producer
+	// group is asked about it (default 6 s; a message's CHECK_IMMUNITY_TIME_IN_SECONDS can
+	// only lengthen it).
+	TransactionTimeout time.Duration
+	// TransactionCheckInterval is the time between two checks of one open transaction
+	// (default 30 s).
+	TransactionCheckInterval time.Duration
+	// TransactionCheckMax is how many checks an open transaction gets before it is
+	// discarded to TRANS_CHECK_MAX_TIME_TOPIC (default 15).
+	TransactionCheckMax int
 	// Logger receives operational messages (default: discard).
 	Logger *slog.Logger
 }
@@ -140,6 +150,15 @@ func (c *Config) EnsureDefaults() {
 	if c.LockExpiry == 0 {
 		c.LockExpiry = 60 * time.Second
 	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = 6 * time.Second
+	}
+	if c.TransactionCheckInterval == 0 {
+		c.TransactionCheckInterval = 30 * time.Second
+	}
+	if c.TransactionCheckMax == 0 {
+		c.TransactionCheckMax = 15
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -168,6 +187,9 @@ func (c *Config) Validate() error {
 	}
 	if c.FlushMode != FlushAsync && c.FlushMode != FlushSync {
 		errs = append(errs, fmt.Errorf("broker: Config.FlushMode %d is unknown", c.FlushMode))
+	}
+	if c.TransactionTimeout < 0 || c.TransactionCheckInterval < 0 || c.TransactionCheckMax < 0 {
+		errs = append(errs, errors.New("broker: transaction timeout, check interval and check maximum must not be negative"))
 	}
 	if c.MaxFrameSize < 1024 {
 		errs = append(errs, fmt.Errorf("broker: Config.MaxFrameSize %d is below 1 KiB", c.MaxFrameSize))

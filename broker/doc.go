@@ -36,6 +36,13 @@
 // CRC, physical offset), a torn tail is truncated, and missing consume-queue entries are
 // rebuilt. Retention deletes whole segments by age or total size and moves queue minimums.
 //
+// # Transactions
+//
+// A message with TRAN_MSG=true is stored as a half message (RMQ_SYS_TRANS_HALF_TOPIC) and
+// reaches its topic only when EndTransaction commits it; rollback and the check-backs are
+// op records (RMQ_SYS_TRANS_OP_HALF_TOPIC), so open transactions survive a restart.
+// OpenTransactions counts them. transaction.go describes the records.
+//
 // # Network
 //
 // Serve speaks the name-server and broker request codes the rocketmq-client-go producer,

@@ -25,7 +25,9 @@ const (
 	codeHeartbeat          = 34
 	codeUnregisterClient   = 35
 	codeSendMsgBack        = 36
+	codeEndTransaction     = 37
 	codeGetConsumerList    = 38
+	codeCheckTransaction   = 39
 	codeNotifyIDsChanged   = 40
 	codeLockBatch          = 41
 	codeUnlockBatch        = 42
@@ -93,6 +95,8 @@ func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Comma
 		return s.lockBatch(req)
 	case codeUnlockBatch:
 		return s.unlockBatch(req)
+	case codeEndTransaction:
+		return s.endTransaction(req)
 	case codeUpdateCreateTopic:
 		return s.createTopic(req)
 	case codeDeleteTopicBroker:
@@ -224,11 +228,19 @@ func (s *netServer) sendAppend(c *conn, req *remoting.Command) (*remoting.Comman
 		if err != nil {
 			return req.Reply(respMessageIllegal, err.Error()), 0
 		}
+		for i := range ins {
+			if isPrepared(ins[i].props) {
+				return req.Reply(respMessageIllegal, fmt.Sprintf("batch item %d is a transactional message: send those one at a time", i)), 0
+			}
+		}
 	} else {
 		m := base
 		m.body = req.Body
 		m.props = []byte(get("properties"))
 		m.tagsCode = TagsCode(propValue(m.props, PropTags))
+		if isPrepared(m.props) {
+			return s.sendHalf(req, m)
+		}
 		ins = []inMsg{m}
 		// A retry message past its maximum goes to the dead-letter queue.
 		if g, ok := strings.CutPrefix(name, "%RETRY%"); ok {

@@ -29,8 +29,9 @@ type netServer struct {
 	wg    sync.WaitGroup
 	done  chan struct{}
 
-	cmu    sync.Mutex
-	groups map[string]*consumerGroup
+	cmu       sync.Mutex
+	groups    map[string]*consumerGroup
+	producers map[string]map[string]*clientInfo // producer group -> client id -> client
 
 	lmu   sync.Mutex
 	locks map[string]map[string]*mqLock // group -> "topic@broker@queue" -> holder
@@ -97,7 +98,8 @@ func (b *Broker) Serve(namesrvAddr, brokerAddr string) error {
 		return errors.New("broker: already serving")
 	}
 	s := &netServer{b: b, conns: map[*conn]struct{}{}, done: make(chan struct{}),
-		groups: map[string]*consumerGroup{}, locks: map[string]map[string]*mqLock{}}
+		groups: map[string]*consumerGroup{}, producers: map[string]map[string]*clientInfo{},
+		locks: map[string]map[string]*mqLock{}}
 	bl, err := net.Listen("tcp", brokerAddr)
 	if err != nil {
 		return fmt.Errorf("broker: listen on broker address %s: %w", brokerAddr, err)
@@ -120,8 +122,9 @@ func (b *Broker) Serve(namesrvAddr, brokerAddr string) error {
 		s.wg.Add(1)
 		go s.accept(ln)
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.expireClients()
+	go s.checkTransactions()
 	return nil
 }
 
