@@ -583,9 +583,9 @@ const (
 )
 
 // readRaw copies up to max records (and about maxBytes) from offset on, skipping records
-// whose tag code is not in filter (nil = all). It returns the bytes, the record count, the
+// the filter does not let through (nil = all). It returns the bytes, the record count, the
 // next offset to read and a status as in the protocol's pull table.
-func (b *Broker) readRaw(q *consumeQueue, offset int64, maxN, maxBytes int, filter map[int64]bool, buf []byte) ([]byte, int, int64, pullStatus) {
+func (b *Broker) readRaw(q *consumeQueue, offset int64, maxN, maxBytes int, filter *subFilter, buf []byte) ([]byte, int, int64, pullStatus) {
 	minO, maxO := q.min.Load(), q.max.Load()
 	switch {
 	case maxO == 0 && offset == 0:
@@ -608,11 +608,11 @@ func (b *Broker) readRaw(q *consumeQueue, offset int64, maxN, maxBytes int, filt
 			break
 		}
 		scanned++
-		if filter != nil && !filter[tags] {
+		if !filter.matchCode(tags) {
 			next++
 			continue
 		}
-		var err error
+		start := len(buf)
 		nb, err := b.cl.read(buf, phys, int(size))
 		if err != nil {
 			// The record was removed by retention under us; let the caller re-seek.
@@ -620,6 +620,11 @@ func (b *Broker) readRaw(q *consumeQueue, offset int64, maxN, maxBytes int, filt
 				return buf, 0, q.min.Load(), pullOffsetMoved
 			}
 			break
+		}
+		if filter.needsRecord() && !filter.matchRecord(nb[start:]) {
+			buf = nb[:start]
+			next++
+			continue
 		}
 		buf = nb
 		n++

@@ -12,9 +12,8 @@ import (
 // consumerGroup is the live membership of one group, learned from heartbeats. Guarded by
 // netServer.cmu.
 type consumerGroup struct {
-	clients map[string]*clientInfo    // clientID -> client
-	subs    map[string]map[int64]bool // topic -> tag filter (nil = all)
-	exprs   map[string]string         // topic -> expression
+	clients map[string]*clientInfo // clientID -> client
+	subs    map[string]*subFilter  // topic -> filter (nil = all)
 }
 
 type clientInfo struct {
@@ -30,8 +29,9 @@ type heartbeatData struct {
 	ConsumerDataSet []struct {
 		GroupName           string `json:"groupName"`
 		SubscriptionDataSet []struct {
-			Topic     string `json:"topic"`
-			SubString string `json:"subString"`
+			Topic          string `json:"topic"`
+			SubString      string `json:"subString"`
+			ExpressionType string `json:"expressionType"`
 		} `json:"subscriptionDataSet"`
 	} `json:"consumerDataSet"`
 }
@@ -69,11 +69,15 @@ func (s *netServer) heartbeat(c *conn, req *remoting.Command) *remoting.Command 
 			changed = append(changed, cd.GroupName)
 		}
 		g.clients[hb.ClientID] = &clientInfo{conn: c, last: now}
-		g.subs = map[string]map[int64]bool{}
-		g.exprs = map[string]string{}
+		prev := g.subs
+		g.subs = map[string]*subFilter{}
 		for _, sd := range cd.SubscriptionDataSet {
-			g.subs[sd.Topic] = tagFilter(sd.SubString)
-			g.exprs[sd.Topic] = sd.SubString
+			f := newSubFilter(sd.ExpressionType, sd.SubString)
+			if old := prev[sd.Topic]; f != nil && f.err != nil && (old == nil || old.expr != f.expr) {
+				s.b.cfg.Logger.Warn("consumer subscribed with an expression that does not compile; its pulls are refused",
+					"group", cd.GroupName, "topic", sd.Topic, "err", f.err)
+			}
+			g.subs[sd.Topic] = f
 		}
 	}
 	s.cmu.Unlock()
@@ -88,8 +92,8 @@ func (s *netServer) heartbeat(c *conn, req *remoting.Command) *remoting.Command 
 	return req.Reply(respSuccess, "")
 }
 
-// subscription returns a group's tag filter for a topic from its heartbeats.
-func (s *netServer) subscription(group, topicName string) map[int64]bool {
+// subscription returns a group's filter for a topic from its heartbeats (nil: all).
+func (s *netServer) subscription(group, topicName string) *subFilter {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	if g := s.groups[group]; g != nil {

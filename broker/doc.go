@@ -43,6 +43,12 @@
 // op records (RMQ_SYS_TRANS_OP_HALF_TOPIC), so open transactions survive a restart.
 // OpenTransactions counts them. transaction.go describes the records.
 //
+// # Filters
+//
+// Pulls are filtered by tag hash on the consume queue, or by a SQL92 selector (package
+// broker/filter) evaluated on each record's properties; a selector that does not compile
+// is refused with code 23.
+//
 // # Network
 //
 // Serve speaks the name-server and broker request codes the rocketmq-client-go producer,

@@ -31,6 +31,7 @@ const (
 	codeNotifyIDsChanged   = 40
 	codeLockBatch          = 41
 	codeUnlockBatch        = 42
+	codeCheckClientConfig  = 46
 	codeGetRoute           = 105
 	codeGetAllSubGroups    = 201
 	codeGetAllTopics       = 206
@@ -43,17 +44,18 @@ const (
 
 // Response codes.
 const (
-	respSuccess          = 0
-	respSystemError      = 1
-	respNotSupported     = 3
-	respMessageIllegal   = 13
-	respNoPermission     = 16
-	respTopicNotExist    = 17
-	respPullNotFound     = 19
-	respPullRetry        = 20
-	respPullOffsetMoved  = 21
-	respQueryNotFound    = 22
-	respInvalidParameter = 29
+	respSuccess                 = 0
+	respSystemError             = 1
+	respNotSupported            = 3
+	respMessageIllegal          = 13
+	respNoPermission            = 16
+	respTopicNotExist           = 17
+	respPullNotFound            = 19
+	respPullRetry               = 20
+	respPullOffsetMoved         = 21
+	respQueryNotFound           = 22
+	respSubscriptionParseFailed = 23
+	respInvalidParameter        = 29
 )
 
 const tbw102 = "TBW102"
@@ -97,6 +99,8 @@ func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Comma
 		return s.unlockBatch(req)
 	case codeEndTransaction:
 		return s.endTransaction(req)
+	case codeCheckClientConfig:
+		return s.checkClientConfig(req)
 	case codeUpdateCreateTopic:
 		return s.createTopic(req)
 	case codeDeleteTopicBroker:
@@ -392,27 +396,6 @@ func (s *netServer) queueOffset(req *remoting.Command) *remoting.Command {
 	return r
 }
 
-// tagFilter parses a TAG expression; nil means everything.
-func tagFilter(expr string) map[int64]bool {
-	expr = strings.TrimSpace(expr)
-	if expr == "" || expr == "*" {
-		return nil
-	}
-	f := map[int64]bool{}
-	for _, p := range strings.Split(expr, "||") {
-		if p = strings.TrimSpace(p); p != "" {
-			if p == "*" {
-				return nil
-			}
-			f[TagsCode(p)] = true
-		}
-	}
-	if len(f) == 0 {
-		return nil
-	}
-	return f
-}
-
 // pullCommit stores the offset a pull carries (sysFlag bit 1). The connection's reader
 // calls it before the pull is handled.
 func (s *netServer) pullCommit(req *remoting.Command) {
@@ -433,6 +416,43 @@ func (s *netServer) pullCommit(req *remoting.Command) {
 	}
 }
 
+// checkClientConfig answers CHECK_CLIENT_CONFIG (46), which Java consumers send before
+// they start: 23 when the subscription's expression does not compile.
+func (s *netServer) checkClientConfig(req *remoting.Command) *remoting.Command {
+	var body struct {
+		Group            string `json:"group"`
+		SubscriptionData struct {
+			Topic          string `json:"topic"`
+			SubString      string `json:"subString"`
+			ExpressionType string `json:"expressionType"`
+		} `json:"subscriptionData"`
+	}
+	if err := json.Unmarshal(req.Body, &body); err != nil {
+		return req.Reply(respInvalidParameter, "client config body is not valid JSON: "+err.Error())
+	}
+	sd := body.SubscriptionData
+	if f := newSubFilter(sd.ExpressionType, sd.SubString); f != nil && f.err != nil {
+		return req.Reply(respSubscriptionParseFailed, fmt.Sprintf("the %s subscription %q of group %s on %s does not compile: %v",
+			f.typ, f.expr, body.Group, sd.Topic, f.err))
+	}
+	return req.Reply(respSuccess, "")
+}
+
+// pullFilter is the filter of a pull: the subscription it carries (sysFlag bit 4) or
+// else the one its group's heartbeats registered. The push consumer sends its expression
+// with the type TAG even when it subscribed with SQL92; the heartbeat's type wins then.
+func (s *netServer) pullFilter(group, topicName string, sysFlag int, req *remoting.Command) *subFilter {
+	hb := s.subscription(group, topicName)
+	if sysFlag&4 == 0 {
+		return hb
+	}
+	typ, expr := req.Ext("expressionType"), req.Ext("subscription")
+	if hb != nil && hb.typ == ExprSQL92 && hb.expr == expr && !strings.EqualFold(typ, ExprSQL92) {
+		return hb
+	}
+	return s.filters.get(typ, expr)
+}
+
 func (s *netServer) pull(c *conn, req *remoting.Command) *remoting.Command {
 	group, name := req.Ext("consumerGroup"), req.Ext("topic")
 	qid, err1 := req.ExtInt("queueId")
@@ -448,11 +468,10 @@ func (s *netServer) pull(c *conn, req *remoting.Command) *remoting.Command {
 	if err != nil {
 		return req.Reply(respTopicNotExist, err.Error())
 	}
-	var filter map[int64]bool
-	if sysFlag&4 != 0 {
-		filter = tagFilter(req.Ext("subscription"))
-	} else {
-		filter = s.subscription(group, name)
+	filter := s.pullFilter(group, name, int(sysFlag), req)
+	if filter != nil && filter.err != nil {
+		return req.Reply(respSubscriptionParseFailed, fmt.Sprintf("the %s subscription %q of group %s on %s does not compile: %v",
+			filter.typ, filter.expr, group, name, filter.err))
 	}
 	var deadline <-chan time.Time
 	for {

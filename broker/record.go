@@ -142,24 +142,10 @@ func DecodeProperties(b []byte) map[string]string {
 	return m
 }
 
-// propValue finds one property without building a map.
+// propValue finds one property without building a map ("" when absent).
 func propValue(b []byte, key string) string {
-	for len(b) > 0 {
-		i := 0
-		for i < len(b) && b[i] != 2 {
-			i++
-		}
-		ent := b[:i]
-		if i < len(b) {
-			b = b[i+1:]
-		} else {
-			b = nil
-		}
-		if len(ent) > len(key) && ent[len(key)] == 1 && string(ent[:len(key)]) == key {
-			return string(ent[len(key)+1:])
-		}
-	}
-	return ""
+	v, _ := propLookup(b, key)
+	return v
 }
 
 // TagsCode is Java's String.hashCode of the tag (UTF-16 units), 0 for no tag.

@@ -35,6 +35,8 @@ type netServer struct {
 
 	lmu   sync.Mutex
 	locks map[string]map[string]*mqLock // group -> "topic@broker@queue" -> holder
+
+	filters filterCache
 }
 
 type conn struct {
