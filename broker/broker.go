@@ -67,7 +67,8 @@ type Broker struct {
 
 	storeHost atomic.Value // netip.AddrPort
 
-	ckmu sync.Mutex // serialises checkpoints
+	ckmu      sync.Mutex // serialises checkpoints
+	indexFrom int64      // commit-log offset the flushed index covered at the last checkpoint
 
 	fmu       sync.Mutex
 	fcond     *sync.Cond
@@ -80,6 +81,7 @@ type Broker struct {
 	wg        sync.WaitGroup
 
 	txn *txnStore
+	idx *indexService // nil when Config.DisableIndex
 
 	net *netServer
 }
@@ -115,6 +117,14 @@ func Open(cfg Config) (*Broker, error) {
 		b.closeFiles()
 		return nil, err
 	}
+	if !cfg.DisableIndex {
+		if err := b.openIndex(); err != nil {
+			b.closeFiles()
+			return nil, err
+		}
+		b.wg.Add(1)
+		go b.indexer()
+	}
 	b.wg.Add(3)
 	go b.flusher()
 	go b.every(b.cfg.CheckpointInterval, "checkpoint", b.checkpoint)
@@ -148,12 +158,11 @@ func (b *Broker) load() (map[int64]bool, error) {
 			return nil, err
 		}
 	}
-	var ck struct {
-		Offset int64 `json:"offset"`
-	}
+	var ck checkpointData
 	if err := readJSON(b.path("checkpoint"), &ck); err != nil {
 		return nil, err
 	}
+	b.indexFrom = ck.Index
 	// Replay records from the checkpoint: rebuild consume-queue entries the queues lack.
 	var rerr error
 	committed := map[int64]bool{}
@@ -435,6 +444,12 @@ func (b *Broker) appendMsgs(ms []inMsg) ([]putResult, int64, error) {
 		q.publish(m)
 	}
 	b.wmu.Unlock()
+	if b.idx != nil {
+		select {
+		case b.idx.kick <- struct{}{}:
+		default:
+		}
+	}
 	return res, end, nil
 }
 
@@ -702,7 +717,33 @@ func (b *Broker) Pull(ctx context.Context, topicName string, queue int, offset i
 	}
 }
 
-// checkpoint flushes the queues and offsets and records how far recovery may skip.
+// checkpointData is the checkpoint file: recovery replays the commit log from Offset and
+// indexes it from Index.
+type checkpointData struct {
+	Offset int64 `json:"offset"`
+	Index  int64 `json:"index"`
+}
+
+// openIndex opens the key index and sets where the indexer resumes.
+func (b *Broker) openIndex() error {
+	idx, rebuildFrom, err := openIndex(b.path("index"), b.cfg.IndexSlots, b.cfg.IndexEntries, b.cfg.IndexSpan,
+		func(msg string, args ...any) { b.cfg.Logger.Warn(msg, args...) })
+	if err != nil {
+		return err
+	}
+	from := b.indexFrom
+	if rebuildFrom >= 0 {
+		from = min(from, rebuildFrom)
+	}
+	if len(idx.files) == 0 {
+		from = 0
+	}
+	idx.indexed.Store(max(from, b.cl.minOffset()))
+	b.idx = idx
+	return nil
+}
+
+// checkpoint flushes the queues, offsets and index, and records how far recovery may skip.
 func (b *Broker) checkpoint() error {
 	b.ckmu.Lock()
 	defer b.ckmu.Unlock()
@@ -710,6 +751,13 @@ func (b *Broker) checkpoint() error {
 		return err
 	}
 	target := b.cl.flushed.Load()
+	var indexed int64
+	if b.idx != nil {
+		indexed = min(b.idx.indexed.Load(), target)
+		if err := b.idx.flush(); err != nil {
+			return err
+		}
+	}
 	b.tmu.RLock()
 	var qs []*consumeQueue
 	for _, t := range b.topics {
@@ -724,7 +772,7 @@ func (b *Broker) checkpoint() error {
 	if err := b.offsets.compact(false); err != nil {
 		return err
 	}
-	return writeJSON(b.path("checkpoint"), map[string]int64{"offset": target})
+	return writeJSON(b.path("checkpoint"), checkpointData{Offset: target, Index: indexed})
 }
 
 // every runs fn each interval until the broker closes, logging its errors as what failed.
@@ -781,6 +829,9 @@ func (b *Broker) EnforceRetention() error {
 		dropped = true
 	}
 	if dropped {
+		if b.idx != nil {
+			b.idx.dropBelow(b.cl.minOffset())
+		}
 		b.cfg.Logger.Info("retention removed segments", "min", b.cl.minOffset())
 	}
 	return nil
@@ -824,6 +875,9 @@ func (b *Broker) closeFiles() {
 	}
 	if b.offsets != nil {
 		b.offsets.close()
+	}
+	if b.idx != nil {
+		b.idx.close()
 	}
 	if b.lockFile != nil {
 		b.lockFile.Close()

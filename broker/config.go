@@ -99,6 +99,14 @@ type Config struct {
 	// TransactionCheckMax is how many checks an open transaction gets before it is
 	// discarded to TRANS_CHECK_MAX_TIME_TOPIC (default 15).
 	TransactionCheckMax int
+	// DisableIndex turns the key index off (QUERY_MESSAGE then finds nothing).
+	DisableIndex bool
+	// IndexSlots and IndexEntries are the hash slots and the entry capacity of one key
+	// index file (defaults 500,000 and 2,000,000: a 42 MB sparse file).
+	IndexSlots   int
+	IndexEntries int
+	// IndexSpan is the time one index file covers at most (default 1 h).
+	IndexSpan time.Duration
 	// Logger receives operational messages (default: discard).
 	Logger *slog.Logger
 }
@@ -159,6 +167,15 @@ func (c *Config) EnsureDefaults() {
 	if c.TransactionCheckMax == 0 {
 		c.TransactionCheckMax = 15
 	}
+	if c.IndexSlots == 0 {
+		c.IndexSlots = 500_000
+	}
+	if c.IndexEntries == 0 {
+		c.IndexEntries = 2_000_000
+	}
+	if c.IndexSpan == 0 {
+		c.IndexSpan = time.Hour
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -190,6 +207,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TransactionTimeout < 0 || c.TransactionCheckInterval < 0 || c.TransactionCheckMax < 0 {
 		errs = append(errs, errors.New("broker: transaction timeout, check interval and check maximum must not be negative"))
+	}
+	if c.IndexSlots < 1 || c.IndexSlots > 1<<26 || c.IndexEntries < 16 || c.IndexEntries > 1<<28 || c.IndexSpan < 0 {
+		errs = append(errs, fmt.Errorf("broker: index geometry %d slots × %d entries (span %v) is out of range", c.IndexSlots, c.IndexEntries, c.IndexSpan))
 	}
 	if c.MaxFrameSize < 1024 {
 		errs = append(errs, fmt.Errorf("broker: Config.MaxFrameSize %d is below 1 KiB", c.MaxFrameSize))

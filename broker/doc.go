@@ -43,6 +43,12 @@
 // op records (RMQ_SYS_TRANS_OP_HALF_TOPIC), so open transactions survive a restart.
 // OpenTransactions counts them. transaction.go describes the records.
 //
+// # Key index
+//
+// An indexer goroutine follows the commit log into Dir/index (index.go): QueryMessages
+// finds a topic's messages by a KEYS entry or UNIQ_KEY, ViewMessage one by commit-log
+// offset. It resumes from the checkpoint and rebuilds lost or damaged files.
+//
 // # Filters
 //
 // Pulls are filtered by tag hash on the consume queue, or by a SQL92 selector (package

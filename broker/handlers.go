@@ -16,12 +16,14 @@ import (
 const (
 	codeSendMessage        = 10
 	codePullMessage        = 11
+	codeQueryMessage       = 12
 	codeQueryConsumerOff   = 14
 	codeUpdateConsumerOff  = 15
 	codeUpdateCreateTopic  = 17
 	codeSearchOffsetByTS   = 29
 	codeGetMaxOffset       = 30
 	codeGetMinOffset       = 31
+	codeViewMessageByID    = 33
 	codeHeartbeat          = 34
 	codeUnregisterClient   = 35
 	codeSendMsgBack        = 36
@@ -101,6 +103,10 @@ func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Comma
 		return s.endTransaction(req)
 	case codeCheckClientConfig:
 		return s.checkClientConfig(req)
+	case codeQueryMessage:
+		return s.queryMessage(req)
+	case codeViewMessageByID:
+		return s.viewMessage(req)
 	case codeUpdateCreateTopic:
 		return s.createTopic(req)
 	case codeDeleteTopicBroker:
@@ -579,4 +585,61 @@ func (s *netServer) createTopic(req *remoting.Command) *remoting.Command {
 		return req.Reply(respSystemError, err.Error())
 	}
 	return req.Reply(respSuccess, "")
+}
+
+// queryMessage answers QUERY_MESSAGE (12): the stored records of a topic whose KEYS or
+// UNIQ_KEY hold key, stored in [beginTimestamp, endTimestamp], oldest first, at most
+// maxNum (64; 32 with _UNIQUE_KEY_QUERY=true) — or 22 when there are none.
+func (s *netServer) queryMessage(req *remoting.Command) *remoting.Command {
+	name, key := req.Ext("topic"), req.Ext("key")
+	maxN, err1 := req.ExtInt("maxNum")
+	begin, err2 := req.ExtInt("beginTimestamp")
+	end, err3 := req.ExtInt("endTimestamp")
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return req.Reply(respInvalidParameter, err.Error())
+	}
+	if req.Ext("_UNIQUE_KEY_QUERY") == "true" {
+		maxN = 32
+	}
+	maxN = min(max(maxN, 1), 64)
+	recs, err := s.b.queryRecords(name, key, int(maxN), begin, end)
+	if err != nil {
+		return req.Reply(respSystemError, err.Error())
+	}
+	r := req.Reply(respSuccess, "")
+	if len(recs) == 0 {
+		r = req.Reply(respQueryNotFound, "can not find message, maybe time range not correct")
+	}
+	r.ExtFields = map[string]string{"indexLastUpdateTimestamp": "0", "indexLastUpdatePhyoffset": "0"}
+	if s.b.idx != nil {
+		r.ExtFields["indexLastUpdateTimestamp"] = strconv.FormatInt(s.b.idx.lastTS.Load(), 10)
+		r.ExtFields["indexLastUpdatePhyoffset"] = strconv.FormatInt(s.b.idx.lastPhys.Load(), 10)
+	}
+	for _, rec := range recs {
+		raw, err := s.b.cl.read(nil, rec.physOffset, rec.size)
+		if err == nil {
+			r.Body = append(r.Body, raw...)
+		}
+	}
+	return r
+}
+
+// viewMessage answers VIEW_MESSAGE_BY_ID (33): the stored record at commit-log offset
+// "offset" (from an offsetMsgId), or 1 when there is none.
+func (s *netServer) viewMessage(req *remoting.Command) *remoting.Command {
+	phys, err := req.ExtInt("offset")
+	if err != nil {
+		return req.Reply(respInvalidParameter, err.Error())
+	}
+	rec, err := s.b.cl.readRecord(phys)
+	if err != nil || rec.physOffset != phys {
+		return req.Reply(respSystemError, fmt.Sprintf("can not find message by the offset %d", phys))
+	}
+	raw, err := s.b.cl.read(nil, phys, rec.size)
+	if err != nil {
+		return req.Reply(respSystemError, err.Error())
+	}
+	r := req.Reply(respSuccess, "")
+	r.Body = raw
+	return r
 }

@@ -23,6 +23,8 @@ type ConsumeCmd struct {
 	Max           int           `name:"max" help:"Stop after this many records (0: no limit)."`
 	IdleExit      time.Duration `name:"idle-exit" help:"Stop when nothing arrives for this long (0: never); before the first record, the client's start-up (queue assignment, about 5 s) does not count."`
 	Group         string        `name:"group" help:"Commit offsets as this consumer group (default: a new group per run)."`
+	Key           string        `name:"key" help:"Print the messages carrying this key (KEYS or client message id), found through the broker's key index, and exit." xor:"lookup"`
+	MsgID         string        `name:"msg-id" help:"Print the message with this id (the send result's offset or client message id) and exit." xor:"lookup"`
 }
 
 func (c *ConsumeCmd) Run(cm *Common, cli *CLI) error {
@@ -37,6 +39,9 @@ func (c *ConsumeCmd) Run(cm *Common, cli *CLI) error {
 	ns, err := nameServer(cm)
 	if err != nil {
 		return err
+	}
+	if c.Key != "" || c.MsgID != "" {
+		return c.lookup(ns, tbl)
 	}
 	group := c.Group
 	if group == "" {
@@ -140,4 +145,43 @@ loop:
 	mu.Unlock()
 	fmt.Fprintf(os.Stderr, "consumed %d records from %s\n", n, c.Topic)
 	return nil
+}
+
+// lookup prints the messages found by --key or --msg-id; finding none is exit status 1.
+func (c *ConsumeCmd) lookup(ns string, tbl *recordTable) error {
+	limit := 64
+	if c.Max > 0 {
+		limit = min(c.Max, 64)
+	}
+	msgs, err := lookupMessages(ns, c.Topic, c.Key, c.MsgID, limit)
+	if err != nil {
+		return err
+	}
+	if len(msgs) == 0 {
+		what := "key " + c.Key
+		if c.MsgID != "" {
+			what = "id " + c.MsgID
+		}
+		return &exitError{fmt.Sprintf("no message with %s in %s", what, c.Topic)}
+	}
+	out := bufio.NewWriter(os.Stdout)
+	for _, m := range msgs {
+		b, err := messageBody(m)
+		if err != nil {
+			return fmt.Errorf("message at offset %d of queue %d: %w", m.QueueOffset, m.Queue, err)
+		}
+		for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+			b = b[:len(b)-1]
+		}
+		if tbl != nil {
+			tbl.add(b)
+		} else {
+			out.Write(b)
+			out.WriteByte('\n')
+		}
+	}
+	if tbl != nil {
+		tbl.print(out)
+	}
+	return out.Flush()
 }
