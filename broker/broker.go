@@ -80,8 +80,10 @@ type Broker struct {
 	done      chan struct{}
 	wg        sync.WaitGroup
 
-	txn *txnStore
-	idx *indexService // nil when Config.DisableIndex
+	txn   *txnStore
+	stats *brokerStats
+	subs  *subGroups
+	idx   *indexService // nil when Config.DisableIndex
 
 	net *netServer
 }
@@ -95,7 +97,7 @@ func Open(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	b := &Broker{cfg: cfg, topics: map[string]*topic{}, txn: newTxnStore(),
+	b := &Broker{cfg: cfg, topics: map[string]*topic{}, txn: newTxnStore(), stats: newBrokerStats(),
 		fkick: make(chan struct{}, 1), done: make(chan struct{})}
 	b.fcond = sync.NewCond(&b.fmu)
 	b.storeHost.Store(netip.MustParseAddrPort("127.0.0.1:10911"))
@@ -125,7 +127,8 @@ func Open(cfg Config) (*Broker, error) {
 		b.wg.Add(1)
 		go b.indexer()
 	}
-	b.wg.Add(3)
+	b.wg.Add(4)
+	go b.every(time.Second, "statistics", func() error { b.stats.sample(time.Now(), b.served.Load()); return nil })
 	go b.flusher()
 	go b.every(b.cfg.CheckpointInterval, "checkpoint", b.checkpoint)
 	go b.every(b.cfg.RetentionCheckInterval, "retention", b.EnforceRetention)
@@ -148,6 +151,9 @@ func (b *Broker) load() (map[int64]bool, error) {
 		return nil, err
 	}
 	b.offsets = offs
+	if b.subs, err = openSubGroups(b.path("subscriptionGroups.json")); err != nil {
+		return nil, err
+	}
 	cl, err := openCommitLog(b.path("commitlog"), b.cfg.SegmentSize)
 	if err != nil {
 		return nil, err
@@ -440,6 +446,13 @@ func (b *Broker) appendMsgs(ms []inMsg) ([]putResult, int64, error) {
 	}
 	end := b.cl.wpos
 	b.cl.committed.Store(end)
+	stored := 0
+	for i := range ms {
+		if t := ms[i].topic; t != scheduleTopic && t != halfTopic && t != opTopic {
+			stored++
+		}
+	}
+	b.stats.put.Add(int64(stored))
 	for q, m := range next {
 		q.publish(m)
 	}

@@ -14,11 +14,16 @@ import (
 type consumerGroup struct {
 	clients map[string]*clientInfo // clientID -> client
 	subs    map[string]*subFilter  // topic -> filter (nil = all)
+	// From the last heartbeat, for GET_CONSUMER_CONNECTION_LIST.
+	consumeType, messageModel, consumeFromWhere string
+	subData                                     map[string]json.RawMessage // topic -> subscription as sent
 }
 
 type clientInfo struct {
-	conn *conn
-	last time.Time
+	conn     *conn
+	last     time.Time
+	language string
+	version  int16
 }
 
 type heartbeatData struct {
@@ -27,13 +32,18 @@ type heartbeatData struct {
 		GroupName string `json:"groupName"`
 	} `json:"producerDataSet"`
 	ConsumerDataSet []struct {
-		GroupName           string `json:"groupName"`
-		SubscriptionDataSet []struct {
-			Topic          string `json:"topic"`
-			SubString      string `json:"subString"`
-			ExpressionType string `json:"expressionType"`
-		} `json:"subscriptionDataSet"`
+		GroupName           string            `json:"groupName"`
+		ConsumeType         string            `json:"consumeType"`
+		MessageModel        string            `json:"messageModel"`
+		ConsumeFromWhere    string            `json:"consumeFromWhere"`
+		SubscriptionDataSet []json.RawMessage `json:"subscriptionDataSet"`
 	} `json:"consumerDataSet"`
+}
+
+type subscriptionData struct {
+	Topic          string `json:"topic"`
+	SubString      string `json:"subString"`
+	ExpressionType string `json:"expressionType"`
 }
 
 func (s *netServer) heartbeat(c *conn, req *remoting.Command) *remoting.Command {
@@ -53,7 +63,7 @@ func (s *netServer) heartbeat(c *conn, req *remoting.Command) *remoting.Command 
 			g = map[string]*clientInfo{}
 			s.producers[pd.GroupName] = g
 		}
-		g[hb.ClientID] = &clientInfo{conn: c, last: now}
+		g[hb.ClientID] = &clientInfo{conn: c, last: now, language: req.Language, version: req.Version}
 	}
 	for _, cd := range hb.ConsumerDataSet {
 		if cd.GroupName == "" {
@@ -68,10 +78,17 @@ func (s *netServer) heartbeat(c *conn, req *remoting.Command) *remoting.Command 
 		if ci == nil || ci.conn != c {
 			changed = append(changed, cd.GroupName)
 		}
-		g.clients[hb.ClientID] = &clientInfo{conn: c, last: now}
+		g.clients[hb.ClientID] = &clientInfo{conn: c, last: now, language: req.Language, version: req.Version}
+		g.consumeType, g.messageModel, g.consumeFromWhere = cd.ConsumeType, cd.MessageModel, cd.ConsumeFromWhere
 		prev := g.subs
 		g.subs = map[string]*subFilter{}
-		for _, sd := range cd.SubscriptionDataSet {
+		g.subData = map[string]json.RawMessage{}
+		for _, raw := range cd.SubscriptionDataSet {
+			var sd subscriptionData
+			if err := json.Unmarshal(raw, &sd); err != nil || sd.Topic == "" {
+				continue
+			}
+			g.subData[sd.Topic] = raw
 			f := newSubFilter(sd.ExpressionType, sd.SubString)
 			if old := prev[sd.Topic]; f != nil && f.err != nil && (old == nil || old.expr != f.expr) {
 				s.b.cfg.Logger.Warn("consumer subscribed with an expression that does not compile; its pulls are refused",
@@ -82,7 +99,13 @@ func (s *netServer) heartbeat(c *conn, req *remoting.Command) *remoting.Command 
 	}
 	s.cmu.Unlock()
 	for _, cd := range hb.ConsumerDataSet {
-		if cd.GroupName != "" && ValidTopic("%RETRY%"+cd.GroupName) {
+		if cd.GroupName == "" {
+			continue
+		}
+		if err := s.b.subs.ensure(cd.GroupName); err != nil {
+			s.b.cfg.Logger.Error("storing a new subscription group failed", "group", cd.GroupName, "err", err)
+		}
+		if ValidTopic("%RETRY%" + cd.GroupName) {
 			s.b.ensureTopic("%RETRY%"+cd.GroupName, 1, PermRead|PermWrite)
 		}
 	}

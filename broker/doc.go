@@ -12,6 +12,9 @@
 //	err = b.CommitOffset("group", "orders", q, next); off, ok := b.QueryOffset(...)
 //	b.MinOffset / b.MaxOffset / b.OffsetByTimestamp / b.Topics / b.Topic / b.Flush
 //	b.DeleteTopic / b.EnforceRetention / broker.IsSystemTopic(name)
+//	b.QueryMessages / b.ViewMessage                         // key index, by offset
+//	b.ConsumeStats / b.GroupOffsets / b.ConsumerGroups / b.SubscriptionGroups
+//	b.EndTransaction / b.OpenTransactions
 //	err = b.Serve("127.0.0.1:9876", "127.0.0.1:10911")     // name server + broker listeners
 //	err = b.Close()
 //

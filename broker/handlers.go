@@ -20,9 +20,13 @@ const (
 	codeQueryConsumerOff   = 14
 	codeUpdateConsumerOff  = 15
 	codeUpdateCreateTopic  = 17
+	codeGetAllTopicConfig  = 21
+	codeGetBrokerConfig    = 26
+	codeGetRuntimeInfo     = 28
 	codeSearchOffsetByTS   = 29
 	codeGetMaxOffset       = 30
 	codeGetMinOffset       = 31
+	codeGetEarliestTime    = 32
 	codeViewMessageByID    = 33
 	codeHeartbeat          = 34
 	codeUnregisterClient   = 35
@@ -35,8 +39,19 @@ const (
 	codeUnlockBatch        = 42
 	codeCheckClientConfig  = 46
 	codeGetRoute           = 105
+	codeGetClusterInfo     = 106
+	codeUpdateSubGroup     = 200
 	codeGetAllSubGroups    = 201
+	codeGetTopicStats      = 202
+	codeGetConsumerConns   = 203
+	codeGetProducerConns   = 204
 	codeGetAllTopics       = 206
+	codeDeleteSubGroup     = 207
+	codeGetConsumeStats    = 208
+	codeGetTopicsByCluster = 224
+	codeTopicConsumeByWho  = 300
+	codeGetSystemTopics    = 304
+	codeGetSubGroupConfig  = 352
 	codeDeleteTopicBroker  = 215
 	codeDeleteTopicNamesrv = 216
 	codeSendMessageV2      = 310
@@ -46,18 +61,20 @@ const (
 
 // Response codes.
 const (
-	respSuccess                 = 0
-	respSystemError             = 1
-	respNotSupported            = 3
-	respMessageIllegal          = 13
-	respNoPermission            = 16
-	respTopicNotExist           = 17
-	respPullNotFound            = 19
-	respPullRetry               = 20
-	respPullOffsetMoved         = 21
-	respQueryNotFound           = 22
-	respSubscriptionParseFailed = 23
-	respInvalidParameter        = 29
+	respSuccess                   = 0
+	respSystemError               = 1
+	respNotSupported              = 3
+	respMessageIllegal            = 13
+	respNoPermission              = 16
+	respTopicNotExist             = 17
+	respPullNotFound              = 19
+	respPullRetry                 = 20
+	respPullOffsetMoved           = 21
+	respQueryNotFound             = 22
+	respSubscriptionParseFailed   = 23
+	respSubscriptionGroupNotExist = 26
+	respConsumerNotOnline         = 206
+	respInvalidParameter          = 29
 )
 
 const tbw102 = "TBW102"
@@ -116,26 +133,40 @@ func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Comma
 		return req.Reply(respSuccess, "")
 	case codeDeleteTopicNamesrv:
 		return req.Reply(respSuccess, "")
-	case codeGetAllTopics:
-		names := []string{}
-		for _, t := range s.b.Topics() {
-			names = append(names, t.Name)
-		}
-		r := req.Reply(respSuccess, "")
-		r.Body, _ = json.Marshal(map[string]any{"topicList": names, "brokerAddr": s.brokerAddr})
-		return r
+	case codeGetAllTopics, codeGetTopicsByCluster:
+		return s.topicList(req, false)
+	case codeGetSystemTopics:
+		return s.topicList(req, true)
 	case codeGetAllSubGroups:
-		s.cmu.Lock()
-		tbl := map[string]any{}
-		for g := range s.groups {
-			tbl[g] = map[string]any{"groupName": g, "consumeEnable": true, "retryQueueNums": 1,
-				"retryMaxTimes": 16, "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1}
-		}
-		s.cmu.Unlock()
 		r := req.Reply(respSuccess, "")
-		r.Body, _ = json.Marshal(map[string]any{"subscriptionGroupTable": tbl,
-			"dataVersion": map[string]int64{"timestamp": 0, "counter": 0}})
+		r.Body = s.b.subs.encode()
 		return r
+	case codeUpdateSubGroup:
+		return s.updateSubscriptionGroup(req)
+	case codeGetSubGroupConfig:
+		return s.subscriptionGroup(req)
+	case codeDeleteSubGroup:
+		return s.deleteSubscriptionGroup(req)
+	case codeGetConsumeStats:
+		return s.consumeStats(req)
+	case codeGetTopicStats:
+		return s.topicStats(req)
+	case codeGetClusterInfo:
+		return s.clusterInfo(req)
+	case codeGetRuntimeInfo:
+		return s.runtimeInfo(req)
+	case codeGetBrokerConfig:
+		return s.brokerConfig(req)
+	case codeGetAllTopicConfig:
+		return s.allTopicConfig(req)
+	case codeGetConsumerConns:
+		return s.consumerConnections(req)
+	case codeGetProducerConns:
+		return s.producerConnections(req)
+	case codeTopicConsumeByWho:
+		return s.topicConsumers(req)
+	case codeGetEarliestTime:
+		return s.earliestStoreTime(req)
 	}
 	return req.Reply(respNotSupported, fmt.Sprintf("request code %d is not supported", req.Code))
 }
@@ -173,7 +204,7 @@ func (s *netServer) route(req *remoting.Command) *remoting.Command {
 	body, _ := json.Marshal(map[string]any{
 		"queueDatas": []queueData{qd},
 		"brokerDatas": []brokerData{{Cluster: s.b.cfg.ClusterName, BrokerName: s.b.cfg.BrokerName,
-			BrokerAddrs: map[string]string{"0": s.brokerAddr}}},
+			BrokerAddrs: s.brokerAddrs()}},
 	})
 	r := req.Reply(respSuccess, "")
 	r.Body = body
@@ -474,6 +505,9 @@ func (s *netServer) pull(c *conn, req *remoting.Command) *remoting.Command {
 	if err != nil {
 		return req.Reply(respTopicNotExist, err.Error())
 	}
+	if sg, ok := s.b.subs.get(group); ok && !sg.ConsumeEnable {
+		return req.Reply(respNoPermission, "subscription group no permission, "+group)
+	}
 	filter := s.pullFilter(group, name, int(sysFlag), req)
 	if filter != nil && filter.err != nil {
 		return req.Reply(respSubscriptionParseFailed, fmt.Sprintf("the %s subscription %q of group %s on %s does not compile: %v",
@@ -485,6 +519,7 @@ func (s *netServer) pull(c *conn, req *remoting.Command) *remoting.Command {
 		buf, n, next, st := s.b.readRaw(q, offset, int(maxN), 4<<20, filter, nil)
 		if st == pullFound {
 			s.b.served.Add(int64(n))
+			s.b.stats.group(group).served.Add(int64(n))
 		}
 		if st == pullNoNew && sysFlag&2 != 0 && suspend > 0 {
 			if deadline == nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -265,4 +266,20 @@ func (s *netServer) notify(c *conn, code int16, ext map[string]string) {
 
 func isSend(code int16) bool {
 	return code == codeSendMessage || code == codeSendMessageV2 || code == codeSendBatch || code == codeSendReply
+}
+
+// brokerAddrs is the route's address table of this broker: its id and listener.
+func (s *netServer) brokerAddrs() map[string]string {
+	return map[string]string{strconv.Itoa(s.brokerID()): s.brokerAddr}
+}
+
+// brokerID is 0 for a master, 1 for a slave.
+func (s *netServer) brokerID() int { return 0 }
+
+// roleName is the broker's role as RocketMQ names it.
+func (s *netServer) roleName() string {
+	if s.b.cfg.FlushMode == FlushSync {
+		return "SYNC_MASTER"
+	}
+	return "ASYNC_MASTER"
 }
