@@ -80,7 +80,7 @@ var evalCases = []evalCase{
 	{"a > .5", []string{"a", "0.6"}, "TRUE"},
 	{"a > 5L", []string{"a", "6"}, "TRUE"},
 	{"a = 5 OR b = 'x'", []string{"a", "abc", "b", "x"}, "error"}, // RocketMQ: the error wins
-	{"b = 'x' OR a = 5", []string{"a", "abc", "b", "x"}, "TRUE"}, // short-circuit
+	{"b = 'x' OR a = 5", []string{"a", "abc", "b", "x"}, "TRUE"},  // short-circuit
 	{"b = 'x' AND a = 5", []string{"a", "abc", "b", "y"}, "FALSE"},
 	{"a = 'it''s'", []string{"a", "it's"}, "TRUE"},
 	{"a = 'x' -- trailing comment", []string{"a", "x"}, "TRUE"},
