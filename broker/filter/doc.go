@@ -7,7 +7,7 @@
 // The grammar is RocketMQ's (ActiveMQ's selector grammar without LIKE, arithmetic, hex and
 // octal literals): OR, AND, NOT; =, <>, >, >=, <, <=; IS [NOT] NULL; [NOT] BETWEEN x AND y;
 // [NOT] IN ('s', ...); [NOT] CONTAINS / STARTSWITH / ENDSWITH 's'; unary + and -;
-// parentheses; string literals in single quotes (” for a quote); integer (an optional
+// parentheses; string literals in single quotes (a quote doubled inside); integer (an optional
 // L suffix), decimal and exponent literals; TRUE, FALSE, NULL; identifiers
 // [A-Za-z_$][A-Za-z0-9_$]*; keywords in any case; -- and /* */ comments.
 //
