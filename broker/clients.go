@@ -197,9 +197,13 @@ func (s *netServer) dropConn(c *conn) {
 	s.removeClients(func(ci *clientInfo) bool { return ci.conn == c })
 }
 
-func (s *netServer) removeClients(match func(*clientInfo) bool) {
+// removeClients removes the consumers and producers match selects, releases their queue
+// locks and notifies their groups. It returns the connections they used that no remaining
+// client uses.
+func (s *netServer) removeClients(match func(*clientInfo) bool) []*conn {
 	var changed []string
 	var gone []string
+	conns := map[*conn]bool{}
 	s.cmu.Lock()
 	for name, g := range s.groups {
 		n := len(g.clients)
@@ -207,6 +211,7 @@ func (s *netServer) removeClients(match func(*clientInfo) bool) {
 			if match(ci) {
 				delete(g.clients, id)
 				gone = append(gone, id)
+				conns[ci.conn] = true
 			}
 		}
 		if len(g.clients) != n {
@@ -220,10 +225,22 @@ func (s *netServer) removeClients(match func(*clientInfo) bool) {
 		for id, ci := range g {
 			if match(ci) {
 				delete(g, id)
+				conns[ci.conn] = true
 			}
 		}
 		if len(g) == 0 {
 			delete(s.producers, name)
+		}
+	}
+	// Keep connections another client still uses.
+	for _, g := range s.groups {
+		for _, ci := range g.clients {
+			delete(conns, ci.conn)
+		}
+	}
+	for _, g := range s.producers {
+		for _, ci := range g {
+			delete(conns, ci.conn)
 		}
 	}
 	s.cmu.Unlock()
@@ -233,8 +250,17 @@ func (s *netServer) removeClients(match func(*clientInfo) bool) {
 	for _, g := range changed {
 		s.notifyGroup(g)
 	}
+	out := make([]*conn, 0, len(conns))
+	for c := range conns {
+		out = append(out, c)
+	}
+	return out
 }
 
+// expireClients is the client housekeeping (RocketMQ's ClientHousekeepingService): a
+// client whose last heartbeat is older than Config.ClientExpiry leaves its groups (they
+// are notified and rebalance), its queue locks are released, and its connection is
+// closed. The caller has done s.wg.Add(1).
 func (s *netServer) expireClients() {
 	defer s.wg.Done()
 	t := time.NewTicker(min(10*time.Second, s.b.cfg.ClientExpiry/2))
@@ -245,7 +271,11 @@ func (s *netServer) expireClients() {
 			return
 		case <-t.C:
 			cut := time.Now().Add(-s.b.cfg.ClientExpiry)
-			s.removeClients(func(ci *clientInfo) bool { return ci.last.Before(cut) })
+			for _, c := range s.removeClients(func(ci *clientInfo) bool { return ci.last.Before(cut) }) {
+				s.b.cfg.Logger.Info("closing the connection of a client without a heartbeat",
+					"remote", c.remote.String(), "expiry", s.b.cfg.ClientExpiry)
+				c.close()
+			}
 		}
 	}
 }

@@ -85,7 +85,8 @@ type Config struct {
 	DelayLevels []time.Duration
 	// MaxPullWait caps a long poll (default 20 s).
 	MaxPullWait time.Duration
-	// ClientExpiry drops a client that has not sent a heartbeat for this long (default 120 s).
+	// ClientExpiry drops a client that has not sent a heartbeat for this long, and closes
+	// its connection; a connection silent that long is closed too (default 120 s).
 	ClientExpiry time.Duration
 	// LockExpiry frees an orderly consumer's queue lock that was not renewed (default 60 s).
 	LockExpiry time.Duration
@@ -210,6 +211,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IndexSlots < 1 || c.IndexSlots > 1<<26 || c.IndexEntries < 16 || c.IndexEntries > 1<<28 || c.IndexSpan < 0 {
 		errs = append(errs, fmt.Errorf("broker: index geometry %d slots × %d entries (span %v) is out of range", c.IndexSlots, c.IndexEntries, c.IndexSpan))
+	}
+	if c.ClientExpiry < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("broker: Config.ClientExpiry %v is below 100 ms", c.ClientExpiry))
 	}
 	if c.MaxFrameSize < 1024 {
 		errs = append(errs, fmt.Errorf("broker: Config.MaxFrameSize %d is below 1 KiB", c.MaxFrameSize))

@@ -196,9 +196,9 @@ func (s *netServer) serveConn(c *conn) {
 	const maxInFlight = 1024
 	sem := make(chan struct{}, maxInFlight)
 	for {
-		// Clients heartbeat every 30 s; a connection silent for longer than the client
-		// expiry (or stuck mid-frame) is closed.
-		c.c.SetReadDeadline(time.Now().Add(s.b.cfg.ClientExpiry + 30*time.Second))
+		// Clients heartbeat every 30 s; a connection silent for the client expiry (or stuck
+		// mid-frame) is closed, as RocketMQ closes channels idle for 120 s.
+		c.c.SetReadDeadline(time.Now().Add(s.b.cfg.ClientExpiry))
 		p, err := remoting.ReadFrame(c.c, s.b.cfg.MaxFrameSize, nil)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !c.closed.Load() {

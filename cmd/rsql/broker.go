@@ -21,6 +21,7 @@ type BrokerFlags struct {
 	RetentionAge   time.Duration `name:"retention-age" default:"72h" help:"Delete commit-log segments older than this (negative: never)."`
 	RetentionBytes string        `name:"retention-bytes" default:"0" help:"Delete the oldest segments while the log is larger (0: no limit)."`
 	LockExpiry     time.Duration `name:"lock-expiry" default:"60s" help:"Free an orderly consumer's queue lock not renewed for this long."`
+	ClientExpiry   time.Duration `name:"client-expiry" default:"120s" help:"Drop a client without a heartbeat for this long (its consumers leave their groups) and close idle connections."`
 	TxnTimeout     time.Duration `name:"transaction-timeout" default:"6s" help:"Ask the producer group about a prepared message still open this long after it was sent."`
 	TxnInterval    time.Duration `name:"transaction-check-interval" default:"30s" help:"Time between two checks of one open transaction."`
 	TxnCheckMax    int           `name:"transaction-check-max" default:"15" help:"Discard an open transaction (to TRANS_CHECK_MAX_TIME_TOPIC) after this many checks."`
@@ -42,7 +43,7 @@ func (f *BrokerFlags) Config(dataDir string) (broker.Config, error) {
 	}
 	cfg := broker.Config{Dir: filepath.Join(dataDir, "broker"), SegmentSize: seg, FlushMode: mode,
 		FlushInterval: f.FlushInterval, RetentionAge: f.RetentionAge, RetentionBytes: ret,
-		LockExpiry: f.LockExpiry, TransactionTimeout: f.TxnTimeout, TransactionCheckInterval: f.TxnInterval,
+		LockExpiry: f.LockExpiry, ClientExpiry: f.ClientExpiry, TransactionTimeout: f.TxnTimeout, TransactionCheckInterval: f.TxnInterval,
 		TransactionCheckMax: f.TxnCheckMax}
 	if f.TxnCheckMax < 1 {
 		return broker.Config{}, fmt.Errorf("--transaction-check-max %d: want at least 1", f.TxnCheckMax)
