@@ -177,6 +177,14 @@ func (s *netServer) runtimeInfo(req *remoting.Command) *remoting.Command {
 		"pullThreadPoolQueueSize":     "0",
 		"dispatchBehindBytes":         "0",
 	}
+	rs := b.Replication()
+	if rs.Role == RoleSlave {
+		t["masterLive"] = strconv.FormatBool(rs.MasterLive)
+		t["masterLogEnd"] = strconv.FormatInt(rs.MasterEnd, 10)
+	} else {
+		t["liveSlaves"] = strings.Join(rs.Slaves, ",")
+		t["slaveAckOffset"] = strconv.FormatInt(rs.SlaveAcked, 10)
+	}
 	if b.idx != nil {
 		t["dispatchBehindBytes"] = strconv.FormatInt(max(0, b.cl.committed.Load()-b.idx.indexed.Load()), 10)
 	}

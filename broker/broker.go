@@ -83,6 +83,11 @@ type Broker struct {
 	txn   *txnStore
 	stats *brokerStats
 	subs  *subGroups
+	replM *replMaster // a master's slaves
+	repl  replSlave   // a slave's link to its master
+
+	lwmu  sync.Mutex
+	lwait chan struct{} // closed when the log grows; nil when nobody waits
 	idx   *indexService // nil when Config.DisableIndex
 
 	net *netServer
@@ -97,7 +102,7 @@ func Open(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	b := &Broker{cfg: cfg, topics: map[string]*topic{}, txn: newTxnStore(), stats: newBrokerStats(),
+	b := &Broker{cfg: cfg, topics: map[string]*topic{}, txn: newTxnStore(), stats: newBrokerStats(), replM: newReplMaster(),
 		fkick: make(chan struct{}, 1), done: make(chan struct{})}
 	b.fcond = sync.NewCond(&b.fmu)
 	b.storeHost.Store(netip.MustParseAddrPort("127.0.0.1:10911"))
@@ -132,8 +137,15 @@ func Open(cfg Config) (*Broker, error) {
 	go b.flusher()
 	go b.every(b.cfg.CheckpointInterval, "checkpoint", b.checkpoint)
 	go b.every(b.cfg.RetentionCheckInterval, "retention", b.EnforceRetention)
-	b.wg.Add(1)
-	go b.scheduler()
+	if cfg.Role == RoleSlave {
+		// A slave writes only what it copies: no delayed delivery, no transaction checks.
+		b.wg.Add(2)
+		go b.replicate()
+		go b.syncMetadata()
+	} else {
+		b.wg.Add(1)
+		go b.scheduler()
+	}
 	return b, nil
 }
 
@@ -179,24 +191,8 @@ func (b *Broker) load() (map[int64]bool, error) {
 		if r.sysFlag&sysFlagTxnMask == sysFlagTxnCommit && r.prepared > 0 {
 			committed[r.prepared] = true
 		}
-		t := b.topics[r.topic]
-		if t == nil || int(r.queue) >= len(t.queues) {
-			n := max(int(r.queue)+1, b.cfg.DefaultQueues)
-			if t != nil {
-				n = max(n, len(t.queues))
-			}
-			if t, rerr = b.openTopic(TopicInfo{Name: r.topic, Queues: n, Perm: PermRead | PermWrite}); rerr != nil {
-				return
-			}
-			_ = t
-		}
-		q := b.topics[r.topic].queues[r.queue]
-		tags := TagsCode(propValue(r.props, PropTags))
-		if r.topic == scheduleTopic {
-			tags = r.storeTS
-		}
-		rerr = q.put(r.queueOffset, off, int32(r.size), tags)
-		if r.queueOffset+1 > q.max.Load() {
+		var q *consumeQueue
+		if q, rerr = b.dispatch(r, off, max(int(r.queue)+1, b.cfg.DefaultQueues)); rerr == nil && r.queueOffset+1 > q.max.Load() {
 			q.max.Store(r.queueOffset + 1)
 		}
 	})
@@ -228,6 +224,26 @@ func (b *Broker) load() (map[int64]bool, error) {
 		}
 	}
 	return committed, b.saveTopics()
+}
+
+// dispatch writes the consume-queue entry of a record found in the log (by recovery, or
+// by a slave replicating its master), creating or widening its topic to at least queues
+// queues. It returns the queue; publishing the new end is the caller's. Callers are the
+// single writer (recovery before anything runs, or the slave's replicator).
+func (b *Broker) dispatch(r *recordView, off int64, queues int) (*consumeQueue, error) {
+	t := b.topic(r.topic)
+	if t == nil || int(r.queue) >= len(t.queues) {
+		var err error
+		if t, err = b.ensureTopic(r.topic, queues, PermRead|PermWrite); err != nil {
+			return nil, err
+		}
+	}
+	q := t.queues[r.queue]
+	tags := TagsCode(propValue(r.props, PropTags))
+	if r.topic == scheduleTopic {
+		tags = r.storeTS
+	}
+	return q, q.put(r.queueOffset, off, int32(r.size), tags)
 }
 
 // openTopic creates or widens a topic's queues and registers it (no persistence).
@@ -365,18 +381,28 @@ type putResult struct {
 	size        int
 }
 
-// put appends messages through the single writer and, in sync mode, waits for the fsync.
+// put appends messages through the single writer and, in sync modes, waits for the fsync
+// and for a slave.
 func (b *Broker) put(ms []inMsg) ([]putResult, error) {
 	res, end, err := b.appendMsgs(ms)
 	if err != nil {
 		return nil, err
 	}
+	return res, b.waitDurable(end)
+}
+
+// waitDurable waits for what the configuration promises before an acknowledgement: the
+// fsync (FlushSync) and a slave's copy (ReplicationSync).
+func (b *Broker) waitDurable(end int64) error {
 	if b.cfg.FlushMode == FlushSync {
 		if err := b.waitFlushed(end); err != nil {
-			return res, err
+			return err
 		}
 	}
-	return res, nil
+	if b.cfg.Replication == ReplicationSync {
+		return b.waitReplicated(end)
+	}
+	return nil
 }
 
 // appendMsgs appends messages through the single writer without waiting for a flush and
@@ -384,6 +410,9 @@ func (b *Broker) put(ms []inMsg) ([]putResult, error) {
 func (b *Broker) appendMsgs(ms []inMsg) ([]putResult, int64, error) {
 	if b.closed.Load() {
 		return nil, 0, ErrClosed
+	}
+	if b.cfg.Role == RoleSlave {
+		return nil, 0, ErrReadOnly
 	}
 	for i := range ms {
 		if n := ms[i].size(); n-recordFixedSize > b.cfg.MaxMessageSize {
@@ -457,12 +486,7 @@ func (b *Broker) appendMsgs(ms []inMsg) ([]putResult, int64, error) {
 		q.publish(m)
 	}
 	b.wmu.Unlock()
-	if b.idx != nil {
-		select {
-		case b.idx.kick <- struct{}{}:
-		default:
-		}
-	}
+	b.logGrew()
 	return res, end, nil
 }
 

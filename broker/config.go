@@ -38,6 +38,58 @@ func ParseFlushMode(s string) (FlushMode, error) {
 	return 0, fmt.Errorf("broker: flush mode %q: want async or sync", s)
 }
 
+// Role says whether a broker takes writes (master) or copies a master's commit log (slave).
+type Role int
+
+const (
+	// RoleMaster stores what producers send (the default).
+	RoleMaster Role = iota
+	// RoleSlave replicates Config.MasterAddr's commit log, rebuilds its queues and index
+	// from it, serves reads, and refuses writes.
+	RoleSlave
+)
+
+func (r Role) String() string {
+	if r == RoleSlave {
+		return "slave"
+	}
+	return "master"
+}
+
+// ParseRole maps "master" and "slave" to a Role.
+func ParseRole(s string) (Role, error) {
+	switch s {
+	case "master", "":
+		return RoleMaster, nil
+	case "slave":
+		return RoleSlave, nil
+	}
+	return 0, fmt.Errorf("broker: role %q: want master or slave", s)
+}
+
+// ReplicationMode says when a master acknowledges a send relative to its slaves.
+type ReplicationMode int
+
+const (
+	// ReplicationAsync acknowledges without waiting for a slave (the default).
+	ReplicationAsync ReplicationMode = iota
+	// ReplicationSync acknowledges a send only when a slave has it (RocketMQ's SYNC_MASTER):
+	// with no slave connected the send is stored but answered SLAVE_NOT_AVAILABLE (11), and
+	// FLUSH_SLAVE_TIMEOUT (12) when no slave confirms it within Config.ReplicationTimeout.
+	ReplicationSync
+)
+
+// ParseReplicationMode maps "async" and "sync" to a ReplicationMode.
+func ParseReplicationMode(s string) (ReplicationMode, error) {
+	switch s {
+	case "async", "":
+		return ReplicationAsync, nil
+	case "sync":
+		return ReplicationSync, nil
+	}
+	return 0, fmt.Errorf("broker: replication mode %q: want async or sync", s)
+}
+
 // DefaultDelayLevels are RocketMQ's delay levels 1..18.
 var DefaultDelayLevels = []time.Duration{
 	time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
@@ -108,6 +160,14 @@ type Config struct {
 	IndexEntries int
 	// IndexSpan is the time one index file covers at most (default 1 h).
 	IndexSpan time.Duration
+	// Role is RoleMaster (default) or RoleSlave; a slave needs MasterAddr, the master's
+	// broker address, and the master's SegmentSize.
+	Role       Role
+	MasterAddr string
+	// Replication is a master's acknowledgement mode (default ReplicationAsync).
+	Replication ReplicationMode
+	// ReplicationTimeout bounds a sync-replicated send's wait for a slave (default 5 s).
+	ReplicationTimeout time.Duration
 	// Logger receives operational messages (default: discard).
 	Logger *slog.Logger
 }
@@ -177,6 +237,9 @@ func (c *Config) EnsureDefaults() {
 	if c.IndexSpan == 0 {
 		c.IndexSpan = time.Hour
 	}
+	if c.ReplicationTimeout == 0 {
+		c.ReplicationTimeout = 5 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -214,6 +277,15 @@ func (c *Config) Validate() error {
 	}
 	if c.ClientExpiry < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("broker: Config.ClientExpiry %v is below 100 ms", c.ClientExpiry))
+	}
+	if c.Role == RoleSlave && c.MasterAddr == "" {
+		errs = append(errs, errors.New("broker: a slave needs Config.MasterAddr"))
+	}
+	if c.Role == RoleSlave && c.Replication == ReplicationSync {
+		errs = append(errs, errors.New("broker: sync replication is a master's setting"))
+	}
+	if c.Role != RoleMaster && c.Role != RoleSlave || c.Replication != ReplicationAsync && c.Replication != ReplicationSync {
+		errs = append(errs, fmt.Errorf("broker: Config.Role %d or Config.Replication %d is unknown", c.Role, c.Replication))
 	}
 	if c.MaxFrameSize < 1024 {
 		errs = append(errs, fmt.Errorf("broker: Config.MaxFrameSize %d is below 1 KiB", c.MaxFrameSize))

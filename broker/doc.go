@@ -58,6 +58,12 @@
 // broker/filter) evaluated on each record's properties; a selector that does not compile
 // is refused with code 23.
 //
+// # Replication
+//
+// With Config.Role RoleSlave the broker copies Config.MasterAddr's commit log (replication.go)
+// and rebuilds everything from it; it refuses writes. A master with ReplicationSync
+// acknowledges appends only once a slave has them. Replication reports the state.
+//
 // # Network
 //
 // Serve speaks the name-server and broker request codes the rocketmq-client-go producer,

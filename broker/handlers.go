@@ -86,15 +86,23 @@ func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Comma
 			resp = req.Reply(respSystemError, fmt.Sprintf("internal error handling code %d", req.Code))
 		}
 	}()
+	if s.b.cfg.Role == RoleSlave {
+		switch req.Code {
+		case codeUpdateCreateTopic, codeDeleteTopicBroker, codeSendMsgBack, codeUpdateSubGroup, codeDeleteSubGroup:
+			return req.Reply(respServiceUnavailable, "this broker is a slave: ask its master")
+		}
+	}
 	switch req.Code {
+	case codeReplFetch:
+		return s.replFetch(c, req)
+	case codeGetAllConsumerOffs:
+		return s.allConsumerOffsets(req)
 	case codeGetRoute:
 		return s.route(req)
 	case codeSendMessage, codeSendMessageV2, codeSendBatch, codeSendReply:
 		resp, end := s.send(c, req)
 		if end > 0 {
-			if err := s.b.waitFlushed(end); err != nil {
-				return req.Reply(respSystemError, err.Error())
-			}
+			return s.finishSend(req, resp, end)
 		}
 		return resp
 	case codeHeartbeat:
@@ -195,6 +203,9 @@ func (s *netServer) route(req *remoting.Command) *remoting.Command {
 	}
 	if ti, ok := s.b.Topic(name); ok {
 		qd = queueData{BrokerName: s.b.cfg.BrokerName, ReadQueueNums: ti.Queues, WriteQueueNums: ti.Queues, Perm: ti.Perm}
+		if s.standIn() {
+			qd.Perm &^= PermWrite // a slave standing in for its master serves reads only
+		}
 	} else if name == tbw102 && !s.b.cfg.DisableAutoCreate {
 		n := s.b.cfg.DefaultQueues
 		qd = queueData{BrokerName: s.b.cfg.BrokerName, ReadQueueNums: n, WriteQueueNums: n, Perm: 7}
@@ -225,13 +236,16 @@ func (s *netServer) send(c *conn, req *remoting.Command) (resp *remoting.Command
 		}
 	}()
 	resp, end = s.sendAppend(c, req)
-	if s.b.cfg.FlushMode != FlushSync || resp.Code != respSuccess {
+	if s.b.cfg.FlushMode != FlushSync && s.b.cfg.Replication != ReplicationSync || resp.Code != respSuccess {
 		end = 0
 	}
 	return resp, end
 }
 
 func (s *netServer) sendAppend(c *conn, req *remoting.Command) (*remoting.Command, int64) {
+	if s.b.cfg.Role == RoleSlave {
+		return req.Reply(respServiceUnavailable, "this broker is a slave: send to its master"), 0
+	}
 	short := req.Code == codeSendMessageV2 || req.Code == codeSendBatch
 	get := func(k string) string {
 		if short {

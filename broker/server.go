@@ -7,7 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"strconv"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,6 +119,7 @@ func (b *Broker) Serve(namesrvAddr, brokerAddr string) error {
 	s.brokerAddr = ap.String()
 	s.nsAddr = nl.Addr().String()
 	b.storeHost.Store(ap)
+	b.repl.advertise.Store(s.brokerAddr)
 	s.lns = []net.Listener{nl, bl}
 	b.net = s
 	for _, ln := range s.lns {
@@ -226,10 +227,7 @@ func (s *netServer) serveConn(c *conn) {
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
-				if err := s.b.waitFlushed(end); err != nil {
-					resp = cmd.Reply(respSystemError, err.Error())
-				}
-				c.send(resp)
+				c.send(s.finishSend(cmd, resp, end))
 			}()
 			continue
 		}
@@ -268,18 +266,68 @@ func isSend(code int16) bool {
 	return code == codeSendMessage || code == codeSendMessageV2 || code == codeSendBatch || code == codeSendReply
 }
 
-// brokerAddrs is the route's address table of this broker: its id and listener.
+// brokerAddrs is the route's address table of this broker name: a master lists itself as
+// 0 and its live slave as 1; a slave lists its master as 0 and itself as 1 while the master
+// answers, and itself as 0 while it does not (standing in, read-only, so that clients that
+// only look for id 0 — the Go client's offset and lock requests — keep working).
 func (s *netServer) brokerAddrs() map[string]string {
-	return map[string]string{strconv.Itoa(s.brokerID()): s.brokerAddr}
+	if s.b.cfg.Role == RoleSlave {
+		if s.standIn() {
+			return map[string]string{"0": s.brokerAddr}
+		}
+		return map[string]string{"0": s.b.cfg.MasterAddr, "1": s.brokerAddr}
+	}
+	m := map[string]string{"0": s.brokerAddr}
+	if slaves, _, _ := s.b.replM.live(); len(slaves) > 0 {
+		sort.Strings(slaves)
+		m["1"] = slaves[0]
+	}
+	return m
 }
 
+// standIn reports whether this is a slave whose master does not answer.
+func (s *netServer) standIn() bool { return s.b.cfg.Role == RoleSlave && !s.b.repl.masterLive() }
+
 // brokerID is 0 for a master, 1 for a slave.
-func (s *netServer) brokerID() int { return 0 }
+func (s *netServer) brokerID() int {
+	if s.b.cfg.Role == RoleSlave {
+		return 1
+	}
+	return 0
+}
 
 // roleName is the broker's role as RocketMQ names it.
 func (s *netServer) roleName() string {
-	if s.b.cfg.FlushMode == FlushSync {
+	switch {
+	case s.b.cfg.Role == RoleSlave:
+		return "SLAVE"
+	case s.b.cfg.Replication == ReplicationSync:
 		return "SYNC_MASTER"
 	}
 	return "ASYNC_MASTER"
+}
+
+// finishSend waits until a stored send is as durable as promised (fsync, a slave) and
+// returns its reply: unchanged, or with RocketMQ's code when a slave did not confirm it
+// (the message is stored; the client reports the status), or an error.
+func (s *netServer) finishSend(req, resp *remoting.Command, end int64) *remoting.Command {
+	if err := s.b.waitDurable(end); err != nil {
+		code := durabilityCode(err)
+		if code == respSystemError {
+			return req.Reply(code, err.Error())
+		}
+		resp.Code, resp.Remark = code, err.Error()
+	}
+	return resp
+}
+
+// durabilityCode maps a waitDurable error to a reply code.
+func durabilityCode(err error) int16 {
+	switch {
+	case errors.Is(err, ErrSlaveNotAvailable):
+		return respSlaveNotAvailable
+	case errors.Is(err, ErrSlaveTimeout):
+		return respFlushSlaveTimeout
+	}
+	return respSystemError
 }

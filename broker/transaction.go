@@ -409,6 +409,9 @@ func (b *Broker) loadTransactions(committed map[int64]bool) error {
 			repair = append(repair, e)
 		}
 	}
+	if b.cfg.Role == RoleSlave {
+		repair = nil // the master writes those op records; they arrive by replication
+	}
 	for _, e := range repair {
 		if _, err := b.appendTxnOps([]inMsg{opRecord(opTagDone, e.qoff)}, func(res []putResult) { t.close(e, res[0].queueOffset) }); err != nil {
 			return err
@@ -454,6 +457,9 @@ func (s *netServer) sendHalf(req *remoting.Command, m inMsg) (*remoting.Command,
 // endTransaction handles END_TRANSACTION (37): commitOrRollback 8 commits, 12 rolls back,
 // 0 (the producer does not know yet) changes nothing.
 func (s *netServer) endTransaction(req *remoting.Command) *remoting.Command {
+	if s.b.cfg.Role == RoleSlave {
+		return req.Reply(respSlaveNotAvailable, "a slave broker does not end transactions")
+	}
 	cr, err := req.ExtInt("commitOrRollback")
 	if err != nil {
 		return req.Reply(respInvalidParameter, err.Error())
@@ -476,9 +482,9 @@ func (s *netServer) endTransaction(req *remoting.Command) *remoting.Command {
 			"commitLogOffset", phys, "err", err)
 		return req.Reply(respSystemError, err.Error())
 	}
-	if end > 0 && s.b.cfg.FlushMode == FlushSync {
-		if err := s.b.waitFlushed(end); err != nil {
-			return req.Reply(respSystemError, err.Error())
+	if end > 0 {
+		if err := s.b.waitDurable(end); err != nil {
+			return req.Reply(durabilityCode(err), err.Error())
 		}
 	}
 	return req.Reply(respSuccess, "")
@@ -496,6 +502,9 @@ func (s *netServer) checkTransactions() {
 		case <-s.done:
 			return
 		case <-t.C:
+		}
+		if s.b.cfg.Role == RoleSlave {
+			continue
 		}
 		checks, err := s.b.dueChecks(time.Now(), func(g string) bool { return s.producerConn(g) != nil })
 		if err != nil {
