@@ -342,31 +342,47 @@ func (b *Broker) replicateOnce() error {
 	return ErrClosed
 }
 
-// applyReplicated validates log bytes from the master, writes them at pos and indexes
-// their records.
-func (b *Broker) applyReplicated(pos int64, data []byte) error {
-	type rec struct {
-		r   recordView
-		off int64
+// replicatedRecord is one record of a chunk copied from a master.
+type replicatedRecord struct {
+	r   recordView
+	off int64
+}
+
+// parseReplicated validates log bytes copied from a master (starting at commit-log offset
+// pos): whole records, each saying it is where it is, optionally ended by a blank marker
+// that fills the rest of its segment, nothing across a segment.
+func parseReplicated(pos int64, data []byte, segSize int64) ([]replicatedRecord, error) {
+	if pos < 0 || pos%segSize+int64(len(data)) > segSize {
+		return nil, &RecordError{Offset: pos, Reason: fmt.Sprintf("%d replicated bytes do not fit in the segment", len(data))}
 	}
-	var recs []rec
+	var recs []replicatedRecord
 	for at := 0; at < len(data); {
 		off := pos + int64(at)
 		if at+8 <= len(data) && binary.BigEndian.Uint32(data[at+4:]) == magicBlank {
-			if n := int64(binary.BigEndian.Uint32(data[at:])); n != b.cl.segSize-off%b.cl.segSize || at+int(n) != len(data) {
-				return &RecordError{Offset: off, Reason: "replicated blank marker does not end its segment"}
+			if n := int64(binary.BigEndian.Uint32(data[at:])); n != segSize-off%segSize || at+int(n) != len(data) {
+				return nil, &RecordError{Offset: off, Reason: "replicated blank marker does not end its segment"}
 			}
 			break
 		}
 		r, err := parseRecord(data[at:], off)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if r.physOffset != off {
-			return &RecordError{Offset: off, Reason: fmt.Sprintf("replicated record says it is at %d", r.physOffset)}
+			return nil, &RecordError{Offset: off, Reason: fmt.Sprintf("replicated record says it is at %d", r.physOffset)}
 		}
-		recs = append(recs, rec{r, off})
+		recs = append(recs, replicatedRecord{r, off})
 		at += r.size
+	}
+	return recs, nil
+}
+
+// applyReplicated validates log bytes from the master, writes them at pos and indexes
+// their records.
+func (b *Broker) applyReplicated(pos int64, data []byte) error {
+	recs, err := parseReplicated(pos, data, b.cl.segSize)
+	if err != nil {
+		return err
 	}
 	b.wmu.Lock()
 	defer b.wmu.Unlock()

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 	"time"
@@ -167,4 +168,39 @@ func TestReplicationStartsAtMastersMinimum(t *testing.T) {
 	if err != nil || len(msgs) == 0 || msgs[0].QueueOffset != mmin || smax != 1500 {
 		t.Fatalf("slave pull at %d: %v %d, max %d", mmin, err, len(msgs), smax)
 	}
+}
+
+func FuzzParseReplicated(f *testing.F) {
+	m := inMsg{topic: "t", body: []byte("body"), props: EncodeProperties(map[string]string{"TAGS": "a"})}
+	rec := make([]byte, m.size())
+	encodeRecord(rec, &m, 0, 0, 5, netipZero)
+	two := append(append([]byte(nil), rec...), make([]byte, m.size())...)
+	encodeRecord(two[len(rec):], &m, 1, int64(len(rec)), 6, netipZero)
+	blank := make([]byte, 64)
+	binary.BigEndian.PutUint32(blank, 64)
+	binary.BigEndian.PutUint32(blank[4:], magicBlank)
+	f.Add(int64(0), rec)
+	f.Add(int64(0), two)
+	f.Add(int64(1<<16-64), blank)
+	f.Add(int64(0), rec[:40])
+	f.Fuzz(func(t *testing.T, pos int64, data []byte) {
+		recs, err := parseReplicated(pos, data, 1<<16)
+		if err != nil {
+			var re *RecordError
+			if !errors.As(err, &re) {
+				t.Fatalf("error %v is not a RecordError", err)
+			}
+			return
+		}
+		at := pos
+		for _, r := range recs {
+			if r.off != at || r.r.physOffset != at {
+				t.Fatalf("record at %d claims %d/%d", at, r.off, r.r.physOffset)
+			}
+			at += int64(r.r.size)
+		}
+		if at > pos+int64(len(data)) {
+			t.Fatalf("records end at %d, beyond the %d bytes", at, len(data))
+		}
+	})
 }
