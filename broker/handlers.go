@@ -77,7 +77,10 @@ const (
 	respInvalidParameter          = 29
 )
 
-const tbw102 = "TBW102"
+const (
+	tbw102     = "TBW102"
+	traceTopic = "RMQ_SYS_TRACE_TOPIC"
+)
 
 func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Command) {
 	defer func() {
@@ -196,9 +199,12 @@ type brokerData struct {
 func (s *netServer) route(req *remoting.Command) *remoting.Command {
 	name := req.Ext("topic")
 	var qd queueData
-	if _, ok := s.b.Topic(name); !ok && strings.HasPrefix(name, "%RETRY%") && ValidTopic(name) {
+	if _, ok := s.b.Topic(name); !ok && (strings.HasPrefix(name, "%RETRY%") || name == traceTopic) && ValidTopic(name) &&
+		s.b.cfg.Role == RoleMaster {
 		// Consumers ask for their retry topic's route before their first heartbeat (which
-		// would create it); create it now so the first rebalance already covers it.
+		// would create it); create it now so the first rebalance already covers it. The
+		// client's message-trace dispatcher never falls back to TBW102: its topic is
+		// created (with one queue, as RocketMQ's traceTopicEnable does) when first asked for.
 		s.b.ensureTopic(name, 1, PermRead|PermWrite)
 	}
 	if ti, ok := s.b.Topic(name); ok {
