@@ -6,8 +6,10 @@ import (
 	"time"
 )
 
-func benchAppend(b *testing.B, size, batch int) {
-	br, err := Open(Config{Dir: b.TempDir(), SegmentSize: 256 << 20, CheckpointInterval: time.Hour})
+func benchAppend(b *testing.B, size, batch int) { benchAppendCfg(b, size, batch, false) }
+
+func benchAppendCfg(b *testing.B, size, batch int, noIndex bool) {
+	br, err := Open(Config{Dir: b.TempDir(), SegmentSize: 256 << 20, CheckpointInterval: time.Hour, DisableIndex: noIndex})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -30,6 +32,11 @@ func benchAppend(b *testing.B, size, batch int) {
 func BenchmarkAppend100Batch128(b *testing.B) { benchAppend(b, 100, 128) }
 func BenchmarkAppend1KBatch128(b *testing.B)  { benchAppend(b, 1024, 128) }
 func BenchmarkAppend100Single(b *testing.B)   { benchAppend(b, 100, 1) }
+
+// The same without the key index's goroutine (which reads every record as it follows the
+// log, on the same two cores).
+func BenchmarkAppend100SingleNoIndex(b *testing.B)   { benchAppendCfg(b, 100, 1, true) }
+func BenchmarkAppend100Batch128NoIndex(b *testing.B) { benchAppendCfg(b, 100, 128, true) }
 
 func BenchmarkPull100(b *testing.B) {
 	br, err := Open(Config{Dir: b.TempDir(), SegmentSize: 256 << 20, CheckpointInterval: time.Hour})

@@ -86,8 +86,9 @@ type Broker struct {
 	replM *replMaster // a master's slaves
 	repl  replSlave   // a slave's link to its master
 
-	lwmu  sync.Mutex
-	lwait chan struct{} // closed when the log grows; nil when nobody waits
+	lwmu     sync.Mutex
+	lwait    chan struct{} // closed when the log grows; nil when nobody waits
+	lwaiting atomic.Bool   // lwait != nil, read without lwmu by appends
 	idx   *indexService // nil when Config.DisableIndex
 
 	net *netServer

@@ -227,6 +227,9 @@ type indexService struct {
 	indexed          atomic.Int64 // records below this commit-log offset are indexed
 	kick             chan struct{}
 	lastTS, lastPhys atomic.Int64 // store time and offset of the last record indexed
+	// The indexer goroutine\'s: a read buffer and the last topic name read.
+	scratch   []byte
+	lastTopic string
 }
 
 // openIndex opens the index files. rebuildFrom is the commit-log offset from which
@@ -444,6 +447,8 @@ func (b *Broker) indexer() {
 		case <-b.done:
 			return
 		case <-b.idx.kick:
+			// Let appends gather: one catch-up per few milliseconds, not one per append.
+			time.Sleep(5 * time.Millisecond)
 		case <-t.C:
 		}
 	}
@@ -469,7 +474,7 @@ func (b *Broker) catchUpIndex() error {
 			s.indexed.Store(pos)
 			continue
 		}
-		r, err := b.cl.readRecord(pos)
+		r, err := b.recordKeys(pos)
 		if err != nil {
 			return fmt.Errorf("indexing the record at %d: %w", pos, err)
 		}
@@ -485,6 +490,45 @@ func (b *Broker) catchUpIndex() error {
 		}
 	}
 	return nil
+}
+
+// recordKeys reads what the index needs of the record at pos — size, store time, topic
+// and properties — without copying or checking its body (recovery and replication have
+// validated the log).
+func (b *Broker) recordKeys(pos int64) (recordView, error) {
+	var r recordView
+	s := b.idx
+	h, err := b.cl.read(s.scratch[:0], pos, 88)
+	if err != nil {
+		return r, err
+	}
+	be := binary.BigEndian
+	r.size = int(be.Uint32(h))
+	bodyLen := int(be.Uint32(h[84:]))
+	if be.Uint32(h[4:]) != magicMessage || r.size < recordFixedSize || bodyLen < 0 || 88+bodyLen+3 > r.size {
+		return r, &RecordError{Offset: pos, Reason: "header does not decode"}
+	}
+	r.storeTS = int64(be.Uint64(h[56:]))
+	r.physOffset = pos
+	tail, err := b.cl.read(h[:0], pos+88+int64(bodyLen), r.size-88-bodyLen)
+	if err != nil {
+		return r, err
+	}
+	s.scratch = tail[:0] // reused by the next record; props below alias it until then
+	tl := int(tail[0])
+	if 1+tl+2 > len(tail) {
+		return r, &RecordError{Offset: pos, Reason: "topic length exceeds the record"}
+	}
+	if r.topic = s.lastTopic; r.topic != string(tail[1:1+tl]) {
+		r.topic = string(tail[1 : 1+tl])
+		s.lastTopic = r.topic
+	}
+	pl := int(be.Uint16(tail[1+tl:]))
+	if 3+tl+pl != len(tail) {
+		return r, &RecordError{Offset: pos, Reason: "properties do not end the record"}
+	}
+	r.props = tail[3+tl:]
+	return r, nil
 }
 
 func (s *indexService) last() *indexFile {

@@ -129,17 +129,21 @@ func (b *Broker) logWaitCh() <-chan struct{} {
 	defer b.lwmu.Unlock()
 	if b.lwait == nil {
 		b.lwait = make(chan struct{})
+		b.lwaiting.Store(true)
 	}
 	return b.lwait
 }
 
 func (b *Broker) logGrew() {
-	b.lwmu.Lock()
-	if b.lwait != nil {
-		close(b.lwait)
-		b.lwait = nil
+	if b.lwaiting.Load() {
+		b.lwmu.Lock()
+		if b.lwait != nil {
+			close(b.lwait)
+			b.lwait = nil
+			b.lwaiting.Store(false)
+		}
+		b.lwmu.Unlock()
 	}
-	b.lwmu.Unlock()
 	if b.idx != nil {
 		select {
 		case b.idx.kick <- struct{}{}:
