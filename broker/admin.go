@@ -136,6 +136,9 @@ func (s *netServer) topicStats(req *remoting.Command) *remoting.Command {
 	return r
 }
 
+// clusterInfo answers GET_BROKER_CLUSTER_INFO in Apache RocketMQ's ClusterInfo shape: this
+// broker name with its addresses (the master as id 0, a live slave as 1; see brokerAddrs).
+// Admin tools read it to find where to create topics.
 func (s *netServer) clusterInfo(req *remoting.Command) *remoting.Command {
 	body, _ := json.Marshal(map[string]any{
 		"brokerAddrTable": map[string]any{s.b.cfg.BrokerName: brokerData{Cluster: s.b.cfg.ClusterName,

@@ -12,7 +12,7 @@ import (
 	"rsql/broker/remoting"
 )
 
-// Request codes (ROCKETMQ-PROTOCOL.md §2).
+// Request codes (docs/broker.md: the supported-codes table and "Protocol notes").
 const (
 	codeSendMessage        = 10
 	codePullMessage        = 11
@@ -102,6 +102,8 @@ func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Comma
 		return s.allConsumerOffsets(req)
 	case codeGetRoute:
 		return s.route(req)
+	case codeGetClusterInfo:
+		return s.clusterInfo(req)
 	case codeSendMessage, codeSendMessageV2, codeSendBatch, codeSendReply:
 		resp, end := s.send(c, req)
 		if end > 0 {
@@ -162,8 +164,6 @@ func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Comma
 		return s.consumeStats(req)
 	case codeGetTopicStats:
 		return s.topicStats(req)
-	case codeGetClusterInfo:
-		return s.clusterInfo(req)
 	case codeGetRuntimeInfo:
 		return s.runtimeInfo(req)
 	case codeGetBrokerConfig:
