@@ -89,7 +89,7 @@ type Broker struct {
 	lwmu     sync.Mutex
 	lwait    chan struct{} // closed when the log grows; nil when nobody waits
 	lwaiting atomic.Bool   // lwait != nil, read without lwmu by appends
-	idx   *indexService // nil when Config.DisableIndex
+	idx      *indexService // nil when Config.DisableIndex
 
 	net *netServer
 }
