@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"net"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -55,30 +56,35 @@ var (
 	ErrSlaveTimeout      = errors.New("broker: stored, but no slave confirmed it in time (sync replication)")
 )
 
-// replMaster is a master's view of its slaves. mu guards slaves; changed is closed and
-// replaced whenever an acknowledgement advances.
+// replMaster is a master's view of its slaves, one per replication connection. mu guards
+// slaves; changed is closed and replaced whenever an acknowledgement advances.
 type replMaster struct {
 	mu      sync.Mutex
-	slaves  map[string]*slaveState // by the slave's broker address
+	slaves  map[*conn]*slaveState
 	changed chan struct{}
 }
 
 type slaveState struct {
+	addr  string // the slave's broker address (its connection's until it tells)
 	acked int64
 	last  time.Time
 }
 
 func newReplMaster() *replMaster {
-	return &replMaster{slaves: map[string]*slaveState{}, changed: make(chan struct{})}
+	return &replMaster{slaves: map[*conn]*slaveState{}, changed: make(chan struct{})}
 }
 
-func (r *replMaster) ack(addr string, off int64) {
+// ack records that the slave on c (at addr, if it says) has the log below off.
+func (r *replMaster) ack(c *conn, addr string, off int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := r.slaves[addr]
+	s := r.slaves[c]
 	if s == nil {
-		s = &slaveState{}
-		r.slaves[addr] = s
+		s = &slaveState{addr: c.remote.String()}
+		r.slaves[c] = s
+	}
+	if addr != "" {
+		s.addr = addr
 	}
 	s.last = time.Now()
 	if off > s.acked {
@@ -86,18 +92,29 @@ func (r *replMaster) ack(addr string, off int64) {
 		close(r.changed)
 		r.changed = make(chan struct{})
 	}
+	for oc, os := range r.slaves {
+		if oc.closed.Load() && time.Since(os.last) > replLiveness {
+			delete(r.slaves, oc)
+		}
+	}
 }
 
-// live returns the live slaves' addresses and the highest offset one of them has.
+// live returns the live slaves' addresses (sorted, without repeats) and the highest offset
+// one of them has.
 func (r *replMaster) live() (addrs []string, acked int64, ch <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for a, s := range r.slaves {
+	seen := map[string]bool{}
+	for _, s := range r.slaves {
 		if time.Since(s.last) < replLiveness {
-			addrs = append(addrs, a)
+			if !seen[s.addr] {
+				seen[s.addr] = true
+				addrs = append(addrs, s.addr)
+			}
 			acked = max(acked, s.acked)
 		}
 	}
+	sort.Strings(addrs)
 	return addrs, acked, r.changed
 }
 
@@ -192,11 +209,7 @@ func (s *netServer) replFetch(c *conn, req *remoting.Command) *remoting.Command 
 			return req.Reply(respSystemError, fmt.Sprintf("stores diverge: the bytes before %d differ (slave %s, master %s)", off, chk, mine))
 		}
 	}
-	addr := req.Ext("addr")
-	if addr == "" {
-		addr = c.remote.String()
-	}
-	b.replM.ack(addr, off)
+	b.replM.ack(c, req.Ext("addr"), off)
 	reply := func(code int16, body []byte) *remoting.Command {
 		r := req.Reply(code, "")
 		r.ExtFields = map[string]string{"masterEnd": strconv.FormatInt(b.cl.committed.Load(), 10),
