@@ -462,6 +462,7 @@ func (b *Broker) appendMsgs(ms []inMsg) ([]putResult, int64, error) {
 			ts = now
 		}
 		encodeRecord(dst, m, qo, pos, ts, host)
+		b.indexAppended(m.topic, m.props, pos, pos+int64(n), ts)
 		tags := m.tagsCode
 		if m.topic == scheduleTopic {
 			tags = ts

@@ -48,9 +48,10 @@
 //
 // # Key index
 //
-// An indexer goroutine follows the commit log into Dir/index (index.go): QueryMessages
-// finds a topic's messages by a KEYS entry or UNIQ_KEY, ViewMessage one by commit-log
-// offset. It resumes from the checkpoint and rebuilds lost or damaged files.
+// Appends index their messages into Dir/index as they write them (index.go); after a
+// start an indexer goroutine first catches up from the checkpoint (rebuilding lost or
+// damaged files). QueryMessages finds a topic's messages by a KEYS entry or UNIQ_KEY,
+// ViewMessage one by commit-log offset.
 //
 // # Filters
 //

@@ -30,11 +30,12 @@ import (
 //	         after the first store time (uint32), 1 + number of the previous entry in the
 //	         same slot (uint32; 0: none)
 //
-// An indexer goroutine follows the commit log (as RocketMQ's reput service does) and adds
-// entries; it records in the checkpoint how far the flushed index goes, and on start
-// resumes from there, so a crash only re-indexes (and duplicate entries are harmless:
-// lookups verify every hit against the record and drop repeats). A file whose header does
-// not decode is deleted and its range indexed again.
+// Appends index their records as they write them, under the writer's lock. After a
+// start, an indexer goroutine first indexes what the log holds beyond the index (resuming
+// from the checkpoint, which records how far the flushed index goes) and then hands over;
+// so a crash only re-indexes, and duplicate entries are harmless: lookups verify every hit
+// against the record and drop repeats. A file whose header does not decode is deleted and
+// its range indexed again.
 
 const (
 	indexMagic      = 0x52494458 // "RIDX"
@@ -216,8 +217,8 @@ func (x *indexFile) close() {
 	}
 }
 
-// indexService owns the index files. mu guards files; the indexer goroutine is the only
-// writer of the last file.
+// indexService owns the index files. mu guards files. One writer adds entries: the
+// indexer goroutine until it has caught up (live false), then whoever holds Broker.wmu.
 type indexService struct {
 	dir              string
 	slots, capacity  uint32
@@ -227,7 +228,9 @@ type indexService struct {
 	indexed          atomic.Int64 // records below this commit-log offset are indexed
 	kick             chan struct{}
 	lastTS, lastPhys atomic.Int64 // store time and offset of the last record indexed
-	// The indexer goroutine\'s: a read buffer and the last topic name read.
+	// live: the index has caught up, and appends index their records themselves.
+	live atomic.Bool
+	// The indexer goroutine's: a read buffer and the last topic name read.
 	scratch   []byte
 	lastTopic string
 }
@@ -344,32 +347,67 @@ func (s *indexService) current(phys, storeTS int64) (*indexFile, error) {
 }
 
 // indexRecord adds the keys of one record. The writer only.
-func (s *indexService) indexRecord(r *recordView, phys int64) error {
-	if IsSystemTopic(r.topic) && !strings.HasPrefix(r.topic, "%RETRY%") && !strings.HasPrefix(r.topic, "%DLQ%") {
+func (s *indexService) indexRecord(topicName string, props []byte, phys, storeTS int64) error {
+	if IsSystemTopic(topicName) && !strings.HasPrefix(topicName, "%RETRY%") && !strings.HasPrefix(topicName, "%DLQ%") {
 		return nil
 	}
-	var keys []string
-	if k, ok := propLookup(r.props, PropKeys); ok {
-		keys = append(keys, strings.Fields(k)...)
-	}
-	if u, ok := propLookup(r.props, PropUniqKey); ok && u != "" {
-		keys = append(keys, u)
-	}
-	for _, k := range keys {
-		for attempt := 0; ; attempt++ {
-			f, err := s.current(phys, r.storeTS)
-			if err != nil {
+	if k, ok := propLookup(props, PropKeys); ok {
+		for _, key := range strings.Fields(k) {
+			if err := s.add(topicName, key, phys, storeTS); err != nil {
 				return err
-			}
-			if f.add(keyHash(r.topic, k), phys, r.storeTS) {
-				break
-			}
-			if attempt > 0 {
-				return fmt.Errorf("broker: a new index file is full")
 			}
 		}
 	}
+	if u, ok := propLookup(props, PropUniqKey); ok && u != "" {
+		return s.add(topicName, u, phys, storeTS)
+	}
 	return nil
+}
+
+func (s *indexService) add(topicName, key string, phys, storeTS int64) error {
+	for attempt := 0; ; attempt++ {
+		f, err := s.current(phys, storeTS)
+		if err != nil {
+			return err
+		}
+		if f.add(keyHash(topicName, key), phys, storeTS) {
+			return nil
+		}
+		if attempt > 0 {
+			return fmt.Errorf("broker: a new index file is full")
+		}
+	}
+}
+
+// advance records that everything below end is indexed (the index's writer only).
+func (s *indexService) advance(end, storeTS int64) {
+	s.lastTS.Store(storeTS)
+	s.lastPhys.Store(end)
+	s.indexed.Store(end)
+	if f := s.last(); f != nil {
+		f.setRange(end)
+	}
+}
+
+// indexAppended indexes a record just written by the single writer (holding Broker.wmu)
+// when the index has caught up with the log; otherwise the indexer goroutine will reach
+// it. A failure hands indexing back to the goroutine, which retries from the indexed
+// position.
+func (b *Broker) indexAppended(topicName string, props []byte, phys, end, storeTS int64) {
+	s := b.idx
+	if s == nil || !s.live.Load() {
+		return
+	}
+	if err := s.indexRecord(topicName, props, phys, storeTS); err != nil {
+		s.live.Store(false)
+		b.cfg.Logger.Error("indexing an appended message failed; the indexer takes over", "err", err)
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+		return
+	}
+	s.advance(end, storeTS)
 }
 
 // lookup returns up to limit record offsets for topic#key stored in [begin, end] (ms),
@@ -434,21 +472,33 @@ func (s *indexService) close() {
 	s.files = nil
 }
 
-// indexer follows the commit log and indexes every record. The caller has done b.wg.Add(1).
+// indexer indexes what the log holds beyond the index (after a restart or a lost index)
+// without holding up appends; once it has nearly caught up it takes the writer's lock,
+// indexes the rest and hands over: from then on appends index their records as they write
+// them (indexAppended). It stays idle until a failure hands indexing back. The caller has
+// done b.wg.Add(1).
 func (b *Broker) indexer() {
 	defer b.wg.Done()
-	t := time.NewTicker(200 * time.Millisecond)
+	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
-		if err := b.catchUpIndex(); err != nil {
-			b.cfg.Logger.Error("indexing failed", "err", err)
+		if !b.idx.live.Load() {
+			err := b.catchUpIndex()
+			if err == nil {
+				b.wmu.Lock()
+				if err = b.catchUpIndex(); err == nil {
+					b.idx.live.Store(true)
+				}
+				b.wmu.Unlock()
+			}
+			if err != nil {
+				b.cfg.Logger.Error("indexing failed", "err", err)
+			}
 		}
 		select {
 		case <-b.done:
 			return
 		case <-b.idx.kick:
-			// Let appends gather: one catch-up per few milliseconds, not one per append.
-			time.Sleep(5 * time.Millisecond)
 		case <-t.C:
 		}
 	}
@@ -478,16 +528,11 @@ func (b *Broker) catchUpIndex() error {
 		if err != nil {
 			return fmt.Errorf("indexing the record at %d: %w", pos, err)
 		}
-		if err := s.indexRecord(&r, pos); err != nil {
+		if err := s.indexRecord(r.topic, r.props, pos, r.storeTS); err != nil {
 			return err
 		}
 		pos += int64(r.size)
-		s.lastTS.Store(r.storeTS)
-		s.lastPhys.Store(pos)
-		s.indexed.Store(pos)
-		if f := s.last(); f != nil {
-			f.setRange(pos)
-		}
+		s.advance(pos, r.storeTS)
 	}
 	return nil
 }
@@ -541,8 +586,8 @@ func (s *indexService) last() *indexFile {
 }
 
 // QueryMessages returns up to max messages of a topic carrying key in KEYS or as UNIQ_KEY,
-// stored between begin and end (epoch ms), oldest first. The index follows the log by a
-// few milliseconds: a message appended just now may not be found yet.
+// stored between begin and end (epoch ms), oldest first. Right after Open, until the
+// indexer has caught up with the log, the newest messages may not be found yet.
 func (b *Broker) QueryMessages(topicName, key string, max int, begin, end int64) ([]Message, error) {
 	recs, err := b.queryRecords(topicName, key, max, begin, end)
 	if err != nil {

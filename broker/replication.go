@@ -161,12 +161,6 @@ func (b *Broker) logGrew() {
 		}
 		b.lwmu.Unlock()
 	}
-	if b.idx != nil {
-		select {
-		case b.idx.kick <- struct{}{}:
-		default:
-		}
-	}
 }
 
 // tailCheck renders the check of the log bytes before end in end's segment.
@@ -408,11 +402,16 @@ func (b *Broker) applyReplicated(pos int64, data []byte) error {
 	}
 	next := map[*consumeQueue]int64{}
 	for i := range recs {
-		q, err := b.dispatch(&recs[i].r, recs[i].off, int(recs[i].r.queue)+1)
+		r := &recs[i].r
+		q, err := b.dispatch(r, recs[i].off, int(r.queue)+1)
 		if err != nil {
 			return err
 		}
-		next[q] = max(next[q], recs[i].r.queueOffset+1)
+		next[q] = max(next[q], r.queueOffset+1)
+		b.indexAppended(r.topic, r.props, recs[i].off, recs[i].off+int64(r.size), r.storeTS)
+	}
+	if b.idx != nil && b.idx.live.Load() {
+		b.idx.advance(pos+int64(len(data)), b.idx.lastTS.Load()) // past a blank segment end too
 	}
 	b.cl.committed.Store(pos + int64(len(data)))
 	for q, m := range next {

@@ -226,3 +226,16 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkMatch(b *testing.B) {
+	e, err := Parse("a > 5 AND b = 'x' OR TAGS IN ('A', 'C')")
+	if err != nil {
+		b.Fatal(err)
+	}
+	get := props("a", "17", "b", "y", "TAGS", "C")
+	for i := 0; i < b.N; i++ {
+		if !e.Match(get) {
+			b.Fatal("no match")
+		}
+	}
+}
