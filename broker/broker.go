@@ -25,6 +25,16 @@ var (
 	ErrMessageTooLarge  = errors.New("broker: message too large")
 	ErrOffsetOutOfRange = errors.New("broker: offset beyond the end of the queue")
 	ErrLocked           = errors.New("broker: store directory is used by another process")
+	// ErrNotFound: a lookup (key index, view by offset) found nothing.
+	ErrNotFound = errors.New("broker: no such message")
+	// EndTransaction: no prepared message there, or not the one described.
+	ErrTxnNotFound = errors.New("broker: no prepared transactional message at that commit-log offset")
+	ErrTxnMismatch = errors.New("broker: end of transaction does not match its prepared message")
+	// Replication: a slave refuses writes; with sync replication an append is stored but
+	// not (yet) on a slave.
+	ErrReadOnly          = errors.New("broker: this broker is a slave and takes no writes")
+	ErrSlaveNotAvailable = errors.New("broker: stored, but no slave is connected to replicate it (sync replication)")
+	ErrSlaveTimeout      = errors.New("broker: stored, but no slave confirmed it in time (sync replication)")
 )
 
 const (

@@ -44,9 +44,6 @@ const (
 	indexEntrySize  = 20
 )
 
-// ErrNotFound is returned by lookups that find nothing.
-var ErrNotFound = errors.New("broker: no such message")
-
 // indexHeader is the decoded header of an index file.
 type indexHeader struct {
 	slots, capacity    uint32

@@ -49,13 +49,6 @@ const (
 	replLiveness = 3 * time.Second
 )
 
-// Errors of replication.
-var (
-	ErrReadOnly          = errors.New("broker: this broker is a slave and takes no writes")
-	ErrSlaveNotAvailable = errors.New("broker: stored, but no slave is connected to replicate it (sync replication)")
-	ErrSlaveTimeout      = errors.New("broker: stored, but no slave confirmed it in time (sync replication)")
-)
-
 // replMaster is a master's view of its slaves, one per replication connection. mu guards
 // slaves; changed is closed and replaced whenever an acknowledgement advances.
 type replMaster struct {

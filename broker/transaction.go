@@ -41,12 +41,6 @@ const (
 	opTagCheck    = "c"
 )
 
-// Errors of EndTransaction.
-var (
-	ErrTxnNotFound = errors.New("broker: no prepared transactional message at that commit-log offset")
-	ErrTxnMismatch = errors.New("broker: end of transaction does not match its prepared message")
-)
-
 // halfEntry is one open transaction. Guarded by txnStore.mu.
 type halfEntry struct {
 	qoff, phys int64
