@@ -349,7 +349,12 @@ func (s *indexService) indexRecord(topicName string, props []byte, phys, storeTS
 		return nil
 	}
 	if k, ok := propLookup(props, PropKeys); ok {
-		for _, key := range strings.Fields(k) {
+		for k != "" {
+			var key string
+			key, k, _ = strings.Cut(k, " ")
+			if key == "" {
+				continue
+			}
 			if err := s.add(topicName, key, phys, storeTS); err != nil {
 				return err
 			}
