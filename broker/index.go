@@ -628,8 +628,8 @@ func hasKey(props []byte, key string) bool {
 	if u, ok := propLookup(props, PropUniqKey); ok && u == key {
 		return true
 	}
-	if k, ok := propLookup(props, PropKeys); ok {
-		for _, f := range strings.Fields(k) {
+	if k, ok := propLookup(props, PropKeys); ok && key != "" {
+		for _, f := range strings.Split(k, " ") { // RocketMQ's key separator: one space
 			if f == key {
 				return true
 			}

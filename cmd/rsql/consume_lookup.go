@@ -142,8 +142,8 @@ func carries(m broker.Message, key string, unique bool) bool {
 	if unique {
 		return false
 	}
-	for _, k := range strings.Fields(m.Key) {
-		if k == key {
+	for _, k := range strings.Split(m.Key, " ") { // RocketMQ's key separator: one space
+		if k == key && k != "" {
 			return true
 		}
 	}
