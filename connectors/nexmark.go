@@ -53,9 +53,13 @@ type NexmarkOptions struct {
 	BaseTime int64
 	// Seed selects the random choices (seed; default 0). Equal options give equal events.
 	Seed uint64
-	// Splits is the number of splits (splits; default 1): split s holds the events whose
-	// number is s modulo Splits, so every split runs through the same event times.
+	// Splits is the number of splits (splits; default 1). The events come in epochs of 50
+	// (1 person, 3 auctions, 46 bids); split s holds the epochs whose number is s modulo
+	// Splits, so every split has all three types and runs through the same event times.
 	Splits int
+	// Format of the messages for runtimes that read message bodies (format): "nexmark"
+	// (default; event numbers the format of that name turns into rows) or "json".
+	Format string
 }
 
 // NexmarkOptionKeys are the WITH option keys the nexmark connector reads.
@@ -72,6 +76,14 @@ func nexmarkErr(format string, args ...any) error {
 // ignored) and returns them with defaults filled in, or an error naming the option.
 func ParseNexmarkOptions(opts map[string]string) (NexmarkOptions, error) {
 	o := NexmarkOptions{BaseTime: DefaultNexmarkBaseTime, Splits: 1}
+	switch f := strings.ToLower(opts["format"]); f {
+	case "", "nexmark":
+		o.Format = "nexmark"
+	case "json":
+		o.Format = "json"
+	default:
+		return o, nexmarkErr("format = %q: a nexmark stream's messages are 'nexmark' (event numbers, the default) or 'json'", opts["format"])
+	}
 	switch t := strings.ToLower(opts["table"]); t {
 	case "person":
 		o.Table = NexmarkPerson
@@ -292,18 +304,22 @@ func (b *RowBatch) Len() int { return len(b.Offsets) }
 // Row returns row i of b (a view into Values).
 func (b *RowBatch) Row(i int) sql.Row { return b.Values[i*b.Width : (i+1)*b.Width] }
 
-// NexmarkSource generates the events of one Nexmark table. Its messages (Open) are JSON
-// objects keyed by the column names; its rows (OpenRows) are the same values, typed.
-// Offsets: the record of event number n in split s has offset (n - s) / Splits, the
-// position of n among the split's event numbers (of all types: offsets of a table skip
-// the other types' events), so a reader opened at an offset resumes exactly there.
+// NexmarkSource generates the events of one Nexmark table. Its rows (OpenRows) hold the
+// source's columns, typed. Its messages (Open) are for runtimes that decode message bodies
+// with the stream's format: with format 'nexmark' (the default) a body is the event's
+// number and the generator's parameters, and the format computes the row from them
+// (nexmark_format.go), so no text is written or parsed; with format 'json' a body is the
+// row as a JSON object keyed by the column names.
+// Offsets: a record's offset is the position of its event number among the event numbers
+// of its split (of all types: the offsets of a table skip the other types' events), so a
+// reader opened at an offset resumes exactly there. NexmarkEventNumber maps it back.
 type NexmarkSource struct {
 	opts   NexmarkOptions
 	gen    *NexmarkGenerator
-	schema sql.Schema     // the columns rows hold
-	fields []nexmarkField // of schema
-	// intCols are the columns declared INT (their values are made INT, not BIGINT).
-	intCols []int
+	schema sql.Schema // the columns rows hold
+	maker  nexmarkRowMaker
+	json   bool   // messages are JSON objects, not event numbers
+	mask   uint64 // the columns read, as bits of the declared schema (event-number bodies)
 	// now and sleep are the clock of the pacing (rate); tests replace them.
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
@@ -337,28 +353,58 @@ func NewNexmarkSource(o NexmarkOptions, schema sql.Schema, columns []int) (*Nexm
 	if o.Table < NexmarkPerson || o.Table > NexmarkBid {
 		return nil, nexmarkErr("no table (person, auction or bid)")
 	}
-	cols := schema
-	if columns != nil {
-		cols = make(sql.Schema, len(columns))
-		for i, c := range columns {
-			if c < 0 || c >= len(schema) {
-				return nil, nexmarkErr("column index %d out of the schema's %d columns", c, len(schema))
-			}
-			cols[i] = schema[c]
+	if len(schema) > 64 {
+		return nil, nexmarkErr("%d columns: a nexmark stream has at most 64", len(schema))
+	}
+	if columns == nil {
+		columns = make([]int, len(schema))
+		for i := range columns {
+			columns[i] = i
 		}
 	}
-	fields, err := nexmarkColumns(o.Table, cols)
+	cols := make(sql.Schema, len(columns))
+	var mask uint64
+	for i, c := range columns {
+		if c < 0 || c >= len(schema) {
+			return nil, nexmarkErr("column index %d out of the schema's %d columns", c, len(schema))
+		}
+		cols[i] = schema[c]
+		mask |= 1 << c
+	}
+	gen := NewNexmarkGenerator(o.Seed, o.EventRate, o.BaseTime)
+	maker, err := newNexmarkRowMaker(gen, o.Table, cols)
 	if err != nil {
 		return nil, err
 	}
-	s := &NexmarkSource{opts: o, gen: NewNexmarkGenerator(o.Seed, o.EventRate, o.BaseTime), schema: cols, fields: fields,
-		now: time.Now, sleep: sleepCtx, open: map[nexmarkReaderCloser]struct{}{}}
-	for i, c := range cols {
-		if c.Type.Kind == sql.KindInt {
-			s.intCols = append(s.intCols, i)
-		}
+	if _, err := newNexmarkRowMaker(gen, o.Table, schema); err != nil {
+		return nil, err
 	}
-	return s, nil
+	return &NexmarkSource{opts: o, gen: gen, schema: cols, maker: maker, json: o.Format == "json", mask: mask,
+		now: time.Now, sleep: sleepCtx, open: map[nexmarkReaderCloser]struct{}{}}, nil
+}
+
+// nexmarkRowMaker computes the values of a table's columns for an event number.
+type nexmarkRowMaker struct {
+	gen      *NexmarkGenerator
+	table    NexmarkKind
+	fields   []nexmarkField // per column; nfNone: NULL (a column not read)
+	intCols  []int          // columns declared INT (their values are made INT, not BIGINT)
+	procTime bool           // some column is p_time
+}
+
+func newNexmarkRowMaker(gen *NexmarkGenerator, table NexmarkKind, schema sql.Schema) (nexmarkRowMaker, error) {
+	fields, err := nexmarkColumns(table, schema)
+	if err != nil {
+		return nexmarkRowMaker{}, err
+	}
+	m := nexmarkRowMaker{gen: gen, table: table, fields: fields}
+	for i, c := range schema {
+		if c.Type.Kind == sql.KindInt {
+			m.intCols = append(m.intCols, i)
+		}
+		m.procTime = m.procTime || fields[i] == nfProcTime
+	}
+	return m, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -449,8 +495,8 @@ func (s *NexmarkSource) track(r nexmarkReaderCloser, add bool) {
 	s.mu.Unlock()
 }
 
-// nexmarkGenReader walks one split's event numbers and generates the rows of its table.
-// It is owned by one reader (one goroutine).
+// nexmarkGenReader walks one split's event numbers and picks those of its table. It is
+// owned by one reader (one goroutine).
 type nexmarkGenReader struct {
 	src    *NexmarkSource
 	split  int64
@@ -461,7 +507,25 @@ type nexmarkGenReader struct {
 }
 
 func (g *nexmarkGenReader) eventNumber(offset int64) int64 {
-	return g.split + offset*int64(g.src.opts.Splits)
+	return NexmarkEventNumber(offset, g.split, int64(g.src.opts.Splits))
+}
+
+// NexmarkEventNumber is the event number at offset of split split of splits: split s
+// holds the epochs (runs of 50 event numbers) s, s + splits, s + 2 splits, ...
+func NexmarkEventNumber(offset, split, splits int64) int64 {
+	return (offset/nexmarkTotalProportion*splits+split)*nexmarkTotalProportion + offset%nexmarkTotalProportion
+}
+
+// nexmarkRange is the range [lo, hi) of the event numbers of an epoch (n mod 50) that are
+// of table's type.
+func nexmarkRange(table NexmarkKind) (lo, hi int64) {
+	switch table {
+	case NexmarkPerson:
+		return 0, nexmarkPersonProportion
+	case NexmarkAuction:
+		return nexmarkPersonProportion, nexmarkPersonProportion + nexmarkAuctionProportion
+	}
+	return nexmarkPersonProportion + nexmarkAuctionProportion, nexmarkTotalProportion
 }
 
 // due returns how long to wait before event n may be generated (rate), 0 when it may now.
@@ -481,75 +545,68 @@ func (g *nexmarkGenReader) due(n int64, now time.Time) time.Duration {
 	return 0
 }
 
-// batch generates up to max rows of the table, appending each row's values to dst with
-// emit(offset) called after each row. It returns ErrEndOfSplit when the split has no more
-// events, after the rows it generated.
-func (g *nexmarkGenReader) batch(ctx context.Context, dst []sql.Value, max int, emit func(int64)) ([]sql.Value, error) {
+// batch calls emit(event number, offset, generation time in epoch ms) for up to max events
+// of the table, in order. It returns ErrEndOfSplit when the split has no more events, after
+// the events it emitted.
+func (g *nexmarkGenReader) batch(ctx context.Context, max int, emit func(n, off, procTime int64)) error {
 	if g.closed {
-		return dst, nexmarkErr("read after close")
+		return nexmarkErr("read after close")
 	}
 	if err := ctx.Err(); err != nil {
-		return dst, err
+		return err
 	}
 	if max <= 0 {
 		max = 1
 	}
 	src := g.src
-	events, step, table := src.opts.Events, int64(src.opts.Splits), src.opts.Table
+	events, splits := src.opts.Events, int64(src.opts.Splits)
+	lo, hi := nexmarkRange(src.opts.Table)
 	paced := src.opts.Rate > 0
 	var now time.Time
 	procTime := int64(0)
-	if paced || src.hasProcTime() {
+	if paced || src.maker.procTime {
 		now = src.now()
 		procTime = now.UnixMilli()
 	}
 	rows := 0
 	for rows < max {
-		n := g.split + g.next*step
-		if events > 0 && n >= events {
-			return dst, ErrEndOfSplit
+		// Skip to the next offset of the table's type: the same epoch or the next.
+		if r := g.next % nexmarkTotalProportion; r < lo {
+			g.next += lo - r
+		} else if r >= hi {
+			g.next += nexmarkTotalProportion - r + lo
 		}
-		if NexmarkKindOf(n) != table {
-			g.next++
-			continue
+		n := NexmarkEventNumber(g.next, g.split, splits)
+		if events > 0 && n >= events {
+			return ErrEndOfSplit
 		}
 		if paced {
 			if w := g.due(n, now); w > 0 {
 				if rows > 0 {
-					return dst, nil
+					return nil
 				}
 				if err := src.sleep(ctx, min(w, 100*time.Millisecond)); err != nil {
-					return dst, err
+					return err
 				}
 				now = src.now()
 				procTime = now.UnixMilli()
 				continue
 			}
 		}
-		dst = src.appendRow(dst, n, procTime)
-		emit(g.next)
+		emit(n, g.next, procTime)
 		g.next++
 		rows++
 	}
-	return dst, nil
-}
-
-func (s *NexmarkSource) hasProcTime() bool {
-	for _, f := range s.fields {
-		if f == nfProcTime {
-			return true
-		}
-	}
-	return false
+	return nil
 }
 
 // appendRow appends the values of event n's columns. A bid computes only the fields
 // asked for; a person or an auction (8 % of the events) is generated whole.
-func (s *NexmarkSource) appendRow(dst []sql.Value, n, procTime int64) []sql.Value {
-	g := s.gen
-	switch s.opts.Table {
+func (m *nexmarkRowMaker) appendRow(dst []sql.Value, n, procTime int64) []sql.Value {
+	g := m.gen
+	switch m.table {
 	case NexmarkBid:
-		for _, f := range s.fields {
+		for _, f := range m.fields {
 			var v sql.Value
 			switch f {
 			case nfBidAuction:
@@ -575,7 +632,7 @@ func (s *NexmarkSource) appendRow(dst []sql.Value, n, procTime int64) []sql.Valu
 		}
 	case NexmarkPerson:
 		p := g.Person(n)
-		for _, f := range s.fields {
+		for _, f := range m.fields {
 			var v sql.Value
 			switch f {
 			case nfPersonID:
@@ -601,7 +658,7 @@ func (s *NexmarkSource) appendRow(dst []sql.Value, n, procTime int64) []sql.Valu
 		}
 	case NexmarkAuction:
 		a := g.Auction(n)
-		for _, f := range s.fields {
+		for _, f := range m.fields {
 			var v sql.Value
 			switch f {
 			case nfAuctionID:
@@ -630,8 +687,11 @@ func (s *NexmarkSource) appendRow(dst []sql.Value, n, procTime int64) []sql.Valu
 			dst = append(dst, v)
 		}
 	}
-	for _, i := range s.intCols {
-		dst[len(dst)-len(s.fields)+i].K = sql.KindInt
+	row := dst[len(dst)-len(m.fields):]
+	for _, i := range m.intCols {
+		if row[i].K == sql.KindBigInt {
+			row[i].K = sql.KindInt
+		}
 	}
 	return dst
 }
@@ -640,10 +700,12 @@ func (s *NexmarkSource) appendRow(dst []sql.Value, n, procTime int64) []sql.Valu
 type nexmarkRowReader struct{ g *nexmarkGenReader }
 
 func (r *nexmarkRowReader) ReadRows(ctx context.Context, b *RowBatch, max int) error {
-	b.Width = len(r.g.src.fields)
-	var err error
-	b.Values, err = r.g.batch(ctx, b.Values, max, func(off int64) { b.Offsets = append(b.Offsets, off) })
-	return err
+	m := &r.g.src.maker
+	b.Width = len(m.fields)
+	return r.g.batch(ctx, max, func(n, off, procTime int64) {
+		b.Values = m.appendRow(b.Values, n, procTime)
+		b.Offsets = append(b.Offsets, off)
+	})
 }
 
 func (r *nexmarkRowReader) Close() error {
@@ -654,58 +716,71 @@ func (r *nexmarkRowReader) Close() error {
 	return nil
 }
 
-// nexmarkMsgReader is the SplitReader of Open: each row encoded as a JSON object, all
-// bodies of a batch in one new block (so a batch's bodies stay valid after the next Read).
-// Timestamps are written as epoch milliseconds; strings as they are, since every string
-// the generator makes is printable ASCII without quotes or backslashes
-// (TestNexmarkStringsNeedNoEscaping).
+// nexmarkMsgReader is the SplitReader of Open. All bodies of a batch share one new block,
+// so they stay valid after the next Read. JSON bodies write timestamps as epoch
+// milliseconds and strings as they are, since every string the generator makes is
+// printable ASCII without quotes or backslashes (TestNexmarkStringsNeedNoEscaping).
 type nexmarkMsgReader struct {
-	g    *nexmarkGenReader
-	keys [][]byte // `"name":` per column, the first with '{' before it
-	vals []sql.Value
-	offs []int64
-	avg  int // bytes per body seen so far, to size the next block
+	g     *nexmarkGenReader
+	keys  [][]byte // JSON: `"name":` per column, the first with '{' before it
+	vals  []sql.Value
+	block []byte
+	ends  []int
+	offs  []int64
+	avg   int // bytes per body seen so far, to size the next block
 }
 
 func newNexmarkMsgReader(g *nexmarkGenReader) *nexmarkMsgReader {
 	r := &nexmarkMsgReader{g: g}
-	for i, c := range g.src.schema {
-		k := []byte{','}
-		if i == 0 {
-			k[0] = '{'
+	if g.src.json {
+		for i, c := range g.src.schema {
+			k := []byte{','}
+			if i == 0 {
+				k[0] = '{'
+			}
+			k = appendJSONString(k, c.Name)
+			r.keys = append(r.keys, append(k, ':'))
 		}
-		k = appendJSONString(k, c.Name)
-		r.keys = append(r.keys, append(k, ':'))
 	}
 	return r
 }
 
 func (r *nexmarkMsgReader) Read(ctx context.Context, buf []Message, limit int) ([]Message, error) {
-	r.offs = r.offs[:0]
-	var err error
-	r.vals, err = r.g.batch(ctx, r.vals[:0], limit, func(off int64) { r.offs = append(r.offs, off) })
-	if len(r.offs) == 0 {
-		return buf, err
+	src := r.g.src
+	r.offs, r.ends = r.offs[:0], r.ends[:0]
+	r.block = make([]byte, 0, max(limit, 1)*max(r.avg, nexmarkBodySize)+256)
+	w := len(src.schema)
+	hdr := nexmarkBodyHeader(src.opts, src.mask)
+	err := r.g.batch(ctx, limit, func(n, off, procTime int64) {
+		if src.json {
+			r.vals = src.maker.appendRow(r.vals[:0], n, procTime)
+			for j, v := range r.vals[:w] {
+				r.block = append(r.block, r.keys[j]...)
+				if v.K == sql.KindVarchar {
+					r.block = append(r.block, '"')
+					r.block = append(r.block, v.S...)
+					r.block = append(r.block, '"')
+				} else {
+					r.block = strconv.AppendInt(r.block, v.I, 10)
+				}
+			}
+			r.block = append(r.block, '}')
+		} else {
+			r.block = appendNexmarkBody(r.block, &hdr, n, procTime)
+		}
+		r.ends = append(r.ends, len(r.block))
+		r.offs = append(r.offs, off)
+	})
+	if len(r.offs) > 0 {
+		r.avg = len(r.block)/len(r.offs) + 1
 	}
-	w := len(r.keys)
-	block := make([]byte, 0, len(r.offs)*max(r.avg, 64)+256)
 	start := 0
 	for i, off := range r.offs {
-		for j, v := range r.vals[i*w : (i+1)*w] {
-			block = append(block, r.keys[j]...)
-			if v.K == sql.KindVarchar {
-				block = append(block, '"')
-				block = append(block, v.S...)
-				block = append(block, '"')
-			} else {
-				block = strconv.AppendInt(block, v.I, 10)
-			}
-		}
-		block = append(block, '}')
-		buf = append(buf, Message{Offset: off, Body: block[start:len(block):len(block)]})
-		start = len(block)
+		end := r.ends[i]
+		buf = append(buf, Message{Offset: off, Body: r.block[start:end:end]})
+		start = end
 	}
-	r.avg = len(block)/len(r.offs) + 1
+	r.block = nil
 	return buf, err
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -233,7 +234,7 @@ func readAllRows(t *testing.T, s *NexmarkSource) map[int64]sql.Row {
 					t.Fatalf("split %s: offset %d after %d", sp, b.Offsets[i], last)
 				}
 				last = b.Offsets[i]
-				n := int64(k) + b.Offsets[i]*int64(len(splits))
+				n := NexmarkEventNumber(b.Offsets[i], int64(k), int64(len(splits)))
 				if _, dup := out[n]; dup {
 					t.Fatalf("event %d read twice", n)
 				}
@@ -278,8 +279,15 @@ func TestNexmarkSplitsPartitionTheEvents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := readAllRows(t, s); !reflect.DeepEqual(got, want) {
+			got := readAllRows(t, s)
+			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("%s with %d splits: the union of the splits differs from one split", table, k)
+			}
+			// Every split has rows of every table (whole epochs of 50 events per split).
+			for sp := int64(0); sp < int64(k); sp++ {
+				if countSplit(got, sp, int64(k)) == 0 {
+					t.Fatalf("%s with %d splits: split %d has no rows", table, k, sp)
+				}
 			}
 		}
 	}
@@ -302,52 +310,135 @@ func TestNexmarkDeterministicPerSeed(t *testing.T) {
 	}
 }
 
-// The message path (JSON bodies, the fallback for runtimes that read messages) decodes to
-// exactly the rows of the row path, and offsets agree.
+// The message paths (event-number bodies the nexmark format decodes, and JSON bodies)
+// decode to exactly the rows of the row path, with the same offsets, whether a job reads
+// every column or some.
 func TestNexmarkMessagesDecodeToTheRows(t *testing.T) {
 	ctx := context.Background()
-	for _, table := range []string{"bid", "person", "auction"} {
-		schema := nexSchema(table)
-		s, err := OpenNexmarkSource(map[string]string{"table": table, "events": "3000", "splits": "2"}, schema, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := readAllRows(t, s)
-		f, err := NewFormat("json", schema)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[int64]sql.Row{}
-		for k, sp := range []string{"0", "1"} {
-			r, err := s.Open(ctx, sp, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var kept []Message
-			for {
-				msgs, err := r.Read(ctx, nil, 64)
-				kept = append(kept, msgs...)
-				if errors.Is(err, ErrEndOfSplit) {
-					break
+	for _, format := range []string{"nexmark", "json"} {
+		for _, table := range []string{"bid", "person", "auction"} {
+			for _, columns := range [][]int{nil, {5, 0, 2}} {
+				schema := nexSchema(table)
+				opts := map[string]string{"table": table, "events": "3000", "splits": "2"}
+				if format == "json" {
+					opts["format"] = "json"
 				}
+				s, err := OpenNexmarkSource(opts, schema, columns)
 				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			r.Close()
-			// Bodies stay valid after later reads.
-			for _, m := range kept {
-				row, err := f.Decode(m.Body, nil)
+				want := readAllRows(t, s)
+				f, err := NewFormat(format, schema)
 				if err != nil {
-					t.Fatalf("%s: body %s: %v", table, m.Body, err)
+					t.Fatal(err)
 				}
-				got[int64(k)+m.Offset*2] = row
+				got := map[int64]sql.Row{}
+				for k, sp := range []string{"0", "1"} {
+					r, err := s.Open(ctx, sp, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var kept []Message
+					for {
+						msgs, err := r.Read(ctx, nil, 64)
+						kept = append(kept, msgs...)
+						if errors.Is(err, ErrEndOfSplit) {
+							break
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+					}
+					r.Close()
+					// Bodies stay valid after later reads.
+					for _, m := range kept {
+						full, err := f.Decode(m.Body, nil)
+						if err != nil {
+							t.Fatalf("%s %s: body %q: %v", format, table, m.Body, err)
+						}
+						row := full
+						if columns != nil {
+							row = nil
+							for i, v := range full {
+								if !slices.Contains(columns, i) && v.K != sql.KindNull {
+									t.Fatalf("%s %s: column %d not read but decoded as %v", format, table, i, v)
+								}
+							}
+							for _, c := range columns {
+								row = append(row, full[c])
+							}
+						}
+						got[NexmarkEventNumber(m.Offset, int64(k), 2)] = row
+					}
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s %s columns %v: decoded messages differ from the rows", format, table, columns)
+				}
 			}
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%s: decoded messages differ from the rows", table)
 		}
 	}
+}
+
+// The nexmark format refuses what is not a nexmark body with an error, never a panic, and
+// cannot write rows.
+func TestNexmarkFormatErrors(t *testing.T) {
+	f, err := NewFormat("nexmark", nexBidSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := appendNexmarkBody(nil, ptr(nexmarkBodyHeader(NexmarkOptions{Table: NexmarkBid, EventRate: 10, Seed: 1}, 0x7f)), 4, 0)
+	if _, err := f.Decode(good, nil); err != nil {
+		t.Fatal(err)
+	}
+	bad := func(mut func(b []byte) []byte, want string) {
+		t.Helper()
+		b := mut(append([]byte(nil), good...))
+		var de *DecodeError
+		if _, err := f.Decode(b, nil); !errors.As(err, &de) || !strings.Contains(err.Error(), want) {
+			t.Errorf("body %q: error %v, want a DecodeError containing %q", b, err, want)
+		}
+	}
+	bad(func(b []byte) []byte { return b[:49] }, "49 bytes")
+	bad(func(b []byte) []byte { b[0] = '{'; return b }, "starting with 'N'")
+	bad(func(b []byte) []byte { b[1] = 9; return b }, "table 9")
+	bad(func(b []byte) []byte { b[10], b[11] = 0, 0; return b }, "event rate 0")
+	bad(func(b []byte) []byte { b[26] = 0xff; return b }, "column mask 0xff")
+	bad(func(b []byte) []byte { b[34] = 0; return b }, "event number 0 is not a bid")
+	bad(func(b []byte) []byte { b[41] = 0x80; return b }, "is not a bid")
+	pf, _ := NewFormat("nexmark", sql.Schema{{Name: "nick", Type: sql.TypeVarchar}})
+	one := appendNexmarkBody(nil, ptr(nexmarkBodyHeader(NexmarkOptions{Table: NexmarkBid, EventRate: 10}, 1)), 4, 0)
+	if _, err := pf.Decode(one, nil); err == nil || !strings.Contains(err.Error(), "column nick is not a field of the bid table") {
+		t.Errorf("a schema that is not the table's: %v", err)
+	}
+	if _, err := f.Encode(nil, sql.Row{sql.BigInt(1)}); !errors.Is(err, errNexmarkEncode) {
+		t.Errorf("Encode: %v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func FuzzDecodeNexmark(f *testing.F) {
+	h := nexmarkBodyHeader(NexmarkOptions{Table: NexmarkBid, EventRate: DefaultNexmarkEventRate, BaseTime: DefaultNexmarkBaseTime}, 0x7f)
+	f.Add(appendNexmarkBody(nil, &h, 5, 1))
+	h = nexmarkBodyHeader(NexmarkOptions{Table: NexmarkPerson, EventRate: 1, Seed: 9}, 0x3)
+	f.Add(appendNexmarkBody(nil, &h, 50, 0))
+	f.Add([]byte("N"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, schema := range []sql.Schema{nexBidSchema, nexPersonSchema, nexAuctionSchema} {
+			fm, _ := NewFormat("nexmark", schema)
+			row, err := fm.Decode(body, nil)
+			if err != nil {
+				var de *DecodeError
+				if !errors.As(err, &de) {
+					t.Fatalf("error %v is not a DecodeError", err)
+				}
+				continue
+			}
+			if len(row) != len(schema) {
+				t.Fatalf("%d values for %d columns", len(row), len(schema))
+			}
+		}
+	})
 }
 
 func TestNexmarkResumeAtOffset(t *testing.T) {
@@ -382,7 +473,7 @@ func TestNexmarkResumeAtOffset(t *testing.T) {
 		t.Fatalf("first read %d + resumed %d rows, want the split's %d", b.Len(), rest.Len(), countSplit(all, 1, 3))
 	}
 	for i := 0; i < rest.Len(); i++ {
-		n := 1 + rest.Offsets[i]*3
+		n := NexmarkEventNumber(rest.Offsets[i], 1, 3)
 		if !reflect.DeepEqual(rest.Row(i), all[n]) {
 			t.Fatalf("resumed row at offset %d differs", rest.Offsets[i])
 		}
@@ -392,7 +483,7 @@ func TestNexmarkResumeAtOffset(t *testing.T) {
 func countSplit(rows map[int64]sql.Row, split, splits int64) int {
 	n := 0
 	for e := range rows {
-		if e%splits == split {
+		if e/50%splits == split {
 			n++
 		}
 	}
@@ -454,16 +545,16 @@ func TestNexmarkRatePacing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Split 1 holds the odd event numbers, from 1 (an auction: the rate counts every
-	// event) to its last bid, 199, which is due 198 ms after the reader starts.
-	if slept != 198*time.Millisecond {
-		t.Fatalf("slept %v, want 198ms", slept)
+	// Split 1 holds the odd epochs, events 50-99 and 150-199. Its reader starts at event 50
+	// (a person: the rate counts every event); its last bid, 199, is due 149 ms later.
+	if slept != 149*time.Millisecond {
+		t.Fatalf("slept %v, want 149ms", slept)
 	}
 	if b.Len() != 92 || batches < 90 {
 		t.Fatalf("%d rows in %d batches: a paced reader must hand over each row when due", b.Len(), batches)
 	}
-	if got := b.Row(1)[5].I - b.Row(0)[5].I; got != 2 {
-		t.Fatalf("date_time steps by %d ms, want 2 (1000 events/s)", got)
+	if got := b.Row(1)[5].I - b.Row(0)[5].I; got != 1 {
+		t.Fatalf("date_time steps by %d ms, want 1 (1000 events/s)", got)
 	}
 }
 
@@ -645,5 +736,20 @@ func TestNexmarkStringsNeedNoEscaping(t *testing.T) {
 		p := g.Person(n)
 		check("email", p.EmailAddress)
 		check("credit card", p.CreditCard)
+	}
+}
+
+// nextPrice's table and series agree with round(100 * 10^(6u)) within a cent.
+func TestNexmarkPriceMatchesPow(t *testing.T) {
+	for s := uint64(0); s < 200_000; s++ {
+		r := nexRand{s: s * 7919}
+		p := nextPrice(&r)
+		r = nexRand{s: s * 7919}
+		x := r.next()
+		u := float64(x>>11) / (1 << 53)
+		want := math.Round(math.Pow(10, u*6) * 100)
+		if math.Abs(float64(p)-want) > 1 {
+			t.Fatalf("u=%v: price %d, want %v", u, p, want)
+		}
 	}
 }

@@ -35,6 +35,7 @@ var scalarFuncs = map[string]bool{
 	"COALESCE": true, "IFNULL": true, "LOWER": true, "UPPER": true, "CONCAT": true, "SUBSTRING": true,
 	"LENGTH": true, "CHAR_LENGTH": true, "LTRIM": true, "RTRIM": true, "ABS": true, "ROUND": true,
 	"FLOOR": true, "CEIL": true, "MOD": true, "DATE_FORMAT": true, "JSON_EXTRACT": true, "JSON_UNQUOTE": true,
+	"REPLACE": true, "REGEXP_EXTRACT": true, "SPLIT_INDEX": true,
 }
 
 func (b *binder) funcCall(f *ast.FuncCallExpr) (Expr, error) {

@@ -2,6 +2,7 @@ package sql
 
 import (
 	"math"
+	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -941,6 +942,64 @@ func compileStringFunc(c *Call, args []Evaluator) Evaluator {
 				return Null
 			}
 			return BigInt(int64(utf8.RuneCountInString(v.S)))
+		}
+	case "REPLACE":
+		a, from, to := args[0], args[1], args[2]
+		return func(r Row) Value {
+			v, f, t := a(r), from(r), to(r)
+			if v.K == KindNull || f.K == KindNull || t.K == KindNull {
+				return Null
+			}
+			if f.S == "" {
+				return Varchar(v.S)
+			}
+			return Varchar(strings.ReplaceAll(v.S, f.S, t.S))
+		}
+	case "REGEXP_EXTRACT":
+		re := regexp.MustCompile(c.Args[1].(*Literal).V.S) // checked when the call was typed
+		a := args[0]
+		var group Evaluator
+		if len(args) == 3 {
+			group = args[2]
+		}
+		return func(r Row) Value {
+			v := a(r)
+			if v.K == KindNull {
+				return Null
+			}
+			g := 0
+			if group != nil {
+				gv := group(r)
+				if gv.K == KindNull || gv.I < 0 || gv.I > int64(re.NumSubexp()) {
+					return Null
+				}
+				g = int(gv.I)
+			}
+			m := re.FindStringSubmatchIndex(v.S)
+			if m == nil || m[2*g] < 0 {
+				return Null
+			}
+			return Varchar(v.S[m[2*g]:m[2*g+1]])
+		}
+	case "SPLIT_INDEX":
+		a, sep, idx := args[0], args[1], args[2]
+		return func(r Row) Value {
+			v, d, i := a(r), sep(r), idx(r)
+			if v.K == KindNull || d.K == KindNull || i.K == KindNull || d.S == "" || i.I < 0 {
+				return Null
+			}
+			s := v.S
+			for n := i.I; n > 0; n-- {
+				k := strings.Index(s, d.S)
+				if k < 0 {
+					return Null
+				}
+				s = s[k+len(d.S):]
+			}
+			if k := strings.Index(s, d.S); k >= 0 {
+				s = s[:k]
+			}
+			return Varchar(s)
 		}
 	case "SUBSTRING":
 		a, p := args[0], args[1]

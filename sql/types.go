@@ -2,6 +2,7 @@ package sql
 
 import (
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -274,6 +275,53 @@ func callType(fn string, args []Expr) (Type, []Expr, error) {
 			if !kinds[i].IsInteger() && kinds[i] != KindNull {
 				return TypeNull, nil, typeMismatch("argument %d of SUBSTRING must be an integer, not %s", i+1, kinds[i])
 			}
+		}
+		return TypeVarchar, args, nil
+	case "REPLACE":
+		if err := argc(fn, args, 3, 3); err != nil {
+			return TypeNull, nil, err
+		}
+		for i, k := range kinds {
+			if !isStrOrNull(k) {
+				return TypeNull, nil, typeMismatch("argument %d of REPLACE must be VARCHAR, not %s", i+1, k)
+			}
+		}
+		return TypeVarchar, args, nil
+	case "REGEXP_EXTRACT":
+		if err := argc(fn, args, 2, 3); err != nil {
+			return TypeNull, nil, err
+		}
+		if !isStrOrNull(kinds[0]) {
+			return TypeNull, nil, typeMismatch("argument 1 of REGEXP_EXTRACT must be VARCHAR, not %s", kinds[0])
+		}
+		l, ok := args[1].(*Literal)
+		if !ok || l.V.K != KindVarchar {
+			return TypeNull, nil, Errorf(CodeNotSupported, "REGEXP_EXTRACT needs a constant pattern such as '(\\d+)'")
+		}
+		re, err := regexp.Compile(l.V.S)
+		if err != nil {
+			return TypeNull, nil, Errorf(CodeInvalidValue, "REGEXP_EXTRACT pattern %q: %v", l.V.S, err)
+		}
+		if len(args) == 3 {
+			if !kinds[2].IsInteger() && kinds[2] != KindNull {
+				return TypeNull, nil, typeMismatch("argument 3 of REGEXP_EXTRACT must be an integer, not %s", kinds[2])
+			}
+			if g, ok := args[2].(*Literal); ok && g.V.K != KindNull && (g.V.I < 0 || g.V.I > int64(re.NumSubexp())) {
+				return TypeNull, nil, Errorf(CodeInvalidValue, "REGEXP_EXTRACT group %d: the pattern has %d group(s)", g.V.I, re.NumSubexp())
+			}
+		}
+		return TypeVarchar, args, nil
+	case "SPLIT_INDEX":
+		if err := argc(fn, args, 3, 3); err != nil {
+			return TypeNull, nil, err
+		}
+		for i := 0; i < 2; i++ {
+			if !isStrOrNull(kinds[i]) {
+				return TypeNull, nil, typeMismatch("argument %d of SPLIT_INDEX must be VARCHAR, not %s", i+1, kinds[i])
+			}
+		}
+		if !kinds[2].IsInteger() && kinds[2] != KindNull {
+			return TypeNull, nil, typeMismatch("argument 3 of SPLIT_INDEX must be an integer, not %s", kinds[2])
 		}
 		return TypeVarchar, args, nil
 	case "ABS":
