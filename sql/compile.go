@@ -3,6 +3,7 @@ package sql
 import (
 	"math"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -956,7 +957,9 @@ func compileStringFunc(c *Call, args []Evaluator) Evaluator {
 			return Varchar(strings.ReplaceAll(v.S, f.S, t.S))
 		}
 	case "REGEXP_EXTRACT":
-		re := regexp.MustCompile(c.Args[1].(*Literal).V.S) // checked when the call was typed
+		pattern := c.Args[1].(*Literal).V.S
+		re := regexp.MustCompile(pattern) // checked when the call was typed
+		need := requiredLiterals(pattern)
 		a := args[0]
 		var group Evaluator
 		if len(args) == 3 {
@@ -974,6 +977,11 @@ func compileStringFunc(c *Call, args []Evaluator) Evaluator {
 					return Null
 				}
 				g = int(gv.I)
+			}
+			for _, l := range need {
+				if !strings.Contains(v.S, l) {
+					return Null // no match can be without it: skip the regular expression
+				}
 			}
 			m := re.FindStringSubmatchIndex(v.S)
 			if m == nil || m[2*g] < 0 {
@@ -1024,6 +1032,37 @@ func compileStringFunc(c *Call, args []Evaluator) Evaluator {
 		}
 	}
 	return nil
+}
+
+// requiredLiterals are strings every match of the regular expression contains: the
+// case-sensitive literals of its top-level concatenation (through capture groups). Testing
+// them with strings.Contains rejects most non-matching inputs for a fraction of a match.
+func requiredLiterals(pattern string) []string {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	re = re.Simplify()
+	for re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
+	var out []string
+	add := func(r *syntax.Regexp) {
+		for r.Op == syntax.OpCapture {
+			r = r.Sub[0]
+		}
+		if r.Op == syntax.OpLiteral && r.Flags&syntax.FoldCase == 0 {
+			out = append(out, string(r.Rune))
+		}
+	}
+	if re.Op == syntax.OpConcat {
+		for _, sub := range re.Sub {
+			add(sub)
+		}
+	} else {
+		add(re)
+	}
+	return out
 }
 
 // trimRepeated removes repeated occurrences of cut from the start and/or end of s

@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -306,6 +307,23 @@ func TestEval(t *testing.T) {
 		}
 		if got := show(v); got != c.want {
 			t.Errorf("%s = %s, want %s", c.expr, got, c.want)
+		}
+	}
+}
+
+// The literals REGEXP_EXTRACT tests before matching are in every match, and only those.
+func TestRequiredLiterals(t *testing.T) {
+	for _, c := range []struct{ pattern, want string }{
+		{`(&|^)channel_id=([^&]*)`, "channel_id="},
+		{`abc`, "abc"},
+		{`(abc)x+def`, "abc,def"},
+		{`a|b`, ""},
+		{`(?i)abc`, ""},
+		{`x?abc`, "abc"},
+		{`[0-9]+`, ""},
+	} {
+		if got := strings.Join(requiredLiterals(c.pattern), ","); got != c.want {
+			t.Errorf("requiredLiterals(%q) = %q, want %q", c.pattern, got, c.want)
 		}
 	}
 }

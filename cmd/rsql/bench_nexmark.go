@@ -30,6 +30,7 @@ type BenchNexmarkCmd struct {
 	Checkpoint time.Duration `name:"checkpoint-interval" default:"1s" help:"Checkpoint interval of the jobs (negative: only at the end)."`
 	JSON       bool          `name:"json" help:"Print the results as JSON lines instead of a table."`
 	CPUProfile string        `name:"cpuprofile" help:"Write a CPU profile of each query to FILE.<query>."`
+	MemProfile string        `name:"memprofile" help:"Write an allocation profile of each query to FILE.<query>."`
 }
 
 // nexmarkGoals are the events per CPU-second rsql aims at (docs/benchmarks.md).
@@ -107,11 +108,25 @@ func (c *BenchNexmarkCmd) runOne(q nexmark.Query) (nexmarkRow, error) {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if c.MemProfile != "" {
+		runtime.MemProfileRate = 64 << 10
+	}
 	start, cpu0 := time.Now(), cpuTime()
 	res, err := nexmark.Run(context.Background(), q, cfg)
 	wall, cpu := time.Since(start).Seconds(), (cpuTime() - cpu0).Seconds()
 	if err != nil {
 		return nexmarkRow{}, err
+	}
+	if c.MemProfile != "" {
+		f, err := os.Create(c.MemProfile + "." + q.Name)
+		if err != nil {
+			return nexmarkRow{}, err
+		}
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		f.Close()
+		if err != nil {
+			return nexmarkRow{}, err
+		}
 	}
 	if res.Late > 0 {
 		return nexmarkRow{}, fmt.Errorf("%s: %d late rows (the generator's events are in order: the runtime lost order)", q.Name, res.Late)
