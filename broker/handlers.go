@@ -12,7 +12,7 @@ import (
 	"rsql/broker/remoting"
 )
 
-// Request codes (ROCKETMQ-PROTOCOL.md §2).
+// Request codes (docs/broker.md: the supported-codes table and "Protocol notes").
 const (
 	codeSendMessage        = 10
 	codePullMessage        = 11
@@ -30,6 +30,7 @@ const (
 	codeLockBatch          = 41
 	codeUnlockBatch        = 42
 	codeGetRoute           = 105
+	codeGetClusterInfo     = 106
 	codeGetAllSubGroups    = 201
 	codeGetAllTopics       = 206
 	codeDeleteTopicBroker  = 215
@@ -66,6 +67,8 @@ func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Comma
 	switch req.Code {
 	case codeGetRoute:
 		return s.route(req)
+	case codeGetClusterInfo:
+		return s.clusterInfo(req)
 	case codeSendMessage, codeSendMessageV2, codeSendBatch, codeSendReply:
 		resp, end := s.send(c, req)
 		if end > 0 {
@@ -160,6 +163,21 @@ func (s *netServer) route(req *remoting.Command) *remoting.Command {
 		"queueDatas": []queueData{qd},
 		"brokerDatas": []brokerData{{Cluster: s.b.cfg.ClusterName, BrokerName: s.b.cfg.BrokerName,
 			BrokerAddrs: map[string]string{"0": s.brokerAddr}}},
+	})
+	r := req.Reply(respSuccess, "")
+	r.Body = body
+	return r
+}
+
+// clusterInfo answers GET_BROKER_CLUSTER_INFO: the one broker, as the master (id 0) of its
+// cluster, in Apache RocketMQ's ClusterInfo shape. Admin tools read it to find where to
+// create topics.
+func (s *netServer) clusterInfo(req *remoting.Command) *remoting.Command {
+	name, cluster := s.b.cfg.BrokerName, s.b.cfg.ClusterName
+	body, _ := json.Marshal(map[string]any{
+		"brokerAddrTable": map[string]brokerData{name: {Cluster: cluster, BrokerName: name,
+			BrokerAddrs: map[string]string{"0": s.brokerAddr}}},
+		"clusterAddrTable": map[string][]string{cluster: {name}},
 	})
 	r := req.Reply(respSuccess, "")
 	r.Body = body

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Stored-record constants (ROCKETMQ-PROTOCOL.md §6).
+// Stored-record constants (docs/broker.md, "Protocol notes": the stored record).
 const (
 	magicMessage = 0xDAA320A7
 	magicBlank   = 0xCBD43194

@@ -67,7 +67,7 @@ func (s *BrokerSource) Open(ctx context.Context, split string, offset int64) (Sp
 	if err != nil || q < 0 || q >= s.queues {
 		return nil, fmt.Errorf("topic %s has no queue %q (it has %d)", s.topic, split, s.queues)
 	}
-	r := &brokerReader{s: s, queue: q}
+	r := &brokerReader{s: s, queue: q, split: strconv.Itoa(q)}
 	r.next.Store(offset)
 	return r, nil
 }
@@ -77,6 +77,7 @@ func (s *BrokerSource) Open(ctx context.Context, split string, offset int64) (Sp
 type brokerReader struct {
 	s     *BrokerSource
 	queue int
+	split string
 	next  atomic.Int64
 }
 
@@ -92,7 +93,7 @@ func (r *brokerReader) Read(ctx context.Context, buf []Message, max int) ([]Mess
 	for i := range msgs {
 		m := &msgs[i]
 		buf = append(buf, Message{Offset: m.QueueOffset, Key: []byte(m.Key), Body: m.Body, Timestamp: m.StoreTimestamp,
-			ID: m.Properties[PropMessageID]})
+			ID: m.Properties[PropMessageID], Split: r.split})
 	}
 	r.next.Store(next)
 	return buf, nil
@@ -206,6 +207,16 @@ func (s *BrokerSink) Position(ctx context.Context) ([]byte, error) {
 		out = binary.AppendVarint(out, m)
 	}
 	return out, nil
+}
+
+// OriginPosition is the position before every message of a topic with queues queues (of
+// BrokerSink and RocketMQSink): IDsSince from it reads the whole topic.
+func OriginPosition(queues int) []byte {
+	out := binary.AppendUvarint(nil, uint64(queues))
+	for q := 0; q < queues; q++ {
+		out = binary.AppendVarint(out, 0)
+	}
+	return out
 }
 
 // IDsSince calls fn with the ID (property RSQL_ID) of every message stored after pos (a

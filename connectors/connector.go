@@ -14,14 +14,21 @@ type Message struct {
 	Body   []byte
 	// Timestamp is the store time in epoch milliseconds (0 when unknown).
 	Timestamp int64
-	// ID is a deterministic message id set by exactly-once writers ("<job>/<epoch>/<seq>");
-	// sinks that can store it with the message do (broker: property RSQL_ID), so a writer
-	// that replays after a crash can skip what the sink already holds.
+	// ID is a deterministic message id set by exactly-once writers ("<job>/<epoch>/<seq>",
+	// or "<stream>/<split>/<offset>" for a dead-letter copy); sinks that can store it with the
+	// message do (broker: property RSQL_ID), so a writer that replays after a crash can skip
+	// what the sink already holds.
 	ID string
+	// Split is the split a source read the message from (set by every source's reader).
+	Split string
 }
 
 // ErrEndOfSplit is returned by SplitReader.Read when a bounded split has no more records.
 var ErrEndOfSplit = errors.New("end of split")
+
+// ErrFileChanged says a file sink's file no longer holds what its job wrote (it was cut
+// or replaced by something else).
+var ErrFileChanged = errors.New("file changed by another writer")
 
 // Source is a readable stream: a set of splits (file: one; topic: its queues).
 type Source interface {

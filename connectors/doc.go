@@ -12,10 +12,19 @@
 //     epoch milliseconds or RFC 3339 and writes RFC 3339 UTC with milliseconds, JSON columns
 //     keep the raw JSON text. CSV has no header, fields in schema order, RFC 4180 quoting; an
 //     empty unquoted field is NULL. Encode then Decode gives back the same row.
+//   - Every message a SplitReader returns carries its split (Message.Split).
 //   - OpenFileSource(path) is a bounded source with one split "0"; a message is a non-empty
 //     line and its Offset the 1-based line number. OpenFileSink(path) appends one body per
-//     line; Flush writes and fsyncs. NewPrintSink(w) prints bodies to w.
+//     line (OpenFileSinkWith can empty the file first); Flush writes and fsyncs. As the only
+//     writer of its file it is a de-duplicating sink (Position, IDsSince) that cuts the file
+//     back instead of storing ids. NewPrintSink(w) prints bodies to w.
 //   - Errors of the file connector name the path (and the line where there is one).
+//   - Topics: BrokerSource/BrokerSink (the bundled broker in process) and
+//     RocketMQSource/RocketMQSink (any name server, rocketmq-client-go) pass one conformance
+//     test body. A missing topic is created with RocketMQConfig.CreateTopics on the master
+//     brokers the name server's cluster info names. GroupOffsets reads and commits a
+//     consumer group's offsets synchronously (rocketmq_admin.go, docs/broker.md "Protocol
+//     notes").
 //   - OpenNexmarkSource(options, schema, columns) generates the Nexmark benchmark's events
 //     (docs/nexmark.md): deterministic for its options, split by epochs of 50 events,
 //     bounded when events > 0. It is a RowSource: OpenRows hands over typed rows of the

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -160,7 +161,7 @@ func (r *fileReader) Read(ctx context.Context, buf []Message, max int) ([]Messag
 		}
 		spanList = append(spanList, span{len(block), len(line)})
 		block = append(block, line...)
-		buf = append(buf, Message{Offset: r.line})
+		buf = append(buf, Message{Offset: r.line, Split: fileSplit})
 		if len(block) >= 4<<20 {
 			break // keep a batch's memory bounded
 		}
@@ -189,6 +190,12 @@ func (r *fileReader) Close() error {
 }
 
 // FileSink appends message bodies to a file, one per line. It is safe for concurrent use.
+//
+// It is also a de-duplicating sink for a job's exactly-once output (Position and IDsSince,
+// the contract of exec.DedupSink), on the condition that the job is the file's only
+// writer: a file cannot store message ids, so IDsSince cuts the file back to the position
+// the job's last checkpoint recorded, and the job writes what it held from there again.
+// docs/sql.md ("File sinks") gives the rule users see.
 type FileSink struct {
 	path string
 	mu   sync.Mutex // guards everything below
@@ -196,19 +203,77 @@ type FileSink struct {
 	w    *bufio.Writer
 }
 
+// FileSinkOptions say how OpenFileSinkWith opens the file.
+type FileSinkOptions struct {
+	// Truncate empties the file when it is opened (a new job's output starts afresh);
+	// otherwise writes append to what the file holds.
+	Truncate bool
+}
+
 // OpenFileSink opens (creating it and its parent directories if needed) the file at path
 // for appending. Writes are buffered; Flush writes them out and fsyncs the file.
 func OpenFileSink(path string) (Sink, error) {
+	return OpenFileSinkWith(path, FileSinkOptions{})
+}
+
+// OpenFileSinkWith is OpenFileSink with options.
+func OpenFileSinkWith(path string, opts FileSinkOptions) (*FileSink, error) {
 	if dir := filepath.Dir(path); dir != "." {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("file sink %s: %w", path, err)
 		}
 	}
-	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	if opts.Truncate {
+		flags |= os.O_TRUNC
+	}
+	fh, err := os.OpenFile(path, flags, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("file sink %s: %w", path, err)
 	}
 	return &FileSink{path: path, f: fh, w: bufio.NewWriterSize(fh, 256<<10)}, nil
+}
+
+// Position returns the file's size after writing out the buffer: every line written after
+// the call is stored after it.
+func (s *FileSink) Position(ctx context.Context) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.flushLocked(); err != nil {
+		return nil, err
+	}
+	st, err := s.f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("file sink %s: %w", s.path, err)
+	}
+	return binary.AppendVarint(nil, st.Size()), nil
+}
+
+// IDsSince cuts the file back to pos (a Position of this file) and reports no ids: a file
+// keeps no message ids, and everything after pos was written by the output being
+// recovered, which its writer then writes again in full. A file shorter than pos was
+// changed by something else, and is an error.
+func (s *FileSink) IDsSince(ctx context.Context, pos []byte, prefix string, fn func(id string)) error {
+	size, n := binary.Varint(pos)
+	if n <= 0 || n != len(pos) || size < 0 {
+		return fmt.Errorf("file sink %s: bad position mark", s.path)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.flushLocked(); err != nil {
+		return err
+	}
+	st, err := s.f.Stat()
+	if err != nil {
+		return fmt.Errorf("file sink %s: %w", s.path, err)
+	}
+	if st.Size() < size {
+		return fmt.Errorf("file sink %s: the file holds %d bytes but the job's last checkpoint wrote up to byte %d: it was changed outside rsql (%w)", s.path, st.Size(), size, ErrFileChanged)
+	}
+	if err := s.f.Truncate(size); err != nil {
+		return fmt.Errorf("file sink %s: %w", s.path, err)
+	}
+	return nil
 }
 
 // Write buffers each body followed by a line end. A body holding a line end would split

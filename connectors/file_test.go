@@ -3,6 +3,7 @@ package connectors
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -26,6 +27,11 @@ func readAll(t *testing.T, r SplitReader, max int) []Message {
 		}
 		if len(all)-n > max {
 			t.Fatalf("read %d messages, max %d", len(all)-n, max)
+		}
+		for _, m := range all[n:] {
+			if m.Split != fileSplit {
+				t.Fatalf("line %d says it is of split %q", m.Offset, m.Split)
+			}
 		}
 	}
 }
@@ -187,4 +193,62 @@ func TestPrintSink(t *testing.T) {
 	if buf.String() != "one\ntwo\n" {
 		t.Fatalf("printed %q", buf.String())
 	}
+}
+
+// A file sink as a de-duplicating sink: Truncate empties the file at open, Position is the
+// file's size, IDsSince cuts the file back to a position and refuses one past the end.
+func TestFileSinkPositions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.jsonl")
+	os.WriteFile(path, []byte("old\n"), 0o644)
+	ctx := context.Background()
+	s, err := OpenFileSinkWith(path, FileSinkOptions{Truncate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Write(ctx, []Message{{Body: []byte("a")}})
+	pos, err := s.Position(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Write(ctx, []Message{{Body: []byte("b")}, {Body: []byte("c")}})
+	s.Flush(ctx)
+	if err := s.IDsSince(ctx, pos, "", func(string) { t.Error("a file reported an id") }); err != nil {
+		t.Fatal(err)
+	}
+	s.Write(ctx, []Message{{Body: []byte("d")}})
+	s.Flush(ctx)
+	if b, _ := os.ReadFile(path); string(b) != "a\nd\n" {
+		t.Fatalf("file holds %q, want a, d", b)
+	}
+	if err := s.IDsSince(ctx, binary.AppendVarint(nil, 100), "", nil); !errors.Is(err, ErrFileChanged) {
+		t.Fatalf("a position past the end: %v", err)
+	}
+}
+
+func FuzzFileSinkPosition(f *testing.F) {
+	f.Add(binary.AppendVarint(nil, 3))
+	f.Add(binary.AppendVarint(nil, 100))
+	f.Add([]byte{})
+	f.Add([]byte{0x80})
+	f.Add(append(binary.AppendVarint(nil, 1), 0))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, pos []byte) {
+		path := filepath.Join(dir, "f")
+		os.WriteFile(path, []byte("one\ntwo\n"), 0o644)
+		s, err := OpenFileSinkWith(path, FileSinkOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		err = s.IDsSince(context.Background(), pos, "", nil)
+		st, _ := os.Stat(path)
+		if err == nil {
+			if want, _ := binary.Varint(pos); st.Size() != want {
+				t.Fatalf("cut to %d bytes, position says %d", st.Size(), want)
+			}
+		} else if st.Size() != 8 {
+			t.Fatalf("a refused position changed the file to %d bytes", st.Size())
+		}
+	})
 }

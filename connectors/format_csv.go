@@ -178,11 +178,11 @@ func (f *csvFormat) setField(row sql.Row, col int, field []byte, quoted bool) er
 		}
 		row[col] = sql.Double(v)
 	case sql.KindDecimal:
-		v, reason := parseDecimalText(t, c.Type)
+		v, reason := decodeDecimal(t, c.Type)
 		if reason != "" {
 			return fieldErr(reason)
 		}
-		row[col] = sql.Decimal(v, c.Type.Scale)
+		row[col] = v
 	case sql.KindTimestamp:
 		if looksInteger(t) {
 			ms, reason := parseIntText(t, sql.KindBigInt)
@@ -236,6 +236,10 @@ func (f *csvFormat) Encode(dst []byte, row sql.Row) ([]byte, error) {
 				dst = appendFloat(dst, v.F)
 			}
 		case sql.KindDecimal:
+			if v.S != "" {
+				dst = append(dst, v.S...)
+				break
+			}
 			dst = appendDecimal(dst, v.I, v.Scale)
 		case sql.KindVarchar:
 			dst = appendCSVString(dst, v.S)

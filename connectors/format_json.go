@@ -294,11 +294,11 @@ func (f *jsonFormat) decodeValue(body []byte, p, col int, row sql.Row) (int, err
 			}
 			text, end = body[p:e], e
 		}
-		v, reason := parseDecimalText(text, c.Type)
+		v, reason := decodeDecimal(text, c.Type)
 		if reason != "" {
 			return p, fieldErr(reason)
 		}
-		row[col] = sql.Decimal(v, c.Type.Scale)
+		row[col] = v
 		return end, nil
 	case sql.KindVarchar:
 		if ch != '"' {
@@ -649,10 +649,17 @@ func (f *jsonFormat) Encode(dst []byte, row sql.Row) ([]byte, error) {
 			dst = strconv.AppendInt(dst, v.I, 10)
 		case sql.KindDouble:
 			if math.IsNaN(v.F) || math.IsInf(v.F, 0) {
-				return dst, fmt.Errorf("json: column %s: %v has no JSON number", c.Name, v.F)
+				return dst, sql.Errorf(sql.CodeNumericOutOfRange, "json: column %s: %v has no JSON number", c.Name, v.F)
 			}
 			dst = appendFloat(dst, v.F)
 		case sql.KindDecimal:
+			if v.S != "" {
+				if v.S == "NaN" || v.S == "Infinity" || v.S == "-Infinity" {
+					return dst, sql.Errorf(sql.CodeNumericOutOfRange, "json: column %s: %s has no JSON number", c.Name, v.S)
+				}
+				dst = append(dst, v.S...)
+				break
+			}
 			dst = appendDecimal(dst, v.I, v.Scale)
 		case sql.KindVarchar:
 			dst = appendJSONString(dst, v.S)

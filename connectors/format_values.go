@@ -20,9 +20,6 @@ func NewFormat(name string, schema sql.Schema) (Format, error) {
 		default:
 			return nil, fmt.Errorf("format %s: column %s: type %s cannot be stored in a record", name, c.Name, c.Type)
 		}
-		if c.Type.Kind == sql.KindDecimal && c.Type.Scale > 18 {
-			return nil, fmt.Errorf("format %s: column %s: DECIMAL scale %d is above 18", name, c.Name, c.Type.Scale)
-		}
 	}
 	switch strings.ToLower(name) {
 	case "json", "":
@@ -102,6 +99,21 @@ func parseIntText(b []byte, kind sql.Kind) (int64, string) {
 			return 0, "integer " + quoteShort(b) + " out of range for " + kind.String()
 		}
 		v = int64(u)
+	}
+	return v, ""
+}
+
+// decodeDecimal reads a NUMERIC field: NUMERIC(p,s) with p ≤ 18 on the int64 fast path,
+// anything else (unconstrained NUMERIC, larger precisions, NaN) as PostgreSQL's numeric
+// input (sql.CastValue).
+func decodeDecimal(b []byte, t sql.Type) (sql.Value, string) {
+	if t.Precision > 0 && t.Precision <= 18 {
+		v, reason := parseDecimalText(b, t)
+		return sql.Decimal(v, t.Scale), reason
+	}
+	v, err := sql.CastValue(sql.Varchar(string(b)), t)
+	if err != nil {
+		return sql.Null, err.(*sql.Error).Message
 	}
 	return v, ""
 }
@@ -451,7 +463,7 @@ func appendFloat(dst []byte, f float64) []byte {
 // checkTimestamp reports an encode error for a TIMESTAMP that has no RFC 3339 text.
 func checkTimestamp(col string, ms int64) error {
 	if ms < minTimestampMs || ms > maxTimestampMs {
-		return fmt.Errorf("column %s: timestamp %d ms is outside years 1-9999", col, ms)
+		return sql.Errorf(sql.CodeDatetimeOverflow, "column %s: timestamp %d ms is outside years 1-9999", col, ms)
 	}
 	return nil
 }

@@ -458,7 +458,7 @@ func (s *NexmarkSource) newGen(split string, offset int64) (*nexmarkGenReader, e
 	if offset < 0 {
 		return nil, nexmarkErr("split %s: negative offset %d", split, offset)
 	}
-	r := &nexmarkGenReader{src: s, split: int64(k), next: offset}
+	r := &nexmarkGenReader{src: s, split: int64(k), name: split, next: offset}
 	r.first = r.eventNumber(offset)
 	return r, nil
 }
@@ -500,8 +500,9 @@ func (s *NexmarkSource) track(r nexmarkReaderCloser, add bool) {
 type nexmarkGenReader struct {
 	src    *NexmarkSource
 	split  int64
-	next   int64 // offset of the next event number to look at
-	first  int64 // event number the reader started at (pacing)
+	name   string // split as text
+	next   int64  // offset of the next event number to look at
+	first  int64  // event number the reader started at (pacing)
 	start  time.Time
 	closed bool
 }
@@ -775,9 +776,10 @@ func (r *nexmarkMsgReader) Read(ctx context.Context, buf []Message, limit int) (
 		r.avg = len(r.block)/len(r.offs) + 1
 	}
 	start := 0
+	split := r.g.name
 	for i, off := range r.offs {
 		end := r.ends[i]
-		buf = append(buf, Message{Offset: off, Body: r.block[start:end:end]})
+		buf = append(buf, Message{Offset: off, Body: r.block[start:end:end], Split: split})
 		start = end
 	}
 	r.block = nil

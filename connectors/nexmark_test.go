@@ -352,6 +352,9 @@ func TestNexmarkMessagesDecodeToTheRows(t *testing.T) {
 					r.Close()
 					// Bodies stay valid after later reads.
 					for _, m := range kept {
+						if m.Split != sp {
+							t.Fatalf("message of split %s says split %q", sp, m.Split)
+						}
 						full, err := f.Decode(m.Body, nil)
 						if err != nil {
 							t.Fatalf("%s %s: body %q: %v", format, table, m.Body, err)

@@ -25,9 +25,14 @@ import (
 type RocketMQConfig struct {
 	// NameServer is the name server's host:port (an "http://" prefix is ignored).
 	NameServer string
-	// BrokerAddr is the broker address a missing topic is created on (admin UPDATE_AND_CREATE_TOPIC).
-	// Empty: a missing topic is an error.
-	BrokerAddr string
+	// CreateTopics creates a missing topic (admin UPDATE_AND_CREATE_TOPIC) on every master
+	// broker of the cluster, found from the name server's cluster info as RocketMQ's admin
+	// tool does (mqadmin updateTopic -c); a topic's queue count is then per broker. When
+	// false, a missing topic is an error.
+	CreateTopics bool
+	// Cluster is the cluster whose masters CreateTopics uses; "" is the name server's only
+	// cluster (several are an error).
+	Cluster string
 	// Group is the consumer and producer group (default "rsql-connector"). Sources commit no
 	// offsets to it: the reader's offsets are the caller's (checkpoints).
 	Group string
@@ -73,7 +78,7 @@ func sortQueues(mqs []*primitive.MessageQueue) []*primitive.MessageQueue {
 }
 
 // ensureRocketMQTopic returns the topic's queues, creating the topic with queues queues on
-// cfg.BrokerAddr when it has no route.
+// each master broker of the cluster (cfg.CreateTopics) when it has no route.
 func ensureRocketMQTopic(ctx context.Context, cfg RocketMQConfig, topic string, queues int) ([]*primitive.MessageQueue, error) {
 	a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{cfg.NameServer})))
 	if err != nil {
@@ -84,24 +89,30 @@ func ensureRocketMQTopic(ctx context.Context, cfg RocketMQConfig, topic string, 
 	if err == nil && len(mqs) > 0 {
 		return sortQueues(mqs), nil
 	}
-	if cfg.BrokerAddr == "" {
+	if !cfg.CreateTopics {
 		if err == nil {
 			err = errors.New("no queues")
 		}
 		return nil, fmt.Errorf("topic %s has no route at name server %s (create it first): %v", topic, cfg.NameServer, err)
 	}
+	masters, err := masterBrokers(ctx, cfg.NameServer, cfg.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("topic %s does not exist and cannot be created: %w", topic, err)
+	}
 	if queues <= 0 {
 		queues = 4
 	}
-	if err := a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(cfg.BrokerAddr),
-		admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues)); err != nil {
-		return nil, fmt.Errorf("topic %s: create on broker %s: %w", topic, cfg.BrokerAddr, err)
+	for _, addr := range masters {
+		if err := a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(addr),
+			admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues)); err != nil {
+			return nil, fmt.Errorf("topic %s: create on broker %s: %w", topic, addr, err)
+		}
 	}
-	// The name server learns the route from the broker; ask until it has it.
+	// The name server learns the route from the brokers; ask until it has every broker's.
 	var last error
 	for i := 0; i < 50; i++ {
 		mqs, err := a.FetchPublishMessageQueues(ctx, topic)
-		if err == nil && len(mqs) > 0 {
+		if err == nil && len(mqs) >= queues*len(masters) {
 			return sortQueues(mqs), nil
 		}
 		last = err
@@ -111,7 +122,7 @@ func ensureRocketMQTopic(ctx context.Context, cfg RocketMQConfig, topic string, 
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return nil, fmt.Errorf("topic %s was created on %s but has no route at name server %s: %v", topic, cfg.BrokerAddr, cfg.NameServer, last)
+	return nil, fmt.Errorf("topic %s was created on %v but has no full route at name server %s: %v", topic, masters, cfg.NameServer, last)
 }
 
 // RocketMQSource reads a topic over the RocketMQ protocol with rocketmq-client-go's pull
@@ -128,7 +139,7 @@ type RocketMQSource struct {
 }
 
 // OpenRocketMQSource opens topic on the cluster behind cfg.NameServer, creating it with
-// queues queues (on cfg.BrokerAddr) when it does not exist.
+// queues queues (cfg.CreateTopics) when it does not exist.
 func OpenRocketMQSource(ctx context.Context, cfg RocketMQConfig, topic string, queues int) (*RocketMQSource, error) {
 	cfg = cfg.withDefaults()
 	if _, err := ensureRocketMQTopic(ctx, cfg, topic, queues); err != nil {
@@ -202,7 +213,7 @@ func (s *RocketMQSource) Open(ctx context.Context, split string, offset int64) (
 		return nil, fmt.Errorf("topic %s queue %d: offset %d is negative", s.topic, q, offset)
 	}
 	mq := *mqs[q]
-	r := &rocketMQReader{s: s, split: q, mq: &mq, next: offset, fetch: offset}
+	r := &rocketMQReader{s: s, split: q, splitName: split, mq: &mq, next: offset, fetch: offset}
 	r.maxSeen.Store(-1)
 	return r, nil
 }
@@ -218,9 +229,10 @@ type pullOutcome struct {
 // context, so Read waits for the pull's answer at most Wait and otherwise leaves it pending
 // for the next Read: reads stay bounded and new messages still arrive with long-poll latency.
 type rocketMQReader struct {
-	s     *RocketMQSource
-	split int
-	mq    *primitive.MessageQueue
+	s         *RocketMQSource
+	split     int
+	splitName string
+	mq        *primitive.MessageQueue
 	// next is the offset of the next message Read returns; fetch the offset the next pull
 	// asks for (beyond next when held has messages pulled but not yet returned).
 	next, fetch int64
@@ -306,7 +318,7 @@ func (r *rocketMQReader) Read(ctx context.Context, buf []Message, max int) ([]Me
 					continue
 				}
 				r.held = append(r.held, Message{Offset: m.QueueOffset, Key: []byte(m.GetKeys()), Body: m.Body,
-					Timestamp: m.StoreTimestamp, ID: m.GetProperty(PropMessageID)})
+					Timestamp: m.StoreTimestamp, ID: m.GetProperty(PropMessageID), Split: r.splitName})
 			}
 			if len(r.held) > 0 {
 				r.fetch = max64(res.NextBeginOffset, r.held[len(r.held)-1].Offset+1)
@@ -396,7 +408,7 @@ func (f *forcedQueueSelector) Select(_ *primitive.Message, mqs []*primitive.Mess
 	return sorted[f.queue%len(sorted)]
 }
 
-// OpenRocketMQSink opens topic for writing, creating it with queues queues (on cfg.BrokerAddr)
+// OpenRocketMQSink opens topic for writing, creating it with queues queues (cfg.CreateTopics)
 // when it does not exist.
 func OpenRocketMQSink(ctx context.Context, cfg RocketMQConfig, topic string, queues int) (*RocketMQSink, error) {
 	cfg = cfg.withDefaults()

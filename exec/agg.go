@@ -2,6 +2,7 @@ package exec
 
 import (
 	"container/heap"
+	"context"
 	"strings"
 
 	"rsql/planner"
@@ -9,7 +10,8 @@ import (
 	"rsql/state"
 )
 
-// aggOp is a grouped aggregation, windowed (tumble, hop, session) or not.
+// aggOp is a grouped aggregation, windowed (tumble, hop, session, or a window the rows
+// carry) or not.
 //
 // State: hot state lives in memory, per split (a split's groups are disjoint from other
 // splits' because the plan partitions by the group key before aggregating). Changed groups
@@ -17,17 +19,22 @@ import (
 // closed windows are deleted at the next one, into the Control's batch, so the store holds
 // exactly the state as of the last checkpoint and is committed atomically with the source
 // offsets. NewSplit loads the split's groups back from the store.
+//
+// Time: each split's windows close on that split's watermark, and a row is late when every
+// window it falls in has closed on its split's watermark.
 type aggOp struct {
 	node  *planner.AggregateNode
 	job   string
 	id    string // operator id, part of every state key
 	store state.Store
-	next  Operator
 	late  *sideOutput // late rows go here (nil: counted only)
 	cnt   *counters
+	// bad, schema: the stage's bad-record path (a row whose key or argument fails goes
+	// there, rowerrors.go) and this operator's input schema.
+	bad    *badRows
+	schema sql.Schema
 
 	nk, na int
-	wm     int64
 	splits map[string]*aggSplit
 	cur    *aggSplit
 
@@ -65,6 +72,7 @@ type group struct {
 	next      int32
 	dirty     bool
 	persisted bool
+	seen      int64 // the split's watermark at the group's last row (state TTL)
 }
 
 type dirtyRef struct {
@@ -91,8 +99,11 @@ type session struct {
 
 type aggSplit struct {
 	name string
-	// tumble, hop, none
-	wins  map[int64]*win
+	wm   int64 // the split's watermark
+	// with a state TTL: the watermark at the last sweep of expired groups
+	swept int64
+	// tumble, hop, given, none
+	wins  map[[2]int64]*win
 	ends  winHeap
 	last  *win
 	dirty []dirtyRef
@@ -109,10 +120,10 @@ type aggSplit struct {
 	delEnds []int
 }
 
-func newAggOp(n *planner.AggregateNode, job, id string, store state.Store, next Operator, late *sideOutput, cnt *counters) *aggOp {
+func newAggOp(n *planner.AggregateNode, job, id string, store state.Store, late *sideOutput, cnt *counters) *aggOp {
 	return &aggOp{
-		node: n, job: job, id: id, store: store, next: next, late: late, cnt: cnt,
-		nk: len(n.Keys), na: len(n.Aggs), wm: MinWatermark,
+		node: n, job: job, id: id, store: store, late: late, cnt: cnt,
+		nk: len(n.Keys), na: len(n.Aggs),
 		splits: map[string]*aggSplit{},
 		keys:   make([]sql.Value, len(n.Keys)),
 		args:   make([]sql.Value, len(n.Aggs)),
@@ -125,32 +136,49 @@ func (a *aggOp) split(name string) *aggSplit {
 	}
 	sp := a.splits[name]
 	if sp == nil {
-		sp = &aggSplit{name: name, wins: map[int64]*win{}, skIndex: map[uint64]int32{}}
+		sp = &aggSplit{name: name, wm: MinWatermark, swept: MinWatermark, wins: map[[2]int64]*win{}, skIndex: map[uint64]int32{}}
 		a.splits[name] = sp
 	}
 	a.cur = sp
 	return sp
 }
 
+// emitChanges reports whether the aggregation emits a row per change (EMIT CHANGES, and a
+// plain GROUP BY unless it emits once at the end of a bounded input).
 func (a *aggOp) emitChanges() bool {
-	return a.node.Window.Kind == planner.WindowNone || a.node.Emit == planner.EmitChanges
+	return a.node.Emit == planner.EmitChanges || a.node.Window.Kind == planner.WindowNone && a.node.Emit != planner.EmitOnClose
 }
 
-func (a *aggOp) Process(b *Batch) error {
+func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 	sp := a.split(b.Split)
+	changes := a.emitChanges()
 	kind := a.node.Window.Kind
 	a.lateRow = a.lateRow[:0]
 	for _, r := range b.Rows {
 		h := sql.HashSeed
+		failed := false
 		for j, k := range a.node.Keys {
 			v := k(r)
 			a.keys[j] = v
 			h = sql.HashValue(h, v)
+			failed = failed || v.K == sql.KindNull && v.S != ""
 		}
 		for j := range a.node.Aggs {
 			if arg := a.node.Aggs[j].Arg; arg != nil {
-				a.args[j] = arg(r)
+				v := arg(r)
+				a.args[j] = v
+				failed = failed || v.K == sql.KindNull && v.S != ""
 			}
+		}
+		if failed {
+			cause := sql.RowError(a.keys)
+			if cause == nil {
+				cause = sql.RowError(a.args)
+			}
+			if err := a.bad.report(context.Background(), "aggregate", b.Split, r, a.schema, cause); err != nil {
+				return err
+			}
+			continue
 		}
 		switch kind {
 		case planner.WindowNone:
@@ -158,9 +186,27 @@ func (a *aggOp) Process(b *Batch) error {
 			if w == nil {
 				w = sp.window(0, 0)
 			}
-			g := a.lookup(sp, w, h)
+			g, created := a.lookup(sp, w, h)
 			a.update(w, g)
-			a.emitGroup(w, g)
+			w.groups[g].seen = sp.wm
+			if changes && (created || !a.node.EmitNew) {
+				a.emitGroup(w, g)
+			}
+		case planner.WindowGiven:
+			sv, ev := r[a.node.Window.Time], r[a.node.Window.End]
+			if sv.IsNull() || ev.IsNull() || ev.I <= sp.wm {
+				a.lateRow = append(a.lateRow, r)
+				continue
+			}
+			w := sp.last
+			if w == nil || w.start != sv.I || w.end != ev.I {
+				w = sp.window(sv.I, ev.I)
+			}
+			g, _ := a.lookup(sp, w, h)
+			a.update(w, g)
+			if a.node.Emit == planner.EmitChanges {
+				a.emitGroup(w, g)
+			}
 		case planner.WindowTumble, planner.WindowHop:
 			tv := r[a.node.Window.Time]
 			if tv.IsNull() {
@@ -170,7 +216,7 @@ func (a *aggOp) Process(b *Batch) error {
 			t, size, step := tv.I, a.node.Window.Size, windowStep(a.node.Window)
 			placed := false
 			for s := lastWindowStart(a.node.Window, t); s > t-size; s -= step {
-				if s+size <= a.wm {
+				if s+size <= sp.wm {
 					continue // that window has fired
 				}
 				placed = true
@@ -178,7 +224,7 @@ func (a *aggOp) Process(b *Batch) error {
 				if w == nil || w.start != s {
 					w = sp.window(s, s+size)
 				}
-				g := a.lookup(sp, w, h)
+				g, _ := a.lookup(sp, w, h)
 				a.update(w, g)
 				if a.node.Emit == planner.EmitChanges {
 					a.emitGroup(w, g)
@@ -189,7 +235,7 @@ func (a *aggOp) Process(b *Batch) error {
 			}
 		case planner.WindowSession:
 			tv := r[a.node.Window.Time]
-			if tv.IsNull() || tv.I < a.wm {
+			if tv.IsNull() || tv.I < sp.wm {
 				a.lateRow = append(a.lateRow, r)
 				continue
 			}
@@ -204,7 +250,7 @@ func (a *aggOp) Process(b *Batch) error {
 			}
 		}
 		if a.out.len() >= 1024 {
-			if err := a.out.flush(b.Split, a.next); err != nil {
+			if err := a.out.flush(b.Split, out); err != nil {
 				return err
 			}
 		}
@@ -218,12 +264,12 @@ func (a *aggOp) Process(b *Batch) error {
 			}
 		}
 	}
-	return a.out.flush(b.Split, a.next)
+	return a.out.flush(b.Split, out)
 }
 
-// window returns (creating) the window starting at start.
+// window returns (creating) the window [start, end).
 func (sp *aggSplit) window(start, end int64) *win {
-	w := sp.wins[start]
+	w := sp.wins[[2]int64{start, end}]
 	if w == nil {
 		if n := len(sp.free); n > 0 {
 			w = sp.free[n-1]
@@ -234,7 +280,7 @@ func (sp *aggSplit) window(start, end int64) *win {
 		} else {
 			w = &win{start: start, end: end, index: map[uint64]int32{}}
 		}
-		sp.wins[start] = w
+		sp.wins[[2]int64{start, end}] = w
 		if start != end {
 			heap.Push(&sp.ends, w)
 		}
@@ -243,9 +289,11 @@ func (sp *aggSplit) window(start, end int64) *win {
 	return w
 }
 
-// lookup finds or creates the group of a.keys (hash h) in w and marks it dirty.
-func (a *aggOp) lookup(sp *aggSplit, w *win, h uint64) int32 {
+// lookup finds or creates the group of a.keys (hash h) in w and marks it dirty; created
+// says it is new.
+func (a *aggOp) lookup(sp *aggSplit, w *win, h uint64) (g int32, created bool) {
 	g, ok := w.index[h]
+	created = false
 	if ok {
 		for ; g >= 0; g = w.groups[g].next {
 			if w.groups[g].hash == h && a.keysEqual(w.keys[int(g)*a.nk:int(g+1)*a.nk]) {
@@ -269,12 +317,13 @@ func (a *aggOp) lookup(sp *aggSplit, w *win, h uint64) int32 {
 		for range a.na {
 			w.accs = append(w.accs, accum{})
 		}
+		created = true
 	}
 	if gr := &w.groups[g]; !gr.dirty {
 		gr.dirty = true
 		sp.dirty = append(sp.dirty, dirtyRef{w, g})
 	}
-	return g
+	return g, created
 }
 
 func (a *aggOp) keysEqual(ks []sql.Value) bool {
@@ -323,9 +372,18 @@ func (a *aggOp) updateAccs(accs []accum) {
 			}
 		case planner.AggSum, planner.AggAvg:
 			acc.n++
-			if v.K == sql.KindDouble {
+			switch v.K {
+			case sql.KindDouble:
 				acc.f += v.F
-			} else {
+			case sql.KindDecimal:
+				// NUMERIC: exact, any scale, beyond 64 bits when needed.
+				if acc.v.K != sql.KindDecimal {
+					acc.v = v
+				} else {
+					acc.v = sql.NumericAdd(acc.v, v)
+				}
+				acc.v = ownValue(acc.v)
+			default:
 				acc.i += v.I
 			}
 		case planner.AggMin:
@@ -363,6 +421,13 @@ func (a *aggOp) mergeAccs(dst, src []accum) {
 				d.set[k] = struct{}{}
 			}
 		}
+		if k := a.node.Aggs[j].Kind; (k == planner.AggSum || k == planner.AggAvg) && s.v.K == sql.KindDecimal {
+			if d.v.K == sql.KindDecimal {
+				d.v = ownValue(sql.NumericAdd(d.v, s.v))
+			} else {
+				d.v = s.v
+			}
+		}
 		d.n += s.n
 		d.i += s.i
 		d.f += s.f
@@ -387,8 +452,8 @@ func (a *aggOp) result(j int, acc *accum) sql.Value {
 		return sql.Null
 	}
 	sum := acc.f
-	if spec.ArgType.Kind == sql.KindDecimal {
-		sum += float64(acc.i) / sql.Pow10(spec.ArgType.Scale)
+	if acc.v.K == sql.KindDecimal {
+		sum += acc.v.AsFloat()
 	} else {
 		sum += float64(acc.i)
 	}
@@ -399,7 +464,10 @@ func (a *aggOp) result(j int, acc *accum) sql.Value {
 	case sql.KindDouble:
 		return sql.Double(sum)
 	case sql.KindDecimal:
-		return sql.Decimal(acc.i, spec.Type.Scale)
+		if acc.v.K != sql.KindDecimal {
+			return sql.Decimal(0, 0)
+		}
+		return acc.v
 	case sql.KindInt:
 		return sql.Int(acc.i)
 	}
@@ -500,29 +568,46 @@ func (sp *aggSplit) deleteKey(a *aggOp, keys []sql.Value, start, end int64) {
 	sp.delEnds = append(sp.delEnds, len(sp.delBuf))
 }
 
-func (a *aggOp) Watermark(wm int64) error {
-	if wm <= a.wm {
+func (a *aggOp) Watermark(split string, wm int64, out Emitter) error {
+	sp := a.split(split)
+	if wm <= sp.wm {
 		return nil
 	}
-	a.wm = wm
-	for _, sp := range a.splits {
-		if err := a.fire(sp); err != nil {
-			return err
-		}
-	}
-	return a.next.Watermark(wm)
+	sp.wm = wm
+	return a.fire(sp, out)
 }
 
-// fire emits (on close) and forgets every window of sp that ends at or before the watermark.
-func (a *aggOp) fire(sp *aggSplit) error {
-	onClose := a.node.Emit == planner.EmitOnClose
-	for len(sp.ends) > 0 && sp.ends[0].end <= a.wm {
+// fire emits (on close) and forgets every window of sp that ends at or before the split's
+// watermark; without a window it drops the groups the state TTL expired, and emits every
+// group once when the input ended (emit on close).
+func (a *aggOp) fire(sp *aggSplit, out Emitter) error {
+	onClose := a.node.Emit != planner.EmitChanges
+	if a.node.Window.Kind == planner.WindowNone {
+		if a.node.Emit == planner.EmitOnClose && sp.wm == MaxWatermark {
+			if w := sp.wins[[2]int64{0, 0}]; w != nil {
+				for g := range w.groups {
+					a.emitGroup(w, int32(g))
+					if a.out.len() >= 1024 {
+						if err := a.out.flush(sp.name, out); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		}
+		if ttl := a.node.TTL; ttl > 0 && sp.wm != MaxWatermark && (sp.swept == MinWatermark || sp.wm-sp.swept >= ttl/4+1) {
+			sp.swept = sp.wm
+			a.expire(sp, sp.wm-ttl)
+		}
+		return a.out.flush(sp.name, out)
+	}
+	for len(sp.ends) > 0 && sp.ends[0].end <= sp.wm {
 		w := heap.Pop(&sp.ends).(*win)
 		for g := range w.groups {
 			if onClose {
 				a.emitGroup(w, int32(g))
 				if a.out.len() >= 1024 {
-					if err := a.out.flush(sp.name, a.next); err != nil {
+					if err := a.out.flush(sp.name, out); err != nil {
 						return err
 					}
 				}
@@ -535,12 +620,12 @@ func (a *aggOp) fire(sp *aggSplit) error {
 		if len(sp.retired) < 16 {
 			sp.retired = append(sp.retired, w)
 		}
-		delete(sp.wins, w.start)
+		delete(sp.wins, [2]int64{w.start, w.end})
 		if sp.last == w {
 			sp.last = nil
 		}
 	}
-	for len(sp.sheap) > 0 && sp.sheap[0].end <= a.wm {
+	for len(sp.sheap) > 0 && sp.sheap[0].end <= sp.wm {
 		e := heap.Pop(&sp.sheap).(sessEntry)
 		s := e.s
 		if s.dead || s.end != e.end {
@@ -549,7 +634,7 @@ func (a *aggOp) fire(sp *aggSplit) error {
 		if onClose {
 			a.emitSession(sp, s)
 			if a.out.len() >= 1024 {
-				if err := a.out.flush(sp.name, a.next); err != nil {
+				if err := a.out.flush(sp.name, out); err != nil {
 					return err
 				}
 			}
@@ -566,10 +651,69 @@ func (a *aggOp) fire(sp *aggSplit) error {
 			sp.deleteKey(a, ke.keys, s.pStart, s.pEnd)
 		}
 	}
-	return a.out.flush(sp.name, a.next)
+	return a.out.flush(sp.name, out)
 }
 
-func (a *aggOp) Control(c *Control) error {
+// expire drops the groups of sp's (only) window whose last row came when the watermark was
+// below horizon: the window is rebuilt from the groups that stay.
+func (a *aggOp) expire(sp *aggSplit, horizon int64) {
+	w := sp.wins[[2]int64{0, 0}]
+	if w == nil {
+		return
+	}
+	keep := 0
+	for g := range w.groups {
+		if w.groups[g].seen >= horizon {
+			keep++
+		}
+	}
+	if keep == len(w.groups) {
+		return
+	}
+	nw := &win{index: make(map[uint64]int32, keep)}
+	moved := make([]int32, len(w.groups)) // old group -> new group, -1 when dropped
+	for g := range w.groups {
+		gr := w.groups[g]
+		keys := w.keys[g*a.nk : (g+1)*a.nk]
+		if gr.seen < horizon {
+			moved[g] = -1
+			if gr.persisted {
+				sp.deleteKey(a, keys, 0, 0)
+			}
+			continue
+		}
+		ng := int32(len(nw.groups))
+		moved[g] = ng
+		head, had := nw.index[gr.hash]
+		if !had {
+			head = -1
+		}
+		gr.next = head
+		nw.groups = append(nw.groups, gr)
+		nw.index[gr.hash] = ng
+		nw.keys = append(nw.keys, keys...)
+		nw.accs = append(nw.accs, w.accs[g*a.na:(g+1)*a.na]...)
+	}
+	// Dirty references into the old window follow their groups.
+	dirty := sp.dirty[:0]
+	for _, d := range sp.dirty {
+		if d.w == w {
+			if moved[d.g] < 0 {
+				continue
+			}
+			d = dirtyRef{nw, moved[d.g]}
+		}
+		dirty = append(dirty, d)
+	}
+	sp.dirty = dirty
+	w.dead = true
+	sp.wins[[2]int64{0, 0}] = nw
+	if sp.last == w {
+		sp.last = nw
+	}
+}
+
+func (a *aggOp) Control(c *Control, _ Emitter) error {
 	switch c.Kind {
 	case NewSplit:
 		if err := a.load(c.Split); err != nil {
@@ -588,7 +732,7 @@ func (a *aggOp) Control(c *Control) error {
 			}
 		}
 	}
-	return a.next.Control(c)
+	return nil
 }
 
 // save writes sp's changed groups and pending deletions to b.
@@ -662,9 +806,10 @@ func (a *aggOp) load(split string) error {
 			heap.Push(&sp.sheap, sessEntry{end, s})
 		default:
 			w := sp.window(start, end)
-			g := a.lookup(sp, w, h)
+			g, _ := a.lookup(sp, w, h)
 			copy(w.accs[int(g)*a.na:], accs)
 			w.groups[g].persisted = true
+			w.groups[g].seen = sp.wm
 		}
 		return nil
 	})

@@ -163,7 +163,7 @@ func testSilentQueueRestart(t *testing.T, known bool) {
 	} else {
 		b.Put(OffsetKey(job, 1, "1"), binary.AppendVarint(nil, 0))
 	}
-	b.Put(watermarkKey(job, 1), binary.AppendVarint(nil, base))
+	b.Put(WatermarkKey(job, 1), binary.AppendVarint(nil, base))
 	if err := store.Write(b); err != nil {
 		t.Fatal(err)
 	}
@@ -174,9 +174,8 @@ func testSilentQueueRestart(t *testing.T, known bool) {
 	up := sourceSpec(map[string]string{"queues": "1"}, 0)
 	up.Connector = "broker"
 	plan := &planner.Physical{Stages: []*planner.Stage{
-		{ID: 0, Source: up, Pipeline: []planner.Node{&planner.ExchangeNode{Topic: job + "-0-shuffle", Keys: []planner.Evaluator{col(0)}, Queues: 2}}},
-		{ID: 1, Source: planner.SourceSpec{Stream: job + "-0-shuffle", Connector: "broker", Schema: eventSchema, EventTime: 2, FromStage: 0},
-			Pipeline: []planner.Node{node}, Sink: sinkSpec(node.Schema)},
+		planner.Chain(0, up, planner.SinkSpec{}, &planner.ExchangeNode{Topic: job + "-0-shuffle", Keys: []planner.Evaluator{col(0)}, Queues: 2}),
+		planner.Chain(1, planner.SourceSpec{Stream: job + "-0-shuffle", Connector: "broker", Schema: eventSchema, EventTime: 2, FromStage: 0}, sinkSpec(node.Schema), node),
 	}}
 	upstream := newMemSource(false, 0, "0") // no new input upstream
 	sk := &sinks{}

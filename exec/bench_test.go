@@ -56,11 +56,11 @@ func startRate(b *testing.B) func() {
 
 func BenchmarkFilterProject(b *testing.B) {
 	rows := benchRows(1<<16, 1000)
-	sink := &discardOp{}
-	chain := &filterOp{
-		pred: func(r sql.Row) sql.Value { return sql.Bool(r[1].F > 25) },
-		next: &projectOp{exprs: []planner.Evaluator{col(0), func(r sql.Row) sql.Value { return sql.Double(r[1].F * 2) }, col(3)}, next: sink},
-	}
+	sink := &discard{}
+	chain := newOpChain(sink,
+		&filterOp{pred: func(r sql.Row) sql.Value { return sql.Bool(r[1].F > 25) }},
+		&projectOp{exprs: []planner.Evaluator{col(0), func(r sql.Row) sql.Value { return sql.Double(r[1].F * 2) }, col(3)}},
+	)
 	batch := &Batch{Split: "0", Rows: make([]sql.Row, 0, benchBatch)}
 	report := startRate(b)
 	for done := 0; done < b.N; {
@@ -88,9 +88,9 @@ func benchTumble(b *testing.B, store state.Store) {
 		Keys:   []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar},
 		Aggs: countSum, Emit: planner.EmitOnClose,
 	}
-	sink := &discardOp{}
+	sink := &discard{}
 	var cnt counters
-	a := newAggOp(node, "bench", "agg", store, sink, nil, &cnt)
+	a := newOpChain(sink, newAggOp(node, "bench", "agg", store, nil, &cnt))
 	if err := a.Control(&Control{Kind: NewSplit, Split: "0"}); err != nil {
 		b.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func benchTumble(b *testing.B, store state.Store) {
 			b.Fatal(err)
 		}
 		done += n
-		if err := a.Watermark(int64(done) / 100); err != nil {
+		if err := a.Watermark("0", int64(done)/100); err != nil {
 			b.Fatal(err)
 		}
 		if sinceCkpt += n; sinceCkpt >= 200_000 {

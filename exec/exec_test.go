@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -68,7 +69,7 @@ var countSum = []planner.AggSpec{
 func aggPlan(src planner.SourceSpec, w planner.WindowSpec, aggs []planner.AggSpec, emit planner.EmitMode) *planner.Physical {
 	node := &planner.AggregateNode{Window: w, Keys: []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar},
 		Aggs: aggs, Emit: emit, Schema: aggSchema(1, w.Kind != planner.WindowNone, aggs)}
-	return &planner.Physical{Stages: []*planner.Stage{{ID: 0, Source: src, Pipeline: []planner.Node{node}, Sink: sinkSpec(node.Schema)}}}
+	return &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, src, sinkSpec(node.Schema), node)}}
 }
 
 func TestFilterProjectPipeline(t *testing.T) {
@@ -77,11 +78,7 @@ func TestFilterProjectPipeline(t *testing.T) {
 	feedAll(src, "0", evs)
 	var sk sinks
 	outSchema := sql.Schema{{Name: "user_id", Type: sql.TypeVarchar}, {Name: "double", Type: sql.TypeDouble}}
-	plan := &planner.Physical{Stages: []*planner.Stage{{ID: 0, Source: sourceSpec(nil, 0),
-		Pipeline: []planner.Node{
-			&planner.FilterNode{Pred: func(r sql.Row) sql.Value { return sql.Bool(r[1].F > 50) }},
-			&planner.ProjectNode{Exprs: []planner.Evaluator{col(0), func(r sql.Row) sql.Value { return sql.Double(r[1].F * 2) }}, Schema: outSchema},
-		}, Sink: sinkSpec(outSchema)}}}
+	plan := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, sourceSpec(nil, 0), sinkSpec(outSchema), &planner.FilterNode{Pred: func(r sql.Row) sql.Value { return sql.Bool(r[1].F > 50) }}, &planner.ProjectNode{Exprs: []planner.Evaluator{col(0), func(r sql.Row) sql.Value { return sql.Double(r[1].F * 2) }}, Schema: outSchema})}}
 	j := runJob(t, "job", plan, testEnv(src, &sk))
 	var want []string
 	for _, e := range evs {
@@ -332,7 +329,7 @@ func TestGroupByEmitsChanges(t *testing.T) {
 	src := newMemSource(true, 64, "0")
 	feedAll(src, "0", evs)
 	var sk sinks
-	j := runJob(t, "job", aggPlan(sourceSpec(nil, 0), planner.WindowSpec{}, countSum, planner.EmitOnClose), testEnv(src, &sk))
+	j := runJob(t, "job", aggPlan(sourceSpec(nil, 0), planner.WindowSpec{}, countSum, planner.EmitChanges), testEnv(src, &sk))
 	got := sk.get("out").bodies()
 	if len(got) != len(evs) {
 		t.Fatalf("%d updates for %d events", len(got), len(evs))
@@ -432,9 +429,7 @@ func TestBadRecordsCountedAndDeadLettered(t *testing.T) {
 	src.feed("0", "a,1,0,", "garbage", "a,notanumber,5,", "a,2,,", "b,3,7,")
 	var sk sinks
 	outSchema := eventSchema
-	plan := &planner.Physical{Stages: []*planner.Stage{{ID: 0,
-		Source:   planner.SourceSpec{Stream: "events", Connector: "file", Options: map[string]string{"format": "test", "dlq_path": "dlq"}, Schema: eventSchema, EventTime: 2, FromStage: -1},
-		Pipeline: nil, Sink: sinkSpec(outSchema)}}}
+	plan := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, planner.SourceSpec{Stream: "events", Connector: "file", Options: map[string]string{"format": "test", "dlq_path": "dlq"}, Schema: eventSchema, EventTime: 2, FromStage: -1}, sinkSpec(outSchema))}}
 	j := runJob(t, "job", plan, testEnv(src, &sk))
 	st := j.Stats()
 	if st.Bad != 3 || st.RecordsIn != 2 {
@@ -466,8 +461,8 @@ func TestExchangeStages(t *testing.T) {
 	node := &planner.AggregateNode{Window: w, Keys: []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar},
 		Aggs: countSum, Schema: aggSchema(1, true, countSum)}
 	plan := &planner.Physical{Stages: []*planner.Stage{
-		{ID: 0, Source: sourceSpec(nil, delay), Pipeline: []planner.Node{&planner.ExchangeNode{Topic: "job-0-shuffle", Keys: []planner.Evaluator{col(0)}}}},
-		{ID: 1, Source: planner.SourceSpec{Stream: "job-0-shuffle", Schema: eventSchema, EventTime: 2, FromStage: 0}, Pipeline: []planner.Node{node}, Sink: sinkSpec(node.Schema)},
+		planner.Chain(0, sourceSpec(nil, delay), planner.SinkSpec{}, &planner.ExchangeNode{Topic: "job-0-shuffle", Keys: []planner.Evaluator{col(0)}}),
+		planner.Chain(1, planner.SourceSpec{Stream: "job-0-shuffle", Schema: eventSchema, EventTime: 2, FromStage: 0}, sinkSpec(node.Schema), node),
 	}}
 	env := testEnv(src, &sk)
 	env.ExchangeQueues = 3
@@ -486,8 +481,7 @@ func TestLimitAndCallback(t *testing.T) {
 	src := newMemSource(false, 3, "0") // unbounded: only LIMIT ends the job
 	feedAll(src, "0", genEvents(7, 100, 5, 0))
 	var rows []string
-	plan := &planner.Physical{Stages: []*planner.Stage{{ID: 0, Source: sourceSpec(nil, 0),
-		Pipeline: []planner.Node{&planner.LimitNode{N: 5}}}}}
+	plan := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, sourceSpec(nil, 0), planner.SinkSpec{}, &planner.LimitNode{N: 5})}}
 	env := testEnv(src, &sinks{})
 	env.OnRow = func(r sql.Row) error { rows = append(rows, r[0].S); return nil }
 	j := runJob(t, "job", plan, env)
@@ -502,8 +496,7 @@ func TestStartErrors(t *testing.T) {
 	if _, err := Start(context.Background(), "j", plan, testEnv(src, &sinks{})); err == nil || !strings.Contains(err.Error(), "idle_timeout") {
 		t.Fatalf("bad idle_timeout: %v", err)
 	}
-	bad := &planner.Physical{Stages: []*planner.Stage{{ID: 0, Source: sourceSpec(nil, 0),
-		Pipeline: []planner.Node{&planner.ExchangeNode{}, &planner.LimitNode{N: 1}}, Sink: sinkSpec(eventSchema)}}}
+	bad := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, sourceSpec(nil, 0), sinkSpec(eventSchema), &planner.ExchangeNode{}, &planner.LimitNode{N: 1})}}
 	if _, err := Start(context.Background(), "j", bad, testEnv(src, &sinks{})); !errors.Is(err, ErrBadPlan) {
 		t.Fatalf("exchange in the middle: %v", err)
 	}
@@ -584,12 +577,68 @@ func TestIdleSplitsAndWallClock(t *testing.T) {
 	if got := sk.get("out").bodies(); len(got) != 1 || got[0] != "x,0,1000,1,1" {
 		t.Fatalf("output %v", got)
 	}
-	// Both idle: the watermark moves with the wall clock from the last record.
+	// Both idle, and the stream is a replay (its event times are far from the wall clock):
+	// the watermark goes to the largest event time seen, and no further however long the
+	// pause; a record later than every earlier one is never late.
 	clk.advance(3 * time.Second)
-	waitFor(t, "wall-clock watermark", func() bool { return j.Stats().Watermark >= 5000+3000 })
+	waitFor(t, "all idle", func() bool { return j.Stats().Watermark == 5100 })
+	clk.advance(time.Hour)
+	if _, err := j.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if wm := j.Stats().Watermark; wm != 5100 {
+		t.Fatalf("watermark %d after an hour's pause of a replayed stream, want 5100", wm)
+	}
+	src.feed("a", "x,1,5200,")
+	waitFor(t, "records in", func() bool { return j.Stats().RecordsIn == 4 })
+	if late := j.Stats().Late; late != 0 {
+		t.Fatalf("%d late rows: an in-order record after a pause was made late", late)
+	}
+	clk.advance(3 * time.Second)
+	src.feed("b", "y,1,7000,")
 	waitFor(t, "window close", func() bool { return len(sk.get("out").bodies()) == 2 })
-	if got := sk.get("out").bodies()[1]; got != "x,5000,6000,2,2" {
+	if got := sk.get("out").bodies()[1]; got != "x,5000,6000,3,3" {
 		t.Fatalf("second window %q", got)
+	}
+}
+
+// TestIdleLiveStreamFollowsWallClock: a stream whose event times track the wall clock keeps
+// closing windows when its input stops, with the wall clock, but never ahead of what the
+// declared delay allows for records still in flight.
+func TestIdleLiveStreamFollowsWallClock(t *testing.T) {
+	clk := newFakeClock()
+	base := clk.now().UnixMilli() / 1000 * 1000
+	src := newMemSource(false, 0, "a")
+	var sk sinks
+	env := testEnv(src, &sk)
+	env.Now = clk.now
+	w := planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000}
+	j, err := Start(context.Background(), "live", aggPlan(sourceSpec(map[string]string{"idle_timeout": "2s"}, 100), w, countSum, planner.EmitOnClose), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Stop()
+	at := func(ms int64) string { return "x,1," + strconv.FormatInt(base+ms, 10) + "," }
+	clk.advance(200 * time.Millisecond) // the records are read as they happen
+	src.feed("a", at(100), at(200))
+	waitFor(t, "records in", func() bool { return j.Stats().RecordsIn == 2 })
+	if wm := j.Stats().Watermark; wm != base+100 {
+		t.Fatalf("watermark %d, want %d (max event time - delay)", wm-base, 100)
+	}
+	// Idle, and the stream is live: the watermark first goes to the largest event time,
+	// then follows the wall clock (minus the delay) from the last record.
+	clk.advance(2500 * time.Millisecond)
+	want := base + 200 + 2500 - 100
+	waitFor(t, "wall-clock watermark", func() bool { return j.Stats().Watermark == want })
+	waitFor(t, "window close", func() bool { return len(sk.get("out").bodies()) == 1 })
+	if got, exp := sk.get("out").bodies()[0], "x,"+strconv.FormatInt(base, 10)+","+strconv.FormatInt(base+1000, 10)+",2,2"; got != exp {
+		t.Fatalf("window %q, want %q", got, exp)
+	}
+	// A record that happened just now (in order) is not late.
+	src.feed("a", at(2690))
+	waitFor(t, "records in", func() bool { return j.Stats().RecordsIn == 3 })
+	if late := j.Stats().Late; late != 0 {
+		t.Fatalf("%d late rows", late)
 	}
 }
 
@@ -597,10 +646,11 @@ func TestCheckpointBarrierOrdering(t *testing.T) {
 	// Operator level: a checkpoint between two batches holds the first batch's state only.
 	store := state.NewMemory()
 	var cnt counters
-	d := &discardOp{}
+	d := &discard{}
 	w := planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000}
 	node := &planner.AggregateNode{Window: w, Keys: []planner.Evaluator{col(0)}, Aggs: countSum}
-	a := newAggOp(node, "j", "agg", store, d, nil, &cnt)
+	aop := newAggOp(node, "j", "agg", store, nil, &cnt)
+	a := newOpChain(d, aop)
 	row := func(u string, ts int64) sql.Row {
 		return sql.Row{sql.Varchar(u), sql.Double(1), sql.Timestamp(ts), sql.Null}
 	}
@@ -628,12 +678,12 @@ func TestCheckpointBarrierOrdering(t *testing.T) {
 	c2 := &Control{Kind: RemoveSplit, Split: "s", State: &state.Batch{}}
 	must(a.Control(c2))
 	must(store.Write(c2.State))
-	if len(a.splits) != 0 {
+	if len(aop.splits) != 0 {
 		t.Fatal("split state kept after RemoveSplit")
 	}
-	b := newAggOp(node, "j", "agg", store, d, nil, &cnt)
+	b := newOpChain(d, newAggOp(node, "j", "agg", store, nil, &cnt))
 	must(b.Control(&Control{Kind: NewSplit, Split: "s"}))
-	must(b.Watermark(MaxWatermark))
+	must(b.Watermark("s", MaxWatermark))
 	// discard counted rows: the restored window emits u and v
 	if d.rows != 2 {
 		t.Fatalf("restored operator emitted %d rows, want 2", d.rows)
@@ -835,8 +885,7 @@ func TestWindowAssignHop(t *testing.T) {
 	var sk sinks
 	w := planner.WindowSpec{Kind: planner.WindowHop, Time: 2, Size: 300, Slide: 100}
 	schema := append(append(sql.Schema{}, eventSchema...), sql.Column{Name: "window_start", Type: sql.TypeTimestamp}, sql.Column{Name: "window_end", Type: sql.TypeTimestamp})
-	plan := &planner.Physical{Stages: []*planner.Stage{{ID: 0, Source: sourceSpec(nil, 0),
-		Pipeline: []planner.Node{&planner.WindowAssignNode{Window: w, Schema: schema}}, Sink: sinkSpec(schema)}}}
+	plan := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, sourceSpec(nil, 0), sinkSpec(schema), &planner.WindowAssignNode{Window: w, Schema: schema})}}
 	runJob(t, "job", plan, testEnv(src, &sk))
 	var want []string
 	for _, e := range evs {
@@ -889,8 +938,8 @@ func TestCheckpointAcrossExchange(t *testing.T) {
 	w := planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 100_000}
 	node := &planner.AggregateNode{Window: w, Keys: []planner.Evaluator{col(0)}, Aggs: countSum, Schema: aggSchema(1, true, countSum)}
 	plan := &planner.Physical{Stages: []*planner.Stage{
-		{ID: 0, Source: sourceSpec(nil, 0), Pipeline: []planner.Node{&planner.ExchangeNode{Keys: []planner.Evaluator{col(0)}}}},
-		{ID: 1, Source: planner.SourceSpec{Stream: "shuffle", Schema: eventSchema, EventTime: 2, FromStage: 0}, Pipeline: []planner.Node{node}, Sink: sinkSpec(node.Schema)},
+		planner.Chain(0, sourceSpec(nil, 0), planner.SinkSpec{}, &planner.ExchangeNode{Keys: []planner.Evaluator{col(0)}}),
+		planner.Chain(1, planner.SourceSpec{Stream: "shuffle", Schema: eventSchema, EventTime: 2, FromStage: 0}, sinkSpec(node.Schema), node),
 	}}
 	var infos []*CheckpointInfo
 	env.Commit = func(cp *CheckpointInfo) error { infos = append(infos, cp); return store.Write(cp.State) }
@@ -943,8 +992,8 @@ func TestLateRecordsAcrossExchange(t *testing.T) {
 	w := planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000}
 	node := &planner.AggregateNode{Window: w, Keys: []planner.Evaluator{col(0)}, Aggs: countSum, Schema: aggSchema(1, true, countSum)}
 	plan := &planner.Physical{Stages: []*planner.Stage{
-		{ID: 0, Source: sourceSpec(map[string]string{"late_path": "late.out"}, 0), Pipeline: []planner.Node{&planner.ExchangeNode{Keys: []planner.Evaluator{col(0)}, Queues: 1}}},
-		{ID: 1, Source: planner.SourceSpec{Stream: "shuffle", Schema: eventSchema, EventTime: 2, FromStage: 0}, Pipeline: []planner.Node{node}, Sink: sinkSpec(node.Schema)},
+		planner.Chain(0, sourceSpec(map[string]string{"late_path": "late.out"}, 0), planner.SinkSpec{}, &planner.ExchangeNode{Keys: []planner.Evaluator{col(0)}, Queues: 1}),
+		planner.Chain(1, planner.SourceSpec{Stream: "shuffle", Schema: eventSchema, EventTime: 2, FromStage: 0}, sinkSpec(node.Schema), node),
 	}}
 	j := runJob(t, "job", plan, testEnv(src, &sk))
 	want := []string{"a,0,1000,2,3", "b,1000,2000,2,36", "a,1000,2000,1,16", "c,2000,3000,1,64"}

@@ -315,3 +315,68 @@ func diff(got, want []string) string {
 func fmtF(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 
 var errTest = errors.New("test")
+
+// opChain runs operators one after the other, the last one emitting into sink: the shape
+// of a one-input stage, for tests and benchmarks of operators without the runtime.
+type opChain struct {
+	ops   []Operator
+	emits []Emitter
+}
+
+type chainEmit struct {
+	c *opChain
+	i int
+}
+
+func (e *chainEmit) Emit(b *Batch) error { return e.c.ops[e.i].Process(0, b, e.c.emits[e.i]) }
+
+func newOpChain(sink Emitter, ops ...Operator) *opChain {
+	c := &opChain{ops: ops, emits: make([]Emitter, len(ops))}
+	for i := range ops {
+		if i == len(ops)-1 {
+			c.emits[i] = sink
+		} else {
+			c.emits[i] = &chainEmit{c, i + 1}
+		}
+	}
+	return c
+}
+
+func (c *opChain) Process(b *Batch) error { return c.ops[0].Process(0, b, c.emits[0]) }
+
+func (c *opChain) Watermark(split string, wm int64) error {
+	for i, op := range c.ops {
+		if err := op.Watermark(split, wm, c.emits[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *opChain) Control(ctl *Control) error {
+	for i, op := range c.ops {
+		if err := op.Control(ctl, c.emits[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// closedBy keeps the groups of the windows that end at or before wm.
+func closedBy(groups map[wkey]*aggExpect, wm int64) map[wkey]*aggExpect {
+	out := map[wkey]*aggExpect{}
+	for k, v := range groups {
+		if k.end <= wm {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func maxTs(evs []event4) int64 {
+	m := MinWatermark
+	for _, e := range evs {
+		m = max(m, e.ts)
+	}
+	return m
+}

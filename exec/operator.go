@@ -16,9 +16,10 @@ const (
 	MaxWatermark int64 = math.MaxInt64
 )
 
-// Batch is a group of rows from one split, pushed through a pipeline. Rows and their values
-// are valid only during the Process call that receives the batch: an operator that keeps a
-// value past the call copies it (sql.Value is a plain struct, so copying a Value is enough).
+// Batch is a group of rows of one split of a stage. Rows and their values are valid only
+// during the call that receives the batch: an operator that keeps a value past the call
+// copies it (sql.Value is a plain struct, so copying a Value is enough, but its string is
+// shared: see ownValue).
 type Batch struct {
 	Split string
 	Rows  []sql.Row
@@ -64,19 +65,54 @@ type Control struct {
 	State *state.Batch
 }
 
-// Operator is one step of a pipeline. An operator pushes its output to the next operator
-// (given when it is built) synchronously, so when Process returns every row of the batch has
-// reached the end of the pipeline or the operator's state. All calls come from one goroutine
-// (the stage's task); an operator needs no locks.
+// Emitter takes an operator's output rows. The batch and its rows are only borrowed: the
+// receiver is done with them when Emit returns, so the operator may reuse their storage.
+type Emitter interface {
+	Emit(b *Batch) error
+}
+
+// Operator is one operator of a stage's DAG (the arroyo shape). It is told which of its
+// inputs a batch came from and emits through the Emitter it is handed; it never holds a
+// reference to its downstream. The runtime, not the operator, forwards watermarks and
+// control messages: after an operator's Watermark or Control returns, the runtime hands the
+// same message to the operator downstream, so whatever the operator emitted in the call
+// reaches downstream first. All calls come from the stage's one goroutine: an operator
+// needs no locks.
+//
+// Watermarks are per split. Operators keep their state per split (a split's rows never
+// share a group with another split's, see the planner's exchange rule), so a split's
+// windows close on that split's watermark: a split that falls behind the others, or comes
+// back after a rebalance with its checkpointed watermark, is judged by its own progress,
+// and a row that is in order within its split is never late because of another split.
 type Operator interface {
-	// Process handles a batch of rows.
-	Process(b *Batch) error
-	// Watermark says no more rows with event time < wm will arrive (MaxWatermark: input
-	// ended). Watermarks only increase. Operators forward it after acting on it.
-	Watermark(wm int64) error
-	// Control handles a control message and forwards it.
-	Control(c *Control) error
+	// Process handles a batch that arrived on input in (0 for one-input operators).
+	Process(in int, b *Batch, out Emitter) error
+	// Watermark says no more rows of split with event time < wm will arrive (MaxWatermark:
+	// the split ended). A split's watermarks only increase.
+	Watermark(split string, wm int64, out Emitter) error
+	// Control handles a control message (NewSplit, RemoveSplit, Checkpoint).
+	Control(c *Control, out Emitter) error
 	// Close releases resources after the last call; it does not emit anything.
+	Close() error
+}
+
+// stateless gives an operator without state the Watermark, Control and Close it needs.
+type stateless struct{}
+
+func (stateless) Watermark(string, int64, Emitter) error { return nil }
+func (stateless) Control(*Control, Emitter) error        { return nil }
+func (stateless) Close() error                           { return nil }
+
+// output is where a stage's rows leave it: a sink, the client, an in-process exchange or a
+// shuffle topic. It sees the stage's watermark (the minimum over the stage's splits), and
+// the checkpoint barrier after every operator has written its state.
+type output interface {
+	Process(b *Batch) error
+	Watermark(wm int64) error
+	Control(c *Control) error
+	// End says the stage's input ended normally (bounded input, LIMIT): an exchange tells
+	// the downstream stage.
+	End() error
 	Close() error
 }
 
@@ -112,12 +148,12 @@ func (a *rowArena) build(split string) *Batch {
 	return &a.batch
 }
 
-// flush pushes the arena's rows to next (if any) and resets it.
-func (a *rowArena) flush(split string, next Operator) error {
+// flush emits the arena's rows (if any) and resets it.
+func (a *rowArena) flush(split string, out Emitter) error {
 	if len(a.ends) == 0 {
 		return nil
 	}
 	b := a.build(split)
 	a.reset()
-	return next.Process(b)
+	return out.Emit(b)
 }

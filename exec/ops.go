@@ -1,27 +1,39 @@
 package exec
 
 import (
+	"context"
+
 	"rsql/planner"
 	"rsql/sql"
 )
 
 // filterOp keeps the rows for which the predicate is TRUE, compacting the batch in place.
+// A row whose predicate fails (an error value) goes to the bad-record path (rowerrors.go).
 type filterOp struct {
+	stateless
 	pred planner.Evaluator
-	next Operator
+	// bad, schema, ctx: the stage's bad-record path and this operator's input schema.
+	bad    *badRows
+	schema sql.Schema
+	ctx    context.Context
 }
 
-func (f *filterOp) Process(b *Batch) error {
+func (f *filterOp) Process(_ int, b *Batch, out Emitter) error {
 	rows := b.Rows
 	offs := b.Offsets
 	k := 0
 	for i, r := range rows {
-		if f.pred(r).Truth() {
+		v := f.pred(r)
+		if v.K == sql.KindBool && v.I != 0 {
 			rows[k] = r
 			if offs != nil {
 				offs[k] = offs[i]
 			}
 			k++
+		} else if v.K == sql.KindNull && v.S != "" {
+			if err := f.bad.report(f.ctx, "filter", b.Split, r, f.schema, v.AsError()); err != nil {
+				return err
+			}
 		}
 	}
 	if k == 0 {
@@ -31,25 +43,41 @@ func (f *filterOp) Process(b *Batch) error {
 	if offs != nil {
 		b.Offsets = offs[:k]
 	}
-	return f.next.Process(b)
+	return out.Emit(b)
 }
 
-func (f *filterOp) Watermark(wm int64) error { return f.next.Watermark(wm) }
-func (f *filterOp) Control(c *Control) error { return f.next.Control(c) }
-func (f *filterOp) Close() error             { return nil }
-
-// projectOp computes its expressions over each row into a reused arena.
+// projectOp computes its expressions over each row into a reused arena. A row with a
+// value that fails (an error value) goes to the bad-record path instead (rowerrors.go).
 type projectOp struct {
+	stateless
 	exprs []planner.Evaluator
-	next  Operator
 	out   rowArena
+	// bad, schema, ctx: the stage's bad-record path and this operator's input schema.
+	bad    *badRows
+	schema sql.Schema
+	ctx    context.Context
+	offs   []int64
 }
 
-func (p *projectOp) Process(b *Batch) error {
+func (p *projectOp) Process(_ int, b *Batch, out Emitter) error {
 	p.out.reset()
-	for _, r := range b.Rows {
+	var dropped []int // indexes of failed rows (rare)
+	for i, r := range b.Rows {
+		start := len(p.out.vals)
+		failed := false
 		for _, e := range p.exprs {
-			p.out.vals = append(p.out.vals, e(r))
+			v := e(r)
+			failed = failed || v.K == sql.KindNull && v.S != ""
+			p.out.vals = append(p.out.vals, v)
+		}
+		if failed {
+			cause := sql.RowError(p.out.vals[start:])
+			p.out.vals = p.out.vals[:start]
+			if err := p.bad.report(p.ctx, "project", b.Split, r, p.schema, cause); err != nil {
+				return err
+			}
+			dropped = append(dropped, i)
+			continue
 		}
 		p.out.endRow()
 	}
@@ -58,24 +86,32 @@ func (p *projectOp) Process(b *Batch) error {
 	}
 	nb := p.out.build(b.Split)
 	nb.Offsets = b.Offsets
+	if dropped != nil && b.Offsets != nil {
+		p.offs = p.offs[:0]
+		d := 0
+		for i, o := range b.Offsets {
+			if d < len(dropped) && dropped[d] == i {
+				d++
+				continue
+			}
+			p.offs = append(p.offs, o)
+		}
+		nb.Offsets = p.offs
+	}
 	p.out.reset()
-	return p.next.Process(nb)
+	return out.Emit(nb)
 }
-
-func (p *projectOp) Watermark(wm int64) error { return p.next.Watermark(wm) }
-func (p *projectOp) Control(c *Control) error { return p.next.Control(c) }
-func (p *projectOp) Close() error             { return nil }
 
 // windowAssignOp appends window_start and window_end to each row, one output row per
 // window the row's event time falls in. Rows with a NULL time belong to no window.
 type windowAssignOp struct {
+	stateless
 	w    planner.WindowSpec
-	next Operator
 	out  rowArena
 	offs []int64
 }
 
-func (o *windowAssignOp) Process(b *Batch) error {
+func (o *windowAssignOp) Process(_ int, b *Batch, out Emitter) error {
 	o.out.reset()
 	o.offs = o.offs[:0]
 	for i, r := range b.Rows {
@@ -101,12 +137,8 @@ func (o *windowAssignOp) Process(b *Batch) error {
 		nb.Offsets = o.offs
 	}
 	o.out.reset()
-	return o.next.Process(nb)
+	return out.Emit(nb)
 }
-
-func (o *windowAssignOp) Watermark(wm int64) error { return o.next.Watermark(wm) }
-func (o *windowAssignOp) Control(c *Control) error { return o.next.Control(c) }
-func (o *windowAssignOp) Close() error             { return nil }
 
 // floorDiv rounds a/b toward negative infinity (b > 0).
 func floorDiv(a, b int64) int64 {
@@ -134,11 +166,11 @@ func lastWindowStart(w planner.WindowSpec, t int64) int64 {
 
 // limitOp lets N rows through, then reports ErrLimitReached.
 type limitOp struct {
+	stateless
 	n, seen int64
-	next    Operator
 }
 
-func (l *limitOp) Process(b *Batch) error {
+func (l *limitOp) Process(_ int, b *Batch, out Emitter) error {
 	left := l.n - l.seen
 	if left <= 0 {
 		return ErrLimitReached
@@ -150,7 +182,7 @@ func (l *limitOp) Process(b *Batch) error {
 		}
 	}
 	l.seen += int64(len(b.Rows))
-	if err := l.next.Process(b); err != nil {
+	if err := out.Emit(b); err != nil {
 		return err
 	}
 	if l.seen >= l.n {
@@ -159,14 +191,13 @@ func (l *limitOp) Process(b *Batch) error {
 	return nil
 }
 
-func (l *limitOp) Watermark(wm int64) error { return l.next.Watermark(wm) }
-func (l *limitOp) Control(c *Control) error { return l.next.Control(c) }
-func (l *limitOp) Close() error             { return nil }
+// unionOp passes the rows of every input through unchanged (UNION ALL). The inputs' rows
+// have the same layout (the planner casts them to the union's types first).
+type unionOp struct{ stateless }
 
-// discardOp ends a pipeline that has no sink (tests, benchmarks).
-type discardOp struct{ rows int64 }
+func (unionOp) Process(_ int, b *Batch, out Emitter) error { return out.Emit(b) }
 
-func (d *discardOp) Process(b *Batch) error   { d.rows += int64(len(b.Rows)); return nil }
-func (d *discardOp) Watermark(int64) error    { return nil }
-func (d *discardOp) Control(c *Control) error { return nil }
-func (d *discardOp) Close() error             { return nil }
+// discard is an Emitter that counts and drops rows (tests, benchmarks).
+type discard struct{ rows int64 }
+
+func (d *discard) Emit(b *Batch) error { d.rows += int64(len(b.Rows)); return nil }

@@ -38,14 +38,10 @@ type outbox struct {
 	drop    [][]byte             // outbox keys already published: deleted by the next checkpoint
 }
 
-// outboxPrefix is the store prefix of a stage's outbox entries; an entry's key appends the
+// outboxKey is the store key of a stage's outbox entry of epoch: OutboxPrefix and the
 // epoch as 8 big-endian bytes.
-func outboxPrefix(job string, stage int) []byte {
-	return state.SplitPrefix(nil, job, "out", strconv.Itoa(stage))
-}
-
 func outboxKey(job string, stage int, epoch int64) []byte {
-	return binary.BigEndian.AppendUint64(outboxPrefix(job, stage), uint64(epoch))
+	return binary.BigEndian.AppendUint64(OutboxPrefix(job, stage), uint64(epoch))
 }
 
 func messageID(job string, epoch int64, seq int) string {
@@ -157,14 +153,14 @@ func (o *outbox) recover(ctx context.Context, s *sinkOp) error {
 		key, val []byte
 	}
 	var entries []entry
-	err := o.store.Scan(outboxPrefix(o.job, o.stage), func(k, v []byte) error {
+	err := o.store.Scan(OutboxPrefix(o.job, o.stage), func(k, v []byte) error {
 		entries = append(entries, entry{append([]byte(nil), k...), append([]byte(nil), v...)})
 		return nil
 	})
 	if err != nil {
 		return &SinkError{Sink: s.what, Err: fmt.Errorf("read outbox: %w", err)}
 	}
-	prefixLen := len(outboxPrefix(o.job, o.stage))
+	prefixLen := len(OutboxPrefix(o.job, o.stage))
 	for _, e := range entries {
 		if len(e.key) != prefixLen+8 {
 			return &SinkError{Sink: s.what, Err: fmt.Errorf("outbox key of %d bytes: %w", len(e.key), errBadOutbox)}

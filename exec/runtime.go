@@ -50,7 +50,8 @@ type Env struct {
 	// ("<job>-<stage>-shuffle", opened with OpenSource/OpenSink as connector "broker") instead
 	// of in-process channels; each stage then checkpoints on its own (see shuffle.go).
 	ShuffleTopics bool
-	// ExchangeQueues is the number of queues of an in-process exchange (default 4).
+	// ExchangeQueues is the number of queues of an exchange that does not say (default
+	// DefaultExchangeQueues).
 	ExchangeQueues int
 	// BatchSize is the number of messages read per batch (default 512).
 	BatchSize int
@@ -64,6 +65,10 @@ type Env struct {
 	// Logf receives bad-record and other notices (default: discarded).
 	Logf func(format string, args ...any)
 }
+
+// DefaultExchangeQueues is the number of queues of an exchange when neither the plan nor
+// Env.ExchangeQueues says.
+const DefaultExchangeQueues = 4
 
 func (e *Env) defaults() {
 	if e.Store == nil {
@@ -80,7 +85,7 @@ func (e *Env) defaults() {
 		e.AlignmentWindow = 10 * time.Second
 	}
 	if e.ExchangeQueues <= 0 {
-		e.ExchangeQueues = 4
+		e.ExchangeQueues = DefaultExchangeQueues
 	}
 	if e.BatchSize <= 0 {
 		e.BatchSize = 512
@@ -113,12 +118,6 @@ type SplitOffset struct {
 	Stream string
 	Split  string
 	Offset int64
-}
-
-// OffsetKey is the store key of a source split's checkpointed offset (value: varint next
-// offset, then varint max event time seen, which restarts the split's watermark).
-func OffsetKey(job string, stage int, split string) []byte {
-	return state.SplitPrefix(nil, job, "src"+strconv.Itoa(stage), split)
 }
 
 // JobStats is a snapshot of a job's counters.
@@ -163,14 +162,15 @@ type counters struct {
 type Job struct {
 	name   string
 	env    Env
+	plan   *planner.Physical
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	tasks  []*task
+	stages []*stage
+	roots  []*stage // stages that take barriers when asked: they read streams or shuffle topics
+	first  *stage   // receives AddSplit / RemoveSplit
+	groups []*commitGroup
 	cnt    counters
-	reqs   chan *request // to the first source task
-	// shuffleReqs reach the stages that read shuffle topics: they checkpoint on their own.
-	shuffleReqs []chan *request
-	done        chan struct{}
+	done   chan struct{}
 
 	mu        sync.Mutex // guards the fields below
 	err       error
@@ -179,6 +179,7 @@ type Job struct {
 	badErrors []string
 	epoch     int64
 	seq       int64 // last epoch handed out
+	rootsLeft int   // root stages whose input is not exhausted yet
 }
 
 type reqKind uint8
@@ -187,11 +188,13 @@ const (
 	reqCheckpoint reqKind = iota
 	reqAddSplit
 	reqRemoveSplit
+	reqEnd // the job's last checkpoint is committed: forward the end of input and stop
 )
 
 type request struct {
 	kind  reqKind
 	split string
+	epoch int64
 	done  chan error // receives exactly one result
 }
 
@@ -204,30 +207,34 @@ func Start(ctx context.Context, job string, plan *planner.Physical, env Env) (*J
 		return nil, fmt.Errorf("%w: no stages", ErrBadPlan)
 	}
 	jctx, cancel := context.WithCancel(ctx)
-	j := &Job{name: job, env: env, cancel: cancel, reqs: make(chan *request), done: make(chan struct{})}
-	if err := j.build(jctx, plan); err != nil {
+	j := &Job{name: job, env: env, plan: plan, cancel: cancel, done: make(chan struct{})}
+	if err := j.build(jctx); err != nil {
 		cancel()
-		for _, t := range j.tasks {
-			t.closeAll()
+		for _, st := range j.stages {
+			st.closeAll()
 		}
 		return nil, err
 	}
 	var ep int64
-	if v, ok, err := env.Store.Get(epochKey(job)); err == nil && ok {
+	if v, ok, err := env.Store.Get(EpochKey(job)); err == nil && ok {
 		ep, _ = binary.Varint(v)
 	}
 	j.epoch = ep
-	for _, t := range j.tasks {
+	j.rootsLeft = len(j.roots)
+	for _, st := range j.stages {
 		j.wg.Add(1)
-		go func(t *task) {
+		go func(st *stage) {
 			defer j.wg.Done()
-			if err := t.run(jctx); err != nil && !errors.Is(err, context.Canceled) {
+			if err := st.run(jctx); err != nil && !errors.Is(err, context.Canceled) {
 				j.fail(err)
 			}
-		}(t)
+		}(st)
 	}
 	go func() {
 		j.wg.Wait()
+		for _, g := range j.groups {
+			g.idle()
+		}
 		j.mu.Lock()
 		j.finished = true
 		j.mu.Unlock()
@@ -240,7 +247,258 @@ func Start(ctx context.Context, job string, plan *planner.Physical, env Env) (*J
 	return j, nil
 }
 
-func epochKey(job string) []byte { return state.SplitPrefix(nil, job, "job", "epoch") }
+// build makes a stage per planner stage, wires edges (in-process or shuffle topics), the
+// stages' outputs and commit groups, and opens the inputs.
+func (j *Job) build(ctx context.Context) error {
+	env := &j.env
+	byID := map[int]*stage{}
+	for _, ps := range j.plan.Stages {
+		if byID[ps.ID] != nil {
+			return fmt.Errorf("%w: two stages %d", ErrBadPlan, ps.ID)
+		}
+		if len(ps.Inputs) == 0 {
+			return fmt.Errorf("%w: stage %d has no input", ErrBadPlan, ps.ID)
+		}
+		st := newStage(j, ps)
+		byID[ps.ID] = st
+		j.stages = append(j.stages, st)
+		st.inputs = make([]input, len(ps.Inputs))
+	}
+	// downstream[up] is the stage (and its input index) an exchange of stage up feeds.
+	type edge struct {
+		st *stage
+		in int
+	}
+	downstream := map[int]edge{}
+	for _, st := range j.stages {
+		streams := 0
+		for i, src := range st.plan.Inputs {
+			if src.FromStage < 0 {
+				streams++
+				continue
+			}
+			up := byID[src.FromStage]
+			if up == nil || up.plan.Exchange == nil || src.FromStage >= st.plan.ID && j.index(up) >= j.index(st) {
+				return fmt.Errorf("%w: stage %d reads stage %d, which has no exchange before it", ErrBadPlan, st.plan.ID, src.FromStage)
+			}
+			if _, dup := downstream[up.plan.ID]; dup {
+				return fmt.Errorf("%w: stage %d feeds more than one stage", ErrBadPlan, up.plan.ID)
+			}
+			downstream[up.plan.ID] = edge{st, i}
+		}
+		if streams != 0 && streams != len(st.plan.Inputs) {
+			return fmt.Errorf("%w: stage %d reads streams and upstream stages together", ErrBadPlan, st.plan.ID)
+		}
+	}
+	for _, st := range j.stages {
+		if st.plan.Exchange != nil {
+			if _, ok := downstream[st.plan.ID]; !ok {
+				return fmt.Errorf("%w: stage %d has an exchange no stage reads", ErrBadPlan, st.plan.ID)
+			}
+		}
+	}
+	// Edges through shuffle topics: see Env.ShuffleTopics.
+	for _, st := range j.stages {
+		e, ok := downstream[st.plan.ID]
+		if !ok || !j.shuffleOut(st.plan.ID) {
+			continue
+		}
+		down := e.st
+		src := &down.plan.Inputs[e.in]
+		q := exchangeQueues(st.plan.Exchange, env.ExchangeQueues)
+		opts := map[string]string{}
+		for k, v := range src.Options {
+			opts[k] = v
+		}
+		opts["topic"], opts["queues"] = src.Stream, strconv.Itoa(q)
+		src.Options = opts
+		down.shuffleIn = true
+	}
+	// Commit groups: connected components over in-process edges.
+	groupOf := map[*stage]*commitGroup{}
+	var assign func(st *stage, g *commitGroup)
+	assign = func(st *stage, g *commitGroup) {
+		if groupOf[st] != nil {
+			return
+		}
+		groupOf[st] = g
+		g.stages++
+		if e, ok := downstream[st.plan.ID]; ok && !e.st.shuffleIn {
+			assign(e.st, g)
+		}
+		for _, src := range st.plan.Inputs {
+			if src.FromStage >= 0 && !st.shuffleIn {
+				assign(byID[src.FromStage], g)
+			}
+		}
+	}
+	for _, st := range j.stages {
+		if groupOf[st] == nil {
+			g := newCommitGroup(j)
+			j.groups = append(j.groups, g)
+			assign(st, g)
+		}
+		st.group = groupOf[st]
+	}
+	first := true
+	for _, st := range j.stages {
+		if err := st.buildOps(ctx); err != nil {
+			return err
+		}
+		if err := j.buildOutput(ctx, st, downstream[st.plan.ID].st, downstream[st.plan.ID].in); err != nil {
+			return err
+		}
+		if st.sink != nil && st.sink.eo != nil {
+			st.group.sinks = append(st.group.sinks, st.sink)
+		}
+		switch {
+		case st.shuffleIn:
+			src := st.plan.Inputs[0]
+			s, err := env.OpenSource(src)
+			if err != nil {
+				return &SourceError{Stream: src.Stream, Err: err}
+			}
+			st.inputs[0] = &shuffleInput{spec: src, src: s}
+			st.root, st.reqs = true, make(chan *request)
+		case st.plan.Inputs[0].FromStage >= 0:
+			st.edges = len(st.plan.Inputs)
+		default:
+			for i, src := range st.plan.Inputs {
+				in, err := openSourceInput(ctx, env, src)
+				if err != nil {
+					return err
+				}
+				st.inputs[i] = in
+			}
+			st.root, st.reqs = true, make(chan *request)
+			st.first = first
+			if first {
+				j.first = st
+			}
+			first = false
+		}
+		if st.root {
+			j.roots = append(j.roots, st)
+		}
+	}
+	return nil
+}
+
+// stageByID returns the job's stage with the given id, or nil.
+func (j *Job) stageByID(id int) *stage {
+	for _, s := range j.stages {
+		if s.plan.ID == id {
+			return s
+		}
+	}
+	return nil
+}
+
+func (j *Job) index(st *stage) int {
+	for i, s := range j.stages {
+		if s == st {
+			return i
+		}
+	}
+	return -1
+}
+
+// shuffleOut reports whether the exchange of stage id writes a shuffle topic: with
+// Env.ShuffleTopics, when the stage reads broker streams only and has no stateful
+// operator (its rows keep their source offsets, which give them their ids), and the
+// downstream stage reads that edge alone.
+func (j *Job) shuffleOut(id int) bool {
+	if !j.env.ShuffleTopics {
+		return false
+	}
+	st := j.plan.Stage(id)
+	if st == nil || st.Exchange == nil {
+		return false
+	}
+	for _, src := range st.Inputs {
+		if src.FromStage >= 0 || src.Connector != "broker" {
+			return false
+		}
+	}
+	for _, op := range st.Ops {
+		switch op.Node.(type) {
+		case *planner.FilterNode, *planner.ProjectNode, *planner.WindowAssignNode, *planner.UnionNode:
+		default:
+			return false
+		}
+	}
+	for _, down := range j.plan.Stages {
+		for _, src := range down.Inputs {
+			if src.FromStage == id {
+				return len(down.Inputs) == 1 && src.Connector == "broker"
+			}
+		}
+	}
+	return false
+}
+
+// buildOutput opens the stage's output: the exchange to down's input in, or its sink.
+func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) error {
+	env := &j.env
+	ps := st.plan
+	outWidth := len(st.portSchema(ps.Out, st.opIn))
+	switch {
+	case ps.Exchange != nil && down.shuffleIn:
+		src := down.plan.Inputs[in]
+		topic := src.Stream
+		q := exchangeQueues(ps.Exchange, env.ExchangeQueues)
+		if env.OpenSink == nil {
+			return fmt.Errorf("%w: stage %d writes shuffle topic %s but Env.OpenSink is nil", ErrMissingEnv, ps.ID, topic)
+		}
+		sink, err := env.OpenSink(planner.SinkSpec{Stream: topic, Connector: "broker",
+			Options: map[string]string{"topic": topic, "queues": strconv.Itoa(q)}})
+		if err != nil {
+			return &SinkError{Sink: topic, Err: err}
+		}
+		qs, ok := sink.(QueueSink)
+		if !ok || qs.Queues() != q {
+			sink.Close()
+			return &SinkError{Sink: topic, Err: fmt.Errorf("shuffle topic needs a sink with %d addressable queues", q)}
+		}
+		x := &shuffleOut{ctx: ctx, sink: sink, qs: qs, keys: ps.Exchange.Keys, n: q, what: topic, wm: MinWatermark}
+		if cols := src.Columns; cols != nil && !identity(cols, outWidth) {
+			x.cols = cols
+		}
+		st.out = x
+	case ps.Exchange != nil:
+		src := down.plan.Inputs[in]
+		q := exchangeQueues(ps.Exchange, env.ExchangeQueues)
+		x := &exchangeOut{ctx: ctx, keys: ps.Exchange.Keys, n: q, down: down.in, input: in, pool: make(chan *ownedBatch, 4*q)}
+		if cols := src.Columns; cols != nil && !identity(cols, outWidth) {
+			x.cols = cols
+		}
+		st.out = x
+	case ps.Sink.Stream == "" && ps.Sink.Connector == "":
+		if env.OnRow == nil {
+			return fmt.Errorf("%w: stage %d has a client sink but Env.OnRow is nil", ErrMissingEnv, ps.ID)
+		}
+		st.out = &callbackOp{fn: env.OnRow, cnt: &j.cnt}
+	default:
+		if env.OpenSink == nil || env.NewFormat == nil {
+			return fmt.Errorf("%w: stage %d writes %s but Env.OpenSink or Env.NewFormat is nil", ErrMissingEnv, ps.ID, sinkName(ps.Sink))
+		}
+		op, err := openSinkOp(ctx, env, ps.Sink, &j.cnt)
+		if err != nil {
+			return err
+		}
+		op.bad, op.schema = st.bad(), ps.Sink.Schema
+		if ds, ok := op.sink.(DedupSink); ok && !env.AtLeastOnce && env.CheckpointInterval > 0 {
+			op.eo = &outbox{job: j.name, stage: ps.ID, store: env.Store, ds: ds}
+			if err := op.eo.recover(ctx, op); err != nil {
+				op.Close()
+				return err
+			}
+		}
+		st.sink = op
+		st.out = op
+	}
+	return nil
+}
 
 func (j *Job) checkpointLoop(ctx context.Context) {
 	t := time.NewTicker(j.env.CheckpointInterval)
@@ -250,7 +508,7 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := j.Checkpoint(ctx); err != nil && ctx.Err() == nil {
+			if _, err := j.Checkpoint(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, errJobEnded) {
 				j.env.Logf("job %s: checkpoint: %v", j.name, err)
 			}
 		}
@@ -264,6 +522,36 @@ func (j *Job) fail(err error) {
 	}
 	j.mu.Unlock()
 	j.cancel()
+}
+
+// rootFinished is called by a root stage whose input is exhausted. When every root stage
+// is, the job takes its last checkpoint (every window has fired by then) and ends the
+// stages.
+func (j *Job) rootFinished() {
+	j.mu.Lock()
+	j.rootsLeft--
+	last := j.rootsLeft == 0
+	j.mu.Unlock()
+	if !last {
+		return
+	}
+	go func() {
+		ctx := context.Background()
+		if _, err := j.Checkpoint(ctx); err != nil {
+			if !errors.Is(err, errJobEnded) {
+				j.fail(err)
+			}
+			return
+		}
+		for _, st := range j.roots {
+			r := &request{kind: reqEnd, done: make(chan error, 1)}
+			select {
+			case st.reqs <- r:
+			case <-j.done:
+				return
+			}
+		}
+	}()
 }
 
 // Name returns the job's name.
@@ -281,7 +569,7 @@ func (j *Job) Wait() error {
 // Done is closed when the job has ended.
 func (j *Job) Done() <-chan struct{} { return j.done }
 
-// Stop ends the job: tasks stop reading, sinks are flushed and closed. It does not
+// Stop ends the job: stages stop reading, sinks are flushed and closed. It does not
 // checkpoint; call Checkpoint first for that. Stop returns once the job has ended.
 func (j *Job) Stop() {
 	j.mu.Lock()
@@ -291,14 +579,15 @@ func (j *Job) Stop() {
 	<-j.done
 }
 
-// Checkpoint injects a checkpoint barrier and waits until it is committed; it returns the
-// epoch.
+// Checkpoint injects a checkpoint barrier at every root stage and waits until every commit
+// group has committed it; it returns the epoch.
 func (j *Job) Checkpoint(ctx context.Context) (int64, error) {
+	epoch := j.nextEpoch()
 	var rs []*request
-	for _, ch := range append([]chan *request{j.reqs}, j.shuffleReqs...) {
-		r := &request{kind: reqCheckpoint, done: make(chan error, 1)}
+	for _, st := range j.roots {
+		r := &request{kind: reqCheckpoint, epoch: epoch, done: make(chan error, 1)}
 		select {
-		case ch <- r:
+		case st.reqs <- r:
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		case <-j.done:
@@ -325,22 +614,30 @@ func (j *Job) Checkpoint(ctx context.Context) (int64, error) {
 
 var errJobEnded = errors.New("exec: job has ended")
 
-// AddSplit starts reading a split of the job's (first) source: NewSplit goes through the
-// pipeline (loading the split's state), then records follow from its checkpointed offset.
+// AddSplit starts reading a split of the job's first stage: NewSplit goes through the
+// operators (loading the split's state), then records follow from its checkpointed
+// position.
 func (j *Job) AddSplit(ctx context.Context, split string) error {
 	return j.request(ctx, &request{kind: reqAddSplit, split: split})
 }
 
-// RemoveSplit stops reading a split: its state and offset are checkpointed and its local
+// RemoveSplit stops reading a split: its state and position are checkpointed and its local
 // state dropped, then it no longer holds the watermark back.
 func (j *Job) RemoveSplit(ctx context.Context, split string) error {
 	return j.request(ctx, &request{kind: reqRemoveSplit, split: split})
 }
 
 func (j *Job) request(ctx context.Context, r *request) error {
+	if j.first == nil {
+		return fmt.Errorf("exec: job %s reads no stream", j.name)
+	}
 	r.done = make(chan error, 1)
-	if err := j.send(ctx, r); err != nil {
-		return err
+	select {
+	case j.first.reqs <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-j.done:
+		return errJobEnded
 	}
 	select {
 	case err := <-r.done:
@@ -352,35 +649,20 @@ func (j *Job) request(ctx context.Context, r *request) error {
 	}
 }
 
-func (j *Job) send(ctx context.Context, r *request) error {
-	select {
-	case j.reqs <- r:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-j.done:
-		return errJobEnded
-	}
-}
-
 // SplitPrefixes returns the state-store key prefixes that hold everything of one split of
-// the job's source stages: each stateful operator's state (state.SplitPrefix) and the
-// split's checkpointed offset (OffsetKey). With them a split's state can be listed,
-// exported (state.Store.Export), imported elsewhere and dropped (state.Store.DropPrefix).
-// Stages behind an exchange have the exchange queues as splits; their prefixes are
-// state.SplitPrefix(job, "s<stage>.agg<node index>", queue).
+// the job's first stage: each stateful operator's state and the split's position
+// (SplitKey). With them a split's state can be listed, exported (state.Store.Export),
+// imported elsewhere and dropped (state.Store.DropPrefix).
 func (j *Job) SplitPrefixes(split string) [][]byte {
 	var out [][]byte
-	for _, t := range j.tasks {
-		if t.stage.Source.FromStage >= 0 {
-			continue
-		}
-		for _, id := range t.opIDs {
-			out = append(out, state.SplitPrefix(nil, j.name, id, split))
-		}
-		out = append(out, OffsetKey(j.name, t.stage.ID, split))
+	st := j.first
+	if st == nil {
+		return nil
 	}
-	return out
+	for _, id := range st.opIDs {
+		out = append(out, state.SplitPrefix(nil, j.name, id, split))
+	}
+	return append(out, SplitKey(j.name, st.plan.ID, split))
 }
 
 // Stats returns a snapshot of the job's counters.
@@ -391,13 +673,11 @@ func (j *Job) Stats() JobStats {
 		Bad: j.cnt.bad.Load(), Late: j.cnt.late.Load(),
 		Watermark: MinWatermark,
 	}
-	for _, t := range j.tasks {
-		t.statsMu.Lock()
-		s.Watermark = t.statWM
-		for _, sp := range t.statSplits {
-			s.Splits = append(s.Splits, sp)
-		}
-		t.statsMu.Unlock()
+	for _, st := range j.stages {
+		st.statsMu.Lock()
+		s.Watermark = st.statWM
+		s.Splits = append(s.Splits, st.statSplits...)
+		st.statsMu.Unlock()
 	}
 	j.mu.Lock()
 	s.BadErrors = append([]string(nil), j.badErrors...)
@@ -420,20 +700,20 @@ func (j *Job) recordBad(err error) {
 }
 
 // commit makes a checkpoint durable and records its epoch.
-func (j *Job) commit(c *Control, offsets []SplitOffset) error {
-	c.State.Put(epochKey(j.name), binary.AppendVarint(nil, c.Epoch))
-	if err := j.env.Commit(&CheckpointInfo{Job: j.name, Epoch: c.Epoch, Offsets: offsets, State: c.State}); err != nil {
-		return fmt.Errorf("job %s: commit checkpoint %d: %w", j.name, c.Epoch, err)
+func (j *Job) commit(epoch int64, b *state.Batch, offsets []SplitOffset) error {
+	b.Put(EpochKey(j.name), binary.AppendVarint(nil, epoch))
+	if err := j.env.Commit(&CheckpointInfo{Job: j.name, Epoch: epoch, Offsets: offsets, State: b}); err != nil {
+		return fmt.Errorf("job %s: commit checkpoint %d: %w", j.name, epoch, err)
 	}
 	j.mu.Lock()
-	if c.Epoch > j.epoch {
-		j.epoch = c.Epoch
+	if epoch > j.epoch {
+		j.epoch = epoch
 	}
 	j.mu.Unlock()
 	return nil
 }
 
-// nextEpoch numbers a new barrier; only the first source task calls it.
+// nextEpoch numbers a new barrier.
 func (j *Job) nextEpoch() int64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()

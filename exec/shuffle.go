@@ -5,12 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"rsql/connectors"
 	"rsql/planner"
 	"rsql/sql"
-	"rsql/state"
 )
 
 // Exchanges through shuffle topics. When Env.ShuffleTopics is set and a stage reading a
@@ -145,6 +143,7 @@ func (x *shuffleOut) Control(c *Control) error {
 	return nil
 }
 
+func (x *shuffleOut) End() error   { return nil }
 func (x *shuffleOut) Close() error { return x.sink.Close() }
 
 var errBadShuffle = errors.New("corrupt shuffle message")
@@ -223,11 +222,6 @@ type dedupMark struct {
 
 func (m dedupMark) covers(off int64, seq uint64) bool {
 	return off < m.off || (off == m.off && seq <= m.seq)
-}
-
-// dedupKey is the store key of a shuffle queue's dedup marks.
-func dedupKey(job string, stage int, queue string) []byte {
-	return state.SplitPrefix(nil, job, "dedup"+strconv.Itoa(stage), queue)
 }
 
 func encodeMarks(m map[string]dedupMark) []byte {

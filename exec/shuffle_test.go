@@ -165,7 +165,7 @@ func TestOutboxPublishesAfterCommitAndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	store.Scan(outboxPrefix("j", 1), func(k, v []byte) error { n++; return nil })
+	store.Scan(OutboxPrefix("j", 1), func(k, v []byte) error { n++; return nil })
 	if n != 0 {
 		t.Fatalf("%d outbox entries left", n)
 	}

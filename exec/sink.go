@@ -2,6 +2,7 @@ package exec
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,10 @@ type sinkOp struct {
 	// publishOnClose: the job ended normally without a last checkpoint (LIMIT): what eo
 	// holds is written out at Close.
 	publishOnClose bool
+	// bad, schema: the stage's bad-record path for rows the format cannot encode (a
+	// DOUBLE infinity in JSON), and the sink's schema; nil bad fails the batch instead.
+	bad    *badRows
+	schema sql.Schema
 }
 
 // write hands msgs to the sink and flushes it (exactly-once output).
@@ -74,7 +79,15 @@ func (s *sinkOp) Process(b *Batch) error {
 		var err error
 		buf, err = s.format.Encode(buf, r)
 		if err != nil {
-			return &SinkError{Sink: s.what, Err: err}
+			if s.bad == nil {
+				return &SinkError{Sink: s.what, Err: err}
+			}
+			buf = buf[:start]
+			cause := &sql.Error{Code: sinkErrorCode(err), Message: "sink " + s.what + ": " + err.Error(), Pos: -1}
+			if rerr := s.bad.report(s.ctx, "sink", b.Split, r, s.schema, cause); rerr != nil {
+				return rerr
+			}
+			continue
 		}
 		body := buf[start:len(buf):len(buf)]
 		var key []byte
@@ -90,6 +103,9 @@ func (s *sinkOp) Process(b *Batch) error {
 		}
 		s.msgs = append(s.msgs, connectors.Message{Key: key, Body: body, Timestamp: now})
 	}
+	if len(s.msgs) == 0 {
+		return nil
+	}
 	if s.eo != nil {
 		s.eo.pending = append(s.eo.pending, s.msgs...)
 		return nil
@@ -97,12 +113,13 @@ func (s *sinkOp) Process(b *Batch) error {
 	if err := s.sink.Write(s.ctx, s.msgs); err != nil {
 		return &SinkError{Sink: s.what, Err: err}
 	}
-	s.cnt.out.Add(int64(len(b.Rows)))
+	s.cnt.out.Add(int64(len(s.msgs)))
 	s.cnt.bytesOut.Add(bodyBytes(s.msgs))
 	return nil
 }
 
 func (s *sinkOp) Watermark(int64) error { return nil }
+func (s *sinkOp) End() error            { return nil }
 
 func (s *sinkOp) Control(c *Control) error {
 	if c.Kind == Checkpoint && s.eo != nil {
@@ -139,6 +156,22 @@ func (s *sinkOp) Close() error {
 	return nil
 }
 
+func openSinkOp(ctx context.Context, env *Env, spec planner.SinkSpec, cnt *counters) (*sinkOp, error) {
+	name := spec.Options["format"]
+	if name == "" {
+		name = "json"
+	}
+	f, err := env.NewFormat(name, spec.Schema)
+	if err != nil {
+		return nil, &SinkError{Sink: sinkName(spec), Err: err}
+	}
+	s, err := env.OpenSink(spec)
+	if err != nil {
+		return nil, &SinkError{Sink: sinkName(spec), Err: err}
+	}
+	return &sinkOp{ctx: ctx, sink: s, format: f, keyCols: spec.KeyColumns, cnt: cnt, what: sinkName(spec)}, nil
+}
+
 // callbackOp hands each row to a function (push queries). The row is valid only during the
 // call.
 type callbackOp struct {
@@ -156,6 +189,7 @@ func (c *callbackOp) Process(b *Batch) error {
 	return nil
 }
 func (c *callbackOp) Watermark(int64) error  { return nil }
+func (c *callbackOp) End() error             { return nil }
 func (c *callbackOp) Control(*Control) error { return nil }
 func (c *callbackOp) Close() error           { return nil }
 
@@ -195,10 +229,13 @@ type rawOutput struct {
 	what string
 }
 
+// write hands m, as read, to the sink; it keeps m's Offset and Split so the sink can tell
+// copies of one record apart from different records (package doc).
 func (o *rawOutput) write(ctx context.Context, m connectors.Message) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	msg := connectors.Message{Key: m.Key, Body: append([]byte(nil), m.Body...), Timestamp: m.Timestamp}
+	msg := connectors.Message{Key: m.Key, Body: append([]byte(nil), m.Body...), Timestamp: m.Timestamp,
+		Offset: m.Offset, Split: m.Split}
 	if err := o.sink.Write(ctx, []connectors.Message{msg}); err != nil {
 		return &SinkError{Sink: o.what, Err: err}
 	}
@@ -228,20 +265,29 @@ func sideSpec(src planner.SourceSpec, kind string, schema sql.Schema) (planner.S
 	if format == "" {
 		format = "json"
 	}
+	var spec planner.SinkSpec
 	if t := src.Options[kind+"_topic"]; t != "" {
 		conn := src.Connector
 		if conn == "" || conn == "file" {
 			conn = "broker"
 		}
-		return planner.SinkSpec{Stream: t, Connector: conn, Schema: schema,
-			Options: map[string]string{"topic": t, "format": format}}, true
+		spec = planner.SinkSpec{Stream: t, Connector: conn, Schema: schema,
+			Options: map[string]string{"topic": t, "format": format}}
+	} else if p := src.Options[kind+"_path"]; p != "" {
+		spec = planner.SinkSpec{Stream: p, Connector: "file", Schema: schema,
+			Options: map[string]string{"path": p, "format": format}}
+	} else {
+		return planner.SinkSpec{}, false
 	}
-	if p := src.Options[kind+"_path"]; p != "" {
-		return planner.SinkSpec{Stream: p, Connector: "file", Schema: schema,
-			Options: map[string]string{"path": p, "format": format}}, true
+	if kind == "dlq" {
+		spec.Options[DLQOf] = src.Stream
 	}
-	return planner.SinkSpec{}, false
+	return spec, true
 }
+
+// DLQOf is the SinkSpec option of a dead-letter output that names the stream whose bad
+// records it takes.
+const DLQOf = "dlq_of"
 
 func sinkName(s planner.SinkSpec) string {
 	if s.Stream != "" {
@@ -251,3 +297,13 @@ func sinkName(s planner.SinkSpec) string {
 }
 
 func nowMillis() int64 { return time.Now().UnixMilli() }
+
+// sinkErrorCode is the SQLSTATE of a value a format cannot encode: the code of an
+// *sql.Error, else 22000 (data exception).
+func sinkErrorCode(err error) string {
+	var se *sql.Error
+	if errors.As(err, &se) {
+		return se.Code
+	}
+	return "22000"
+}

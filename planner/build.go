@@ -92,7 +92,7 @@ func BuildPhysical(l LogicalNode, opts Options) (*Physical, error) {
 			src.EventTime = i
 		}
 	}
-	b.stage = &Stage{ID: 0, Source: src}
+	b.stage = &chainStage{ID: 0, Source: src}
 	b.row = scan.Schema()
 	b.srcCols = append([]int(nil), scan.Columns...)
 	b.timeIdx = src.EventTime
@@ -102,7 +102,19 @@ func BuildPhysical(l LogicalNode, opts Options) (*Physical, error) {
 			return nil, err
 		}
 	}
-	return &Physical{Stages: b.stages}, nil
+	p := &Physical{}
+	for _, cs := range b.stages {
+		p.Stages = append(p.Stages, Chain(cs.ID, cs.Source, cs.Sink, cs.Pipeline...))
+	}
+	return p, nil
+}
+
+// chainStage is a stage being built: one input, operators in order.
+type chainStage struct {
+	ID       int
+	Source   SourceSpec
+	Pipeline []Node
+	Sink     SinkSpec
 }
 
 // flatten returns the nodes of a linear plan from its Scan up to its Sink.
@@ -135,8 +147,8 @@ func flatten(l LogicalNode) ([]LogicalNode, error) {
 // builder accumulates stages while walking the chain upward.
 type builder struct {
 	opts   Options
-	stages []*Stage
-	stage  *Stage
+	stages []*chainStage
+	stage  *chainStage
 	row    sql.Schema // layout of the rows entering the next node
 	// srcCols maps a position of the current row to its column in the scanned stream, while
 	// the row is still a subset of the stream's columns (nil after a projection/aggregate).
@@ -319,7 +331,7 @@ func (b *builder) exchange(agg *Aggregate, rel *sql.Relation) (*Aggregate, error
 	b.stage.Pipeline = append(b.stage.Pipeline, x)
 	b.stages = append(b.stages, b.stage)
 
-	next := &Stage{ID: b.stage.ID + 1, Source: SourceSpec{
+	next := &chainStage{ID: b.stage.ID + 1, Source: SourceSpec{
 		Stream:         topic,
 		Connector:      ShuffleConnector,
 		Options:        srcOpts,

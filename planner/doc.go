@@ -35,6 +35,7 @@
 //     (ExchangeNode.Queues = 1 and the shuffle source's `queues` option "1"), so exactly one
 //     downstream split sees every row.
 //
-// Watermarks cross an exchange as records of the shuffle topic (see DESIGN.md); the stage 1
-// SourceSpec.EventTime names the event-time column inside the shuffled row.
+// Watermarks cross an exchange as records of the shuffle topic (exec/doc.go,
+// docs/guarantees.md); the stage 1 SourceSpec.EventTime names the event-time column inside
+// the shuffled row.
 package planner

@@ -44,67 +44,78 @@ func explainStage(b *strings.Builder, s *Stage) {
 		b.WriteString("\n")
 	}
 	b.WriteString("  Stage " + strconv.Itoa(s.ID) + "\n")
-	src := s.Source
-	row := make(sql.Schema, 0, len(src.Columns))
-	for _, c := range src.Columns {
-		if c >= 0 && c < len(src.Schema) {
-			row = append(row, src.Schema[c])
-		} else {
-			row = append(row, sql.Column{Name: "#" + strconv.Itoa(c)})
+	chain := s.isChain()
+	rows := make([]sql.Schema, len(s.Inputs)) // the row of each input
+	for i, src := range s.Inputs {
+		row := make(sql.Schema, 0, len(src.Columns))
+		for _, c := range src.Columns {
+			if c >= 0 && c < len(src.Schema) {
+				row = append(row, src.Schema[c])
+			} else {
+				row = append(row, sql.Column{Name: "#" + strconv.Itoa(c)})
+			}
 		}
-	}
-	parts := []string{"Source", src.Stream}
-	if src.FromStage >= 0 {
-		parts = append(parts, "from-stage="+strconv.Itoa(src.FromStage))
-	}
-	parts = append(parts, "connector="+src.Connector)
-	if len(src.Options) > 0 {
-		parts = append(parts, "options="+optionsText(src.Options))
-	}
-	parts = append(parts, "columns=["+strings.Join(row.Names(), ", ")+"]")
-	if src.EventTime >= 0 && src.EventTime < len(row) {
-		parts = append(parts, "event-time="+row[src.EventTime].Name, "watermark-delay="+intervalText(src.WatermarkDelay))
-	}
-	line(parts...)
-	for _, n := range s.Pipeline {
-		switch n := n.(type) {
-		case *FilterNode:
-			line("Filter", n.Text)
-		case *ProjectNode:
-			line("Project", strings.Join(n.Texts, ", "))
-			row = n.Schema
-		case *WindowAssignNode:
-			line("WindowAssign", windowSpecText(n.Window, row))
-			row = n.Schema
-		case *AggregateNode:
-			parts := []string{"Aggregate", "keys=[" + strings.Join(n.Texts, ", ") + "]"}
-			if n.Window.Kind != WindowNone {
-				parts = append(parts, "window="+windowSpecText(n.Window, row))
-			}
-			aggs := make([]string, len(n.Aggs))
-			for i, a := range n.Aggs {
-				aggs[i] = a.Text + " " + a.Type.String()
-			}
-			parts = append(parts, "aggs=["+strings.Join(aggs, ", ")+"]", "emit="+n.Emit.String())
-			line(parts...)
-			row = n.Schema
-		case *ExchangeNode:
-			parts := []string{"Exchange", "topic=" + n.Topic, "keys=[" + strings.Join(n.Texts, ", ") + "]"}
-			if n.Queues > 0 {
-				parts = append(parts, "queues="+strconv.Itoa(n.Queues))
-			}
-			line(parts...)
-		case *LimitNode:
-			line("Limit", strconv.FormatInt(n.N, 10))
-		default:
-			line("?")
+		rows[i] = row
+		parts := []string{"Source", src.Stream}
+		if !chain {
+			parts = []string{"Input " + strconv.Itoa(i) + ":", "Source", src.Stream}
 		}
+		if src.FromStage >= 0 {
+			parts = append(parts, "from-stage="+strconv.Itoa(src.FromStage))
+		}
+		parts = append(parts, "connector="+src.Connector)
+		if len(src.Options) > 0 {
+			parts = append(parts, "options="+optionsText(src.Options))
+		}
+		parts = append(parts, "columns=["+strings.Join(row.Names(), ", ")+"]")
+		if src.EventTime >= 0 && src.EventTime < len(row) {
+			parts = append(parts, "event-time="+row[src.EventTime].Name, "watermark-delay="+intervalText(src.WatermarkDelay))
+		}
+		line(parts...)
 	}
-	if isExchangeStage(s) {
+	outRows := make([]sql.Schema, len(s.Ops))
+	rowOf := func(p Port) sql.Schema {
+		if p.Op >= 0 {
+			return outRows[p.Op]
+		}
+		if p.Input >= 0 && p.Input < len(rows) {
+			return rows[p.Input]
+		}
+		return nil
+	}
+	for i, op := range s.Ops {
+		var row sql.Schema
+		if len(op.Inputs) > 0 {
+			row = rowOf(op.Inputs[0])
+		}
+		parts, out := nodeText(op.Node, row)
+		if out == nil {
+			out = row
+		}
+		outRows[i] = out
+		if !chain {
+			from := make([]string, len(op.Inputs))
+			for k, p := range op.Inputs {
+				from[k] = portText(p)
+			}
+			parts = append([]string{"#" + strconv.Itoa(i)}, parts...)
+			parts = append(parts, "<- "+strings.Join(from, ", "))
+		}
+		line(parts...)
+	}
+	if n := s.Exchange; n != nil {
+		parts := []string{"Exchange", "topic=" + n.Topic, "keys=[" + strings.Join(n.Texts, ", ") + "]"}
+		if n.Queues > 0 {
+			parts = append(parts, "queues="+strconv.Itoa(n.Queues))
+		}
+		if !chain {
+			parts = append(parts, "<- "+portText(s.Out))
+		}
+		line(parts...)
 		return
 	}
 	k := s.Sink
-	parts = []string{"Sink"}
+	parts := []string{"Sink"}
 	if k.Stream == "" {
 		parts = append(parts, "client")
 	} else {
@@ -132,15 +143,70 @@ func explainStage(b *strings.Builder, s *Stage) {
 		}
 		parts = append(parts, "key=["+strings.Join(keys, ", ")+"]")
 	}
+	if !chain {
+		parts = append(parts, "<- "+portText(s.Out))
+	}
 	line(parts...)
 }
 
-func isExchangeStage(s *Stage) bool {
-	if len(s.Pipeline) == 0 {
+// isChain reports whether the stage is one input followed by operators one after the other
+// (EXPLAIN then lists them in order without naming their inputs).
+func (s *Stage) isChain() bool {
+	if len(s.Inputs) != 1 {
 		return false
 	}
-	_, ok := s.Pipeline[len(s.Pipeline)-1].(*ExchangeNode)
-	return ok
+	prev := FromInput(0)
+	for i, op := range s.Ops {
+		if len(op.Inputs) != 1 || op.Inputs[0] != prev {
+			return false
+		}
+		prev = FromOp(i)
+	}
+	return s.Out == prev
+}
+
+func portText(p Port) string {
+	if p.Op >= 0 {
+		return "#" + strconv.Itoa(p.Op)
+	}
+	return "input " + strconv.Itoa(p.Input)
+}
+
+// nodeText describes a physical node over input rows row; out is the node's output row
+// when it differs from its input's.
+func nodeText(n Node, row sql.Schema) (parts []string, out sql.Schema) {
+	switch n := n.(type) {
+	case *FilterNode:
+		return []string{"Filter", n.Text}, nil
+	case *ProjectNode:
+		return []string{"Project", strings.Join(n.Texts, ", ")}, n.Schema
+	case *WindowAssignNode:
+		return []string{"WindowAssign", windowSpecText(n.Window, row)}, n.Schema
+	case *AggregateNode:
+		parts := []string{"Aggregate", "keys=[" + strings.Join(n.Texts, ", ") + "]"}
+		if n.Window.Kind != WindowNone {
+			parts = append(parts, "window="+windowSpecText(n.Window, row))
+		}
+		aggs := make([]string, len(n.Aggs))
+		for i, a := range n.Aggs {
+			aggs[i] = a.Text + " " + a.Type.String()
+		}
+		parts = append(parts, "aggs=["+strings.Join(aggs, ", ")+"]", "emit="+n.Emit.String())
+		if n.TTL > 0 {
+			parts = append(parts, "state-ttl="+intervalText(n.TTL))
+		}
+		return parts, n.Schema
+	case *LimitNode:
+		return []string{"Limit", strconv.FormatInt(n.N, 10)}, nil
+	case *UnionNode:
+		return []string{"Union"}, n.Schema
+	}
+	if d, ok := n.(interface {
+		explain(sql.Schema) ([]string, sql.Schema)
+	}); ok {
+		return d.explain(row)
+	}
+	return []string{"?"}, nil
 }
 
 func optionsText(o map[string]string) string {
@@ -157,14 +223,5 @@ func optionsText(o map[string]string) string {
 }
 
 func windowSpecText(w WindowSpec, in sql.Schema) string {
-	kind := sql.WindowKind(0)
-	switch w.Kind {
-	case WindowTumble:
-		kind = sql.WindowTumble
-	case WindowHop:
-		kind = sql.WindowHop
-	case WindowSession:
-		kind = sql.WindowSession
-	}
-	return windowText(sql.Window{Kind: kind, TimeCol: w.Time, Size: w.Size, Slide: w.Slide, Gap: w.Gap}, in)
+	return windowText(sql.Window{Kind: w.Kind, TimeCol: w.Time, EndCol: w.End, Size: w.Size, Slide: w.Slide, Gap: w.Gap}, in)
 }

@@ -326,16 +326,16 @@ func evalPhysical(t *testing.T, p *Physical, stream []sql.Row) []sql.Row {
 	var rows []sql.Row
 	for si, s := range p.Stages {
 		if si == 0 {
-			if s.Source.FromStage != -1 {
-				t.Fatalf("stage 0 reads from stage %d", s.Source.FromStage)
+			if s.Source().FromStage != -1 {
+				t.Fatalf("stage 0 reads from stage %d", s.Source().FromStage)
 			}
 			for _, r := range stream {
-				rows = append(rows, pick(s.Source, r))
+				rows = append(rows, pick(s.Source(), r))
 			}
-		} else if s.Source.FromStage != si-1 {
-			t.Fatalf("stage %d reads from stage %d", si, s.Source.FromStage)
+		} else if s.Source().FromStage != si-1 {
+			t.Fatalf("stage %d reads from stage %d", si, s.Source().FromStage)
 		}
-		for _, node := range s.Pipeline {
+		for _, node := range s.Nodes() {
 			switch n := node.(type) {
 			case *FilterNode:
 				var out []sql.Row

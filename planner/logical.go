@@ -207,13 +207,6 @@ func (s *Sink) String() string {
 	return "Sink " + s.Stream + " columns=[" + strings.Join(s.Schema().Names(), ", ") + "]"
 }
 
-func (m EmitMode) String() string {
-	if m == EmitChanges {
-		return "changes"
-	}
-	return "on-close"
-}
-
 func aliased(e sql.Expr, name string) string {
 	t := e.String()
 	if name == "" || strings.EqualFold(name, t) {
@@ -254,6 +247,12 @@ func windowText(w sql.Window, in sql.Schema) string {
 		return "HOP(" + col + ", " + intervalText(w.Slide) + ", " + intervalText(w.Size) + ")"
 	case sql.WindowSession:
 		return "SESSION(" + col + ", " + intervalText(w.Gap) + ")"
+	case sql.WindowGiven:
+		end := "#" + strconv.Itoa(w.EndCol)
+		if w.EndCol >= 0 && w.EndCol < len(in) {
+			end = in[w.EndCol].Name
+		}
+		return "WINDOW(" + col + ", " + end + ")"
 	}
 	return "WINDOW?(" + col + ")"
 }

@@ -5,19 +5,25 @@ import "rsql/sql"
 // Evaluator is a compiled scalar expression: evaluated once per row, no boxing.
 type Evaluator = func(sql.Row) sql.Value
 
-// WindowKind selects the window assignment of a windowed aggregation.
-type WindowKind uint8
-
-const (
-	WindowNone WindowKind = iota
-	WindowTumble
-	WindowHop
-	WindowSession
+// WindowKind and EmitMode are the sql package's: one set of values from binding to
+// execution.
+type (
+	WindowKind = sql.WindowKind
+	EmitMode   = sql.EmitMode
 )
 
-func (k WindowKind) String() string {
-	return [...]string{"none", "tumble", "hop", "session"}[k]
-}
+const (
+	WindowNone    = sql.WindowNone
+	WindowTumble  = sql.WindowTumble
+	WindowHop     = sql.WindowHop
+	WindowSession = sql.WindowSession
+	WindowGiven   = sql.WindowGiven
+
+	// EmitOnClose emits each window once, when the watermark passes its end.
+	EmitOnClose = sql.EmitOnClose
+	// EmitChanges emits an updated row on every change.
+	EmitChanges = sql.EmitChanges
+)
 
 // WindowSpec is the window of a windowed aggregation or assignment. Sizes are milliseconds.
 type WindowSpec struct {
@@ -26,6 +32,8 @@ type WindowSpec struct {
 	Size  int64 // tumble and hop
 	Slide int64 // hop
 	Gap   int64 // session
+	// End is the index of the window_end column for WindowGiven (Time is window_start's).
+	End int
 }
 
 // AggKind is an aggregate function.
@@ -55,16 +63,6 @@ type AggSpec struct {
 	Type    sql.Type
 	Text    string // for EXPLAIN, e.g. "SUM(amount)"
 }
-
-// EmitMode says when an aggregation emits.
-type EmitMode uint8
-
-const (
-	// EmitOnClose emits each window once, when the watermark passes its end.
-	EmitOnClose EmitMode = iota
-	// EmitChanges emits an updated row on every change.
-	EmitChanges
-)
 
 // Node is one physical operator of a stage's pipeline, in order from source to sink.
 // The node types below are the whole set; exec.Build maps each to an operator.
@@ -104,6 +102,13 @@ type AggregateNode struct {
 	Emit     EmitMode
 	Schema   sql.Schema
 	Texts    []string // key texts, for EXPLAIN
+	// TTL, for an aggregation without window, drops a group whose last row is older than
+	// TTL milliseconds behind the watermark (0: groups are kept for ever). A group that
+	// comes back after that starts again from nothing.
+	TTL int64
+	// EmitNew, for an aggregation without aggregates (SELECT DISTINCT), emits a group's row
+	// once, when the group is created, instead of on every change.
+	EmitNew bool
 }
 
 // ExchangeNode ends a stage: rows are written to the shuffle topic of the stage, queue =
@@ -121,28 +126,36 @@ type ExchangeNode struct {
 // LimitNode stops the pipeline after N rows (push queries).
 type LimitNode struct{ N int64 }
 
+// UnionNode passes the rows of all its inputs through (UNION ALL); the inputs' rows have
+// the same layout, Schema.
+type UnionNode struct {
+	Schema sql.Schema
+}
+
 func (*FilterNode) physicalNode()       {}
 func (*ProjectNode) physicalNode()      {}
 func (*WindowAssignNode) physicalNode() {}
 func (*AggregateNode) physicalNode()    {}
 func (*ExchangeNode) physicalNode()     {}
 func (*LimitNode) physicalNode()        {}
+func (*UnionNode) physicalNode()        {}
 
-// SourceSpec is where a stage reads: a declared stream or the shuffle topic of an upstream
-// stage.
+// SourceSpec is one input of a stage: a declared stream, or the edge from an upstream stage
+// (FromStage >= 0) whose exchange routes rows to this stage's queues.
 type SourceSpec struct {
 	Stream    string            // stream name, or the shuffle topic name for exchanges
 	Connector string            // "file", "broker", ...
 	Options   map[string]string // the stream's WITH options (lower-case keys)
 	Schema    sql.Schema        // the stream's full schema (what the decoder produces)
 	// Columns are the indexes of Schema the stage reads, after projection pruning; rows
-	// entering the pipeline hold exactly these columns, in this order.
+	// entering the stage from this input hold exactly these columns, in this order.
 	Columns []int
 	// EventTime is the index (in the pruned row) of the event-time column, or -1 for
-	// processing time; WatermarkDelay is the declared delay in milliseconds.
+	// processing time; WatermarkDelay is the declared delay in milliseconds. Edges carry
+	// their upstream stage's watermark instead.
 	EventTime      int
 	WatermarkDelay int64
-	// FromStage is the upstream stage id when this source is an exchange, else -1.
+	// FromStage is the upstream stage id when this input is an edge, else -1.
 	FromStage int
 }
 
@@ -157,16 +170,85 @@ type SinkSpec struct {
 	KeyColumns []int
 }
 
-// Stage is one pipeline: a source, operators in order, and a sink (or an exchange as its
-// last node, in which case Sink is zero).
+// Port names where rows come from inside a stage: the output of operator Op of the stage
+// (Op >= 0), or stage input Input (Op < 0).
+type Port struct {
+	Op    int
+	Input int
+}
+
+// FromOp is the port of operator i's output; FromInput the port of stage input i.
+func FromOp(i int) Port    { return Port{Op: i, Input: -1} }
+func FromInput(i int) Port { return Port{Op: -1, Input: i} }
+
+// Op is one operator of a stage with the ports its inputs come from, in input order (the
+// input index an operator sees is the position in Inputs).
+type Op struct {
+	Node   Node
+	Inputs []Port
+}
+
+// Stage is inputs → a DAG of operators → one output. Ops are in topological order (an
+// operator's inputs are stage inputs or operators before it); Out is the port the output
+// reads. The output is the Exchange to a downstream stage when Exchange is set, else Sink.
+//
+// The stage's splits are its inputs' splits: a stream input's splits are its source's,
+// an edge's are the queues of its exchange. When every input is an edge the inputs share
+// the queue numbering (they were exchanged with the same queue count, so equal keys meet in
+// one split); a stage with several stream inputs names each split "<input>:<split>".
 type Stage struct {
 	ID       int
-	Source   SourceSpec
-	Pipeline []Node
+	Inputs   []SourceSpec
+	Ops      []Op
+	Out      Port
+	Exchange *ExchangeNode
 	Sink     SinkSpec
 }
 
-// Physical is the physical plan of one continuous query: stages in upstream-first order.
+// Source returns the stage's first input (the only one of a chain).
+func (s *Stage) Source() SourceSpec { return s.Inputs[0] }
+
+// Nodes returns the stage's operator nodes in topological order, then its exchange if any.
+func (s *Stage) Nodes() []Node {
+	out := make([]Node, 0, len(s.Ops)+1)
+	for _, op := range s.Ops {
+		out = append(out, op.Node)
+	}
+	if s.Exchange != nil {
+		out = append(out, s.Exchange)
+	}
+	return out
+}
+
+// Chain builds a one-input stage whose operators run one after the other: src → nodes →
+// sink. A final *ExchangeNode among nodes becomes the stage's exchange (sink is then
+// ignored).
+func Chain(id int, src SourceSpec, sink SinkSpec, nodes ...Node) *Stage {
+	st := &Stage{ID: id, Inputs: []SourceSpec{src}, Out: FromInput(0), Sink: sink}
+	for _, n := range nodes {
+		if x, ok := n.(*ExchangeNode); ok {
+			st.Exchange = x
+			st.Sink = SinkSpec{}
+			continue
+		}
+		st.Ops = append(st.Ops, Op{Node: n, Inputs: []Port{st.Out}})
+		st.Out = FromOp(len(st.Ops) - 1)
+	}
+	return st
+}
+
+// Physical is the physical plan of one continuous query: stages in upstream-first order
+// (every edge goes from a stage to a later one); the last stage writes the query's sink.
 type Physical struct {
 	Stages []*Stage
+}
+
+// Stage returns the stage with the given id, or nil.
+func (p *Physical) Stage(id int) *Stage {
+	for _, s := range p.Stages {
+		if s.ID == id {
+			return s
+		}
+	}
+	return nil
 }

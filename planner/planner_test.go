@@ -73,7 +73,7 @@ func run(t *testing.T, s *Stage, rows []sql.Row) []sql.Row {
 	var out []sql.Row
 next:
 	for _, r := range rows {
-		for _, n := range s.Pipeline {
+		for _, n := range s.Nodes() {
 			switch n := n.(type) {
 			case *FilterNode:
 				if !n.Pred(r).Truth() {
@@ -121,14 +121,14 @@ func TestFilterProjectPrunesAndRuns(t *testing.T) {
 		t.Fatalf("stages = %d, want 1", len(p.Stages))
 	}
 	s := p.Stages[0]
-	if want := []int{1, 2, 3}; !reflect.DeepEqual(s.Source.Columns, want) {
-		t.Errorf("source columns = %v, want %v (user_id, amount and the event-time column)", s.Source.Columns, want)
+	if want := []int{1, 2, 3}; !reflect.DeepEqual(s.Source().Columns, want) {
+		t.Errorf("source columns = %v, want %v (user_id, amount and the event-time column)", s.Source().Columns, want)
 	}
-	if s.Source.EventTime != 2 {
-		t.Errorf("event time = %d, want 2 (ts is kept: watermarks and bad-record checks need it)", s.Source.EventTime)
+	if s.Source().EventTime != 2 {
+		t.Errorf("event time = %d, want 2 (ts is kept: watermarks and bad-record checks need it)", s.Source().EventTime)
 	}
-	if s.Source.FromStage != -1 || s.Source.Connector != "file" || s.Source.Stream != "orders" {
-		t.Errorf("source = %+v", s.Source)
+	if s.Source().FromStage != -1 || s.Source().Connector != "file" || s.Source().Stream != "orders" {
+		t.Errorf("source = %+v", s.Source())
 	}
 	full := []sql.Row{
 		{sql.BigInt(1), sql.Varchar("u1"), sql.Double(150), sql.Timestamp(1000), sql.Varchar("a")},
@@ -138,7 +138,7 @@ func TestFilterProjectPrunesAndRuns(t *testing.T) {
 	}
 	var in []sql.Row
 	for _, f := range full {
-		in = append(in, pick(s.Source, f))
+		in = append(in, pick(s.Source(), f))
 	}
 	got := run(t, s, in)
 	want := []sql.Row{
@@ -191,18 +191,18 @@ func TestPushDownBelowWindowAssign(t *testing.T) {
 	}
 	s := p.Stages[0]
 	// Scan keeps order_id, user_id, ts (window time and event time).
-	if want := []int{0, 1, 3}; !reflect.DeepEqual(s.Source.Columns, want) {
-		t.Errorf("columns = %v, want %v", s.Source.Columns, want)
+	if want := []int{0, 1, 3}; !reflect.DeepEqual(s.Source().Columns, want) {
+		t.Errorf("columns = %v, want %v", s.Source().Columns, want)
 	}
-	if s.Source.EventTime != 2 {
-		t.Errorf("event time = %d, want 2", s.Source.EventTime)
+	if s.Source().EventTime != 2 {
+		t.Errorf("event time = %d, want 2", s.Source().EventTime)
 	}
-	wa := s.Pipeline[1].(*WindowAssignNode)
+	wa := s.Nodes()[1].(*WindowAssignNode)
 	if wa.Window.Kind != WindowTumble || wa.Window.Time != 2 || wa.Window.Size != 10000 {
 		t.Errorf("window = %+v", wa.Window)
 	}
 	// The filter above the window reads window_start at index 3 of the 5-column row.
-	above := s.Pipeline[2].(*FilterNode)
+	above := s.Nodes()[2].(*FilterNode)
 	row := sql.Row{sql.BigInt(1), sql.Varchar("u1"), sql.Timestamp(25000), sql.Timestamp(20000), sql.Timestamp(30000)}
 	if !above.Pred(row).Truth() {
 		t.Errorf("filter above window rejects window_start 20000")
@@ -211,12 +211,12 @@ func TestPushDownBelowWindowAssign(t *testing.T) {
 	if above.Pred(row).Truth() {
 		t.Errorf("filter above window accepts window_start 0")
 	}
-	below := s.Pipeline[0].(*FilterNode)
+	below := s.Nodes()[0].(*FilterNode)
 	if !below.Pred(sql.Row{sql.BigInt(1), sql.Varchar("u1"), sql.Timestamp(0)}).Truth() ||
 		below.Pred(sql.Row{sql.BigInt(1), sql.Varchar("u2"), sql.Timestamp(0)}).Truth() {
 		t.Errorf("pushed filter evaluates wrongly")
 	}
-	proj := s.Pipeline[3].(*ProjectNode)
+	proj := s.Nodes()[3].(*ProjectNode)
 	out := sql.Row{proj.Exprs[0](row), proj.Exprs[1](row)}
 	if want := (sql.Row{sql.BigInt(1), sql.Timestamp(0)}); !reflect.DeepEqual(out, want) {
 		t.Errorf("project = %v, want %v", out, want)
@@ -256,10 +256,10 @@ func TestWindowedAggregateFileNoExchange(t *testing.T) {
 		t.Fatalf("stages = %d, want 1 (file source is one split)", len(p.Stages))
 	}
 	s := p.Stages[0]
-	if want := []int{1, 2, 3}; !reflect.DeepEqual(s.Source.Columns, want) {
-		t.Errorf("columns = %v, want %v", s.Source.Columns, want)
+	if want := []int{1, 2, 3}; !reflect.DeepEqual(s.Source().Columns, want) {
+		t.Errorf("columns = %v, want %v", s.Source().Columns, want)
 	}
-	a := s.Pipeline[0].(*AggregateNode)
+	a := s.Nodes()[0].(*AggregateNode)
 	if a.Window.Kind != WindowTumble || a.Window.Time != 2 || a.Emit != EmitOnClose {
 		t.Errorf("aggregate window/emit = %+v %v", a.Window, a.Emit)
 	}
@@ -276,7 +276,7 @@ func TestWindowedAggregateFileNoExchange(t *testing.T) {
 		t.Errorf("key reads %v", got)
 	}
 	// Select over the aggregate row user_id, ws, we, n, total.
-	proj := s.Pipeline[1].(*ProjectNode)
+	proj := s.Nodes()[1].(*ProjectNode)
 	agg := sql.Row{sql.Varchar("u"), sql.Timestamp(10000), sql.Timestamp(20000), sql.BigInt(3), sql.Double(9)}
 	var out sql.Row
 	for _, f := range proj.Exprs {
@@ -300,9 +300,9 @@ func TestExchangeInsertedForBrokerSource(t *testing.T) {
 		t.Fatalf("stages = %d, want 2", len(p.Stages))
 	}
 	s0, s1 := p.Stages[0], p.Stages[1]
-	x, ok := s0.Pipeline[len(s0.Pipeline)-1].(*ExchangeNode)
+	x, ok := s0.Nodes()[len(s0.Nodes())-1].(*ExchangeNode)
 	if !ok {
-		t.Fatalf("stage 0 does not end with an exchange: %#v", s0.Pipeline)
+		t.Fatalf("stage 0 does not end with an exchange: %#v", s0.Nodes())
 	}
 	if x.Topic != "j7-0-shuffle" || !reflect.DeepEqual(x.Texts, []string{"user_id"}) || x.Queues != 0 {
 		t.Errorf("exchange = %+v", x)
@@ -311,17 +311,17 @@ func TestExchangeInsertedForBrokerSource(t *testing.T) {
 	if got := x.Keys[0](stage0Row); got != sql.Varchar("u9") {
 		t.Errorf("exchange key = %v", got)
 	}
-	if s1.Source.FromStage != 0 || s1.Source.Stream != "j7-0-shuffle" || s1.Source.Connector != ShuffleConnector {
-		t.Errorf("stage 1 source = %+v", s1.Source)
+	if s1.Source().FromStage != 0 || s1.Source().Stream != "j7-0-shuffle" || s1.Source().Connector != ShuffleConnector {
+		t.Errorf("stage 1 source = %+v", s1.Source())
 	}
-	if names := s1.Source.Schema.Names(); !reflect.DeepEqual(names, []string{"user_id", "amount", "ts"}) {
+	if names := s1.Source().Schema.Names(); !reflect.DeepEqual(names, []string{"user_id", "amount", "ts"}) {
 		t.Errorf("shuffled schema = %v", names)
 	}
-	if s1.Source.EventTime != 2 || s1.Source.WatermarkDelay != 5000 {
-		t.Errorf("stage 1 event time = %d delay %d", s1.Source.EventTime, s1.Source.WatermarkDelay)
+	if s1.Source().EventTime != 2 || s1.Source().WatermarkDelay != 5000 {
+		t.Errorf("stage 1 event time = %d delay %d", s1.Source().EventTime, s1.Source().WatermarkDelay)
 	}
-	if _, ok := s1.Pipeline[0].(*AggregateNode); !ok {
-		t.Errorf("stage 1 starts with %T", s1.Pipeline[0])
+	if _, ok := s1.Nodes()[0].(*AggregateNode); !ok {
+		t.Errorf("stage 1 starts with %T", s1.Nodes()[0])
 	}
 }
 
@@ -355,19 +355,19 @@ func TestGlobalAggregateShufflesToOneQueue(t *testing.T) {
 	if len(p.Stages) != 2 {
 		t.Fatalf("stages = %d, want 2", len(p.Stages))
 	}
-	x := p.Stages[0].Pipeline[len(p.Stages[0].Pipeline)-1].(*ExchangeNode)
+	x := p.Stages[0].Exchange
 	if x.Queues != 1 || len(x.Keys) != 0 {
 		t.Errorf("exchange = %+v", x)
 	}
-	if p.Stages[1].Source.Options["queues"] != "1" {
-		t.Errorf("shuffle source options = %v", p.Stages[1].Source.Options)
+	if p.Stages[1].Source().Options["queues"] != "1" {
+		t.Errorf("shuffle source options = %v", p.Stages[1].Source().Options)
 	}
-	a := p.Stages[1].Pipeline[0].(*AggregateNode)
+	a := p.Stages[1].Nodes()[0].(*AggregateNode)
 	if a.Aggs[0].Kind != AggCountDistinct || a.Emit != EmitChanges || a.Window.Kind != WindowNone {
 		t.Errorf("aggregate = %+v", a)
 	}
 	// Stage 0 projects only user_id; the event-time column is not needed without a window.
-	if names := p.Stages[1].Source.Schema.Names(); !reflect.DeepEqual(names, []string{"user_id"}) {
+	if names := p.Stages[1].Source().Schema.Names(); !reflect.DeepEqual(names, []string{"user_id"}) {
 		t.Errorf("shuffled columns = %v", names)
 	}
 }
@@ -403,15 +403,15 @@ func TestHavingOnKeyPushedBelowAggregate(t *testing.T) {
 		t.Fatalf("expected the aggregate with MAX pruned:\n%s", text)
 	}
 	s := p.Stages[0]
-	if want := []int{1, 3}; !reflect.DeepEqual(s.Source.Columns, want) {
-		t.Errorf("columns = %v, want %v (user_id, and the event-time column ts, which is always read)", s.Source.Columns, want)
+	if want := []int{1, 3}; !reflect.DeepEqual(s.Source().Columns, want) {
+		t.Errorf("columns = %v, want %v (user_id, and the event-time column ts, which is always read)", s.Source().Columns, want)
 	}
-	having := s.Pipeline[2].(*FilterNode)
+	having := s.Nodes()[2].(*FilterNode)
 	if !having.Pred(sql.Row{sql.Varchar("u"), sql.BigInt(2)}).Truth() || having.Pred(sql.Row{sql.Varchar("u"), sql.BigInt(1)}).Truth() {
 		t.Errorf("HAVING evaluates wrongly: %s", having.Text)
 	}
-	if lim, ok := s.Pipeline[len(s.Pipeline)-1].(*LimitNode); !ok || lim.N != 10 {
-		t.Errorf("last operator = %#v, want Limit 10", s.Pipeline[len(s.Pipeline)-1])
+	if lim, ok := s.Nodes()[len(s.Nodes())-1].(*LimitNode); !ok || lim.N != 10 {
+		t.Errorf("last operator = %#v, want Limit 10", s.Nodes()[len(s.Nodes())-1])
 	}
 	if want := []int{0}; !reflect.DeepEqual(s.Sink.KeyColumns, want) {
 		t.Errorf("key columns = %v", s.Sink.KeyColumns)

@@ -47,6 +47,19 @@ type JobDef struct {
 	Sink string `json:"sink"`
 	// Sources are the streams the job reads.
 	Sources []string `json:"sources"`
+	// Last holds the job's counters when it last stopped in this or another process (SHOW
+	// JOBS shows them for a job that is not running).
+	Last *JobCounters `json:"last,omitempty"`
+}
+
+// JobCounters are a job's counters as SHOW JOBS shows them.
+type JobCounters struct {
+	RecordsIn  int64 `json:"records_in"`
+	RecordsOut int64 `json:"records_out"`
+	Late       int64 `json:"late"`
+	Bad        int64 `json:"bad"`
+	// Watermark is epoch milliseconds; nil before the first.
+	Watermark *int64 `json:"watermark,omitempty"`
 }
 
 // Schema returns the stream's columns as a sql.Schema.
@@ -245,6 +258,64 @@ func (c *Catalog) AddStreamAndJob(d *StreamDef, j JobDef) (string, error) {
 	return j.ID, nil
 }
 
+// ReplaceStream puts d in place of the stream or view of the same name (CREATE OR REPLACE),
+// adding it when there is none, and records j (when not nil: d is written by a new job) in
+// the same step. It refuses (55006) while a live job other than the stream's own reads or
+// writes it. The stream's own job, if live, is marked TERMINATED; its id is returned so the
+// caller stops it, with the new job's id.
+func (c *Catalog) ReplaceStream(d StreamDef, j *JobDef) (oldJob, newJob string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, exists := c.streams[key(d.Name)]
+	if exists {
+		for _, o := range c.jobs {
+			if !o.live() || o.ID == old.Job {
+				continue
+			}
+			if strings.EqualFold(o.Sink, old.Name) {
+				return "", "", sql.Errorf(sql.CodeInUse, "cannot replace %q: job %s writes it (TERMINATE JOB %s first)", old.Name, o.ID, o.ID)
+			}
+			for _, src := range o.Sources {
+				if strings.EqualFold(src, old.Name) {
+					return "", "", sql.Errorf(sql.CodeInUse, "cannot replace %q: job %s reads it (TERMINATE JOB %s first)", old.Name, o.ID, o.ID)
+				}
+			}
+		}
+	}
+	saved := map[string]JobDef{}
+	if exists && old.Job != "" {
+		if o, ok := c.jobs[old.Job]; ok && o.live() {
+			saved[o.ID] = *o
+			o.State = "TERMINATED"
+			o.Error = "replaced by CREATE OR REPLACE"
+			oldJob = o.ID
+		}
+	}
+	if j != nil {
+		nj := *j
+		nj.ID = fmt.Sprintf("job-%d", c.nextJob)
+		c.nextJob++
+		c.jobs[nj.ID] = &nj
+		d.Job, newJob = nj.ID, nj.ID
+	}
+	c.streams[key(d.Name)] = &d
+	if err := c.saveLocked(); err != nil {
+		if exists {
+			c.streams[key(d.Name)] = old
+		} else {
+			delete(c.streams, key(d.Name))
+		}
+		for id, o := range saved {
+			*c.jobs[id] = o
+		}
+		if newJob != "" {
+			delete(c.jobs, newJob)
+		}
+		return "", "", err
+	}
+	return oldJob, newJob, nil
+}
+
 // DropStream removes a stream or view. It refuses (55006) while a job that is not
 // terminated reads it.
 func (c *Catalog) DropStream(name string) error {
@@ -306,6 +377,18 @@ func (c *Catalog) Job(id string) (JobDef, bool) {
 		return JobDef{}, false
 	}
 	return *j, true
+}
+
+// SetJobCounters records a stopped job's counters.
+func (c *Catalog) SetJobCounters(id string, jc JobCounters) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	j, ok := c.jobs[id]
+	if !ok {
+		return sql.Errorf(sql.CodeUnknownTable, "job %q does not exist", id)
+	}
+	j.Last = &jc
+	return c.saveLocked()
 }
 
 // SetJobState records a job's state (and error text for FAILED).

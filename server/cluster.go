@@ -94,7 +94,7 @@ func (c *cluster) selfSplit() string { return "@" + c.self.Name }
 
 // instanceOps are the operators whose keys belong to the instance, not to a split, in a
 // split-divided job: the outbox, stage watermarks and the epoch.
-var instanceOps = map[string]bool{"out": true, "wm": true, state.JobOperator: true}
+var instanceOps = map[string]bool{exec.OutboxOperator: true, exec.WatermarkOperator: true, state.JobOperator: true}
 
 const instanceOpPrefix = "i."
 
@@ -416,7 +416,7 @@ func (c *cluster) prepare(ctx context.Context, job string, plan *planner.Physica
 	if whole {
 		units = []string{"*"}
 	} else {
-		src, err := env.OpenSource(plan.Stages[0].Source)
+		src, err := env.OpenSource(plan.Stages[0].Source())
 		if err != nil {
 			return nil, nil, false, false, err
 		}
@@ -435,7 +435,7 @@ func (c *cluster) prepare(ctx context.Context, job string, plan *planner.Physica
 	}
 	var expected []string
 	if whole {
-		expected = wholeSplits(plan, units0(plan, env, ctx))
+		expected = wholeSplits(ctx, plan, env)
 	}
 	// Splits another live member still owns are handed over by it (checkpoint, release)
 	// once it sees the new assignment: wait for that, a tick or two, rather than fence it
@@ -579,41 +579,32 @@ func (c *cluster) loadSplits(ctx context.Context, job string, splits []string, s
 	return c.e.store.Write(b)
 }
 
-// units0 lists the splits of the job's first source (none when it cannot be opened: the
-// store's list of the job's splits still covers whatever was committed).
-func units0(plan *planner.Physical, env *exec.Env, ctx context.Context) []string {
-	src, err := env.OpenSource(plan.Stages[0].Source)
-	if err != nil {
-		return nil
-	}
-	defer src.Close()
-	splits, _ := src.Splits(ctx)
-	return splits
-}
-
-// wholeSplits are the split names a job run whole can write state under: its source
-// splits, the queues of its exchanges, and its stage numbers (stage watermarks and
-// outboxes are keyed by stage).
-func wholeSplits(plan *planner.Physical, srcSplits []string) []string {
-	out := append([]string(nil), srcSplits...)
+// wholeSplits are the split names a job run whole can write state under: the splits of
+// every stage (source splits and exchange queues, exec.Units) and its stage numbers (stage
+// watermarks and outboxes are keyed by stage).
+func wholeSplits(ctx context.Context, plan *planner.Physical, env *exec.Env) []string {
+	var out []string
 	add := func(s string) {
 		if !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}
+	// A source that cannot be opened lists nothing: the store's list of the job's splits
+	// still covers whatever was committed.
+	units, _ := exec.Units(ctx, plan, exec.DefaultExchangeQueues, func(ctx context.Context, spec planner.SourceSpec) ([]string, error) {
+		src, err := env.OpenSource(spec)
+		if err != nil {
+			return nil, nil
+		}
+		defer src.Close()
+		splits, _ := src.Splits(ctx)
+		return splits, nil
+	})
+	for _, u := range units {
+		add(u.Split)
+	}
 	for _, st := range plan.Stages {
 		add(strconv.Itoa(st.ID))
-		if n := len(st.Pipeline); n > 0 {
-			if x, ok := st.Pipeline[n-1].(*planner.ExchangeNode); ok {
-				q := 4 // exec.Env.ExchangeQueues' default, which the server keeps
-				if x.Queues > 0 {
-					q = x.Queues
-				}
-				for i := 0; i < q; i++ {
-					add(strconv.Itoa(i))
-				}
-			}
-		}
 	}
 	return out
 }
@@ -672,28 +663,28 @@ func (c *cluster) prepareSplits(ctx context.Context, job string, plan *planner.P
 	}
 	st := plan.Stages[0]
 	b := &state.Batch{}
-	// The stage watermark: the minimum over the owned splits (nothing known if one has no
-	// event time yet), so rows late on the previous owner are late here too, and a split
-	// behind the others is not judged by their progress.
-	wmKey := state.SplitPrefix(nil, job, "wm", strconv.Itoa(st.ID))
+	// The stage's output watermark: the minimum over the owned splits' watermarks
+	// (nothing known if one has none yet). Each split's own watermark moves with it (its
+	// position, exec.SplitPos), so rows late on the previous owner are late here too.
+	wmKey := exec.WatermarkKey(job, st.ID)
 	wm, known := int64(0), true
 	for i, sp := range owned {
-		v, ok, err := c.e.store.Get(exec.OffsetKey(job, st.ID, sp))
+		v, ok, err := c.e.store.Get(exec.SplitKey(job, st.ID, sp))
 		if err != nil {
 			return err
 		}
-		maxTs := exec.MinWatermark
+		pos := exec.SplitPos{WM: exec.MinWatermark}
 		if ok {
-			if _, n := binary.Varint(v); n > 0 && n < len(v) {
-				maxTs, _ = binary.Varint(v[n:])
+			if pos, err = exec.DecodeSplitPos(v, st.Source().WatermarkDelay); err != nil {
+				return fmt.Errorf("job %s, split %s: %w", job, sp, err)
 			}
 		}
-		if maxTs == exec.MinWatermark {
+		if pos.WM == exec.MinWatermark {
 			known = false
 			break
 		}
-		if w := maxTs - st.Source.WatermarkDelay; i == 0 || w < wm {
-			wm = w
+		if i == 0 || pos.WM < wm {
+			wm = pos.WM
 		}
 	}
 	if known && len(gained) == 0 {
@@ -711,7 +702,7 @@ func (c *cluster) prepareSplits(ctx context.Context, job string, plan *planner.P
 	} else {
 		b.Delete(wmKey)
 	}
-	epochKey := state.SplitPrefix(nil, job, state.JobOperator, "epoch")
+	epochKey := exec.EpochKey(job)
 	base := c.self.Num << 40
 	if v, ok, err := c.e.store.Get(epochKey); err != nil {
 		return err

@@ -17,11 +17,11 @@ func (e *Engine) Describe(ctx context.Context, sess *Session, text string) (*Des
 }
 
 func (e *Engine) describeText(ctx context.Context, sess *Session, text string, params []sql.Value) (*Description, error) {
+	if catalogQuery(text) {
+		return nil, errNoSystemCatalogs
+	}
 	stmts, err := sql.ParseParams(text, params)
 	if err != nil {
-		if catalogQuery(text) {
-			return nil, errNoSystemCatalogs
-		}
 		return nil, err
 	}
 	if len(stmts) != 1 {

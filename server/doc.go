@@ -23,8 +23,19 @@
 //     (1-based, in characters) when known; other errors are XX000. The session stays
 //     usable; in the extended protocol messages up to the next Sync are skipped.
 //   - A CancelRequest (process id + secret key) cancels the running statement's context;
-//     the statement ends with 57014. A push query streams DataRows as rows arrive,
-//     flushing each batch, until it ends, is cancelled, or the client goes away.
+//     the statement ends with 57014. A push query's RowDescription is flushed at once; it
+//     then streams DataRows as rows arrive, flushing each batch, until it ends, is
+//     cancelled, or the client goes away.
+//   - A Result's Notice goes out as a NoticeResponse before its CommandComplete (the job a
+//     statement started, BEGIN/COMMIT/ROLLBACK's "no transactions").
 //   - Concurrency: one goroutine per connection owns its state; a push query adds a
 //     producer goroutine that reads rows ahead; Close cancels every statement and waits.
+//
+// Engine (engine.go and neighbours): the catalog, statement execution and the jobs. SET
+// accepts the settings of settings.go only; CREATE OR REPLACE replaces a definition and its
+// job unless another job uses the stream (replace.go); a job's file sink follows the rule of
+// fileout.go (a defining job replaces the file, an INSERT job appends, a restarted one
+// continues exactly once, one writer per file); the jobs reading a stream share one
+// dead-letter writer that keeps one copy per bad record (dlq.go). docs/sql.md is the user's
+// side of all of these.
 package server

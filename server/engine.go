@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,6 +71,9 @@ type Engine struct {
 	views map[string]*viewTable
 	idle  *sync.Cond // signalled whenever a job stops
 
+	// dlq shares dead-letter outputs between the jobs reading a stream (dlq.go).
+	dlq dlqWriters
+
 	// cluster is set in cluster mode (several instances sharing a Postgres checkpoint
 	// store, cluster.go); startMu then serializes starting and stopping jobs.
 	cluster *cluster
@@ -94,6 +96,8 @@ type runningJob struct {
 	// this instance runs, and whether it runs whole.
 	units, owned []string
 	whole        bool
+	// out is how the job writes its file sink, or nil (fileout.go).
+	out *fileOutput
 }
 
 // stop stops the job on behalf of the engine and waits for it to end.
@@ -204,11 +208,11 @@ func (e *Engine) WaitJobs(ctx context.Context) error {
 
 // Execute implements Executor: it parses text and runs its statements in order.
 func (e *Engine) Execute(ctx context.Context, sess *Session, text string, params []sql.Value) ([]*Result, error) {
+	if catalogQuery(text) {
+		return nil, errNoSystemCatalogs
+	}
 	stmts, err := sql.ParseParams(text, params)
 	if err != nil {
-		if catalogQuery(text) {
-			return nil, errNoSystemCatalogs
-		}
 		return nil, err
 	}
 	var results []*Result
@@ -249,10 +253,16 @@ func (e *Engine) exec(ctx context.Context, sess *Session, st sql.Statement) (*Re
 	case *sql.JobControl:
 		return e.jobControl(s)
 	case *sql.SetStmt:
-		sess.Settings[s.Name] = s.Value
+		v, err := applySetting(s.Name, s.Value)
+		if err != nil {
+			return nil, err
+		}
+		sess.Settings[strings.ToLower(s.Name)] = v
 		return &Result{Tag: "SET"}, nil
 	case *sql.ShowVar:
 		return e.showVar(sess, s)
+	case *sql.Transaction:
+		return transactionResult(s), nil
 	}
 	text, _ := st.Source()
 	return nil, sql.Errorf(sql.CodeNotSupported, "statement not supported: %s", firstWords(text))
@@ -266,20 +276,26 @@ func firstWords(s string) string {
 	return strings.Join(f, " ")
 }
 
-// knownOptions are the WITH options of SQL.md and of the connectors.
-var knownOptions = map[string]bool{"topic": true, "format": true, "queues": true, "idle_timeout": true,
-	"late_topic": true, "dlq_topic": true, "connector": true, "path": true, "late_path": true, "dlq_path": true,
-	"key": true, "partitioned_by": true, "checkpoint_interval": true}
+// knownOptions are the WITH options docs/sql.md lists ("WITH options"), in the order the
+// "unknown option" error names them. Every option read anywhere (engine, planner, exec,
+// connectors) is here.
+var knownOptions = []string{"connector", "topic", "path", "format", "queues", "key", "partitioned_by",
+	"idle_timeout", "checkpoint_interval", "late_topic", "late_path", "dlq_topic", "dlq_path"}
 
 // checkOptions validates WITH options so that a typo fails the statement instead of being
 // ignored.
 func checkOptions(opts map[string]string) error {
 	nexmark := opts["connector"] == "nexmark"
 	for k, v := range opts {
-		if !knownOptions[k] && !(nexmark && slices.Contains(connectors.NexmarkOptionKeys, k)) {
-			return sql.Errorf(sql.CodeInvalidValue, "unknown option %q in WITH (known: connector, topic, path, format, queues, idle_timeout, late_topic, dlq_topic, late_path, dlq_path, key)", k)
+		if !slices.Contains(knownOptions, k) && !(nexmark && slices.Contains(connectors.NexmarkOptionKeys, k)) {
+			return sql.Errorf(sql.CodeInvalidValue, "unknown option %q in WITH (known: %s; and for connector 'nexmark': %s)", k,
+				strings.Join(knownOptions, ", "), strings.Join(connectors.NexmarkOptionKeys, ", "))
 		}
 		switch k {
+		case "topic", "late_topic", "dlq_topic":
+			if err := checkTopicName(k+" = '"+v+"'", v); err != nil {
+				return err
+			}
 		case "connector":
 			if v != "file" && v != "broker" && v != "print" && v != "nexmark" {
 				return sql.Errorf(sql.CodeInvalidValue, "connector %q is not known (file, broker, print or nexmark)", v)
@@ -313,8 +329,22 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 	}
 	d := StreamDef{Name: s.Name, Columns: columnDefs(s.Columns), EventTime: s.WatermarkColumn,
 		WatermarkDelay: s.WatermarkDelay, Options: withDefaults(s.Name, s.Options), Statement: s.Text}
-	if _, exists := e.cat.Stream(s.Name); exists && s.IfNotExists {
-		return &Result{Tag: "CREATE STREAM"}, nil
+	if old, exists := e.cat.Stream(s.Name); exists {
+		if s.IfNotExists {
+			return skipped("stream", old), nil
+		}
+		if !s.OrReplace {
+			return nil, sql.Errorf(sql.CodeDuplicate, "stream or view %q already exists (CREATE OR REPLACE STREAM replaces it, IF NOT EXISTS keeps it)", s.Name)
+		}
+		if old.IsView {
+			return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is a materialized view: CREATE OR REPLACE STREAM replaces streams only (DROP VIEW %s first)", old.Name, old.Name)
+		}
+	}
+	if err := checkStreamTopic(d); err != nil {
+		return nil, err
+	}
+	if err := checkPartitionColumns(d); err != nil {
+		return nil, err
 	}
 	if d.Options["connector"] == "nexmark" {
 		if err := connectors.CheckNexmarkStream(d.Options, d.Schema()); err != nil {
@@ -336,13 +366,16 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 			return nil, err
 		}
 	}
+	if s.OrReplace {
+		return e.replace(d, nil, nil, planner.SinkSpec{}, "CREATE STREAM")
+	}
 	if err := e.cat.AddStream(d); err != nil {
 		return nil, err
 	}
 	return &Result{Tag: "CREATE STREAM"}, nil
 }
 
-// withDefaults fills in the options SQL.md gives defaults for.
+// withDefaults fills in the options docs/sql.md ("WITH options") gives defaults for.
 func withDefaults(name string, opts map[string]string) map[string]string {
 	out := map[string]string{}
 	for k, v := range opts {
@@ -385,22 +418,63 @@ func (e *Engine) createDerived(s *sql.CreateStream) (*Result, error) {
 	if err := checkOptions(s.Options); err != nil {
 		return nil, err
 	}
-	if _, exists := e.cat.Stream(s.Name); exists {
+	if old, exists := e.cat.Stream(s.Name); exists {
 		if s.IfNotExists {
-			return &Result{Tag: "CREATE STREAM"}, nil
+			return skipped("stream", old), nil
 		}
-		return nil, sql.Errorf(sql.CodeDuplicate, "stream or view %q already exists", s.Name)
+		if !s.OrReplace {
+			return nil, sql.Errorf(sql.CodeDuplicate, "stream or view %q already exists (CREATE OR REPLACE STREAM replaces it, IF NOT EXISTS keeps it)", s.Name)
+		}
+		if old.IsView {
+			return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is a materialized view: CREATE OR REPLACE STREAM replaces streams only (DROP VIEW %s first)", old.Name, old.Name)
+		}
 	}
 	q, err := e.bindContinuous(s.As)
 	if err != nil {
 		return nil, err
 	}
+	if s.OrReplace && strings.EqualFold(q.From.Name, s.Name) {
+		return nil, sql.Errorf(sql.CodeNotSupported, "CREATE OR REPLACE STREAM %s cannot read %s itself", s.Name, s.Name)
+	}
 	d := &StreamDef{Name: s.Name, Columns: columnDefs(q.OutputSchema()), Options: withDefaults(s.Name, s.Options), Statement: s.Text}
-	sink := planner.SinkSpec{Stream: d.Name, Connector: d.Options["connector"], Options: d.Options, Schema: d.Schema()}
-	if err := e.startNewJob(s.Text, d, q, sink); err != nil {
+	if err := checkStreamTopic(*d); err != nil {
 		return nil, err
 	}
-	return &Result{Tag: "CREATE STREAM"}, nil
+	if err := checkPartitionColumns(*d); err != nil {
+		return nil, err
+	}
+	sink := planner.SinkSpec{Stream: d.Name, Connector: d.Options["connector"], Options: d.Options, Schema: d.Schema()}
+	if s.OrReplace {
+		return e.replace(*d, &JobDef{Statement: s.Text}, q, sink, "CREATE STREAM")
+	}
+	if err := e.checkFileWriter(*d, "CREATE STREAM "+d.Name); err != nil {
+		return nil, err
+	}
+	id, err := e.startNewJob(s.Text, d, q, sink)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Tag: "CREATE STREAM", Notice: startedNotice(id, d.Name)}, nil
+}
+
+// skipped is the result of CREATE ... IF NOT EXISTS for a name that exists, with
+// PostgreSQL's notice.
+func skipped(kind string, old StreamDef) *Result {
+	tag, what := "CREATE STREAM", "stream"
+	if kind == "view" {
+		tag = "CREATE MATERIALIZED VIEW"
+	}
+	if old.IsView {
+		what = "materialized view"
+	}
+	return &Result{Tag: tag, Notice: &Notice{Severity: "NOTICE", Code: "42P07",
+		Message: fmt.Sprintf("%s %q already exists, skipping", what, old.Name)}}
+}
+
+// startedNotice tells the client which job a statement started.
+func startedNotice(job, sink string) *Notice {
+	return &Notice{Severity: "NOTICE", Code: "00000",
+		Message: fmt.Sprintf("started job %s, which writes %s continuously (SHOW JOBS shows it; TERMINATE JOB %s stops it)", job, sink, job)}
 }
 
 func (e *Engine) insertSelect(s *sql.Insert) (*Result, error) {
@@ -425,18 +499,25 @@ func (e *Engine) insertSelect(s *sql.Insert) (*Result, error) {
 			return nil, sql.Errorf(sql.CodeTypeMismatch, "column %d of the SELECT is %s but %s.%s is %s", i+1, out[i].Type, target.Name, ts[i].Name, ts[i].Type)
 		}
 	}
-	sink := planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: ts}
-	if err := e.startNewJob(s.Text, nil, q, sink); err != nil {
+	if err := e.checkFileWriter(target, "INSERT INTO "+target.Name); err != nil {
 		return nil, err
 	}
-	return &Result{Tag: "INSERT 0 0"}, nil
+	sink := planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: ts}
+	id, err := e.startNewJob(s.Text, nil, q, sink)
+	if err != nil {
+		return nil, err
+	}
+	// The statement itself inserted no row: its job inserts them as they come. The tag stays
+	// a valid INSERT tag for drivers; the notice says what happened.
+	return &Result{Tag: "INSERT 0 0", Notice: startedNotice(id, target.Name)}, nil
 }
 
 // startNewJob plans q, records the job (and the derived stream d, if any) in the catalog,
-// and starts it. Planning happens first so a bad query creates nothing.
-func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, sink planner.SinkSpec) error {
+// and starts it. Planning happens first so a bad query creates nothing. It returns the
+// job's id.
+func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, sink planner.SinkSpec) (string, error) {
 	if _, _, err := planner.Plan(q, planner.Options{Job: "check", Sink: sink}); err != nil {
-		return err
+		return "", err
 	}
 	def := JobDef{Statement: text, State: "RUNNING", Sink: sink.Stream, Sources: []string{q.From.Name}}
 	if e.cluster != nil {
@@ -445,14 +526,14 @@ func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, sink plann
 	}
 	id, err := e.cat.AddStreamAndJob(d, def)
 	if err != nil {
-		return err
+		return "", err
 	}
 	def.ID = id
-	if err := e.startJob(def, q, sink); err != nil {
+	if err := e.startJob(def, q, sink, true); err != nil {
 		e.cat.SetJobState(id, "FAILED", err.Error())
-		return err
+		return id, err
 	}
-	return nil
+	return id, nil
 }
 
 // restartJob starts a job recorded in the catalog again, from its statement text.
@@ -485,11 +566,12 @@ func (e *Engine) restartJob(def JobDef) error {
 	if target.IsView {
 		sink = planner.SinkSpec{Stream: target.Name, Connector: "view", Schema: target.Schema()}
 	}
-	return e.startJob(def, q, sink)
+	return e.startJob(def, q, sink, false)
 }
 
-// startJob plans and starts a job and watches it until it ends.
-func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec) error {
+// startJob plans and starts a job and watches it until it ends. fresh says the job is new
+// (startNewJob) rather than started again from the catalog.
+func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh bool) error {
 	interval := DefaultCheckpointInterval
 	if v := sink.Options["checkpoint_interval"]; v != "" {
 		d, err := time.ParseDuration(v)
@@ -510,6 +592,20 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec) error
 	ctx, cancel := context.WithCancel(context.Background())
 	env := e.env(def.ID)
 	env.CheckpointInterval = interval
+	var out *fileOutput
+	if !isView {
+		target, _ := e.cat.Stream(def.Sink)
+		out = newFileOutput(def.ID, sink, target.Job == def.ID, q.From.Connector() == "file")
+	}
+	if out != nil {
+		open := env.OpenSink
+		env.OpenSink = func(spec planner.SinkSpec) (connectors.Sink, error) {
+			if out.isMain(spec, sink) {
+				return out.open(fresh)
+			}
+			return open(spec)
+		}
+	}
 	if isView {
 		// A view's table lives in memory, so its job keeps its state in memory too and
 		// starts from the beginning of its input at every start: restoring checkpointed
@@ -537,7 +633,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec) error
 		cancel()
 		return err
 	}
-	rj := &runningJob{def: def, job: job, cancel: cancel, done: make(chan struct{}), units: units, owned: owned, whole: whole, checkpoints: cps}
+	rj := &runningJob{def: def, job: job, cancel: cancel, done: make(chan struct{}), units: units, owned: owned, whole: whole, checkpoints: cps, out: out}
 	go rj.rate.run(rj.done, func() int64 { return job.Stats().RecordsIn })
 	e.mu.Lock()
 	e.jobs[def.ID] = rj
@@ -559,12 +655,30 @@ func (e *Engine) watch(rj *runningJob) {
 		fmt.Fprintf(e.cfg.Log, "job %s stopped on this instance: %v (%s)\n", rj.def.ID, err, summary)
 		cancelled = true
 	}
+	jc := JobCounters{RecordsIn: st.RecordsIn, RecordsOut: st.RecordsOut, Late: st.Late, Bad: st.Bad}
+	if st.Watermark > -1<<62 && st.Watermark < 1<<62 {
+		wm := st.Watermark
+		jc.Watermark = &wm
+	}
+	e.cat.SetJobCounters(rj.def.ID, jc)
+	if err == nil && !cancelled && rj.out != nil {
+		if ferr := rj.out.finish(); ferr != nil {
+			err = ferr
+		}
+	}
 	switch {
 	case err != nil && !cancelled:
 		fmt.Fprintf(e.cfg.Log, "job %s failed: %v (%s)\n", rj.def.ID, err, summary)
 		e.cat.SetJobState(rj.def.ID, "FAILED", err.Error())
+		if rj.out != nil {
+			rj.out.discard()
+		}
 	case cancelled:
 		// Stopped by TERMINATE, PAUSE, DROP or shutdown: whoever stopped it set the state.
+		// A terminated job's unfinished output goes; a paused or shut-down one resumes it.
+		if j, ok := e.cat.Job(rj.def.ID); rj.out != nil && (!ok || !j.live()) {
+			rj.out.discard()
+		}
 	default:
 		fmt.Fprintf(e.cfg.Log, "job %s finished: %s\n", rj.def.ID, summary)
 		e.cat.SetJobState(rj.def.ID, "FINISHED", "")
@@ -608,22 +722,10 @@ func (e *Engine) env(job string) exec.Env {
 			return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: reading the %s connector is not available in this build", spec.Stream, spec.Connector)
 		},
 		OpenSink: func(spec planner.SinkSpec) (connectors.Sink, error) {
-			switch spec.Connector {
-			case "file":
-				return connectors.OpenFileSink(spec.Options["path"])
-			case "print":
-				return connectors.NewPrintSink(os.Stdout), nil
-			case "broker":
-				if e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
-					return connectors.OpenRocketMQSink(context.Background(), *e.cfg.RocketMQ, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
-				}
-				b, err := e.needBroker(spec.Stream)
-				if err != nil {
-					return nil, err
-				}
-				return connectors.OpenBrokerSink(b, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
+			if of := spec.Options[exec.DLQOf]; of != "" {
+				return e.dlq.open(spec, of, e.openSink)
 			}
-			return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: writing the %s connector is not available in this build", spec.Stream, spec.Connector)
+			return e.openSink(spec)
 		},
 		NewFormat:     connectors.NewFormat,
 		Store:         e.store,
@@ -632,9 +734,29 @@ func (e *Engine) env(job string) exec.Env {
 	}
 }
 
+// openSink opens the sink of spec's connector.
+func (e *Engine) openSink(spec planner.SinkSpec) (connectors.Sink, error) {
+	switch spec.Connector {
+	case "file":
+		return connectors.OpenFileSink(spec.Options["path"])
+	case "print":
+		return connectors.NewPrintSink(os.Stdout), nil
+	case "broker":
+		if e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
+			return connectors.OpenRocketMQSink(context.Background(), *e.cfg.RocketMQ, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
+		}
+		b, err := e.needBroker(spec.Stream)
+		if err != nil {
+			return nil, err
+		}
+		return connectors.OpenBrokerSink(b, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
+	}
+	return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: writing the %s connector is not available in this build", spec.Stream, spec.Connector)
+}
+
 func (e *Engine) needBroker(stream string) (*broker.Broker, error) {
 	if e.cfg.Broker == nil {
-		return nil, sql.Errorf(sql.CodeNotSupported, "stream %s lives on the broker, and this rsql runs none: use `rsql server` or `rsql` (or connector = 'file')", stream)
+		return nil, sql.Errorf(sql.CodeNotSupported, "stream %s lives on a broker, and this rsql runs none (rsql -c/-f without --server runs an engine of its own, without a broker): send the statements to a running server with --server ADDR (or use connector = 'file')", stream)
 	}
 	return e.cfg.Broker, nil
 }
@@ -734,7 +856,20 @@ func (e *Engine) explain(s *sql.Explain) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, p, err := planner.Plan(q, planner.Options{})
+	// The plan of a statement that starts a job ends in that job's sink.
+	var sink planner.SinkSpec
+	switch st := s.Statement.(type) {
+	case *sql.CreateStream:
+		opts := withDefaults(st.Name, st.Options)
+		sink = planner.SinkSpec{Stream: st.Name, Connector: opts["connector"], Options: opts, Schema: q.OutputSchema()}
+	case *sql.CreateView:
+		sink = planner.SinkSpec{Stream: st.Name, Connector: "view", Schema: q.OutputSchema()}
+	case *sql.Insert:
+		if target, ok := e.cat.Stream(st.Target); ok {
+			sink = planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: target.Schema()}
+		}
+	}
+	l, p, err := planner.Plan(q, planner.Options{Job: "explain", Sink: sink})
 	if err != nil {
 		return nil, err
 	}
@@ -803,23 +938,23 @@ func (e *Engine) describe(s *sql.Describe) (*Result, error) {
 
 func (e *Engine) showVar(sess *Session, s *sql.ShowVar) (*Result, error) {
 	cols := sql.Schema{{Name: "name", Type: sql.TypeVarchar}, {Name: "setting", Type: sql.TypeVarchar}}
-	var rows []sql.Row
-	if s.Name == "all" {
-		names := make([]string, 0, len(sess.Settings))
-		for k := range sess.Settings {
-			names = append(names, k)
+	value := func(name string) string {
+		if v, ok := sess.Settings[name]; ok {
+			return v
 		}
-		sort.Strings(names)
-		for _, k := range names {
-			rows = append(rows, sql.Row{sql.Varchar(k), sql.Varchar(sess.Settings[k])})
+		return settings[name].def
+	}
+	if s.Name == "all" {
+		var rows []sql.Row
+		for _, k := range settingNames() {
+			rows = append(rows, sql.Row{sql.Varchar(k), sql.Varchar(value(k))})
 		}
 		return &Result{Columns: cols, Rows: &sliceRows{rows: rows}, Tag: "SHOW"}, nil
 	}
-	v, ok := sess.Settings[s.Name]
-	if !ok {
-		return nil, sql.Errorf(sql.CodeInvalidValue, "unrecognized setting %q (SHOW ALL lists them)", s.Name)
+	if _, ok := settings[s.Name]; !ok {
+		return nil, sql.Errorf(sql.CodeInvalidValue, "unrecognized setting %q: the settings are %s (SHOW ALL lists them with their values)", s.Name, strings.Join(settingNames(), ", "))
 	}
-	return &Result{Columns: sql.Schema{{Name: s.Name, Type: sql.TypeVarchar}}, Rows: &sliceRows{rows: []sql.Row{{sql.Varchar(v)}}}, Tag: "SHOW"}, nil
+	return &Result{Columns: sql.Schema{{Name: s.Name, Type: sql.TypeVarchar}}, Rows: &sliceRows{rows: []sql.Row{{sql.Varchar(value(s.Name))}}}, Tag: "SHOW"}, nil
 }
 
 // sliceRows is a finished result held in memory.

@@ -92,6 +92,13 @@ func (e *Engine) showJobs() *Result {
 				row[8] = sql.Timestamp(st.Watermark)
 			}
 			row[9], row[10] = sql.BigInt(st.Late), sql.BigInt(st.Bad)
+		} else if l := j.Last; l != nil {
+			// Not running here: the counters it had when it stopped (no rate, no lag).
+			row[4], row[5] = sql.BigInt(l.RecordsIn), sql.BigInt(l.RecordsOut)
+			if l.Watermark != nil {
+				row[8] = sql.Timestamp(*l.Watermark)
+			}
+			row[9], row[10] = sql.BigInt(l.Late), sql.BigInt(l.Bad)
 		}
 		rows = append(rows, row)
 	}

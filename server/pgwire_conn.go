@@ -504,8 +504,16 @@ func (c *pgConn) simpleQuery(text string) {
 	}
 }
 
+// sendNotice sends r's notice, if any.
+func (c *pgConn) sendNotice(r *Result) {
+	if n := r.Notice; n != nil {
+		c.send(&pgproto3.NoticeResponse{Severity: n.Severity, SeverityUnlocalized: n.Severity, Code: n.Code, Message: n.Message})
+	}
+}
+
 // sendResult sends one result of a simple query: its rows and its CommandComplete.
 func (c *pgConn) sendResult(ctx context.Context, r *Result) error {
+	c.sendNotice(r)
 	if r.Columns == nil {
 		if r.Rows != nil {
 			r.Rows.Close()
@@ -515,6 +523,13 @@ func (c *pgConn) sendResult(ctx context.Context, r *Result) error {
 	}
 	formats := make([]int16, len(r.Columns))
 	c.send(rowDescription(r.Columns, formats))
+	if r.Push {
+		// The client learns the columns now, not with the first row (which may be long in
+		// coming).
+		if err := c.flush(); err != nil {
+			return err
+		}
+	}
 	st := newRowStream(ctx, r, formats)
 	sent, _, err := c.streamRows(ctx, st, 0)
 	st.close()
@@ -771,6 +786,9 @@ func (c *pgConn) execute(m *pgproto3.Execute) error {
 		if !p.done && r.Rows != nil {
 			r.Rows.Close()
 		}
+		if !p.done {
+			c.sendNotice(r)
+		}
 		p.done = true
 		c.send(&pgproto3.CommandComplete{CommandTag: []byte(commandTag(r, 0))})
 		return nil
@@ -781,6 +799,12 @@ func (c *pgConn) execute(m *pgproto3.Execute) error {
 			return err
 		}
 		p.stream = newRowStream(p.ctx, r, formats)
+		if r.Push {
+			// What Describe answered (the columns) reaches the client before the first row.
+			if err := c.flush(); err != nil {
+				return err
+			}
+		}
 	}
 	c.setRunning(p.cancel)
 	sent, suspended, err := c.streamRows(p.ctx, p.stream, int(m.MaxRows))

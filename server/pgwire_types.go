@@ -154,7 +154,7 @@ func appendText(dst []byte, v sql.Value, t sql.Type) []byte {
 		}
 		return appendFloat8Text(dst, v.F)
 	case sql.KindDecimal:
-		return append(dst, sql.FormatDecimal(v.I, v.Scale)...)
+		return append(dst, sql.NumericText(v)...)
 	case sql.KindVarchar, sql.KindJSON:
 		return append(dst, v.S...)
 	case sql.KindTimestamp:
@@ -260,6 +260,9 @@ func appendBinary(dst []byte, v sql.Value, t sql.Type) ([]byte, error) {
 	case sql.KindDouble:
 		return binary.BigEndian.AppendUint64(dst, math.Float64bits(v.AsFloat())), nil
 	case sql.KindDecimal:
+		if v.K == sql.KindDecimal && v.S != "" {
+			return appendNumericText(dst, v.S), nil
+		}
 		if v.K == sql.KindDecimal {
 			return appendNumericBinary(dst, v.I, v.Scale), nil
 		}
@@ -308,6 +311,27 @@ func appendNumericBinary(dst []byte, u int64, scale uint8) []byte {
 		digits = "0" + digits
 	}
 	intPart, frac := digits[:len(digits)-int(scale)], digits[len(digits)-int(scale):]
+	return appendNumericDigits(dst, neg, intPart, frac)
+}
+
+// appendNumericText appends the binary form of a NUMERIC held as text (beyond 64 bits, or
+// NaN / ±Infinity).
+func appendNumericText(dst []byte, text string) []byte {
+	special := map[string]uint16{"NaN": 0xC000, "Infinity": 0xD000, "-Infinity": 0xF000}
+	if sign, ok := special[text]; ok {
+		dst = binary.BigEndian.AppendUint16(dst, 0)
+		dst = binary.BigEndian.AppendUint16(dst, 0)
+		dst = binary.BigEndian.AppendUint16(dst, sign)
+		return binary.BigEndian.AppendUint16(dst, 0)
+	}
+	neg := strings.HasPrefix(text, "-")
+	intPart, frac, _ := strings.Cut(strings.TrimPrefix(text, "-"), ".")
+	return appendNumericDigits(dst, neg, intPart, frac)
+}
+
+// appendNumericDigits appends the binary numeric of the decimal digits intPart.frac.
+func appendNumericDigits(dst []byte, neg bool, intPart, frac string) []byte {
+	scale := len(frac)
 	for len(intPart)%4 != 0 {
 		intPart = "0" + intPart
 	}

@@ -218,3 +218,25 @@ func TestPGErrorPosition(t *testing.T) {
 		}
 	}
 }
+
+// NUMERIC values beyond 64 bits and NaN/Infinity have a binary form too.
+func TestPGNumericBinaryText(t *testing.T) {
+	cases := []struct {
+		text string
+		want []uint16
+	}{
+		{"123456789012345678901234.5", []uint16{7, 5, 0, 1, 1234, 5678, 9012, 3456, 7890, 1234, 5000}},
+		{"-0.00000000000000000001", []uint16{1, 0xFFFB, 0x4000, 20, 1}},
+		{"NaN", []uint16{0, 0, 0xC000, 0}},
+		{"-Infinity", []uint16{0, 0, 0xF000, 0}},
+	}
+	for _, c := range cases {
+		var want []byte
+		for _, w := range c.want {
+			want = append(want, byte(w>>8), byte(w))
+		}
+		if got := appendNumericText(nil, c.text); !bytes.Equal(got, want) {
+			t.Errorf("%s: got % x want % x", c.text, got, want)
+		}
+	}
+}

@@ -47,23 +47,35 @@ func (v *viewTable) snapshot() []sql.Row {
 }
 
 func (e *Engine) createView(s *sql.CreateView) (*Result, error) {
-	if _, exists := e.cat.Stream(s.Name); exists {
+	if old, exists := e.cat.Stream(s.Name); exists {
 		if s.IfNotExists {
-			return &Result{Tag: "CREATE MATERIALIZED VIEW"}, nil
+			return skipped("view", old), nil
 		}
-		return nil, sql.Errorf(sql.CodeDuplicate, "stream or view %q already exists", s.Name)
+		if !s.OrReplace {
+			return nil, sql.Errorf(sql.CodeDuplicate, "stream or view %q already exists (CREATE OR REPLACE MATERIALIZED VIEW replaces it, IF NOT EXISTS keeps it)", s.Name)
+		}
+		if !old.IsView {
+			return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is a stream: CREATE OR REPLACE MATERIALIZED VIEW replaces views only (DROP STREAM %s first)", old.Name, old.Name)
+		}
 	}
 	q, err := e.bindContinuous(s.As)
 	if err != nil {
 		return nil, err
 	}
+	if s.OrReplace && strings.EqualFold(q.From.Name, s.Name) {
+		return nil, sql.Errorf(sql.CodeNotSupported, "CREATE OR REPLACE MATERIALIZED VIEW %s cannot read %s itself", s.Name, s.Name)
+	}
 	d := &StreamDef{Name: s.Name, Columns: columnDefs(q.OutputSchema()), Options: map[string]string{"connector": "view"},
 		IsView: true, Statement: s.Text}
 	sink := planner.SinkSpec{Stream: s.Name, Connector: "view", Schema: d.Schema()}
-	if err := e.startNewJob(s.Text, d, q, sink); err != nil {
+	if s.OrReplace {
+		return e.replace(*d, &JobDef{Statement: s.Text}, q, sink, "CREATE MATERIALIZED VIEW")
+	}
+	id, err := e.startNewJob(s.Text, d, q, sink)
+	if err != nil {
 		return nil, err
 	}
-	return &Result{Tag: "CREATE MATERIALIZED VIEW"}, nil
+	return &Result{Tag: "CREATE MATERIALIZED VIEW", Notice: startedNotice(id, d.Name)}, nil
 }
 
 // viewFor returns the table of view name, making it when the view's job starts.
@@ -222,6 +234,9 @@ func (e *Engine) insertValues(ctx context.Context, s *sql.Insert) (*Result, erro
 	if d.IsView {
 		return nil, sql.Errorf(sql.CodeNotSupported, "cannot INSERT INTO materialized view %q", d.Name)
 	}
+	if err := e.checkFileWriter(d, "INSERT INTO "+d.Name); err != nil {
+		return nil, err
+	}
 	schema := d.Schema()
 	cols := make([]int, 0, len(schema))
 	if s.Columns == nil {
@@ -254,7 +269,12 @@ func (e *Engine) insertValues(ctx context.Context, s *sql.Insert) (*Result, erro
 			}
 			c := schema[cols[i]]
 			if v, err = sql.CastValue(v, c.Type); err != nil {
-				return nil, sql.Errorf(sql.CodeTypeMismatch, "VALUES row %d, column %s: %v", n+1, c.Name, err)
+				code := sql.CodeInvalidText
+				var se *sql.Error
+				if errors.As(err, &se) {
+					code = se.Code
+				}
+				return nil, sql.Errorf(code, "VALUES row %d, column %s: %v", n+1, c.Name, err)
 			}
 			row[cols[i]] = v
 		}

@@ -23,6 +23,14 @@ type Result struct {
 	Tag string
 	// Push is true for push queries (rows arrive over time).
 	Push bool
+	// Notice, when set, is a message for the client about what the statement did (sent as
+	// a NoticeResponse before the command completes; printed on stderr by the CLI).
+	Notice *Notice
+}
+
+// Notice is a PostgreSQL notice: severity NOTICE or WARNING, a SQLSTATE and a message.
+type Notice struct {
+	Severity, Code, Message string
 }
 
 // Session is one client's connection state: its settings (SET/SHOW).

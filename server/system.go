@@ -33,8 +33,9 @@ type SystemConfig struct {
 	Log          io.Writer
 	Version      string
 	// ExternalNamesrv, when set, is a RocketMQ name server (for example another rsql
-	// server's bundled broker) that this process uses instead of running a broker;
-	// BrokerAddr is then the broker that missing topics are created on.
+	// server's bundled broker) that this process uses instead of running a broker; missing
+	// topics are created on the master brokers of its cluster (connectors.RocketMQConfig).
+	// NamesrvAddr and BrokerAddr, listen addresses of the bundled broker, are then unused.
 	ExternalNamesrv string
 	// Postgres, when set, is the URL of the checkpoint store, catalog and membership that
 	// several instances share (cluster mode, cluster.go).
@@ -69,8 +70,9 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 	s := &System{Engine: eng}
 	var b *broker.Broker
 	if cfg.ExternalNamesrv != "" {
-		// BrokerAddr is where missing topics (a job's sink or shuffle topic) are created.
-		eng.cfg.RocketMQ = &connectors.RocketMQConfig{NameServer: cfg.ExternalNamesrv, BrokerAddr: cfg.BrokerAddr, Group: "rsql-server"}
+		// Missing topics (a job's sink or shuffle topic) are created on the cluster's masters,
+		// which the name server names.
+		eng.cfg.RocketMQ = &connectors.RocketMQConfig{NameServer: cfg.ExternalNamesrv, CreateTopics: true, Group: "rsql-server"}
 	} else {
 		b, err = broker.Open(broker.Config{Dir: filepath.Join(cfg.DataDir, "broker")})
 		if err != nil {

@@ -57,3 +57,17 @@ func BenchmarkEvalCase(b *testing.B) {
 }
 func BenchmarkEvalJSON(b *testing.B)    { benchEval(b, "payload->>'$.a.b[1]'") }
 func BenchmarkEvalExtract(b *testing.B) { benchEval(b, "EXTRACT(HOUR FROM ts)") }
+
+// Arithmetic per type, for docs/benchmarks.md's events per CPU-second of NUMERIC beside
+// BIGINT and DOUBLE: the same shape, x * 3 + x - 1.
+func BenchmarkArithBigInt(b *testing.B) { benchEval(b, "order_id * 3 + order_id - 1") }
+func BenchmarkArithDouble(b *testing.B) { benchEval(b, "amount * 3 + amount - 1") }
+func BenchmarkArithNumeric(b *testing.B) {
+	benchEval(b, "price * 3 + price - 1")
+}
+
+// NUMERIC beyond 64 bits (the apd path).
+func BenchmarkArithNumericBig(b *testing.B) {
+	benchEval(b, "(price + 123456789012345678901234567890) * 3 + price - 1")
+}
+func BenchmarkArithNumericDivide(b *testing.B) { benchEval(b, "price / 7") }

@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -611,6 +612,7 @@ var binOps = map[opcode.Op]string{
 	opcode.LogicAnd: "AND", opcode.LogicOr: "OR", opcode.EQ: "=", opcode.NE: "<>", opcode.LT: "<",
 	opcode.LE: "<=", opcode.GT: ">", opcode.GE: ">=", opcode.Plus: "+", opcode.Minus: "-",
 	opcode.Mul: "*", opcode.Div: "/", opcode.Mod: "%", opcode.IntDiv: "/",
+	opcode.NullEQ: "IS NOT DISTINCT FROM",
 }
 
 func (b *binder) node(n ast.ExprNode) (Expr, error) {
@@ -654,7 +656,13 @@ func (b *binder) node(n ast.ExprNode) (Expr, error) {
 		case opcode.Minus:
 			if l, ok := a.(*Literal); ok {
 				switch l.V.K {
-				case KindBigInt, KindInt, KindDecimal, KindInterval:
+				case KindBigInt, KindInt:
+					if l.V.I != math.MinInt64 {
+						return intLiteral(-l.V.I), nil
+					}
+				case KindDecimal:
+					return &Literal{V: NumericSub(Value{K: KindDecimal}, l.V), T: l.T}, nil
+				case KindInterval:
 					if l.V.I != -l.V.I || l.V.I == 0 {
 						v := l.V
 						v.I = -v.I
@@ -770,6 +778,27 @@ func (b *binder) node(n ast.ExprNode) (Expr, error) {
 			esc = '\\'
 		}
 		return &Like{Arg: a, Pattern: p, Escape: esc, Not: x.Not}, nil
+	case *ast.PatternRegexpExpr:
+		// a ~ 'pattern' (the pre-pass writes it as REGEXP); a ~* 'p' has __rsql_ci('p').
+		a, err := b.expr(x.Expr)
+		if err != nil {
+			return nil, err
+		}
+		op := "REGEXP"
+		pat := x.Pattern
+		if f, ok := pat.(*ast.FuncCallExpr); ok && f.FnName.L == "__rsql_ci" && len(f.Args) == 1 {
+			op, pat = "IREGEXP", f.Args[0]
+		}
+		p, err := b.expr(pat)
+		if err != nil {
+			return nil, err
+		}
+		b.setPos(x)
+		e, err := b.call(op, a, p)
+		if err != nil || !x.Not {
+			return e, err
+		}
+		return b.call("NOT", e)
 	case *ast.CaseExpr:
 		return b.caseExpr(x)
 	case *ast.FuncCallExpr:
@@ -808,38 +837,68 @@ func (b *binder) value(x *driver.ValueExpr) (Expr, error) {
 		if mysql.HasIsBooleanFlag(x.Type.GetFlag()) {
 			return NewLiteral(Bool(x.GetInt64() != 0)), nil
 		}
-		return NewLiteral(BigInt(x.GetInt64())), nil
+		return intLiteral(x.GetInt64()), nil
 	case driver.KindUint64:
 		u := x.GetUint64()
 		if u > 1<<63-1 {
-			return NewLiteral(Double(float64(u))), nil
+			v, _ := NumericFromString(strconv.FormatUint(u, 10))
+			return &Literal{V: v, T: TypeNumeric}, nil
 		}
-		return NewLiteral(BigInt(int64(u))), nil
+		return intLiteral(int64(u)), nil
 	case driver.KindFloat64, driver.KindFloat32:
+		// PostgreSQL: 1e3 is NUMERIC too (DOUBLE only when NUMERIC cannot hold it).
+		if v, ok := NumericFromString(b.literalText(x)); ok {
+			return &Literal{V: v, T: TypeNumeric}, nil
+		}
 		return NewLiteral(Double(x.GetFloat64())), nil
 	case driver.KindString, driver.KindBytes:
 		return NewLiteral(Varchar(x.GetString())), nil
 	case driver.KindBinaryLiteral:
 		return NewLiteral(Varchar(string(x.GetBinaryLiteral()))), nil
 	case driver.KindMysqlDecimal:
-		s := x.GetMysqlDecimal().String()
-		scale := 0
-		if _, frac, ok := strings.Cut(s, "."); ok {
-			scale = len(frac)
-		}
-		if scale <= 18 {
-			if u, ok := parseDecimal(s, uint8(scale)); ok {
-				v := Decimal(u, uint8(scale))
-				return &Literal{V: v, T: Type{Kind: KindDecimal, Precision: 18, Scale: uint8(scale)}}, nil
-			}
-		}
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil {
+		// PostgreSQL: a number with a point (or too large for BIGINT) is NUMERIC.
+		s := b.literalText(x)
+		v, ok := NumericFromString(s)
+		if !ok {
 			return nil, b.errf(CodeInvalidValue, "bad number %s", s)
 		}
-		return NewLiteral(Double(f)), nil
+		return &Literal{V: v, T: TypeNumeric}, nil
 	}
 	return nil, b.errf(CodeNotSupported, "this literal is not supported")
+}
+
+// intLiteral types an integer constant as PostgreSQL does: INT when it fits 32 bits,
+// else BIGINT.
+func intLiteral(i int64) *Literal {
+	if i == int64(int32(i)) {
+		return NewLiteral(Int(i))
+	}
+	return NewLiteral(BigInt(i))
+}
+
+// literalText is the text of a numeric literal as the user wrote it (tidb's decimal
+// type caps the digits it keeps).
+func (b *binder) literalText(x *driver.ValueExpr) string {
+	s := ""
+	if x.Kind() == driver.KindMysqlDecimal {
+		s = x.GetMysqlDecimal().String()
+	} else {
+		s = strconv.FormatFloat(x.GetFloat64(), 'g', -1, 64)
+	}
+	if off := x.OriginTextPosition(); b.rw != nil && off >= 0 && off < len(b.rw.text) {
+		t := b.rw.text[off:]
+		n := 0
+		for n < len(t) && (t[n] >= '0' && t[n] <= '9' || t[n] == '.' || (t[n] == 'e' || t[n] == 'E') && n > 0 ||
+			(t[n] == '+' || t[n] == '-') && n > 0 && (t[n-1] == 'e' || t[n-1] == 'E')) {
+			n++
+		}
+		if n > 0 {
+			if _, ok := NumericFromString(t[:n]); ok {
+				return t[:n]
+			}
+		}
+	}
+	return s
 }
 
 func (b *binder) caseExpr(x *ast.CaseExpr) (Expr, error) {
@@ -939,6 +998,8 @@ func (b *binder) aggregate(a *ast.AggregateFuncExpr) (Expr, error) {
 			call.T = TypeDouble
 		case t.Kind == KindDouble:
 			call.T = TypeDouble
+		case t.Kind == KindDecimal && t.Precision == 0:
+			call.T = TypeNumeric // the sum keeps the values' scales
 		case t.Kind == KindDecimal:
 			call.T = Type{Kind: KindDecimal, Precision: 18, Scale: t.Scale}
 		default:

@@ -8,13 +8,6 @@ import (
 	driver "github.com/pingcap/tidb/pkg/parser/test_driver"
 )
 
-// funcAliases maps accepted spellings to the names NewCall knows.
-var funcAliases = map[string]string{
-	"lcase": "LOWER", "ucase": "UPPER", "ceiling": "CEIL", "substr": "SUBSTRING", "mid": "SUBSTRING",
-	"character_length": "CHAR_LENGTH", "current_timestamp": "NOW", "localtimestamp": "NOW",
-	"localtime": "NOW", "sysdate": "NOW", "utc_timestamp": "NOW",
-}
-
 // ServerVersion is what version() returns; clients parse it as PostgreSQL's.
 var ServerVersion = "PostgreSQL 15.0 (rsql)"
 
@@ -29,13 +22,6 @@ var sessionFuncs = map[string]func() string{
 	"CURRENT_USER":     func() string { return "rsql" },
 	"SESSION_USER":     func() string { return "rsql" },
 	"USER":             func() string { return "rsql" },
-}
-
-var scalarFuncs = map[string]bool{
-	"COALESCE": true, "IFNULL": true, "LOWER": true, "UPPER": true, "CONCAT": true, "SUBSTRING": true,
-	"LENGTH": true, "CHAR_LENGTH": true, "LTRIM": true, "RTRIM": true, "ABS": true, "ROUND": true,
-	"FLOOR": true, "CEIL": true, "MOD": true, "DATE_FORMAT": true, "JSON_EXTRACT": true, "JSON_UNQUOTE": true,
-	"REPLACE": true, "REGEXP_EXTRACT": true, "SPLIT_INDEX": true,
 }
 
 func (b *binder) funcCall(f *ast.FuncCallExpr) (Expr, error) {
@@ -94,6 +80,42 @@ func (b *binder) funcCall(f *ast.FuncCallExpr) (Expr, error) {
 		case "tumble_start", "tumble_end", "hop_start", "hop_end", "session_start", "session_end":
 			return b.windowBound(f)
 		}
+	case name == "__rsql_extract" || name == "__rsql_jget" || name == "__rsql_jgett" || name == "__rsql_concatfn" || name == "__rsql_ci":
+		fn := map[string]string{"__rsql_extract": "EXTRACT", "__rsql_jget": "JSON_GET", "__rsql_jgett": "JSON_GET_TEXT", "__rsql_concatfn": "CONCAT", "__rsql_ci": "__CI"}[name]
+		args, err := b.exprs(f.Args)
+		if err != nil {
+			return nil, err
+		}
+		b.setPos(f)
+		if fn == "__CI" {
+			return nil, b.errf(CodeSyntax, "~* needs a pattern on its right")
+		}
+		return b.call(fn, args...)
+	case name == "concat":
+		// a || b (tidb's pipes-as-concat); the CONCAT function was renamed by the pre-pass.
+		args, err := b.exprs(f.Args)
+		if err != nil {
+			return nil, err
+		}
+		b.setPos(f)
+		if len(args) == 0 {
+			return nil, b.errf(CodeSyntax, "|| needs two operands")
+		}
+		e := args[0]
+		for _, a := range args[1:] {
+			if e, err = b.call("||", e, a); err != nil {
+				return nil, err
+			}
+		}
+		return e, nil
+	case (name == "locate" || name == "position") && len(f.Args) == 2:
+		// POSITION(sub IN s)
+		args, err := b.exprs(f.Args)
+		if err != nil {
+			return nil, err
+		}
+		b.setPos(f)
+		return b.call("STRPOS", args[1], args[0])
 	case name == "extract":
 		if len(f.Args) != 2 {
 			return nil, b.errf(CodeSyntax, "EXTRACT(unit FROM timestamp)")
@@ -129,17 +151,15 @@ func (b *binder) funcCall(f *ast.FuncCallExpr) (Expr, error) {
 		return &Case{Whens: args[:1], Thens: args[1:2], Else: args[2], T: t}, nil
 	}
 	fn := strings.ToUpper(name)
-	if a, ok := funcAliases[name]; ok {
-		fn = a
-	}
-	if fn == "NOW" {
-		return b.call("NOW")
-	}
 	if v, ok := sessionFuncs[fn]; ok && len(f.Args) == 0 {
 		return NewLiteral(Varchar(v())), nil
 	}
-	if !scalarFuncs[fn] {
-		return nil, b.errf(CodeNotSupported, "function %s is not supported", strings.ToUpper(f.FnName.O))
+	d, ok := LookupFunc(fn)
+	if !ok || d.Hidden || strings.HasPrefix(name, "json_get") {
+		return nil, b.errf(CodeUndefinedFunction, "function %s does not exist", strings.ToLower(f.FnName.O))
+	}
+	if d.Name == "NOW" {
+		return b.call("NOW")
 	}
 	args, err := b.exprs(f.Args)
 	if err != nil {
@@ -253,7 +273,8 @@ func (ins *Insert) Rows(target Schema) ([]Row, error) {
 			col := target[idx[j]]
 			cv, err := CastValue(v, col.Type)
 			if err != nil {
-				return nil, Errorf(CodeInvalidValue, "VALUES row %d, column %s: %s", r+1, col.Name, err.(*Error).Message)
+				ce := err.(*Error)
+				return nil, Errorf(ce.Code, "VALUES row %d, column %s: %s", r+1, col.Name, ce.Message)
 			}
 			row[idx[j]] = cv
 		}

@@ -15,7 +15,8 @@ import (
 //	BOOLEAN                      1 byte, 0 or 1
 //	INT, BIGINT, TIMESTAMP,      zig-zag varint
 //	INTERVAL
-//	DECIMAL                      scale byte, zig-zag varint
+//	DECIMAL                      scale byte (≤ 18), zig-zag varint; or for a value
+//	                             beyond 64 bits (numeric.go) 0xFF, uvarint length, text
 //	DOUBLE                       8 bytes, IEEE 754 bits, little-endian
 //	VARCHAR, JSON                uvarint length, bytes
 //
@@ -42,6 +43,11 @@ func AppendValue(dst []byte, v Value) []byte {
 	case KindInt, KindBigInt, KindTimestamp, KindInterval:
 		return binary.AppendVarint(dst, v.I)
 	case KindDecimal:
+		if v.S != "" {
+			dst = append(dst, 0xFF)
+			dst = binary.AppendUvarint(dst, uint64(len(v.S)))
+			return append(dst, v.S...)
+		}
 		dst = append(dst, v.Scale)
 		return binary.AppendVarint(dst, v.I)
 	case KindDouble:
@@ -80,7 +86,19 @@ func DecodeValue(b []byte) (Value, int, error) {
 			return Null, 0, fmt.Errorf("%w: DECIMAL without scale at byte 1", ErrCorrupt)
 		}
 		s := b[1]
-		if s > 38 {
+		if s == 0xFF {
+			l, n := binary.Uvarint(b[2:])
+			if n <= 0 || l > uint64(len(b)-2-n) {
+				return Null, 0, fmt.Errorf("%w: bad DECIMAL text length at byte 2", ErrCorrupt)
+			}
+			text := string(b[2+n : 2+n+int(l)])
+			v, ok := NumericFromString(text)
+			if !ok || v.S != text {
+				return Null, 0, fmt.Errorf("%w: bad DECIMAL text %q at byte %d", ErrCorrupt, text, 2+n)
+			}
+			return v, 2 + n + int(l), nil
+		}
+		if s > maxSmallScale {
 			return Null, 0, fmt.Errorf("%w: DECIMAL scale %d at byte 1", ErrCorrupt, s)
 		}
 		i, n := binary.Varint(b[2:])

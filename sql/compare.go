@@ -33,15 +33,15 @@ func cmpFloat(a, b float64) int {
 	case a == b:
 		return 0
 	}
-	// NaN sorts before every number and equals itself.
+	// NaN sorts after every number and equals itself (PostgreSQL's order).
 	an, bn := math.IsNaN(a), math.IsNaN(b)
 	switch {
 	case an && bn:
 		return 0
 	case an:
-		return -1
+		return 1
 	}
-	return 1
+	return -1
 }
 
 // kindClass groups kinds that compare with each other.
@@ -84,17 +84,7 @@ func Compare(a, b Value) int {
 			return cmpFloat(a.AsFloat(), b.AsFloat())
 		}
 		// DECIMAL with DECIMAL or an integer.
-		sa, sb := decScale(a), decScale(b)
-		s := sa
-		if sb > s {
-			s = sb
-		}
-		x, ok1 := rescaleInt(a.I, sa, s)
-		y, ok2 := rescaleInt(b.I, sb, s)
-		if !ok1 || !ok2 {
-			return cmpFloat(a.AsFloat(), b.AsFloat())
-		}
-		return cmpInt(x, y)
+		return NumericCompare(a, b)
 	case 2:
 		return strings.Compare(a.S, b.S)
 	}
@@ -112,7 +102,7 @@ func Equal(a, b Value) bool {
 		case KindDouble:
 			return a.F == b.F || (math.IsNaN(a.F) && math.IsNaN(b.F))
 		case KindDecimal:
-			if a.Scale == b.Scale {
+			if a.Scale == b.Scale && a.S == "" && b.S == "" {
 				return a.I == b.I
 			}
 		default:
@@ -145,14 +135,28 @@ func decScale(v Value) uint8 {
 // rescaleInt converts an integer scaled by 10^from to one scaled by 10^to (to >= from),
 // reporting overflow.
 func rescaleInt(x int64, from, to uint8) (int64, bool) {
-	for ; from < to; from++ {
-		if x > math.MaxInt64/10 || x < math.MinInt64/10 {
-			return 0, false
-		}
-		x *= 10
+	if from >= to {
+		return x, true
 	}
-	return x, true
+	d := to - from
+	if d > 18 {
+		return 0, x == 0
+	}
+	p := pow10i[d]
+	if x > math.MaxInt64/p || x < math.MinInt64/p {
+		return 0, false
+	}
+	return x * p, true
 }
+
+// pow10i holds 10^0 .. 10^18.
+var pow10i = func() (t [19]int64) {
+	t[0] = 1
+	for i := 1; i < len(t); i++ {
+		t[i] = t[i-1] * 10
+	}
+	return
+}()
 
 const (
 	hashOffset = 14695981039346656037
@@ -186,10 +190,12 @@ func HashValue(h uint64, v Value) uint64 {
 			}
 		case KindDecimal:
 			p := int64(Pow10(v.Scale))
-			if v.Scale <= 18 && v.I%p == 0 {
+			if v.S == "" && v.Scale <= 18 && v.I%p == 0 {
 				x = uint64(v.I / p)
+			} else if f := v.AsFloat(); v.S != "" && f == math.Trunc(f) && f >= -9.2e18 && f <= 9.2e18 {
+				x = uint64(int64(f))
 			} else {
-				x = math.Float64bits(v.AsFloat())
+				x = math.Float64bits(f)
 			}
 		default:
 			x = uint64(v.I)
@@ -223,6 +229,9 @@ func HashRow(r Row) uint64 {
 // 8 bytes big-endian with the sign bit flipped (so byte order is numeric order), for
 // DOUBLE its order-preserving 8 bytes, for DECIMAL the scale byte then 8 bytes, for
 // VARCHAR/JSON the bytes with 0x00 escaped as 0x00 0xFF and terminated by 0x00 0x01.
+// DECIMAL is encoded in its canonical form (trailing fraction zeros removed, so 1.5 and
+// 1.50 encode alike): the scale byte then 8 bytes, or for a number beyond 64 bits 0xFF
+// and its canonical text terminated by 0x00 0x01.
 func AppendKey(dst []byte, v Value) []byte {
 	dst = append(dst, byte(v.K))
 	switch v.K {
@@ -240,8 +249,14 @@ func AppendKey(dst []byte, v Value) []byte {
 		}
 		return binary.BigEndian.AppendUint64(dst, b)
 	case KindDecimal:
-		dst = append(dst, v.Scale)
-		return binary.BigEndian.AppendUint64(dst, uint64(v.I)^(1<<63))
+		i, sc, text := numericCanonical(v)
+		if text != "" {
+			dst = append(dst, 0xFF)
+			dst = append(dst, text...)
+			return append(dst, 0, 1)
+		}
+		dst = append(dst, sc)
+		return binary.BigEndian.AppendUint64(dst, uint64(i)^(1<<63))
 	case KindVarchar, KindJSON:
 		for i := 0; i < len(v.S); i++ {
 			c := v.S[i]
@@ -255,15 +270,15 @@ func AppendKey(dst []byte, v Value) []byte {
 	return binary.BigEndian.AppendUint64(dst, uint64(v.I)^(1<<63))
 }
 
-// CastValue converts v to type t. It fails (code 22023) when the value cannot be
-// represented: text that is not a number/boolean/timestamp, a number out of range, text
-// that is not valid JSON. NULL casts to NULL.
+// CastValue converts v to type t as PostgreSQL's casts do. It fails with 22P02 for text
+// that is not a value of the type (CAST('3.5' AS BIGINT), CAST('abc' AS INT), text that
+// is not JSON) and 22003 for a number out of the type's range. NULL casts to NULL.
 func CastValue(v Value, t Type) (Value, error) {
 	if v.K == KindNull {
-		return Null, nil
+		return v, nil
 	}
-	bad := func() (Value, error) {
-		return Null, Errorf(CodeInvalidValue, "cannot cast %s %s to %s", v.K, quoteString(v.String()), t)
+	badText := func(typ string) (Value, error) {
+		return Null, Errorf(CodeInvalidText, "invalid input syntax for type %s: %s", typ, quoteString(v.S))
 	}
 	switch t.Kind {
 	case KindNull:
@@ -272,49 +287,51 @@ func CastValue(v Value, t Type) (Value, error) {
 		switch {
 		case v.K == KindBool:
 			return v, nil
-		case intLike(v.K) || v.K == KindDecimal:
+		case intLike(v.K):
 			return Bool(v.I != 0), nil
+		case v.K == KindDecimal:
+			return Bool(NumericCompare(v, Value{K: KindDecimal}) != 0), nil
 		case v.K == KindDouble:
 			return Bool(v.F != 0), nil
 		case v.K == KindVarchar || v.K == KindJSON:
-			switch strings.ToLower(strings.TrimSpace(v.S)) {
-			case "true", "t", "1", "yes", "y", "on":
-				return Bool(true), nil
-			case "false", "f", "0", "no", "n", "off":
-				return Bool(false), nil
+			if b, ok := parseBool(v.S); ok {
+				return Bool(b), nil
 			}
+			return badText("boolean")
 		}
-		return bad()
 	case KindInt, KindBigInt:
 		var i int64
 		switch {
 		case intLike(v.K):
 			i = v.I
 		case v.K == KindDouble:
-			f := math.Round(v.F)
-			if math.IsNaN(f) || f < -9.223372036854775e18 || f > 9.223372036854775e18 {
-				return bad()
+			f := math.RoundToEven(v.F)
+			if math.IsNaN(f) || f < -9.223372036854775e18 || f >= 9.223372036854775e18 {
+				return Null, Errorf(CodeNumericOutOfRange, "%s", outOfRange(t.Kind))
 			}
 			i = int64(f)
 		case v.K == KindDecimal:
-			i = roundScaled(v.I, v.Scale, 0)
+			n, ok := numericToInt(v)
+			if !ok {
+				return Null, Errorf(CodeNumericOutOfRange, "%s", outOfRange(t.Kind))
+			}
+			i = n
 		case v.K == KindVarchar || v.K == KindJSON:
 			s := strings.TrimSpace(v.S)
 			n, err := strconv.ParseInt(s, 10, 64)
 			if err != nil {
-				f, ferr := strconv.ParseFloat(s, 64)
-				if ferr != nil || math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 9.2e18 {
-					return bad()
+				if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+					return Null, Errorf(CodeNumericOutOfRange, "value %s is out of range for type %s", quoteString(v.S), pgTypeName(t))
 				}
-				n = int64(math.Round(f))
+				return badText(pgTypeName(t))
 			}
 			i = n
 		default:
-			return bad()
+			return Null, Errorf(CodeCannotCoerce, "cannot cast %s to %s", v.K, t)
 		}
 		if t.Kind == KindInt {
 			if i < math.MinInt32 || i > math.MaxInt32 {
-				return bad()
+				return Null, Errorf(CodeNumericOutOfRange, "integer out of range")
 			}
 			return Int(i), nil
 		}
@@ -322,86 +339,170 @@ func CastValue(v Value, t Type) (Value, error) {
 	case KindDouble:
 		switch {
 		case v.K == KindVarchar || v.K == KindJSON:
-			f, err := strconv.ParseFloat(strings.TrimSpace(v.S), 64)
-			if err != nil {
-				return bad()
+			f, ok, rangeErr := parseFloat8(v.S)
+			if rangeErr {
+				return Null, Errorf(CodeNumericOutOfRange, "%s is out of range for type double precision", quoteString(v.S))
+			}
+			if !ok {
+				return badText("double precision")
+			}
+			return Double(f), nil
+		case v.K == KindDecimal:
+			f := NumericFloat(v)
+			if math.IsInf(f, 0) && !numericSpecial(v) {
+				return Null, Errorf(CodeNumericOutOfRange, "value out of range: overflow")
 			}
 			return Double(f), nil
 		case kindClass(v.K) == 1:
 			return Double(v.AsFloat()), nil
 		}
-		return bad()
 	case KindDecimal:
-		var u int64
-		var ok bool
-		switch {
-		case intLike(v.K):
-			u, ok = rescaleInt(v.I, 0, t.Scale)
-		case v.K == KindDecimal:
-			if v.Scale <= t.Scale {
-				u, ok = rescaleInt(v.I, v.Scale, t.Scale)
-			} else {
-				u, ok = roundScaled(v.I, v.Scale, t.Scale), true
-			}
-		case v.K == KindDouble:
-			f := math.Round(v.F * Pow10(t.Scale))
-			ok = !math.IsNaN(f) && math.Abs(f) < 9.2e18
-			u = int64(f)
-		case v.K == KindVarchar || v.K == KindJSON:
-			u, ok = parseDecimal(strings.TrimSpace(v.S), t.Scale)
+		out, err := castToDecimal(v, t)
+		if err != nil {
+			return Null, err
 		}
-		if !ok {
-			return bad()
-		}
-		if t.Precision > 0 && t.Precision < 19 {
-			lim := int64(Pow10(t.Precision))
-			if u >= lim || u <= -lim {
-				return bad()
-			}
-		}
-		return Decimal(u, t.Scale), nil
+		return out, nil
 	case KindVarchar:
-		if v.K == KindVarchar {
+		switch v.K {
+		case KindVarchar:
 			return v, nil
+		case KindBool:
+			return Varchar(castText(v)), nil
 		}
-		return Varchar(v.String()), nil
+		return Varchar(Text(v)), nil
 	case KindTimestamp:
 		switch {
 		case intLike(v.K):
 			return Timestamp(v.I), nil
 		case v.K == KindDouble || v.K == KindDecimal:
-			return Timestamp(int64(math.Round(v.AsFloat()))), nil
+			f := v.AsFloat()
+			if math.IsNaN(f) || math.Abs(f) > 9e18 {
+				return Null, Errorf(CodeDatetimeOverflow, "timestamp out of range")
+			}
+			return Timestamp(int64(math.Round(f))), nil
 		case v.K == KindVarchar || v.K == KindJSON:
 			s := strings.Trim(strings.TrimSpace(v.S), `"`)
 			if ms, ok := ParseTimestamp(s); ok {
+				if tv := checkTimestamp(ms); tv.IsError() {
+					return Null, tv.AsError()
+				}
 				return Timestamp(ms), nil
 			}
+			return Null, Errorf(CodeInvalidDatetime, "invalid input syntax for type timestamp: %s", quoteString(v.S))
 		}
-		return bad()
 	case KindJSON:
 		switch v.K {
 		case KindJSON:
 			return v, nil
 		case KindVarchar:
 			if !json.Valid([]byte(v.S)) {
-				return bad()
+				return Null, Errorf(CodeInvalidText, "invalid input syntax for type json: %s", quoteString(v.S))
 			}
 			return JSONValue(v.S), nil
 		case KindTimestamp:
 			return JSONValue(strconv.Quote(FormatTimestamp(v.I))), nil
+		case KindBool:
+			return JSONValue(castText(v)), nil
 		case KindDouble:
 			if math.IsNaN(v.F) || math.IsInf(v.F, 0) {
-				return bad()
+				return Null, Errorf(CodeInvalidValue, "cannot cast %s to JSON: JSON has no such number", Text(v))
+			}
+		case KindDecimal:
+			if numericSpecial(v) {
+				return Null, Errorf(CodeInvalidValue, "cannot cast %s to JSON: JSON has no such number", Text(v))
 			}
 		}
-		return JSONValue(v.String()), nil
+		return JSONValue(Text(v)), nil
 	case KindInterval:
 		if intLike(v.K) {
 			return Interval(v.I), nil
 		}
-		return bad()
 	}
-	return bad()
+	return Null, Errorf(CodeCannotCoerce, "cannot cast %s to %s", v.K, t)
+}
+
+// pgTypeName is the PostgreSQL name of t, for messages.
+func pgTypeName(t Type) string {
+	switch t.Kind {
+	case KindInt:
+		return "integer"
+	case KindBigInt:
+		return "bigint"
+	case KindDouble:
+		return "double precision"
+	case KindDecimal:
+		return "numeric"
+	case KindBool:
+		return "boolean"
+	case KindVarchar:
+		return "text"
+	}
+	return strings.ToLower(t.String())
+}
+
+// parseBool accepts PostgreSQL's boolean input: true/false, yes/no, on/off, 1/0 and
+// unique prefixes of them (t, f, y, n, tr, ...), case-insensitive, trimmed.
+func parseBool(s string) (bool, bool) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	switch s {
+	case "1":
+		return true, true
+	case "0":
+		return false, true
+	case "o", "":
+		return false, false
+	}
+	for _, w := range []string{"true", "yes", "on"} {
+		if strings.HasPrefix(w, s) && (w != "on" || len(s) == 2) {
+			return true, true
+		}
+	}
+	for _, w := range []string{"false", "no", "off"} {
+		if strings.HasPrefix(w, s) && (w != "off" || len(s) >= 2) {
+			return false, true
+		}
+	}
+	return false, false
+}
+
+// parseFloat8 is PostgreSQL's float8in: decimal numbers with optional exponent, NaN,
+// [+-]Infinity / [+-]inf (case-insensitive), surrounded by spaces. rangeErr reports a
+// number too large or too small (but not zero) for a double.
+func parseFloat8(s string) (f float64, ok, rangeErr bool) {
+	s = strings.TrimSpace(s)
+	switch strings.ToLower(s) {
+	case "nan":
+		return math.NaN(), true, false
+	case "infinity", "+infinity", "inf", "+inf":
+		return math.Inf(1), true, false
+	case "-infinity", "-inf":
+		return math.Inf(-1), true, false
+	}
+	if s == "" {
+		return 0, false, false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+			return 0, false, false
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+			return 0, false, true
+		}
+		return 0, false, false
+	}
+	if f == 0 {
+		// An underflow to zero of a nonzero mantissa is out of range in PostgreSQL.
+		for i := 0; i < len(s) && s[i] != 'e' && s[i] != 'E'; i++ {
+			if s[i] >= '1' && s[i] <= '9' {
+				return 0, false, true
+			}
+		}
+	}
+	return f, true, false
 }
 
 // roundScaled rounds x (scaled by 10^from) to scale to (< from), half away from zero.

@@ -2,10 +2,7 @@ package sql
 
 import (
 	"math"
-	"regexp"
-	"regexp/syntax"
 	"strings"
-	"time"
 	"unicode/utf8"
 )
 
@@ -19,12 +16,146 @@ type Evaluator = func(Row) Value
 // Rows must hold, in each column, a value of the column's kind or NULL (the compiled code
 // reads the payload field of the declared kind).
 //
-// Run-time failures never stop a row: division or MOD by zero, integer overflow, and a
-// CAST that cannot convert its value give NULL.
+// Run-time failures (division by zero, overflow, a CAST that cannot convert its value, a
+// value out of a function's domain) give an error value (ErrorValue) carrying the
+// SQLSTATE and message PostgreSQL would raise for the row; it propagates like NULL and is
+// checked by the operator that finishes the row.
 func Compile(e Expr) (Evaluator, error) {
 	if e == nil {
 		return nil, Errorf(CodeInternal, "compile: nil expression")
 	}
+	e, failed, err := foldConstants(e)
+	if err != nil {
+		return nil, err
+	}
+	if failed.S != "" {
+		// A constant part fails: as in PostgreSQL, whose planner evaluates constant
+		// subexpressions beforehand, the expression fails wherever it is evaluated.
+		return func(Row) Value { return failed }, nil
+	}
+	return compileExpr(e)
+}
+
+// foldConstants replaces every constant subtree (no column, no volatile call) by its
+// value. failed is the error value of a constant subtree that cannot be computed.
+func foldConstants(e Expr) (Expr, Value, error) {
+	e, err := pruneCase(e)
+	if err != nil {
+		return nil, Null, err
+	}
+	failed := Null
+	out, err := Transform(e, func(x Expr) (Expr, error) {
+		if _, ok := x.(*Literal); ok || failed.S != "" {
+			return x, nil
+		}
+		if c, ok := x.(*Call); ok && isVolatile(c.Func) {
+			return x, nil
+		}
+		if c, ok := x.(*Call); ok && (c.Func == "AND" || c.Func == "OR") {
+			// x AND FALSE is FALSE, x OR TRUE is TRUE, whatever x does (PostgreSQL folds them).
+			for _, ch := range c.Args {
+				if l, ok := ch.(*Literal); ok && l.V.K == KindBool && (l.V.I != 0) == (c.Func == "OR") {
+					return &Literal{V: l.V, T: TypeBool}, nil
+				}
+			}
+		}
+		if c, ok := x.(*Call); ok && strictCall(c) {
+			// As PostgreSQL's planner: a strict call with a NULL constant argument is NULL,
+			// whatever its other arguments would do.
+			for _, ch := range c.Args {
+				if l, ok := ch.(*Literal); ok && l.V.K == KindNull && l.V.S == "" {
+					return &Literal{V: Null, T: c.T}, nil
+				}
+			}
+		}
+		for _, ch := range x.Children() {
+			if _, ok := ch.(*Literal); !ok {
+				return x, nil
+			}
+		}
+		if _, ok := x.(*ColumnRef); ok {
+			return x, nil
+		}
+		f, err := compileExpr(x)
+		if err != nil {
+			return nil, err
+		}
+		v := f(nil)
+		if v.IsError() {
+			failed = v
+			return x, nil
+		}
+		return &Literal{V: v, T: x.Type()}, nil
+	})
+	return out, failed, err
+}
+
+// pruneCase drops the branches of searched CASE expressions whose condition is a constant
+// FALSE or NULL, and the branches after a constant TRUE one, as PostgreSQL's planner does
+// before it evaluates constants (so a failing constant in a dead branch fails nothing).
+func pruneCase(e Expr) (Expr, error) {
+	return Transform(e, func(x Expr) (Expr, error) {
+		c, ok := x.(*Case)
+		if !ok || c.Operand != nil {
+			return x, nil
+		}
+		n := &Case{T: c.T, Else: c.Else}
+		changed := false
+		for i, w := range c.Whens {
+			if !IsConstant(w) {
+				n.Whens = append(n.Whens, w)
+				n.Thens = append(n.Thens, c.Thens[i])
+				continue
+			}
+			f, err := compileExpr(w)
+			if err != nil {
+				return nil, err
+			}
+			v := f(nil)
+			switch {
+			case v.IsError():
+				n.Whens = append(n.Whens, w)
+				n.Thens = append(n.Thens, c.Thens[i])
+				continue
+			case v.Truth():
+				changed = true
+				n.Else = c.Thens[i]
+				if len(n.Whens) == 0 {
+					return coerceExpr(n.Else, c.T), nil
+				}
+				return n, nil
+			}
+			changed = true // FALSE or NULL: the branch never runs
+		}
+		if !changed {
+			return x, nil
+		}
+		if len(n.Whens) == 0 {
+			if n.Else == nil {
+				return &Literal{V: Null, T: c.T}, nil
+			}
+			return coerceExpr(n.Else, c.T), nil
+		}
+		return n, nil
+	})
+}
+
+// strictCall reports whether c returns NULL whenever an argument is NULL (operators and
+// functions other than the NULL-consuming ones).
+func strictCall(c *Call) bool {
+	switch c.Func {
+	case "AND", "OR", "IS DISTINCT FROM", "IS NOT DISTINCT FROM", "COALESCE", "GREATEST", "LEAST", "CONCAT", "CONCAT_WS":
+		return false
+	case "NULLIF":
+		// NULLIF(NULL, x) is NULL; NULLIF(x, NULL) is x.
+		l, ok := c.Args[0].(*Literal)
+		return ok && l.V.K == KindNull && l.V.S == ""
+	}
+	return true
+}
+
+// compileExpr compiles e whose constant parts are already folded.
+func compileExpr(e Expr) (Evaluator, error) {
 	if _, isLit := e.(*Literal); !isLit && IsConstant(e) {
 		f, err := compile(e)
 		if err != nil {
@@ -46,19 +177,24 @@ func MustCompile(e Expr) Evaluator {
 	return f
 }
 
-// Eval compiles and evaluates a constant expression (for INSERT ... VALUES).
+// Eval compiles and evaluates a constant expression (for INSERT ... VALUES); a value that
+// cannot be computed is returned as its *Error.
 func Eval(e Expr, row Row) (Value, error) {
 	f, err := Compile(e)
 	if err != nil {
 		return Null, err
 	}
-	return f(row), nil
+	v := f(row)
+	if e := v.AsError(); e != nil {
+		return Null, e
+	}
+	return v, nil
 }
 
 func compileAll(es []Expr) ([]Evaluator, error) {
 	out := make([]Evaluator, len(es))
 	for i, e := range es {
-		f, err := Compile(e)
+		f, err := compileExpr(e)
 		if err != nil {
 			return nil, err
 		}
@@ -81,7 +217,7 @@ func compile(e Expr) (Evaluator, error) {
 	case *Call:
 		return compileCall(n)
 	case *Cast:
-		f, err := Compile(n.Arg)
+		f, err := compileExpr(n.Arg)
 		if err != nil {
 			return nil, err
 		}
@@ -90,22 +226,56 @@ func compile(e Expr) (Evaluator, error) {
 		if from == t.Kind && t.Kind != KindDecimal && t.Kind != KindInt {
 			return f, nil
 		}
+		if from.IsInteger() && t.Kind == KindBigInt {
+			return func(r Row) Value {
+				v := f(r)
+				if v.K != KindNull {
+					v.K = KindBigInt
+				}
+				return v
+			}, nil
+		}
+		if from.IsInteger() && t.Kind == KindDouble {
+			return func(r Row) Value {
+				v := f(r)
+				if v.K == KindNull {
+					return v
+				}
+				return Double(float64(v.I))
+			}, nil
+		}
 		return func(r Row) Value {
-			v, err := CastValue(f(r), t)
-			if err != nil {
-				return Null
+			v := f(r)
+			if v.K == KindNull {
+				return v
 			}
-			return v
+			out, err := CastValue(v, t)
+			if err != nil {
+				return errValue(err.(*Error))
+			}
+			return out
 		}, nil
 	case *IsNull:
-		f, err := Compile(n.Arg)
+		f, err := compileExpr(n.Arg)
 		if err != nil {
 			return nil, err
 		}
 		if n.Not {
-			return func(r Row) Value { return Bool(f(r).K != KindNull) }, nil
+			return func(r Row) Value {
+				v := f(r)
+				if v.K == KindNull && v.S != "" {
+					return v
+				}
+				return Bool(v.K != KindNull)
+			}, nil
 		}
-		return func(r Row) Value { return Bool(f(r).K == KindNull) }, nil
+		return func(r Row) Value {
+			v := f(r)
+			if v.K == KindNull && v.S != "" {
+				return v
+			}
+			return Bool(v.K == KindNull)
+		}, nil
 	case *Between:
 		return compileBetween(n)
 	case *In:
@@ -125,7 +295,7 @@ func compileCase(n *Case) (Evaluator, error) {
 	}
 	thens := make([]Evaluator, len(n.Thens))
 	for i, t := range n.Thens {
-		f, err := Compile(t)
+		f, err := compileExpr(t)
 		if err != nil {
 			return nil, err
 		}
@@ -133,22 +303,29 @@ func compileCase(n *Case) (Evaluator, error) {
 	}
 	els := func(Row) Value { return Null }
 	if n.Else != nil {
-		f, err := Compile(n.Else)
+		f, err := compileExpr(n.Else)
 		if err != nil {
 			return nil, err
 		}
 		els = coerceTo(f, n.Else.Type(), n.T)
 	}
 	if n.Operand != nil {
-		op, err := Compile(n.Operand)
+		op, err := compileExpr(n.Operand)
 		if err != nil {
 			return nil, err
 		}
 		return func(r Row) Value {
 			x := op(r)
+			if x.K == KindNull && x.S != "" {
+				return x
+			}
 			if x.K != KindNull {
 				for i, w := range whens {
-					if y := w(r); y.K != KindNull && Compare(x, y) == 0 {
+					y := w(r)
+					if y.K == KindNull && y.S != "" {
+						return y
+					}
+					if y.K != KindNull && Compare(x, y) == 0 {
 						return thens[i](r)
 					}
 				}
@@ -158,8 +335,12 @@ func compileCase(n *Case) (Evaluator, error) {
 	}
 	return func(r Row) Value {
 		for i, w := range whens {
-			if w(r).Truth() {
+			c := w(r)
+			if c.K == KindBool && c.I != 0 {
 				return thens[i](r)
+			}
+			if c.K == KindNull && c.S != "" {
+				return c
 			}
 		}
 		return els(r)
@@ -184,11 +365,15 @@ func coerceTo(f Evaluator, from, to Type) Evaluator {
 		}
 	}
 	return func(r Row) Value {
-		v, err := CastValue(f(r), to)
-		if err != nil {
-			return Null
+		v := f(r)
+		if v.K == KindNull {
+			return v
 		}
-		return v
+		out, err := CastValue(v, to)
+		if err != nil {
+			return errValue(err.(*Error))
+		}
+		return out
 	}
 }
 
@@ -201,21 +386,33 @@ func compileBetween(n *Between) (Evaluator, error) {
 	if a, hi, err = coerceForCompare(a, hi); err != nil {
 		return nil, err
 	}
-	fa, err := Compile(a)
+	fa, err := compileExpr(a)
 	if err != nil {
 		return nil, err
 	}
-	flo, err := Compile(lo)
+	flo, err := compileExpr(lo)
 	if err != nil {
 		return nil, err
 	}
-	fhi, err := Compile(hi)
+	fhi, err := compileExpr(hi)
 	if err != nil {
 		return nil, err
 	}
 	not := n.Not
 	return func(r Row) Value {
-		x, l, h := fa(r), flo(r), fhi(r)
+		x, l := fa(r), flo(r)
+		if x.K != KindNull && l.K != KindNull {
+			// a BETWEEN l AND h is a >= l AND a <= h: decided without h when a < l.
+			if Compare(x, l) < 0 {
+				return Bool(not)
+			}
+		}
+		h := fhi(r)
+		if x.K == KindNull || l.K == KindNull || h.K == KindNull {
+			if e := nullOf(nullOf(x, l), h); e.S != "" {
+				return e
+			}
+		}
 		if x.K == KindNull {
 			return Null
 		}
@@ -246,7 +443,7 @@ func and3(a, b Value) Value {
 }
 
 func compileIn(n *In) (Evaluator, error) {
-	fa, err := Compile(n.Arg)
+	fa, err := compileExpr(n.Arg)
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +497,7 @@ func compileIn(n *In) (Evaluator, error) {
 		return func(r Row) Value {
 			x := fa(r)
 			if x.K == KindNull {
-				return Null
+				return x
 			}
 			for _, v := range consts {
 				if Compare(x, v) == 0 {
@@ -310,25 +507,40 @@ func compileIn(n *In) (Evaluator, error) {
 			return result(false)
 		}, nil
 	}
-	list := make([]Evaluator, len(n.List))
-	for i, e := range n.List {
+	// Constant elements are tried before the others (PostgreSQL splits the list the same
+	// way: a constant match decides the result whatever the other elements would do).
+	var consts2, others []Expr
+	for _, e := range n.List {
 		_, b, err := coerceForCompare(n.Arg, e)
 		if err != nil {
 			return nil, err
 		}
-		if list[i], err = Compile(b); err != nil {
+		if IsConstant(b) {
+			consts2 = append(consts2, b)
+		} else {
+			others = append(others, b)
+		}
+	}
+	list := make([]Evaluator, 0, len(n.List))
+	for _, b := range append(consts2, others...) {
+		f, err := compileExpr(b)
+		if err != nil {
 			return nil, err
 		}
+		list = append(list, f)
 	}
 	return func(r Row) Value {
 		x := fa(r)
 		if x.K == KindNull {
-			return Null
+			return x
 		}
 		sawNull := false
 		for _, f := range list {
 			v := f(r)
 			if v.K == KindNull {
+				if v.S != "" {
+					return v
+				}
 				sawNull = true
 			} else if Compare(x, v) == 0 {
 				return Bool(!not)
@@ -342,7 +554,7 @@ func compileIn(n *In) (Evaluator, error) {
 }
 
 func compileLike(n *Like) (Evaluator, error) {
-	fa, err := Compile(n.Arg)
+	fa, err := compileExpr(n.Arg)
 	if err != nil {
 		return nil, err
 	}
@@ -358,28 +570,64 @@ func compileLike(n *Like) (Evaluator, error) {
 			return nil, err
 		}
 		if p.K == KindNull {
-			return func(Row) Value { return Null }, nil
+			return func(Row) Value { return p }, nil
+		}
+		if bad := likeEndsInEscape(p.S, esc); bad.S != "" {
+			// PostgreSQL fails only when matching reaches the trailing escape: when the
+			// pattern before it matches a prefix of the text.
+			prefix := CompileLike(strings.TrimSuffix(p.S, string(esc))+"%", esc)
+			return func(r Row) Value {
+				x := fa(r)
+				if x.K == KindNull {
+					return x
+				}
+				if !prefix(x.S) {
+					return wrap(false)
+				}
+				return bad
+			}, nil
 		}
 		m := CompileLike(p.S, esc)
 		return func(r Row) Value {
 			x := fa(r)
 			if x.K == KindNull {
-				return Null
+				return x
 			}
 			return wrap(m(x.S))
 		}, nil
 	}
-	fp, err := Compile(n.Pattern)
+	fp, err := compileExpr(n.Pattern)
 	if err != nil {
 		return nil, err
 	}
 	return func(r Row) Value {
 		x, p := fa(r), fp(r)
 		if x.K == KindNull || p.K == KindNull {
-			return Null
+			return nullOf(x, p)
+		}
+		if bad := likeEndsInEscape(p.S, esc); bad.S != "" {
+			if !CompileLike(strings.TrimSuffix(p.S, string(esc))+"%", esc)(x.S) {
+				return wrap(false)
+			}
+			return bad
 		}
 		return wrap(CompileLike(p.S, esc)(x.S))
 	}, nil
+}
+
+// likeEndsInEscape returns an error value when pattern ends in an unescaped escape
+// character (PostgreSQL: 22025), else NULL.
+func likeEndsInEscape(pattern string, esc rune) Value {
+	rs := []rune(pattern)
+	for i := 0; i < len(rs); i++ {
+		if rs[i] == esc {
+			if i == len(rs)-1 {
+				return ErrorValue(CodeInvalidEscape, "LIKE pattern must not end with escape character")
+			}
+			i++
+		}
+	}
+	return Null
 }
 
 // CompileLike compiles a LIKE pattern into a matcher: % any run, _ one character, esc
@@ -482,6 +730,9 @@ func compileCall(c *Call) (Evaluator, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d, ok := funcRegistry[c.Func]; ok {
+		return d.Build(c, args)
+	}
 	switch c.Func {
 	case "+", "-", "*", "/", "%", "MOD":
 		return compileArith(c, args)
@@ -492,16 +743,27 @@ func compileCall(c *Call) (Evaluator, error) {
 			return func(r Row) Value {
 				v := f(r)
 				if v.K == KindNull {
-					return Null
+					return v
 				}
-				return Double(-v.AsFloat())
+				return Double(-v.F)
+			}, nil
+		case KindDecimal:
+			return func(r Row) Value {
+				v := f(r)
+				if v.K == KindNull {
+					return v
+				}
+				return NumericSub(Value{K: KindDecimal}, v)
 			}, nil
 		}
 		k := c.T.Kind
 		return func(r Row) Value {
 			v := f(r)
-			if v.K == KindNull || v.I == math.MinInt64 {
-				return Null
+			if v.K == KindNull {
+				return v
+			}
+			if v.I == math.MinInt64 || k == KindInt && v.I == math.MinInt32 {
+				return ErrorValue(CodeNumericOutOfRange, outOfRange(k))
 			}
 			v.I = -v.I
 			v.K = k
@@ -509,15 +771,63 @@ func compileCall(c *Call) (Evaluator, error) {
 		}, nil
 	case "=", "<>", "<", "<=", ">", ">=":
 		return compileCompare(c.Func, c.Args[0], c.Args[1], args[0], args[1]), nil
+	case "IS DISTINCT FROM", "IS NOT DISTINCT FROM":
+		a, b := args[0], args[1]
+		distinct := c.Func == "IS DISTINCT FROM"
+		return func(r Row) Value {
+			x, y := a(r), b(r)
+			if x.K == KindNull || y.K == KindNull {
+				if e := nullOf(x, y); e.S != "" {
+					return e
+				}
+				return Bool((x.K == KindNull) != (y.K == KindNull) == distinct)
+			}
+			return Bool((Compare(x, y) != 0) == distinct)
+		}, nil
+	case "||":
+		a, b := args[0], args[1]
+		return func(r Row) Value {
+			x, y := a(r), b(r)
+			if x.K == KindNull || y.K == KindNull {
+				return nullOf(x, y)
+			}
+			return Varchar(castText(x) + castText(y))
+		}, nil
+	case "REGEXP", "IREGEXP":
+		flags := ""
+		if c.Func == "IREGEXP" {
+			flags = "i"
+		}
+		a, p := args[0], args[1]
+		if l, ok := c.Args[1].(*Literal); ok && l.V.K == KindVarchar {
+			re, _, rerr := compileRegexp(l.V.S, flags)
+			return func(r Row) Value {
+				x := a(r)
+				if x.K == KindNull {
+					return x
+				}
+				if rerr != nil {
+					return errValue(rerr)
+				}
+				return Bool(re.MatchString(x.S))
+			}, nil
+		}
+		return strict2(a, p, func(x, y Value) Value {
+			re, _, rerr := compileRegexp(y.S, flags)
+			if rerr != nil {
+				return errValue(rerr)
+			}
+			return Bool(re.MatchString(x.S))
+		}), nil
 	case "AND":
 		a, b := args[0], args[1]
 		return func(r Row) Value {
 			x := a(r)
-			if x.K == KindBool && x.I == 0 {
+			if x.K == KindBool && x.I == 0 || x.K == KindNull && x.S != "" {
 				return x
 			}
 			y := b(r)
-			if y.K == KindBool && y.I == 0 {
+			if y.K == KindBool && y.I == 0 || y.K == KindNull && y.S != "" {
 				return y
 			}
 			if x.K == KindNull || y.K == KindNull {
@@ -529,11 +839,11 @@ func compileCall(c *Call) (Evaluator, error) {
 		a, b := args[0], args[1]
 		return func(r Row) Value {
 			x := a(r)
-			if x.K == KindBool && x.I != 0 {
+			if x.K == KindBool && x.I != 0 || x.K == KindNull && x.S != "" {
 				return x
 			}
 			y := b(r)
-			if y.K == KindBool && y.I != 0 {
+			if y.K == KindBool && y.I != 0 || y.K == KindNull && y.S != "" {
 				return y
 			}
 			if x.K == KindNull || y.K == KindNull {
@@ -546,31 +856,23 @@ func compileCall(c *Call) (Evaluator, error) {
 		return func(r Row) Value {
 			x := a(r)
 			if x.K == KindNull {
-				return Null
+				return x
 			}
 			return Bool(x.I == 0)
 		}, nil
-	case "COALESCE", "IFNULL":
-		fs := make([]Evaluator, len(args))
-		for i, f := range args {
-			fs[i] = coerceTo(f, c.Args[i].Type(), c.T)
+	}
+	return nil, Errorf(CodeNotSupported, "function %s is not supported", c.Func)
+}
+
+// castText is a value cast to text as PostgreSQL's || does (booleans as true/false).
+func castText(v Value) string {
+	if v.K == KindBool {
+		if v.I != 0 {
+			return "true"
 		}
-		return func(r Row) Value {
-			for _, f := range fs {
-				if v := f(r); v.K != KindNull {
-					return v
-				}
-			}
-			return Null
-		}, nil
+		return "false"
 	}
-	if f := compileStringFunc(c, args); f != nil {
-		return f, nil
-	}
-	if f := compileMathFunc(c, args); f != nil {
-		return f, nil
-	}
-	return compileTimeJSONFunc(c, args)
+	return Text(v)
 }
 
 // compileCompare specializes a comparison for the argument kinds.
@@ -593,26 +895,30 @@ func compileCompare(op string, ea, eb Expr, a, b Evaluator) Evaluator {
 			x := k.AsFloat()
 			switch op {
 			case ">":
-				return func(r Row) Value {
-					v := a(r)
-					if v.K == KindNull {
-						return Null
+				if x == x { // not NaN; NaN is above every number
+					return func(r Row) Value {
+						v := a(r)
+						if v.K == KindNull {
+							return v
+						}
+						return Bool(v.F > x || v.F != v.F)
 					}
-					return Bool(v.F > x)
 				}
 			case "<":
-				return func(r Row) Value {
-					v := a(r)
-					if v.K == KindNull {
-						return Null
+				if x == x {
+					return func(r Row) Value {
+						v := a(r)
+						if v.K == KindNull {
+							return v
+						}
+						return Bool(v.F < x)
 					}
-					return Bool(v.F < x)
 				}
 			}
 			return func(r Row) Value {
 				v := a(r)
 				if v.K == KindNull {
-					return Null
+					return v
 				}
 				return Bool(test(cmpFloat(v.F, x)))
 			}
@@ -621,7 +927,7 @@ func compileCompare(op string, ea, eb Expr, a, b Evaluator) Evaluator {
 			return func(r Row) Value {
 				v := a(r)
 				if v.K == KindNull {
-					return Null
+					return v
 				}
 				return Bool(test(cmpInt(v.I, x)))
 			}
@@ -631,7 +937,7 @@ func compileCompare(op string, ea, eb Expr, a, b Evaluator) Evaluator {
 				return func(r Row) Value {
 					v := a(r)
 					if v.K == KindNull {
-						return Null
+						return v
 					}
 					return Bool(v.S == x)
 				}
@@ -639,7 +945,7 @@ func compileCompare(op string, ea, eb Expr, a, b Evaluator) Evaluator {
 			return func(r Row) Value {
 				v := a(r)
 				if v.K == KindNull {
-					return Null
+					return v
 				}
 				return Bool(test(strings.Compare(v.S, x)))
 			}
@@ -650,7 +956,7 @@ func compileCompare(op string, ea, eb Expr, a, b Evaluator) Evaluator {
 		return func(r Row) Value {
 			x, y := a(r), b(r)
 			if x.K == KindNull || y.K == KindNull {
-				return Null
+				return nullOf(x, y)
 			}
 			return Bool(test(cmpInt(x.I, y.I)))
 		}
@@ -658,7 +964,7 @@ func compileCompare(op string, ea, eb Expr, a, b Evaluator) Evaluator {
 		return func(r Row) Value {
 			x, y := a(r), b(r)
 			if x.K == KindNull || y.K == KindNull {
-				return Null
+				return nullOf(x, y)
 			}
 			return Bool(test(cmpFloat(x.F, y.F)))
 		}
@@ -666,7 +972,7 @@ func compileCompare(op string, ea, eb Expr, a, b Evaluator) Evaluator {
 	return func(r Row) Value {
 		x, y := a(r), b(r)
 		if x.K == KindNull || y.K == KindNull {
-			return Null
+			return nullOf(x, y)
 		}
 		return Bool(test(Compare(x, y)))
 	}
@@ -683,183 +989,181 @@ func compileArith(c *Call, args []Evaluator) (Evaluator, error) {
 		if f := fastIntArith(op, c.T.Kind, a, b); f != nil {
 			return f, nil
 		}
-		var f func(x, y int64) (int64, bool)
-		switch op {
-		case "+":
-			f = func(x, y int64) (int64, bool) {
-				s := x + y
-				return s, (s > x) == (y > 0)
-			}
-		case "-":
-			f = func(x, y int64) (int64, bool) {
-				s := x - y
-				return s, (s < x) == (y > 0)
-			}
-		case "*":
-			f = mulInt
-		case "/":
-			f = func(x, y int64) (int64, bool) {
-				if y == 0 || (x == math.MinInt64 && y == -1) {
-					return 0, false
-				}
-				return x / y, true
-			}
-		default:
-			f = func(x, y int64) (int64, bool) {
-				if y == 0 {
-					return 0, false
-				}
-				if y == -1 {
-					return 0, true
-				}
-				return x % y, true
-			}
-		}
 		k := c.T.Kind
+		if op == "/" {
+			return func(r Row) Value {
+				x, y := a(r), b(r)
+				if x.K == KindNull || y.K == KindNull {
+					return nullOf(x, y)
+				}
+				if y.I == 0 {
+					return ErrorValue(CodeDivisionByZero, "division by zero")
+				}
+				if y.I == -1 {
+					return intResult(k, -x.I, x.I != math.MinInt64)
+				}
+				return Value{K: k, I: x.I / y.I}
+			}, nil
+		}
 		return func(r Row) Value {
 			x, y := a(r), b(r)
 			if x.K == KindNull || y.K == KindNull {
-				return Null
+				return nullOf(x, y)
 			}
-			v, ok := f(x.I, y.I)
-			if !ok {
-				return Null
+			if y.I == 0 {
+				return ErrorValue(CodeDivisionByZero, "division by zero")
 			}
-			return Value{K: k, I: v}
+			if y.I == -1 {
+				return Value{K: k}
+			}
+			return Value{K: k, I: x.I % y.I}
 		}, nil
 	case KindDouble:
 		if f := fastDoubleArith(op, a, b); f != nil {
 			return f, nil
 		}
-		var f func(x, y float64) (float64, bool)
-		switch op {
-		case "+":
-			f = func(x, y float64) (float64, bool) { return x + y, true }
-		case "-":
-			f = func(x, y float64) (float64, bool) { return x - y, true }
-		case "*":
-			f = func(x, y float64) (float64, bool) { return x * y, true }
-		case "/":
-			f = func(x, y float64) (float64, bool) { return x / y, y != 0 }
-		default:
-			f = func(x, y float64) (float64, bool) { return math.Mod(x, y), y != 0 }
+		if op == "/" {
+			return func(r Row) Value {
+				x, y := a(r), b(r)
+				if x.K == KindNull || y.K == KindNull {
+					return nullOf(x, y)
+				}
+				xf, yf := x.AsFloat(), y.AsFloat()
+				if yf == 0 && !math.IsNaN(xf) {
+					return ErrorValue(CodeDivisionByZero, "division by zero")
+				}
+				return checkFloat(xf/yf, math.IsInf(xf, 0) || math.IsInf(yf, 0), xf != 0 && !math.IsInf(yf, 0))
+			}, nil
 		}
 		return func(r Row) Value {
 			x, y := a(r), b(r)
 			if x.K == KindNull || y.K == KindNull {
-				return Null
+				return nullOf(x, y)
 			}
-			v, ok := f(x.AsFloat(), y.AsFloat())
-			if !ok {
-				return Null
+			yf := y.AsFloat()
+			if yf == 0 {
+				return ErrorValue(CodeDivisionByZero, "division by zero")
 			}
-			return Double(v)
+			return Double(math.Mod(x.AsFloat(), yf))
 		}, nil
 	case KindDecimal:
-		s := c.T.Scale
 		switch op {
-		case "+", "-", "%":
+		case "+", "-":
+			neg := op == "-"
 			return func(r Row) Value {
 				x, y := a(r), b(r)
 				if x.K == KindNull || y.K == KindNull {
-					return Null
+					return nullOf(x, y)
 				}
-				xi, ok1 := rescaleInt(x.I, decScale(x), s)
-				yi, ok2 := rescaleInt(y.I, decScale(y), s)
-				if !ok1 || !ok2 {
-					return Null
-				}
-				var v int64
-				ok := true
-				switch op {
-				case "+":
-					v = xi + yi
-					ok = (v > xi) == (yi > 0)
-				case "-":
-					v = xi - yi
-					ok = (v < xi) == (yi > 0)
-				default:
-					if yi == 0 {
-						return Null
+				// Fast path: both held in 64 bits (integers count as scale 0).
+				if x.S == "" && y.S == "" && x.K != KindDouble && y.K != KindDouble {
+					sx, sy := decScale(x), decScale(y)
+					xi, yi := x.I, y.I
+					ok := true
+					if sx < sy {
+						xi, ok = rescaleInt(xi, sx, sy)
+						sx = sy
+					} else if sy < sx {
+						yi, ok = rescaleInt(yi, sy, sx)
 					}
-					v = xi % yi
+					if neg {
+						yi = -yi
+						ok = ok && y.I != math.MinInt64
+					}
+					if s := xi + yi; ok && (s > xi) == (yi > 0) {
+						return Value{K: KindDecimal, I: s, Scale: sx}
+					}
 				}
-				if !ok {
-					return Null
+				if neg {
+					return NumericSub(x, y)
 				}
-				return Decimal(v, s)
+				return NumericAdd(x, y)
 			}, nil
 		case "*":
 			return func(r Row) Value {
 				x, y := a(r), b(r)
 				if x.K == KindNull || y.K == KindNull {
-					return Null
+					return nullOf(x, y)
 				}
-				v, ok := mulInt(x.I, y.I)
-				if !ok {
-					return Null
+				if x.S == "" && y.S == "" && x.K != KindDouble && y.K != KindDouble {
+					if s := decScale(x) + decScale(y); s <= maxSmallScale {
+						if p, ok := mulInt(x.I, y.I); ok {
+							return Value{K: KindDecimal, I: p, Scale: s}
+						}
+					}
 				}
-				ps := decScale(x) + decScale(y)
-				if ps > s {
-					v = roundScaled(v, ps, s)
-				}
-				return Decimal(v, s)
-			}, nil
-		default: // "/"
-			return func(r Row) Value {
-				x, y := a(r), b(r)
-				if x.K == KindNull || y.K == KindNull || y.I == 0 {
-					return Null
-				}
-				q := math.Round(x.AsFloat() / y.AsFloat() * Pow10(s))
-				if math.Abs(q) > 9.2e18 {
-					return Null
-				}
-				return Decimal(int64(q), s)
+				return NumericMul(x, y)
 			}, nil
 		}
+		f := NumericMod
+		if op == "/" {
+			f = NumericDiv
+		}
+		return func(r Row) Value {
+			x, y := a(r), b(r)
+			if x.K == KindNull || y.K == KindNull {
+				return nullOf(x, y)
+			}
+			return f(x, y)
+		}, nil
 	case KindTimestamp, KindInterval:
 		k := c.T.Kind
 		switch op {
-		case "+":
+		case "+", "-":
+			neg := op == "-"
 			return func(r Row) Value {
 				x, y := a(r), b(r)
 				if x.K == KindNull || y.K == KindNull {
-					return Null
+					return nullOf(x, y)
 				}
-				return Value{K: k, I: x.I + y.I}
-			}, nil
-		case "-":
-			return func(r Row) Value {
-				x, y := a(r), b(r)
-				if x.K == KindNull || y.K == KindNull {
-					return Null
+				yi := y.I
+				if neg {
+					yi = -yi
 				}
-				return Value{K: k, I: x.I - y.I}
+				s := x.I + yi
+				if (s > x.I) != (yi > 0) {
+					return ErrorValue(CodeDatetimeOverflow, "timestamp out of range")
+				}
+				if k == KindTimestamp {
+					return checkTimestamp(s)
+				}
+				return Value{K: k, I: s}
 			}, nil
 		case "*":
 			return func(r Row) Value {
 				x, y := a(r), b(r)
 				if x.K == KindNull || y.K == KindNull {
-					return Null
+					return nullOf(x, y)
 				}
 				v, ok := mulInt(x.I, y.I)
 				if !ok {
-					return Null
+					return ErrorValue(CodeNumericOutOfRange, "interval out of range")
 				}
 				return Value{K: k, I: v}
 			}, nil
 		case "/":
 			return func(r Row) Value {
 				x, y := a(r), b(r)
-				if x.K == KindNull || y.K == KindNull || y.I == 0 {
-					return Null
+				if x.K == KindNull || y.K == KindNull {
+					return nullOf(x, y)
+				}
+				if y.I == 0 {
+					return ErrorValue(CodeDivisionByZero, "division by zero")
 				}
 				return Value{K: k, I: x.I / y.I}
 			}, nil
 		}
 	}
 	return nil, Errorf(CodeInternal, "compile: operator %s of type %s", c.Func, c.T)
+}
+
+// intResult is v as an INT or BIGINT, or the out-of-range error when !ok or an INT does
+// not fit 32 bits.
+func intResult(k Kind, v int64, ok bool) Value {
+	if !ok || k == KindInt && v != int64(int32(v)) {
+		return ErrorValue(CodeNumericOutOfRange, outOfRange(k))
+	}
+	return Value{K: k, I: v}
 }
 
 func mulInt(x, y int64) (int64, bool) {
@@ -873,241 +1177,6 @@ func mulInt(x, y int64) (int64, bool) {
 	return p, true
 }
 
-func compileStringFunc(c *Call, args []Evaluator) Evaluator {
-	str1 := func(fn func(string) string) Evaluator {
-		a := args[0]
-		return func(r Row) Value {
-			v := a(r)
-			if v.K == KindNull {
-				return Null
-			}
-			return Varchar(fn(v.S))
-		}
-	}
-	switch c.Func {
-	case "LOWER":
-		return str1(strings.ToLower)
-	case "UPPER":
-		return str1(strings.ToUpper)
-	case "TRIM", "LTRIM", "RTRIM":
-		left, right := c.Func != "RTRIM", c.Func != "LTRIM"
-		var rem Evaluator
-		if len(args) == 2 {
-			rem = args[1]
-		}
-		a := args[0]
-		return func(r Row) Value {
-			v := a(r)
-			if v.K == KindNull {
-				return Null
-			}
-			cut := " "
-			if rem != nil {
-				x := rem(r)
-				if x.K == KindNull {
-					return Null
-				}
-				cut = x.S
-			}
-			return Varchar(trimRepeated(v.S, cut, left, right))
-		}
-	case "CONCAT":
-		return func(r Row) Value {
-			var buf [8]Value
-			vals := buf[:0]
-			for _, f := range args {
-				v := f(r)
-				if v.K == KindNull {
-					return Null
-				}
-				vals = append(vals, v)
-			}
-			if len(vals) == 1 && vals[0].K == KindVarchar {
-				return vals[0]
-			}
-			var b strings.Builder
-			for _, v := range vals {
-				if v.K == KindVarchar || v.K == KindJSON {
-					b.WriteString(v.S)
-				} else {
-					b.WriteString(v.String())
-				}
-			}
-			return Varchar(b.String())
-		}
-	case "LENGTH", "CHAR_LENGTH":
-		a := args[0]
-		return func(r Row) Value {
-			v := a(r)
-			if v.K == KindNull {
-				return Null
-			}
-			return BigInt(int64(utf8.RuneCountInString(v.S)))
-		}
-	case "REPLACE":
-		a, from, to := args[0], args[1], args[2]
-		return func(r Row) Value {
-			v, f, t := a(r), from(r), to(r)
-			if v.K == KindNull || f.K == KindNull || t.K == KindNull {
-				return Null
-			}
-			if f.S == "" {
-				return Varchar(v.S)
-			}
-			return Varchar(strings.ReplaceAll(v.S, f.S, t.S))
-		}
-	case "REGEXP_EXTRACT":
-		pattern := c.Args[1].(*Literal).V.S
-		re := regexp.MustCompile(pattern) // checked when the call was typed
-		need := requiredLiterals(pattern)
-		a := args[0]
-		var group Evaluator
-		if len(args) == 3 {
-			group = args[2]
-		}
-		return func(r Row) Value {
-			v := a(r)
-			if v.K == KindNull {
-				return Null
-			}
-			g := 0
-			if group != nil {
-				gv := group(r)
-				if gv.K == KindNull || gv.I < 0 || gv.I > int64(re.NumSubexp()) {
-					return Null
-				}
-				g = int(gv.I)
-			}
-			for _, l := range need {
-				if !strings.Contains(v.S, l) {
-					return Null // no match can be without it: skip the regular expression
-				}
-			}
-			m := re.FindStringSubmatchIndex(v.S)
-			if m == nil || m[2*g] < 0 {
-				return Null
-			}
-			return Varchar(v.S[m[2*g]:m[2*g+1]])
-		}
-	case "SPLIT_INDEX":
-		a, sep, idx := args[0], args[1], args[2]
-		return func(r Row) Value {
-			v, d, i := a(r), sep(r), idx(r)
-			if v.K == KindNull || d.K == KindNull || i.K == KindNull || d.S == "" || i.I < 0 {
-				return Null
-			}
-			s := v.S
-			for n := i.I; n > 0; n-- {
-				k := strings.Index(s, d.S)
-				if k < 0 {
-					return Null
-				}
-				s = s[k+len(d.S):]
-			}
-			if k := strings.Index(s, d.S); k >= 0 {
-				s = s[:k]
-			}
-			return Varchar(s)
-		}
-	case "SUBSTRING":
-		a, p := args[0], args[1]
-		var l Evaluator
-		if len(args) == 3 {
-			l = args[2]
-		}
-		return func(r Row) Value {
-			v, pv := a(r), p(r)
-			if v.K == KindNull || pv.K == KindNull {
-				return Null
-			}
-			n := int64(-1)
-			if l != nil {
-				lv := l(r)
-				if lv.K == KindNull {
-					return Null
-				}
-				n = lv.I
-			}
-			return Varchar(substring(v.S, pv.I, n))
-		}
-	}
-	return nil
-}
-
-// requiredLiterals are strings every match of the regular expression contains: the
-// case-sensitive literals of its top-level concatenation (through capture groups). Testing
-// them with strings.Contains rejects most non-matching inputs for a fraction of a match.
-func requiredLiterals(pattern string) []string {
-	re, err := syntax.Parse(pattern, syntax.Perl)
-	if err != nil {
-		return nil
-	}
-	re = re.Simplify()
-	for re.Op == syntax.OpCapture {
-		re = re.Sub[0]
-	}
-	var out []string
-	add := func(r *syntax.Regexp) {
-		for r.Op == syntax.OpCapture {
-			r = r.Sub[0]
-		}
-		if r.Op == syntax.OpLiteral && r.Flags&syntax.FoldCase == 0 {
-			out = append(out, string(r.Rune))
-		}
-	}
-	if re.Op == syntax.OpConcat {
-		for _, sub := range re.Sub {
-			add(sub)
-		}
-	} else {
-		add(re)
-	}
-	return out
-}
-
-// trimRepeated removes repeated occurrences of cut from the start and/or end of s
-// (MySQL TRIM semantics).
-func trimRepeated(s, cut string, left, right bool) string {
-	if cut == "" {
-		return s
-	}
-	if left {
-		for strings.HasPrefix(s, cut) {
-			s = s[len(cut):]
-		}
-	}
-	if right {
-		for strings.HasSuffix(s, cut) {
-			s = s[:len(s)-len(cut)]
-		}
-	}
-	return s
-}
-
-// substring is SUBSTRING(s, pos, n) over characters: pos is 1-based, a negative pos counts
-// from the end, pos 0 gives ”; n < 0 means to the end (only when n was omitted).
-func substring(s string, pos, n int64) string {
-	count := int64(utf8.RuneCountInString(s))
-	if pos == 0 || (n < 0 && n != -1) {
-		return ""
-	}
-	if pos < 0 {
-		pos = count + pos + 1
-		if pos < 1 {
-			return ""
-		}
-	}
-	if pos > count {
-		return ""
-	}
-	start := byteOffset(s, pos-1)
-	if n == -1 || pos-1+n >= count {
-		return s[start:]
-	}
-	end := start + byteOffset(s[start:], n)
-	return s[start:end]
-}
-
 func byteOffset(s string, chars int64) int {
 	i := 0
 	for ; chars > 0 && i < len(s); chars-- {
@@ -1115,189 +1184,6 @@ func byteOffset(s string, chars int64) int {
 		i += w
 	}
 	return i
-}
-
-func compileMathFunc(c *Call, args []Evaluator) Evaluator {
-	if len(args) == 0 {
-		return nil
-	}
-	a := args[0]
-	k := c.T.Kind
-	switch c.Func {
-	case "ABS":
-		return func(r Row) Value {
-			v := a(r)
-			switch v.K {
-			case KindNull:
-				return Null
-			case KindDouble:
-				return Double(math.Abs(v.F))
-			}
-			if v.I < 0 {
-				if v.I == math.MinInt64 {
-					return Null
-				}
-				v.I = -v.I
-			}
-			if v.K == KindInt {
-				v.K = KindBigInt
-			}
-			return v
-		}
-	case "FLOOR", "CEIL", "CEILING":
-		up := c.Func != "FLOOR"
-		return func(r Row) Value {
-			v := a(r)
-			switch v.K {
-			case KindNull:
-				return Null
-			case KindDouble:
-				if up {
-					return Double(math.Ceil(v.F))
-				}
-				return Double(math.Floor(v.F))
-			case KindDecimal:
-				p := int64(Pow10(v.Scale))
-				q, rem := v.I/p, v.I%p
-				if up && rem > 0 {
-					q++
-				} else if !up && rem < 0 {
-					q--
-				}
-				return Decimal(q, 0)
-			}
-			v.K = k
-			return v
-		}
-	case "ROUND":
-		var d Evaluator
-		if len(args) == 2 {
-			d = args[1]
-		}
-		ts := c.T.Scale
-		return func(r Row) Value {
-			v := a(r)
-			if v.K == KindNull {
-				return Null
-			}
-			digits := int64(0)
-			if d != nil {
-				dv := d(r)
-				if dv.K == KindNull {
-					return Null
-				}
-				digits = dv.I
-			}
-			switch v.K {
-			case KindDouble:
-				if digits > 15 || digits < -18 {
-					if digits > 15 {
-						return v
-					}
-					return Double(0)
-				}
-				if digits >= 0 {
-					p := Pow10(uint8(digits))
-					return Double(math.Round(v.F*p) / p)
-				}
-				p := Pow10(uint8(-digits))
-				return Double(math.Round(v.F/p) * p)
-			case KindDecimal:
-				if v.Scale > ts {
-					return Decimal(roundScaled(v.I, v.Scale, ts), ts)
-				}
-				return v
-			}
-			// integers
-			if digits < 0 && digits > -19 {
-				p := int64(Pow10(uint8(-digits)))
-				q, rem := v.I/p, v.I%p
-				if rem >= (p+1)/2 {
-					q++
-				} else if -rem >= (p+1)/2 {
-					q--
-				}
-				v.I = q * p
-			} else if digits <= -19 {
-				v.I = 0
-			}
-			v.K = k
-			return v
-		}
-	}
-	return nil
-}
-
-func compileTimeJSONFunc(c *Call, args []Evaluator) (Evaluator, error) {
-	switch c.Func {
-	case "NOW", "CURRENT_TIMESTAMP":
-		return func(Row) Value { return Timestamp(time.Now().UnixMilli()) }, nil
-	case "DATE_FORMAT":
-		a := args[0]
-		if lit, ok := c.Args[1].(*Literal); ok {
-			if lit.V.K == KindNull {
-				return func(Row) Value { return Null }, nil
-			}
-			layout := compileDateFormat(lit.V.S)
-			return func(r Row) Value {
-				v := a(r)
-				if v.K == KindNull {
-					return Null
-				}
-				return Varchar(layout(v.I))
-			}, nil
-		}
-		fm := args[1]
-		return func(r Row) Value {
-			v, f := a(r), fm(r)
-			if v.K == KindNull || f.K == KindNull {
-				return Null
-			}
-			return Varchar(compileDateFormat(f.S)(v.I))
-		}, nil
-	case "EXTRACT":
-		unit := c.Args[0].(*Literal).V.S
-		f := extractUnits[unit]
-		a := args[1]
-		return func(r Row) Value {
-			v := a(r)
-			if v.K == KindNull {
-				return Null
-			}
-			return BigInt(f(v.I))
-		}, nil
-	case "JSON_EXTRACT":
-		path, err := parseJSONPath(c.Args[1].(*Literal).V.S)
-		if err != nil {
-			return nil, err
-		}
-		a := args[0]
-		return func(r Row) Value {
-			v := a(r)
-			if v.K == KindNull {
-				return Null
-			}
-			out, ok := jsonExtract(v.S, path)
-			if !ok {
-				return Null
-			}
-			return JSONValue(out)
-		}, nil
-	case "JSON_UNQUOTE":
-		a := args[0]
-		return func(r Row) Value {
-			v := a(r)
-			if v.K == KindNull {
-				return Null
-			}
-			s, ok := jsonUnquote(v.S)
-			if !ok {
-				return Null
-			}
-			return Varchar(s)
-		}, nil
-	}
-	return nil, Errorf(CodeNotSupported, "function %s is not supported", c.Func)
 }
 
 // compareColumnConst compares column i of the row with the constant k without copying
@@ -1369,18 +1255,43 @@ func cmpTest(code uint8, c int) bool {
 	return c >= 0
 }
 
-// fastIntArith specializes integer + - * per operator (no indirect call per row).
+// fastIntArith specializes integer + - * per operator and result kind (no indirect call
+// per row). Overflow (of 32 bits for INT, as PostgreSQL's int4) is an error value.
 func fastIntArith(op string, k Kind, a, b Evaluator) Evaluator {
+	if k == KindInt {
+		var f func(x, y int64) int64
+		switch op {
+		case "+":
+			f = func(x, y int64) int64 { return x + y }
+		case "-":
+			f = func(x, y int64) int64 { return x - y }
+		case "*":
+			f = func(x, y int64) int64 { return x * y }
+		default:
+			return nil
+		}
+		return func(r Row) Value {
+			x, y := a(r), b(r)
+			if x.K == KindNull || y.K == KindNull {
+				return nullOf(x, y)
+			}
+			s := f(x.I, y.I) // operands are 32-bit: no 64-bit overflow
+			if s != int64(int32(s)) {
+				return ErrorValue(CodeNumericOutOfRange, "integer out of range")
+			}
+			return Value{K: KindInt, I: s}
+		}
+	}
 	switch op {
 	case "+":
 		return func(r Row) Value {
 			x, y := a(r), b(r)
 			if x.K == KindNull || y.K == KindNull {
-				return Null
+				return nullOf(x, y)
 			}
 			s := x.I + y.I
 			if (s > x.I) != (y.I > 0) {
-				return Null
+				return ErrorValue(CodeNumericOutOfRange, "bigint out of range")
 			}
 			return Value{K: k, I: s}
 		}
@@ -1388,11 +1299,11 @@ func fastIntArith(op string, k Kind, a, b Evaluator) Evaluator {
 		return func(r Row) Value {
 			x, y := a(r), b(r)
 			if x.K == KindNull || y.K == KindNull {
-				return Null
+				return nullOf(x, y)
 			}
 			s := x.I - y.I
 			if (s < x.I) != (y.I > 0) {
-				return Null
+				return ErrorValue(CodeNumericOutOfRange, "bigint out of range")
 			}
 			return Value{K: k, I: s}
 		}
@@ -1400,11 +1311,11 @@ func fastIntArith(op string, k Kind, a, b Evaluator) Evaluator {
 		return func(r Row) Value {
 			x, y := a(r), b(r)
 			if x.K == KindNull || y.K == KindNull {
-				return Null
+				return nullOf(x, y)
 			}
 			p, ok := mulInt(x.I, y.I)
 			if !ok {
-				return Null
+				return ErrorValue(CodeNumericOutOfRange, "bigint out of range")
 			}
 			return Value{K: k, I: p}
 		}
@@ -1412,32 +1323,42 @@ func fastIntArith(op string, k Kind, a, b Evaluator) Evaluator {
 	return nil
 }
 
-// fastDoubleArith specializes DOUBLE + - * per operator.
+// fastDoubleArith specializes DOUBLE + - * per operator: a finite result that overflows to
+// infinity (or a product that underflows to zero) is an error value, as in PostgreSQL.
 func fastDoubleArith(op string, a, b Evaluator) Evaluator {
 	switch op {
-	case "+":
+	case "+", "-":
+		neg := op == "-"
 		return func(r Row) Value {
 			x, y := a(r), b(r)
 			if x.K == KindNull || y.K == KindNull {
-				return Null
+				return nullOf(x, y)
 			}
-			return Double(x.AsFloat() + y.AsFloat())
-		}
-	case "-":
-		return func(r Row) Value {
-			x, y := a(r), b(r)
-			if x.K == KindNull || y.K == KindNull {
-				return Null
+			xf, yf := x.AsFloat(), y.AsFloat()
+			if neg {
+				yf = -yf
 			}
-			return Double(x.AsFloat() - y.AsFloat())
+			s := xf + yf
+			if math.IsInf(s, 0) && !math.IsInf(xf, 0) && !math.IsInf(yf, 0) {
+				return ErrorValue(CodeNumericOutOfRange, "value out of range: overflow")
+			}
+			return Double(s)
 		}
 	case "*":
 		return func(r Row) Value {
 			x, y := a(r), b(r)
 			if x.K == KindNull || y.K == KindNull {
-				return Null
+				return nullOf(x, y)
 			}
-			return Double(x.AsFloat() * y.AsFloat())
+			xf, yf := x.AsFloat(), y.AsFloat()
+			p := xf * yf
+			if math.IsInf(p, 0) && !math.IsInf(xf, 0) && !math.IsInf(yf, 0) {
+				return ErrorValue(CodeNumericOutOfRange, "value out of range: overflow")
+			}
+			if p == 0 && xf != 0 && yf != 0 {
+				return ErrorValue(CodeNumericOutOfRange, "value out of range: underflow")
+			}
+			return Double(p)
 		}
 	}
 	return nil
@@ -1452,7 +1373,7 @@ func inSet[K comparable](fa Evaluator, consts []Value, key func(Value) K, result
 	return func(r Row) Value {
 		x := fa(r)
 		if x.K == KindNull {
-			return Null
+			return x
 		}
 		_, ok := set[key(x)]
 		return result(ok)

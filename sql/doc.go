@@ -62,9 +62,27 @@
 // Expr nodes: *Literal, *ColumnRef (the only node that reads the row), *Call (operators and
 // scalar functions, built with NewCall which type-checks), *Case, *Cast, *In, *Between,
 // *Like, *IsNull. Trees are immutable; Children/WithChildren, Walk, Transform,
-// ColumnsUsed and RemapColumns support rewrites. Compile turns a tree into an Evaluator
-// (func(Row) Value) once; run-time failures (division by zero, overflow, a CAST that cannot
-// convert) yield NULL rather than stopping the row. Compare, Equal, HashValue/HashRow and
-// AppendKey give the NULL-aware ordering, grouping equality, a process-independent hash
-// (for exchanges) and a byte encoding (for state keys) that agree with each other.
+// ColumnsUsed and RemapColumns support rewrites. Expressions mean what they mean in
+// PostgreSQL 15 (literal types, implicit casts, casts, function results and errors; the
+// deliberate differences are listed in docs/sql.md and checked by the differential test
+// against PostgreSQL, pgdiff_test.go).
+//
+// Scalar functions are registered once each (FuncDef in funcs*.go: names, type rule,
+// evaluator, docs line); LookupFunc and Funcs expose the registry and FunctionTable renders
+// docs/sql.md's table from it. Operators are typed in types.go and compiled in compile.go.
+//
+// Compile turns a tree into an Evaluator (func(Row) Value) once, folding constant subtrees.
+// A run-time failure (division by zero, overflow, a CAST that cannot convert, an argument
+// outside a function's domain) yields an error value (ErrorValue: kind NULL, carrying the
+// SQLSTATE and message) that strict functions pass on like NULL and NULL-consuming
+// constructs (IS NULL, COALESCE, CASE, AND/OR, IS DISTINCT FROM) pass on too; callers
+// check the finished value (Value.Err, RowError) and treat the row as failed. A constant
+// subtree that fails makes the whole expression fail, as PostgreSQL's planner does.
+//
+// NUMERIC is PostgreSQL's arbitrary-precision numeric (numeric.go): values that fit an
+// int64 coefficient with scale ≤ 18 live in Value.I/Scale, larger ones as decimal text in
+// Value.S computed with github.com/cockroachdb/apd. NumericAdd and friends are exported for
+// aggregation. Compare, Equal, HashValue/HashRow and AppendKey give the NULL-aware
+// ordering, grouping equality (1.5 equals 1.50), a process-independent hash (for
+// exchanges) and a byte encoding (for state keys) that agree with each other.
 package sql

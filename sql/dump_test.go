@@ -55,12 +55,18 @@ func dumpStatement(st Statement) string {
 	switch s := st.(type) {
 	case *CreateStream:
 		fmt.Fprintf(&b, "  name=%s ifnotexists=%v watermark=%s delay=%d options=%s\n", s.Name, s.IfNotExists, s.WatermarkColumn, s.WatermarkDelay, opts(s.Options))
+		if s.OrReplace {
+			b.WriteString("  orreplace\n")
+		}
 		for _, c := range s.Columns {
 			fmt.Fprintf(&b, "  column %s %s\n", c.Name, c.Type)
 		}
 		sel(s.As)
 	case *CreateView:
 		fmt.Fprintf(&b, "  name=%s ifnotexists=%v options=%s\n", s.Name, s.IfNotExists, opts(s.Options))
+		if s.OrReplace {
+			b.WriteString("  orreplace\n")
+		}
 		sel(s.As)
 	case *Insert:
 		fmt.Fprintf(&b, "  target=%s columns=%v\n", s.Target, s.Columns)
@@ -89,6 +95,8 @@ func dumpStatement(st Statement) string {
 		fmt.Fprintf(&b, "  action=%s id=%s\n", s.Action, s.ID)
 	case *SetStmt:
 		fmt.Fprintf(&b, "  name=%s value=%s\n", s.Name, s.Value)
+	case *Transaction:
+		fmt.Fprintf(&b, "  action=%s\n", s.Action)
 	}
 	return b.String()
 }

@@ -2,7 +2,7 @@ package sql
 
 import "fmt"
 
-// SQLSTATE codes of SQL.md.
+// SQLSTATE codes of docs/sql.md ("Errors"); codes.go holds the others.
 const (
 	CodeSyntax        = "42601"
 	CodeUnknownTable  = "42P01"

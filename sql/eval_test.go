@@ -5,7 +5,6 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"regexp"
-	"strings"
 	"testing"
 )
 
@@ -49,15 +48,15 @@ func show(v Value) string {
 func TestEval(t *testing.T) {
 	cases := []struct{ expr, want string }{
 		// arithmetic and promotion
-		{"1 + 2", "BIGINT 3"},
-		{"qty + 1", "BIGINT 4"},
+		{"1 + 2", "INT 3"},
+		{"qty + 1", "INT 4"},
 		{"qty * order_id", "BIGINT 21"},
-		{"7 / 2", "BIGINT 3"},
-		{"-7 / 2", "BIGINT -3"},
-		{"7 % 3", "BIGINT 1"},
-		{"-7 % 3", "BIGINT -1"},
-		{"MOD(7, -3)", "BIGINT 1"},
-		{"7 DIV 2", "BIGINT 3"},
+		{"7 / 2", "INT 3"},
+		{"-7 / 2", "INT -3"},
+		{"7 % 3", "INT 1"},
+		{"-7 % 3", "INT -1"},
+		{"MOD(7, -3)", "INT 1"},
+		{"7 DIV 2", "INT 3"},
 		{"7 / 0", "NULL"},
 		// a numeric string literal (or a parameter sent as text) in arithmetic reads as a number
 		{"amount * '2'", "DOUBLE 25"},
@@ -73,17 +72,17 @@ func TestEval(t *testing.T) {
 		{"price - 0.005", "DECIMAL 19.985"},
 		{"price * 2", "DECIMAL 39.98"},
 		{"price * price", "DECIMAL 399.6001"},
-		{"price / 4", "DECIMAL 4.997500"},
+		{"price / 4", "DECIMAL 4.9975000000000000"},
 		{"price / 0", "NULL"},
 		{"price + amount", "DOUBLE 32.489999999999995"},
 		{"price % 3", "DECIMAL 1.99"},
 		{"-price", "DECIMAL -19.99"},
-		{"-qty", "BIGINT -3"},
-		{"- -5", "BIGINT 5"},
+		{"-qty", "INT -3"},
+		{"- -5", "INT 5"},
 		{"9223372036854775807 + 1", "NULL"},
 		{"4611686018427387904 * 2", "NULL"},
 		{"1.5 + 1", "DECIMAL 2.5"},
-		{"1e2 + 1", "DOUBLE 101"},
+		{"1e2 + 1", "DECIMAL 101"},
 		{"NULL + 1", "NULL"},
 		// comparison, three-valued logic
 		{"amount > 10", "BOOLEAN true"},
@@ -158,16 +157,16 @@ func TestEval(t *testing.T) {
 		{"CASE WHEN amount > 100 THEN 'big' END", "NULL"},
 		{"CASE qty WHEN 1 THEN 'one' WHEN 3 THEN 'three' END", "VARCHAR three"},
 		{"CASE qty WHEN 1 THEN 1 ELSE 2.5 END", "DECIMAL 2.5"},
-		{"CASE WHEN NULL THEN 1 ELSE 2 END", "BIGINT 2"},
+		{"CASE WHEN NULL THEN 1 ELSE 2 END", "INT 2"},
 		{"CASE qty WHEN 3 THEN qty END", "INT 3"},
 		{"COALESCE(NULL, NULL, 'x')", "VARCHAR x"},
-		{"COALESCE(NULL, qty, 2.5)", "DECIMAL 3.0"},
+		{"COALESCE(NULL, qty, 2.5)", "DECIMAL 3"},
 		{"COALESCE(NULL, NULL)", "NULL"},
-		{"IFNULL(NULL, 4)", "BIGINT 4"},
+		{"IFNULL(NULL, 4)", "INT 4"},
 		{"IF(vip, 'y', 'n')", "VARCHAR y"},
 		{"IF(NULL, 'y', 'n')", "VARCHAR n"},
 		// CAST
-		{"CAST(amount AS INT)", "INT 13"},
+		{"CAST(amount AS INT)", "INT 12"},
 		{"CAST(12.4 AS BIGINT)", "BIGINT 12"},
 		{"CAST(-2.5 AS BIGINT)", "BIGINT -3"},
 		{"CAST(amount AS VARCHAR)", "VARCHAR 12.5"},
@@ -178,7 +177,7 @@ func TestEval(t *testing.T) {
 		{"CAST(price AS DECIMAL(3,2))", "NULL"},
 		{"CAST(amount AS DECIMAL(6,3))", "DECIMAL 12.500"},
 		{"CAST(price AS DOUBLE)", "DOUBLE 19.99"},
-		{"CAST(ts AS VARCHAR)", "VARCHAR 2026-11-30T05:00:10.250Z"},
+		{"CAST(ts AS VARCHAR)", "VARCHAR 2026-11-30 05:00:10.25"},
 		{"CAST(ts AS BIGINT)", "BIGINT 1796014810250"},
 		{"CAST(1796014810250 AS TIMESTAMP)", "TIMESTAMP 2026-11-30T05:00:10.250Z"},
 		{"CAST('2026-11-30T05:00:00+01:00' AS TIMESTAMP)", "TIMESTAMP 2026-11-30T04:00:00.000Z"},
@@ -196,38 +195,21 @@ func TestEval(t *testing.T) {
 		{"UPPER(user_id)", "VARCHAR U7"},
 		{"LCASE('X')", "VARCHAR x"},
 		{"CONCAT(user_id, '-', order_id, '-', amount)", "VARCHAR u7-7-12.5"},
-		{"CONCAT(user_id, NULL)", "NULL"},
+		{"CONCAT(user_id, NULL)", "VARCHAR u7"},
 		{"user_id || '!'", "VARCHAR u7!"},
 		{"SUBSTRING('hello', 2)", "VARCHAR ello"},
 		{"SUBSTRING('hello', 2, 3)", "VARCHAR ell"},
 		{"SUBSTRING('hello' FROM 1 FOR 2)", "VARCHAR he"},
-		{"SUBSTRING('hello', -3)", "VARCHAR llo"},
-		{"SUBSTRING('hello', -3, 2)", "VARCHAR ll"},
-		{"SUBSTRING('hello', 0)", "VARCHAR "},
+		{"SUBSTRING('hello', -3)", "VARCHAR hello"},
+		{"SUBSTRING('hello', -3, 2)", "VARCHAR "},
+		{"SUBSTRING('hello', 0)", "VARCHAR hello"},
 		{"SUBSTRING('hello', 9)", "VARCHAR "},
 		{"SUBSTRING('hello', 4, 100)", "VARCHAR lo"},
 		{"SUBSTRING('héllo', 2, 2)", "VARCHAR él"},
-		{"REPLACE('a-b-c', '-', '+')", "VARCHAR a+b+c"},
-		{"REPLACE('abc', '', 'x')", "VARCHAR abc"},
-		{"LENGTH('cacbc') - LENGTH(REPLACE('cacbc', 'c', ''))", "BIGINT 3"},
-		{"REPLACE(NULL, 'a', 'b')", "NULL"},
-		{"REGEXP_EXTRACT('a=1&channel_id=42&b', '(&|^)channel_id=([^&]*)', 2)", "VARCHAR 42"},
-		{"REGEXP_EXTRACT('x123y45', '[0-9]+')", "VARCHAR 123"},
-		{"REGEXP_EXTRACT('x123y', '([a-z])([0-9]+)', 1)", "VARCHAR x"},
-		{"REGEXP_EXTRACT('abc', '([0-9]+)', 1)", "NULL"},
-		{"REGEXP_EXTRACT('abc', 'a|(z)', 1)", "NULL"},
-		{"REGEXP_EXTRACT('abc', '(b)', qty)", "NULL"},
-		{"SPLIT_INDEX('https://www.x.com/ab/cd/ef/item', '/', 3)", "VARCHAR ab"},
-		{"SPLIT_INDEX('https://www.x.com/ab/cd/ef/item', '/', 0)", "VARCHAR https:"},
-		{"SPLIT_INDEX('a//b', '/', 1)", "VARCHAR "},
-		{"SPLIT_INDEX('a::b::c', '::', 2)", "VARCHAR c"},
-		{"SPLIT_INDEX('a/b', '/', 2)", "NULL"},
-		{"SPLIT_INDEX('a/b', '/', -1)", "NULL"},
-		{"SPLIT_INDEX('a/b', '', 0)", "NULL"},
 		{"SUBSTR('hello', 2, 1)", "VARCHAR e"},
-		{"LENGTH('héllo')", "BIGINT 5"},
-		{"LENGTH('')", "BIGINT 0"},
-		{"CHAR_LENGTH(user_id)", "BIGINT 2"},
+		{"LENGTH('héllo')", "INT 5"},
+		{"LENGTH('')", "INT 0"},
+		{"CHAR_LENGTH(user_id)", "INT 2"},
 		{"TRIM('  a b  ')", "VARCHAR a b"},
 		{"TRIM(LEADING 'x' FROM 'xxaxx')", "VARCHAR axx"},
 		{"TRIM(TRAILING 'x' FROM 'xxaxx')", "VARCHAR xxa"},
@@ -235,29 +217,29 @@ func TestEval(t *testing.T) {
 		{"LTRIM('  a ')", "VARCHAR a "},
 		{"RTRIM('  a ')", "VARCHAR   a"},
 		// math
-		{"ABS(-5)", "BIGINT 5"},
-		{"ABS(qty - 10)", "BIGINT 7"},
+		{"ABS(-5)", "INT 5"},
+		{"ABS(qty - 10)", "INT 7"},
 		{"ABS(-2.5)", "DECIMAL 2.5"},
 		{"ABS(0 - amount)", "DOUBLE 12.5"},
-		{"ROUND(amount)", "DOUBLE 13"},
-		{"ROUND(-2.5e0)", "DOUBLE -3"},
-		{"ROUND(1.2345e0, 2)", "DOUBLE 1.23"},
-		{"ROUND(1234.5e0, -2)", "DOUBLE 1200"},
+		{"ROUND(amount)", "DOUBLE 12"},
+		{"ROUND(-2.5e0)", "DECIMAL -3"},
+		{"ROUND(1.2345e0, 2)", "DECIMAL 1.23"},
+		{"ROUND(1234.5e0, -2)", "DECIMAL 1200"},
 		{"ROUND(price, 1)", "DECIMAL 20.0"},
 		{"ROUND(price)", "DECIMAL 20"},
 		{"ROUND(1.25, 1)", "DECIMAL 1.3"},
 		{"ROUND(-1.25, 1)", "DECIMAL -1.3"},
-		{"ROUND(1250, -2)", "BIGINT 1300"},
-		{"ROUND(-1250, -2)", "BIGINT -1300"},
-		{"ROUND(1249, -2)", "BIGINT 1200"},
+		{"ROUND(1250, -2)", "DECIMAL 1300"},
+		{"ROUND(-1250, -2)", "DECIMAL -1300"},
+		{"ROUND(1249, -2)", "DECIMAL 1200"},
 		{"FLOOR(amount)", "DOUBLE 12"},
 		{"FLOOR(-1.5)", "DECIMAL -2"},
 		{"FLOOR(price)", "DECIMAL 19"},
 		{"CEIL(price)", "DECIMAL 20"},
 		{"CEILING(-1.5)", "DECIMAL -1"},
 		{"CEIL(amount)", "DOUBLE 13"},
-		{"FLOOR(qty)", "BIGINT 3"},
-		{"MOD(qty, 2)", "BIGINT 1"},
+		{"FLOOR(qty)", "DOUBLE 3"},
+		{"MOD(qty, 2)", "INT 1"},
 		// time
 		{"ts + INTERVAL '10' SECOND", "TIMESTAMP 2026-11-30T05:00:20.250Z"},
 		{"ts - INTERVAL 1 DAY", "TIMESTAMP 2026-11-29T05:00:10.250Z"},
@@ -265,16 +247,16 @@ func TestEval(t *testing.T) {
 		{"ts + INTERVAL '250 milliseconds'", "TIMESTAMP 2026-11-30T05:00:10.500Z"},
 		{"INTERVAL '2' HOUR + ts", "TIMESTAMP 2026-11-30T07:00:10.250Z"},
 		{"ts - TIMESTAMP '2026-11-30 05:00:00'", "INTERVAL 10.25s"},
-		{"EXTRACT(YEAR FROM ts)", "BIGINT 2026"},
-		{"EXTRACT(QUARTER FROM ts)", "BIGINT 4"},
-		{"EXTRACT(MONTH FROM ts)", "BIGINT 11"},
-		{"EXTRACT(WEEK FROM ts)", "BIGINT 49"},
-		{"EXTRACT(DAY FROM ts)", "BIGINT 30"},
-		{"EXTRACT(HOUR FROM ts)", "BIGINT 5"},
-		{"EXTRACT(MINUTE FROM ts)", "BIGINT 0"},
-		{"EXTRACT(SECOND FROM ts)", "BIGINT 10"},
-		{"EXTRACT(MICROSECOND FROM ts)", "BIGINT 250000"},
-		{"EXTRACT(YEAR FROM '1999-12-31')", "BIGINT 1999"},
+		{"EXTRACT(YEAR FROM ts)", "DECIMAL 2026"},
+		{"EXTRACT(QUARTER FROM ts)", "DECIMAL 4"},
+		{"EXTRACT(MONTH FROM ts)", "DECIMAL 11"},
+		{"EXTRACT(WEEK FROM ts)", "DECIMAL 49"},
+		{"EXTRACT(DAY FROM ts)", "DECIMAL 30"},
+		{"EXTRACT(HOUR FROM ts)", "DECIMAL 5"},
+		{"EXTRACT(MINUTE FROM ts)", "DECIMAL 0"},
+		{"EXTRACT(SECOND FROM ts)", "DECIMAL 10.250000"},
+		{"EXTRACT(MICROSECOND FROM ts)", "DECIMAL 10250000"},
+		{"EXTRACT(YEAR FROM '1999-12-31')", "DECIMAL 1999"},
 		{"DATE_FORMAT(ts, '%Y-%m-%d %H:%i:%s.%f')", "VARCHAR 2026-11-30 05:00:10.250000"},
 		{"DATE_FORMAT(ts, '%W %a %M %b %D %e %c %y %j')", "VARCHAR Monday Mon November Nov 30th 30 11 26 334"},
 		{"DATE_FORMAT(ts, '%h:%i %p|%r|%T|%k|%l|%w|%%|%q')", "VARCHAR 05:00 AM|05:00:10 AM|05:00:10|5|5|1|%|q"},
@@ -296,8 +278,8 @@ func TestEval(t *testing.T) {
 		{"JSON_EXTRACT(payload, '$')", `JSON {"a": {"b": [10, "x"]}, "s": "he said \"hi\"", "n": null, "t": true}`},
 		{"JSON_EXTRACT('[1, {\"k\": 2}]', '$[1].k')", "JSON 2"},
 		{"JSON_EXTRACT('{\"a b\": 1}', '$.\"a b\"')", "JSON 1"},
-		{"JSON_UNQUOTE('\"a\\\\nb\"')", "VARCHAR a\nb"},
-		{"CAST(payload->>'$.a.b[0]' AS INT) + 1", "BIGINT 11"},
+		{"JSON_UNQUOTE('\"a\\nb\"')", "VARCHAR a\nb"},
+		{"CAST(payload->>'$.a.b[0]' AS INT) + 1", "INT 11"},
 	}
 	for _, c := range cases {
 		v, err := evalSQL(t, c.expr, evalRow)
@@ -307,23 +289,6 @@ func TestEval(t *testing.T) {
 		}
 		if got := show(v); got != c.want {
 			t.Errorf("%s = %s, want %s", c.expr, got, c.want)
-		}
-	}
-}
-
-// The literals REGEXP_EXTRACT tests before matching are in every match, and only those.
-func TestRequiredLiterals(t *testing.T) {
-	for _, c := range []struct{ pattern, want string }{
-		{`(&|^)channel_id=([^&]*)`, "channel_id="},
-		{`abc`, "abc"},
-		{`(abc)x+def`, "abc,def"},
-		{`a|b`, ""},
-		{`(?i)abc`, ""},
-		{`x?abc`, "abc"},
-		{`[0-9]+`, ""},
-	} {
-		if got := strings.Join(requiredLiterals(c.pattern), ","); got != c.want {
-			t.Errorf("requiredLiterals(%q) = %q, want %q", c.pattern, got, c.want)
 		}
 	}
 }
@@ -353,7 +318,7 @@ func TestCompare(t *testing.T) {
 		{Decimal(150, 2), Decimal(15, 1), 0},
 		{Decimal(151, 2), Decimal(15, 1), 1},
 		{BigInt(2), Decimal(199, 2), 1},
-		{Double(math.NaN()), Double(0), -1},
+		{Double(math.NaN()), Double(0), 1}, // PostgreSQL: NaN above every number
 		{Varchar("a"), Varchar("b"), -1},
 		{Timestamp(5), Timestamp(4), 1},
 		{Bool(false), Bool(true), -1},
@@ -448,8 +413,9 @@ func TestInsertRows(t *testing.T) {
 	for _, bad := range []struct{ sql, code string }{
 		{`INSERT INTO orders (nope) VALUES (1)`, CodeUnknownColumn},
 		{`INSERT INTO orders (order_id) VALUES (1, 2)`, CodeSyntax},
-		{`INSERT INTO orders (order_id) VALUES ('x')`, CodeInvalidValue},
-		{`INSERT INTO orders (qty) VALUES (99999999999)`, CodeInvalidValue},
+		// PostgreSQL's codes: invalid text representation, numeric value out of range.
+		{`INSERT INTO orders (order_id) VALUES ('x')`, "22P02"},
+		{`INSERT INTO orders (qty) VALUES (99999999999)`, "22003"},
 	} {
 		sts, err := Parse(bad.sql)
 		if err != nil {

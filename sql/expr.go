@@ -61,10 +61,10 @@ func formatInterval(ms int64) string {
 
 // Call is an operator or a scalar function applied to Args. Func is upper case: the
 // operators "+", "-", "*", "/", "%", "NEG", "=", "<>", "<", "<=", ">", ">=", "AND", "OR",
-// "NOT", and the function names of SQL.md (COALESCE, LOWER, UPPER, CONCAT, SUBSTRING,
-// LENGTH, TRIM, LTRIM, RTRIM, ABS, ROUND, FLOOR, CEIL, MOD, NOW, DATE_FORMAT, EXTRACT,
-// JSON_EXTRACT, JSON_UNQUOTE). EXTRACT's first argument is a VARCHAR literal naming the unit.
-// Build calls with NewCall, which checks argument types and computes T.
+// "NOT", "||", "IS DISTINCT FROM", "IS NOT DISTINCT FROM", "REGEXP" (~), "IREGEXP" (~*),
+// or the canonical name of a registered function (funcs.go; docs/sql.md lists them).
+// EXTRACT's and DATE_PART's first argument is a VARCHAR literal naming the unit. Build
+// calls with NewCall, which checks argument types, inserts implicit casts and computes T.
 type Call struct {
 	Func string
 	Args []Expr
@@ -80,12 +80,20 @@ func (c *Call) WithChildren(ch []Expr) Expr {
 }
 
 var infixOps = map[string]bool{"+": true, "-": true, "*": true, "/": true, "%": true, "=": true, "<>": true,
-	"<": true, "<=": true, ">": true, ">=": true, "AND": true, "OR": true}
+	"<": true, "<=": true, ">": true, ">=": true, "AND": true, "OR": true, "||": true,
+	"IS DISTINCT FROM": true, "IS NOT DISTINCT FROM": true, "REGEXP": true, "IREGEXP": true}
 
 func (c *Call) String() string {
 	switch {
 	case infixOps[c.Func] && len(c.Args) == 2:
-		return "(" + c.Args[0].String() + " " + c.Func + " " + c.Args[1].String() + ")"
+		op := c.Func
+		switch op {
+		case "REGEXP":
+			op = "~"
+		case "IREGEXP":
+			op = "~*"
+		}
+		return "(" + c.Args[0].String() + " " + op + " " + c.Args[1].String() + ")"
 	case c.Func == "NEG" && len(c.Args) == 1:
 		return "-" + c.Args[0].String()
 	case c.Func == "NOT" && len(c.Args) == 1:
@@ -316,7 +324,8 @@ func RemapColumns(e Expr, m []int) (Expr, error) {
 	})
 }
 
-// IsConstant reports whether e reads no column and calls no NOW().
+// IsConstant reports whether e reads no column and calls no volatile function (NOW(),
+// RANDOM()).
 func IsConstant(e Expr) bool {
 	ok := true
 	Walk(e, func(x Expr) bool {
@@ -324,7 +333,7 @@ func IsConstant(e Expr) bool {
 		case *ColumnRef:
 			ok = false
 		case *Call:
-			if n.Func == "NOW" {
+			if isVolatile(n.Func) {
 				ok = false
 			}
 		}
@@ -342,6 +351,8 @@ func (k WindowKind) String() string {
 		return "HOP"
 	case WindowSession:
 		return "SESSION"
+	case WindowGiven:
+		return "WINDOW"
 	}
 	return "NONE"
 }

@@ -53,7 +53,7 @@ func lex(text string) ([]token, *Error) {
 			}
 			i += end + 4
 		case c == '\'':
-			val, end, ok := scanQuoted(text, i, '\'', true)
+			val, end, ok := scanQuoted(text, i, '\'', false)
 			if !ok {
 				return nil, errAt(text, i, CodeSyntax, "unterminated string literal")
 			}
@@ -129,7 +129,8 @@ func isIdentStart(c byte) bool { return c == '_' || (c|0x20 >= 'a' && c|0x20 <= 
 func isIdentByte(c byte) bool  { return isIdentStart(c) || isDigit(c) || c == '$' }
 
 // scanQuoted scans a quoted run starting at text[i] == q. A doubled quote stands for one;
-// in strings a backslash escapes the next byte (MySQL). It returns the unquoted value and
+// a backslash escapes the next byte when backslash is set (string literals do not: a backslash is
+// an ordinary character, as in PostgreSQL with standard_conforming_strings). It returns the unquoted value and
 // the offset after the closing quote.
 func scanQuoted(text string, i int, q byte, backslash bool) (string, int, bool) {
 	var b strings.Builder

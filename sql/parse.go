@@ -168,14 +168,67 @@ func (p *stmtParser) statement() (Statement, error) {
 		if id.Kind != tokIdent && id.Kind != tokNumber && id.Kind != tokString && id.Kind != tokQIdent {
 			return nil, p.errNear(id, "a job id")
 		}
+		val := id.Val
+		// job-3 written without quotes, as SHOW JOBS and the messages print it.
+		if id.Kind == tokIdent && p.peek().isP("-") && p.peek().Pos == id.End && p.peekN(1).Kind == tokNumber && p.peekN(1).Pos == p.peek().End {
+			p.next()
+			val += "-" + p.next().Val
+		}
 		if err := p.expectEnd(); err != nil {
 			return nil, err
 		}
-		return &JobControl{Src: p.src0(), Action: strings.ToUpper(t.Val), ID: id.Val}, nil
+		return &JobControl{Src: p.src0(), Action: strings.ToUpper(t.Val), ID: val}, nil
 	case t.is("SET"):
 		return p.set()
+	case t.is("BEGIN"), t.is("START"), t.is("COMMIT"), t.is("END"), t.is("ROLLBACK"), t.is("ABORT"):
+		return p.transaction()
 	}
 	return nil, p.errNear(t, "a statement (SELECT, CREATE, INSERT, SHOW, DESCRIBE, EXPLAIN, DROP, PAUSE, RESUME, TERMINATE, SET)")
+}
+
+// transaction parses the transaction statements rsql accepts and ignores. BEGIN and START
+// TRANSACTION may carry transaction modes (ISOLATION LEVEL ..., READ WRITE, READ ONLY,
+// [NOT] DEFERRABLE), which are accepted as words; COMMIT and ROLLBACK may end in
+// AND [NO] CHAIN. Savepoints are not supported.
+func (p *stmtParser) transaction() (Statement, error) {
+	t := p.next()
+	action := strings.ToUpper(t.Val)
+	switch action {
+	case "START":
+		if err := p.expect("TRANSACTION"); err != nil {
+			return nil, err
+		}
+		action = "BEGIN"
+	case "END":
+		action = "COMMIT"
+	case "ABORT":
+		action = "ROLLBACK"
+	}
+	if !p.accept("WORK") {
+		p.accept("TRANSACTION")
+	}
+	if action == "BEGIN" {
+		for p.peek().Kind != tokEOF {
+			n := p.next()
+			if n.Kind != tokIdent && !n.isP(",") {
+				return nil, p.errNear(n, "a transaction mode (ISOLATION LEVEL ..., READ WRITE, READ ONLY, DEFERRABLE)")
+			}
+		}
+	} else {
+		if p.peek().is("TO") {
+			return nil, errAt(p.src, p.peek().Pos, CodeNotSupported, "savepoints are not supported: rsql has no transactions")
+		}
+		if p.accept("AND") {
+			p.accept("NO")
+			if err := p.expect("CHAIN"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := p.expectEnd(); err != nil {
+		return nil, err
+	}
+	return &Transaction{Src: p.src0(), Action: action}, nil
 }
 
 func (p *stmtParser) set() (Statement, error) {
@@ -315,20 +368,36 @@ func (p *stmtParser) explain() (Statement, error) {
 
 func (p *stmtParser) create() (Statement, error) {
 	p.next()
+	orReplace := p.accept("OR", "REPLACE")
 	switch {
 	case p.accept("STREAM"), p.accept("SOURCE"), p.accept("TABLE"):
-		return p.createStream()
+		return p.createStream(orReplace)
 	case p.accept("MATERIALIZED", "VIEW"):
-		return p.createView()
+		return p.createView(orReplace)
 	case p.peek().is("VIEW"):
 		return nil, errAt(p.src, p.peek().Pos, CodeNotSupported, "plain views are not supported: use CREATE MATERIALIZED VIEW")
 	}
 	return nil, p.errNear(p.peek(), "STREAM or MATERIALIZED VIEW")
 }
 
-func (p *stmtParser) createView() (Statement, error) {
-	cv := &CreateView{}
-	cv.IfNotExists = p.accept("IF", "NOT", "EXISTS")
+// ifNotExists reads IF NOT EXISTS, which CREATE OR REPLACE does not take.
+func (p *stmtParser) ifNotExists(orReplace bool) (bool, error) {
+	t := p.peek()
+	if !p.accept("IF", "NOT", "EXISTS") {
+		return false, nil
+	}
+	if orReplace {
+		return false, errAt(p.src, t.Pos, CodeSyntax, "CREATE OR REPLACE and IF NOT EXISTS cannot be combined: use one")
+	}
+	return true, nil
+}
+
+func (p *stmtParser) createView(orReplace bool) (Statement, error) {
+	cv := &CreateView{OrReplace: orReplace}
+	var err error
+	if cv.IfNotExists, err = p.ifNotExists(orReplace); err != nil {
+		return nil, err
+	}
 	name, err := p.ident("a view name")
 	if err != nil {
 		return nil, err
@@ -350,9 +419,12 @@ func (p *stmtParser) createView() (Statement, error) {
 	return cv, nil
 }
 
-func (p *stmtParser) createStream() (Statement, error) {
-	cs := &CreateStream{}
-	cs.IfNotExists = p.accept("IF", "NOT", "EXISTS")
+func (p *stmtParser) createStream(orReplace bool) (Statement, error) {
+	cs := &CreateStream{OrReplace: orReplace}
+	var err error
+	if cs.IfNotExists, err = p.ifNotExists(orReplace); err != nil {
+		return nil, err
+	}
 	name, err := p.ident("a stream name")
 	if err != nil {
 		return nil, err
@@ -696,7 +768,7 @@ func (p *stmtParser) selectFrom(start int, src Src) (*Select, error) {
 // parserPool holds tidb parsers (each is single-goroutine and costly to build).
 var parserPool = sync.Pool{New: func() any {
 	tp := parser.New()
-	tp.SetSQLMode(mysql.ModeANSIQuotes | mysql.ModePipesAsConcat)
+	tp.SetSQLMode(mysql.ModeANSIQuotes | mysql.ModePipesAsConcat | mysql.ModeNoBackslashEscapes)
 	return tp
 }}
 

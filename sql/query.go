@@ -49,19 +49,27 @@ func (r *Relation) Connector() string {
 	return "broker"
 }
 
-// WindowKind is the window of a query.
+// WindowKind is the window of a query, an aggregation or a window assignment. The planner
+// and the runtime use the same values.
 type WindowKind uint8
 
 const (
-	WindowTumble WindowKind = iota + 1
+	// WindowNone: no window (a plain GROUP BY).
+	WindowNone WindowKind = iota
+	WindowTumble
 	WindowHop
 	WindowSession
+	// WindowGiven: the rows already carry their window in two TIMESTAMP columns (the
+	// window_start and window_end of a window table function or of an inner windowed
+	// aggregation); the window closes when the watermark passes its end.
+	WindowGiven
 )
 
 // Window is the window a query groups or assigns by. Sizes are milliseconds.
 type Window struct {
 	Kind    WindowKind
-	TimeCol int // index in the source schema
+	TimeCol int // index in the source schema (WindowGiven: of window_start)
+	EndCol  int // WindowGiven: index of window_end
 	Size    int64
 	Slide   int64
 	Gap     int64
@@ -70,14 +78,27 @@ type Window struct {
 	TVF bool
 }
 
-// EmitMode is the EMIT clause.
+// EmitMode is the EMIT clause, and when an aggregation emits.
 type EmitMode uint8
 
 const (
 	EmitDefault EmitMode = iota // windows: on close; plain GROUP BY: changes
+	// EmitChanges emits an updated row on every change.
 	EmitChanges
+	// EmitOnClose emits each window once, when the watermark passes its end (without a
+	// window: once, when the input ends).
 	EmitOnClose
 )
+
+func (m EmitMode) String() string {
+	switch m {
+	case EmitChanges:
+		return "changes"
+	case EmitOnClose:
+		return "on-close"
+	}
+	return "default"
+}
 
 // AggCall is one aggregate call of a query.
 type AggCall struct {

@@ -16,6 +16,12 @@ import (
 //	TIMESTAMP '...'                -> __rsql_ts('...')
 //	EMIT CHANGES | EMIT ON WINDOW CLOSE -> removed        (mode recorded)
 //	$n or ?                        -> __rsql_param(n)
+//	x::type                        -> __rsql_cast_N(x)    (PostgreSQL cast)
+//	j -> k, j ->> k                -> __rsql_jget(j, k), __rsql_jgett(j, k)
+//	a ~ 'p', a !~ 'p', a ~* 'p'    -> a REGEXP 'p', a NOT REGEXP 'p', a REGEXP __rsql_ci('p')
+//	a IS [NOT] DISTINCT FROM b     -> [NOT] a <=> b
+//	EXTRACT(unit FROM ts)          -> __rsql_extract('unit', ts)
+//	CONCAT(                        -> __rsql_concatfn(    (so that || stays an operator)
 //
 // Every position the tidb parser reports in the rewritten text maps back to the user's
 // text through the rewrite's segments.
@@ -75,6 +81,7 @@ func (r *rewrite) mapBack(off int) int {
 type edit struct {
 	pos, end int
 	repl     string
+	seq      int // insertions (pos == end) at one offset: the later one goes first
 }
 
 // prepassResult is what the pre-pass records besides the text.
@@ -93,6 +100,10 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 	res := &prepassResult{emitPos: -1}
 	var edits []edit
 	depth := 0
+	seq := 0
+	// chains maps the last token of a rewritten x::t or j->k to its first token, so that
+	// a following :: or -> takes the whole rewritten expression as its left operand.
+	chains := map[int]int{}
 	for i := start; i < len(toks) && toks[i].Kind != tokEOF; i++ {
 		t := toks[i]
 		switch {
@@ -110,17 +121,17 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			} else {
 				n, _ = strconv.Atoi(t.Val[1:])
 			}
-			edits = append(edits, edit{t.Pos, t.End, "__rsql_param(" + strconv.Itoa(n) + ")"})
+			edits = append(edits, edit{t.Pos, t.End, "__rsql_param(" + strconv.Itoa(n) + ")", 0})
 		case t.is("INTERVAL"):
 			ms, next, err := parseInterval(p.src, toks, i)
 			if err != nil {
 				return nil, nil, err
 			}
-			edits = append(edits, edit{t.Pos, toks[next-1].End, "__rsql_interval(" + strconv.FormatInt(ms, 10) + ")"})
+			edits = append(edits, edit{t.Pos, toks[next-1].End, "__rsql_interval(" + strconv.FormatInt(ms, 10) + ")", 0})
 			i = next - 1
 		case t.is("TIMESTAMP") && toks[i+1].Kind == tokString:
 			s := toks[i+1]
-			edits = append(edits, edit{t.Pos, s.End, "__rsql_ts(" + p.src[s.Pos:s.End] + ")"})
+			edits = append(edits, edit{t.Pos, s.End, "__rsql_ts(" + p.src[s.Pos:s.End] + ")", 0})
 			i++
 		case t.is("EMIT") && depth == 0:
 			mode := EmitDefault
@@ -139,7 +150,7 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 				return nil, nil, errAt(p.src, t.Pos, CodeSyntax, "only one EMIT clause is allowed")
 			}
 			res.emit, res.emitPos = mode, t.Pos
-			edits = append(edits, edit{t.Pos, toks[end-1].End, " "})
+			edits = append(edits, edit{t.Pos, toks[end-1].End, " ", 0})
 			i = end - 1
 		case t.is("FROM") && depth == 0 && isWindowFunc(toks[i+1]) && toks[i+2].isP("("):
 			if res.tvf != nil {
@@ -150,10 +161,72 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 				return nil, nil, err
 			}
 			res.tvf, res.tvfStream = w, stream
-			edits = append(edits, edit{toks[i+1].Pos, toks[closeIdx].End, "`" + strings.ReplaceAll(stream, "`", "``") + "`"})
+			edits = append(edits, edit{toks[i+1].Pos, toks[closeIdx].End, "`" + strings.ReplaceAll(stream, "`", "``") + "`", 0})
 			i = closeIdx
 		case isWindowFunc(t) && toks[i+1].isP("("):
-			edits = append(edits, edit{t.Pos, t.End, "__rsql_" + strings.ToLower(t.Val)})
+			edits = append(edits, edit{t.Pos, t.End, "__rsql_" + strings.ToLower(t.Val), 0})
+		case t.isP("::") && i > start:
+			ls := p.operandStart(toks, start, i, chains)
+			sub := &stmtParser{src: p.src, toks: append([]token(nil), toks[i+1:]...)}
+			typ, err := sub.typeName()
+			if err != nil {
+				return nil, nil, err
+			}
+			last := i + sub.i // the type's last token
+			res.casts = append(res.casts, typ)
+			seq++
+			edits = append(edits, edit{toks[ls].Pos, toks[ls].Pos, "__rsql_cast_" + strconv.Itoa(len(res.casts)-1) + "(", seq},
+				edit{t.Pos, toks[last].End, ")", 0})
+			chains[last] = ls
+			i = last
+		case (t.isP("->") || t.isP("->>")) && i > start && toks[i+1].Kind != tokEOF:
+			ls := p.operandStart(toks, start, i, chains)
+			re := i + 1
+			if toks[re].isP("-") && toks[re+1].Kind == tokNumber {
+				re++
+			}
+			fn := "__rsql_jget("
+			if t.Val == "->>" {
+				fn = "__rsql_jgett("
+			}
+			seq++
+			edits = append(edits, edit{toks[ls].Pos, toks[ls].Pos, fn, seq},
+				edit{t.Pos, t.End, ",", 0},
+				edit{toks[re].End, toks[re].End, ")", 0})
+			chains[re] = ls
+			i = re
+		case t.isP("~") && i > start && endsOperand(toks[i-1]):
+			if toks[i+1].isP("*") {
+				n := toks[i+2]
+				if n.Kind == tokEOF {
+					continue
+				}
+				edits = append(edits, edit{t.Pos, toks[i+1].End, " REGEXP __rsql_ci(", 0}, edit{n.End, n.End, ")", 0})
+				i += 2
+				continue
+			}
+			edits = append(edits, edit{t.Pos, t.End, " REGEXP ", 0})
+		case t.isP("!") && toks[i+1].isP("~") && toks[i+1].Pos == t.End && i > start && endsOperand(toks[i-1]):
+			edits = append(edits, edit{t.Pos, toks[i+1].End, " NOT REGEXP ", 0})
+			i++
+		case t.is("IS") && (toks[i+1].is("DISTINCT") && toks[i+2].is("FROM") || toks[i+1].is("NOT") && toks[i+2].is("DISTINCT") && toks[i+3].is("FROM")):
+			not := toks[i+1].is("NOT")
+			last := i + 2
+			if not {
+				last = i + 3
+			}
+			edits = append(edits, edit{t.Pos, toks[last].End, "<=>", 0})
+			if !not {
+				ls := p.comparisonStart(toks, start, i)
+				seq++
+				edits = append(edits, edit{toks[ls].Pos, toks[ls].Pos, "NOT ", seq})
+			}
+			i = last
+		case t.is("EXTRACT") && toks[i+1].isP("(") && toks[i+2].Kind == tokIdent && toks[i+3].is("FROM"):
+			edits = append(edits, edit{t.Pos, toks[i+3].End, "__rsql_extract(" + quoteString(toks[i+2].Val) + ",", 0})
+			i += 3
+		case t.is("CONCAT") && toks[i+1].isP("("):
+			edits = append(edits, edit{t.Pos, t.End, "__rsql_concatfn", 0})
 		case t.is("CAST") && toks[i+1].isP("("):
 			closeIdx := matchParen(toks, i+1)
 			if closeIdx < 0 {
@@ -184,11 +257,21 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			}
 			res.casts = append(res.casts, typ)
 			edits = append(edits,
-				edit{t.Pos, t.End, "__rsql_cast_" + strconv.Itoa(len(res.casts)-1)},
-				edit{toks[asIdx].Pos, toks[closeIdx].Pos, ""})
+				edit{t.Pos, t.End, "__rsql_cast_" + strconv.Itoa(len(res.casts)-1), 0},
+				edit{toks[asIdx].Pos, toks[closeIdx].Pos, "", 0})
 		}
 	}
-	sort.Slice(edits, func(a, b int) bool { return edits[a].pos < edits[b].pos })
+	sort.SliceStable(edits, func(a, b int) bool {
+		ea, eb := edits[a], edits[b]
+		if ea.pos != eb.pos {
+			return ea.pos < eb.pos
+		}
+		ia, ib := ea.pos == ea.end, eb.pos == eb.end
+		if ia != ib {
+			return ia // insertions before a replacement at the same offset
+		}
+		return ea.seq > eb.seq
+	})
 	srcStart := toks[start].Pos
 	srcEnd := toks[len(toks)-1].End
 	rw := &rewrite{srcStart: srcStart, srcEnd: srcEnd}
@@ -215,6 +298,89 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 	}
 	rw.text = b.String()
 	return rw, res, nil
+}
+
+// endsOperand reports whether t can be the last token of an operand (so a following ~ is
+// the binary regular-expression match, not bitwise NOT).
+func endsOperand(t token) bool {
+	switch t.Kind {
+	case tokIdent:
+		switch strings.ToUpper(t.Val) {
+		case "SELECT", "WHERE", "AND", "OR", "NOT", "WHEN", "THEN", "ELSE", "ON", "HAVING", "BY", "CASE", "IN", "LIKE", "IS":
+			return false
+		}
+		return true
+	case tokQIdent, tokString, tokNumber, tokParam:
+		return true
+	case tokPunct:
+		return t.Val == ")"
+	}
+	return false
+}
+
+// operandStart returns the index of the first token of the primary expression that ends
+// at toks[i-1]: a literal, a (qualified) name, a parenthesized group or a call, or an
+// earlier rewritten chain.
+func (p *stmtParser) operandStart(toks []token, start, i int, chains map[int]int) int {
+	j := i - 1
+	if s, ok := chains[j]; ok {
+		return s
+	}
+	if toks[j].isP(")") {
+		d := 0
+		for k := j; k >= start; k-- {
+			switch {
+			case toks[k].isP(")"):
+				d++
+			case toks[k].isP("("):
+				d--
+				if d == 0 {
+					if k > start && (toks[k-1].Kind == tokIdent || toks[k-1].Kind == tokQIdent) && !isKeywordBefore(toks[k-1]) {
+						return k - 1
+					}
+					return k
+				}
+			}
+		}
+		return j
+	}
+	if toks[j].Kind == tokString && j > start && (toks[j-1].is("TIMESTAMP") || toks[j-1].is("DATE")) {
+		return j - 1
+	}
+	for j-2 >= start && toks[j-1].isP(".") && (toks[j-2].Kind == tokIdent || toks[j-2].Kind == tokQIdent) {
+		j -= 2
+	}
+	return j
+}
+
+func isKeywordBefore(t token) bool {
+	switch strings.ToUpper(t.Val) {
+	case "IN", "AND", "OR", "NOT", "SELECT", "WHERE", "WHEN", "THEN", "ELSE", "ON", "HAVING", "BY", "AS", "EXISTS":
+		return true
+	}
+	return false
+}
+
+// comparisonStart returns the index of the first token of the left operand of a
+// comparison whose operator is at toks[i]: back to the nearest enclosing '(' or ',', or a
+// keyword binding looser than comparison.
+func (p *stmtParser) comparisonStart(toks []token, start, i int) int {
+	d := 0
+	for k := i - 1; k >= start; k-- {
+		t := toks[k]
+		switch {
+		case t.isP(")"):
+			d++
+		case t.isP("("):
+			if d == 0 {
+				return k + 1
+			}
+			d--
+		case d == 0 && (t.isP(",") || t.Kind == tokIdent && isKeywordBefore(t) && !t.is("IN") && !t.is("AS") || t.is("CASE")):
+			return k + 1
+		}
+	}
+	return start
 }
 
 func isWindowFunc(t token) bool { return t.is("TUMBLE") || t.is("HOP") || t.is("SESSION") }

@@ -5,8 +5,8 @@ import (
 )
 
 // Statement is one parsed statement. The concrete types are *CreateStream, *CreateView,
-// *Insert, *Select, *ShowStmt, *ShowVar, *Describe, *Explain, *Drop, *JobControl and
-// *SetStmt; front ends switch on them.
+// *Insert, *Select, *ShowStmt, *ShowVar, *Describe, *Explain, *Drop, *JobControl, *SetStmt
+// and *Transaction; front ends switch on them.
 type Statement interface {
 	// Source returns the statement's own text (without the ending ';') and its byte
 	// offset in the text given to Parse.
@@ -22,15 +22,17 @@ type Src struct {
 // Source implements Statement.
 func (s Src) Source() (string, int) { return s.Text, s.Pos }
 
-// CreateStream is CREATE STREAM [IF NOT EXISTS] name [(columns..., WATERMARK FOR c AS
-// c - INTERVAL ...)] [WITH (k = v, ...)] [AS SELECT ...].
+// CreateStream is CREATE [OR REPLACE] STREAM [IF NOT EXISTS] name [(columns...,
+// WATERMARK FOR c AS c - INTERVAL ...)] [WITH (k = v, ...)] [AS SELECT ...].
 //
 // A source stream has Columns and no As; a derived stream has As and no Columns (its
 // schema is the query's output). WatermarkColumn is "" when no WATERMARK clause was given.
+// OrReplace and IfNotExists are never both set.
 type CreateStream struct {
 	Src
 	Name            string
 	IfNotExists     bool
+	OrReplace       bool
 	Columns         Schema
 	WatermarkColumn string
 	WatermarkDelay  int64             // milliseconds
@@ -38,11 +40,13 @@ type CreateStream struct {
 	As              *Select
 }
 
-// CreateView is CREATE MATERIALIZED VIEW [IF NOT EXISTS] name [WITH (...)] AS SELECT ....
+// CreateView is CREATE [OR REPLACE] MATERIALIZED VIEW [IF NOT EXISTS] name [WITH (...)]
+// AS SELECT .... OrReplace and IfNotExists are never both set.
 type CreateView struct {
 	Src
 	Name        string
 	IfNotExists bool
+	OrReplace   bool
 	Options     map[string]string
 	As          *Select
 }
@@ -107,6 +111,15 @@ type SetStmt struct {
 	Src
 	Name  string
 	Value string
+}
+
+// Transaction is BEGIN, START TRANSACTION, COMMIT, END, ROLLBACK or ABORT (with their
+// optional WORK/TRANSACTION noise words and BEGIN's transaction modes). rsql has no
+// transactions; front ends accept these so that drivers which send them work. Action is
+// "BEGIN" (also START TRANSACTION), "COMMIT" (also END) or "ROLLBACK" (also ABORT).
+type Transaction struct {
+	Src
+	Action string
 }
 
 // Select is a parsed, unbound SELECT. Bind resolves it against a catalog.

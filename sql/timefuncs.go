@@ -9,26 +9,6 @@ import (
 
 func utc(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
-// extractUnits are the EXTRACT units over epoch milliseconds (UTC). WEEK is the ISO week.
-var extractUnits = map[string]func(ms int64) int64{
-	"YEAR":    func(ms int64) int64 { return int64(utc(ms).Year()) },
-	"QUARTER": func(ms int64) int64 { return int64(utc(ms).Month()-1)/3 + 1 },
-	"MONTH":   func(ms int64) int64 { return int64(utc(ms).Month()) },
-	"WEEK": func(ms int64) int64 {
-		_, w := utc(ms).ISOWeek()
-		return int64(w)
-	},
-	"DAY":         func(ms int64) int64 { return int64(utc(ms).Day()) },
-	"DOW":         func(ms int64) int64 { return int64(utc(ms).Weekday()) },
-	"DOY":         func(ms int64) int64 { return int64(utc(ms).YearDay()) },
-	"HOUR":        func(ms int64) int64 { return int64(utc(ms).Hour()) },
-	"MINUTE":      func(ms int64) int64 { return int64(utc(ms).Minute()) },
-	"SECOND":      func(ms int64) int64 { return int64(utc(ms).Second()) },
-	"MILLISECOND": func(ms int64) int64 { return int64(utc(ms).Nanosecond() / 1e6) },
-	"MICROSECOND": func(ms int64) int64 { return int64(utc(ms).Nanosecond() / 1e3) },
-	"EPOCH":       func(ms int64) int64 { return floorDiv(ms, 1000) },
-}
-
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if (a%b != 0) && ((a < 0) != (b < 0)) {
@@ -179,8 +159,9 @@ func compileDateFormat(format string) func(ms int64) string {
 
 // jsonStep is one step of a JSON path: an object key or an array index.
 type jsonStep struct {
-	key   string
-	index int // -1 for a key step
+	key     string
+	index   int  // -1 for a key step
+	isIndex bool // an index step that may be negative (from the end)
 }
 
 // parseJSONPath parses the MySQL path subset $, .key, ."quoted key", [n].

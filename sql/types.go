@@ -2,7 +2,6 @@ package sql
 
 import (
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -40,14 +39,15 @@ func promote(a, b Type) Type {
 		r, t = rb, b
 	}
 	switch r {
-	case 1, 2:
+	case 2:
+		return TypeBigInt
+	case 1:
+		if a.Kind == KindInt && b.Kind == KindInt {
+			return TypeInt
+		}
 		return TypeBigInt
 	case 3:
-		s := a.Scale
-		if b.Kind == KindDecimal && b.Scale > s {
-			s = b.Scale
-		}
-		return Type{Kind: KindDecimal, Precision: 18, Scale: s}
+		return TypeNumeric
 	}
 	return t
 }
@@ -70,11 +70,11 @@ func Unify(ts ...Type) (Type, bool) {
 			if out.Kind == t.Kind && out.Kind != KindDecimal {
 				continue
 			}
+			if out.Kind == KindDecimal && t.Kind == KindDecimal && out == t {
+				continue
+			}
 			out = promote(out, t)
 		case out.Kind == t.Kind:
-			if t.Kind == KindDecimal && t.Scale > out.Scale {
-				out = t
-			}
 		case out.Kind == KindVarchar && t.Kind == KindJSON, out.Kind == KindJSON && t.Kind == KindVarchar:
 			out = TypeVarchar
 		default:
@@ -145,6 +145,13 @@ func numericLiteral(e, other Expr) Expr {
 // 0A000 for an unknown function.
 func NewCall(fn string, args ...Expr) (Expr, error) {
 	fn = strings.ToUpper(fn)
+	if d, ok := funcByAlias[fn]; ok {
+		t, args, err := d.Check(args)
+		if err != nil {
+			return nil, err
+		}
+		return &Call{Func: d.Name, Args: args, T: t}, nil
+	}
 	t, args, err := callType(fn, args)
 	if err != nil {
 		return nil, err
@@ -191,8 +198,11 @@ func callType(fn string, args []Expr) (Type, []Expr, error) {
 			return TypeNull, nil, typeMismatch("cannot negate %s", k)
 		}
 		t := args[0].Type()
-		if t.Kind == KindInt {
-			t = TypeBigInt
+		if t.Kind == KindNull {
+			t = TypeInt
+		}
+		if t.Kind == KindDecimal {
+			t = TypeNumeric
 		}
 		return t, args, nil
 	case "=", "<>", "<", "<=", ">", ">=":
@@ -225,209 +235,37 @@ func callType(fn string, args []Expr) (Type, []Expr, error) {
 			return TypeNull, nil, typeMismatch("argument of NOT must be BOOLEAN, not %s", kinds[0])
 		}
 		return TypeBool, args, nil
-	case "COALESCE", "IFNULL":
-		if err := argc(fn, args, 1, -1); err != nil {
-			return TypeNull, nil, err
-		}
-		ts := make([]Type, len(args))
-		for i, a := range args {
-			ts[i] = a.Type()
-		}
-		t, ok := Unify(ts...)
-		if !ok {
-			return TypeNull, nil, typeMismatch("%s arguments have no common type", fn)
-		}
-		return t, args, nil
-	case "LOWER", "UPPER", "TRIM", "LTRIM", "RTRIM":
-		if err := argc(fn, args, 1, 2); err != nil {
-			return TypeNull, nil, err
-		}
-		for i, k := range kinds {
-			if !isStrOrNull(k) {
-				return TypeNull, nil, typeMismatch("argument %d of %s must be VARCHAR, not %s", i+1, fn, k)
-			}
-		}
-		if len(args) == 2 && fn != "TRIM" && fn != "LTRIM" && fn != "RTRIM" {
-			return TypeNull, nil, typeMismatch("%s takes 1 argument, got 2", fn)
-		}
-		return TypeVarchar, args, nil
-	case "CONCAT":
-		if err := argc(fn, args, 1, -1); err != nil {
-			return TypeNull, nil, err
-		}
-		return TypeVarchar, args, nil
-	case "LENGTH", "CHAR_LENGTH":
-		if err := argc(fn, args, 1, 1); err != nil {
-			return TypeNull, nil, err
-		}
-		if !isStrOrNull(kinds[0]) {
-			return TypeNull, nil, typeMismatch("argument of %s must be VARCHAR, not %s", fn, kinds[0])
-		}
-		return TypeBigInt, args, nil
-	case "SUBSTRING":
-		if err := argc(fn, args, 2, 3); err != nil {
-			return TypeNull, nil, err
-		}
-		if !isStrOrNull(kinds[0]) {
-			return TypeNull, nil, typeMismatch("argument 1 of SUBSTRING must be VARCHAR, not %s", kinds[0])
-		}
-		for i := 1; i < len(args); i++ {
-			if !kinds[i].IsInteger() && kinds[i] != KindNull {
-				return TypeNull, nil, typeMismatch("argument %d of SUBSTRING must be an integer, not %s", i+1, kinds[i])
-			}
-		}
-		return TypeVarchar, args, nil
-	case "REPLACE":
-		if err := argc(fn, args, 3, 3); err != nil {
-			return TypeNull, nil, err
-		}
-		for i, k := range kinds {
-			if !isStrOrNull(k) {
-				return TypeNull, nil, typeMismatch("argument %d of REPLACE must be VARCHAR, not %s", i+1, k)
-			}
-		}
-		return TypeVarchar, args, nil
-	case "REGEXP_EXTRACT":
-		if err := argc(fn, args, 2, 3); err != nil {
-			return TypeNull, nil, err
-		}
-		if !isStrOrNull(kinds[0]) {
-			return TypeNull, nil, typeMismatch("argument 1 of REGEXP_EXTRACT must be VARCHAR, not %s", kinds[0])
-		}
-		l, ok := args[1].(*Literal)
-		if !ok || l.V.K != KindVarchar {
-			return TypeNull, nil, Errorf(CodeNotSupported, "REGEXP_EXTRACT needs a constant pattern such as '(\\d+)'")
-		}
-		re, err := regexp.Compile(l.V.S)
-		if err != nil {
-			return TypeNull, nil, Errorf(CodeInvalidValue, "REGEXP_EXTRACT pattern %q: %v", l.V.S, err)
-		}
-		if len(args) == 3 {
-			if !kinds[2].IsInteger() && kinds[2] != KindNull {
-				return TypeNull, nil, typeMismatch("argument 3 of REGEXP_EXTRACT must be an integer, not %s", kinds[2])
-			}
-			if g, ok := args[2].(*Literal); ok && g.V.K != KindNull && (g.V.I < 0 || g.V.I > int64(re.NumSubexp())) {
-				return TypeNull, nil, Errorf(CodeInvalidValue, "REGEXP_EXTRACT group %d: the pattern has %d group(s)", g.V.I, re.NumSubexp())
-			}
-		}
-		return TypeVarchar, args, nil
-	case "SPLIT_INDEX":
-		if err := argc(fn, args, 3, 3); err != nil {
-			return TypeNull, nil, err
-		}
-		for i := 0; i < 2; i++ {
-			if !isStrOrNull(kinds[i]) {
-				return TypeNull, nil, typeMismatch("argument %d of SPLIT_INDEX must be VARCHAR, not %s", i+1, kinds[i])
-			}
-		}
-		if !kinds[2].IsInteger() && kinds[2] != KindNull {
-			return TypeNull, nil, typeMismatch("argument 3 of SPLIT_INDEX must be an integer, not %s", kinds[2])
-		}
-		return TypeVarchar, args, nil
-	case "ABS":
-		if err := argc(fn, args, 1, 1); err != nil {
-			return TypeNull, nil, err
-		}
-		if !isNumOrNull(kinds[0]) {
-			return TypeNull, nil, typeMismatch("argument of ABS must be numeric, not %s", kinds[0])
-		}
-		t := args[0].Type()
-		if t.Kind == KindInt || t.Kind == KindNull {
-			t = TypeBigInt
-		}
-		return t, args, nil
-	case "ROUND", "FLOOR", "CEIL", "CEILING":
-		max := 1
-		if fn == "ROUND" {
-			max = 2
-		}
-		if err := argc(fn, args, 1, max); err != nil {
-			return TypeNull, nil, err
-		}
-		if !isNumOrNull(kinds[0]) {
-			return TypeNull, nil, typeMismatch("argument of %s must be numeric, not %s", fn, kinds[0])
-		}
-		t := args[0].Type()
-		if t.Kind == KindInt || t.Kind == KindNull {
-			t = TypeBigInt
-		}
-		if len(args) == 2 {
-			if !kinds[1].IsInteger() {
-				return TypeNull, nil, typeMismatch("argument 2 of ROUND must be an integer, not %s", kinds[1])
-			}
-			if t.Kind == KindDecimal {
-				l, ok := args[1].(*Literal)
-				if !ok {
-					return TypeNull, nil, Errorf(CodeNotSupported, "ROUND of a DECIMAL needs a constant number of digits")
-				}
-				d := l.V.I
-				if d < 0 {
-					d = 0
-				}
-				if d < int64(t.Scale) {
-					t.Scale = uint8(d)
-				}
-			}
-		} else if t.Kind == KindDecimal {
-			t.Scale = 0
-		}
-		return t, args, nil
-	case "NOW", "CURRENT_TIMESTAMP":
-		if err := argc(fn, args, 0, 1); err != nil {
-			return TypeNull, nil, err
-		}
-		return TypeTimestamp, nil, nil
-	case "DATE_FORMAT":
+	case "IS DISTINCT FROM", "IS NOT DISTINCT FROM":
 		if err := argc(fn, args, 2, 2); err != nil {
 			return TypeNull, nil, err
 		}
-		a, _, err := coerceTimestampArg(args[0])
+		a, b, err := coerceForCompare(args[0], args[1])
 		if err != nil {
 			return TypeNull, nil, err
 		}
-		if !isStrOrNull(kinds[1]) {
-			return TypeNull, nil, typeMismatch("argument 2 of DATE_FORMAT must be VARCHAR, not %s", kinds[1])
+		if !comparableKinds(a.Type().Kind, b.Type().Kind) {
+			return TypeNull, nil, typeMismatch("cannot compare %s with %s", a.Type(), b.Type())
 		}
-		return TypeVarchar, []Expr{a, args[1]}, nil
-	case "EXTRACT":
+		return TypeBool, []Expr{a, b}, nil
+	case "||":
 		if err := argc(fn, args, 2, 2); err != nil {
 			return TypeNull, nil, err
 		}
-		l, ok := args[0].(*Literal)
-		if !ok || l.V.K != KindVarchar {
-			return TypeNull, nil, typeMismatch("EXTRACT needs a unit")
-		}
-		if _, ok := extractUnits[strings.ToUpper(l.V.S)]; !ok {
-			return TypeNull, nil, Errorf(CodeNotSupported, "EXTRACT unit %s is not supported (use YEAR, QUARTER, MONTH, WEEK, DAY, DOW, DOY, HOUR, MINUTE, SECOND, MILLISECOND, MICROSECOND, EPOCH)", l.V.S)
-		}
-		a, _, err := coerceTimestampArg(args[1])
-		if err != nil {
-			return TypeNull, nil, err
-		}
-		return TypeBigInt, []Expr{&Literal{V: Varchar(strings.ToUpper(l.V.S)), T: TypeVarchar}, a}, nil
-	case "JSON_EXTRACT":
-		if err := argc(fn, args, 2, 2); err != nil {
-			return TypeNull, nil, err
-		}
-		if !isStrOrNull(kinds[0]) {
-			return TypeNull, nil, typeMismatch("argument 1 of JSON_EXTRACT must be JSON or VARCHAR, not %s", kinds[0])
-		}
-		l, ok := args[1].(*Literal)
-		if !ok || l.V.K != KindVarchar {
-			return TypeNull, nil, Errorf(CodeNotSupported, "JSON_EXTRACT needs a constant path such as '$.a.b'")
-		}
-		if _, err := parseJSONPath(l.V.S); err != nil {
-			return TypeNull, nil, err
-		}
-		return TypeJSON, args, nil
-	case "JSON_UNQUOTE":
-		if err := argc(fn, args, 1, 1); err != nil {
-			return TypeNull, nil, err
-		}
-		if !isStrOrNull(kinds[0]) {
-			return TypeNull, nil, typeMismatch("argument of JSON_UNQUOTE must be JSON or VARCHAR, not %s", kinds[0])
+		ka, kb := args[0].Type().Kind, args[1].Type().Kind
+		if ka != KindVarchar && ka != KindNull && kb != KindVarchar && kb != KindNull {
+			return TypeNull, nil, Errorf(CodeUndefinedFunction, "operator does not exist: %s || %s", args[0].Type(), args[1].Type())
 		}
 		return TypeVarchar, args, nil
+	case "REGEXP", "IREGEXP":
+		if err := argc(fn, args, 2, 2); err != nil {
+			return TypeNull, nil, err
+		}
+		for i := range args {
+			if !isStrOrNull(args[i].Type().Kind) {
+				return TypeNull, nil, Errorf(CodeUndefinedFunction, "operator does not exist: %s ~ %s", args[0].Type(), args[1].Type())
+			}
+		}
+		return TypeBool, args, nil
 	}
 	return TypeNull, nil, Errorf(CodeNotSupported, "function %s is not supported", fn)
 }
@@ -453,7 +291,12 @@ func coerceTimestampArg(e Expr) (Expr, bool, error) {
 func arithType(fn string, a, b Type) (Type, error) {
 	ka, kb := a.Kind, b.Kind
 	if ka == KindNull && kb == KindNull {
-		return TypeBigInt, nil
+		return TypeInt, nil
+	}
+	if ka == KindNull && kb == KindInterval {
+		// NULL ± INTERVAL: the NULL stands for a timestamp (so COALESCE and CASE over it
+		// unify with TIMESTAMP).
+		return TypeTimestamp, nil
 	}
 	if ka == KindNull {
 		ka, a = kb, b
@@ -463,32 +306,7 @@ func arithType(fn string, a, b Type) (Type, error) {
 	}
 	switch {
 	case ka.IsNumeric() && kb.IsNumeric():
-		t := promote(a, b)
-		if fn == "/" && t.Kind == KindDecimal {
-			s := a.Scale
-			if b.Kind == KindDecimal && b.Scale > s {
-				s = b.Scale
-			}
-			s += 4
-			if s > 18 {
-				s = 18
-			}
-			t.Scale = s
-		}
-		if fn == "*" && t.Kind == KindDecimal {
-			s := int(0)
-			if a.Kind == KindDecimal {
-				s += int(a.Scale)
-			}
-			if b.Kind == KindDecimal {
-				s += int(b.Scale)
-			}
-			if s > 18 {
-				s = 18
-			}
-			t.Scale = uint8(s)
-		}
-		return t, nil
+		return promote(a, b), nil
 	case fn == "+" && ka == KindTimestamp && kb == KindInterval,
 		fn == "+" && ka == KindInterval && kb == KindTimestamp,
 		fn == "-" && ka == KindTimestamp && kb == KindInterval:
@@ -502,27 +320,30 @@ func arithType(fn string, a, b Type) (Type, error) {
 	return TypeNull, typeMismatch("operator %s does not apply to %s and %s", fn, a, b)
 }
 
-// ParseType maps a type name of SQL.md (case-insensitive; INTEGER, STRING, TEXT, FLOAT,
+// ParseType maps a type name of docs/sql.md (case-insensitive; INTEGER, STRING, TEXT, FLOAT,
 // REAL, BOOL, DATETIME are accepted as synonyms) to a Type.
 func ParseType(name string, precision, scale int) (Type, error) {
 	switch strings.ToUpper(name) {
 	case "BOOLEAN", "BOOL":
 		return TypeBool, nil
-	case "INT", "INTEGER", "SMALLINT", "TINYINT", "MEDIUMINT":
+	case "INT", "INTEGER", "SMALLINT", "TINYINT", "MEDIUMINT", "INT4", "INT2":
 		return TypeInt, nil
-	case "BIGINT":
+	case "BIGINT", "INT8":
 		return TypeBigInt, nil
-	case "DOUBLE", "FLOAT", "REAL", "DOUBLE PRECISION":
+	case "DOUBLE", "FLOAT", "REAL", "DOUBLE PRECISION", "FLOAT8", "FLOAT4":
 		return TypeDouble, nil
-	case "DECIMAL", "NUMERIC":
+	case "DECIMAL", "NUMERIC", "DEC":
 		if precision <= 0 {
-			precision = 18
+			if scale > 0 {
+				return TypeNull, Errorf(CodeInvalidValue, "NUMERIC scale %d needs a precision", scale)
+			}
+			return TypeNumeric, nil
 		}
 		if scale < 0 {
 			scale = 0
 		}
-		if precision > 18 || scale > precision {
-			return TypeNull, Errorf(CodeNotSupported, "DECIMAL(%d,%d) is not supported: precision at most 18 and scale at most precision", precision, scale)
+		if precision > 255 || scale > precision {
+			return TypeNull, Errorf(CodeInvalidValue, "NUMERIC(%d,%d) is not supported: precision 1 to 255 and scale 0 to precision", precision, scale)
 		}
 		return Type{Kind: KindDecimal, Precision: uint8(precision), Scale: uint8(scale)}, nil
 	case "VARCHAR", "STRING", "TEXT", "CHAR":

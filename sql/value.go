@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -10,7 +11,7 @@ import (
 // Kind is the SQL type of a value or a column.
 type Kind uint8
 
-// The SQL types of SQL.md. KindNull is the type of the NULL literal only; a column is never
+// The SQL types of docs/sql.md. KindNull is the type of the NULL literal only; a column is never
 // of KindNull. KindInterval exists only inside expressions (ts + INTERVAL ...).
 const (
 	KindNull Kind = iota
@@ -50,6 +51,9 @@ type Type struct {
 }
 
 func (t Type) String() string {
+	if t.Kind == KindDecimal && t.Precision == 0 {
+		return "NUMERIC"
+	}
 	if t.Kind == KindDecimal {
 		return "DECIMAL(" + strconv.Itoa(int(t.Precision)) + "," + strconv.Itoa(int(t.Scale)) + ")"
 	}
@@ -67,12 +71,15 @@ var (
 	TypeTimestamp = Type{Kind: KindTimestamp}
 	TypeJSON      = Type{Kind: KindJSON}
 	TypeInterval  = Type{Kind: KindInterval}
+	// TypeNumeric is NUMERIC without precision: any value, each with its own scale.
+	TypeNumeric = Type{Kind: KindDecimal}
 )
 
 // Value is one SQL value. Which field holds the payload depends on K:
-// Bool (I = 0 or 1), Int/BigInt/Timestamp/Interval/Decimal (I), Double (F), Varchar/JSON (S).
-// For DECIMAL the scale lives in the column's Type; Scale here repeats it so a Value is
-// self-describing when it travels without its schema.
+// Bool (I = 0 or 1), Int/BigInt/Timestamp/Interval (I), Double (F), Varchar/JSON (S).
+// DECIMAL is I scaled by 10^Scale when it fits (Scale ≤ 18), else its decimal text in S
+// (numeric.go). A value of kind NULL with S set is a run-time error (ErrorValue): the
+// SQLSTATE code and message of why the row's value could not be computed.
 type Value struct {
 	K     Kind
 	Scale uint8
@@ -84,8 +91,88 @@ type Value struct {
 // Null is the SQL NULL.
 var Null = Value{}
 
-// IsNull reports whether v is NULL.
+// IsNull reports whether v is NULL. An error value (ErrorValue) is NULL too: code that
+// does not look for errors treats a failed value as unknown.
 func (v Value) IsNull() bool { return v.K == KindNull }
+
+// ErrorValue is the value of an expression that failed for this row: PostgreSQL raises an
+// error for the row, rsql carries the error in the value. Its kind is NULL, so every strict
+// function (NULL in, NULL out) passes it on at no extra cost on the hot path; constructs
+// that consume NULLs (IS NULL, COALESCE, CASE, AND/OR, ...) pass it on instead of
+// consuming it. The operator that finishes a row (filter, projection, aggregation input,
+// sink) checks for it once and routes the row to the bad-record path with the message.
+// code is a five-character SQLSTATE.
+func ErrorValue(code, msg string) Value {
+	return Value{K: KindNull, S: code + msg}
+}
+
+// errorf builds an ErrorValue with a formatted message.
+func errorf(code, format string, args ...any) Value {
+	return ErrorValue(code, fmt.Sprintf(format, args...))
+}
+
+// IsError reports whether v is an ErrorValue.
+func (v Value) IsError() bool { return v.K == KindNull && len(v.S) >= 5 }
+
+// Err returns the SQLSTATE code and message of an ErrorValue; ok is false for other values.
+func (v Value) Err() (code, msg string, ok bool) {
+	if v.K != KindNull || len(v.S) < 5 {
+		return "", "", false
+	}
+	return v.S[:5], v.S[5:], true
+}
+
+// AsError returns the *Error of an ErrorValue, or nil.
+func (v Value) AsError() *Error {
+	if e, ok := v.errOf(); ok {
+		return e
+	}
+	return nil
+}
+
+func (v Value) errOf() (*Error, bool) {
+	code, msg, ok := v.Err()
+	if !ok {
+		return nil, false
+	}
+	return &Error{Code: code, Message: msg, Pos: -1}, true
+}
+
+// errValue converts an *Error to an ErrorValue.
+func errValue(e *Error) Value { return ErrorValue(e.Code, e.Message) }
+
+// nullOf returns the error among a and b when there is one, else NULL: the result of a
+// strict function when an argument is NULL.
+func nullOf(a, b Value) Value {
+	if a.K == KindNull && a.S != "" {
+		return a
+	}
+	if b.K == KindNull && b.S != "" {
+		return b
+	}
+	return Null
+}
+
+// firstError returns the first ErrorValue of vs.
+func firstError(vs []Value) (Value, bool) {
+	for _, v := range vs {
+		if v.K == KindNull && v.S != "" {
+			return v, true
+		}
+	}
+	return Null, false
+}
+
+// RowError returns the first ErrorValue of r as an *Error (with the column's position in
+// the message's context left to the caller), or nil.
+func RowError(r Row) *Error {
+	for _, v := range r {
+		if v.K == KindNull && v.S != "" {
+			return v.AsError()
+		}
+	}
+	return nil
+}
 
 // Constructors.
 func Bool(b bool) Value {
@@ -122,6 +209,9 @@ func (v Value) AsFloat() float64 {
 	case KindDouble:
 		return v.F
 	case KindDecimal:
+		if v.S != "" {
+			return NumericFloat(v)
+		}
 		return float64(v.I) / Pow10(v.Scale)
 	case KindInt, KindBigInt, KindTimestamp, KindInterval, KindBool:
 		return float64(v.I)
@@ -182,6 +272,9 @@ func FormatDecimal(u int64, scale uint8) string {
 func (v Value) String() string {
 	switch v.K {
 	case KindNull:
+		if _, msg, ok := v.Err(); ok {
+			return "ERROR: " + msg
+		}
 		return "NULL"
 	case KindBool:
 		if v.I != 0 {
@@ -193,7 +286,7 @@ func (v Value) String() string {
 	case KindDouble:
 		return strconv.FormatFloat(v.F, 'g', -1, 64)
 	case KindDecimal:
-		return FormatDecimal(v.I, v.Scale)
+		return NumericText(v)
 	case KindVarchar, KindJSON:
 		return v.S
 	case KindTimestamp:

@@ -173,6 +173,24 @@ func (b *Batch) Each(fn func(kind OpKind, key, value []byte) error) error {
 	return nil
 }
 
+// Append adds every operation of o to b, after b's own, in order.
+func (b *Batch) Append(o *Batch) {
+	if o == nil {
+		return
+	}
+	o.Each(func(kind OpKind, key, value []byte) error {
+		switch kind {
+		case OpPut:
+			b.Put(key, value)
+		case OpDelete:
+			b.Delete(key)
+		case OpDropPrefix:
+			b.DropPrefix(key)
+		}
+		return nil
+	})
+}
+
 // PrefixEnd returns the smallest key greater than every key starting with prefix, or nil
 // when there is none (prefix is all 0xff).
 func PrefixEnd(prefix []byte) []byte {

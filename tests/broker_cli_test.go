@@ -2,8 +2,10 @@ package tests
 
 import (
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -62,6 +64,99 @@ func TestBrokerCLIProduceConsume(t *testing.T) {
 			t.Fatalf("user %s: id %d after %d", user, id, p)
 		}
 		last[user] = id
+	}
+}
+
+// Consumer-group offsets of `rsql consume --group G --max N`: run after run, each record is
+// printed by exactly one run, none twice and none lost, across several queues. Each run
+// stops in the middle of what its readers fetched, so a run that committed what it read
+// instead of what it printed would lose records, and one that committed late, one-way or not
+// at all would print records again. The runs compete with busy goroutines for the CPU, as on
+// a loaded CI machine, where a commit racing the process's exit loses.
+func TestBrokerCLIConsumeGroupRounds(t *testing.T) {
+	b := startBroker(t)
+	defer busyCPU()()
+	var in strings.Builder
+	want := map[string]bool{}
+	for i := 0; i < 200; i++ {
+		line := fmt.Sprintf(`{"id":%d,"user":"u%d"}`, i, i%5)
+		in.WriteString(line + "\n")
+		want[line] = true
+	}
+	if _, errOut, err := runRsql(t, in.String(), "produce", "rounds", "--key", "user", "--namesrv-addr", b.NS); err != nil {
+		t.Fatalf("produce: %v\n%s", err, errOut)
+	}
+	seen := map[string]int{}
+	for run := 1; len(seen) < len(want) && run <= 50; run++ {
+		out, errOut, err := runRsql(t, "", "consume", "rounds", "--from-beginning", "--group", "rounds-g", "--max", "5",
+			"--idle-exit", "3s", "--namesrv-addr", b.NS)
+		if err != nil {
+			t.Fatalf("run %d: %v\n%s", run, err, errOut)
+		}
+		got := lines(out)
+		if len(got) != 5 && len(seen)+len(got) != len(want) {
+			t.Fatalf("run %d printed %d records, want 5 (or the %d left)", run, len(got), len(want)-len(seen))
+		}
+		for _, l := range got {
+			if !want[l] {
+				t.Fatalf("run %d printed %q, which was never produced", run, l)
+			}
+			if seen[l]++; seen[l] > 1 {
+				t.Fatalf("run %d printed %s again: its offset was not committed by the run that printed it", run, l)
+			}
+		}
+	}
+	if len(seen) != len(want) {
+		t.Fatalf("the runs printed %d of the %d records", len(seen), len(want))
+	}
+	out, _, err := runRsql(t, "", "consume", "rounds", "--group", "rounds-g", "--idle-exit", "1s", "--namesrv-addr", b.NS)
+	if err != nil || len(lines(out)) != 0 {
+		t.Fatalf("after every record was consumed the group still gets %d records (%v)", len(lines(out)), err)
+	}
+}
+
+// A line over the record limit stops `rsql produce` with a message naming it; the records
+// before it are sent, none after, and nothing is lost silently.
+func TestBrokerCLIProduceLongLine(t *testing.T) {
+	b := startBroker(t)
+	in := "{\"n\":1}\n{\"n\":2}\n{\"n\":\"" + strings.Repeat("x", 5<<20) + "\"}\n{\"n\":4}\n"
+	_, errOut, err := runRsql(t, in, "produce", "longline", "--namesrv-addr", b.NS)
+	if err == nil {
+		t.Fatalf("produce accepted a 5 MiB line: %s", errOut)
+	}
+	for _, want := range []string{"line 3 is 5242888 bytes", "limit of 4190208 bytes", "the 2 records before it were sent"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("produce's message lacks %q:\n%s", want, errOut)
+		}
+	}
+	out, _, err := runRsql(t, "", "consume", "longline", "--from-beginning", "--idle-exit", "1s", "--namesrv-addr", b.NS)
+	if err != nil || strings.Join(lines(out), " ") != `{"n":1} {"n":2}` {
+		t.Errorf("the topic holds %q (%v), want the two records before the long line", out, err)
+	}
+}
+
+// busyCPU keeps every CPU busy with spinning goroutines until the returned stop is called.
+func busyCPU() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < runtime.NumCPU(); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				if n%1000 == 0 {
+					select {
+					case <-done:
+						return
+					default:
+					}
+				}
+			}
+		}()
+	}
+	return func() {
+		close(done)
+		wg.Wait()
 	}
 }
 

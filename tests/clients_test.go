@@ -83,6 +83,11 @@ func TestPsqlPushLimitAndSQLSTATE(t *testing.T) {
 			t.Errorf("%s: want ERROR %s, got err=%v\n%s", c.stmt, c.code, err, b)
 		}
 	}
+	// psql --single-transaction wraps the commands in BEGIN/COMMIT: they run, with the
+	// notices saying there are no transactions.
+	if out := run("--single-transaction", "-c", "INSERT INTO ticks VALUES ('D', 4, '2026-11-30T05:00:03Z')"); !strings.Contains(out, "INSERT 0 1") || !strings.Contains(out, "no transactions") {
+		t.Errorf("psql --single-transaction printed:\n%s", out)
+	}
 	if err := srv.Stop(); err != nil {
 		t.Errorf("server: %v", err)
 	}
@@ -129,6 +134,28 @@ func TestPgxExtendedProtocol(t *testing.T) {
 	mustExec("INSERT INTO trades VALUES ($1, $2, $3, $4, $5), (3, 0.125, '2026-11-30T05:00:02Z', 'CCC', true)",
 		exec, int64(2), -7.25, t0.Add(time.Second), "BBB", false)
 	mustExec("SET offset_reset = 'earliest'")
+	// Drivers' transactions: BEGIN (with options), statements, COMMIT or ROLLBACK all work;
+	// rsql has none, so the statements take effect when they run.
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable, AccessMode: pgx.ReadWrite})
+	if err != nil {
+		t.Fatalf("BeginTx: %v", err)
+	}
+	if _, err := tx.Exec(ctx, "CREATE STREAM tx_made (a BIGINT) WITH (queues = 1)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+	tx, err = conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatalf("Rollback: %v", err)
+	}
+	if tag := mustExec("DESCRIBE tx_made"); tag.String() != "DESCRIBE" {
+		t.Errorf("the stream made inside a transaction: %q", tag)
+	}
 
 	type trade struct {
 		id  int64
@@ -241,6 +268,8 @@ func TestNodePostgres(t *testing.T) {
 		"inserted 1\n" +
 		// pg reads BIGINT (int8) as a string unless told otherwise; DOUBLE is a number.
 		"row string 8 cake number 8.5 true 2026-11-30T05:00:01.000Z\n" +
+		// BEGIN and COMMIT work, each with a notice that there are no transactions.
+		"transaction 2 true\n" +
 		"error 42703 "
 	if !strings.HasPrefix(string(out), want) || !strings.Contains(string(out), "nope") || !strings.HasSuffix(string(out), "after error tea\n") {
 		t.Errorf("node client.js printed:\n%s\nwant it to start with:\n%s", out, want)

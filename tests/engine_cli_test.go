@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,5 +90,88 @@ func TestBadSQLCreatesNothing(t *testing.T) {
 	out, _ = runRsqlIn(t, dir, "-c", "SHOW STREAMS; SHOW JOBS;", "--data-dir", "data", "--format", "json")
 	if strings.Contains(out, `"c"`) || strings.Contains(out, "job-") {
 		t.Errorf("a failed CREATE left a stream or job behind:\n%s", out)
+	}
+}
+
+// A value that cannot be represented (a DOUBLE overflow, a timestamp before year 1, an
+// infinity the JSON sink cannot write) is an error of its row, as in PostgreSQL: the row
+// goes to the stream's dead-letter file with its SQLSTATE, the other rows are written, and
+// the bounded run succeeds.
+func TestUnrepresentableValuesAreBadRows(t *testing.T) {
+	dir := t.TempDir()
+	input := strings.Join([]string{
+		`{"id": 1, "v": 2, "ts": "2026-11-30T05:00:00Z"}`,
+		`{"id": 2, "v": 1e300, "ts": "2026-11-30T05:00:01Z"}`, // v * v overflows
+		`{"id": 3, "v": 3, "ts": "0001-01-01T00:00:00Z"}`,     // ts - 2 days is before year 1
+		`{"id": 4, "v": -1, "ts": "2026-11-30T05:00:02Z"}`,    // the sink cannot write Infinity
+		`{"id": 5, "v": 5, "ts": "2026-11-30T05:00:03Z"}`,
+	}, "\n") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte(input), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `CREATE STREAM s (id BIGINT, v DOUBLE, ts TIMESTAMP) WITH (connector = 'file', path = 'in.jsonl', dlq_path = 'dlq.jsonl');
+CREATE STREAM o WITH (connector = 'file', path = 'out.jsonl') AS
+SELECT id, v * v AS sq, ts - INTERVAL '2' DAY AS before,
+       CASE WHEN v < 0 THEN CAST('Infinity' AS DOUBLE PRECISION) ELSE v END AS w FROM s;`
+	out, code := runRsqlIn(t, dir, "-c", script, "--data-dir", "data")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	got := readJSONLines(t, filepath.Join(dir, "out.jsonl"))
+	if len(got) != 2 || canonNumber(got[0]["id"]) != "1" || canonNumber(got[1]["id"]) != "5" {
+		t.Fatalf("output %v, want ids 1 and 5", got)
+	}
+	dlq := readJSONLines(t, filepath.Join(dir, "dlq.jsonl"))
+	if len(dlq) != 3 {
+		t.Fatalf("dead letters %v, want 3", dlq)
+	}
+	codes := map[string]bool{}
+	for _, d := range dlq {
+		e, _ := d["error"].(map[string]any)
+		codes[fmt.Sprint(e["code"])] = true
+	}
+	for _, c := range []string{"22003", "22008"} {
+		if !codes[c] {
+			t.Errorf("no dead letter with SQLSTATE %s: %v", c, dlq)
+		}
+	}
+}
+
+// `rsql -f` without --server runs in an engine of its own even when a server answers on
+// --pg-addr: the server's catalog does not change, relative paths are the client's, and
+// the command returns once its bounded job has written everything. A stream on the broker
+// fails with a message that names --server.
+func TestRunFileIgnoresRunningServer(t *testing.T) {
+	_, pgAddr := startServer(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "in.jsonl"), []byte("{\"a\": 1}\n{\"a\": 2}\n{\"a\": 3}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := "CREATE STREAM src (a BIGINT) WITH (connector = 'file', path = 'in.jsonl');\n" +
+		"CREATE STREAM dst WITH (connector = 'file', path = 'out/dst.jsonl') AS SELECT a * 10 AS b FROM src;\n"
+	if err := os.WriteFile(filepath.Join(dir, "p.sql"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(buildRsql(t), "-f", "p.sql")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "RSQL_PG_ADDR="+pgAddr)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("rsql -f: %v\n%s", err, out)
+	}
+	got := readJSONLines(t, filepath.Join(dir, "out", "dst.jsonl"))
+	if len(got) != 3 || canonNumber(got[2]["b"]) != "30" {
+		t.Errorf("when rsql -f returned, out/dst.jsonl held %v", got)
+	}
+	show, errOut, err := runRsql(t, "", "--server", pgAddr, "--format", "json", "-c", "SHOW STREAMS")
+	if err != nil || strings.TrimSpace(show) != "" {
+		t.Errorf("the running server's catalog after rsql -f: %q (err %v, %s)", show, err, errOut)
+	}
+	cmd = exec.Command(buildRsql(t), "-c", "CREATE STREAM t (a BIGINT)")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "RSQL_PG_ADDR="+pgAddr)
+	out, err = cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--server") {
+		t.Errorf("a broker stream in rsql -c without --server: %v\n%s", err, out)
 	}
 }

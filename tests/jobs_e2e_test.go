@@ -180,11 +180,26 @@ func produceEvents(t *testing.T, ns string, evs []event) {
 	}
 }
 
-// waitWindowsClosed waits until the job's watermark passes the end of the last window (the
-// input is idle, so it moves with the wall clock), then for the checkpoint that publishes
-// the last rows.
+// closeWindows produces, to every queue of orders, a record at lastEnd: the input is a
+// replay (its event times are far from now), so once every queue is idle the watermark goes
+// to the largest event time read and no further (docs/sql.md, idle_timeout); these records
+// take it to the end of the last window of the real input, and their own window stays
+// open. Distinct keys spread them over the queues.
+func closeWindows(t *testing.T, ns string, lastEnd int64) {
+	t.Helper()
+	var evs []event
+	for i := 0; i < 64; i++ {
+		evs = append(evs, event{OrderID: int64(-1 - i), UserID: fmt.Sprintf("~close-%d", i), TsMs: lastEnd, Category: "none"})
+	}
+	produceEvents(t, ns, evs)
+}
+
+// waitWindowsClosed closes the last windows (closeWindows) and waits until the job's
+// watermark passes the end of the last window, then for the checkpoint that publishes the
+// last rows.
 func waitWindowsClosed(t *testing.T, s *jobsServer, lastEnd int64) {
 	t.Helper()
+	closeWindows(t, s.ns, lastEnd)
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -47,7 +47,7 @@ func (s *clusterServer) start() {
 	}
 	args := []string{"server", "--data-dir", s.dir, "--pg-addr", s.pg, "--http-addr", s.http, "--postgres", s.postgres}
 	if s.external {
-		args = append(args, "--namesrv", s.ns, "--broker-addr", s.br)
+		args = append(args, "--namesrv", s.ns)
 	} else {
 		args = append(args, "--namesrv-addr", s.ns, "--broker-addr", s.br)
 	}
@@ -180,6 +180,7 @@ func runAcrossInstances(t *testing.T, ddl string, evSeed int64, whole bool) {
 
 	// Windows close by idle timeout on both instances, then the next checkpoints publish.
 	// A job run whole has a watermark only where it runs.
+	closeWindows(t, a.ns, lastEnd)
 	deadline := time.Now().Add(90 * time.Second)
 	for _, s := range []*clusterServer{a, b} {
 		for {

@@ -146,8 +146,8 @@ func TestShellInTerminal(t *testing.T) {
 }
 
 // The embedded default: `rsql` alone starts the whole system in the process, prints the
-// banner and opens the shell; keywords complete; a second rsql on the same addresses talks
-// to the first instead of failing on the taken ports; Ctrl-C stops a push query only.
+// banner and opens the shell; keywords complete; a second rsql pointed at it with --server
+// (RSQL_SERVER) talks to it; Ctrl-C stops a push query only.
 func TestEmbeddedDefaultShell(t *testing.T) {
 	dir := t.TempDir()
 	pgAddr := freePort(t)
@@ -170,11 +170,12 @@ func TestEmbeddedDefaultShell(t *testing.T) {
 	sh.send("streams;", "Enter")
 	sh.waitFor(" events | broker", 1)
 
-	// A second rsql on the same machine and addresses goes to the running one.
-	cmd := exec.Command(bin, "-c", "SELECT a, b FROM events WHERE a > 41 LIMIT 1", "--format", "json")
+	// A second rsql sends its statements to the running one (--server, here RSQL_SERVER).
+	// It reads from the beginning of the topic, so it gets the row inserted below however
+	// late its query starts (a session starts at the end of the topic by default).
+	cmd := exec.Command(bin, "-c", "SET offset_reset = 'earliest'; SELECT a, b FROM events WHERE a > 42 LIMIT 1", "--format", "json")
 	cmd.Dir = t.TempDir()
-	cmd.Env = append(cmd.Environ(), "RSQL_PG_ADDR="+pgAddr)
-	// Its session starts at the end of the topic; the row it waits for is inserted below.
+	cmd.Env = append(cmd.Environ(), "RSQL_SERVER="+pgAddr)
 	second := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = second, second
 	if err := cmd.Start(); err != nil {
@@ -189,7 +190,7 @@ func TestEmbeddedDefaultShell(t *testing.T) {
 	prompts := strings.Count(sh.screen(), "rsql> ")
 	// The push query starts at the end of the topic: rows inserted from now on appear.
 	ins := exec.Command(bin, "-c", "INSERT INTO events VALUES (43, 'z')")
-	ins.Env = append(ins.Environ(), "RSQL_PG_ADDR="+pgAddr)
+	ins.Env = append(ins.Environ(), "RSQL_SERVER="+pgAddr)
 	if out, err := ins.CombinedOutput(); err != nil {
 		t.Fatalf("second rsql: %v\n%s", err, out)
 	}
@@ -204,7 +205,7 @@ func TestEmbeddedDefaultShell(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
-		t.Fatalf("second rsql's push query did not end: %q", second.String())
+		t.Fatalf("second rsql's push query did not end: %q\n%s", second.String(), sh.screen())
 	}
 	sh.send(`\q`, "Enter")
 	deadline := time.Now().Add(60 * time.Second)

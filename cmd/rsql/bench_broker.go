@@ -32,6 +32,7 @@ type BenchBrokerCmd struct {
 	CPUProfile string `name:"cpuprofile" hidden:"" help:"Write a CPU profile of the whole run here."`
 	Consumers  int    `name:"consumers" default:"2" help:"Push consumers in the consuming group."`
 	Flush      string `name:"flush" enum:"async,sync" default:"async" help:"Flush mode of the in-process broker."`
+	Namesrv    string `name:"namesrv" env:"RSQL_NAMESRV" help:"Measure this external RocketMQ name server's cluster instead of an in-process broker."`
 }
 
 type benchResult struct {
@@ -44,7 +45,7 @@ type benchResult struct {
 	produceSec, conSec float64
 }
 
-func (c *BenchBrokerCmd) Run(cm *Common) error {
+func (c *BenchBrokerCmd) Run() error {
 	rlog.SetLogger(quietLogger{})
 	if c.CPUProfile != "" {
 		f, err := os.Create(c.CPUProfile)
@@ -57,7 +58,7 @@ func (c *BenchBrokerCmd) Run(cm *Common) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	ns, brokerAddr := cm.Namesrv, ""
+	ns, brokerAddr := c.Namesrv, ""
 	if ns == "" {
 		dir, err := os.MkdirTemp("", "rsql-bench-broker-")
 		if err != nil {
@@ -75,7 +76,7 @@ func (c *BenchBrokerCmd) Run(cm *Common) error {
 		}
 		ns, brokerAddr = b.Addrs()
 		fmt.Fprintf(os.Stderr, "in-process broker at %s (flush %s)\n", ns, c.Flush)
-	} else if _, err := nameServer(cm); err != nil {
+	} else if _, err := nameServer(&BrokerClientFlags{Namesrv: c.Namesrv}); err != nil {
 		return err
 	}
 	var results []benchResult

@@ -52,7 +52,7 @@ type nexmarkRow struct {
 	PeakRSSIsTotal bool    `json:"peak_rss_is_process_lifetime,omitempty"`
 }
 
-func (c *BenchNexmarkCmd) Run(cm *Common) error {
+func (c *BenchNexmarkCmd) Run() error {
 	if c.Events <= 0 || c.Splits <= 0 || c.EventRate <= 0 {
 		return &exitError{"--events, --splits and --event-rate must be positive"}
 	}

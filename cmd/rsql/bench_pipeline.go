@@ -171,7 +171,7 @@ type pipelineRun struct {
 	out         int64
 }
 
-func (c *BenchPipelineCmd) Run(cm *Common) error {
+func (c *BenchPipelineCmd) Run() error {
 	if c.ChildDir != "" {
 		return c.recoveryChild()
 	}

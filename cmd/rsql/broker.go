@@ -66,11 +66,14 @@ func parseBytes(s string) (int64, error) {
 
 // BrokerCmd runs only the bundled broker.
 type BrokerCmd struct {
+	DataDirFlag
+	NamesrvAddr string `name:"namesrv-addr" env:"RSQL_NAMESRV_ADDR" default:"127.0.0.1:9876" help:"Name-server listen address."`
+	BrokerAddr  string `name:"broker-addr" env:"RSQL_BROKER_ADDR" default:"127.0.0.1:10911" help:"Broker listen address."`
 	BrokerFlags `embed:""`
 }
 
-func (c *BrokerCmd) Run(cm *Common) error {
-	cfg, err := c.Config(cm.DataDir)
+func (c *BrokerCmd) Run() error {
+	cfg, err := c.Config(c.DataDir)
 	if err != nil {
 		return err
 	}
@@ -80,7 +83,7 @@ func (c *BrokerCmd) Run(cm *Common) error {
 	if err != nil {
 		return &exitError{fmt.Sprintf("cannot open the broker store in %s: %v", cfg.Dir, err)}
 	}
-	if err := b.Serve(cm.NamesrvAddr, cm.BrokerAddr); err != nil {
+	if err := b.Serve(c.NamesrvAddr, c.BrokerAddr); err != nil {
 		b.Close()
 		return &exitError{fmt.Sprintf("%v (is another rsql running? pick free ports with --namesrv-addr and --broker-addr)", err)}
 	}

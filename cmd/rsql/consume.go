@@ -10,134 +10,191 @@ import (
 	"syscall"
 	"time"
 
-	rocketmq "github.com/apache/rocketmq-client-go/v2"
-	"github.com/apache/rocketmq-client-go/v2/consumer"
-	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"rsql/connectors"
 )
 
 // ConsumeCmd prints a topic's records as JSON lines, or with --format table as an aligned
 // table (columns: the records' fields in first-seen order) when it stops.
+//
+// It pulls each queue itself (connectors.RocketMQSource) from the offsets it chose: with
+// --group, the group's committed offsets; otherwise the oldest retained record
+// (--from-beginning) or the end. With --group it commits, synchronously and just before it
+// exits, the offset after the last record it printed of each queue: exactly the printed
+// records count as consumed, whatever was read ahead is not (docs/cli.md).
 type ConsumeCmd struct {
 	Topic         string        `arg:"" help:"Topic to read."`
 	FromBeginning bool          `name:"from-beginning" help:"Start at the oldest retained record instead of new ones (when the group has no committed offset)."`
 	Max           int           `name:"max" help:"Stop after this many records (0: no limit)."`
-	IdleExit      time.Duration `name:"idle-exit" help:"Stop when nothing arrives for this long (0: never); before the first record, the client's start-up (queue assignment, about 5 s) does not count."`
-	Group         string        `name:"group" help:"Commit offsets as this consumer group (default: a new group per run)."`
+	IdleExit      time.Duration `name:"idle-exit" help:"Stop when nothing arrives for this long (0: never)."`
+	Group         string        `name:"group" help:"Start at this consumer group's committed offsets and commit the printed records' offsets to it at the end (default: commit nothing)."`
+	Format        string        `name:"format" enum:"json,table" default:"json" help:"Output: json (JSON lines as they arrive) or table (an aligned table when it stops)."`
+	BrokerClientFlags
 }
 
-func (c *ConsumeCmd) Run(cm *Common, cli *CLI) error {
+// consumed is one queue's batch handed from its reader to the printer.
+type consumed struct {
+	split int
+	msgs  []connectors.Message
+	err   error
+}
+
+func (c *ConsumeCmd) Run() error {
 	var tbl *recordTable
-	switch cli.Format {
-	case "", "json":
-	case "table":
+	if c.Format == "table" {
 		tbl = &recordTable{}
-	default:
-		return &exitError{fmt.Sprintf("--format %s: consume prints json (JSON lines) or table", cli.Format)}
 	}
-	ns, err := nameServer(cm)
+	ns, err := nameServer(&c.BrokerClientFlags)
 	if err != nil {
 		return err
 	}
-	group := c.Group
-	if group == "" {
-		group = fmt.Sprintf("rsql-consume-%d-%d", os.Getpid(), time.Now().UnixNano())
-	}
-	from := consumer.ConsumeFromLastOffset
-	if c.FromBeginning {
-		from = consumer.ConsumeFromFirstOffset
-	}
-	// With --max and --group, hand records over one at a time so exactly the printed ones are
-	// committed; otherwise in batches.
-	batch := 256
-	if c.Max > 0 && c.Group != "" {
-		batch = 1
-	}
-	pc, err := rocketmq.NewPushConsumer(consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		consumer.WithGroupName(group), consumer.WithConsumeFromWhere(from), consumer.WithConsumerOrder(true),
-		consumer.WithInstance(fmt.Sprintf("consume-%d", os.Getpid())), consumer.WithPullBatchSize(256),
-		consumer.WithConsumeMessageBatchMaxSize(batch))
-	if err != nil {
-		return err
-	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
-	var mu sync.Mutex
-	count := 0
-	activity := make(chan struct{}, 1)
-	stop := make(chan struct{})
-	var stopOnce sync.Once
-	err = pc.Subscribe(c.Topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if c.Max > 0 && count >= c.Max {
-			return consumer.SuspendCurrentQueueAMoment, nil
+	n, err := consumeTopic(ctx, ns, c, func(body []byte) {
+		for len(body) > 0 && (body[len(body)-1] == '\n' || body[len(body)-1] == '\r') {
+			body = body[:len(body)-1]
 		}
-		for i, m := range msgs {
-			if c.Max > 0 && count >= c.Max {
-				if i == 0 {
-					// Leave it uncommitted for the next reader of this group.
-					return consumer.SuspendCurrentQueueAMoment, nil
-				}
-				break
-			}
-			b := m.Body
-			for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
-				b = b[:len(b)-1]
-			}
-			if tbl != nil {
-				tbl.add(b)
-			} else {
-				out.Write(b)
-				out.WriteByte('\n')
-			}
-			count++
+		if tbl != nil {
+			tbl.add(body)
+			return
 		}
-		out.Flush()
-		select {
-		case activity <- struct{}{}:
-		default:
-		}
-		if c.Max > 0 && count >= c.Max {
-			stopOnce.Do(func() { close(stop) })
-		}
-		return consumer.ConsumeSuccess, nil
-	})
+		out.Write(body)
+		out.WriteByte('\n')
+	}, func() { out.Flush() })
+	if tbl != nil {
+		tbl.print(out)
+	}
+	out.Flush()
 	if err != nil {
 		return err
 	}
-	if err := pc.Start(); err != nil {
-		return &exitError{fmt.Sprintf("cannot consume %s: %v (does the topic exist?)", c.Topic, err)}
+	fmt.Fprintf(os.Stderr, "consumed %d records from %s\n", n, c.Topic)
+	return nil
+}
+
+// consumeTopic reads c.Topic at name server ns and hands each record's body to emit (flush
+// after each batch) until c.Max records, c.IdleExit without records or ctx's end; then, with
+// c.Group, it commits what was emitted. It returns the number of records emitted.
+func consumeTopic(ctx context.Context, ns string, c *ConsumeCmd, emit func([]byte), flush func()) (int, error) {
+	cfg := connectors.RocketMQConfig{NameServer: ns, Group: "rsql-consume"}
+	src, err := connectors.OpenRocketMQSource(ctx, cfg, c.Topic, 0)
+	if err != nil {
+		return 0, &exitError{fmt.Sprintf("cannot consume %s: %v (does the topic exist?)", c.Topic, err)}
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer src.Close()
+	splits, err := src.Splits(ctx)
+	if err != nil {
+		return 0, &exitError{fmt.Sprintf("cannot consume %s: %v", c.Topic, err)}
+	}
+	offs, err := connectors.OpenGroupOffsets(ctx, cfg, c.Group, c.Topic)
+	if err != nil {
+		return 0, &exitError{fmt.Sprintf("cannot consume %s: %v", c.Topic, err)}
+	}
+	if offs.Queues() != len(splits) {
+		return 0, &exitError{fmt.Sprintf("cannot consume %s: the route changed while starting (%d queues, then %d): try again", c.Topic, len(splits), offs.Queues())}
+	}
+	// next[i] is the offset after the last record of queue i that was emitted; start[i]
+	// where reading began.
+	start := make([]int64, len(splits))
+	for i := range splits {
+		from, ok := int64(0), false
+		if c.Group != "" {
+			if from, ok, err = offs.Committed(ctx, i); err != nil {
+				return 0, &exitError{err.Error()}
+			}
+		}
+		if !ok && !c.FromBeginning {
+			if from, err = offs.End(ctx, i); err != nil {
+				return 0, &exitError{err.Error()}
+			}
+		}
+		start[i] = from
+	}
+	next := append([]int64(nil), start...)
+
+	rctx, cancel := context.WithCancel(ctx)
+	ch := make(chan consumed, 2*len(splits))
+	var wg sync.WaitGroup
+	for i, sp := range splits {
+		r, err := src.Open(rctx, sp, start[i])
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return 0, &exitError{fmt.Sprintf("cannot consume %s: %v", c.Topic, err)}
+		}
+		wg.Add(1)
+		go func(i int, r connectors.SplitReader) {
+			defer wg.Done()
+			defer r.Close()
+			for rctx.Err() == nil {
+				msgs, err := r.Read(rctx, nil, 256)
+				if rctx.Err() != nil {
+					return
+				}
+				if len(msgs) == 0 && err == nil {
+					continue
+				}
+				select {
+				case ch <- consumed{split: i, msgs: msgs, err: err}:
+				case <-rctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+		}(i, r)
+	}
+
+	count := 0
 	var idle <-chan time.Time
 	var idleT *time.Timer
 	if c.IdleExit > 0 {
-		idleT = time.NewTimer(c.IdleExit + 5*time.Second)
+		idleT = time.NewTimer(c.IdleExit)
+		defer idleT.Stop()
 		idle = idleT.C
 	}
+	var readErr error
 loop:
-	for {
+	for c.Max <= 0 || count < c.Max {
 		select {
-		case <-stop:
-			break loop
-		case <-sig:
-			break loop
-		case <-activity:
+		case b := <-ch:
+			if b.err != nil {
+				readErr = &exitError{fmt.Sprintf("consuming %s: %v", c.Topic, b.err)}
+				break loop
+			}
+			for _, m := range b.msgs {
+				if c.Max > 0 && count >= c.Max {
+					break
+				}
+				emit(m.Body)
+				next[b.split] = m.Offset + 1
+				count++
+			}
+			flush()
 			if idleT != nil {
 				idleT.Reset(c.IdleExit)
 			}
 		case <-idle:
 			break loop
+		case <-ctx.Done():
+			break loop
 		}
 	}
-	pc.Shutdown()
-	mu.Lock()
-	if tbl != nil {
-		tbl.print(out)
+	cancel()
+	wg.Wait()
+	if c.Group != "" {
+		// Exactly the emitted records: what readers fetched beyond them stays for the next
+		// reader of the group. A commit cut short by a signal would lose nothing either
+		// (those records are read again), so it runs to its end.
+		for i := range splits {
+			if next[i] == start[i] {
+				continue
+			}
+			if err := offs.Commit(context.Background(), i, next[i]); err != nil {
+				return count, &exitError{fmt.Sprintf("printed %d records but could not commit their offsets for group %s: %v", count, c.Group, err)}
+			}
+		}
 	}
-	out.Flush()
-	n := count
-	mu.Unlock()
-	fmt.Fprintf(os.Stderr, "consumed %d records from %s\n", n, c.Topic)
-	return nil
+	return count, readErr
 }

@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 )
 
 // recordTable collects consumed records for `rsql consume --format table`: a JSON object's
@@ -84,37 +82,17 @@ func (t *recordTable) print(w *bufio.Writer) {
 		fmt.Fprintln(w, "(0 rows)")
 		return
 	}
-	widths := make([]int, len(t.cols))
-	for i, c := range t.cols {
-		widths[i] = utf8.RuneCountInString(c)
-	}
-	for _, r := range t.rows {
-		for i, c := range t.cols {
-			widths[i] = max(widths[i], utf8.RuneCountInString(r[c]))
+	texts := make([][]string, len(t.rows))
+	for i, r := range t.rows {
+		texts[i] = make([]string, len(t.cols))
+		for j, c := range t.cols {
+			texts[i][j] = r[c]
 		}
 	}
-	line := func(cell func(i int) string) {
-		for i := range t.cols {
-			if i > 0 {
-				w.WriteString(" | ")
-			} else {
-				w.WriteString(" ")
-			}
-			s := cell(i)
-			w.WriteString(s + strings.Repeat(" ", widths[i]-utf8.RuneCountInString(s)))
-		}
-		w.WriteString("\n")
-	}
-	line(func(i int) string { return t.cols[i] })
-	for i := range t.cols {
-		if i > 0 {
-			w.WriteString("+")
-		}
-		w.WriteString(strings.Repeat("-", widths[i]+2))
-	}
-	w.WriteString("\n")
-	for _, r := range t.rows {
-		line(func(i int) string { return r[t.cols[i]] })
+	tw := newTextTable(w, t.cols, texts, func(int) bool { return false })
+	tw.header()
+	for _, r := range texts {
+		tw.line(r, tw.right)
 	}
 	if len(t.rows) == 1 {
 		fmt.Fprintln(w, "(1 row)")

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"rsql/connectors"
@@ -14,85 +16,285 @@ import (
 	"rsql/sql"
 )
 
-// printer writes statement results as an aligned table or as JSON lines.
+// printer writes statement results as an aligned table or as JSON lines, and notices on
+// its err writer.
 type printer struct {
 	w    *bufio.Writer
+	err  io.Writer
 	json bool
 }
 
 func newPrinter(w io.Writer, jsonLines bool) *printer {
-	return &printer{w: bufio.NewWriter(w), json: jsonLines}
+	return &printer{w: bufio.NewWriter(w), err: os.Stderr, json: jsonLines}
 }
 
-// result prints one statement result: its rows, or its command tag. Push queries print each
-// row as it arrives.
+// notice prints a statement's notice ("NOTICE: ..." or "WARNING: ...") on p.err.
+func (p *printer) notice(n *server.Notice) {
+	if n != nil {
+		fmt.Fprintf(p.err, "%s: %s\n", n.Severity, n.Message)
+	}
+}
+
+// Streaming says when a result's rows print as they arrive instead of as one table sized
+// from all of them: at once (push queries), never (finished results), or once they have
+// not all arrived within a moment (a remote result that may be either).
+type streaming time.Duration
+
+const (
+	streamNow   streaming = 0
+	streamNever streaming = -1
+	// streamAfter is how long a remote result may take to arrive whole before it is printed
+	// as it comes.
+	streamAfter = streaming(150 * time.Millisecond)
+)
+
+// result prints one statement result: its rows, or its command tag. A push query's header
+// prints at once and each row as it arrives; other results print as a table whose columns
+// are as wide as their widest value.
 func (p *printer) result(ctx context.Context, r *server.Result) error {
+	mode := streamNever
+	if r.Push {
+		mode = streamNow
+	}
+	return p.resultMode(ctx, r, mode)
+}
+
+// rowOrEnd is a row read ahead of printing, or the end of the rows (err, io.EOF at the end).
+type rowOrEnd struct {
+	row sql.Row
+	err error
+}
+
+func (p *printer) resultMode(ctx context.Context, r *server.Result, mode streaming) error {
 	defer p.w.Flush()
+	p.notice(r.Notice)
 	if r.Columns == nil {
 		if !p.json {
 			fmt.Fprintln(p.w, r.Tag)
 		}
 		return nil
 	}
-	defer r.Rows.Close()
-	var rows []sql.Row
+	// Rows are read on their own goroutine, so the header can print while none has come.
+	// On the way out the reader is stopped and waited for before the rows are closed.
+	ch := make(chan rowOrEnd, 64)
+	rctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		for range ch {
+		}
+		r.Rows.Close()
+	}()
+	go func() {
+		defer close(ch)
+		for {
+			row, err := r.Rows.Next(rctx)
+			if err == nil {
+				row = append(sql.Row(nil), row...)
+			}
+			select {
+			case ch <- rowOrEnd{row, err}:
+			case <-rctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var held []sql.Row // rows not printed yet (table mode)
+	var timer <-chan time.Time
+	if mode > 0 {
+		t := time.NewTimer(time.Duration(mode))
+		defer t.Stop()
+		timer = t.C
+	}
+	var tw *tableWriter // set once rows print as they come
 	var enc connectors.Format
 	var buf []byte
-	var pushWidths []int
+	count := 0
+	stream := func() {
+		tw = newTableWriter(p.w, r.Columns, held)
+		tw.fitTypes(r.Columns)
+		tw.header()
+		for _, h := range held {
+			tw.row(h)
+		}
+		held = nil
+		p.w.Flush()
+	}
+	if mode == streamNow && !p.json {
+		stream()
+	}
 	for {
-		row, err := r.Rows.Next(ctx)
-		if errors.Is(err, io.EOF) {
+		var it rowOrEnd
+		var ok bool
+		select {
+		case it, ok = <-ch:
+		case <-timer:
+			timer = nil
+			if !p.json {
+				stream()
+			}
+			continue
+		}
+		if !ok || errors.Is(it.err, io.EOF) {
 			break
 		}
-		if err != nil {
-			return err
+		if it.err != nil {
+			return it.err
 		}
-		if p.json {
+		count++
+		switch {
+		case p.json:
+			var err error
 			if enc == nil {
 				if enc, err = connectors.NewFormat("json", r.Columns); err != nil {
 					return err
 				}
 			}
-			if buf, err = enc.Encode(buf[:0], row); err != nil {
+			if buf, err = enc.Encode(buf[:0], it.row); err != nil {
 				return err
 			}
 			p.w.Write(buf)
 			p.w.WriteByte('\n')
-			if r.Push {
+			if mode != streamNever {
 				p.w.Flush()
 			}
-			continue
-		}
-		if r.Push {
-			// Rows print as they arrive, aligned to widths fixed by the header and the
-			// first row (a wider later value widens only its own line).
-			cells := cellTexts(row)
-			if pushWidths == nil {
-				pushWidths = columnWidths(r.Columns, [][]string{cells})
-				p.header(r.Columns, pushWidths)
-			}
-			p.line(pushWidths, cells, func(i int) bool { return r.Columns[i].Type.Kind.IsNumeric() })
+		case tw != nil:
+			tw.row(it.row)
 			p.w.Flush()
-			rows = append(rows, nil)
-			continue
+		default:
+			held = append(held, it.row)
 		}
-		rows = append(rows, append(sql.Row(nil), row...))
-	}
-	if !p.json && !r.Push {
-		p.table(r.Columns, rows)
-	}
-	if !p.json && r.Push && pushWidths == nil {
-		p.header(r.Columns, columnWidths(r.Columns, nil))
 	}
 	if !p.json {
-		n := len(rows)
-		if n == 1 {
+		if tw == nil {
+			tw = newTableWriter(p.w, r.Columns, held)
+			tw.header()
+			for _, h := range held {
+				tw.row(h)
+			}
+		}
+		if count == 1 {
 			fmt.Fprintln(p.w, "(1 row)")
 		} else {
-			fmt.Fprintf(p.w, "(%d rows)\n", n)
+			fmt.Fprintf(p.w, "(%d rows)\n", count)
 		}
 	}
 	return nil
+}
+
+// tableWriter prints rows aligned under their column names, psql style: numbers right-
+// aligned, a cell holding line breaks over several lines with a '+' after each line but
+// its last. Widths come from the names and the rows given to newTableWriter; a later, wider
+// value widens only its own line.
+type tableWriter struct {
+	w      *bufio.Writer
+	names  []string
+	widths []int
+	right  func(i int) bool
+}
+
+func newTableWriter(w *bufio.Writer, cols sql.Schema, rows []sql.Row) *tableWriter {
+	texts := make([][]string, len(rows))
+	for i, r := range rows {
+		texts[i] = cellTexts(r)
+	}
+	return newTextTable(w, cols.Names(), texts, func(i int) bool { return cols[i].Type.Kind.IsNumeric() })
+}
+
+// newTextTable is a tableWriter over text cells.
+func newTextTable(w *bufio.Writer, names []string, rows [][]string, right func(int) bool) *tableWriter {
+	t := &tableWriter{w: w, names: names, widths: make([]int, len(names)), right: right}
+	for i, n := range names {
+		t.widths[i] = cellWidth(n)
+	}
+	for _, r := range rows {
+		for i, s := range r {
+			if i < len(t.widths) {
+				t.widths[i] = max(t.widths[i], cellWidth(s))
+			}
+		}
+	}
+	return t
+}
+
+// fitTypes widens the columns whose type prints at one width (TIMESTAMP, BOOLEAN) to that
+// width, so rows printed as they arrive line up under a header printed before them.
+func (t *tableWriter) fitTypes(cols sql.Schema) {
+	for i, c := range cols {
+		if i >= len(t.widths) {
+			break
+		}
+		switch c.Type.Kind {
+		case sql.KindTimestamp:
+			t.widths[i] = max(t.widths[i], len("2006-01-02T15:04:05.000Z"))
+		case sql.KindBool:
+			t.widths[i] = max(t.widths[i], len("false"))
+		}
+	}
+}
+
+// cellWidth is the width of a cell's widest line.
+func cellWidth(s string) int {
+	w := 0
+	for _, l := range strings.Split(s, "\n") {
+		w = max(w, utf8.RuneCountInString(l))
+	}
+	return w
+}
+
+func (t *tableWriter) header() {
+	t.line(t.names, func(int) bool { return false })
+	for i := range t.names {
+		if i > 0 {
+			t.w.WriteString("+")
+		}
+		t.w.WriteString(strings.Repeat("-", t.widths[i]+2))
+	}
+	t.w.WriteString("\n")
+}
+
+func (t *tableWriter) row(r sql.Row) { t.line(cellTexts(r), t.right) }
+
+// line prints one row; a cell with line breaks continues on the next lines, the other
+// cells blank there.
+func (t *tableWriter) line(cells []string, right func(int) bool) {
+	parts := make([][]string, len(cells))
+	height := 1
+	for i, s := range cells {
+		parts[i] = strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n")
+		height = max(height, len(parts[i]))
+	}
+	for k := 0; k < height; k++ {
+		for i := range cells {
+			if i > 0 {
+				t.w.WriteString("|")
+			}
+			t.w.WriteString(" ")
+			s := ""
+			if k < len(parts[i]) {
+				s = parts[i][k]
+			}
+			w := 0
+			if i < len(t.widths) {
+				w = t.widths[i]
+			}
+			pad := strings.Repeat(" ", max(0, w-utf8.RuneCountInString(s)))
+			if right(i) {
+				t.w.WriteString(pad + s)
+			} else {
+				t.w.WriteString(s + pad)
+			}
+			switch {
+			case k < len(parts[i])-1:
+				t.w.WriteString("+")
+			case i < len(cells)-1:
+				t.w.WriteString(" ")
+			}
+		}
+		t.w.WriteString("\n")
+	}
 }
 
 func cellTexts(row sql.Row) []string {
@@ -105,67 +307,4 @@ func cellTexts(row sql.Row) []string {
 		}
 	}
 	return out
-}
-
-// columnWidths is the width of each column: its name or its widest text.
-func columnWidths(cols sql.Schema, texts [][]string) []int {
-	widths := make([]int, len(cols))
-	for i, c := range cols {
-		widths[i] = utf8.RuneCountInString(c.Name)
-	}
-	for _, t := range texts {
-		for i, s := range t {
-			if n := utf8.RuneCountInString(s); i < len(widths) && n > widths[i] {
-				widths[i] = n
-			}
-		}
-	}
-	return widths
-}
-
-// line prints one row of cells padded to widths, right-aligned where right says so.
-func (p *printer) line(widths []int, cells []string, right func(i int) bool) {
-	for i, s := range cells {
-		if i > 0 {
-			p.w.WriteString(" | ")
-		} else {
-			p.w.WriteString(" ")
-		}
-		w := 0
-		if i < len(widths) {
-			w = widths[i]
-		}
-		pad := strings.Repeat(" ", max(0, w-utf8.RuneCountInString(s)))
-		if right(i) {
-			p.w.WriteString(pad + s)
-		} else {
-			p.w.WriteString(s + pad)
-		}
-	}
-	p.w.WriteString("\n")
-}
-
-// header prints the column names and the rule under them.
-func (p *printer) header(cols sql.Schema, widths []int) {
-	p.line(widths, cols.Names(), func(int) bool { return false })
-	for i := range cols {
-		if i > 0 {
-			p.w.WriteString("+")
-		}
-		p.w.WriteString(strings.Repeat("-", widths[i]+2))
-	}
-	p.w.WriteString("\n")
-}
-
-// table prints rows aligned under their column names, psql style.
-func (p *printer) table(cols sql.Schema, rows []sql.Row) {
-	texts := make([][]string, len(rows))
-	for r, row := range rows {
-		texts[r] = cellTexts(row)
-	}
-	widths := columnWidths(cols, texts)
-	p.header(cols, widths)
-	for _, t := range texts {
-		p.line(widths, t, func(i int) bool { return cols[i].Type.Kind.IsNumeric() })
-	}
 }

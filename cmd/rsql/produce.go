@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -24,13 +26,15 @@ import (
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 )
 
-// ProduceCmd appends records to a topic through the RocketMQ protocol. Its --file and
-// --format flags are the top-level ones (CLI.File, CLI.Format): --format json (default; one
-// object per line) or csv (one record per line, no header).
+// ProduceCmd appends records to a topic through the RocketMQ protocol: --format json
+// (default; one object per line) or csv (one record per line, no header).
 type ProduceCmd struct {
-	Topic string  `arg:"" help:"Topic to append to (created on first send if the broker allows)."`
-	Key   string  `name:"key" help:"Field used as the message key: a JSON field name, or a 1-based CSV column. queue = hash(key) mod queues."`
-	Rate  float64 `name:"rate" help:"Cap records per second (0: no cap)."`
+	Topic string `arg:"" help:"Topic to append to (created on first send if the broker allows)."`
+	BrokerClientFlags
+	File   string  `short:"f" name:"file" help:"Read the records from this file (default: standard input)." type:"existingfile"`
+	Format string  `name:"format" enum:"json,csv" default:"json" help:"Input format: json (one JSON object per line) or csv (one record per line, no header)."`
+	Key    string  `name:"key" help:"Field used as the message key: a JSON field name, or a 1-based CSV column. queue = hash(key) mod queues."`
+	Rate   float64 `name:"rate" help:"Cap records per second (0: no cap)."`
 }
 
 // quietLogger drops the RocketMQ client's logs; rsql reports errors itself.
@@ -45,7 +49,7 @@ func (quietLogger) Level(string)                           {}
 func (quietLogger) OutputPath(string) error                { return nil }
 
 // nameServer resolves the name server to use and checks that something answers there.
-func nameServer(cm *Common) (string, error) {
+func nameServer(cm *BrokerClientFlags) (string, error) {
 	rlog.SetLogger(quietLogger{})
 	addr, hint := cm.NamesrvAddr, "start one with `rsql server` (or `rsql broker`)"
 	if cm.Namesrv != "" {
@@ -90,20 +94,85 @@ func keyQueue(key string, queues int) int {
 	return int(h.Sum32() % uint32(queues))
 }
 
-// recordReader yields one record (body and key) at a time.
+// maxRecordBytes is the longest line (record) produce sends: the broker stores a message of
+// at most 4 MiB with its topic, key and properties (broker.Config.MaxMessageSize, Apache
+// RocketMQ's maxMessageSize), and 4 KiB is left for those. docs/cli.md states it.
+const maxRecordBytes = 4<<20 - 4<<10
+
+// errRecordTooLong is the error of a line over maxRecordBytes.
+type errRecordTooLong struct {
+	line int
+	size int64
+}
+
+func (e *errRecordTooLong) Error() string {
+	return fmt.Sprintf("line %d is %d bytes, over the limit of %d bytes for one record (a message holds at most 4 MiB with its topic, key and properties)", e.line, e.size, maxRecordBytes)
+}
+
+// recordReader yields one record (body and key) at a time: a line of its input, without
+// the line end. Empty lines are skipped.
 type recordReader struct {
-	sc     *bufio.Scanner
+	br     *bufio.Reader
 	format string
 	key    string
 	col    int
 	line   int
+	buf    []byte
+}
+
+// readLine returns the next line (valid until the next call), or io.EOF. A line longer than
+// maxRecordBytes is read to its end and reported as *errRecordTooLong.
+func (r *recordReader) readLine() ([]byte, error) {
+	r.buf = r.buf[:0]
+	var size int64   // bytes of the line, its line end included
+	var last [2]byte // the line's last two bytes
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		size += int64(len(chunk))
+		for _, c := range chunk[max(0, len(chunk)-2):] {
+			last[0], last[1] = last[1], c
+		}
+		if size <= maxRecordBytes+2 { // room for "\r\n"
+			r.buf = append(r.buf, chunk...)
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		if size == 0 && errors.Is(err, io.EOF) {
+			return nil, io.EOF
+		}
+		r.line++
+		n := size
+		if last[1] == '\n' {
+			n--
+			if last[0] == '\r' && n > 0 {
+				n--
+			}
+		}
+		if n > maxRecordBytes {
+			return nil, &errRecordTooLong{line: r.line, size: n}
+		}
+		return r.buf[:n], nil
+	}
 }
 
 func (r *recordReader) next() (body []byte, key string, err error) {
-	for r.sc.Scan() {
-		r.line++
-		line := r.sc.Bytes()
-		if len(strings.TrimSpace(string(line))) == 0 {
+	for {
+		line, err := r.readLine()
+		if err == io.EOF {
+			return nil, "", io.EOF
+		}
+		if err != nil {
+			var tl *errRecordTooLong
+			if errors.As(err, &tl) {
+				return nil, "", err
+			}
+			return nil, "", fmt.Errorf("line %d: %v", r.line+1, err)
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		body = append([]byte(nil), line...)
@@ -111,7 +180,7 @@ func (r *recordReader) next() (body []byte, key string, err error) {
 			return body, "", nil
 		}
 		if r.format == "csv" {
-			rec, err := csv.NewReader(strings.NewReader(string(line))).Read()
+			rec, err := csv.NewReader(bytes.NewReader(line)).Read()
 			if err != nil {
 				return nil, "", fmt.Errorf("line %d: %v", r.line, err)
 			}
@@ -134,23 +203,44 @@ func (r *recordReader) next() (body []byte, key string, err error) {
 		}
 		return body, string(raw), nil
 	}
-	if err := r.sc.Err(); err != nil {
-		return nil, "", fmt.Errorf("line %d: %v", r.line+1, err)
-	}
-	return nil, "", io.EOF
 }
 
-func (c *ProduceCmd) Run(cm *Common, cli *CLI) error {
-	format := cli.Format
-	switch format {
-	case "", "json":
-		format = "json"
-	case "csv":
-	default:
-		return &exitError{fmt.Sprintf("--format %s: produce reads json or csv", format)}
+// pacer spaces sends so that on average at most rate records per second go out: a batch
+// whose first record is the n-th (0-based) goes out no earlier than start + n/rate. Batches
+// are as large as a fiftieth of a second's records (at least 1, at most the send batch),
+// so a high rate is reached with few round trips and a low one record by record.
+type pacer struct {
+	rate  float64
+	start time.Time
+}
+
+// batch is the number of records to send at once.
+func (p *pacer) batch(max int) int {
+	if p == nil {
+		return max
 	}
-	file := cli.File
-	ns, err := nameServer(cm)
+	return min(max, int(p.rate/50)+1)
+}
+
+// due is when, after start, a batch starting with record n (0-based) may go.
+func (p *pacer) due(n int64) time.Duration {
+	return time.Duration(float64(n) / p.rate * float64(time.Second))
+}
+
+// wait sleeps until a batch starting with record n may go.
+func (p *pacer) wait(n int64) {
+	if p == nil {
+		return
+	}
+	if d := time.Until(p.start.Add(p.due(n))); d > 0 {
+		time.Sleep(d)
+	}
+}
+
+func (c *ProduceCmd) Run() error {
+	format := c.Format
+	file := c.File
+	ns, err := nameServer(&c.BrokerClientFlags)
 	if err != nil {
 		return err
 	}
@@ -172,8 +262,7 @@ func (c *ProduceCmd) Run(cm *Common, cli *CLI) error {
 		bar = progressbar.DefaultBytes(size, "producing "+c.Topic)
 		in = io.TeeReader(in, bar)
 	}
-	rr := &recordReader{sc: bufio.NewScanner(in), format: format, key: c.Key}
-	rr.sc.Buffer(make([]byte, 64<<10), 4<<20)
+	rr := &recordReader{br: bufio.NewReaderSize(in, 256<<10), format: format, key: c.Key}
 	if format == "csv" && c.Key != "" {
 		if rr.col, err = strconv.Atoi(c.Key); err != nil || rr.col < 1 {
 			return &exitError{fmt.Sprintf("--key %q: for CSV give a 1-based column number", c.Key)}
@@ -192,16 +281,15 @@ func (c *ProduceCmd) Run(cm *Common, cli *CLI) error {
 	defer p.Shutdown()
 
 	start := time.Now()
-	var records, bytes int64
-	var limiter <-chan time.Time
+	var records, sentBytes int64
+	var pace *pacer
 	if c.Rate > 0 {
-		t := time.NewTicker(time.Duration(float64(time.Second) / c.Rate))
-		defer t.Stop()
-		limiter = t.C
+		pace = &pacer{rate: c.Rate, start: start}
 	}
 	ctx := context.Background()
-	// Records go in batches of up to 256 records or 1 MiB. With a key, a batch is split by
-	// queue and each part sent to its queue in order, so one key's records keep their order.
+	// Records go in batches of up to 256 records or 1 MiB (fewer with --rate). With a key, a
+	// batch is split by queue and each part sent to its queue in order, so one key's records
+	// keep their order.
 	sel.forced.Store(-1)
 	type rec struct {
 		msg *primitive.Message
@@ -209,6 +297,7 @@ func (c *ProduceCmd) Run(cm *Common, cli *CLI) error {
 	}
 	var pending []rec
 	pendingBytes := 0
+	var sent int64 // records sent so far
 	sendTo := func(q int, msgs []*primitive.Message) error {
 		sel.forced.Store(int64(q))
 		defer sel.forced.Store(-1)
@@ -219,7 +308,8 @@ func (c *ProduceCmd) Run(cm *Common, cli *CLI) error {
 		if len(pending) == 0 {
 			return nil
 		}
-		defer func() { pending, pendingBytes = pending[:0], 0 }()
+		pace.wait(sent)
+		defer func() { sent += int64(len(pending)); pending, pendingBytes = pending[:0], 0 }()
 		if c.Key == "" {
 			msgs := make([]*primitive.Message, len(pending))
 			for i, r := range pending {
@@ -235,6 +325,7 @@ func (c *ProduceCmd) Run(cm *Common, cli *CLI) error {
 				return err
 			}
 			pending = pending[1:]
+			sent++
 			if n = int(sel.queues.Load()); n == 0 {
 				return fmt.Errorf("no queues for topic %s", c.Topic)
 			}
@@ -255,16 +346,19 @@ func (c *ProduceCmd) Run(cm *Common, cli *CLI) error {
 		}
 		return nil
 	}
+	batch := pace.batch(256)
 	for {
 		body, key, err := rr.next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return &exitError{fmt.Sprintf("reading records: %v", err)}
-		}
-		if limiter != nil {
-			<-limiter
+			// Stop at the bad line, after sending every record before it: nothing is
+			// dropped silently, and the message says where to go on from.
+			if ferr := flush(); ferr != nil {
+				return &exitError{fmt.Sprintf("sending to %s: %v", c.Topic, ferr)}
+			}
+			return &exitError{fmt.Sprintf("%v: stopped there; the %d records before it were sent to %s, nothing after", err, sent, c.Topic)}
 		}
 		msg := primitive.NewMessage(c.Topic, body)
 		if key != "" {
@@ -272,10 +366,10 @@ func (c *ProduceCmd) Run(cm *Common, cli *CLI) error {
 			msg.WithShardingKey(key)
 		}
 		records++
-		bytes += int64(len(body))
+		sentBytes += int64(len(body))
 		pending = append(pending, rec{msg, key})
 		pendingBytes += len(body)
-		if len(pending) >= 256 || pendingBytes >= 1<<20 || limiter != nil {
+		if len(pending) >= batch || pendingBytes >= 1<<20 {
 			if err := flush(); err != nil {
 				return &exitError{fmt.Sprintf("sending to %s: %v", c.Topic, err)}
 			}
@@ -289,6 +383,6 @@ func (c *ProduceCmd) Run(cm *Common, cli *CLI) error {
 	}
 	secs := time.Since(start).Seconds()
 	fmt.Fprintf(os.Stderr, "produced %d records (%d bytes) to %s in %.2fs (%.0f records/s)\n",
-		records, bytes, c.Topic, secs, float64(records)/max(secs, 1e-9))
+		records, sentBytes, c.Topic, secs, float64(records)/max(secs, 1e-9))
 	return nil
 }

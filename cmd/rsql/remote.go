@@ -31,6 +31,11 @@ func connectServer(ctx context.Context, addr string) (*pgconn.PgConn, error) {
 	cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, CancelRequestDelay: 0, DeadlineDelay: 5 * time.Second}
 	}
+	// Notices (what a statement did, BEGIN's "no transactions") go to stderr as the
+	// embedded engine's do.
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		fmt.Fprintf(os.Stderr, "%s: %s\n", n.Severity, n.Message)
+	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, &exitError{fmt.Sprintf("no rsql server answers at %s: start one with `rsql server` (%v)", addr, err)}
@@ -56,22 +61,52 @@ func runRemote(ctx context.Context, addr, text string, jsonOut bool) error {
 }
 
 // remoteConn is the shell's connection to a server: opened on first use, kept across
-// statements (so SET lasts), reopened when it broke.
+// statements (so SET lasts), reopened when it broke (the server restarted): the statement
+// that finds it broken runs on the new connection.
 type remoteConn struct {
 	addr string
 	conn *pgconn.PgConn
+	// check makes get test a connection kept from an earlier statement with a round trip
+	// before using it (the shell: the server may have restarted in between).
+	check bool
+	// note receives what the user should know (a reconnection); nil: stderr.
+	note func(string)
 }
 
 func (rc *remoteConn) get(ctx context.Context) (*pgconn.PgConn, error) {
 	if rc.conn != nil && !rc.conn.IsClosed() {
-		return rc.conn, nil
+		if !rc.check {
+			return rc.conn, nil
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := rc.conn.Ping(pctx)
+		cancel()
+		if err == nil {
+			return rc.conn, nil
+		}
+	}
+	reconnect := rc.conn != nil
+	if reconnect {
+		rc.conn.Close(context.Background())
+		rc.conn = nil
 	}
 	conn, err := connectServer(ctx, rc.addr)
 	if err != nil {
 		return nil, err
 	}
 	rc.conn = conn
+	if reconnect {
+		rc.tell(fmt.Sprintf("the connection to %s was lost (did the server restart?): reconnected; session settings are back to their defaults", rc.addr))
+	}
 	return conn, nil
+}
+
+func (rc *remoteConn) tell(msg string) {
+	if rc.note != nil {
+		rc.note(msg)
+		return
+	}
+	fmt.Fprintln(os.Stderr, msg)
 }
 
 func (rc *remoteConn) close() {
@@ -103,13 +138,39 @@ func (rc *remoteConn) catalogNames(ctx context.Context) []string {
 }
 
 func (rc *remoteConn) run(ctx context.Context, text string, jsonOut bool) error {
+	return rc.runTo(ctx, newPrinter(os.Stdout, jsonOut), text, true)
+}
+
+// streamingOf says, per statement of text, how its rows print: the server does not say
+// whether a result is a push query, so a SELECT over a relation prints as a table when all
+// its rows come at once and as they come otherwise; other results are tables.
+func streamingOf(text string) []streaming {
+	stmts, err := sql.Parse(text)
+	if err != nil {
+		return nil
+	}
+	out := make([]streaming, len(stmts))
+	for i, st := range stmts {
+		out[i] = streamNever
+		if sel, ok := st.(*sql.Select); ok && sel.From != "" {
+			out[i] = streamAfter
+		}
+	}
+	return out
+}
+
+// runTo runs text and prints its results with p. retry allows one more attempt on a new
+// connection when the kept one broke before the server saw the statement.
+func (rc *remoteConn) runTo(ctx context.Context, p *printer, text string, retry bool) error {
 	conn, err := rc.get(ctx)
 	if err != nil {
 		return err
 	}
-	p := newPrinter(os.Stdout, jsonOut)
+	modes := streamingOf(text)
+	started := false
 	mrr := conn.Exec(ctx, text)
-	for mrr.NextResult() {
+	for i := 0; mrr.NextResult(); i++ {
+		started = true
 		rr := mrr.ResultReader()
 		fields := rr.FieldDescriptions()
 		if len(fields) == 0 {
@@ -124,11 +185,19 @@ func (rc *remoteConn) run(ctx context.Context, text string, jsonOut bool) error 
 		for i, f := range fields {
 			cols[i] = sql.Column{Name: f.Name, Type: sql.Type{Kind: server.KindOfOID(f.DataTypeOID)}}
 		}
-		if err := p.result(ctx, &server.Result{Columns: cols, Rows: &wireRows{rr: rr, cols: cols}, Push: true}); err != nil {
+		mode := streamAfter
+		if i < len(modes) {
+			mode = modes[i]
+		}
+		if err := p.resultMode(ctx, &server.Result{Columns: cols, Rows: &wireRows{rr: rr, cols: cols}}, mode); err != nil {
 			break
 		}
 	}
-	if err := mrr.Close(); err != nil {
+	if err := mrr.Close(); err != nil && !started && retry && rc.check && pgconn.SafeToRetry(err) {
+		// The connection broke before the server saw the statement: run it on a new one.
+		rc.conn.Close(context.Background())
+		return rc.runTo(ctx, p, text, false)
+	} else if err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) {
 			se := &sql.Error{Code: pe.Code, Message: pe.Message, Pos: -1}

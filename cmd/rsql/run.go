@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/term"
 
@@ -16,34 +15,38 @@ import (
 	"rsql/sql"
 )
 
-// runStatements is `rsql -c` / `rsql -f`: run the statements, print their results, and with
-// the embedded system keep running while any job it started runs.
-func runStatements(cli *CLI) error {
-	text := cli.Command
-	if cli.File != "" {
-		b, err := os.ReadFile(cli.File)
+// runStatements is `rsql -c` / `rsql -f`. With --server the statements go to that server
+// over the Postgres wire (file paths in them are the server's). Without it they run here, in
+// an embedded engine with no listeners and no broker: on --data-dir when it is given,
+// otherwise in a private temporary directory removed at exit, so a run never touches (or is
+// locked out by) the state of a server running in ./rsql-data. Relative paths are then this
+// process's, and the run waits for the jobs it started to end (bounded ones, reading files,
+// end by themselves; Ctrl-C stops the others). docs/cli.md states this contract.
+func runStatements(c *ShellCmd) error {
+	text := c.Command
+	if c.File != "" {
+		b, err := os.ReadFile(c.File)
 		if err != nil {
-			return &exitError{fmt.Sprintf("read %s: %v", cli.File, err)}
+			return &exitError{fmt.Sprintf("read %s: %v", c.File, err)}
 		}
 		text = string(b)
 	}
-	jsonOut := cli.Format == "json" || (cli.Format == "" && !term.IsTerminal(int(os.Stdout.Fd())))
+	jsonOut := c.Format == "json" || (c.Format == "" && !term.IsTerminal(int(os.Stdout.Fd())))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if cli.Server != "" {
-		return runRemote(ctx, cli.Server, text, jsonOut)
+	if c.Server != "" {
+		return runRemote(ctx, c.Server, text, jsonOut)
 	}
-	// Like the shell: when an rsql server already answers on --pg-addr, the statements go to
-	// it (its data directory is locked, and its broker holds the streams).
-	probe, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	conn, err := connectServer(probe, cli.PgAddr)
-	cancel()
-	if err == nil {
-		conn.Close(context.Background())
-		return runRemote(ctx, cli.PgAddr, text, jsonOut)
+	dir, persistent := c.DataDir, true
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "rsql-run-")
+		if err != nil {
+			return &exitError{fmt.Sprintf("cannot make a temporary data directory: %v", err)}
+		}
+		defer os.RemoveAll(tmp)
+		dir, persistent = tmp, false
 	}
-
-	eng, err := server.Open(server.Config{DataDir: cli.DataDir})
+	eng, err := server.Open(server.Config{DataDir: dir})
 	if err != nil {
 		return &exitError{err.Error()}
 	}
@@ -59,13 +62,55 @@ func runStatements(cli *CLI) error {
 	if err != nil {
 		return &exitError{describeError(text, err)}
 	}
-	if n := eng.Running(); n > 0 {
+	started := eng.RunningJobIDs()
+	if n := len(started); n > 0 {
 		fmt.Fprintf(os.Stderr, "%d job(s) running; Ctrl-C stops them\n", n)
 	}
 	if err := eng.WaitJobs(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping: jobs still running are checkpointed and resume at the next start")
+		if persistent {
+			fmt.Fprintf(os.Stderr, "stopping: running jobs are checkpointed in %s and resume at the next run on it\n", dir)
+		} else {
+			fmt.Fprintln(os.Stderr, "stopping: the jobs still running are dropped with the temporary state (pass --data-dir to keep it)")
+		}
 	}
-	return nil
+	return failedJobs(context.Background(), eng, sess, started)
+}
+
+// failedJobs returns an exit error naming the jobs of ids that ended FAILED (so a bounded
+// run whose job failed exits non-zero), or nil.
+func failedJobs(ctx context.Context, eng *server.Engine, sess *server.Session, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	results, err := eng.Execute(ctx, sess, "SHOW JOBS", nil)
+	if err != nil || len(results) != 1 || results[0].Rows == nil {
+		return nil
+	}
+	r := results[0]
+	defer r.Rows.Close()
+	id, st, msg := r.Columns.Index("id"), r.Columns.Index("state"), r.Columns.Index("error")
+	mine := map[string]bool{}
+	for _, j := range ids {
+		mine[j] = true
+	}
+	var failed []string
+	for {
+		row, err := r.Rows.Next(ctx)
+		if err != nil || row == nil {
+			break
+		}
+		if id >= 0 && st >= 0 && mine[row[id].S] && row[st].S == "FAILED" {
+			line := row[id].S + " failed"
+			if msg >= 0 && row[msg].S != "" {
+				line += ": " + row[msg].S
+			}
+			failed = append(failed, line)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return &exitError{strings.Join(failed, "\n")}
 }
 
 // describeError renders an error; a SQL error with a position shows the line of the
@@ -97,11 +142,19 @@ func describeError(text string, err error) string {
 
 // ShellCmd is the embedded default: with -c/-f it runs statements; otherwise it starts the
 // whole system and opens the shell.
-type ShellCmd struct{}
+type ShellCmd struct {
+	DataDir string `name:"data-dir" env:"RSQL_DATA_DIR" help:"All local state: broker store, RocksDB, catalog (default: ./rsql-data for the shell; for -c/-f a private temporary directory removed at exit)."`
+	ListenFlags
+	ClusterFlags
+	Server  string `name:"server" env:"RSQL_SERVER" help:"Send statements (-c, -f, the shell) to this rsql server over the Postgres wire instead of running one here."`
+	Command string `short:"c" name:"command" help:"Run these SQL statements and exit." xor:"input"`
+	File    string `short:"f" name:"file" help:"Run the SQL statements in this file and exit." xor:"input" type:"existingfile"`
+	Format  string `name:"format" enum:"table,json," default:"" help:"Result format of -c/-f: table (default on a terminal) or json (JSON lines)."`
+}
 
-func (c *ShellCmd) Run(cli *CLI) error {
-	if cli.Command != "" || cli.File != "" {
-		return runStatements(cli)
+func (c *ShellCmd) Run() error {
+	if c.Command != "" || c.File != "" {
+		return runStatements(c)
 	}
-	return runShell(cli)
+	return runShell(c)
 }

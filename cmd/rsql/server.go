@@ -13,15 +13,18 @@ import (
 
 // ServerCmd is `rsql server`: broker, engine and servers until SIGINT/SIGTERM.
 type ServerCmd struct {
+	DataDirFlag
+	ListenFlags
+	ClusterFlags
 	StateBackend string `name:"state-backend" default:"rocksdb" enum:"rocksdb,memory" help:"Where operator state lives."`
 }
 
-func (c *ServerCmd) Run(cm *Common) error {
-	sys, err := startSystem(cm, c.StateBackend)
+func (c *ServerCmd) Run() error {
+	sys, err := startSystem(c.DataDir, c.ListenFlags, c.ClusterFlags, c.StateBackend)
 	if err != nil {
 		return err
 	}
-	banner(os.Stderr, cm, sys)
+	banner(os.Stderr, c.DataDir, c.ListenFlags, c.ClusterFlags, sys)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()
@@ -32,11 +35,11 @@ func (c *ServerCmd) Run(cm *Common) error {
 	return nil
 }
 
-func startSystem(cm *Common, backend string) (*server.System, error) {
+func startSystem(dataDir string, l ListenFlags, cf ClusterFlags, backend string) (*server.System, error) {
 	sys, err := server.StartSystem(server.SystemConfig{
-		DataDir: cm.DataDir, PgAddr: cm.PgAddr, NamesrvAddr: cm.NamesrvAddr, BrokerAddr: cm.BrokerAddr,
-		HTTPAddr: cm.HTTPAddr, StateBackend: backend, Version: version,
-		ExternalNamesrv: cm.Namesrv, Postgres: cm.Postgres,
+		DataDir: dataDir, PgAddr: l.PgAddr, NamesrvAddr: l.NamesrvAddr, BrokerAddr: l.BrokerAddr,
+		HTTPAddr: l.HTTPAddr, StateBackend: backend, Version: version,
+		ExternalNamesrv: cf.Namesrv, Postgres: cf.Postgres,
 	})
 	if err != nil {
 		if errors.Is(err, server.ErrDataDirLocked) {
@@ -47,20 +50,20 @@ func startSystem(cm *Common, backend string) (*server.System, error) {
 	return sys, nil
 }
 
-func banner(w *os.File, cm *Common, sys *server.System) {
+func banner(w *os.File, dataDir string, l ListenFlags, cf ClusterFlags, sys *server.System) {
 	fmt.Fprintf(w, "rsql %s\n", version)
-	fmt.Fprintf(w, "  data directory  %s\n", cm.DataDir)
+	fmt.Fprintf(w, "  data directory  %s\n", dataDir)
 	fmt.Fprintf(w, "  Postgres wire   %s   (psql -h %s)\n", sys.PgAddr(), hostPort(sys.PgAddr()))
-	if cm.Namesrv != "" {
-		fmt.Fprintf(w, "  topics          on the RocketMQ cluster of name server %s (no bundled broker)\n", cm.Namesrv)
+	if cf.Namesrv != "" {
+		fmt.Fprintf(w, "  topics          on the RocketMQ cluster of name server %s (no bundled broker)\n", cf.Namesrv)
 	} else {
-		fmt.Fprintf(w, "  name server     %s   (RocketMQ clients: NameServer %s)\n", cm.NamesrvAddr, cm.NamesrvAddr)
-		fmt.Fprintf(w, "  broker          %s\n", cm.BrokerAddr)
+		fmt.Fprintf(w, "  name server     %s   (RocketMQ clients: NameServer %s)\n", l.NamesrvAddr, l.NamesrvAddr)
+		fmt.Fprintf(w, "  broker          %s\n", l.BrokerAddr)
 	}
-	if cm.Postgres != "" {
+	if cf.Postgres != "" {
 		fmt.Fprintf(w, "  checkpoints     Postgres, shared with the other instances (catalog, splits, membership)\n")
 	}
-	fmt.Fprintf(w, "  HTTP            http://%s/metrics, /healthz\n", cm.HTTPAddr)
+	fmt.Fprintf(w, "  HTTP            http://%s/metrics, /healthz\n", l.HTTPAddr)
 }
 
 func hostPort(addr string) string {

@@ -37,7 +37,10 @@ SQL reference: docs/sql.md`
 
 // runShell is the embedded default without -c/-f: the whole system in this process and the
 // shell; or, when an rsql server already answers on --pg-addr, the shell connected to it.
-func runShell(cli *CLI) error {
+func runShell(cli *ShellCmd) error {
+	if cli.DataDir == "" {
+		cli.DataDir = "./rsql-data"
+	}
 	addr := cli.Server
 	if addr == "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -49,7 +52,7 @@ func runShell(cli *CLI) error {
 		cancel()
 	}
 	if addr != "" {
-		rc := &remoteConn{addr: addr}
+		rc := &remoteConn{addr: addr, check: true}
 		defer rc.close()
 		sh := &shell{
 			run:   func(ctx context.Context, text string) error { return rc.run(ctx, text, false) },
@@ -61,12 +64,12 @@ func runShell(cli *CLI) error {
 		}
 		return sh.loop(filepath.Join(home, ".rsql_history"))
 	}
-	sys, err := startSystem(&cli.Common, "rocksdb")
+	sys, err := startSystem(cli.DataDir, cli.ListenFlags, cli.ClusterFlags, "rocksdb")
 	if err != nil {
 		return err
 	}
 	defer sys.Close()
-	banner(os.Stdout, &cli.Common, sys)
+	banner(os.Stdout, cli.DataDir, cli.ListenFlags, cli.ClusterFlags, sys)
 	fmt.Println("Type \\? for help, \\q to quit.")
 	sess := server.NewSession()
 	p := newPrinter(os.Stdout, false)

@@ -19,6 +19,14 @@ async function main() {
   const r = res.rows[0];
   console.log(`row ${typeof r.id} ${r.id} ${r.item} ${typeof r.total} ${r.total} ${r.ts instanceof Date} ${r.ts.toISOString()}`);
 
+  // Transactions: BEGIN and COMMIT succeed with a notice; the insert takes effect at once.
+  const notices = [];
+  client.on('notice', (n) => notices.push(n.message));
+  await client.query('BEGIN');
+  await client.query("INSERT INTO node_orders VALUES (9, 'pie', 1.5, '2026-11-30T05:00:02Z')");
+  await client.query('COMMIT');
+  console.log(`transaction ${notices.length} ${notices.every((m) => m.includes('no transactions'))}`);
+
   try {
     await client.query('SELECT nope FROM node_orders');
     console.log('error missing');

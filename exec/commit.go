@@ -1,0 +1,123 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"rsql/state"
+)
+
+// A commit group is a set of stages joined by in-process edges: an in-process edge keeps
+// nothing durable, so the rows on it between two barriers exist only in memory, and the
+// stages on both of its sides must commit the same epoch together or not at all. Each
+// stage adds its part of an epoch (its state delta and split positions, taken when the
+// barrier passed it); when the last part arrives the group writes them all as one atomic
+// checkpoint. A stage that reads a shuffle topic starts a group of its own: the topic is
+// durable and de-duplicated, so it commits on its own epochs (shuffle.go).
+//
+// Commits run on a goroutine of their own, one epoch at a time in epoch order, while the
+// stages go on with the rows after the barrier. A stage waits (await) for the commit of the
+// last epoch it added before it takes the next barrier, changes its splits or ends, so an
+// epoch's outbox is published strictly after its commit and before the next barrier.
+type commitGroup struct {
+	job    *Job
+	stages int       // stages in the group
+	sinks  []*sinkOp // exactly-once sinks of the group: publish after each commit
+
+	mu     sync.Mutex // guards the fields below
+	epochs map[int64]*groupEpoch
+	prev   chan struct{} // closed when the last started commit is done
+}
+
+// groupEpoch collects the parts of one epoch.
+type groupEpoch struct {
+	n     int
+	state *state.Batch
+	offs  []SplitOffset
+	reqs  []*request
+	done  chan struct{}
+	err   error
+}
+
+func newCommitGroup(j *Job) *commitGroup {
+	prev := make(chan struct{})
+	close(prev)
+	return &commitGroup{job: j, epochs: map[int64]*groupEpoch{}, prev: prev}
+}
+
+// add hands over a stage's part of epoch: its state delta (no longer touched by the stage)
+// and split positions; r, when not nil, is answered with the commit's result. The last
+// part starts the commit.
+func (g *commitGroup) add(epoch int64, b *state.Batch, offs []SplitOffset, r *request) *groupEpoch {
+	g.mu.Lock()
+	e := g.epochs[epoch]
+	if e == nil {
+		e = &groupEpoch{state: b, done: make(chan struct{})}
+		g.epochs[epoch] = e
+	} else {
+		e.state.Append(b)
+	}
+	e.n++
+	e.offs = append(e.offs, offs...)
+	if r != nil {
+		e.reqs = append(e.reqs, r)
+	}
+	if e.n < g.stages {
+		g.mu.Unlock()
+		return e
+	}
+	delete(g.epochs, epoch)
+	prev := g.prev
+	g.prev = e.done
+	g.mu.Unlock()
+	go func() {
+		<-prev
+		err := g.job.commit(epoch, e.state, e.offs)
+		for _, s := range g.sinks {
+			if err != nil {
+				break
+			}
+			err = s.committed(epoch)
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			g.job.fail(err)
+		}
+		e.err = err
+		for _, r := range e.reqs {
+			r.done <- err
+		}
+		close(e.done)
+	}()
+	return e
+}
+
+// await waits for the commit of e (nil: nothing to wait for) and returns its error. A
+// stage gives up waiting when the job is cancelled, unless the commit is already running.
+func (e *groupEpoch) await(ctx context.Context) error {
+	if e == nil {
+		return nil
+	}
+	select {
+	case <-e.done:
+		return e.err
+	case <-ctx.Done():
+		// The group may never complete the epoch (another stage stopped first); an epoch
+		// whose commit started finishes anyway, and the job waits for it before closing
+		// its sinks (Job.wait).
+		select {
+		case <-e.done:
+			return e.err
+		default:
+			return ctx.Err()
+		}
+	}
+}
+
+// idle waits for every commit the group started.
+func (g *commitGroup) idle() {
+	g.mu.Lock()
+	prev := g.prev
+	g.mu.Unlock()
+	<-prev
+}

@@ -1,0 +1,399 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"rsql/connectors"
+	"rsql/planner"
+	"rsql/sql"
+)
+
+// input is one input of a stage that reads something: a stream's splits (sourceInput) or
+// the queues of an upstream stage's shuffle topic (shuffleInput). An in-process edge has no
+// input value: the upstream stage's exchange (exchangeOut) sends its events to the stage.
+//
+// open opens one split at its position (sp.next) and sets the split's reader up: the
+// reader runs on a goroutine of its own once the stage calls sp.start, decodes batches and
+// sends them to the stage's channel; sp.cancel stops it and sp.readerDone is closed when
+// it has returned.
+type input interface {
+	splits(ctx context.Context) ([]string, error)
+	open(ctx context.Context, st *stage, sp *split) error
+	// idleTimeout is how long a split may go without records before it stops holding the
+	// watermark back (0: never).
+	idleTimeout() time.Duration
+	// flush makes the input's side output (dead letters) durable at a checkpoint.
+	flush() error
+	close() error
+}
+
+// sourceInput reads a declared stream.
+type sourceInput struct {
+	spec    planner.SourceSpec
+	src     connectors.Source
+	idle    time.Duration
+	dlq     *rawOutput
+	batchSz int
+}
+
+func openSourceInput(ctx context.Context, env *Env, spec planner.SourceSpec) (*sourceInput, error) {
+	if env.OpenSource == nil || env.NewFormat == nil {
+		return nil, fmt.Errorf("%w: reading %s needs Env.OpenSource and Env.NewFormat", ErrMissingEnv, spec.Stream)
+	}
+	in := &sourceInput{spec: spec, idle: env.IdleTimeout, batchSz: env.BatchSize}
+	if s := spec.Options["idle_timeout"]; s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return nil, &SourceError{Stream: spec.Stream, Err: fmt.Errorf("idle_timeout %q: %w", s, err)}
+		}
+		in.idle = d
+	}
+	if in.idle < 0 {
+		in.idle = 0
+	}
+	if dspec, ok := sideSpec(spec, "dlq", spec.Schema); ok {
+		if env.OpenSink == nil {
+			return nil, fmt.Errorf("%w: dead-letter output %s needs Env.OpenSink", ErrMissingEnv, dspec.Stream)
+		}
+		s, err := env.OpenSink(dspec)
+		if err != nil {
+			return nil, &SinkError{Sink: sinkName(dspec), Err: err}
+		}
+		in.dlq = &rawOutput{sink: s, what: sinkName(dspec)}
+	}
+	src, err := env.OpenSource(spec)
+	if err != nil {
+		in.close()
+		return nil, &SourceError{Stream: spec.Stream, Err: err}
+	}
+	in.src = src
+	// Check the format now so a bad one fails Start, not a reader.
+	if _, err := env.NewFormat(formatName(spec), spec.Schema); err != nil {
+		in.close()
+		return nil, &SourceError{Stream: spec.Stream, Err: err}
+	}
+	return in, nil
+}
+
+func (in *sourceInput) splits(ctx context.Context) ([]string, error) {
+	s, err := in.src.Splits(ctx)
+	if err != nil {
+		return nil, &SourceError{Stream: in.spec.Stream, Err: err}
+	}
+	return s, nil
+}
+
+func (in *sourceInput) idleTimeout() time.Duration { return in.idle }
+
+func (in *sourceInput) flush() error {
+	if in.dlq == nil {
+		return nil
+	}
+	return in.dlq.flush()
+}
+
+func (in *sourceInput) close() error {
+	var first error
+	if in.dlq != nil {
+		first = in.dlq.close()
+	}
+	if in.src != nil {
+		if err := in.src.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (in *sourceInput) open(ctx context.Context, st *stage, sp *split) error {
+	env := &st.job.env
+	format, err := env.NewFormat(formatName(in.spec), in.spec.Schema)
+	if err != nil {
+		return &SourceError{Stream: in.spec.Stream, Split: sp.raw, Err: err}
+	}
+	r, err := in.src.Open(ctx, sp.raw, sp.next)
+	if err != nil {
+		return &SourceError{Stream: in.spec.Stream, Split: sp.raw, Err: err}
+	}
+	setReader(ctx, sp, r, func(rctx context.Context) { in.read(rctx, st, sp, r, format) })
+	return nil
+}
+
+// setReader prepares sp's reader: until the stage starts it, the reader is only open and
+// the stage's end closes it.
+func setReader(ctx context.Context, sp *split, r connectors.SplitReader, run func(context.Context)) {
+	rctx, cancel := context.WithCancel(ctx)
+	sp.cancel, sp.readerDone, sp.pool = cancel, make(chan struct{}), make(chan *ownedBatch, 4)
+	if l, ok := r.(interface{ Lag() int64 }); ok {
+		sp.lag = l.Lag
+	}
+	sp.abort = func() { cancel(); r.Close(); close(sp.readerDone) }
+	sp.start = func() { go run(rctx) }
+}
+
+// read is a split reader: it reads messages, decodes them into the split's pooled batches
+// and sends them to the stage. Bad records are counted, reported with their offset and sent
+// to the dead-letter output; they never stop the job.
+func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, r connectors.SplitReader, format connectors.Format) {
+	defer close(sp.readerDone)
+	defer r.Close()
+	spec := in.spec
+	env := &st.job.env
+	input := sp.input
+	msgs := make([]connectors.Message, 0, env.BatchSize)
+	full := make(sql.Row, 0, len(spec.Schema))
+	line := spec.Connector == "file"
+	shuffles := st.plan.Exchange != nil && st.job.shuffleOut(st.plan.ID)
+	readMax := MinWatermark
+	send := func(ev event) bool {
+		select {
+		case st.in <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		var err error
+		msgs, err = r.Read(ctx, msgs[:0], env.BatchSize)
+		if len(msgs) > 0 {
+			var nb int64
+			for i := range msgs {
+				nb += int64(len(msgs[i].Body))
+			}
+			st.job.cnt.bytesIn.Add(nb)
+			var ob *ownedBatch
+			select {
+			case ob = <-sp.pool:
+			default:
+				ob = &ownedBatch{pool: sp.pool}
+			}
+			ob.reset()
+			ob.Split = sp.name
+			for i := range msgs {
+				m := &msgs[i]
+				var derr error
+				full, derr = format.Decode(m.Body, full[:0])
+				ts := int64(0)
+				if derr == nil {
+					ts, derr = eventTime(spec, full)
+				}
+				if derr != nil {
+					rerr := &RecordError{Stream: spec.Stream, Split: sp.raw, Offset: m.Offset, Line: line, Err: derr}
+					st.job.recordBad(rerr)
+					if in.dlq != nil {
+						if werr := in.dlq.write(ctx, *m); werr != nil {
+							send(event{kind: evError, err: werr})
+							return
+						}
+					}
+					continue
+				}
+				if shuffles {
+					ob.offs = append(ob.offs, m.Offset)
+				}
+				if spec.Columns == nil {
+					ob.vals = append(ob.vals, full...)
+				} else {
+					for _, c := range spec.Columns {
+						ob.vals = append(ob.vals, full[c])
+					}
+				}
+				ob.ends = append(ob.ends, len(ob.vals))
+				if ts > ob.maxTs {
+					ob.maxTs = ts
+				}
+			}
+			ob.lastOffset = msgs[len(msgs)-1].Offset
+			if spec.EventTime < 0 {
+				ob.maxTs = env.Now().UnixMilli()
+			}
+			ob.cut()
+			if shuffles {
+				ob.Offsets = ob.offs
+			}
+			sentMax := ob.maxTs
+			if !send(event{kind: evData, input: input, split: sp, data: ob}) {
+				return
+			}
+			if spec.EventTime >= 0 {
+				readMax = max(readMax, sentMax)
+				st.waitAligned(ctx, readMax)
+			}
+		}
+		if errors.Is(err, connectors.ErrEndOfSplit) {
+			send(event{kind: evEnd, input: input, split: sp})
+			return
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				send(event{kind: evError, err: &SourceError{Stream: spec.Stream, Split: sp.raw, Err: err}})
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// eventTime returns a decoded row's event time, or an error when it has none.
+func eventTime(spec planner.SourceSpec, full sql.Row) (int64, error) {
+	if spec.EventTime < 0 {
+		return 0, nil
+	}
+	col := spec.EventTime
+	if spec.Columns != nil {
+		col = spec.Columns[col]
+	}
+	if col >= len(full) {
+		return 0, &connectors.DecodeError{Reason: "record has no event-time column"}
+	}
+	v := full[col]
+	switch v.K {
+	case sql.KindTimestamp, sql.KindBigInt, sql.KindInt:
+		return v.I, nil
+	case sql.KindNull:
+		return 0, &connectors.DecodeError{Field: spec.Schema[col].Name, Reason: "missing event time"}
+	}
+	return 0, &connectors.DecodeError{Field: spec.Schema[col].Name, Reason: "event time is not a TIMESTAMP"}
+}
+
+func formatName(spec planner.SourceSpec) string {
+	if f := spec.Options["format"]; f != "" {
+		return f
+	}
+	return "json"
+}
+
+// shuffleInput reads the queues of an upstream stage's shuffle topic (shuffle.go).
+type shuffleInput struct {
+	spec planner.SourceSpec
+	src  connectors.Source
+}
+
+func (in *shuffleInput) splits(ctx context.Context) ([]string, error) {
+	return in.src.Splits(ctx)
+}
+
+// idleTimeout: a queue's "event time" is the last upstream watermark read from it; the
+// upstream stage writes one to every queue, so queues never go idle.
+func (in *shuffleInput) idleTimeout() time.Duration { return 0 }
+func (in *shuffleInput) flush() error               { return nil }
+func (in *shuffleInput) close() error               { return in.src.Close() }
+
+func (in *shuffleInput) open(ctx context.Context, st *stage, sp *split) error {
+	env := &st.job.env
+	r, err := in.src.Open(ctx, sp.raw, sp.next)
+	if err != nil {
+		return &SourceError{Stream: in.spec.Stream, Split: sp.raw, Err: err}
+	}
+	sp.marks = map[string]dedupMark{}
+	if v, ok, err := env.Store.Get(DedupKey(st.job.name, st.plan.ID, sp.name)); err != nil {
+		r.Close()
+		return &SourceError{Stream: in.spec.Stream, Split: sp.name, Err: err}
+	} else if ok {
+		m, err := decodeMarks(v)
+		if err != nil {
+			r.Close()
+			return &StateError{Op: "dedup", Split: sp.name, Err: err}
+		}
+		sp.marks = m
+	}
+	own := make(map[string]dedupMark, len(sp.marks))
+	for k, v := range sp.marks {
+		own[k] = v
+	}
+	setReader(ctx, sp, r, func(rctx context.Context) { in.read(rctx, st, sp, r, own) })
+	return nil
+}
+
+// read reads one queue of an upstream stage's shuffle topic: rows whose id the stage has
+// already applied are dropped; watermark messages become the queue's watermark.
+func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, r connectors.SplitReader, marks map[string]dedupMark) {
+	defer close(sp.readerDone)
+	defer r.Close()
+	env := &st.job.env
+	msgs := make([]connectors.Message, 0, env.BatchSize)
+	var rows []shuffleRow
+	send := func(ev event) bool {
+		select {
+		case st.in <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	readMax := MinWatermark
+	var ob *ownedBatch
+	newBatch := func() {
+		select {
+		case ob = <-sp.pool:
+		default:
+			ob = &ownedBatch{pool: sp.pool}
+		}
+		ob.reset()
+		ob.Split = sp.name
+	}
+	for {
+		var err error
+		msgs, err = r.Read(ctx, msgs[:0], env.BatchSize)
+		if len(msgs) > 0 {
+			newBatch()
+			for i := range msgs {
+				m := &msgs[i]
+				isWM, wm, split, rs, derr := decodeShuffle(m.Body, rows)
+				rows = rs
+				if derr != nil {
+					st.job.recordBad(&RecordError{Stream: in.spec.Stream, Split: sp.name, Offset: m.Offset, Err: derr})
+					continue
+				}
+				if isWM {
+					// The rows before a watermark are processed before it applies, the rows
+					// after it after: the batch ends here, and the reader stays aligned.
+					ob.maxTs = max(ob.maxTs, wm)
+					ob.lastOffset = m.Offset
+					ob.cut()
+					if !send(event{kind: evData, input: sp.input, split: sp, data: ob}) {
+						return
+					}
+					readMax = max(readMax, wm)
+					st.waitAligned(ctx, readMax)
+					newBatch()
+					continue
+				}
+				mk, seen := marks[split]
+				kept := false
+				for _, sr := range rows {
+					if seen && mk.covers(sr.off, sr.seq) {
+						continue
+					}
+					mk, seen, kept = dedupMark{sr.off, sr.seq}, true, true
+					ob.vals = append(ob.vals, sr.row...)
+					ob.ends = append(ob.ends, len(ob.vals))
+				}
+				if kept {
+					marks[split] = mk
+					ob.marks = append(ob.marks, markUpd{split, mk})
+				}
+			}
+			ob.lastOffset = msgs[len(msgs)-1].Offset
+			ob.cut()
+			if !send(event{kind: evData, input: sp.input, split: sp, data: ob}) {
+				return
+			}
+		}
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+				send(event{kind: evError, err: &SourceError{Stream: in.spec.Stream, Split: sp.name, Err: err}})
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}

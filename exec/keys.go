@@ -1,0 +1,202 @@
+package exec
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"rsql/planner"
+	"rsql/state"
+)
+
+// The state of a job lives in the store under keys state.SplitPrefix(job, operator, split)
+// (state/keys.go), so that a split's keys can be listed, exported and dropped as a unit.
+// This file is the one place that knows the operator names; everything else (the cluster
+// code in server/ included) builds keys through it.
+//
+//	operator            split        value
+//	"src<stage>"        split        SplitPos: where the split resumes and its watermark
+//	"dedup<stage>"      queue        the shuffle queue's de-duplication marks
+//	"s<stage>.<kind><i>" split       operator i's state (OperatorID), keys below the prefix
+//	"wm"                "<stage>"    the stage's output watermark (varint)
+//	"out"               "<stage>"    outbox entries of the stage's sink, + 8-byte epoch
+//	"job"               "epoch"      the last committed epoch (state.JobOperator)
+//
+// The first three are per split and move with it; the last three belong to the instance
+// running the stage's output (see docs/checkpoints.md).
+
+// Operator names of the keys above that belong to no split of a source.
+const (
+	WatermarkOperator = "wm"
+	OutboxOperator    = "out"
+)
+
+// SplitKey is the store key of a split's position (SplitPos) in a stage.
+func SplitKey(job string, stage int, split string) []byte {
+	return state.SplitPrefix(nil, job, "src"+strconv.Itoa(stage), split)
+}
+
+// OffsetKey is SplitKey (the name it had when it held only the offset).
+func OffsetKey(job string, stage int, split string) []byte { return SplitKey(job, stage, split) }
+
+// WatermarkKey is the store key of a stage's output watermark at the last checkpoint.
+func WatermarkKey(job string, stage int) []byte {
+	return state.SplitPrefix(nil, job, WatermarkOperator, strconv.Itoa(stage))
+}
+
+// EpochKey is the store key of the job's last committed epoch.
+func EpochKey(job string) []byte { return state.SplitPrefix(nil, job, state.JobOperator, "epoch") }
+
+// OutboxPrefix is the store prefix of a stage's outbox entries.
+func OutboxPrefix(job string, stage int) []byte {
+	return state.SplitPrefix(nil, job, OutboxOperator, strconv.Itoa(stage))
+}
+
+// DedupKey is the store key of a shuffle queue's de-duplication marks.
+func DedupKey(job string, stage int, queue string) []byte {
+	return state.SplitPrefix(nil, job, "dedup"+strconv.Itoa(stage), queue)
+}
+
+// OperatorID names operator i of a stage in state keys: "s<stage>.<kind><i>", kind "agg"
+// for aggregations (the other stateful kinds name themselves: "topn", ...).
+func OperatorID(stage int, kind string, i int) string {
+	return "s" + strconv.Itoa(stage) + "." + kind + strconv.Itoa(i)
+}
+
+// SplitPos is what a checkpoint records of a split: the next offset to read (sources and
+// shuffle queues; 0 for in-process queues), the largest event time read (MinWatermark:
+// none), and the split's watermark, which may be ahead of MaxTs - delay when the split was
+// idle.
+type SplitPos struct {
+	Next  int64
+	MaxTs int64
+	WM    int64
+}
+
+// Encode returns the stored form: three varints.
+func (p SplitPos) Encode() []byte {
+	b := binary.AppendVarint(nil, p.Next)
+	b = binary.AppendVarint(b, p.MaxTs)
+	return binary.AppendVarint(b, p.WM)
+}
+
+var errBadSplitPos = errors.New("corrupt split position")
+
+// DecodeSplitPos decodes a SplitPos. A value written before the watermark was kept has two
+// varints: its watermark is MaxTs - delay.
+func DecodeSplitPos(v []byte, delay int64) (SplitPos, error) {
+	p := SplitPos{MaxTs: MinWatermark, WM: MinWatermark}
+	var n int
+	if p.Next, n = binary.Varint(v); n <= 0 {
+		return p, errBadSplitPos
+	}
+	v = v[n:]
+	if len(v) == 0 {
+		return p, nil
+	}
+	if p.MaxTs, n = binary.Varint(v); n <= 0 {
+		return p, errBadSplitPos
+	}
+	v = v[n:]
+	if len(v) == 0 {
+		p.WM = splitWM(p.MaxTs, delay)
+		return p, nil
+	}
+	if p.WM, n = binary.Varint(v); n <= 0 || n != len(v) {
+		return p, errBadSplitPos
+	}
+	return p, nil
+}
+
+// Unit is what an instance can own of a job: one split of one stage, with its position,
+// its operators' state and its de-duplication marks.
+type Unit struct {
+	Stage int
+	Split string
+}
+
+func (u Unit) String() string { return strconv.Itoa(u.Stage) + "/" + u.Split }
+
+// Units lists the ownable units of a plan: every split of every stage. splits lists a
+// stream source's splits (it opens the source); exchange queues are counted from the plan
+// (defaultQueues when an exchange does not say).
+func Units(ctx context.Context, plan *planner.Physical, defaultQueues int, splits func(context.Context, planner.SourceSpec) ([]string, error)) ([]Unit, error) {
+	var out []Unit
+	for _, st := range plan.Stages {
+		names, err := stageSplits(ctx, plan, st, defaultQueues, func(ctx context.Context, i int) ([]string, error) {
+			return splits(ctx, st.Inputs[i])
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			out = append(out, Unit{Stage: st.ID, Split: n})
+		}
+	}
+	return out, nil
+}
+
+// stageSplits names a stage's splits (see planner.Stage).
+func stageSplits(ctx context.Context, plan *planner.Physical, st *planner.Stage, defaultQueues int, splits func(context.Context, int) ([]string, error)) ([]string, error) {
+	var out []string
+	for i, in := range st.Inputs {
+		if in.FromStage >= 0 {
+			up := plan.Stage(in.FromStage)
+			if up == nil || up.Exchange == nil {
+				return nil, fmt.Errorf("%w: stage %d reads stage %d, which has no exchange", ErrBadPlan, st.ID, in.FromStage)
+			}
+			q := exchangeQueues(up.Exchange, defaultQueues)
+			if len(out) == 0 {
+				for k := 0; k < q; k++ {
+					out = append(out, strconv.Itoa(k))
+				}
+			} else if len(out) != q {
+				return nil, fmt.Errorf("%w: stage %d reads exchanges of %d and %d queues", ErrBadPlan, st.ID, len(out), q)
+			}
+			continue
+		}
+		names, err := splits(ctx, i)
+		if err != nil {
+			return nil, &SourceError{Stream: in.Stream, Err: err}
+		}
+		for _, n := range names {
+			out = append(out, qualifySplit(st, i, n))
+		}
+	}
+	return out, nil
+}
+
+// qualifySplit is the stage's name of split raw of input i: the raw name when the stage
+// has one input, else "<i>:<raw>".
+func qualifySplit(st *planner.Stage, i int, raw string) string {
+	if len(st.Inputs) == 1 {
+		return raw
+	}
+	return strconv.Itoa(i) + ":" + raw
+}
+
+// unqualifySplit is the inverse of qualifySplit.
+func unqualifySplit(st *planner.Stage, name string) (input int, raw string, ok bool) {
+	if len(st.Inputs) == 1 {
+		return 0, name, true
+	}
+	i, rest, found := strings.Cut(name, ":")
+	if !found {
+		return 0, "", false
+	}
+	n, err := strconv.Atoi(i)
+	if err != nil || n < 0 || n >= len(st.Inputs) {
+		return 0, "", false
+	}
+	return n, rest, true
+}
+
+func exchangeQueues(x *planner.ExchangeNode, defaultQueues int) int {
+	if x.Queues > 0 {
+		return x.Queues
+	}
+	return defaultQueues
+}

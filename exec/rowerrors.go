@@ -1,0 +1,136 @@
+package exec
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"rsql/connectors"
+	"rsql/sql"
+)
+
+// Rows that fail inside the pipeline. An expression that cannot be computed for a row
+// (division by zero, overflow, a cast that does not convert: an sql.ErrorValue) and a row a
+// sink cannot encode (a DOUBLE infinity in JSON) are PostgreSQL errors of that row. The
+// operator that finishes the row (filter, projection, aggregation input, sink) hands it to
+// the stage's badRows: the row is dropped, counted as bad (JobStats.Bad), its error kept in
+// JobStats.BadErrors and logged, and written to the source stream's dead-letter output
+// (dlq_topic / dlq_path) as one JSON object:
+//
+//	{"error": {"code": "22012", "message": "division by zero", "operator": "project"},
+//	 "stream": "orders", "split": "0", "row": {"order_id": 7, ...}}
+//
+// The job goes on. An operator without badRows (built outside a job) fails the batch with
+// the row's error instead.
+
+// RowError is the error of one row an operator could not finish.
+type RowError struct {
+	Stream, Split string
+	Operator      string // filter, project, aggregate, sink
+	Err           *sql.Error
+}
+
+func (e *RowError) Error() string {
+	return fmt.Sprintf("stream %s, split %s: %s: ERROR %s: %s", e.Stream, e.Split, e.Operator, e.Err.Code, e.Err.Message)
+}
+
+func (e *RowError) Unwrap() error { return e.Err }
+
+// badRows routes a stage's failed rows to the bad-record path. It is used by the stage's
+// goroutine only (operators are single-goroutine); the dead-letter output it writes to is
+// shared with the split readers and has its own lock.
+type badRows struct {
+	st *stage
+}
+
+// report handles one failed row: row is the operator's input, schema names its columns
+// (nil: positional), cause the row's error.
+func (b *badRows) report(ctx context.Context, op, split string, row sql.Row, schema sql.Schema, cause *sql.Error) error {
+	if b == nil || b.st == nil {
+		return &RowError{Split: split, Operator: op, Err: cause}
+	}
+	stream := b.st.rootSource().Stream
+	rerr := &RowError{Stream: stream, Split: split, Operator: op, Err: cause}
+	b.st.job.recordBad(rerr)
+	dlq := b.st.rootDLQ()
+	if dlq == nil {
+		return nil
+	}
+	body, err := json.Marshal(dlqRecord{
+		Error:  dlqError{Code: cause.Code, Message: cause.Message, Operator: op},
+		Stream: stream, Split: split, Row: rowJSON(row, schema),
+	})
+	if err != nil {
+		return err
+	}
+	return dlq.write(ctx, connectors.Message{Body: body, Timestamp: nowMillis()})
+}
+
+type dlqError struct {
+	Code     string `json:"code"`
+	Message  string `json:"message"`
+	Operator string `json:"operator"`
+}
+
+type dlqRecord struct {
+	Error  dlqError        `json:"error"`
+	Stream string          `json:"stream"`
+	Split  string          `json:"split"`
+	Row    json.RawMessage `json:"row"`
+}
+
+// rowJSON renders a row as a JSON object by column name (an array when the names are not
+// known): numbers as numbers, NaN/Infinity and timestamps as strings.
+func rowJSON(row sql.Row, schema sql.Schema) json.RawMessage {
+	var b []byte
+	named := len(schema) == len(row)
+	if named {
+		b = append(b, '{')
+	} else {
+		b = append(b, '[')
+	}
+	for i, v := range row {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if named {
+			k, _ := json.Marshal(schema[i].Name)
+			b = append(b, k...)
+			b = append(b, ':')
+		}
+		b = appendJSONValue(b, v)
+	}
+	if named {
+		b = append(b, '}')
+	} else {
+		b = append(b, ']')
+	}
+	return b
+}
+
+func appendJSONValue(b []byte, v sql.Value) []byte {
+	switch {
+	case v.IsNull():
+		return append(b, "null"...)
+	case v.K == sql.KindJSON:
+		if json.Valid([]byte(v.S)) {
+			return append(b, v.S...)
+		}
+	case v.K == sql.KindBool, v.K == sql.KindInt, v.K == sql.KindBigInt:
+		if v.K == sql.KindBool {
+			if v.I != 0 {
+				return append(b, "true"...)
+			}
+			return append(b, "false"...)
+		}
+		return sql.AppendText(b, v)
+	case v.K == sql.KindDouble && !math.IsNaN(v.F) && !math.IsInf(v.F, 0):
+		return sql.AppendText(b, v)
+	case v.K == sql.KindDecimal && v.S != "NaN" && v.S != "Infinity" && v.S != "-Infinity":
+		return sql.AppendText(b, v)
+	}
+	s, _ := json.Marshal(sql.Text(v))
+	return append(b, s...)
+}
+

@@ -1,0 +1,125 @@
+package exec
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"rsql/planner"
+	"rsql/sql"
+)
+
+// compiled compiles an expression tree built with sqlCall over eventSchema columns.
+func compiled(t *testing.T, e sql.Expr) planner.Evaluator {
+	t.Helper()
+	f, err := sql.Compile(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func colRef(i int) sql.Expr {
+	return &sql.ColumnRef{Index: i, Name: eventSchema[i].Name, T: eventSchema[i].Type}
+}
+
+// A row whose filter, projection or aggregate argument fails (PostgreSQL would raise an
+// error for it) goes to the dead-letter output with its reason and counts as bad; the job
+// goes on and the other rows are written.
+func TestFailedRowsGoToDeadLetter(t *testing.T) {
+	// events: user_id, amount, ts, n
+	src := newMemSource(true, 0, "0")
+	src.feed("0", "a,1,10,2", "b,2,20,1", "c,3,30,0", "d,4,40,4")
+	one := sql.NewLiteral(sql.BigInt(1))
+	nMinus1 := sqlCall(t, "-", colRef(3), one)
+	// WHERE 10 / (n - 1) <> 0: fails for n = 1.
+	div := sqlCall(t, "/", sql.NewLiteral(sql.BigInt(10)), nMinus1)
+	pred := compiled(t, sqlCall(t, "<>", div, sql.NewLiteral(sql.BigInt(0))))
+	// SELECT user_id, amount / n: fails for n = 0.
+	quot := compiled(t, sqlCall(t, "/", colRef(1), colRef(3)))
+	outSchema := sql.Schema{{Name: "user_id", Type: sql.TypeVarchar}, {Name: "q", Type: sql.TypeDouble}}
+	var sk sinks
+	spec := sourceSpec(map[string]string{"dlq_path": "dlq"}, 0)
+	plan := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, spec, sinkSpec(outSchema), &planner.FilterNode{Pred: pred}, &planner.ProjectNode{Exprs: []planner.Evaluator{col(0), quot}, Schema: outSchema})}}
+	j := runJob(t, "job", plan, testEnv(src, &sk))
+	if d := diff(sk.get("out").bodies(), []string{"a,0.5", "d,1"}); d != "" {
+		t.Fatalf("output: %s", d)
+	}
+	st := j.Stats()
+	if st.Bad != 2 || len(st.BadErrors) != 2 {
+		t.Fatalf("bad=%d errors=%q", st.Bad, st.BadErrors)
+	}
+	dlq := sk.get("dlq").bodies()
+	if len(dlq) != 2 {
+		t.Fatalf("dead letters: %q", dlq)
+	}
+	var recs []dlqRecord
+	for _, b := range dlq {
+		var r dlqRecord
+		if err := json.Unmarshal([]byte(b), &r); err != nil {
+			t.Fatalf("dead letter %q: %v", b, err)
+		}
+		recs = append(recs, r)
+	}
+	if recs[0].Error.Operator != "filter" || recs[0].Error.Code != sql.CodeDivisionByZero || !strings.Contains(string(recs[0].Row), `"user_id":"b"`) {
+		t.Fatalf("first dead letter: %+v %s", recs[0], recs[0].Row)
+	}
+	if recs[1].Error.Operator != "project" || recs[1].Error.Code != sql.CodeDivisionByZero || recs[1].Stream != "events" || !strings.Contains(string(recs[1].Row), `"n":0`) {
+		t.Fatalf("second dead letter: %+v %s", recs[1], recs[1].Row)
+	}
+}
+
+func sqlCall(t *testing.T, fn string, args ...sql.Expr) sql.Expr {
+	t.Helper()
+	e, err := sql.NewCall(fn, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// A failing aggregate argument drops the row from every group and routes it to the bad
+// path; the sums of the other rows are exact.
+func TestFailedAggregateArgument(t *testing.T) {
+	src := newMemSource(true, 0, "0")
+	src.feed("0", "a,1,10,2", "a,2,20,0", "a,3,30,5")
+	// SUM(10 / n)
+	arg := compiled(t, sqlCall(t, "/", sql.NewLiteral(sql.BigInt(10)), colRef(3)))
+	aggs := []planner.AggSpec{{Kind: planner.AggSum, Arg: arg, ArgType: sql.TypeBigInt, Type: sql.TypeBigInt}}
+	node := &planner.AggregateNode{Window: planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000},
+		Keys: []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar}, Aggs: aggs, Schema: aggSchema(1, true, aggs)}
+	var sk sinks
+	plan := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, sourceSpec(map[string]string{"dlq_path": "dlq"}, 0), sinkSpec(node.Schema), node)}}
+	j := runJob(t, "job", plan, testEnv(src, &sk))
+	if d := diff(sk.get("out").bodies(), []string{"a,0,1000,7"}); d != "" {
+		t.Fatalf("output: %s", d)
+	}
+	if st := j.Stats(); st.Bad != 1 || len(sk.get("dlq").bodies()) != 1 || !strings.Contains(sk.get("dlq").bodies()[0], `"operator":"aggregate"`) {
+		t.Fatalf("bad=%d dlq=%q", st.Bad, sk.get("dlq").bodies())
+	}
+}
+
+// A value the sink's format cannot write goes to the bad path instead of failing the job;
+// without a job the sink fails the batch.
+func TestSinkEncodingFailure(t *testing.T) {
+	var sk sinks
+	s, _ := sk.open(sinkSpec(nil))
+	op := &sinkOp{sink: s, format: failOnInf{}, cnt: &counters{}, what: "out"}
+	b := &Batch{Split: "0", Rows: []sql.Row{{sql.Double(1)}, {sql.Double(math.Inf(1))}}}
+	var se *SinkError
+	if err := op.Process(b); !errors.As(err, &se) {
+		t.Fatalf("without a bad-record path: %v", err)
+	}
+}
+
+type failOnInf struct{}
+
+func (failOnInf) Decode(body []byte, row sql.Row) (sql.Row, error) { return row, nil }
+func (failOnInf) Encode(dst []byte, row sql.Row) ([]byte, error) {
+	if math.IsInf(row[0].F, 0) {
+		return dst, errors.New("Infinity has no JSON number")
+	}
+	return append(dst, sql.Text(row[0])...), nil
+}

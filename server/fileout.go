@@ -1,0 +1,128 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"rsql/connectors"
+	"rsql/planner"
+	"rsql/sql"
+)
+
+// fileOutput is how one job writes its file sink (docs/sql.md, "File sinks"):
+//
+//   - the job that defines the stream (CREATE [OR REPLACE] STREAM ... AS) replaces the
+//     file's content: a bounded job (every source a file) writes a temporary file next to
+//     it and renames it over the path when it finishes, so the path holds either the
+//     previous complete output or the new one; an unbounded job empties the file when it
+//     first starts;
+//   - an INSERT INTO job appends to the file;
+//   - a job started again (rsql restarted, RESUME, another instance taking it over)
+//     continues its file exactly once: the file sink cuts the file back to the end its last
+//     checkpoint recorded and the job writes what followed again (connectors.FileSink).
+//
+// That needs one writer per file, which the engine enforces (Engine.fileWriter).
+type fileOutput struct {
+	final   string // the stream's path
+	temp    string // where a bounded replacing job writes until it finishes; "" otherwise
+	replace bool   // the job defines the stream: its output replaces the file's content
+
+	mu     sync.Mutex
+	opened bool // the main sink was opened once in this process
+}
+
+// newFileOutput describes the file output of job for a sink with path, or returns nil for
+// sinks of other connectors.
+func newFileOutput(job string, sink planner.SinkSpec, defines, bounded bool) *fileOutput {
+	if sink.Connector != "file" || sink.Options["path"] == "" {
+		return nil
+	}
+	o := &fileOutput{final: sink.Options["path"], replace: defines}
+	if defines && bounded {
+		dir, base := filepath.Split(o.final)
+		o.temp = filepath.Join(dir, "."+base+"."+job+".rsql-tmp")
+	}
+	return o
+}
+
+// open opens the job's main file sink: the temporary file of a bounded replacing job, the
+// path otherwise. fresh says the job is new (not started again): then a replacing job's
+// file starts empty; the first open in this process only.
+func (o *fileOutput) open(fresh bool) (connectors.Sink, error) {
+	o.mu.Lock()
+	truncate := fresh && o.replace && !o.opened
+	o.opened = true
+	o.mu.Unlock()
+	path := o.final
+	if o.temp != "" {
+		path = o.temp
+	}
+	return connectors.OpenFileSinkWith(path, connectors.FileSinkOptions{Truncate: truncate})
+}
+
+// finish puts a bounded job's complete output in place.
+func (o *fileOutput) finish() error {
+	if o.temp == "" {
+		return nil
+	}
+	if err := os.Rename(o.temp, o.final); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			// The job wrote nothing: its output is an empty file.
+			return os.WriteFile(o.final, nil, 0o644)
+		}
+		return fmt.Errorf("file sink %s: put the finished output in place: %w", o.final, err)
+	}
+	return nil
+}
+
+// discard removes a bounded job's unfinished output (the job failed or was terminated).
+func (o *fileOutput) discard() {
+	if o.temp != "" {
+		os.Remove(o.temp)
+	}
+}
+
+// isMain reports whether spec is the job's main sink (and not a dead-letter or late file).
+func (o *fileOutput) isMain(spec, sink planner.SinkSpec) bool {
+	return spec.Connector == "file" && spec.Stream == sink.Stream && spec.Options["path"] == o.final
+}
+
+// fileWriter returns the id of a live job (RUNNING or PAUSED) other than except that
+// writes the file at path, or "".
+func (e *Engine) fileWriter(path, except string) string {
+	want := cleanPath(path)
+	for _, j := range e.cat.Jobs() {
+		if !j.live() || j.ID == except {
+			continue
+		}
+		d, ok := e.cat.Stream(j.Sink)
+		if !ok || d.Options["connector"] != "file" {
+			continue
+		}
+		if cleanPath(d.Options["path"]) == want {
+			return j.ID
+		}
+	}
+	return ""
+}
+
+func cleanPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return filepath.Clean(p)
+}
+
+// checkFileWriter refuses (55006) a new writer of a file stream that a live job writes.
+func (e *Engine) checkFileWriter(d StreamDef, what string) error {
+	if d.Options["connector"] != "file" {
+		return nil
+	}
+	if j := e.fileWriter(d.Options["path"], ""); j != "" {
+		return sql.Errorf(sql.CodeInUse, "%s: job %s writes %s, and a file has one writer at a time (TERMINATE JOB %s first)", what, j, d.Options["path"], j)
+	}
+	return nil
+}
