@@ -586,12 +586,9 @@ func (g *nexmarkGenReader) batch(ctx context.Context, max int, emit func(n, off,
 				if rows > 0 {
 					return nil
 				}
-				if err := src.sleep(ctx, min(w, 100*time.Millisecond)); err != nil {
-					return err
-				}
-				now = src.now()
-				procTime = now.UnixMilli()
-				continue
+				// Nothing due: wait a little and return empty, so the caller can check
+				// idleness (SplitReader's contract) and come back.
+				return src.sleep(ctx, min(w, 100*time.Millisecond))
 			}
 		}
 		emit(n, g.next, procTime)
