@@ -87,7 +87,7 @@ func TestFailedAggregateArgument(t *testing.T) {
 	src.feed("0", "a,1,10,2", "a,2,20,0", "a,3,30,5")
 	// SUM(10 / n)
 	arg := compiled(t, sqlCall(t, "/", sql.NewLiteral(sql.BigInt(10)), colRef(3)))
-	aggs := []planner.AggSpec{{Kind: planner.AggSum, Arg: arg, ArgType: sql.TypeBigInt, Type: sql.TypeBigInt}}
+	aggs := []planner.AggSpec{builtinAgg("SUM", arg, sql.TypeBigInt, sql.TypeBigInt)}
 	node := &planner.AggregateNode{Window: planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000},
 		Keys: []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar}, Aggs: aggs, Schema: aggSchema(1, true, aggs)}
 	var sk sinks
