@@ -47,11 +47,11 @@ type aggOp struct {
 	argAt []int
 	// order runs the aggregates that may fail first; undo keeps their states before the
 	// current row (when there are several) to restore them when a later one fails.
-	order  []int
-	undo   []accum
-	rowErr *sql.Error // the current row's failure in an aggregate
-	enc     []byte // scratch encodings
-	kbuf    []byte      // scratch state keys
+	order   []int
+	undo    []accum
+	rowErr  *sql.Error // the current row's failure in an aggregate
+	enc     []byte     // scratch encodings
+	kbuf    []byte     // scratch state keys
 	lateB   Batch
 	lateRow []sql.Row
 }
