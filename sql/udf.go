@@ -164,3 +164,49 @@ func (cf *CreateFunction) BodyError(err error) error {
 	c.Line, c.Column = lineCol(cf.input, c.Pos)
 	return &c
 }
+
+// CoerceArgs converts the arguments of a call of user function fn to its parameter types
+// along PostgreSQL's implicit casts (integers → NUMERIC → DOUBLE, a string literal to
+// anything, NULL to anything). A call with the wrong number of arguments or an argument
+// that does not convert is 42883, as PostgreSQL reports it.
+func CoerceArgs(fn string, args []Expr, params []Type) ([]Expr, error) {
+	if len(args) != len(params) {
+		return nil, noFunc(fn, args)
+	}
+	out := make([]Expr, len(args))
+	for i := range args {
+		e, err := toType(fn, args, i, params[i])
+		if err != nil {
+			if se, ok := err.(*Error); ok && se.Code != CodeUndefinedFunction {
+				return nil, err
+			}
+			return nil, noFunc(fn, args)
+		}
+		if pt := params[i]; pt.Kind == KindDecimal && pt.Precision > 0 && e.Type() != pt {
+			e = &Cast{Arg: e, T: pt}
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// CoerceResult converts the body of a SQL function to its declared result type t: an
+// implicit cast, or an assignment cast between numbers (PostgreSQL's RETURNS rule).
+// Other types are 42804.
+func CoerceResult(fn string, e Expr, t Type) (Expr, error) {
+	et := e.Type()
+	switch {
+	case et == t || et.Kind == KindNull:
+		if et.Kind == KindNull {
+			return &Literal{V: Null, T: t}, nil
+		}
+		return e, nil
+	case et.Kind == t.Kind && t.Kind != KindDecimal:
+		return e, nil
+	case numRank(et.Kind) > 0 && numRank(t.Kind) > 0:
+		return &Cast{Arg: e, T: t}, nil
+	case et.Kind == KindVarchar && t.Kind == KindJSON, et.Kind == KindJSON && t.Kind == KindVarchar:
+		return &Cast{Arg: e, T: t}, nil
+	}
+	return nil, typeMismatch("return type mismatch in function %s: its body is %s, it is declared to return %s", fn, et, t)
+}
