@@ -21,7 +21,11 @@ func bindSQLBody(spec Spec, cat sql.Catalog) (sql.Expr, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sql.CoerceResult(spec.Name, e, spec.Returns)
+	r, err := sql.CoerceResult(spec.Name, e, spec.Returns)
+	if se, ok := err.(*sql.Error); ok {
+		return nil, sql.BodyErrorAt(spec.Body, 0, se.Code, "%s", se.Message)
+	}
+	return r, err
 }
 
 // inlineSQL is the expression a call of SQL function spec with args (already converted to
