@@ -127,11 +127,11 @@ func parseSize(v string) (uint64, error) {
 // their content, for every statement and stage that calls them; what runs per stage (a
 // VM, a module instance) is made by each compiled evaluator. Safe for concurrent use.
 type Runtime struct {
-	mu     sync.Mutex
-	wasm   wazero.Runtime
-	js     map[[32]byte]*goja.Program
-	mods   map[[32]byte]*wasmModule
-	closed bool
+	mu          sync.Mutex
+	wasmByLimit map[uint32]wazero.Runtime
+	js          map[[32]byte]*goja.Program
+	mods        map[[32]byte]*wasmModule
+	closed      bool
 }
 
 // NewRuntime returns an empty Runtime.
@@ -144,10 +144,13 @@ func (r *Runtime) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.closed = true
-	if r.wasm != nil {
-		return r.wasm.Close(context.Background())
+	var err error
+	for _, rt := range r.wasmByLimit {
+		if e := rt.Close(context.Background()); e != nil && err == nil {
+			err = e
+		}
 	}
-	return nil
+	return err
 }
 
 func contentKey(parts ...string) [32]byte {
