@@ -151,6 +151,9 @@ func (p *parser) parse() (*node, error) {
 		for p.i < len(p.src) && !strings.ContainsRune(" \t\r\n()\";", rune(p.src[p.i])) {
 			p.i++
 		}
+		if p.i == start {
+			return nil, p.errf("unexpected %q", p.src[p.i])
+		}
 		return &node{atom: p.src[start:p.i], line: line}, nil
 	}
 }
