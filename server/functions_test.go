@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
+	"rsql/internal/wat"
 	"rsql/sql"
 )
 
@@ -210,4 +213,42 @@ func TestSQLFunctionRecursion(t *testing.T) {
 	te.wantCode("CREATE OR REPLACE FUNCTION f(x INT) RETURNS INT AS 'g(x) + 1'", "0A000", "cannot call itself")
 	te.mustExec("DROP FUNCTION f")
 	te.wantCode("CREATE FUNCTION f(x INT) RETURNS INT AS 'g(x) + 1'", "42883", "in SQL function g: function f does not exist")
+}
+
+// A wasm function's module is read from the file root and copied into the catalog: after
+// the file is gone and the engine restarted, the function runs the same bytes. Paths
+// outside the root are refused.
+func TestWasmFunctionModuleInCatalog(t *testing.T) {
+	te := newTestEngine(t, false)
+	text, err := os.ReadFile("../udf/testdata/risk.wat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(te.path("risk.wasm"), wat.MustAssemble(string(text)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "risk.wasm")
+	if err := os.WriteFile(outside, wat.MustAssemble(string(text)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	te.wantCode("CREATE FUNCTION risk(amount DOUBLE, country VARCHAR) RETURNS INT LANGUAGE wasm AS '"+outside+"'", "22023", "outside the directory")
+	te.wantCode("CREATE FUNCTION risk(amount DOUBLE, country VARCHAR) RETURNS INT LANGUAGE wasm AS '../x.wasm'", "22023")
+	te.mustExec("CREATE FUNCTION risk(amount DOUBLE, country VARCHAR) RETURNS INT LANGUAGE wasm AS 'risk.wasm'")
+	te.mustExec("CREATE FUNCTION loud(s VARCHAR) RETURNS VARCHAR LANGUAGE wasm AS 'risk.wasm' WITH (export = 'shout')")
+	te.wantCode("CREATE FUNCTION bad(s VARCHAR) RETURNS INT LANGUAGE wasm AS 'risk.wasm' WITH (export = 'shout')", "42804", "(i32, i32) -> (i64)")
+	os.Remove(te.path("risk.wasm"))
+	te.e.Close()
+	te.open()
+	_, rows := te.mustExec("SELECT risk(2000, 'FR'), risk(2000, 'DE'), loud('abc-é')")
+	if r := rows[0][0]; r[0] != "3" || r[1] != "1" || r[2] != "ABC-é" {
+		t.Errorf("row %v", r)
+	}
+	_, rows = te.mustExec("DESCRIBE FUNCTION risk")
+	found := false
+	for _, r := range rows[0] {
+		found = found || r[0] == "module" && strings.HasPrefix(r[1], "risk.wasm (")
+	}
+	if !found {
+		t.Errorf("DESCRIBE FUNCTION risk: %v", rows[0])
+	}
 }
