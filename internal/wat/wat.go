@@ -668,4 +668,3 @@ func MustAssemble(text string) []byte {
 	}
 	return b
 }
-
