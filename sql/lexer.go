@@ -132,6 +132,18 @@ func lex(text string) ([]token, *Error) {
 	return out, nil
 }
 
+// Complete reports whether text ends a statement: its last token is ';' and no string,
+// quoted identifier, dollar-quoted body or comment is left open. Interactive front ends
+// use it to tell a ';' that ends a statement from one inside a function body.
+func Complete(text string) bool {
+	toks, err := lex(text)
+	if err != nil {
+		return !strings.Contains(err.Message, "unterminated")
+	}
+	n := len(toks)
+	return n >= 2 && toks[n-2].isP(";")
+}
+
 // dollarTag returns the opening tag of a dollar-quoted string at text[i] ($$ or $tag$,
 // tag an identifier without $), or "".
 func dollarTag(text string, i int) string {

@@ -94,3 +94,19 @@ func TestParseFunctionDropShowDescribe(t *testing.T) {
 		t.Errorf("describe stream: %+v", d)
 	}
 }
+
+func TestComplete(t *testing.T) {
+	for text, want := range map[string]bool{
+		"SELECT 1;": true,
+		"SELECT 1":  false,
+		"SELECT ';": false,
+		"CREATE FUNCTION f() RETURNS INT LANGUAGE javascript AS $$\n let a = 1;\n":               false,
+		"CREATE FUNCTION f() RETURNS INT LANGUAGE javascript AS $$\n let a = 1;\n return a; $$;": true,
+		"SELECT 1; -- done": true,
+		"SELECT 1; /* open": false,
+	} {
+		if got := Complete(text); got != want {
+			t.Errorf("Complete(%q) = %v", text, got)
+		}
+	}
+}

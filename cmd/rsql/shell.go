@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"rsql/sql"
 	"strings"
 	"time"
 
@@ -149,8 +150,8 @@ func (sh *shell) loop(history string) error {
 		}
 		buf.WriteString(line)
 		buf.WriteString("\n")
-		if !strings.HasSuffix(trimmed, ";") {
-			continue
+		if !strings.HasSuffix(trimmed, ";") || !sql.Complete(buf.String()) {
+			continue // a ';' inside a quoted string or a $$ function body does not end it
 		}
 		text := buf.String()
 		buf.Reset()
