@@ -8,13 +8,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"rsql/sql"
 	"strings"
 	"time"
 
 	"github.com/chzyer/readline"
 
 	"rsql/server"
+	"rsql/sql"
 )
 
 // shell is the interactive prompt: multi-line statements until ';', history, tab completion,
