@@ -211,8 +211,10 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 			if w == nil {
 				w = sp.window(0, 0)
 			}
-			g, created := a.lookup(sp, w, h)
-			a.update(w, g)
+			g, created, ok := a.place(sp, w, h)
+			if !ok {
+				break
+			}
 			w.groups[g].seen = sp.wm
 			if changes && (created || !a.node.EmitNew) {
 				a.emitGroup(w, g)
@@ -227,9 +229,8 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 			if w == nil || w.start != sv.I || w.end != ev.I {
 				w = sp.window(sv.I, ev.I)
 			}
-			g, _ := a.lookup(sp, w, h)
-			a.update(w, g)
-			if a.node.Emit == planner.EmitChanges {
+			g, _, ok := a.place(sp, w, h)
+			if ok && a.node.Emit == planner.EmitChanges {
 				a.emitGroup(w, g)
 			}
 		case planner.WindowTumble, planner.WindowHop:
@@ -249,8 +250,10 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 				if w == nil || w.start != s {
 					w = sp.window(s, s+size)
 				}
-				g, _ := a.lookup(sp, w, h)
-				a.update(w, g)
+				g, _, ok := a.place(sp, w, h)
+				if !ok {
+					break // a hop row's earlier windows keep it: see place
+				}
 				if a.node.Emit == planner.EmitChanges {
 					a.emitGroup(w, g)
 				}
@@ -264,9 +267,10 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 				a.lateRow = append(a.lateRow, r)
 				continue
 			}
-			s := a.session(sp, h, tv.I)
+			s, undo := a.session(sp, h, tv.I)
 			a.updateAccs(s.accs)
 			if a.rowErr != nil {
+				a.unplaceSession(sp, s, undo)
 				if err := a.reportBad(b.Split, r, a.rowErr); err != nil {
 					return err
 				}
@@ -385,6 +389,60 @@ func (a *aggOp) update(w *win, g int32) {
 	a.updateAccs(w.accs[int(g)*a.na : int(g+1)*a.na])
 }
 
+// place folds the current row into its group of w (created when new). When an aggregate
+// fails on the row (a.rowErr), the group it created is removed again, so no group exists
+// without rows, and ok is false. (A hop row that fails in one window has been applied to
+// the windows before it.)
+func (a *aggOp) place(sp *aggSplit, w *win, h uint64) (g int32, created, ok bool) {
+	g, created = a.lookup(sp, w, h)
+	a.update(w, g)
+	if a.rowErr == nil {
+		return g, created, true
+	}
+	if created {
+		// The group is w's last, and its dirty reference sp's last.
+		gr := w.groups[g]
+		if gr.next >= 0 {
+			w.index[gr.hash] = gr.next
+		} else {
+			delete(w.index, gr.hash)
+		}
+		w.groups = w.groups[:g]
+		w.keys = w.keys[:int(g)*a.nk]
+		w.accs = w.accs[:int(g)*a.na]
+		if n := len(sp.dirty); n > 0 && sp.dirty[n-1] == (dirtyRef{w, g}) {
+			sp.dirty = sp.dirty[:n-1]
+		}
+	}
+	return g, created, false
+}
+
+// sessUndo is what session changed for the current row, so that a row an aggregate
+// fails on can be taken back out.
+type sessUndo struct {
+	created    bool
+	bridged    bool // it merged sessions: kept, see unplaceSession
+	start, end int64
+}
+
+// unplaceSession takes a failed row back out of session s: a session it created goes,
+// one it extended gets its bounds back. Sessions the row bridged stay merged.
+func (a *aggOp) unplaceSession(sp *aggSplit, s *session, u sessUndo) {
+	switch {
+	case u.created:
+		s.dead = true // its heap entry is skipped when it comes up
+		ke := &sp.sks[s.key]
+		for i, x := range ke.sessions {
+			if x == s {
+				ke.sessions = append(ke.sessions[:i], ke.sessions[i+1:]...)
+				break
+			}
+		}
+	case !u.bridged:
+		s.start, s.end = u.start, u.end // its heap entry for that end is still there
+	}
+}
+
 // updateAccs folds the current row into accs. Aggregates that may fail (user
 // aggregates, AggSpec.MayFail) run first; when one fails (a.rowErr is set) those before it
 // are restored, so the row changes none of accs.
@@ -465,12 +523,14 @@ func (a *aggOp) sessKeyFor(sp *aggSplit, h uint64) int32 {
 	return k
 }
 
-// session returns the session that an event at t joins, creating or merging sessions.
-func (a *aggOp) session(sp *aggSplit, h uint64, t int64) *session {
+// session returns the session that an event at t joins, creating or merging sessions,
+// and how to undo that for the row.
+func (a *aggOp) session(sp *aggSplit, h uint64, t int64) (*session, sessUndo) {
 	k := a.sessKeyFor(sp, h)
 	gap := a.node.Window.Gap
 	lo, hi := t, t+gap
 	var merged *session
+	var u sessUndo
 	for changed := true; changed; {
 		changed = false
 		ss := sp.sks[k].sessions
@@ -481,7 +541,9 @@ func (a *aggOp) session(sp *aggSplit, h uint64, t int64) *session {
 			}
 			if merged == nil {
 				merged = s
+				u.start, u.end = s.start, s.end
 			} else {
+				u.bridged = true
 				// s is bridged into merged: fold its state, forget it.
 				a.mergeAccs(merged.accs, s.accs)
 				s.dead = true
@@ -500,13 +562,13 @@ func (a *aggOp) session(sp *aggSplit, h uint64, t int64) *session {
 		merged = &session{key: k, start: lo, end: hi, accs: make([]accum, a.na)}
 		sp.sks[k].sessions = append(sp.sks[k].sessions, merged)
 		heap.Push(&sp.sheap, sessEntry{hi, merged})
-		return merged
+		return merged, sessUndo{created: true}
 	}
 	if hi != merged.end {
 		heap.Push(&sp.sheap, sessEntry{hi, merged})
 	}
 	merged.start, merged.end = lo, hi
-	return merged
+	return merged, u
 }
 
 // deleteKey records the deletion of a persisted group's state key.

@@ -4,12 +4,14 @@ import (
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
 // The watchdog enforces the per-call limits of user code that cannot enforce them itself:
 // one goroutine, running while any instance is registered, checks every tick whether an
-// instance's current call has run past its time limit, or (JavaScript, which has no heap
+// instance's current call has run past its time limit (in wall-clock time, while the
+// process got at least that much CPU time), or (JavaScript, which has no heap
 // of its own) whether the process has allocated more than the memory limit since the
 // call began, and then interrupts it. A call costs two atomic stores when it begins and
 // one store and one load when it ends; the watchdog takes the instance's lock only when
@@ -39,9 +41,11 @@ type watch struct {
 	hit    uint64        // the call it interrupted
 	reason int32
 
-	// the watchdog's own: the call it last saw and the allocation count then
+	// the watchdog's own: the call it last saw, and the allocation count and the
+	// process's CPU time then
 	seen    uint64
 	allocs0 uint64
+	cpu0    time.Duration
 }
 
 // begin marks the start of a call.
@@ -66,6 +70,15 @@ func (w *watch) end() int32 {
 		return reasonNone
 	}
 	return w.reason
+}
+
+// processCPU is the CPU time (user and system) of the whole process.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 1 << 62 // unknown: judge by wall-clock time alone
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // newWatch returns a watch with the given limits that interrupts calls with interrupt.
@@ -140,12 +153,16 @@ func watchdog() {
 				allocs, read = sample[0].Value.Uint64(), true
 			}
 			if w.seen != s {
-				w.seen, w.allocs0 = s, allocs
+				w.seen, w.allocs0, w.cpu0 = s, allocs, processCPU()
 				continue // give it a whole tick before judging
 			}
 			reason := reasonNone
+			limit := w.timeout.Load()
 			switch {
-			case now-w.start.Load() > w.timeout.Load():
+			// Over the limit in wall-clock time, and the process has had that much CPU time
+			// since the call was first seen (less the tick before): a call whose thread the
+			// machine did not run, on a loaded host, is not stopped for it.
+			case now-w.start.Load() > limit && int64(processCPU()-w.cpu0) > limit-int64(tick):
 				reason = reasonTimeout
 			case w.memLimit > 0 && allocs-w.allocs0 > w.memLimit:
 				reason = reasonMemory
