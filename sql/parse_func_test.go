@@ -40,6 +40,7 @@ func TestParseCreateFunction(t *testing.T) {
 		want := c.want
 		want.Src = Src{Text: c.text, Pos: 0}
 		want.BodyPos = strings.Index(c.text, want.Body)
+		want.input = c.text
 		if want.Options == nil {
 			want.Options = map[string]string{}
 		}
