@@ -51,6 +51,10 @@ type JobDef struct {
 	// Functions are the user-defined functions and aggregates the job's query calls
 	// (also through SQL functions): they cannot be dropped or replaced while it runs.
 	Functions []string `json:"functions,omitempty"`
+	// StateTTL is the session's state_ttl when the job was created, in milliseconds: state
+	// without a natural end (DISTINCT, deduplication) is forgotten that far behind the
+	// watermark.
+	StateTTL int64 `json:"state_ttl,omitempty"`
 	// Last holds the job's counters when it last stopped in this or another process (SHOW
 	// JOBS shows them for a job that is not running).
 	Last *JobCounters `json:"last,omitempty"`

@@ -22,7 +22,7 @@ func (b *binder) lookupAgg(name string) (*AggDef, bool) {
 	if d, ok := LookupAgg(name); ok {
 		return d, true
 	}
-	if fc, ok := b.cat.(FuncCatalog); ok {
+	if fc, ok := b.ctx.cat.(FuncCatalog); ok {
 		return fc.Aggregate(name)
 	}
 	return nil, false
@@ -30,7 +30,7 @@ func (b *binder) lookupAgg(name string) (*AggDef, bool) {
 
 // userFunc finds the user-defined scalar function called name.
 func (b *binder) userFunc(name string) (*FuncDef, bool) {
-	if fc, ok := b.cat.(FuncCatalog); ok {
+	if fc, ok := b.ctx.cat.(FuncCatalog); ok {
 		return fc.Function(name)
 	}
 	return nil, false
