@@ -20,6 +20,7 @@ import (
 	"rsql/planner"
 	"rsql/sql"
 	"rsql/state"
+	"rsql/udf"
 )
 
 // Config configures an Engine.
@@ -36,6 +37,10 @@ type Config struct {
 	// RocketMQ, when Broker is nil, is the RocketMQ cluster (for example another rsql
 	// server's bundled broker) that streams with connector 'broker' live on.
 	RocketMQ *connectors.RocketMQConfig
+	// FileRoot is the directory files named in statements must be in: a wasm function's
+	// module (CREATE FUNCTION ... LANGUAGE wasm AS 'm.wasm'). Default: the working
+	// directory, against which relative paths resolve.
+	FileRoot string
 	// deferJobs leaves the jobs recorded as RUNNING stopped until startRecordedJobs, so a
 	// System can attach the broker first.
 	deferJobs bool
@@ -73,6 +78,9 @@ type Engine struct {
 
 	// dlq shares dead-letter outputs between the jobs reading a stream (dlq.go).
 	dlq dlqWriters
+
+	// udf compiles and runs user-defined functions (functions.go).
+	udf *udf.Runtime
 
 	// cluster is set in cluster mode (several instances sharing a Postgres checkpoint
 	// store, cluster.go); startMu then serializes starting and stopping jobs.
@@ -134,7 +142,7 @@ func Open(cfg Config) (*Engine, error) {
 		lock.Close()
 		return nil, fmt.Errorf("unknown state backend %q (want rocksdb or memory)", cfg.StateBackend)
 	}
-	e := &Engine{cfg: cfg, lock: lock, cat: cat, store: store,
+	e := &Engine{cfg: cfg, lock: lock, cat: cat, store: store, udf: udf.NewRuntime(),
 		jobs: map[string]*runningJob{}, views: map[string]*viewTable{}}
 	e.idle = sync.NewCond(&e.mu)
 	if !cfg.deferJobs {
@@ -179,6 +187,7 @@ func (e *Engine) Close() error {
 		j.stop()
 	}
 	err := e.store.Close()
+	e.udf.Close()
 	e.lock.Close()
 	return err
 }
@@ -235,6 +244,8 @@ func (e *Engine) exec(ctx context.Context, sess *Session, st sql.Statement) (*Re
 		return e.createStream(s)
 	case *sql.CreateView:
 		return e.createView(s, sess)
+	case *sql.CreateFunction:
+		return e.createFunction(s)
 	case *sql.Insert:
 		if s.Query != nil {
 			return e.insertSelect(s, sess)
@@ -247,8 +258,14 @@ func (e *Engine) exec(ctx context.Context, sess *Session, st sql.Statement) (*Re
 	case *sql.ShowStmt:
 		return e.show(s)
 	case *sql.Describe:
+		if s.Function {
+			return e.describeFunction(s)
+		}
 		return e.describe(s)
 	case *sql.Drop:
+		if s.Kind == "FUNCTION" || s.Kind == "AGGREGATE" {
+			return e.dropFunction(s)
+		}
 		return e.drop(s)
 	case *sql.JobControl:
 		return e.jobControl(s)
@@ -375,24 +392,26 @@ func withDefaults(name string, opts map[string]string) map[string]string {
 
 // bind parses nothing: it binds a SELECT against the catalog.
 func (e *Engine) bind(s *sql.Select) (*sql.Query, error) {
-	return sql.Bind(s, e.cat)
+	return sql.Bind(s, e.stmtCatalog())
 }
 
-// bindContinuous binds the SELECT of a job, which must read a stream.
-func (e *Engine) bindContinuous(s *sql.Select) (*sql.Query, error) {
-	q, err := sql.Bind(s, e.cat)
+// bindContinuous binds the SELECT of a job, which must read a stream, and returns the
+// user functions it calls (functions.go).
+func (e *Engine) bindContinuous(s *sql.Select) (*sql.Query, []string, error) {
+	cat := e.stmtCatalog()
+	q, err := sql.Bind(s, cat)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if q.IsConstant() {
-		return nil, sql.Errorf(sql.CodeNotSupported, "a continuous query needs FROM a stream")
+		return nil, nil, sql.Errorf(sql.CodeNotSupported, "a continuous query needs FROM a stream")
 	}
 	for _, r := range q.Relations() {
 		if r.IsView {
-			return nil, sql.Errorf(sql.CodeNotSupported, "a continuous query reads streams: %s is a materialized view, which pull queries read (SELECT ... FROM %s)", r.Name, r.Name)
+			return nil, nil, sql.Errorf(sql.CodeNotSupported, "a continuous query reads streams: %s is a materialized view, which pull queries read (SELECT ... FROM %s)", r.Name, r.Name)
 		}
 	}
-	return q, nil
+	return q, cat.usedFunctions(), nil
 }
 
 func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, error) {
@@ -410,7 +429,7 @@ func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, err
 			return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is a materialized view: CREATE OR REPLACE STREAM replaces streams only (DROP VIEW %s first)", old.Name, old.Name)
 		}
 	}
-	q, err := e.bindContinuous(s.As)
+	q, funcs, err := e.bindContinuous(s.As)
 	if err != nil {
 		return nil, err
 	}
@@ -426,12 +445,12 @@ func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, err
 	}
 	sink := planner.SinkSpec{Stream: d.Name, Connector: d.Options["connector"], Options: d.Options, Schema: d.Schema()}
 	if s.OrReplace {
-		return e.replace(*d, &JobDef{Statement: s.Text, StateTTL: stateTTL(sess)}, q, sink, "CREATE STREAM")
+		return e.replace(*d, &JobDef{Statement: s.Text, StateTTL: stateTTL(sess), Functions: funcs}, q, sink, "CREATE STREAM")
 	}
 	if err := e.checkFileWriter(*d, "CREATE STREAM "+d.Name); err != nil {
 		return nil, err
 	}
-	id, err := e.startNewJob(s.Text, d, q, sink, stateTTL(sess))
+	id, err := e.startNewJob(s.Text, d, q, funcs, sink, stateTTL(sess))
 	if err != nil {
 		return nil, err
 	}
@@ -466,7 +485,7 @@ func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
 	if target.IsView {
 		return nil, sql.Errorf(sql.CodeNotSupported, "cannot INSERT INTO materialized view %q", target.Name)
 	}
-	q, err := e.bindContinuous(s.Query)
+	q, funcs, err := e.bindContinuous(s.Query)
 	if err != nil {
 		return nil, err
 	}
@@ -484,7 +503,7 @@ func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
 		return nil, err
 	}
 	sink := planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: ts}
-	id, err := e.startNewJob(s.Text, nil, q, sink, stateTTL(sess))
+	id, err := e.startNewJob(s.Text, nil, q, funcs, sink, stateTTL(sess))
 	if err != nil {
 		return nil, err
 	}
@@ -496,11 +515,11 @@ func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
 // startNewJob plans q, records the job (and the derived stream d, if any) in the catalog,
 // and starts it. Planning happens first so a bad query creates nothing. It returns the
 // job's id.
-func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, sink planner.SinkSpec, ttl int64) (string, error) {
+func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, funcs []string, sink planner.SinkSpec, ttl int64) (string, error) {
 	if _, _, err := planner.Plan(q, planner.Options{Job: "check", Sink: sink, StateTTL: ttl}); err != nil {
 		return "", err
 	}
-	def := JobDef{Statement: text, State: "RUNNING", Sink: sink.Stream, Sources: relationNames(q), StateTTL: ttl}
+	def := JobDef{Statement: text, State: "RUNNING", Sink: sink.Stream, Sources: relationNames(q), StateTTL: ttl, Functions: funcs}
 	if e.cluster != nil {
 		e.startMu.Lock()
 		defer e.startMu.Unlock()
@@ -535,7 +554,7 @@ func (e *Engine) restartJob(def JobDef) error {
 	if sel == nil {
 		return fmt.Errorf("statement %q is not a continuous query", firstWords(def.Statement))
 	}
-	q, err := e.bindContinuous(sel)
+	q, _, err := e.bindContinuous(sel)
 	if err != nil {
 		return err
 	}
@@ -914,6 +933,8 @@ func (e *Engine) show(s *sql.ShowStmt) (*Result, error) {
 		return e.showJobs(), nil
 	case "TOPICS":
 		return e.showTopics()
+	case "FUNCTIONS":
+		return e.showFunctions(), nil
 	}
 	return nil, sql.Errorf(sql.CodeNotSupported, "SHOW %s is not available in this build", s.What)
 }

@@ -43,7 +43,7 @@ func newTestEngine(t *testing.T, withBroker bool) *testEngine {
 
 func (te *testEngine) open() {
 	te.t.Helper()
-	cfg := Config{DataDir: te.dir, StateBackend: "rocksdb", Log: io.Discard}
+	cfg := Config{DataDir: te.dir, StateBackend: "rocksdb", Log: io.Discard, FileRoot: te.dir}
 	if te.b != nil {
 		cfg.Broker = te.b
 	}

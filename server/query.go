@@ -59,7 +59,7 @@ func (e *Engine) createView(s *sql.CreateView, sess *Session) (*Result, error) {
 			return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is a stream: CREATE OR REPLACE MATERIALIZED VIEW replaces views only (DROP STREAM %s first)", old.Name, old.Name)
 		}
 	}
-	q, err := e.bindContinuous(s.As)
+	q, funcs, err := e.bindContinuous(s.As)
 	if err != nil {
 		return nil, err
 	}
@@ -70,9 +70,9 @@ func (e *Engine) createView(s *sql.CreateView, sess *Session) (*Result, error) {
 		IsView: true, Statement: s.Text}
 	sink := planner.SinkSpec{Stream: s.Name, Connector: "view", Schema: d.Schema()}
 	if s.OrReplace {
-		return e.replace(*d, &JobDef{Statement: s.Text, StateTTL: stateTTL(sess)}, q, sink, "CREATE MATERIALIZED VIEW")
+		return e.replace(*d, &JobDef{Statement: s.Text, StateTTL: stateTTL(sess), Functions: funcs}, q, sink, "CREATE MATERIALIZED VIEW")
 	}
-	id, err := e.startNewJob(s.Text, d, q, sink, stateTTL(sess))
+	id, err := e.startNewJob(s.Text, d, q, funcs, sink, stateTTL(sess))
 	if err != nil {
 		return nil, err
 	}

@@ -99,6 +99,16 @@ func lex(text string) ([]token, *Error) {
 		case c == '?':
 			out = append(out, token{Kind: tokParam, Val: "?", Pos: i, End: i + 1})
 			i++
+		case c == '$' && dollarTag(text, i) != "":
+			// PostgreSQL's dollar quoting: $$ ... $$ or $tag$ ... $tag$, nothing escaped.
+			tag := dollarTag(text, i)
+			end := strings.Index(text[i+len(tag):], tag)
+			if end < 0 {
+				return nil, errAt(text, i, CodeSyntax, "unterminated dollar-quoted string (it starts with %s)", tag)
+			}
+			j := i + len(tag) + end
+			out = append(out, token{Kind: tokString, Val: text[i+len(tag) : j], Pos: i, End: j + len(tag)})
+			i = j + len(tag)
 		case c == '$' && i+1 < len(text) && isDigit(text[i+1]):
 			j := i + 1
 			for j < len(text) && isDigit(text[j]) {
@@ -120,6 +130,37 @@ func lex(text string) ([]token, *Error) {
 	}
 	out = append(out, token{Kind: tokEOF, Pos: len(text), End: len(text)})
 	return out, nil
+}
+
+// Complete reports whether text ends a statement: its last token is ';' and no string,
+// quoted identifier, dollar-quoted body or comment is left open. Interactive front ends
+// use it to tell a ';' that ends a statement from one inside a function body.
+func Complete(text string) bool {
+	toks, err := lex(text)
+	if err != nil {
+		return !strings.Contains(err.Message, "unterminated")
+	}
+	n := len(toks)
+	return n >= 2 && toks[n-2].isP(";")
+}
+
+// dollarTag returns the opening tag of a dollar-quoted string at text[i] ($$ or $tag$,
+// tag an identifier without $), or "".
+func dollarTag(text string, i int) string {
+	j := i + 1
+	if j < len(text) && text[j] == '$' {
+		return "$$"
+	}
+	if j >= len(text) || !isIdentStart(text[j]) {
+		return ""
+	}
+	for j < len(text) && isIdentByte(text[j]) && text[j] != '$' {
+		j++
+	}
+	if j < len(text) && text[j] == '$' {
+		return text[i : j+1]
+	}
+	return ""
 }
 
 var multiOps = []string{"->>", "<=>", "->", "<=", ">=", "<>", "!=", "||", "&&", "::", ":=", "<<", ">>"}

@@ -142,8 +142,13 @@ func (p *stmtParser) statement() (Statement, error) {
 		return p.show()
 	case t.is("DESCRIBE"), t.is("DESC"):
 		p.next()
+		fn := false
 		if next := p.peekN(1); next.Kind == tokIdent || next.Kind == tokQIdent {
-			if !p.accept("STREAM") && !p.accept("VIEW") {
+			switch {
+			case p.accept("FUNCTION"), p.accept("AGGREGATE"):
+				fn = true
+			case p.accept("STREAM"), p.accept("VIEW"):
+			default:
 				p.accept("MATERIALIZED", "VIEW")
 			}
 		}
@@ -154,7 +159,7 @@ func (p *stmtParser) statement() (Statement, error) {
 		if err := p.expectEnd(); err != nil {
 			return nil, err
 		}
-		return &Describe{Src: p.src0(), Name: name}, nil
+		return &Describe{Src: p.src0(), Name: name, Function: fn}, nil
 	case t.is("EXPLAIN"):
 		return p.explain()
 	case t.is("DROP"):
@@ -291,7 +296,7 @@ func (p *stmtParser) optionValue() (string, error) {
 func (p *stmtParser) show() (Statement, error) {
 	p.next()
 	t := p.peek()
-	for _, w := range []string{"STREAMS", "VIEWS", "JOBS", "TOPICS"} {
+	for _, w := range []string{"STREAMS", "VIEWS", "JOBS", "TOPICS", "FUNCTIONS"} {
 		if t.is(w) {
 			p.next()
 			if err := p.expectEnd(); err != nil {
@@ -308,7 +313,7 @@ func (p *stmtParser) show() (Statement, error) {
 	}
 	name, err := p.dottedName()
 	if err != nil {
-		return nil, p.errNear(t, "STREAMS, VIEWS, JOBS, TOPICS or a setting name")
+		return nil, p.errNear(t, "STREAMS, VIEWS, JOBS, TOPICS, FUNCTIONS or a setting name")
 	}
 	if err := p.expectEnd(); err != nil {
 		return nil, err
@@ -324,13 +329,30 @@ func (p *stmtParser) drop() (Statement, error) {
 		kind = "STREAM"
 	case p.accept("MATERIALIZED", "VIEW"), p.accept("VIEW"):
 		kind = "VIEW"
+	case p.accept("FUNCTION"):
+		kind = "FUNCTION"
+	case p.accept("AGGREGATE"):
+		kind = "AGGREGATE"
 	default:
-		return nil, p.errNear(p.peek(), "STREAM or VIEW")
+		return nil, p.errNear(p.peek(), "STREAM, VIEW, FUNCTION or AGGREGATE")
 	}
 	ifExists := p.accept("IF", "EXISTS")
 	name, err := p.ident("a name")
 	if err != nil {
 		return nil, err
+	}
+	if (kind == "FUNCTION" || kind == "AGGREGATE") && p.acceptP("(") && !p.acceptP(")") {
+		for {
+			if _, err := p.typeName(); err != nil {
+				return nil, err
+			}
+			if p.acceptP(")") {
+				break
+			}
+			if err := p.expectP(","); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := p.expectEnd(); err != nil {
 		return nil, err
@@ -376,8 +398,107 @@ func (p *stmtParser) create() (Statement, error) {
 		return p.createView(orReplace)
 	case p.peek().is("VIEW"):
 		return nil, errAt(p.src, p.peek().Pos, CodeNotSupported, "plain views are not supported: use CREATE MATERIALIZED VIEW")
+	case p.accept("FUNCTION"):
+		return p.createFunction(orReplace, false)
+	case p.accept("AGGREGATE"):
+		return p.createFunction(orReplace, true)
 	}
-	return nil, p.errNear(p.peek(), "STREAM or MATERIALIZED VIEW")
+	return nil, p.errNear(p.peek(), "STREAM, MATERIALIZED VIEW, FUNCTION or AGGREGATE")
+}
+
+// createFunction parses the rest of CREATE FUNCTION / CREATE AGGREGATE.
+func (p *stmtParser) createFunction(orReplace, agg bool) (Statement, error) {
+	cf := &CreateFunction{OrReplace: orReplace, Aggregate: agg, Language: "sql", BodyPos: -1, input: p.src}
+	var err error
+	if cf.IfNotExists, err = p.ifNotExists(orReplace); err != nil {
+		return nil, err
+	}
+	if cf.Name, err = p.ident("a function name"); err != nil {
+		return nil, err
+	}
+	if err := p.expectP("("); err != nil {
+		return nil, err
+	}
+	if !p.acceptP(")") {
+		for {
+			nt := p.peek()
+			name, err := p.ident("a parameter name")
+			if err != nil {
+				return nil, err
+			}
+			if cf.Params.Index(name) >= 0 {
+				return nil, errAt(p.src, nt.Pos, CodeDuplicateColumn, "parameter %s is declared twice", name)
+			}
+			t, err := p.typeName()
+			if err != nil {
+				return nil, err
+			}
+			cf.Params = append(cf.Params, Column{Name: name, Type: t})
+			if p.acceptP(")") {
+				break
+			}
+			if err := p.expectP(","); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := p.expect("RETURNS"); err != nil {
+		return nil, err
+	}
+	if cf.Returns, err = p.typeName(); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for p.peek().Kind != tokEOF {
+		t := p.next()
+		clause := strings.ToUpper(t.Val)
+		if t.Kind != tokIdent || (clause != "LANGUAGE" && clause != "AS" && clause != "WITH") {
+			return nil, p.errNear(t, "LANGUAGE, AS or WITH")
+		}
+		if seen[clause] {
+			return nil, errAt(p.src, t.Pos, CodeSyntax, "%s is given twice", clause)
+		}
+		seen[clause] = true
+		switch clause {
+		case "LANGUAGE":
+			l := p.next()
+			if l.Kind != tokIdent && l.Kind != tokString && l.Kind != tokQIdent {
+				return nil, p.errNear(l, "a language: sql, javascript or wasm")
+			}
+			switch lang := strings.ToLower(l.Val); lang {
+			case "sql":
+				cf.Language = lang
+			case "javascript", "js":
+				cf.Language = "javascript"
+			case "wasm", "webassembly":
+				cf.Language = "wasm"
+			default:
+				return nil, errAt(p.src, l.Pos, CodeNotSupported, "language %s is not supported: use sql, javascript or wasm", l.Val)
+			}
+		case "AS":
+			b := p.next()
+			if b.Kind != tokString {
+				return nil, p.errNear(b, "the function body as a string: 'body' or $$ body $$")
+			}
+			cf.Body = b.Val
+			cf.BodyPos = b.Pos + 1
+			if p.src[b.Pos] == '$' {
+				cf.BodyPos = b.Pos + len(dollarTag(p.src, b.Pos))
+			}
+		case "WITH":
+			if cf.Options, err = p.options(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !seen["AS"] {
+		return nil, p.errNear(p.peek(), "AS followed by the function body")
+	}
+	if cf.Options == nil {
+		cf.Options = map[string]string{}
+	}
+	cf.Src = p.src0()
+	return cf, nil
 }
 
 // ifNotExists reads IF NOT EXISTS, which CREATE OR REPLACE does not take.

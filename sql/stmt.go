@@ -5,7 +5,7 @@ import (
 )
 
 // Statement is one parsed statement. The concrete types are *CreateStream, *CreateView,
-// *Insert, *Select, *ShowStmt, *ShowVar, *Describe, *Explain, *Drop, *JobControl, *SetStmt
+// *CreateFunction, *Insert, *Select, *ShowStmt, *ShowVar, *Describe, *Explain, *Drop, *JobControl, *SetStmt
 // and *Transaction; front ends switch on them.
 type Statement interface {
 	// Source returns the statement's own text (without the ending ';') and its byte
@@ -51,6 +51,28 @@ type CreateView struct {
 	As          *Select
 }
 
+// CreateFunction is CREATE [OR REPLACE] FUNCTION | AGGREGATE [IF NOT EXISTS] name(param
+// TYPE, ...) RETURNS TYPE [LANGUAGE sql | javascript | wasm] AS 'body' [WITH (k = v, ...)]
+// (the clauses after RETURNS in any order; the body may be dollar-quoted: $$ ... $$).
+// Language is lower case, "sql" when not given ("js" is given as "javascript", "webassembly"
+// as "wasm"). BodyPos is the byte offset of the body's first character in the text given to
+// Parse (exact for a dollar-quoted body). OrReplace and IfNotExists are never both set.
+type CreateFunction struct {
+	Src
+	Name        string
+	Aggregate   bool
+	OrReplace   bool
+	IfNotExists bool
+	Params      Schema
+	Returns     Type
+	Language    string
+	Body        string
+	BodyPos     int
+	Options     map[string]string // lower-case keys, unquoted values; never nil
+
+	input string // the whole text given to Parse, for positions (BodyError)
+}
+
 // Insert is INSERT INTO target [(columns)] SELECT ... or ... VALUES (...), ....
 // Exactly one of Query and Values is set. Values holds constant expressions (bound, no
 // column references); Rows converts them to the target's schema.
@@ -62,7 +84,7 @@ type Insert struct {
 	Values  [][]Expr
 }
 
-// ShowStmt is SHOW STREAMS | VIEWS | JOBS | TOPICS; What is the upper-case noun.
+// ShowStmt is SHOW STREAMS | VIEWS | JOBS | TOPICS | FUNCTIONS; What is the upper-case noun.
 type ShowStmt struct {
 	Src
 	What string
@@ -74,10 +96,12 @@ type ShowVar struct {
 	Name string
 }
 
-// Describe is DESCRIBE name (also DESC name).
+// Describe is DESCRIBE name (also DESC name); Function is set for DESCRIBE FUNCTION name
+// (also DESCRIBE AGGREGATE name).
 type Describe struct {
 	Src
-	Name string
+	Name     string
+	Function bool
 }
 
 // Explain is EXPLAIN <statement>. Statement is the explained statement (*Select,
@@ -88,8 +112,10 @@ type Explain struct {
 	Query     *Select
 }
 
-// Drop is DROP STREAM | VIEW [IF EXISTS] name. Kind is "STREAM" or "VIEW" (DROP
-// MATERIALIZED VIEW gives "VIEW").
+// Drop is DROP STREAM | VIEW | FUNCTION | AGGREGATE [IF EXISTS] name. Kind is "STREAM",
+// "VIEW" (DROP MATERIALIZED VIEW gives "VIEW"), "FUNCTION" or "AGGREGATE". A function's name
+// may be followed by its parameter types, (type, ...), which are checked for syntax only
+// (function names are not overloaded).
 type Drop struct {
 	Src
 	Kind     string

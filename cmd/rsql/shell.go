@@ -14,6 +14,7 @@ import (
 	"github.com/chzyer/readline"
 
 	"rsql/server"
+	"rsql/sql"
 )
 
 // shell is the interactive prompt: multi-line statements until ';', history, tab completion,
@@ -149,8 +150,8 @@ func (sh *shell) loop(history string) error {
 		}
 		buf.WriteString(line)
 		buf.WriteString("\n")
-		if !strings.HasSuffix(trimmed, ";") {
-			continue
+		if !strings.HasSuffix(trimmed, ";") || !sql.Complete(buf.String()) {
+			continue // a ';' inside a quoted string or a $$ function body does not end it
 		}
 		text := buf.String()
 		buf.Reset()
