@@ -25,9 +25,8 @@ type consoleServer struct {
 	conn     *pgx.Conn
 
 	mu     sync.Mutex
-	sent   int   // records inserted so far
-	passed int   // of which amount > 5 (the job's filter)
-	ids    []int // every id inserted, in order
+	sent   int // records inserted so far
+	passed int // of which amount > 5 (the job's filter)
 	stop   chan struct{}
 	done   chan struct{}
 }
@@ -63,8 +62,8 @@ func startConsoleServer(t *testing.T) *consoleServer {
 	return cs
 }
 
-// feed inserts ten records every 100 ms, event time now, until stopFeed (at most 3000
-// rounds).
+// feed inserts records every 100 ms, event time now, until stopFeed (at most 3000
+// rounds): 5 to 14 a round, rising and falling, so that rates change.
 func (cs *consoleServer) feed(t *testing.T) {
 	cs.stop, cs.done = make(chan struct{}), make(chan struct{})
 	go func() {
@@ -82,7 +81,11 @@ func (cs *consoleServer) feed(t *testing.T) {
 			base := cs.sent
 			passed := 0
 			now := time.Now().UTC().Format("2006-01-02T15:04:05.000Z")
-			for i := 0; i < 10; i++ {
+			n := 5 + (round/10)%10
+			if (round/100)%2 == 1 {
+				n = 14 - (round/10)%10
+			}
+			for i := 0; i < n; i++ {
 				id := base + i + 1
 				amount := float64(id%13) + 0.5
 				if amount > 5 {
@@ -99,10 +102,7 @@ func (cs *consoleServer) feed(t *testing.T) {
 				return
 			}
 			cs.mu.Lock()
-			for i := 0; i < 10; i++ {
-				cs.ids = append(cs.ids, base+i+1)
-			}
-			cs.sent += 10
+			cs.sent += n
 			cs.passed += passed
 			cs.mu.Unlock()
 		}
@@ -110,8 +110,7 @@ func (cs *consoleServer) feed(t *testing.T) {
 	t.Cleanup(cs.stopFeed)
 }
 
-// stopFeed stops the feeder and returns how many records it sent and how many pass the
-// job's filter.
+// stopFeed stops the feeder (counts says what it sent).
 func (cs *consoleServer) stopFeed() {
 	if cs.stop == nil {
 		return

@@ -34,6 +34,13 @@ function setAttrs(el, attrs) {
   }
 }
 
+// fill replaces el's children (null and false children are left out).
+function fill(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+  return el;
+}
+
 function append(el, children) {
   for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
@@ -106,6 +113,7 @@ let page = null; // {stop()} of the page shown
 function route() {
   if (page && page.stop) page.stop();
   page = null;
+  setStatus("");
   const main = document.getElementById("main");
   main.replaceChildren();
   const parts = (location.hash.replace(/^#\/?/, "") || "jobs").split("/").map(decodeURIComponent);
@@ -176,7 +184,7 @@ function jobsPage(main) {
       body));
   const p = poller(async () => {
     const { jobs } = await api("/jobs");
-    body.replaceChildren(...jobs.map((j) => h("tr", { "data-job": j.id },
+    fill(body, ...jobs.map((j) => h("tr", { "data-job": j.id },
       h("td", {}, h("a", { href: "#/jobs/" + encodeURIComponent(j.id), text: j.id })),
       h("td", {}, h("span", { class: "badge " + j.state, text: j.state })),
       h("td", { class: "num", text: fmtRate(j.input_rate) }),
@@ -220,21 +228,21 @@ function jobPage(main, id) {
   const loadPlan = async () => {
     const plan = await api("/jobs/" + encodeURIComponent(id) + "/plan");
     graph = drawPlan(plan.graph);
-    graphWrap.replaceChildren(graph.svg);
+    fill(graphWrap, graph.svg);
     explain.textContent = plan.explain;
   };
   const p = poller(async () => {
     const j = await api("/jobs/" + encodeURIComponent(id) + "?since=" + lastT);
     if (!graph) {
-      try { await loadPlan(); } catch (e) { graphWrap.replaceChildren(h("div", { class: "error-box", text: "plan: " + e.message })); graph = { update() {} }; }
+      try { await loadPlan(); } catch (e) { fill(graphWrap, h("div", { class: "error-box", text: "plan: " + e.message })); graph = { update() {} }; }
     }
-    head.replaceChildren("Job " + j.id, h("span", { class: "badge " + j.state, id: "job-state", text: j.state }), actionButtons(j, () => p.now()));
+    fill(head, "Job " + j.id, h("span", { class: "badge " + j.state, id: "job-state", text: j.state }), actionButtons(j, () => p.now()));
     statement.textContent = j.statement;
-    tiles.replaceChildren(
+    fill(tiles,
       tile("Input rate", fmtRate(j.input_rate), fmtNum(j.records_in) + " records in", "tile-input-rate"),
       tile("Output rate", fmtRate(j.output_rate), fmtNum(j.records_out) + " rows out", "tile-output-rate"),
       tile("Lag", fmtNum(j.lag), "messages behind the sources' ends"),
-      tile("Watermark", j.watermark ? fmtTime(j.watermark) : "–", j.watermark_delay_ms !== null ? fmtMs(j.watermark_delay_ms) + " behind the clock" : ""),
+      tile("Watermark", j.watermark ? fmtTime(j.watermark).slice(11) : "–", j.watermark ? fmtTime(j.watermark).slice(0, 10) + (j.watermark_delay_ms !== null ? ", " + fmtMs(j.watermark_delay_ms) + " behind the clock" : "") : ""),
       tile("Late / bad", fmtNum(j.late) + " / " + fmtNum(j.bad)),
       tile("Last checkpoint", j.checkpoint ? "epoch " + j.checkpoint.epoch : "–", j.checkpoint && j.checkpoint.count ? fmtMs(j.checkpoint.duration_ms) + " · " + fmtBytes(j.checkpoint.size_bytes) : ""),
       tile("Instances", instancesText(j.instances)));
@@ -244,14 +252,14 @@ function jobPage(main, id) {
     if (points.length) lastT = points[points.length - 1].t;
     const now = Date.now();
     points = points.filter((pt) => pt.t >= now - windowMs);
-    charts.replaceChildren(
+    fill(charts,
       chart("input_rate", "Input rate", points, "input_rate", fmtRate, now, windowMs),
       chart("output_rate", "Output rate", points, "output_rate", fmtRate, now, windowMs),
       chart("lag", "Lag (messages)", points, "lag", fmtNum, now, windowMs),
       chart("checkpoint_ms", "Checkpoint duration", points, "checkpoint_ms", fmtMs, now, windowMs));
     const d = j.detail;
     graph.update(d.nodes, d.stages);
-    splits.replaceChildren(d.splits.length ? h("table", {},
+    fill(splits, d.splits.length ? h("table", {},
       h("thead", {}, h("tr", {}, ["Stage", "Stream", "Split", "Offset", "Lag", "Watermark", "Max event time", "State"].map((c) => h("th", { text: c })))),
       h("tbody", {}, d.splits.map((sp) => h("tr", {},
         h("td", { text: sp.stage }), h("td", { text: sp.stream || "(edge)" }), h("td", { class: "mono", text: sp.split }),
@@ -262,7 +270,7 @@ function jobPage(main, id) {
     const errs = [];
     if (j.error) errs.push(h("div", { class: "error-box" }, h("span", { class: "code", text: "FAILED" }), j.error));
     for (const b of d.bad_errors.slice().reverse()) errs.push(h("div", { class: "error-box mono", text: b }));
-    errors.replaceChildren(...(errs.length ? errs : [h("p", { class: "muted", text: "No failures and no bad records." })]));
+    fill(errors, ...(errs.length ? errs : [h("p", { class: "muted", text: "No failures and no bad records." })]));
   });
   return p;
 }
@@ -361,7 +369,7 @@ function drawPlan(graph) {
       s("title", {}, full),
       s("rect", { x: p.x, y: p.y, width: NODE_W, height: NODE_H, rx: 6 }),
       s("text", { x: p.x + 8, y: p.y + 17, "font-weight": 600 }, clip(n.label, 24)),
-      s("text", { x: p.x + 8, y: p.y + 34, class: "detail" }, clip(n.detail || (n.columns || []).join(", "), 27)),
+      s("text", { x: p.x + 8, y: p.y + 34, class: "detail" }, clip(n.detail || (n.columns || []).join(", "), 25)),
       rows));
   }
   return {
@@ -394,13 +402,15 @@ function drawPlan(graph) {
 
 const CW = 460, CH = 160, ML = 52, MR = 14, MT = 26, MB = 22;
 
-// chart draws one series of the history as an SVG line over the last windowMs. Gaps (no
+// chart draws one series of the history as an SVG line over the last windowMs, or over
+// the time since the first sample when that is shorter (at least a minute). Gaps (no
 // value, the job not running) break the line.
 function chart(id, title, points, key, fmt, now, windowMs) {
   const vals = points.filter((p) => p[key] !== null && p[key] !== undefined);
   const maxV = Math.max(0, ...vals.map((p) => p[key]));
   const top = maxV > 0 ? maxV * 1.15 : 1;
-  const x = (t) => ML + ((t - (now - windowMs)) / windowMs) * (CW - ML - MR);
+  const span = Math.min(windowMs, Math.max(60000, points.length ? now - points[0].t : 0));
+  const x = (t) => ML + ((t - (now - span)) / span) * (CW - ML - MR);
   const y = (v) => CH - MB - (v / top) * (CH - MT - MB);
   const last = vals.length ? vals[vals.length - 1][key] : null;
   const svg = s("svg", { class: "chart", id: "chart-" + id, viewBox: `0 0 ${CW} ${CH}`, "data-series": key, "data-points": vals.length, "data-last": last === null ? "" : last, "data-max": maxV },
@@ -411,9 +421,10 @@ function chart(id, title, points, key, fmt, now, windowMs) {
     svg.append(s("line", { x1: ML, x2: CW - MR, y1: yy, y2: yy, class: v === 0 ? "axis" : "grid" }),
       s("text", { x: ML - 6, y: yy + 4, class: "tick", "text-anchor": "end" }, v === 0 ? "0" : fmt(v)));
   }
-  for (const m of [15, 10, 5, 0]) {
-    const xx = x(now - m * 60000);
-    svg.append(s("text", { x: xx, y: CH - 6, class: "tick", "text-anchor": m === 15 ? "start" : m === 0 ? "end" : "middle" }, m === 0 ? "now" : "-" + m + " min"));
+  for (const f of [1, 2 / 3, 1 / 3, 0]) {
+    const ago = span * f;
+    const label = f === 0 ? "now" : ago >= 120000 ? "-" + Math.round(ago / 60000) + " min" : "-" + Math.round(ago / 1000) + " s";
+    svg.append(s("text", { x: x(now - ago), y: CH - 6, class: "tick", "text-anchor": f === 1 ? "start" : f === 0 ? "end" : "middle" }, label));
   }
   // contiguous runs of points: a gap longer than three sample intervals breaks the line
   let run = [];
@@ -449,10 +460,10 @@ function streamsPage(main) {
   return poller(async () => {
     const { streams } = await api("/streams");
     if (!streams.length) {
-      list.replaceChildren(h("p", { class: "muted", text: "No streams yet: CREATE STREAM declares one (SQL tab)." }));
+      fill(list, h("p", { class: "muted", text: "No streams yet: CREATE STREAM declares one (SQL tab)." }));
       return;
     }
-    list.replaceChildren(...streams.map((st) => h("div", { class: "card", "data-stream": st.name },
+    fill(list, ...streams.map((st) => h("div", { class: "card", "data-stream": st.name },
       h("h2", {}, st.name + " ", h("span", { class: "badge", text: st.is_view ? "materialized view" : "stream" })),
       h("table", { class: "kv" }, h("tbody", {},
         h("tr", {}, h("td", { text: "connector" }), h("td", {}, st.connector,
@@ -476,7 +487,7 @@ function topicsPage(main) {
     body));
   return poller(async () => {
     const { topics } = await api("/topics");
-    body.replaceChildren(...topics.map((t) => h("tr", { "data-topic": t.name },
+    fill(body, ...topics.map((t) => h("tr", { "data-topic": t.name },
       h("td", {}, h("a", { href: "#/topics/" + encodeURIComponent(t.name), text: t.name })),
       h("td", { class: "num", text: t.queues.length }),
       h("td", { class: "num", text: fmtNum(t.messages) }),
@@ -501,10 +512,10 @@ function topicPage(main, name, queueArg) {
   const p = poller(async () => {
     const t = await api("/topics/" + encodeURIComponent(name));
     if (queueSel.options.length !== t.queues.length) {
-      queueSel.replaceChildren(...t.queues.map((q) => h("option", { value: q.queue, text: "queue " + q.queue })));
+      fill(queueSel, ...t.queues.map((q) => h("option", { value: q.queue, text: "queue " + q.queue })));
     }
     queueSel.value = String(queue);
-    info.replaceChildren(
+    fill(info,
       h("p", {}, "Streams over this topic: ", t.streams.length ? t.streams.join(", ") : "none", " · ", fmtNum(t.messages), " messages retained"),
       h("h2", { text: "Queues" }),
       h("table", { id: "queues" }, h("thead", {}, h("tr", {}, ["Queue", "Min offset", "Max offset", "Messages"].map((c) => h("th", { class: "num", text: c })))),
@@ -517,7 +528,7 @@ function topicPage(main, name, queueArg) {
     const m = await api("/topics/" + encodeURIComponent(name) + "/queues/" + queue + "/messages?last=" + last);
     const cols = m.columns || [];
     const rows = m.messages.slice().reverse();
-    msgs.replaceChildren(
+    fill(msgs,
       h("p", { class: "muted" }, m.stream ? "decoded as stream " + m.stream + " (format " + m.format + ")" : "no stream is declared over this topic: bodies shown as they are",
         m.format_error ? " · " + m.format_error : ""),
       h("div", { class: "scroll" }, h("table", { id: "messages-table" },
@@ -597,7 +608,7 @@ async function runStatements(text, maxRows, out, signal, state) {
         r.meta = h("div", { class: "meta", text: ev.push ? "push query: rows appear as they arrive…" : "" });
         r.push = ev.push;
         r.el.append(r.meta, h("div", { class: "scroll" }, h("table", { class: "result-table" },
-          h("thead", {}, h("tr", {}, ev.columns.map((c) => h("th", { title: c.type, text: c.name })))), r.tbody)));
+          h("thead", {}, h("tr", {}, ev.columns.map((c) => h("th", { title: c.type, class: /INT|DOUBLE|DECIMAL|NUMERIC/.test(c.type) ? "num" : null, text: c.name })))), r.tbody)));
         break;
       }
       case "row":
@@ -615,16 +626,23 @@ async function runStatements(text, maxRows, out, signal, state) {
         break;
     }
   };
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, { stream: true });
-    let i;
-    while ((i = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      if (line.trim()) handle(JSON.parse(line));
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += dec.decode(value, { stream: true });
+      let i;
+      while ((i = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        if (line.trim()) handle(JSON.parse(line));
+      }
     }
+  } catch (e) {
+    if (e.name === "AbortError") {
+      for (const r of results.values()) if (r.push && r.meta && /so far|arrive/.test(r.meta.textContent)) r.meta.textContent = "stopped after " + r.rows + " rows";
+    }
+    throw e;
   }
   state("done");
 }
@@ -632,7 +650,7 @@ async function runStatements(text, maxRows, out, signal, state) {
 // errorBox shows a SQL error with its SQLSTATE and, when it has a position, the line of
 // the statement with a caret under it.
 function errorBox(ev, text) {
-  const box = h("div", { class: "error-box", id: "sql-error" }, h("span", { class: "code", text: ev.code || "" }), ev.message);
+  const box = h("div", { class: "error-box", id: "sql-error" }, h("span", { class: "code", text: ev.code || "" }), " ", ev.message);
   if (ev.position) {
     const chars = Array.from(text);
     const before = chars.slice(0, ev.position - 1).join("");
