@@ -12,6 +12,8 @@
 //	err = b.CommitOffset("group", "orders", q, next); off, ok := b.QueryOffset(...)
 //	b.MinOffset / b.MaxOffset / b.OffsetByTimestamp / b.Topics / b.Topic / b.Flush
 //	b.DeleteTopic / b.EnforceRetention / broker.IsSystemTopic(name)
+//	msgs, err := b.Peek("orders", q, offset, 20)           // inspection: not counted as consumed
+//	b.GroupOffsets("orders") / b.Groups()                   // committed offsets per group
 //	err = b.Serve("127.0.0.1:9876", "127.0.0.1:10911")     // name server + broker listeners
 //	err = b.Close()
 //

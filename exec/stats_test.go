@@ -53,3 +53,45 @@ func TestStageStatsCountPorts(t *testing.T) {
 		t.Errorf("finished stage's watermark %d", ss[1].Watermark)
 	}
 }
+
+// discardOut is a stage output that drops its rows.
+type discardOut struct{ rows int64 }
+
+func (d *discardOut) Process(b *Batch) error { d.rows += int64(len(b.Rows)); return nil }
+func (d *discardOut) Watermark(int64) error  { return nil }
+func (d *discardOut) Control(*Control) error { return nil }
+func (d *discardOut) End() error             { return nil }
+func (d *discardOut) Close() error           { return nil }
+
+// BenchmarkStageEmitters is BenchmarkFilterProject through a stage's emitters, which count
+// the rows of every port (Job.StageStats): input → filter → project → output.
+func BenchmarkStageEmitters(b *testing.B) {
+	rows := benchRows(1<<16, 1000)
+	out := &discardOut{}
+	st := &stage{out: out}
+	st.nodes = []*opNode{
+		{op: &filterOp{pred: func(r sql.Row) sql.Value { return sql.Bool(r[1].F > 25) }}},
+		{op: &projectOp{exprs: []planner.Evaluator{col(0), func(r sql.Row) sql.Value { return sql.Double(r[1].F * 2) }, col(3)}}},
+	}
+	in := &emitter{st: st, op: 0}
+	st.nodes[0].emit = &emitter{st: st, op: 1}
+	st.nodes[1].emit = &emitter{st: st, op: -1}
+	batch := &Batch{Split: "0", Rows: make([]sql.Row, 0, benchBatch)}
+	report := startRate(b)
+	for done := 0; done < b.N; {
+		n := min(benchBatch, b.N-done)
+		off := done % len(rows)
+		if off+n > len(rows) {
+			n = len(rows) - off
+		}
+		batch.Rows = append(batch.Rows[:0], rows[off:off+n]...)
+		if err := in.Emit(batch); err != nil {
+			b.Fatal(err)
+		}
+		done += n
+	}
+	report()
+	if in.rows.Load() != int64(b.N) || st.nodes[1].emit.rows.Load() != out.rows {
+		b.Fatalf("counted %d in, %d out; %d events, %d rows out", in.rows.Load(), st.nodes[1].emit.rows.Load(), b.N, out.rows)
+	}
+}

@@ -8,6 +8,8 @@
 //	Optimize(l)         FoldConstants, PushDownPredicates, PruneColumns
 //	BuildPhysical(l, o) stages of compiled operators (planner/physical.go), split at exchanges
 //	Explain(l, p)       readable text of both plans (EXPLAIN)
+//	Graph(p)            the physical plan as stages, nodes and edges (JSON for the web
+//	                    console), described with EXPLAIN's texts
 //	Plan(q, o)          all of the above but Explain, in order
 //
 // Contract:
