@@ -1,7 +1,6 @@
 package server
 
 import (
-	"strconv"
 	"sync"
 	"time"
 
@@ -19,8 +18,8 @@ const (
 	consoleWindow      = 15 * time.Minute
 )
 
-// histSample is one sample of a job. A rate or value that was not known is NaN... kept as
-// the has* flags instead, so that the JSON can say null.
+// histSample is one sample of a job; the Has* flags say whether a rate or the checkpoint
+// duration was known (the JSON then says null).
 type histSample struct {
 	T        int64 // wall clock, epoch ms
 	In, Out  int64 // counters at T
@@ -34,8 +33,9 @@ type histSample struct {
 	Epoch    int64
 }
 
-// jobHistory is the ring of one job's samples and the row counts of its plan's nodes at the
-// last sample, with the rates since the one before.
+// jobHistory is the ring of one job's samples, and the row counts of its plan's nodes at
+// the last sample with the rates since the one before (maps replaced, never changed, so a
+// reader may keep them).
 type jobHistory struct {
 	ring  []histSample
 	start int // index of the oldest sample
@@ -44,7 +44,6 @@ type jobHistory struct {
 	run       *runningJob // the run the last sample came from
 	nodeRows  map[string]int64
 	nodeRates map[string]float64
-	stages    []exec.StageStats
 }
 
 func (h *jobHistory) add(s histSample) {
@@ -156,7 +155,7 @@ func (c *consoleHistory) sample() {
 			h.nodeRates = nil
 		}
 		h.add(smp)
-		h.run, h.nodeRows, h.stages = s.rj, rows, s.stages
+		h.run, h.nodeRows = s.rj, rows
 	}
 	for id, h := range c.jobs {
 		if last, ok := h.last(); !ok || ms-last.T > int64(c.size)*c.every.Milliseconds() {
@@ -239,6 +238,3 @@ func jobLag(st exec.JobStats) int64 {
 }
 
 func finiteWM(wm int64) bool { return wm > -1<<62 && wm < 1<<62 }
-
-// stageID is the text id of a stage, for maps keyed by it.
-func stageID(id int) string { return strconv.Itoa(id) }
