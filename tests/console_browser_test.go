@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +32,9 @@ type browser struct {
 	ctx  context.Context
 	dir  string // where screenshots go
 	docs bool   // they go to docs/
+
+	mu       sync.Mutex
+	problems []string // exceptions and errors the pages logged
 }
 
 func newBrowser(t *testing.T) *browser {
@@ -52,6 +56,20 @@ func newBrowser(t *testing.T) *browser {
 		t.Fatalf("start Chromium %s: %v", path, err)
 	}
 	b := &browser{t: t, ctx: ctx, dir: t.TempDir()}
+	// Exceptions, Content-Security-Policy refusals and other errors the pages log; an
+	// answer with an error status (the SQL box's syntax error) is logged too and is not one.
+	go func() {
+		for m, err := range chromedp.Console(ctx) {
+			if err != nil {
+				return
+			}
+			if (m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleException) && !strings.Contains(m.Text, "Failed to load resource") {
+				b.mu.Lock()
+				b.problems = append(b.problems, m.String())
+				b.mu.Unlock()
+			}
+		}
+	}()
 	if os.Getenv("RSQL_CONSOLE_SCREENSHOTS") == "docs" {
 		b.dir, b.docs = filepath.Join(repoRoot(), "docs"), true
 	}
@@ -99,6 +117,16 @@ func (b *browser) waitJS(d time.Duration, cond, show string) {
 			b.t.Fatalf("after %v, not %s: %v", d, cond, got)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// checkConsole fails the test if a page logged an error.
+func (b *browser) checkConsole() {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range b.problems {
+		b.t.Errorf("the page logged %s", p)
 	}
 }
 
@@ -288,4 +316,5 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 	b.screenshot("sql")
+	b.checkConsole()
 }
