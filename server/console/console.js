@@ -194,8 +194,8 @@ function jobsPage(main) {
       h("td", { class: "num", text: fmtNum(j.lag) }),
       h("td", { class: "num", text: fmtMs(j.watermark_delay_ms) }),
       h("td", { class: "num", text: fmtNum(j.late) + " / " + fmtNum(j.bad) }),
-      h("td", { text: ckptText(j.checkpoint) }),
-      h("td", { text: instancesText(j.instances) }),
+      h("td", { class: "wrap", text: ckptText(j.checkpoint) }),
+      h("td", { class: "wrap", text: instancesText(j.instances) }),
       h("td", {}, actionButtons(j, () => p.now())),
       h("td", { class: "statement mono", text: j.statement }))));
     if (!jobs.length) body.append(h("tr", {}, h("td", { colspan: 13, class: "muted", text: "No jobs yet: CREATE STREAM ... AS SELECT starts one (SQL tab)." })));
