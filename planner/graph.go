@@ -37,7 +37,7 @@ type GraphNode struct {
 	ID    string `json:"id"`
 	Stage int    `json:"stage"`
 	// Kind is source (a stream input), edge (an input from an upstream stage), filter,
-	// project, window_assign, aggregate, limit, union, exchange or sink.
+	// project, window_assign, aggregate, topn, sort, limit, union, exchange or sink.
 	Kind string `json:"kind"`
 	// Label is the node's name as EXPLAIN prints it ("Filter", "Source orders",
 	// "Sink client"); Detail the rest of EXPLAIN's line (predicate, keys, options...).
@@ -205,6 +205,10 @@ func nodeKind(n Node) string {
 		return "limit"
 	case *UnionNode:
 		return "union"
+	case *TopNNode:
+		return "topn"
+	case *SortNode:
+		return "sort"
 	case *ExchangeNode:
 		return "exchange"
 	}

@@ -86,6 +86,9 @@ func checkGraph(t *testing.T, p *Physical, g *PlanGraph) {
 		}
 	}
 	for _, n := range g.Nodes {
+		if n.Kind == "operator" {
+			t.Errorf("node %s (%s) has no kind of its own: name it in nodeKind", n.ID, n.Label)
+		}
 		if wantOut := map[bool]int{true: 0, false: 1}[n.Kind == "sink"]; outgoing[n.ID] != wantOut {
 			t.Errorf("node %s (%s) has %d outgoing edges, want %d", n.ID, n.Kind, outgoing[n.ID], wantOut)
 		}

@@ -314,7 +314,7 @@ func (c *console) planOf(def JobDef) (*planner.Physical, error) {
 	if sink.Connector == "view" {
 		sink = planner.SinkSpec{Schema: sink.Schema}
 	}
-	_, p, err := planner.Plan(q, planner.Options{Job: def.ID, Sink: sink})
+	_, p, err := planner.Plan(q, planner.Options{Job: def.ID, Sink: sink, StateTTL: def.StateTTL})
 	return p, err
 }
 
