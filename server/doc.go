@@ -31,6 +31,13 @@
 //   - Concurrency: one goroutine per connection owns its state; a push query adds a
 //     producer goroutine that reads rows ahead; Close cancels every statement and waits.
 //
+// Web console (console*.go, pages in console/ embedded): on the HTTP address, `/` serves
+// the pages and /api/v1/ the JSON API they use (docs/operations.md, "Web console"). GET
+// requests change nothing; POSTs (SQL, job actions) go through the engine like any
+// statement and are refused when a browser says they come from another origin. One
+// sampler goroutine keeps each running job's counters every 2 s for 15 minutes, from which
+// rates are computed; it stops with the System.
+//
 // Engine (engine.go and neighbours): the catalog, statement execution and the jobs. SET
 // accepts the settings of settings.go only; CREATE OR REPLACE replaces a definition and its
 // job unless another job uses the stream (replace.go); a job's file sink follows the rule of

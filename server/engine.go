@@ -538,9 +538,18 @@ func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, funcs []st
 
 // restartJob starts a job recorded in the catalog again, from its statement text.
 func (e *Engine) restartJob(def JobDef) error {
+	q, sink, err := e.jobQuery(def)
+	if err != nil {
+		return err
+	}
+	return e.startJob(def, q, sink, false)
+}
+
+// jobQuery binds a recorded job's statement again and names its sink.
+func (e *Engine) jobQuery(def JobDef) (*sql.Query, planner.SinkSpec, error) {
 	stmts, err := sql.Parse(def.Statement)
 	if err != nil || len(stmts) != 1 {
-		return fmt.Errorf("cannot parse the job's statement again: %v", err)
+		return nil, planner.SinkSpec{}, fmt.Errorf("cannot parse the job's statement again: %v", err)
 	}
 	var sel *sql.Select
 	switch s := stmts[0].(type) {
@@ -552,21 +561,21 @@ func (e *Engine) restartJob(def JobDef) error {
 		sel = s.Query
 	}
 	if sel == nil {
-		return fmt.Errorf("statement %q is not a continuous query", firstWords(def.Statement))
+		return nil, planner.SinkSpec{}, fmt.Errorf("statement %q is not a continuous query", firstWords(def.Statement))
 	}
 	q, _, err := e.bindContinuous(sel)
 	if err != nil {
-		return err
+		return nil, planner.SinkSpec{}, err
 	}
 	target, ok := e.cat.Stream(def.Sink)
 	if !ok {
-		return fmt.Errorf("its sink %q no longer exists", def.Sink)
+		return nil, planner.SinkSpec{}, fmt.Errorf("its sink %q no longer exists", def.Sink)
 	}
 	sink := planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: target.Schema()}
 	if target.IsView {
 		sink = planner.SinkSpec{Stream: target.Name, Connector: "view", Schema: target.Schema()}
 	}
-	return e.startJob(def, q, sink, false)
+	return q, sink, nil
 }
 
 // startJob plans and starts a job and watches it until it ends. fresh says the job is new

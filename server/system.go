@@ -51,6 +51,7 @@ type System struct {
 	pgLn    net.Listener
 	http    *http.Server
 	httpLn  net.Listener
+	console *console
 }
 
 // StartSystem opens the broker store and the engine in cfg.DataDir and starts the listeners.
@@ -121,6 +122,8 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+		s.console = newConsole(eng, b) // the web console and its API: console.go
+		mux.Handle("/", s.console)
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go s.http.Serve(ln)
 	}
@@ -141,8 +144,13 @@ func (s *System) Close() error {
 	var errs []error
 	if s.http != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		s.http.Shutdown(ctx)
+		if s.http.Shutdown(ctx) != nil {
+			s.http.Close() // streams still open (a console push query) end here
+		}
 		cancel()
+	}
+	if s.console != nil {
+		s.console.close()
 	}
 	if s.pg != nil {
 		s.pg.Close()

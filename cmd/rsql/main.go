@@ -20,7 +20,7 @@ type ListenFlags struct {
 	PgAddr      string `name:"pg-addr" env:"RSQL_PG_ADDR" default:"127.0.0.1:5433" help:"Postgres-wire listen address."`
 	NamesrvAddr string `name:"namesrv-addr" env:"RSQL_NAMESRV_ADDR" default:"127.0.0.1:9876" help:"Name-server listen address of the bundled broker."`
 	BrokerAddr  string `name:"broker-addr" env:"RSQL_BROKER_ADDR" default:"127.0.0.1:10911" help:"Broker listen address of the bundled broker (not used with --namesrv)."`
-	HTTPAddr    string `name:"http-addr" env:"RSQL_HTTP_ADDR" default:"127.0.0.1:8080" help:"HTTP listen address for /metrics and /healthz."`
+	HTTPAddr    string `name:"http-addr" env:"RSQL_HTTP_ADDR" default:"127.0.0.1:8080" help:"HTTP listen address for the web console (/), its API (/api/v1/), /metrics and /healthz."`
 }
 
 // ClusterFlags select external services instead of the bundled ones.

@@ -63,7 +63,7 @@ func banner(w *os.File, dataDir string, l ListenFlags, cf ClusterFlags, sys *ser
 	if cf.Postgres != "" {
 		fmt.Fprintf(w, "  checkpoints     Postgres, shared with the other instances (catalog, splits, membership)\n")
 	}
-	fmt.Fprintf(w, "  HTTP            http://%s/metrics, /healthz\n", l.HTTPAddr)
+	fmt.Fprintf(w, "  web console     http://%s/   (API /api/v1/, /metrics, /healthz)\n", l.HTTPAddr)
 }
 
 func hostPort(addr string) string {
