@@ -34,8 +34,39 @@ func (t token) isP(p string) bool { return t.Kind == tokPunct && t.Val == p }
 // lex splits text into tokens, skipping whitespace and comments (-- to end of line, #, and
 // /* */). Quotes are respected. It fails on an unterminated string, quoted identifier or
 // comment, with the position where it starts.
-func lex(text string) ([]token, *Error) {
+func lex(text string) ([]token, *Error) { return scanTokens(text, true, -1) }
+
+// checkStatementSizes fails with 54001 at the first statement of text (split on ';' as
+// lex splits) longer than max bytes. It keeps no tokens, so refusing a huge text costs a
+// scan of it and no memory.
+func checkStatementSizes(text string, max int) *Error {
+	_, err := scanTokens(text, false, max)
+	return err
+}
+
+// scanTokens is lex; keep=false scans without keeping the tokens. With maxStmt >= 0 it
+// stops with 54001 as soon as one statement (from its first token to the ';' after it) is
+// longer than maxStmt bytes.
+func scanTokens(text string, keep bool, maxStmt int) ([]token, *Error) {
 	var out []token
+	stmtStart := -1 // offset of the current statement's first token; -1 before it
+	var tooLong *Error
+	emit := func(t token) {
+		if maxStmt >= 0 {
+			if stmtStart < 0 {
+				stmtStart = t.Pos
+			}
+			if t.End-stmtStart > maxStmt && tooLong == nil {
+				tooLong = errAt(text, stmtStart, CodeTooComplex, "statement too complex: it is longer than the limit of %d bytes", maxStmt)
+			}
+			if t.Kind == tokPunct && t.Val == ";" {
+				stmtStart = -1
+			}
+		}
+		if keep {
+			out = append(out, t)
+		}
+	}
 	i := 0
 	for i < len(text) {
 		c := text[i]
@@ -57,14 +88,14 @@ func lex(text string) ([]token, *Error) {
 			if !ok {
 				return nil, errAt(text, i, CodeSyntax, "unterminated string literal")
 			}
-			out = append(out, token{Kind: tokString, Val: val, Pos: i, End: end})
+			emit(token{Kind: tokString, Val: val, Pos: i, End: end})
 			i = end
 		case c == '`' || c == '"':
 			val, end, ok := scanQuoted(text, i, c, false)
 			if !ok {
 				return nil, errAt(text, i, CodeSyntax, "unterminated quoted identifier")
 			}
-			out = append(out, token{Kind: tokQIdent, Val: val, Pos: i, End: end})
+			emit(token{Kind: tokQIdent, Val: val, Pos: i, End: end})
 			i = end
 		case isDigit(c) || (c == '.' && i+1 < len(text) && isDigit(text[i+1])):
 			j := i
@@ -87,24 +118,24 @@ func lex(text string) ([]token, *Error) {
 			for j < len(text) && isIdentByte(text[j]) {
 				j++
 			}
-			out = append(out, token{Kind: tokNumber, Val: text[i:j], Pos: i, End: j})
+			emit(token{Kind: tokNumber, Val: text[i:j], Pos: i, End: j})
 			i = j
 		case isIdentStart(c):
 			j := i
 			for j < len(text) && isIdentByte(text[j]) {
 				j++
 			}
-			out = append(out, token{Kind: tokIdent, Val: text[i:j], Pos: i, End: j})
+			emit(token{Kind: tokIdent, Val: text[i:j], Pos: i, End: j})
 			i = j
 		case c == '?':
-			out = append(out, token{Kind: tokParam, Val: "?", Pos: i, End: i + 1})
+			emit(token{Kind: tokParam, Val: "?", Pos: i, End: i + 1})
 			i++
 		case c == '$' && i+1 < len(text) && isDigit(text[i+1]):
 			j := i + 1
 			for j < len(text) && isDigit(text[j]) {
 				j++
 			}
-			out = append(out, token{Kind: tokParam, Val: text[i:j], Pos: i, End: j})
+			emit(token{Kind: tokParam, Val: text[i:j], Pos: i, End: j})
 			i = j
 		default:
 			n := 1
@@ -114,8 +145,11 @@ func lex(text string) ([]token, *Error) {
 					break
 				}
 			}
-			out = append(out, token{Kind: tokPunct, Val: text[i : i+n], Pos: i, End: i + n})
+			emit(token{Kind: tokPunct, Val: text[i : i+n], Pos: i, End: i + n})
 			i += n
+		}
+		if tooLong != nil {
+			return nil, tooLong
 		}
 	}
 	out = append(out, token{Kind: tokEOF, Pos: len(text), End: len(text)})

@@ -19,19 +19,35 @@ import (
 func Parse(text string) ([]Statement, error) { return ParseParams(text, nil) }
 
 // ParseParams is Parse with values for the $1, $2, ... (or ?) parameters of the text.
-func ParseParams(text string, params []Value) (stmts []Statement, err error) {
+func ParseParams(text string, params []Value) ([]Statement, error) {
+	return ParseLimited(text, params, DefaultLimits())
+}
+
+// ParseLimited is ParseParams under the given limits (zero fields take their defaults): a
+// statement longer than lim.MaxStatementBytes, an expression nested deeper than
+// lim.MaxExprDepth or larger than lim.MaxExprNodes is refused with 54001 before anything
+// walks its syntax tree recursively, an INSERT with more than lim.MaxInsertRows rows with
+// 54000.
+func ParseLimited(text string, params []Value, lim Limits) (stmts []Statement, err error) {
+	lim = lim.WithDefaults()
 	defer func() {
 		if r := recover(); r != nil {
 			stmts = nil
 			err = Errorf(CodeSyntax, "cannot parse statement: %v", r)
 		}
 	}()
+	if lim.MaxStatementBytes > 0 && len(text) > lim.MaxStatementBytes {
+		// Some statement may be too long: find out before keeping a token of it.
+		if err := checkStatementSizes(text, lim.MaxStatementBytes); err != nil {
+			return nil, err
+		}
+	}
 	toks, lerr := lex(text)
 	if lerr != nil {
 		return nil, lerr
 	}
 	for _, st := range splitStatements(toks) {
-		p := &stmtParser{src: text, toks: st, params: params}
+		p := &stmtParser{src: text, toks: st, params: params, limits: lim}
 		s, perr := p.statement()
 		if perr != nil {
 			return nil, perr
@@ -49,6 +65,7 @@ type stmtParser struct {
 	params []Value
 	nparam int
 	wmPos  int
+	limits Limits
 }
 
 func (p *stmtParser) peek() token { return p.toks[p.i] }
@@ -340,7 +357,7 @@ func (p *stmtParser) drop() (Statement, error) {
 
 func (p *stmtParser) explain() (Statement, error) {
 	p.next()
-	inner := &stmtParser{src: p.src, toks: p.toks[p.i:], params: p.params}
+	inner := &stmtParser{src: p.src, toks: p.toks[p.i:], params: p.params, limits: p.limits}
 	if inner.peek().Kind == tokEOF {
 		return nil, p.errNear(inner.peek(), "a query to explain")
 	}
@@ -706,6 +723,12 @@ func (p *stmtParser) values() ([][]Expr, error) {
 	if !ok || is.Select != nil || len(is.Lists) == 0 {
 		return nil, errAt(p.src, p.toks[start].Pos, CodeSyntax, "syntax error in VALUES")
 	}
+	if err := p.limits.checkRows(p.src, p.toks[start].Pos, len(is.Lists)); err != nil {
+		return nil, err
+	}
+	if err := p.limits.checkTree(p.src, p.toks[start].Pos, node); err != nil {
+		return nil, err
+	}
 	b := &binder{input: p.src, rw: rw, params: p.params, mode: modeConst}
 	out := make([][]Expr, len(is.Lists))
 	for i, list := range is.Lists {
@@ -740,6 +763,9 @@ func (p *stmtParser) selectFrom(start int, src Src) (*Select, error) {
 		return nil, err
 	}
 	first, last := p.toks[start], p.toks[len(p.toks)-1]
+	if err := p.limits.checkTree(p.src, first.Pos, node); err != nil {
+		return nil, err
+	}
 	if src.Text == "" {
 		src = Src{Text: p.src[first.Pos:last.End], Pos: first.Pos}
 	}
