@@ -197,10 +197,20 @@ func (p *stmtParser) statement() (Statement, error) {
 		return &JobControl{Src: p.src0(), Action: strings.ToUpper(t.Val), ID: val}, nil
 	case t.is("SET"):
 		return p.set()
+	case t.is("ALTER"):
+		p.next()
+		if !p.accept("USER") && !p.accept("ROLE") {
+			return nil, p.errNear(p.peek(), "USER")
+		}
+		name, password, role, err := p.userSpec()
+		if err != nil {
+			return nil, err
+		}
+		return &AlterUser{Src: p.src0(), Name: name, Password: password, Role: role}, nil
 	case t.is("BEGIN"), t.is("START"), t.is("COMMIT"), t.is("END"), t.is("ROLLBACK"), t.is("ABORT"):
 		return p.transaction()
 	}
-	return nil, p.errNear(t, "a statement (SELECT, CREATE, INSERT, SHOW, DESCRIBE, EXPLAIN, DROP, PAUSE, RESUME, TERMINATE, SET)")
+	return nil, p.errNear(t, "a statement (SELECT, CREATE, INSERT, SHOW, DESCRIBE, EXPLAIN, DROP, PAUSE, RESUME, TERMINATE, SET, ALTER USER)")
 }
 
 // transaction parses the transaction statements rsql accepts and ignores. BEGIN and START
@@ -308,7 +318,7 @@ func (p *stmtParser) optionValue() (string, error) {
 func (p *stmtParser) show() (Statement, error) {
 	p.next()
 	t := p.peek()
-	for _, w := range []string{"STREAMS", "VIEWS", "JOBS", "TOPICS"} {
+	for _, w := range []string{"STREAMS", "VIEWS", "JOBS", "TOPICS", "USERS"} {
 		if t.is(w) {
 			p.next()
 			if err := p.expectEnd(); err != nil {
@@ -325,7 +335,7 @@ func (p *stmtParser) show() (Statement, error) {
 	}
 	name, err := p.dottedName()
 	if err != nil {
-		return nil, p.errNear(t, "STREAMS, VIEWS, JOBS, TOPICS or a setting name")
+		return nil, p.errNear(t, "STREAMS, VIEWS, JOBS, TOPICS, USERS or a setting name")
 	}
 	if err := p.expectEnd(); err != nil {
 		return nil, err
@@ -337,12 +347,22 @@ func (p *stmtParser) drop() (Statement, error) {
 	p.next()
 	var kind string
 	switch {
+	case p.accept("USER"), p.accept("ROLE"):
+		ifExists := p.accept("IF", "EXISTS")
+		name, err := p.ident("a user name")
+		if err != nil {
+			return nil, err
+		}
+		if err := p.expectEnd(); err != nil {
+			return nil, err
+		}
+		return &DropUser{Src: p.src0(), Name: name, IfExists: ifExists}, nil
 	case p.accept("STREAM"):
 		kind = "STREAM"
 	case p.accept("MATERIALIZED", "VIEW"), p.accept("VIEW"):
 		kind = "VIEW"
 	default:
-		return nil, p.errNear(p.peek(), "STREAM or VIEW")
+		return nil, p.errNear(p.peek(), "STREAM, VIEW or USER")
 	}
 	ifExists := p.accept("IF", "EXISTS")
 	name, err := p.ident("a name")
@@ -393,8 +413,57 @@ func (p *stmtParser) create() (Statement, error) {
 		return p.createView(orReplace)
 	case p.peek().is("VIEW"):
 		return nil, errAt(p.src, p.peek().Pos, CodeNotSupported, "plain views are not supported: use CREATE MATERIALIZED VIEW")
+	case p.peek().is("USER") || p.peek().is("ROLE"):
+		if orReplace {
+			return nil, errAt(p.src, p.peek().Pos, CodeNotSupported, "CREATE OR REPLACE USER is not supported: ALTER USER changes a user")
+		}
+		p.next()
+		name, password, role, err := p.userSpec()
+		if err != nil {
+			return nil, err
+		}
+		return &CreateUser{Src: p.src0(), Name: name, Password: password, Role: role}, nil
 	}
-	return nil, p.errNear(p.peek(), "STREAM or MATERIALIZED VIEW")
+	return nil, p.errNear(p.peek(), "STREAM, MATERIALIZED VIEW or USER")
+}
+
+// userSpec parses what follows CREATE USER and ALTER USER: name [WITH] [PASSWORD 'secret']
+// [ADMIN | READ ONLY | SUPERUSER | NOSUPERUSER | LOGIN], in any order, each at most once.
+func (p *stmtParser) userSpec() (name string, password *string, role string, err error) {
+	if name, err = p.ident("a user name"); err != nil {
+		return "", nil, "", err
+	}
+	p.accept("WITH")
+	for p.peek().Kind != tokEOF {
+		t := p.peek()
+		switch {
+		case p.accept("PASSWORD"):
+			v := p.next()
+			if v.Kind != tokString {
+				return "", nil, "", p.errNear(v, "the password as a string: PASSWORD 'secret'")
+			}
+			if password != nil {
+				return "", nil, "", errAt(p.src, t.Pos, CodeSyntax, "PASSWORD is given twice")
+			}
+			pw := v.Val
+			password = &pw
+		case p.accept("ADMIN"), p.accept("SUPERUSER"):
+			if role != "" {
+				return "", nil, "", errAt(p.src, t.Pos, CodeSyntax, "the role is given twice")
+			}
+			role = "admin"
+		case p.accept("READ", "ONLY"), p.accept("READ_ONLY"), p.accept("READONLY"), p.accept("NOSUPERUSER"):
+			if role != "" {
+				return "", nil, "", errAt(p.src, t.Pos, CodeSyntax, "the role is given twice")
+			}
+			role = "read_only"
+		case p.accept("LOGIN"):
+			// Every user may log in; accepted for PostgreSQL scripts.
+		default:
+			return "", nil, "", p.errNear(t, "PASSWORD 'secret', ADMIN or READ ONLY")
+		}
+	}
+	return name, password, role, nil
 }
 
 // ifNotExists reads IF NOT EXISTS, which CREATE OR REPLACE does not take.
