@@ -44,9 +44,11 @@
 //
 // ParseLimited refuses, before anything recurses over a statement's syntax tree, a
 // statement longer than Limits.MaxStatementBytes (1 MiB) or with expressions nested deeper
-// than MaxExprDepth (1,000) or larger than MaxExprNodes (100,000): 54001 "statement too
-// complex"; an INSERT with more than MaxInsertRows (10,000) VALUES rows: 54000. Parse and
-// ParseParams apply the defaults. A refused huge text costs one scan of it and no tokens.
+// than MaxExprDepth (1,000) or larger than MaxExprNodes (100,000; a statement of more than
+// twice as many tokens is refused before the tidb parser builds its tree): 54001 "statement
+// too complex"; an INSERT with more than MaxInsertRows (10,000) VALUES rows: 54000. Parse
+// and ParseParams apply the defaults. A refused huge text costs one scan of it and no
+// tokens.
 //
 // The pre-pass rewrites what the MySQL grammar rejects (INTERVAL literals anywhere, window
 // table functions in FROM, TUMBLE/HOP/SESSION group-by calls, CAST to rsql's types,

@@ -21,7 +21,8 @@ type Limits struct {
 	// MaxExprDepth is the deepest nesting of a statement's syntax tree (default 1,000):
 	// 1+1+...+1 with n terms nests n deep.
 	MaxExprDepth int
-	// MaxExprNodes is the most nodes a statement's syntax tree may have (default 100,000).
+	// MaxExprNodes is the most nodes a statement's syntax tree may have (default 100,000);
+	// a statement of more than twice as many tokens is refused before it is parsed.
 	MaxExprNodes int
 	// MaxInsertRows is the most rows one INSERT ... VALUES may carry (default 10,000).
 	MaxInsertRows int
@@ -53,6 +54,16 @@ func (l Limits) WithDefaults() Limits {
 		l.MaxInsertRows = DefaultMaxInsertRows
 	}
 	return l
+}
+
+// checkTokens refuses a statement of more than twice MaxExprNodes tokens before the tidb
+// parser builds its tree (about 1 KB per token): no statement of ordinary SQL within the
+// node limit has that many.
+func (l Limits) checkTokens(src string, toks []token) error {
+	if n := len(toks) - 1; l.MaxExprNodes > 0 && n > 2*l.MaxExprNodes {
+		return errAt(src, toks[0].Pos, CodeTooComplex, "statement too complex: it has %d tokens, more than %d (twice the limit of %d expression nodes)", n, 2*l.MaxExprNodes, l.MaxExprNodes)
+	}
+	return nil
 }
 
 // checkTree refuses a syntax tree deeper or larger than the limits. It runs after the tidb

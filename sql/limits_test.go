@@ -33,8 +33,8 @@ func TestLimitsRefuseBeforeBinding(t *testing.T) {
 	wantCode(t, "1 M terms", err, CodeTooComplex, "longer than the limit of 1048576 bytes")
 
 	noSize := Limits{MaxStatementBytes: -1}
-	_, err = ParseLimited(sumOfOnes(200_000), nil, noSize)
-	wantCode(t, "200000 terms without a size limit", err, CodeTooComplex, "nest more than 1000 levels")
+	_, err = ParseLimited(sumOfOnes(90_000), nil, noSize)
+	wantCode(t, "90000 terms without a size limit", err, CodeTooComplex, "nest more than 1000 levels")
 
 	_, err = Parse("SELECT " + strings.Repeat("(", 5000) + "1" + strings.Repeat(")", 5000))
 	wantCode(t, "5000 parentheses", err, CodeTooComplex, "nest more than 1000 levels")
@@ -47,7 +47,9 @@ func TestLimitsRefuseBeforeBinding(t *testing.T) {
 		in[i] = "1"
 	}
 	_, err = Parse("SELECT 1 IN (" + strings.Join(in, ",") + ")")
-	wantCode(t, "an IN list of 100001", err, CodeTooComplex, "more than 100000 expression nodes")
+	wantCode(t, "an IN list of 100001", err, CodeTooComplex, "more than 200000 (twice the limit of 100000 expression nodes)")
+	_, err = Parse("SELECT " + strings.Join(in[:60_000], ","))
+	wantCode(t, "60000 columns", err, CodeTooComplex, "more than 100000 expression nodes")
 
 	// INSERT: too many rows, and a deep value.
 	rows := strings.Repeat("(1),", 10_000) + "(1)"

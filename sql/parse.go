@@ -47,6 +47,9 @@ func ParseLimited(text string, params []Value, lim Limits) (stmts []Statement, e
 		return nil, lerr
 	}
 	for _, st := range splitStatements(toks) {
+		if err := lim.checkTokens(text, st); err != nil {
+			return nil, err
+		}
 		p := &stmtParser{src: text, toks: st, params: params, limits: lim}
 		s, perr := p.statement()
 		if perr != nil {
