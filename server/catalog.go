@@ -98,6 +98,7 @@ type Catalog struct {
 	path    string // "" for a catalog that is not persisted
 	streams map[string]*StreamDef
 	jobs    map[string]*JobDef
+	users   map[string]*UserDef // by lower-case name (users.go)
 	nextJob int
 }
 
@@ -105,6 +106,7 @@ type catalogFile struct {
 	Streams []*StreamDef `json:"streams"`
 	Jobs    []*JobDef    `json:"jobs"`
 	NextJob int          `json:"next_job"`
+	Users   []*UserDef   `json:"users,omitempty"`
 }
 
 // ErrCatalogCorrupt says the catalog file could not be read.
@@ -113,7 +115,7 @@ var ErrCatalogCorrupt = errors.New("catalog file is corrupt")
 // OpenCatalog loads the catalog at path, or starts an empty one when the file does not exist.
 // An empty path gives an in-memory catalog.
 func OpenCatalog(path string) (*Catalog, error) {
-	c := &Catalog{path: path, streams: map[string]*StreamDef{}, jobs: map[string]*JobDef{}, nextJob: 1}
+	c := &Catalog{path: path, streams: map[string]*StreamDef{}, jobs: map[string]*JobDef{}, users: map[string]*UserDef{}, nextJob: 1}
 	if path == "" {
 		return c, nil
 	}
@@ -134,6 +136,9 @@ func OpenCatalog(path string) (*Catalog, error) {
 	for _, j := range f.Jobs {
 		c.jobs[j.ID] = j
 	}
+	for _, u := range f.Users {
+		c.users[key(u.Name)] = u
+	}
 	if f.NextJob > c.nextJob {
 		c.nextJob = f.NextJob
 	}
@@ -147,15 +152,7 @@ func (c *Catalog) saveLocked() error {
 	if c.path == "" {
 		return nil
 	}
-	f := catalogFile{NextJob: c.nextJob}
-	for _, s := range c.streams {
-		f.Streams = append(f.Streams, s)
-	}
-	for _, j := range c.jobs {
-		f.Jobs = append(f.Jobs, j)
-	}
-	sort.Slice(f.Streams, func(i, j int) bool { return f.Streams[i].Name < f.Streams[j].Name })
-	sort.Slice(f.Jobs, func(i, j int) bool { return f.Jobs[i].ID < f.Jobs[j].ID })
+	f := c.fileLocked()
 	data, err := json.MarshalIndent(&f, "", "  ")
 	if err != nil {
 		return err
@@ -164,7 +161,8 @@ func (c *Catalog) saveLocked() error {
 		return err
 	}
 	tmp := c.path + ".tmp"
-	fh, err := os.Create(tmp)
+	// 0600: the file holds the users' password secrets.
+	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
@@ -180,6 +178,25 @@ func (c *Catalog) saveLocked() error {
 		return err
 	}
 	return os.Rename(tmp, c.path)
+}
+
+// fileLocked is the catalog as its file holds it: streams by name, jobs by id, users by
+// name. c.mu must be held.
+func (c *Catalog) fileLocked() catalogFile {
+	f := catalogFile{NextJob: c.nextJob}
+	for _, s := range c.streams {
+		f.Streams = append(f.Streams, s)
+	}
+	for _, j := range c.jobs {
+		f.Jobs = append(f.Jobs, j)
+	}
+	for _, u := range c.users {
+		f.Users = append(f.Users, u)
+	}
+	sort.Slice(f.Streams, func(i, j int) bool { return f.Streams[i].Name < f.Streams[j].Name })
+	sort.Slice(f.Jobs, func(i, j int) bool { return f.Jobs[i].ID < f.Jobs[j].ID })
+	sort.Slice(f.Users, func(i, j int) bool { return f.Users[i].Name < f.Users[j].Name })
+	return f
 }
 
 // Relation implements sql.Catalog.

@@ -74,6 +74,10 @@ type Engine struct {
 	// dlq shares dead-letter outputs between the jobs reading a stream (dlq.go).
 	dlq dlqWriters
 
+	// passwordsUnchecked is set while the Postgres wire accepts clients without a
+	// password (trust), so that setting one warns that it is not checked.
+	passwordsUnchecked atomic.Bool
+
 	// cluster is set in cluster mode (several instances sharing a Postgres checkpoint
 	// store, cluster.go); startMu then serializes starting and stopping jobs.
 	cluster *cluster
@@ -227,7 +231,16 @@ func (e *Engine) Execute(ctx context.Context, sess *Session, text string, params
 }
 
 func (e *Engine) exec(ctx context.Context, sess *Session, st sql.Statement) (*Result, error) {
+	if err := authorize(sess, st); err != nil {
+		return nil, err
+	}
 	switch s := st.(type) {
+	case *sql.CreateUser:
+		return e.createUser(sess, s)
+	case *sql.AlterUser:
+		return e.alterUser(sess, s)
+	case *sql.DropUser:
+		return e.dropUser(sess, s)
 	case *sql.CreateStream:
 		if s.As != nil {
 			return e.createDerived(s)
@@ -896,6 +909,8 @@ func (e *Engine) show(s *sql.ShowStmt) (*Result, error) {
 		return e.showJobs(), nil
 	case "TOPICS":
 		return e.showTopics()
+	case "USERS":
+		return e.showUsers(), nil
 	}
 	return nil, sql.Errorf(sql.CodeNotSupported, "SHOW %s is not available in this build", s.What)
 }

@@ -66,7 +66,7 @@ func runPGConn(t *testing.T, srv *PGServer, data []byte) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		srv.serveConn(&pgFuzzConn{r: bytes.NewReader(data)})
+		srv.serveConn(&pgFuzzConn{r: bytes.NewReader(data)}, false)
 	}()
 	select {
 	case <-done:
