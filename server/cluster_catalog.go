@@ -3,7 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
-	)
+)
 
 // snapshot returns the catalog as canonical JSON (streams by name, jobs by id), the form
 // shared between instances through the checkpoint store.
