@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,10 +37,23 @@ type Config struct {
 	// RocketMQ, when Broker is nil, is the RocketMQ cluster (for example another rsql
 	// server's bundled broker) that streams with connector 'broker' live on.
 	RocketMQ *connectors.RocketMQConfig
+	// FileRoots are the directories file sources and sinks may use (the file sandbox,
+	// connectors.FileRoots); relative paths start at the first. Default: the data
+	// directory's files/ (created when missing). "/" allows every path.
+	FileRoots []string
+	// Limits bound what one statement may cost to parse and bind (sql.Limits; zero fields
+	// take their defaults).
+	Limits sql.Limits
+	// MaxResultBytes bounds the rows one pull query collects (about their size in memory):
+	// past it the query fails with 54000. Default 64 MiB; negative: no limit.
+	MaxResultBytes int64
 	// deferJobs leaves the jobs recorded as RUNNING stopped until startRecordedJobs, so a
 	// System can attach the broker first.
 	deferJobs bool
 }
+
+// DefaultMaxResultBytes is Config.MaxResultBytes's default.
+const DefaultMaxResultBytes = 64 << 20
 
 func (c *Config) ensureDefaults() {
 	if c.DataDir == "" {
@@ -51,6 +65,10 @@ func (c *Config) ensureDefaults() {
 	if c.Log == nil {
 		c.Log = os.Stderr
 	}
+	if c.MaxResultBytes == 0 {
+		c.MaxResultBytes = DefaultMaxResultBytes
+	}
+	c.Limits = c.Limits.WithDefaults()
 }
 
 // DefaultCheckpointInterval is how often a job checkpoints when its sink stream's WITH has no
@@ -65,6 +83,7 @@ type Engine struct {
 	lock  *dirLock
 	cat   *Catalog
 	store state.Store
+	files *connectors.FileRoots // the file sandbox
 
 	mu    sync.Mutex
 	jobs  map[string]*runningJob
@@ -124,6 +143,20 @@ func Open(cfg Config) (*Engine, error) {
 		lock.Close()
 		return nil, err
 	}
+	roots := cfg.FileRoots
+	if len(roots) == 0 {
+		def := filepath.Join(cfg.DataDir, "files")
+		if err := os.MkdirAll(def, 0o755); err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("file root: %w", err)
+		}
+		roots = []string{def}
+	}
+	files, err := connectors.OpenFileRoots(roots...)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
 	var store state.Store
 	switch cfg.StateBackend {
 	case "memory":
@@ -131,14 +164,16 @@ func Open(cfg Config) (*Engine, error) {
 	case "rocksdb":
 		store, err = state.OpenRocks(filepath.Join(cfg.DataDir, "state"), state.RocksOptions{})
 		if err != nil {
+			files.Close()
 			lock.Close()
 			return nil, fmt.Errorf("open state store: %w", err)
 		}
 	default:
+		files.Close()
 		lock.Close()
 		return nil, fmt.Errorf("unknown state backend %q (want rocksdb or memory)", cfg.StateBackend)
 	}
-	e := &Engine{cfg: cfg, lock: lock, cat: cat, store: store,
+	e := &Engine{cfg: cfg, lock: lock, cat: cat, store: store, files: files,
 		jobs: map[string]*runningJob{}, views: map[string]*viewTable{}}
 	e.idle = sync.NewCond(&e.mu)
 	if !cfg.deferJobs {
@@ -183,7 +218,32 @@ func (e *Engine) Close() error {
 		j.stop()
 	}
 	err := e.store.Close()
+	e.files.Close()
 	e.lock.Close()
+	return err
+}
+
+// FileRoots returns the directories file sources and sinks may use.
+func (e *Engine) FileRoots() []string { return e.files.Dirs() }
+
+// checkFiles refuses (42501) the file paths of a stream's options (path, dlq_path,
+// late_path) that the file sandbox does not allow.
+func (e *Engine) checkFiles(opts map[string]string) error {
+	for _, k := range []string{"path", "dlq_path", "late_path"} {
+		if p := opts[k]; p != "" {
+			if _, err := e.files.Check(p); err != nil {
+				return fileError(err)
+			}
+		}
+	}
+	return nil
+}
+
+// fileError gives a path the sandbox refuses its SQLSTATE, 42501.
+func fileError(err error) error {
+	if errors.Is(err, connectors.ErrOutsideFileRoots) {
+		return sql.Errorf(codeInsufficientPrivilege, "%v", err)
+	}
 	return err
 }
 
@@ -210,16 +270,22 @@ func (e *Engine) WaitJobs(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Execute implements Executor: it parses text and runs its statements in order.
-func (e *Engine) Execute(ctx context.Context, sess *Session, text string, params []sql.Value) ([]*Result, error) {
+// Execute implements Executor: it parses text and runs its statements in order. A panic
+// while doing so is logged with the statement and fails this call only (XX000).
+func (e *Engine) Execute(ctx context.Context, sess *Session, text string, params []sql.Value) (results []*Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(e.cfg.Log, "statement panicked (user %q): %v\nstatement: %s\n%s\n", sess.User, p, logStatement(text), debug.Stack())
+			err = sql.Errorf(sql.CodeInternal, "internal error: %v", p)
+		}
+	}()
 	if catalogQuery(text) {
 		return nil, errNoSystemCatalogs
 	}
-	stmts, err := sql.ParseParams(text, params)
+	stmts, err := sql.ParseLimited(text, params, e.cfg.Limits)
 	if err != nil {
 		return nil, err
 	}
-	var results []*Result
 	for _, st := range stmts {
 		r, err := e.exec(ctx, sess, st)
 		if err != nil {
@@ -335,6 +401,9 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 	if err := checkOptions(s.Options); err != nil {
 		return nil, err
 	}
+	if err := e.checkFiles(s.Options); err != nil {
+		return nil, err
+	}
 	if len(s.Columns) == 0 {
 		return nil, sql.Errorf(sql.CodeSyntax, "CREATE STREAM %s needs a column list or AS SELECT", s.Name)
 	}
@@ -419,6 +488,9 @@ func (e *Engine) bindContinuous(s *sql.Select) (*sql.Query, error) {
 
 func (e *Engine) createDerived(s *sql.CreateStream) (*Result, error) {
 	if err := checkOptions(s.Options); err != nil {
+		return nil, err
+	}
+	if err := e.checkFiles(s.Options); err != nil {
 		return nil, err
 	}
 	if old, exists := e.cat.Stream(s.Name); exists {
@@ -598,7 +670,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 	var out *fileOutput
 	if !isView {
 		target, _ := e.cat.Stream(def.Sink)
-		out = newFileOutput(def.ID, sink, target.Job == def.ID, q.From.Connector() == "file")
+		out = newFileOutput(e.files, def.ID, sink, target.Job == def.ID, q.From.Connector() == "file")
 	}
 	if out != nil {
 		open := env.OpenSink
@@ -705,22 +777,16 @@ func (e *Engine) watch(rj *runningJob) {
 
 // env is how a job reaches connectors and state.
 func (e *Engine) env(job string) exec.Env {
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(e.cfg.Log, "job %s: "+format+"\n", append([]any{job}, args...)...)
+	}
 	return exec.Env{
 		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
-			switch spec.Connector {
-			case "file":
-				return connectors.OpenFileSource(spec.Options["path"])
-			case "broker":
-				if e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
-					return connectors.OpenRocketMQSource(context.Background(), *e.cfg.RocketMQ, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
-				}
-				b, err := e.needBroker(spec.Stream)
-				if err != nil {
-					return nil, err
-				}
-				return connectors.OpenBrokerSource(b, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
+			src, err := e.openSource(spec)
+			if err != nil {
+				return nil, err
 			}
-			return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: reading the %s connector is not available in this build", spec.Stream, spec.Connector)
+			return safeSource{Source: src, log: logf}, nil
 		},
 		OpenSink: func(spec planner.SinkSpec) (connectors.Sink, error) {
 			if of := spec.Options[exec.DLQOf]; of != "" {
@@ -728,18 +794,50 @@ func (e *Engine) env(job string) exec.Env {
 			}
 			return e.openSink(spec)
 		},
-		NewFormat:     connectors.NewFormat,
+		NewFormat: func(name string, schema sql.Schema) (connectors.Format, error) {
+			f, err := connectors.NewFormat(name, schema)
+			if err != nil {
+				return nil, err
+			}
+			return safeFormat{f: f, log: logf}, nil
+		},
 		Store:         e.store,
 		ShuffleTopics: e.cfg.Broker != nil || e.cfg.RocketMQ != nil,
 		Commit:        e.commitCheckpoint,
 	}
 }
 
+// openSource opens the source of spec's connector.
+func (e *Engine) openSource(spec planner.SourceSpec) (connectors.Source, error) {
+	switch spec.Connector {
+	case "file":
+		src, err := e.files.OpenSource(spec.Options["path"])
+		if err != nil {
+			return nil, fileError(err)
+		}
+		return src, nil
+	case "broker":
+		if e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
+			return connectors.OpenRocketMQSource(context.Background(), *e.cfg.RocketMQ, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
+		}
+		b, err := e.needBroker(spec.Stream)
+		if err != nil {
+			return nil, err
+		}
+		return connectors.OpenBrokerSource(b, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
+	}
+	return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: reading the %s connector is not available in this build", spec.Stream, spec.Connector)
+}
+
 // openSink opens the sink of spec's connector.
 func (e *Engine) openSink(spec planner.SinkSpec) (connectors.Sink, error) {
 	switch spec.Connector {
 	case "file":
-		return connectors.OpenFileSink(spec.Options["path"])
+		sink, err := e.files.OpenSink(spec.Options["path"], connectors.FileSinkOptions{})
+		if err != nil {
+			return nil, fileError(err)
+		}
+		return sink, nil
 	case "print":
 		return connectors.NewPrintSink(os.Stdout), nil
 	case "broker":

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"rsql/connectors"
 	"rsql/exec"
@@ -209,6 +210,7 @@ func (e *Engine) pull(q *sql.Query) (*Result, error) {
 		}
 	}
 	var out []sql.Row
+	var size int64
 	for _, r := range all {
 		if where != nil && !where(r).Truth() {
 			continue
@@ -217,12 +219,25 @@ func (e *Engine) pull(q *sql.Query) (*Result, error) {
 		for i, f := range sel {
 			o[i] = f(r)
 		}
+		size += rowBytes(o)
+		if max := e.cfg.MaxResultBytes; max > 0 && size > max {
+			return nil, sql.Errorf(sql.CodeProgramLimit, "the result of this query is larger than the limit of %d bytes (after %d rows): narrow it with WHERE or LIMIT", max, len(out))
+		}
 		out = append(out, o)
 		if q.Limit >= 0 && int64(len(out)) >= q.Limit {
 			break
 		}
 	}
 	return &Result{Columns: q.OutputSchema(), Rows: &sliceRows{rows: out}, Tag: "SELECT"}, nil
+}
+
+// rowBytes is about what row takes in memory.
+func rowBytes(row sql.Row) int64 {
+	n := int64(24) // the slice header
+	for _, v := range row {
+		n += int64(unsafe.Sizeof(v)) + int64(len(v.S))
+	}
+	return n
 }
 
 // insertValues appends the VALUES rows to the stream's sink, encoded in its format.
