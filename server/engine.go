@@ -744,6 +744,10 @@ func (e *Engine) watch(rj *runningJob) {
 	switch {
 	case err != nil && !cancelled:
 		fmt.Fprintf(e.cfg.Log, "job %s failed: %v (%s)\n", rj.def.ID, err, summary)
+		var pe *exec.PanicError
+		if errors.As(err, &pe) {
+			fmt.Fprintf(e.cfg.Log, "job %s: statement: %s\n%s\n", rj.def.ID, logStatement(rj.def.Statement), pe.Stack)
+		}
 		e.cat.SetJobState(rj.def.ID, "FAILED", err.Error())
 		if rj.out != nil {
 			rj.out.discard()
