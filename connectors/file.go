@@ -252,19 +252,15 @@ func (r *FileRoots) OpenSink(path string, opts FileSinkOptions) (*FileSink, erro
 	return &FileSink{path: path, f: fh, w: bufio.NewWriterSize(fh, 256<<10)}, nil
 }
 
-// escapeErr turns os.Root's refusal of a path that leads out of its root (through a
-// symbolic link) into ErrOutsideFileRoots naming the roots; other errors pass.
+// escapeErr turns os.Root's refusal of a path that leads out of its root (a symbolic link
+// swapped in after resolve looked) into ErrOutsideFileRoots naming the roots; other errors
+// pass.
 func (r *FileRoots) escapeErr(path string, err error) error {
 	if r == nil {
 		return err
 	}
-	if real, rerr := evalExisting(r.Abs(path)); rerr == nil {
-		for _, fr := range r.roots {
-			if within(real, fr.real) {
-				return err
-			}
-		}
-		return r.outside(path, fmt.Sprintf("a symbolic link leads to %s", real))
+	if _, rerr := r.resolve(path); rerr != nil && errors.Is(rerr, ErrOutsideFileRoots) {
+		return rerr
 	}
 	return err
 }

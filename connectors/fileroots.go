@@ -98,21 +98,11 @@ func (r *FileRoots) Abs(path string) string {
 
 // Check returns the absolute form of path if the sandbox allows it, and an error wrapping
 // ErrOutsideFileRoots that names the roots otherwise. Symbolic links of the part of the
-// path that exists are followed: one that leads out of the root is refused.
+// path that exists are followed: one that leads out of every root is refused.
 func (r *FileRoots) Check(path string) (string, error) {
 	t, err := r.resolve(path)
 	if err != nil {
 		return "", err
-	}
-	if t.root == nil {
-		return t.display, nil
-	}
-	real, err := evalExisting(t.display)
-	if err != nil {
-		return "", fmt.Errorf("file %s: %w", path, err)
-	}
-	if !within(real, t.fr.real) {
-		return "", r.outside(path, fmt.Sprintf("a symbolic link leads to %s", real))
 	}
 	return t.display, nil
 }
@@ -125,6 +115,10 @@ type fileTarget struct {
 	display string    // absolute path, for messages
 }
 
+// resolve checks path and says how to reach it: the path must lie under a root as
+// written, and where its symbolic links lead (the part of it that exists) under a root
+// too. The name returned is relative to the root of that real location, so os.Root sees
+// no link (unless one is swapped in later, which it then refuses).
 func (r *FileRoots) resolve(path string) (fileTarget, error) {
 	if path == "" {
 		return fileTarget{}, errors.New("file: empty path")
@@ -133,22 +127,36 @@ func (r *FileRoots) resolve(path string) (fileTarget, error) {
 		return fileTarget{name: path, display: path}, nil
 	}
 	abs := r.Abs(path)
-	best, bestLen := -1, 0
-	var rel string
-	for i := range r.roots {
-		fr := &r.roots[i]
-		for _, base := range []string{fr.dir, fr.real} {
-			if !within(abs, base) || len(base) <= bestLen {
-				continue
-			}
-			best, bestLen = i, len(base)
-			rel, _ = filepath.Rel(base, abs)
-		}
-	}
-	if best < 0 {
+	if r.under(abs) < 0 {
 		return fileTarget{}, r.outside(path, "")
 	}
-	return fileTarget{root: r.roots[best].root, fr: &r.roots[best], name: rel, display: abs}, nil
+	real, err := evalExisting(abs)
+	if err != nil {
+		return fileTarget{}, fmt.Errorf("file %s: %w", path, err)
+	}
+	i := r.under(real)
+	if i < 0 {
+		return fileTarget{}, r.outside(path, fmt.Sprintf("a symbolic link leads to %s", real))
+	}
+	rel, err := filepath.Rel(r.roots[i].real, real)
+	if err != nil {
+		return fileTarget{}, fmt.Errorf("file %s: %w", path, err)
+	}
+	return fileTarget{root: r.roots[i].root, fr: &r.roots[i], name: rel, display: abs}, nil
+}
+
+// under returns the index of the root that abs lies under (as configured or with its links
+// resolved), the deepest when several do; -1 when none.
+func (r *FileRoots) under(abs string) int {
+	best, bestLen := -1, 0
+	for i, fr := range r.roots {
+		for _, base := range []string{fr.dir, fr.real} {
+			if within(abs, base) && len(base) > bestLen {
+				best, bestLen = i, len(base)
+			}
+		}
+	}
+	return best
 }
 
 func (r *FileRoots) outside(path, why string) error {
