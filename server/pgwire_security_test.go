@@ -451,4 +451,3 @@ func TestPGStartupPacketBounds(t *testing.T) {
 		t.Fatalf("answer to a 1 GiB startup packet: %q", out)
 	}
 }
-

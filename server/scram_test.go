@@ -127,9 +127,9 @@ func TestSecretOf(t *testing.T) {
 
 func TestLogStatementRedactsPasswords(t *testing.T) {
 	for in, want := range map[string]string{
-		"CREATE USER a WITH PASSWORD 'se''cret' ADMIN":  "CREATE USER a WITH PASSWORD '***' ADMIN",
+		"CREATE USER a WITH PASSWORD 'se''cret' ADMIN":   "CREATE USER a WITH PASSWORD '***' ADMIN",
 		"alter   role b password 'x'; SELECT 'visible?'": "alter   role b password '***'; SELECT '***'",
-		"SELECT 'kept' FROM s":                          "SELECT 'kept' FROM s",
+		"SELECT 'kept' FROM s":                           "SELECT 'kept' FROM s",
 	} {
 		if got := logStatement(in); got != want {
 			t.Errorf("logStatement(%q) = %q, want %q", in, got, want)
