@@ -34,30 +34,36 @@ func (t token) isP(p string) bool { return t.Kind == tokPunct && t.Val == p }
 // lex splits text into tokens, skipping whitespace and comments (-- to end of line, #, and
 // /* */). Quotes are respected. It fails on an unterminated string, quoted identifier or
 // comment, with the position where it starts.
-func lex(text string) ([]token, *Error) { return scanTokens(text, true, -1) }
+func lex(text string) ([]token, *Error) { return scanTokens(text, true, -1, -1) }
 
 // checkStatementSizes fails with 54001 at the first statement of text (split on ';' as
-// lex splits) longer than max bytes. It keeps no tokens, so refusing a huge text costs a
-// scan of it and no memory.
-func checkStatementSizes(text string, max int) *Error {
-	_, err := scanTokens(text, false, max)
+// lex splits) longer than maxBytes or of more than maxTokens tokens (a negative bound is
+// none). It keeps no tokens, so refusing a huge text costs a scan of it and no memory.
+func checkStatementSizes(text string, maxBytes, maxTokens int) *Error {
+	_, err := scanTokens(text, false, maxBytes, maxTokens)
 	return err
 }
 
-// scanTokens is lex; keep=false scans without keeping the tokens. With maxStmt >= 0 it
-// stops with 54001 as soon as one statement (from its first token to the ';' after it) is
-// longer than maxStmt bytes.
-func scanTokens(text string, keep bool, maxStmt int) ([]token, *Error) {
+// scanTokens is lex; keep=false scans without keeping the tokens. With maxBytes or
+// maxTokens >= 0 it stops with 54001 as soon as one statement (from its first token to the
+// ';' after it) is longer than maxBytes or has more than maxTokens tokens.
+func scanTokens(text string, keep bool, maxBytes, maxTokens int) ([]token, *Error) {
 	var out []token
 	stmtStart := -1 // offset of the current statement's first token; -1 before it
+	tokens := 0     // tokens of the current statement
 	var tooLong *Error
 	emit := func(t token) {
-		if maxStmt >= 0 {
+		if maxBytes >= 0 || maxTokens >= 0 {
 			if stmtStart < 0 {
-				stmtStart = t.Pos
+				stmtStart, tokens = t.Pos, 0
 			}
-			if t.End-stmtStart > maxStmt && tooLong == nil {
-				tooLong = errAt(text, stmtStart, CodeTooComplex, "statement too complex: it is longer than the limit of %d bytes", maxStmt)
+			tokens++
+			switch {
+			case tooLong != nil:
+			case maxBytes >= 0 && t.End-stmtStart > maxBytes:
+				tooLong = errAt(text, stmtStart, CodeTooComplex, "statement too complex: it is longer than the limit of %d bytes", maxBytes)
+			case maxTokens >= 0 && tokens > maxTokens:
+				tooLong = errAt(text, stmtStart, CodeTooComplex, "statement too complex: it has more than %d tokens (twice the limit of %d expression nodes)", maxTokens, maxTokens/2)
 			}
 			if t.Kind == tokPunct && t.Val == ";" {
 				stmtStart = -1

@@ -56,12 +56,21 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// checkTokens refuses a statement of more than twice MaxExprNodes tokens before the tidb
-// parser builds its tree (about 1 KB per token): no statement of ordinary SQL within the
-// node limit has that many.
+// maxTokens is the most tokens a statement may have: twice MaxExprNodes (the tidb parser
+// takes about 1 KB per token to build a tree; no statement of ordinary SQL within the node
+// limit has that many). 0 when the node limit is off.
+func (l Limits) maxTokens() int {
+	if l.MaxExprNodes <= 0 {
+		return 0
+	}
+	return 2 * l.MaxExprNodes
+}
+
+// checkTokens refuses a statement of more than maxTokens tokens before the tidb parser
+// builds its tree.
 func (l Limits) checkTokens(src string, toks []token) error {
-	if n := len(toks) - 1; l.MaxExprNodes > 0 && n > 2*l.MaxExprNodes {
-		return errAt(src, toks[0].Pos, CodeTooComplex, "statement too complex: it has %d tokens, more than %d (twice the limit of %d expression nodes)", n, 2*l.MaxExprNodes, l.MaxExprNodes)
+	if n, max := len(toks)-1, l.maxTokens(); max > 0 && n > max {
+		return errAt(src, toks[0].Pos, CodeTooComplex, "statement too complex: it has more than %d tokens (twice the limit of %d expression nodes)", max, l.MaxExprNodes)
 	}
 	return nil
 }

@@ -28,9 +28,15 @@ func wantCode(t *testing.T, what string, err error, code, msgPart string) {
 // Each limit fails the statement with its SQLSTATE, and a statement just inside the limits
 // parses and binds.
 func TestLimitsRefuseBeforeBinding(t *testing.T) {
-	// The 1 M-term sum is 2 MB: refused for its size before the lexer's work is parsed.
+	// The 1 M-term sum (2 MB) is refused for its tokens, a 2 MB string for its bytes, both
+	// by a scan that keeps no token.
 	_, err := Parse(sumOfOnes(1_000_000))
-	wantCode(t, "1 M terms", err, CodeTooComplex, "longer than the limit of 1048576 bytes")
+	wantCode(t, "1 M terms", err, CodeTooComplex, "more than 200000 tokens (twice the limit of 100000 expression nodes)")
+	_, err = Parse("SELECT 1; SELECT '" + strings.Repeat("x", 2<<20) + "'")
+	wantCode(t, "a 2 MB string", err, CodeTooComplex, "longer than the limit of 1048576 bytes")
+	if se := err.(*Error); se.Line != 1 || se.Column != 11 {
+		t.Errorf("the error points at %d:%d, want the second statement at 1:11", se.Line, se.Column)
+	}
 
 	noSize := Limits{MaxStatementBytes: -1}
 	_, err = ParseLimited(sumOfOnes(90_000), nil, noSize)
@@ -47,7 +53,7 @@ func TestLimitsRefuseBeforeBinding(t *testing.T) {
 		in[i] = "1"
 	}
 	_, err = Parse("SELECT 1 IN (" + strings.Join(in, ",") + ")")
-	wantCode(t, "an IN list of 100001", err, CodeTooComplex, "more than 200000 (twice the limit of 100000 expression nodes)")
+	wantCode(t, "an IN list of 100001", err, CodeTooComplex, "more than 200000 tokens (twice the limit of 100000 expression nodes)")
 	_, err = Parse("SELECT " + strings.Join(in[:60_000], ","))
 	wantCode(t, "60000 columns", err, CodeTooComplex, "more than 100000 expression nodes")
 

@@ -36,9 +36,10 @@ func ParseLimited(text string, params []Value, lim Limits) (stmts []Statement, e
 			err = Errorf(CodeSyntax, "cannot parse statement: %v", r)
 		}
 	}()
-	if lim.MaxStatementBytes > 0 && len(text) > lim.MaxStatementBytes {
-		// Some statement may be too long: find out before keeping a token of it.
-		if err := checkStatementSizes(text, lim.MaxStatementBytes); err != nil {
+	if maxBytes, maxTokens := lim.MaxStatementBytes, lim.maxTokens(); (maxBytes > 0 && len(text) > maxBytes) || (maxTokens > 0 && len(text) > maxTokens) {
+		// Some statement may be too long or have too many tokens: find out before keeping
+		// a token of it.
+		if err := checkStatementSizes(text, max(maxBytes, -1), max(maxTokens, -1)); err != nil {
 			return nil, err
 		}
 	}
