@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
@@ -449,5 +450,25 @@ func TestPGStartupPacketBounds(t *testing.T) {
 	out, _ := io.ReadAll(nc)
 	if !strings.Contains(string(out), "invalid length of startup packet") {
 		t.Fatalf("answer to a 1 GiB startup packet: %q", out)
+	}
+}
+
+// /healthz fails, naming the listener, once the Postgres-wire listener has stopped.
+func TestHealthzReportsAStoppedListener(t *testing.T) {
+	srv := NewPGServer(&pgTestExec{}, PGConfig{})
+	defer srv.Close()
+	sys := &System{pg: srv}
+	get := func() (int, string) {
+		rec := httptest.NewRecorder()
+		sys.healthz(rec, httptest.NewRequest("GET", "/healthz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := get(); code != 200 || body != "ok\n" {
+		t.Fatalf("healthy: %d %q", code, body)
+	}
+	broken := &fakeListener{Listener: listenLoopback(t), errs: []error{errors.New("bad file descriptor")}}
+	srv.Serve(broken)
+	if code, body := get(); code != 503 || !strings.Contains(body, "Postgres-wire listener") || !strings.Contains(body, "bad file descriptor") {
+		t.Fatalf("after the listener stopped: %d %q", code, body)
 	}
 }

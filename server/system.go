@@ -173,13 +173,7 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-			if err := s.Health(); err != nil {
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-			io.WriteString(w, "ok\n")
-		})
+		mux.HandleFunc("/healthz", s.healthz)
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			ErrorLog: slog.NewLogLogger(slog.NewTextHandler(cfg.Log, nil).WithAttrs([]slog.Attr{slog.String("listener", "http")}), slog.LevelWarn)}
 		go func() {
@@ -192,6 +186,15 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 		}()
 	}
 	return s, nil
+}
+
+// healthz answers "ok" (200) while every listener accepts, 503 with the reasons otherwise.
+func (s *System) healthz(w http.ResponseWriter, r *http.Request) {
+	if err := s.Health(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	io.WriteString(w, "ok\n")
 }
 
 // Health returns why the system is not healthy: a listener that stopped accepting. nil
