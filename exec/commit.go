@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"rsql/state"
 )
@@ -32,12 +33,13 @@ type commitGroup struct {
 
 // groupEpoch collects the parts of one epoch.
 type groupEpoch struct {
-	n     int
-	state *state.Batch
-	offs  []SplitOffset
-	reqs  []*request
-	done  chan struct{}
-	err   error
+	n       int
+	state   *state.Batch
+	offs    []SplitOffset
+	reqs    []*request
+	started atomic.Bool // the commit is running (every part arrived)
+	done    chan struct{}
+	err     error
 }
 
 func newCommitGroup(j *Job) *commitGroup {
@@ -70,6 +72,7 @@ func (g *commitGroup) add(epoch int64, b *state.Batch, offs []SplitOffset, r *re
 	delete(g.epochs, epoch)
 	prev := g.prev
 	g.prev = e.done
+	e.started.Store(true)
 	g.mu.Unlock()
 	go func() {
 		<-prev
@@ -92,8 +95,10 @@ func (g *commitGroup) add(epoch int64, b *state.Batch, offs []SplitOffset, r *re
 	return e
 }
 
-// await waits for the commit of e (nil: nothing to wait for) and returns its error. A
-// stage gives up waiting when the job is cancelled, unless the commit is already running.
+// await waits for the commit of e (nil: nothing to wait for) and returns its error. When
+// ctx is done first it gives up, unless the commit is already running: then it waits for
+// it (a sink must not close under an outbox being published). An epoch that not every
+// stage of the group reached (another stage ended first: LIMIT, a failure) never commits.
 func (e *groupEpoch) await(ctx context.Context) error {
 	if e == nil {
 		return nil
@@ -102,15 +107,11 @@ func (e *groupEpoch) await(ctx context.Context) error {
 	case <-e.done:
 		return e.err
 	case <-ctx.Done():
-		// The group may never complete the epoch (another stage stopped first); an epoch
-		// whose commit started finishes anyway, and the job waits for it before closing
-		// its sinks (Job.wait).
-		select {
-		case <-e.done:
+		if e.started.Load() {
+			<-e.done
 			return e.err
-		default:
-			return ctx.Err()
 		}
+		return ctx.Err()
 	}
 }
 

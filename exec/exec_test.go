@@ -490,6 +490,27 @@ func TestLimitAndCallback(t *testing.T) {
 	}
 }
 
+// A LIMIT downstream of an exchange ends the job after the upstream stage finished its
+// input and took the job's last checkpoint barrier: that epoch cannot complete (its group
+// lost a stage) and must not hold the job.
+func TestLimitBehindExchangeEndsTheJob(t *testing.T) {
+	src := newMemSource(true, 7, "0", "1")
+	feedAll(src, "0", genEvents(8, 2000, 5, 0))
+	feedAll(src, "1", genEvents(9, 2000, 5, 0))
+	var rows int
+	plan := &planner.Physical{Stages: []*planner.Stage{
+		planner.Chain(0, sourceSpec(nil, 0), planner.SinkSpec{}, &planner.ExchangeNode{Keys: []planner.Evaluator{col(0)}, Queues: 1}),
+		planner.Chain(1, planner.SourceSpec{Stream: "shuffle", Schema: eventSchema, EventTime: -1, FromStage: 0}, planner.SinkSpec{},
+			&planner.SortNode{Keys: []planner.SortSpec{{Eval: col(2)}}}, &planner.LimitNode{N: 5}),
+	}}
+	env := testEnv(src, &sinks{})
+	env.OnRow = func(sql.Row) error { rows++; return nil }
+	runJob(t, "job", plan, env)
+	if rows != 5 {
+		t.Fatalf("%d rows, want 5", rows)
+	}
+}
+
 func TestStartErrors(t *testing.T) {
 	src := newMemSource(true, 0, "0")
 	plan := aggPlan(sourceSpec(map[string]string{"idle_timeout": "soon"}, 0), planner.WindowSpec{}, countSum, planner.EmitOnClose)

@@ -44,12 +44,12 @@ func openSourceInput(ctx context.Context, env *Env, spec planner.SourceSpec) (*s
 		return nil, fmt.Errorf("%w: reading %s needs Env.OpenSource and Env.NewFormat", ErrMissingEnv, spec.Stream)
 	}
 	in := &sourceInput{spec: spec, idle: env.IdleTimeout, batchSz: env.BatchSize}
-	if s := spec.Options["idle_timeout"]; s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return nil, &SourceError{Stream: spec.Stream, Err: fmt.Errorf("idle_timeout %q: %w", s, err)}
-		}
-		in.idle = d
+	opts, err := connectors.StreamOptionsOf(spec.Options)
+	if err != nil {
+		return nil, &SourceError{Stream: spec.Stream, Err: err}
+	}
+	if opts.IdleSet {
+		in.idle = opts.IdleTimeout
 	}
 	if in.idle < 0 {
 		in.idle = 0

@@ -164,13 +164,29 @@ func lastWindowStart(w planner.WindowSpec, t int64) int64 {
 	return floorDiv(t, step) * step
 }
 
-// limitOp lets N rows through, then reports ErrLimitReached.
+// limitOp skips the first offset rows, lets n through (n < 0: all), then reports
+// ErrLimitReached.
 type limitOp struct {
 	stateless
-	n, seen int64
+	n, offset  int64
+	seen, skip int64
 }
 
 func (l *limitOp) Process(_ int, b *Batch, out Emitter) error {
+	if l.skip < l.offset {
+		drop := min(l.offset-l.skip, int64(len(b.Rows)))
+		l.skip += drop
+		b.Rows = b.Rows[drop:]
+		if b.Offsets != nil {
+			b.Offsets = b.Offsets[drop:]
+		}
+		if len(b.Rows) == 0 {
+			return nil
+		}
+	}
+	if l.n < 0 {
+		return out.Emit(b)
+	}
 	left := l.n - l.seen
 	if left <= 0 {
 		return ErrLimitReached

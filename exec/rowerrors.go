@@ -133,4 +133,3 @@ func appendJSONValue(b []byte, v sql.Value) []byte {
 	s, _ := json.Marshal(sql.Text(v))
 	return append(b, s...)
 }
-

@@ -292,6 +292,8 @@ func (st *stage) portSchema(p planner.Port, ops []sql.Schema) sql.Schema {
 	}
 	in := ops[p.Op]
 	switch n := st.plan.Ops[p.Op].Node.(type) {
+	case *planner.UnionNode:
+		return n.Schema
 	case *planner.ProjectNode:
 		return n.Schema
 	case *planner.WindowAssignNode:
@@ -366,9 +368,19 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		a.bad, a.schema = st.bad(), in
 		return a, nil
 	case *planner.LimitNode:
-		return &limitOp{n: n.N}, nil
+		return &limitOp{n: n.N, offset: n.Offset}, nil
 	case *planner.UnionNode:
 		return unionOp{}, nil
+	case *planner.SortNode:
+		return &sortOp{keys: n.Keys}, nil
+	case *planner.TopNNode:
+		late, err := st.lateOutput(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		oid := OperatorID(id, "topn", i)
+		st.opIDs = append(st.opIDs, oid)
+		return newTopNOp(n, st.job.name, oid, env.Store, late, &st.job.cnt), nil
 	}
 	if b, ok := op.Node.(operatorBuilder); ok {
 		return b.build(st, i, in)
@@ -469,7 +481,7 @@ func (st *stage) run(ctx context.Context) (err error) {
 		}
 		// A checkpoint still committing lands (and its outbox is published) before the
 		// sinks close.
-		if cerr := st.lastCommit.await(context.Background()); err == nil || errors.Is(err, ErrLimitReached) && cerr != nil {
+		if cerr := st.lastCommit.await(ctx); (err == nil || errors.Is(err, ErrLimitReached)) && cerr != nil && !errors.Is(cerr, context.Canceled) {
 			err = cerr
 		}
 		if cerr := st.closeAll(); err == nil {

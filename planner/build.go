@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"rsql/connectors"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +20,10 @@ type Options struct {
 	// planner: the output columns that are group keys (window_start/window_end included for a
 	// windowed aggregation).
 	Sink SinkSpec
+	// StateTTL (milliseconds, 0: none) lets state without a natural end be forgotten once
+	// it is this far behind the watermark: SELECT DISTINCT and deduplication over an
+	// unbounded stream need it (SET state_ttl).
+	StateTTL int64
 }
 
 // DefaultJob is the job name used when Options.Job is empty (e.g. for EXPLAIN).
@@ -36,7 +41,7 @@ func ShuffleTopic(job string, stage int) string {
 // the logical sink pointed at opts.Sink.Stream. It returns the optimized logical plan (for
 // EXPLAIN) and the physical plan.
 func Plan(q *sql.Query, opts Options) (LogicalNode, *Physical, error) {
-	l, err := Logical(q)
+	l, err := LogicalWith(q, opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -58,246 +63,550 @@ func Plan(q *sql.Query, opts Options) (LogicalNode, *Physical, error) {
 	return l, p, nil
 }
 
-// BuildPhysical maps a logical plan (a chain from a Scan up to a Sink) to stages of compiled
-// operators. Every expression is compiled once here with sql.Compile. An aggregation whose
-// input is not already partitioned by its group key gets an exchange (see the package doc):
-// the plan splits into stage 0 (source → filters → projection of the columns the aggregate
-// reads → exchange) and stage 1 (the shuffle topic → aggregate → ... → sink).
+// BuildPhysical maps a logical plan (a tree from Scans up to a Sink) to stages of compiled
+// operators. Every expression is compiled once here with sql.Compile. Exchange rule (see the
+// package doc): an operator that needs the rows of equal keys in one split (aggregation,
+// Top-N, sort) gets an exchange unless its input already arrives partitioned so; the
+// exchange ends the stage (after a projection of the columns read above it) and the
+// operator starts the next one, which reads the edge. A union of inputs read in one stage
+// each (streams, no exchange yet) is one stage with several inputs; otherwise each input is
+// exchanged into the union's stage.
 func BuildPhysical(l LogicalNode, opts Options) (*Physical, error) {
 	if opts.Job == "" {
 		opts.Job = DefaultJob
 	}
-	chain, err := flatten(l)
+	b := &builder{opts: opts, edges: map[*Stage][]*Stage{}}
+	sink, ok := l.(*Sink)
+	if !ok {
+		return nil, errorf(sql.CodeInternal, "plan does not end with a Sink but %s", l)
+	}
+	sb, err := b.build(sink.Input)
 	if err != nil {
 		return nil, err
 	}
-	scan := chain[0].(*Scan)
-	rel := scan.Relation
-	b := &builder{opts: opts}
-	src := SourceSpec{
-		Stream:         rel.Name,
-		Connector:      rel.Connector(),
-		Options:        rel.Options,
-		Schema:         rel.Schema,
-		Columns:        append([]int(nil), scan.Columns...),
-		EventTime:      -1,
-		WatermarkDelay: rel.WatermarkDelay,
-		FromStage:      -1,
+	s := b.opts.Sink
+	if s.Stream == "" {
+		s.Stream = sink.Stream
 	}
-	for i, c := range scan.Columns {
-		if c < 0 || c >= len(rel.Schema) {
-			return nil, errorf(sql.CodeInternal, "scan column #%d is outside stream %s", c, rel.Name)
-		}
-		if c == rel.EventTime {
-			src.EventTime = i
+	if len(s.Schema) == 0 {
+		s.Schema = sink.Schema()
+	} else if len(s.Schema) != len(sb.row) {
+		return nil, errorf(sql.CodeTypeMismatch, "the query gives %d columns but %s has %d", len(sb.row), s.Stream, len(s.Schema))
+	}
+	s.KeyColumns = nil
+	for i := range sb.row {
+		if sb.keyPos[i] {
+			s.KeyColumns = append(s.KeyColumns, i)
 		}
 	}
-	b.stage = &chainStage{ID: 0, Source: src}
-	b.row = scan.Schema()
-	b.srcCols = append([]int(nil), scan.Columns...)
-	b.timeIdx = src.EventTime
-
-	for _, node := range chain[1:] {
-		if err := b.add(node, rel); err != nil {
-			return nil, err
-		}
-	}
-	p := &Physical{}
-	for _, cs := range b.stages {
-		p.Stages = append(p.Stages, Chain(cs.ID, cs.Source, cs.Sink, cs.Pipeline...))
-	}
-	return p, nil
+	sb.st.Sink, sb.st.Out = s, sb.port
+	return b.finish(), nil
 }
 
-// chainStage is a stage being built: one input, operators in order.
-type chainStage struct {
-	ID       int
-	Source   SourceSpec
-	Pipeline []Node
-	Sink     SinkSpec
-}
-
-// flatten returns the nodes of a linear plan from its Scan up to its Sink.
-func flatten(l LogicalNode) ([]LogicalNode, error) {
-	var out []LogicalNode
-	for n := l; n != nil; {
-		out = append(out, n)
-		ch := n.Children()
-		switch len(ch) {
-		case 0:
-			n = nil
-		case 1:
-			n = ch[0]
-		default:
-			return nil, errorf(sql.CodeNotSupported, "plans with more than one input (%s)", n)
-		}
-	}
-	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
-		out[i], out[j] = out[j], out[i]
-	}
-	if _, ok := out[0].(*Scan); !ok {
-		return nil, errorf(sql.CodeInternal, "plan does not start with a Scan but %s", out[0])
-	}
-	if _, ok := out[len(out)-1].(*Sink); !ok {
-		return nil, errorf(sql.CodeInternal, "plan does not end with a Sink but %s", out[len(out)-1])
-	}
-	return out, nil
-}
-
-// builder accumulates stages while walking the chain upward.
+// builder accumulates stages while walking the plan up from its scans.
 type builder struct {
 	opts   Options
-	stages []*chainStage
-	stage  *chainStage
-	row    sql.Schema // layout of the rows entering the next node
-	// srcCols maps a position of the current row to its column in the scanned stream, while
-	// the row is still a subset of the stream's columns (nil after a projection/aggregate).
-	srcCols []int
-	// timeIdx is the position of the stream's event-time column in the current row, or -1.
-	timeIdx int
-	// keyPos are the positions of the current row that hold group keys (after an aggregate).
-	keyPos     map[int]bool
-	aggregated bool
+	stages []*Stage            // in creation order (upstream first), until finish numbers them
+	edges  map[*Stage][]*Stage // a stage's upstream stage per input (nil for a stream input)
 }
 
-func (b *builder) add(node LogicalNode, rel *sql.Relation) error {
-	switch n := node.(type) {
+// sub is where the rows of a subtree come out: a port of a stage being built, their row
+// layout, and what is known of their partitioning.
+type sub struct {
+	st   *Stage
+	port Port
+	row  sql.Schema
+	// part are the row's columns equal values of which share a split (nil: unknown);
+	// single: every row is in one split.
+	part   []int
+	single bool
+	// time is the column holding the source's event time (-1: none), delay its watermark
+	// delay (for an edge's SourceSpec).
+	time  int
+	delay int64
+	// keyPos are the columns that are group keys (the sink's message key).
+	keyPos map[int]bool
+}
+
+func (b *builder) newStage(src SourceSpec) *Stage {
+	st := &Stage{Inputs: []SourceSpec{src}, Out: FromInput(0)}
+	b.stages = append(b.stages, st)
+	b.edges[st] = []*Stage{nil}
+	return st
+}
+
+// addOp adds node to s's stage reading s's port and returns the sub of its output.
+func (b *builder) addOp(s sub, node Node, row sql.Schema) sub {
+	s.st.Ops = append(s.st.Ops, Op{Node: node, Inputs: []Port{s.port}})
+	s.port = FromOp(len(s.st.Ops) - 1)
+	if row != nil {
+		s.row = row
+	}
+	return s
+}
+
+func (b *builder) build(l LogicalNode) (sub, error) {
+	switch n := l.(type) {
+	case *Scan:
+		rel := n.Relation
+		src := SourceSpec{
+			Stream:         rel.Name,
+			Connector:      rel.Connector(),
+			Options:        rel.Options,
+			Schema:         rel.Schema,
+			Columns:        append([]int{}, n.Columns...),
+			EventTime:      -1,
+			WatermarkDelay: rel.WatermarkDelay,
+			FromStage:      -1,
+		}
+		pos := map[int]int{}
+		for i, c := range n.Columns {
+			if c < 0 || c >= len(rel.Schema) {
+				return sub{}, errorf(sql.CodeInternal, "scan column #%d is outside stream %s", c, rel.Name)
+			}
+			if c == rel.EventTime {
+				src.EventTime = i
+			}
+			pos[c] = i
+		}
+		s := sub{st: b.newStage(src), port: FromInput(0), row: n.Schema(), single: singleSplit(rel),
+			time: src.EventTime, delay: rel.WatermarkDelay}
+		if pc := partitionColumns(rel); pc != nil {
+			for _, c := range pc {
+				i, ok := pos[c]
+				if !ok {
+					s.part = nil
+					break
+				}
+				s.part = append(s.part, i)
+			}
+		}
+		return s, nil
+
 	case *Filter:
+		s, err := b.build(n.Input)
+		if err != nil {
+			return s, err
+		}
 		f, err := compile(n.Pred, "filter")
 		if err != nil {
-			return err
+			return s, err
 		}
-		b.stage.Pipeline = append(b.stage.Pipeline, &FilterNode{Pred: f, Text: n.Pred.String()})
+		return b.addOp(s, &FilterNode{Pred: f, Text: n.Pred.String()}, nil), nil
 
 	case *Project:
+		s, err := b.build(n.Input)
+		if err != nil {
+			return s, err
+		}
 		p := &ProjectNode{Exprs: make([]Evaluator, len(n.Exprs)), Schema: n.Schema(), Texts: make([]string, len(n.Exprs))}
 		keyPos := map[int]bool{}
+		from := map[int]int{} // input column -> first output column passing it through
 		for i, e := range n.Exprs {
 			f, err := compile(e, "select list")
 			if err != nil {
-				return err
+				return s, err
 			}
 			p.Exprs[i], p.Texts[i] = f, aliased(e, n.Names[i])
-			if c, ok := e.(*sql.ColumnRef); ok && b.keyPos[c.Index] {
-				keyPos[i] = true
+			if c, ok := e.(*sql.ColumnRef); ok {
+				if s.keyPos[c.Index] {
+					keyPos[i] = true
+				}
+				if _, seen := from[c.Index]; !seen {
+					from[c.Index] = i
+				}
 			}
 		}
-		b.stage.Pipeline = append(b.stage.Pipeline, p)
-		b.row, b.srcCols, b.timeIdx, b.keyPos = p.Schema, nil, -1, keyPos
+		var part []int
+		for _, c := range s.part {
+			i, ok := from[c]
+			if !ok {
+				part = nil
+				break
+			}
+			part = append(part, i)
+		}
+		time := -1
+		if i, ok := from[s.time]; ok && s.time >= 0 {
+			time = i
+		}
+		s = b.addOp(s, p, p.Schema)
+		s.part, s.keyPos, s.time = part, keyPos, time
+		return s, nil
 
 	case *WindowAssign:
 		if n.Window.Kind == sql.WindowSession {
-			return errorf(sql.CodeNotSupported, "SESSION windows need an aggregation (GROUP BY)")
+			return sub{}, errorf(sql.CodeNotSupported, "SESSION windows need an aggregation (GROUP BY)")
 		}
-		w := windowSpec(n.Window)
-		b.stage.Pipeline = append(b.stage.Pipeline, &WindowAssignNode{Window: w, Schema: n.Schema()})
-		b.row = n.Schema()
+		s, err := b.build(n.Input)
+		if err != nil {
+			return s, err
+		}
+		return b.addOp(s, &WindowAssignNode{Window: windowSpec(n.Window), Schema: n.Schema()}, n.Schema()), nil
 
 	case *Aggregate:
-		if b.aggregated {
-			return errorf(sql.CodeNotSupported, "more than one aggregation in a query")
+		s, err := b.build(n.Input)
+		if err != nil {
+			return s, err
 		}
-		b.aggregated = true
-		if needsExchange(rel, n, b.srcCols) {
-			var err error
-			if n, err = b.exchange(n, rel); err != nil {
-				return err
+		if b.needsExchange(s, n.Keys) {
+			used := map[int]bool{}
+			addUsed(used, n.Keys...)
+			for _, g := range n.Aggs {
+				addUsed(used, g.Arg)
+			}
+			if n.Window != nil {
+				used[n.Window.TimeCol] = true
+				if n.Window.Kind == sql.WindowGiven {
+					used[n.Window.EndCol] = true
+				}
+				if s.time >= 0 {
+					used[s.time] = true
+				}
+			}
+			var m []int
+			if s, m, err = b.exchange(s, n.Keys, used, n.Window != nil); err != nil {
+				return s, err
+			}
+			if n, err = remapAggregate(n, m); err != nil {
+				return s, err
 			}
 		}
 		a, err := aggregateNode(n)
 		if err != nil {
-			return err
+			return s, err
 		}
-		b.stage.Pipeline = append(b.stage.Pipeline, a)
-		b.row, b.srcCols, b.timeIdx = a.Schema, nil, -1
-		b.keyPos = map[int]bool{}
+		s = b.addOp(s, a, a.Schema)
+		s.part, s.time = nil, -1
+		s.keyPos = map[int]bool{}
 		for i := range a.Keys {
-			b.keyPos[i] = true
+			s.keyPos[i] = true
+			s.part = append(s.part, i)
 		}
 		if a.Window.Kind != WindowNone {
-			b.keyPos[len(a.Keys)], b.keyPos[len(a.Keys)+1] = true, true
+			s.keyPos[len(a.Keys)], s.keyPos[len(a.Keys)+1] = true, true
 		}
+		return s, nil
 
-	case *Limit:
-		if n.N < 0 {
-			return errorf(sql.CodeInvalidValue, "LIMIT %d is negative", n.N)
+	case *TopN:
+		s, err := b.build(n.Input)
+		if err != nil {
+			return s, err
 		}
-		b.stage.Pipeline = append(b.stage.Pipeline, &LimitNode{N: n.N})
-
-	case *Sink:
-		s := b.opts.Sink
-		if s.Stream == "" {
-			s.Stream = n.Stream
-		}
-		if len(s.Schema) == 0 {
-			s.Schema = n.Schema()
-		} else if len(s.Schema) != len(b.row) {
-			return errorf(sql.CodeTypeMismatch, "the query gives %d columns but %s has %d", len(b.row), s.Stream, len(s.Schema))
-		}
-		s.KeyColumns = nil
-		for i := range b.row {
-			if b.keyPos[i] {
-				s.KeyColumns = append(s.KeyColumns, i)
+		if b.needsExchange(s, n.Partition) {
+			// Every column goes across: the TopN's rows are its input's.
+			used := map[int]bool{}
+			for i := range s.row {
+				used[i] = true
+			}
+			if s, _, err = b.exchange(s, n.Partition, used, true); err != nil {
+				return s, err
 			}
 		}
-		b.stage.Sink = s
-		b.stages = append(b.stages, b.stage)
-		b.stage = nil
+		t, err := topNNode(n)
+		if err != nil {
+			return s, err
+		}
+		return b.addOp(s, t, nil), nil
 
-	default:
-		return errorf(sql.CodeInternal, "unexpected %T inside a plan", node)
+	case *Sort:
+		s, err := b.build(n.Input)
+		if err != nil {
+			return s, err
+		}
+		if !s.single {
+			used := map[int]bool{}
+			for i := range s.row {
+				used[i] = true
+			}
+			if s, _, err = b.exchange(s, nil, used, false); err != nil {
+				return s, err
+			}
+		}
+		keys, texts, err := sortSpecs(n.Keys)
+		if err != nil {
+			return s, err
+		}
+		return b.addOp(s, &SortNode{Keys: keys, Texts: texts}, nil), nil
+
+	case *Limit:
+		s, err := b.build(n.Input)
+		if err != nil {
+			return s, err
+		}
+		if n.N < -1 || n.Offset < 0 {
+			return s, errorf(sql.CodeInvalidValue, "LIMIT %d OFFSET %d is negative", n.N, n.Offset)
+		}
+		return b.addOp(s, &LimitNode{N: n.N, Offset: n.Offset}, nil), nil
+
+	case *Union:
+		var ins []sub
+		for _, in := range n.Inputs {
+			s, err := b.build(in)
+			if err != nil {
+				return s, err
+			}
+			ins = append(ins, s)
+		}
+		return b.union(ins, n.Out)
 	}
-	return nil
+	return sub{}, errorf(sql.CodeInternal, "unexpected %T inside a plan", l)
 }
 
-// exchange ends the current stage with a projection of the columns agg reads and an
-// ExchangeNode, starts the next stage on the shuffle topic, and returns agg rewritten over
-// the shuffled row.
-func (b *builder) exchange(agg *Aggregate, rel *sql.Relation) (*Aggregate, error) {
-	used := map[int]bool{}
-	addUsed(used, agg.Keys...)
-	for _, g := range agg.Aggs {
-		addUsed(used, g.Arg)
+// needsExchange reports whether rows arriving as s must be exchanged so that rows with
+// equal keys share a split.
+func (b *builder) needsExchange(s sub, keys []sql.Expr) bool {
+	if s.single {
+		return false
 	}
-	if agg.Window != nil {
-		used[agg.Window.TimeCol] = true
-		if b.timeIdx >= 0 {
-			used[b.timeIdx] = true
+	if len(keys) == 0 || s.part == nil {
+		return true
+	}
+	keyCols := map[int]bool{}
+	for _, k := range keys {
+		if c, ok := k.(*sql.ColumnRef); ok {
+			keyCols[c.Index] = true
 		}
 	}
+	for _, p := range s.part {
+		if !keyCols[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// exchange ends s's stage with a projection of the used columns and an exchange on keys
+// (no keys: every row to one queue), starts the next stage reading that edge, and returns
+// the sub of its rows and the mapping from s's columns to the shuffled row's (-1: not
+// carried). windowed says the consumer works in event time (the edge's SourceSpec names
+// the event-time column then, for EXPLAIN).
+func (b *builder) exchange(s sub, keys []sql.Expr, used map[int]bool, windowed bool) (sub, []int, error) {
 	cols := make([]int, 0, len(used))
 	for c := range used {
 		cols = append(cols, c)
 	}
 	sort.Ints(cols)
-	m := make([]int, len(b.row))
+	m := make([]int, len(s.row))
 	for i := range m {
 		m[i] = -1
 	}
 	for j, c := range cols {
-		if c < 0 || c >= len(b.row) {
-			return nil, errorf(sql.CodeInternal, "aggregate reads column #%d of a %d-column row", c, len(b.row))
+		if c < 0 || c >= len(s.row) {
+			return s, nil, errorf(sql.CodeInternal, "exchange reads column #%d of a %d-column row", c, len(s.row))
 		}
 		m[c] = j
 	}
 	shuffled := make(sql.Schema, len(cols))
 	for j, c := range cols {
-		shuffled[j] = b.row[c]
+		shuffled[j] = s.row[c]
 	}
-	if len(cols) != len(b.row) {
+	if len(cols) != len(s.row) {
 		p := &ProjectNode{Exprs: make([]Evaluator, len(cols)), Schema: shuffled, Texts: make([]string, len(cols))}
 		for j, c := range cols {
-			ref := &sql.ColumnRef{Index: c, Name: b.row[c].Name, T: b.row[c].Type}
+			ref := &sql.ColumnRef{Index: c, Name: s.row[c].Name, T: s.row[c].Type}
 			f, err := compile(ref, "exchange projection")
 			if err != nil {
-				return nil, err
+				return s, nil, err
 			}
 			p.Exprs[j], p.Texts[j] = f, ref.Name
 		}
-		b.stage.Pipeline = append(b.stage.Pipeline, p)
+		s = b.addOp(s, p, shuffled)
 	}
-	// agg over the shuffled row.
-	na := &Aggregate{Input: agg.Input, Emit: agg.Emit, Aggs: append([]sql.AggCall(nil), agg.Aggs...)}
+	rkeys, err := remapAll(keys, m)
+	if err != nil {
+		return s, nil, wrapf(err, "exchange keys")
+	}
+	x := &ExchangeNode{Keys: make([]Evaluator, len(rkeys)), Texts: make([]string, len(rkeys))}
+	for i, k := range rkeys {
+		f, err := compile(k, "exchange key")
+		if err != nil {
+			return s, nil, err
+		}
+		x.Keys[i], x.Texts[i] = f, k.String()
+	}
+	srcOpts := map[string]string{}
+	if len(rkeys) == 0 {
+		x.Queues = 1
+		srcOpts["queues"] = "1"
+	}
+	s.st.Exchange, s.st.Out = x, s.port
+	src := SourceSpec{Connector: ShuffleConnector, Options: srcOpts, Schema: shuffled,
+		Columns: make([]int, len(cols)), EventTime: -1, WatermarkDelay: s.delay}
+	for j := range cols {
+		src.Columns[j] = j
+	}
+	time := -1
+	if s.time >= 0 {
+		time = m[s.time]
+	}
+	if windowed && time >= 0 {
+		src.EventTime = time
+	}
+	up := s.st
+	next := b.newStage(src)
+	b.edges[next][0] = up
+	out := sub{st: next, port: FromInput(0), row: shuffled, single: x.Queues == 1, time: time, delay: s.delay,
+		keyPos: map[int]bool{}}
+	for _, k := range rkeys {
+		c, ok := k.(*sql.ColumnRef)
+		if !ok {
+			out.part = nil
+			break
+		}
+		out.part = append(out.part, c.Index)
+	}
+	return out, m, nil
+}
+
+// union puts the inputs' rows together. Inputs each read in a stage of their own that
+// reads streams only and has no exchange yet are merged into one stage with several
+// inputs; otherwise every input is exchanged (on all its columns) into a new stage.
+func (b *builder) union(ins []sub, out sql.Schema) (sub, error) {
+	mergeable := true
+	seen := map[*Stage]bool{}
+	for _, s := range ins {
+		if seen[s.st] || s.st.Exchange != nil {
+			mergeable = false
+		}
+		seen[s.st] = true
+		for _, up := range b.edges[s.st] {
+			if up != nil {
+				mergeable = false
+			}
+		}
+	}
+	u := &UnionNode{Schema: out}
+	if mergeable {
+		m := ins[0].st
+		ports := []Port{ins[0].port}
+		for _, s := range ins[1:] {
+			ports = append(ports, b.mergeInto(m, s.st, s.port))
+		}
+		m.Ops = append(m.Ops, Op{Node: u, Inputs: ports})
+		return sub{st: m, port: FromOp(len(m.Ops) - 1), row: out, time: -1, keyPos: map[int]bool{}}, nil
+	}
+	var ups []*Stage
+	for i, s := range ins {
+		keys := make([]sql.Expr, len(s.row))
+		used := map[int]bool{}
+		for c, col := range s.row {
+			keys[c] = &sql.ColumnRef{Index: c, Name: col.Name, T: col.Type}
+			used[c] = true
+		}
+		x, _, err := b.exchange(s, keys, used, false)
+		if err != nil {
+			return x, err
+		}
+		// x.st is a fresh stage reading the edge: fold its input into the union's stage.
+		ups = append(ups, b.edges[x.st][0])
+		b.dropStage(x.st)
+		_ = i
+	}
+	st := &Stage{}
+	b.stages = append(b.stages, st)
+	var ports []Port
+	for i, up := range ups {
+		st.Inputs = append(st.Inputs, SourceSpec{Connector: ShuffleConnector, Options: map[string]string{}, Schema: ins[i].row,
+			Columns: identityCols(len(ins[i].row)), EventTime: -1, WatermarkDelay: ins[i].delay})
+		b.edges[st] = append(b.edges[st], up)
+		ports = append(ports, FromInput(i))
+	}
+	st.Ops = append(st.Ops, Op{Node: u, Inputs: ports})
+	return sub{st: st, port: FromOp(0), row: out, time: -1, keyPos: map[int]bool{}}, nil
+}
+
+func identityCols(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// mergeInto moves stage from's inputs and operators into stage into and returns where the
+// port p of from now is.
+func (b *builder) mergeInto(into, from *Stage, p Port) Port {
+	ni, no := len(into.Inputs), len(into.Ops)
+	move := func(p Port) Port {
+		if p.Op >= 0 {
+			return FromOp(p.Op + no)
+		}
+		return FromInput(p.Input + ni)
+	}
+	into.Inputs = append(into.Inputs, from.Inputs...)
+	b.edges[into] = append(b.edges[into], b.edges[from]...)
+	for _, op := range from.Ops {
+		ports := make([]Port, len(op.Inputs))
+		for i, q := range op.Inputs {
+			ports[i] = move(q)
+		}
+		into.Ops = append(into.Ops, Op{Node: op.Node, Inputs: ports})
+	}
+	b.dropStage(from)
+	return move(p)
+}
+
+func (b *builder) dropStage(st *Stage) {
+	for i, s := range b.stages {
+		if s == st {
+			b.stages = append(b.stages[:i], b.stages[i+1:]...)
+			break
+		}
+	}
+	delete(b.edges, st)
+}
+
+// finish numbers the stages upstream first and names the edges: a stage's exchange writes
+// the shuffle topic "<job>-<id>-shuffle", which its downstream stage's input reads.
+func (b *builder) finish() *Physical {
+	// Creation order is upstream first except for stages made before their inputs'
+	// exchanges were known (unions): order by depth.
+	var order []*Stage
+	done := map[*Stage]bool{}
+	var visit func(st *Stage)
+	visit = func(st *Stage) {
+		if done[st] {
+			return
+		}
+		done[st] = true
+		for _, up := range b.edges[st] {
+			if up != nil {
+				visit(up)
+			}
+		}
+		order = append(order, st)
+	}
+	for _, st := range b.stages {
+		visit(st)
+	}
+	for i, st := range order {
+		st.ID = i
+	}
+	for _, st := range order {
+		for i, up := range b.edges[st] {
+			if up == nil {
+				continue
+			}
+			topic := ShuffleTopic(b.opts.Job, up.ID)
+			up.Exchange.Topic = topic
+			in := &st.Inputs[i]
+			in.Stream, in.FromStage = topic, up.ID
+			opts := map[string]string{"topic": topic}
+			for k, v := range in.Options {
+				opts[k] = v
+			}
+			in.Options = opts
+		}
+	}
+	return &Physical{Stages: order}
+}
+
+// remapAggregate rewrites an aggregation over the row of an exchange (m maps the old
+// columns to the new).
+func remapAggregate(agg *Aggregate, m []int) (*Aggregate, error) {
+	na := *agg
+	na.Aggs = append([]sql.AggCall(nil), agg.Aggs...)
 	var err error
 	if na.Keys, err = remapAll(agg.Keys, m); err != nil {
 		return nil, wrapf(err, "exchange keys")
@@ -312,102 +621,35 @@ func (b *builder) exchange(agg *Aggregate, rel *sql.Relation) (*Aggregate, error
 	if agg.Window != nil {
 		w := *agg.Window
 		w.TimeCol = m[w.TimeCol]
+		if w.Kind == sql.WindowGiven {
+			w.EndCol = m[w.EndCol]
+		}
 		na.Window = &w
 	}
-	topic := ShuffleTopic(b.opts.Job, b.stage.ID)
-	x := &ExchangeNode{Topic: topic, Keys: make([]Evaluator, len(na.Keys)), Texts: make([]string, len(na.Keys))}
-	for i, k := range na.Keys {
-		f, err := compile(k, "exchange key")
-		if err != nil {
-			return nil, err
-		}
-		x.Keys[i], x.Texts[i] = f, k.String()
-	}
-	srcOpts := map[string]string{"topic": topic}
-	if len(na.Keys) == 0 {
-		x.Queues = 1
-		srcOpts["queues"] = "1"
-	}
-	b.stage.Pipeline = append(b.stage.Pipeline, x)
-	b.stages = append(b.stages, b.stage)
-
-	next := &chainStage{ID: b.stage.ID + 1, Source: SourceSpec{
-		Stream:         topic,
-		Connector:      ShuffleConnector,
-		Options:        srcOpts,
-		Schema:         shuffled,
-		Columns:        make([]int, len(cols)),
-		EventTime:      -1,
-		WatermarkDelay: rel.WatermarkDelay,
-		FromStage:      b.stage.ID,
-	}}
-	for j := range cols {
-		next.Source.Columns[j] = j
-	}
-	if agg.Window != nil && b.timeIdx >= 0 {
-		next.Source.EventTime = m[b.timeIdx]
-	}
-	b.stage = next
-	b.row = shuffled
-	b.srcCols = nil
-	b.timeIdx = next.Source.EventTime
-	return na, nil
+	return &na, nil
 }
 
-// needsExchange reports whether agg, reading rows whose columns come from rel (srcCols maps
-// row positions to rel's columns, nil when unknown), must be preceded by an exchange.
-func needsExchange(rel *sql.Relation, agg *Aggregate, srcCols []int) bool {
-	if singleSplit(rel) {
-		return false
-	}
-	if len(agg.Keys) == 0 || srcCols == nil {
-		return true
-	}
-	part := partitionColumns(rel)
-	if len(part) == 0 {
-		return true
-	}
-	keyCols := map[int]bool{}
-	for _, k := range agg.Keys {
-		if c, ok := k.(*sql.ColumnRef); ok && c.Index >= 0 && c.Index < len(srcCols) {
-			keyCols[srcCols[c.Index]] = true
-		}
-	}
-	for _, p := range part {
-		if !keyCols[p] {
-			return true
-		}
-	}
-	return false
-}
-
-// singleSplit reports whether rel is read as exactly one split: a file, or a topic declared
-// with queues = 1.
+// singleSplit reports whether rel is read as exactly one split: a file, a view, constants,
+// or a topic declared with queues = 1.
 func singleSplit(rel *sql.Relation) bool {
-	if rel.Connector() == "file" {
+	if c := rel.Connector(); c == "file" || c == "values" || rel.IsView {
 		return true
 	}
-	if q, ok := rel.Options["queues"]; ok {
-		n, err := strconv.Atoi(strings.TrimSpace(q))
-		return err == nil && n == 1
-	}
-	return false
+	o, err := connectors.StreamOptionsOf(rel.Options)
+	return err == nil && o.Queues == 1
 }
 
 // partitionColumns returns the columns of rel named by its partitioned_by (or key) option:
 // the columns its producer keys records by, so equal values share a queue. Nil when the
 // option is absent or names an unknown column.
 func partitionColumns(rel *sql.Relation) []int {
-	v := rel.Options["partitioned_by"]
-	if v == "" {
-		v = rel.Options["key"]
-	}
-	if strings.TrimSpace(v) == "" {
+	o, err := connectors.StreamOptionsOf(rel.Options)
+	if err != nil || len(o.PartitionedBy) == 0 {
 		return nil
 	}
 	var out []int
-	for _, name := range strings.Split(v, ",") {
-		i := rel.Schema.Index(strings.TrimSpace(name))
+	for _, name := range o.PartitionedBy {
+		i := rel.Schema.Index(name)
 		if i < 0 {
 			return nil
 		}
@@ -425,14 +667,9 @@ func compile(e sql.Expr, where string) (Evaluator, error) {
 }
 
 func windowSpec(w sql.Window) WindowSpec {
-	s := WindowSpec{Time: w.TimeCol, Size: w.Size, Slide: w.Slide, Gap: w.Gap}
-	switch w.Kind {
-	case sql.WindowTumble:
-		s.Kind = WindowTumble
-	case sql.WindowHop:
-		s.Kind = WindowHop
-	case sql.WindowSession:
-		s.Kind = WindowSession
+	s := WindowSpec{Kind: w.Kind, Time: w.TimeCol, Size: w.Size, Slide: w.Slide, Gap: w.Gap}
+	if w.Kind == sql.WindowGiven {
+		s.End = w.EndCol
 	}
 	return s
 }
@@ -445,6 +682,8 @@ func aggregateNode(n *Aggregate) (*AggregateNode, error) {
 		Aggs:     make([]AggSpec, len(n.Aggs)),
 		Emit:     n.Emit,
 		Schema:   n.Schema(),
+		TTL:      n.TTL,
+		EmitNew:  n.EmitNew,
 	}
 	if n.Window != nil {
 		a.Window = windowSpec(*n.Window)
@@ -500,4 +739,39 @@ func aggSpec(g sql.AggCall) (AggSpec, error) {
 	}
 	s.Arg, s.ArgType = f, g.Arg.Type()
 	return s, nil
+}
+
+func sortSpecs(keys []sql.SortKey) ([]SortSpec, []string, error) {
+	out := make([]SortSpec, len(keys))
+	texts := make([]string, len(keys))
+	for i, k := range keys {
+		f, err := compile(k.Expr, "sort key")
+		if err != nil {
+			return nil, nil, err
+		}
+		out[i] = SortSpec{Eval: f, Desc: k.Desc}
+		texts[i] = k.Expr.String()
+		if k.Desc {
+			texts[i] += " DESC"
+		}
+	}
+	return out, texts, nil
+}
+
+func topNNode(n *TopN) (*TopNNode, error) {
+	t := &TopNNode{N: n.N, RowNumber: n.RowNumber, Mode: n.Mode, WindowEnd: n.WindowEnd, Time: n.Time, TTL: n.TTL,
+		Schema: n.Schema()}
+	for _, p := range n.Partition {
+		f, err := compile(p, "partition key")
+		if err != nil {
+			return nil, err
+		}
+		t.Partition = append(t.Partition, f)
+		t.PartitionTexts = append(t.PartitionTexts, p.String())
+	}
+	var err error
+	if t.Order, t.OrderTexts, err = sortSpecs(n.Order); err != nil {
+		return nil, err
+	}
+	return t, nil
 }

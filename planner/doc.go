@@ -2,11 +2,14 @@
 //
 // Steps, each a public function:
 //
-//	Logical(q)          the logical plan: an immutable chain of LogicalNode values
-//	                    Scan → [WindowAssign] → [Filter] → [Aggregate → [Filter]] → Project
-//	                    → [Limit] → Sink
-//	Optimize(l)         FoldConstants, PushDownPredicates, PruneColumns
-//	BuildPhysical(l, o) stages of compiled operators (planner/physical.go), split at exchanges
+//	Logical(q)          the logical plan: an immutable tree of LogicalNode values; per query
+//	                    block FROM (Scan | the block of a derived table or CTE | Union) →
+//	                    [WindowAssign] → [Filter] → [Aggregate → [Filter]] → Project →
+//	                    [DISTINCT: Aggregate → Project] → [Sort] → [Limit], a derived table
+//	                    with ROW_NUMBER() becoming a TopN; a Sink on top
+//	Optimize(l)         FoldConstants, PushDownPredicates, PruneColumns, MergeProjections
+//	BuildPhysical(l, o) stages of compiled operators (planner/physical.go): inputs → an
+//	                    operator DAG → an exchange or the sink
 //	Explain(l, p)       readable text of both plans (EXPLAIN)
 //	Plan(q, o)          all of the above but Explain, in order
 //
@@ -20,10 +23,12 @@
 //   - Errors are *sql.Error values with a SQLSTATE code (0A000 for what is not supported).
 //
 // Exchange rule. Records of a broker topic are spread over its queues by the producer's key,
-// which the planner does not know in general. An aggregation therefore gets an exchange
-// unless its input already arrives in one split or partitioned by (a subset of) its group
-// key:
-//   - a source is read as one split when its connector is "file" or its `queues` option is 1;
+// which the planner does not know in general. An operator that needs the rows of equal keys
+// in one split — an aggregation (its group key), a TopN (its partition keys), a Sort (all
+// rows) — therefore gets an exchange unless its input already arrives in one split or
+// partitioned by (a subset of) its keys (tracked through projections and exchanges):
+//   - a source is read as one split when its connector is "file" or "values", it is a view,
+//     or its `queues` option is 1;
 //   - a source is partitioned by columns when its `partitioned_by` (or `key`) option names
 //     them (comma-separated); if every one of them is a plain column among the group keys,
 //     equal group keys share a split and no exchange is needed;
@@ -33,7 +38,10 @@
 //     (SourceSpec.FromStage = 0, connector "broker") → aggregate → HAVING → projection → sink;
 //   - a global aggregate (no keys) over more than one split is shuffled to one queue
 //     (ExchangeNode.Queues = 1 and the shuffle source's `queues` option "1"), so exactly one
-//     downstream split sees every row.
+//     downstream split sees every row;
+//   - a Union whose inputs each read streams in a stage of their own (no exchange yet) is
+//     one stage with one input per stream; otherwise every input is exchanged (on all its
+//     columns) into a new stage holding the Union. Stages are numbered upstream first.
 //
 // Watermarks cross an exchange as records of the shuffle topic (exec/doc.go,
 // docs/guarantees.md); the stage 1 SourceSpec.EventTime names the event-time column inside

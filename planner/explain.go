@@ -197,7 +197,26 @@ func nodeText(n Node, row sql.Schema) (parts []string, out sql.Schema) {
 		}
 		return parts, n.Schema
 	case *LimitNode:
-		return []string{"Limit", strconv.FormatInt(n.N, 10)}, nil
+		parts := []string{"Limit", strconv.FormatInt(n.N, 10)}
+		if n.N < 0 {
+			parts[1] = "all"
+		}
+		if n.Offset > 0 {
+			parts = append(parts, "offset="+strconv.FormatInt(n.Offset, 10))
+		}
+		return parts, nil
+	case *TopNNode:
+		parts := []string{"TopN", strconv.FormatInt(n.N, 10), "mode=" + n.Mode.String(),
+			"partition=[" + strings.Join(n.PartitionTexts, ", ") + "]", "order=[" + strings.Join(n.OrderTexts, ", ") + "]"}
+		if n.RowNumber >= 0 && n.RowNumber < len(row) {
+			parts = append(parts, "row-number="+row[n.RowNumber].Name)
+		}
+		if n.TTL > 0 {
+			parts = append(parts, "state-ttl="+intervalText(n.TTL))
+		}
+		return parts, nil
+	case *SortNode:
+		return []string{"Sort", strings.Join(n.Texts, ", ")}, nil
 	case *UnionNode:
 		return []string{"Union"}, n.Schema
 	}

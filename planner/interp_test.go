@@ -464,7 +464,7 @@ func genOrders(n, width int, seed uint64) []sql.Row {
 // without the planner: the reference the plans are compared with.
 func evalQuery(t *testing.T, q *sql.Query, stream []sql.Row) []sql.Row {
 	t.Helper()
-	n := len(q.From.Schema)
+	n := len(q.From.Schema())
 	rows := stream
 	w := q.Window
 	tvfCols := w != nil && w.TVF && w.Kind != sql.WindowSession
@@ -548,7 +548,7 @@ func checkSameRows(t *testing.T, q *sql.Query, opts Options) {
 	if err := validate(l); err != nil {
 		t.Fatalf("optimized plan is inconsistent: %v\n%s", err, Explain(l, nil))
 	}
-	stream := genOrders(3000, len(q.From.Schema), 42)
+	stream := genOrders(3000, len(q.From.Schema()), 42)
 	want := sortedText(evalQuery(t, q, stream))
 	if unopt := sortedText(evalLogical(t, ref, stream)); strings.Join(unopt, "\n") != strings.Join(want, "\n") {
 		t.Errorf("logical plan gives %d rows, reference %d\n%s", len(unopt), len(want), Explain(ref, nil))
@@ -578,14 +578,14 @@ func TestHandBuiltQueriesKeepTheirRows(t *testing.T) {
 		"tvf tumble broker": func(*testing.T) *sql.Query { return tvfQuery(mqOrders()) },
 		"filter project": func(t *testing.T) *sql.Query {
 			r := fileOrders()
-			return &sql.Query{From: r, Where: call(t, ">", col(r, "amount"), lit(sql.Double(100))),
+			return &sql.Query{From: &sql.FromRelation{Rel: r}, Where: call(t, ">", col(r, "amount"), lit(sql.Double(100))),
 				Select: []sql.Expr{col(r, "note"), call(t, "*", col(r, "amount"), lit(sql.Double(2)))},
 				Names:  []string{"note", "dbl"}, Limit: -1}
 		},
 		"having key and aggregate": func(t *testing.T) *sql.Query {
 			r := mqOrders()
 			cnt := ref(1, "n", sql.TypeBigInt)
-			return &sql.Query{From: r, GroupBy: []sql.Expr{col(r, "user_id")}, Aggregated: true,
+			return &sql.Query{From: &sql.FromRelation{Rel: r}, GroupBy: []sql.Expr{col(r, "user_id")}, Aggregated: true,
 				Aggs: []sql.AggCall{{Func: "COUNT", Star: true}, {Func: "MAX", Arg: col(r, "amount")}},
 				Having: call(t, "AND", call(t, "<>", ref(0, "user_id", sql.TypeVarchar), lit(sql.Varchar("bot"))),
 					call(t, ">", cnt, lit(sql.BigInt(1)))),
@@ -595,7 +595,7 @@ func TestHandBuiltQueriesKeepTheirRows(t *testing.T) {
 			r := fileOrders()
 			n := len(r.Schema)
 			ws := ref(n, "window_start", sql.TypeTimestamp)
-			return &sql.Query{From: r, Window: &sql.Window{Kind: sql.WindowHop, TimeCol: 3, Size: 10000, Slide: 5000, TVF: true},
+			return &sql.Query{From: &sql.FromRelation{Rel: r}, Window: &sql.Window{Kind: sql.WindowHop, TimeCol: 3, Size: 10000, Slide: 5000, TVF: true},
 				Where: call(t, "AND", call(t, ">", ws, lit(sql.Timestamp(1_796_013_100_000))),
 					call(t, "=", col(r, "user_id"), lit(sql.Varchar("u1")))),
 				Select: []sql.Expr{col(r, "order_id"), ws, ref(n+1, "window_end", sql.TypeTimestamp)},
@@ -603,7 +603,7 @@ func TestHandBuiltQueriesKeepTheirRows(t *testing.T) {
 		},
 		"session group-by form over broker, count distinct": func(t *testing.T) *sql.Query {
 			r := mqOrders()
-			return &sql.Query{From: r, Window: &sql.Window{Kind: sql.WindowSession, TimeCol: 3, Gap: 2000},
+			return &sql.Query{From: &sql.FromRelation{Rel: r}, Window: &sql.Window{Kind: sql.WindowSession, TimeCol: 3, Gap: 2000},
 				GroupBy: []sql.Expr{col(r, "note")}, Aggregated: true,
 				Aggs:   []sql.AggCall{{Func: "COUNT", Distinct: true, Arg: col(r, "user_id")}, {Func: "AVG", Arg: col(r, "amount")}},
 				Select: []sql.Expr{ref(0, "note", sql.TypeVarchar), ref(2, "window_end", sql.TypeTimestamp), ref(3, "d", sql.TypeBigInt), ref(4, "a", sql.TypeDouble)},

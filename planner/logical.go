@@ -49,19 +49,72 @@ type WindowAssign struct {
 
 // Aggregate groups its input by Keys (and by window when Window is set) and computes Aggs.
 // Its rows are: the key values, then window_start and window_end when windowed, then one
-// value per aggregate. Window.TimeCol is an index into the input row.
+// value per aggregate. Window.TimeCol (and EndCol for a WindowGiven) index the input row.
+// TTL and EmitNew are those of AggregateNode.
 type Aggregate struct {
-	Input  LogicalNode
-	Keys   []sql.Expr
-	Window *sql.Window
-	Aggs   []sql.AggCall
-	Emit   EmitMode
+	Input   LogicalNode
+	Keys    []sql.Expr
+	Window  *sql.Window
+	Aggs    []sql.AggCall
+	Emit    EmitMode
+	TTL     int64
+	EmitNew bool
 }
 
-// Limit stops after N rows.
+// Limit skips Offset rows then stops after N more (N < 0: no limit).
 type Limit struct {
+	Input  LogicalNode
+	N      int64
+	Offset int64
+}
+
+// Union passes the rows of every input (UNION ALL); the inputs' rows have the layout Out.
+type Union struct {
+	Inputs []LogicalNode
+	Out    sql.Schema
+}
+
+// TopNMode says when a TopN emits.
+type TopNMode uint8
+
+const (
+	// TopNWindow: partitions hold one window (its window_end at column WindowEnd); the
+	// first N rows of each are emitted, numbered, when the window closes.
+	TopNWindow TopNMode = iota
+	// DedupFirst: the first row of each partition by the event time at column Time,
+	// emitted once the watermark passes it.
+	DedupFirst
+	// DedupLast: the last row of each partition by the event time at column Time: each
+	// row later than the partition's current one is emitted as its new value.
+	DedupLast
+	// TopNBounded: the input ends; every partition's first N rows are emitted at its end.
+	TopNBounded
+)
+
+func (m TopNMode) String() string {
+	return [...]string{"window", "dedup-first", "dedup-last", "bounded"}[m]
+}
+
+// TopN keeps the first N rows of each partition (rows with equal Partition values) in
+// Order, and writes each kept row's number (1..N) into column RowNumber (when >= 0). Its
+// rows have its input's layout.
+type TopN struct {
+	Input     LogicalNode
+	Partition []sql.Expr
+	Order     []sql.SortKey
+	N         int64
+	RowNumber int
+	Mode      TopNMode
+	WindowEnd int   // TopNWindow
+	Time      int   // DedupFirst, DedupLast
+	TTL       int64 // DedupFirst, DedupLast: forget a partition this long behind the watermark
+}
+
+// Sort orders the rows of a bounded input by Keys (nulls last ascending, first
+// descending, as PostgreSQL); it emits them all when the input ends.
+type Sort struct {
 	Input LogicalNode
-	N     int64
+	Keys  []sql.SortKey
 }
 
 // Sink delivers the rows: to the stream named Stream, or to the client when Stream is "".
@@ -107,6 +160,9 @@ func (a *Aggregate) Schema() sql.Schema {
 	return out
 }
 func (l *Limit) Schema() sql.Schema { return l.Input.Schema() }
+func (u *Union) Schema() sql.Schema { return u.Out }
+func (t *TopN) Schema() sql.Schema  { return t.Input.Schema() }
+func (s *Sort) Schema() sql.Schema  { return s.Input.Schema() }
 func (s *Sink) Schema() sql.Schema  { return s.Input.Schema() }
 
 var windowColumns = sql.Schema{
@@ -129,6 +185,9 @@ func (p *Project) Children() []LogicalNode      { return []LogicalNode{p.Input} 
 func (w *WindowAssign) Children() []LogicalNode { return []LogicalNode{w.Input} }
 func (a *Aggregate) Children() []LogicalNode    { return []LogicalNode{a.Input} }
 func (l *Limit) Children() []LogicalNode        { return []LogicalNode{l.Input} }
+func (u *Union) Children() []LogicalNode        { return u.Inputs }
+func (t *TopN) Children() []LogicalNode         { return []LogicalNode{t.Input} }
+func (s *Sort) Children() []LogicalNode         { return []LogicalNode{s.Input} }
 func (s *Sink) Children() []LogicalNode         { return []LogicalNode{s.Input} }
 
 // WithChildren implementations.
@@ -156,6 +215,21 @@ func (a *Aggregate) WithChildren(c []LogicalNode) LogicalNode {
 }
 func (l *Limit) WithChildren(c []LogicalNode) LogicalNode {
 	n := *l
+	n.Input = c[0]
+	return &n
+}
+func (u *Union) WithChildren(c []LogicalNode) LogicalNode {
+	n := *u
+	n.Inputs = append([]LogicalNode(nil), c...)
+	return &n
+}
+func (t *TopN) WithChildren(c []LogicalNode) LogicalNode {
+	n := *t
+	n.Input = c[0]
+	return &n
+}
+func (s *Sort) WithChildren(c []LogicalNode) LogicalNode {
+	n := *s
 	n.Input = c[0]
 	return &n
 }
@@ -197,9 +271,42 @@ func (a *Aggregate) String() string {
 		b.WriteString(aggText(g))
 	}
 	b.WriteString("] emit=" + a.Emit.String())
+	if a.TTL > 0 {
+		b.WriteString(" state-ttl=" + intervalText(a.TTL))
+	}
+	if a.EmitNew {
+		b.WriteString(" emit-new")
+	}
 	return b.String()
 }
-func (l *Limit) String() string { return "Limit " + strconv.FormatInt(l.N, 10) }
+func (l *Limit) String() string {
+	s := "Limit " + strconv.FormatInt(l.N, 10)
+	if l.N < 0 {
+		s = "Limit all"
+	}
+	if l.Offset > 0 {
+		s += " offset " + strconv.FormatInt(l.Offset, 10)
+	}
+	return s
+}
+func (u *Union) String() string {
+	return "Union all columns=[" + strings.Join(u.Out.Names(), ", ") + "]"
+}
+func (t *TopN) String() string {
+	return "TopN " + strconv.FormatInt(t.N, 10) + " mode=" + t.Mode.String() + " partition=[" + joinExprs(t.Partition) + "] order=[" + sortText(t.Order) + "]"
+}
+func (s *Sort) String() string { return "Sort " + sortText(s.Keys) }
+
+func sortText(keys []sql.SortKey) string {
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k.Expr.String()
+		if k.Desc {
+			parts[i] += " DESC"
+		}
+	}
+	return strings.Join(parts, ", ")
+}
 func (s *Sink) String() string {
 	if s.Stream == "" {
 		return "Sink client columns=[" + strings.Join(s.Schema().Names(), ", ") + "]"
@@ -259,30 +366,109 @@ func windowText(w sql.Window, in sql.Schema) string {
 
 func intervalText(ms int64) string { return sql.NewLiteral(sql.Interval(ms)).String() }
 
-// Logical builds the logical plan of a bound query, unoptimized: Scan of every column, then
-// window assignment (table-valued TUMBLE/HOP without aggregation), WHERE, aggregation,
-// HAVING, the select list, LIMIT, and a Sink to the client. The aggregate of a table-valued
-// window assigns windows itself, so window_start/window_end listed in GROUP BY become the
-// aggregate's window, not keys.
-func Logical(q *sql.Query) (LogicalNode, error) {
+// Logical builds the logical plan of a bound query, unoptimized, with no session options
+// (see LogicalWith).
+func Logical(q *sql.Query) (LogicalNode, error) { return LogicalWith(q, Options{}) }
+
+// LogicalWith builds the logical plan of a bound query, unoptimized. Each query block is
+// its FROM (a Scan, the plan of a derived table or CTE, a Union of queries), then window
+// assignment (table-valued TUMBLE/HOP without aggregation), WHERE, aggregation, HAVING,
+// the select list, DISTINCT, ORDER BY and LIMIT; a Sink to the client ends the plan. The
+// aggregate of a window (a table function's, or the window_start and window_end of the
+// FROM grouped together) assigns or reads windows itself, so window_start/window_end listed
+// in GROUP BY become the aggregate's window, not keys. A derived table with ROW_NUMBER()
+// becomes a TopN, with the enclosing query's filter on the row number.
+func LogicalWith(q *sql.Query, opts Options) (LogicalNode, error) {
 	if q == nil || q.From == nil {
 		return nil, errorf(sql.CodeInternal, "query has no FROM relation")
 	}
+	b := &logicalBuilder{opts: opts}
+	n, err := b.query(q, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Sink{Input: n}, nil
+}
+
+type logicalBuilder struct {
+	opts Options
+}
+
+// from builds the plan of a FROM, and the column attributes of its rows. where is the
+// enclosing query's WHERE: the filter on a derived table's row number is taken from it (the
+// rest is returned).
+func (b *logicalBuilder) from(f sql.From, where sql.Expr) (LogicalNode, sql.Expr, error) {
+	switch f := f.(type) {
+	case *sql.FromRelation:
+		rel := f.Rel
+		all := make([]int, len(rel.Schema))
+		for i := range all {
+			all[i] = i
+		}
+		return &Scan{Relation: rel, Columns: all}, where, nil
+	case *sql.FromNothing:
+		return &Scan{Relation: constantRelation, Columns: nil}, where, nil
+	case *sql.FromQuery:
+		if f.Query.RowNumber != nil {
+			return b.topN(f.Query, where)
+		}
+		n, err := b.query(f.Query, nil)
+		return n, where, err
+	case *sql.FromUnion:
+		u := &Union{Out: f.Schema()}
+		for _, in := range f.Inputs {
+			n, err := b.query(in, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			// Cast each input's columns to the union's types.
+			sch := n.Schema()
+			var exprs []sql.Expr
+			var names []string
+			cast := false
+			for i, t := range f.Types {
+				var e sql.Expr = &sql.ColumnRef{Index: i, Name: sch[i].Name, T: sch[i].Type}
+				if sch[i].Type != t && sch[i].Type.Kind != sql.KindNull {
+					e, cast = &sql.Cast{Arg: e, T: t}, true
+				} else if sch[i].Type.Kind == sql.KindNull {
+					e, cast = &sql.Literal{V: sql.Null, T: t}, true
+				}
+				exprs = append(exprs, e)
+				names = append(names, f.Schema()[i].Name)
+			}
+			if cast {
+				n = &Project{Input: n, Exprs: exprs, Names: names}
+			}
+			u.Inputs = append(u.Inputs, n)
+		}
+		return u, where, nil
+	}
+	return nil, nil, errorf(sql.CodeInternal, "unknown FROM %T", f)
+}
+
+// constantRelation is the FROM of a query without FROM: one empty row.
+var constantRelation = &sql.Relation{Name: "", EventTime: -1, Options: map[string]string{"connector": "values"}}
+
+// query builds one query block; extra are expressions over the same row as the select list,
+// appended to the output as hidden columns (a TopN's keys).
+func (b *logicalBuilder) query(q *sql.Query, extra []sql.Expr) (LogicalNode, error) {
 	if len(q.Names) != len(q.Select) {
 		return nil, errorf(sql.CodeInternal, "query has %d select expressions but %d names", len(q.Select), len(q.Names))
 	}
-	rel := q.From
-	n := len(rel.Schema)
-	all := make([]int, n)
-	for i := range all {
-		all[i] = i
+	node, where, err := b.from(q.From, q.Where)
+	if err != nil {
+		return nil, err
 	}
-	var node LogicalNode = &Scan{Relation: rel, Columns: all}
+	n := len(node.Schema())
+	fromName := "the subquery"
+	if r, ok := q.From.(*sql.FromRelation); ok {
+		fromName = r.Rel.Name
+	}
 
 	w := q.Window
 	if w != nil {
-		if w.TimeCol < 0 || w.TimeCol >= n {
-			return nil, errorf(sql.CodeInternal, "window time column #%d is outside stream %s", w.TimeCol, rel.Name)
+		if w.TimeCol < 0 || w.TimeCol >= n || w.Kind == sql.WindowGiven && (w.EndCol < 0 || w.EndCol >= n) {
+			return nil, errorf(sql.CodeInternal, "window time column #%d is outside %s", w.TimeCol, fromName)
 		}
 		if err := checkWindow(w); err != nil {
 			return nil, err
@@ -291,7 +477,29 @@ func Logical(q *sql.Query) (LogicalNode, error) {
 	// tvfCols is true when the input row carries window_start/window_end at n, n+1.
 	// (A binder may also refer to a SESSION's window_start/window_end at n, n+1 in GROUP BY.)
 	tvfCols := w != nil && w.TVF
-	isWindowCol := func(i int) bool { return tvfCols && (i == n || i == n+1) }
+	isWindowCol := func(i int) bool {
+		switch {
+		case tvfCols:
+			return i == n || i == n+1
+		case w != nil && w.Kind == sql.WindowGiven:
+			return i == w.TimeCol || i == w.EndCol
+		}
+		return false
+	}
+	windowPos := func(i int) int { // 0 for window_start, 1 for window_end
+		if tvfCols {
+			return i - n
+		}
+		if i == w.EndCol {
+			return 1
+		}
+		return 0
+	}
+	sel := append(append([]sql.Expr(nil), q.Select...), extra...)
+	names := append([]string(nil), q.Names...)
+	for _, e := range extra {
+		names = append(names, exprName(e))
+	}
 
 	if !q.Aggregated {
 		if w != nil {
@@ -300,18 +508,18 @@ func Logical(q *sql.Query) (LogicalNode, error) {
 			}
 			node = &WindowAssign{Input: node, Window: *w}
 		}
-		if q.Where != nil {
-			node = &Filter{Input: node, Pred: q.Where}
+		if where != nil {
+			node = &Filter{Input: node, Pred: where}
 		}
-		node = &Project{Input: node, Exprs: q.Select, Names: q.Names}
+		node = &Project{Input: node, Exprs: sel, Names: names}
 	} else {
 		// A WHERE conjunct that reads only window_start/window_end filters whole windows,
 		// and the window is part of every group's identity: it becomes a filter over the
 		// aggregate row (windowPreds). One that mixes window and other columns cannot be
 		// evaluated before the aggregate assigns windows.
 		var rowPreds, windowPreds []sql.Expr
-		if q.Where != nil {
-			for _, p := range conjuncts(q.Where) {
+		if where != nil {
+			for _, p := range conjuncts(where) {
 				win, other := false, false
 				for _, c := range sql.ColumnsUsed(p) {
 					if isWindowCol(c) {
@@ -321,9 +529,9 @@ func Logical(q *sql.Query) (LogicalNode, error) {
 					}
 				}
 				switch {
-				case win && other:
+				case win && other && tvfCols:
 					return nil, errorf(sql.CodeNotSupported, "WHERE condition %s mixes window_start/window_end with other columns of an aggregated window; use HAVING", p)
-				case win:
+				case win && tvfCols:
 					windowPreds = append(windowPreds, p)
 				default:
 					rowPreds = append(rowPreds, p)
@@ -331,17 +539,21 @@ func Logical(q *sql.Query) (LogicalNode, error) {
 			}
 		}
 		node = withFilter(node, rowPreds)
-		emit := EmitChanges
+		emit := sql.EmitChanges
 		switch q.Emit {
 		case sql.EmitDefault:
 			if w != nil {
-				emit = EmitOnClose
+				emit = sql.EmitOnClose
+			} else if snapshot(node) {
+				// A GROUP BY over a view's rows (a pull query) answers once: each group
+				// when the input ends.
+				emit = sql.EmitOnClose
 			}
 		case sql.EmitOnClose:
 			if w == nil {
 				return nil, errorf(sql.CodeNotSupported, "EMIT ON WINDOW CLOSE needs a window")
 			}
-			emit = EmitOnClose
+			emit = sql.EmitOnClose
 		}
 		// The aggregate row of the query: GroupBy values, [ws, we], aggs. Ours drops the
 		// window columns from the keys; m maps the query's layout to ours.
@@ -359,11 +571,11 @@ func Logical(q *sql.Query) (LogicalNode, error) {
 		m := make([]int, width)
 		for i, k := range q.GroupBy {
 			if c, ok := k.(*sql.ColumnRef); ok && isWindowCol(c.Index) {
-				m[i] = nk + c.Index - n
+				m[i] = nk + windowPos(c.Index)
 				continue
 			}
 			for _, c := range sql.ColumnsUsed(k) {
-				if isWindowCol(c) {
+				if isWindowCol(c) && tvfCols {
 					return nil, errorf(sql.CodeNotSupported, "GROUP BY expression %s over window_start/window_end", k)
 				}
 			}
@@ -379,7 +591,7 @@ func Logical(q *sql.Query) (LogicalNode, error) {
 		aggs := make([]sql.AggCall, len(q.Aggs))
 		for i, g := range q.Aggs {
 			m[at+i] = nk + i
-			if g.Arg != nil {
+			if g.Arg != nil && tvfCols {
 				for _, c := range sql.ColumnsUsed(g.Arg) {
 					if isWindowCol(c) {
 						return nil, errorf(sql.CodeNotSupported, "aggregate %s over window_start/window_end", aggText(g))
@@ -398,7 +610,11 @@ func Logical(q *sql.Query) (LogicalNode, error) {
 			c := *w
 			win = &c
 		}
-		node = &Aggregate{Input: node, Keys: keys, Window: win, Aggs: aggs, Emit: emit}
+		agg := &Aggregate{Input: node, Keys: keys, Window: win, Aggs: aggs, Emit: emit}
+		if win == nil && emit == sql.EmitChanges && !bounded(node) {
+			agg.TTL = b.opts.StateTTL
+		}
+		node = agg
 		var post []sql.Expr
 		if len(windowPreds) > 0 {
 			wm := make([]int, n+2)
@@ -422,20 +638,258 @@ func Logical(q *sql.Query) (LogicalNode, error) {
 			post = append(post, h)
 		}
 		node = withFilter(node, post)
-		sel := make([]sql.Expr, len(q.Select))
-		for i, e := range q.Select {
+		out := make([]sql.Expr, len(sel))
+		for i, e := range sel {
 			r, err := sql.RemapColumns(e, m)
 			if err != nil {
 				return nil, wrapf(err, "select list")
 			}
-			sel[i] = r
+			out[i] = r
 		}
-		node = &Project{Input: node, Exprs: sel, Names: q.Names}
+		node = &Project{Input: node, Exprs: out, Names: names}
 	}
-	if q.Limit >= 0 {
-		node = &Limit{Input: node, N: q.Limit}
+	if q.Distinct {
+		var err error
+		if node, err = b.distinct(q, node); err != nil {
+			return nil, err
+		}
 	}
-	return &Sink{Input: node}, nil
+	if len(q.OrderBy) > 0 {
+		if !bounded(node) {
+			return nil, errorf(sql.CodeNotSupported, "ORDER BY needs a bounded input (a query over a materialized view or a file): a stream never ends, so its rows cannot be sorted")
+		}
+		node = &Sort{Input: node, Keys: q.OrderBy}
+	}
+	if q.Offset > 0 && !bounded(node) && len(q.OrderBy) == 0 {
+		return nil, errorf(sql.CodeNotSupported, "OFFSET over a stream skips rows in arrival order: use it with ORDER BY over a bounded input")
+	}
+	if q.Limit >= 0 || q.Offset > 0 {
+		node = &Limit{Input: node, N: q.Limit, Offset: q.Offset}
+	}
+	return node, nil
+}
+
+// distinct makes SELECT DISTINCT an aggregation over every output column: per window when
+// the output holds both bounds of one window (it then emits each row once when the window
+// closes), else over an unbounded stream only with a state TTL (each row once, the first
+// time it is seen; state older than the TTL is forgotten, so a row may come again).
+func (b *logicalBuilder) distinct(q *sql.Query, node LogicalNode) (LogicalNode, error) {
+	sch := node.Schema()
+	width := len(q.Select)
+	start, end := -1, -1
+	for i := 0; i < width; i++ {
+		a := attrOf(q, i)
+		if a.Window == 0 {
+			continue
+		}
+		if a.End && end < 0 {
+			end = i
+		} else if !a.End && start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 && end >= 0 && attrOf(q, start).Window != attrOf(q, end).Window {
+		start, end = -1, -1
+	}
+	var keys []sql.Expr
+	m := make([]int, width)
+	for i := 0; i < width; i++ {
+		if i == start || i == end {
+			continue
+		}
+		m[i] = len(keys)
+		keys = append(keys, &sql.ColumnRef{Index: i, Name: sch[i].Name, T: sch[i].Type})
+	}
+	agg := &Aggregate{Input: node, Keys: keys, Emit: sql.EmitOnClose}
+	switch {
+	case start >= 0 && end >= 0:
+		agg.Window = &sql.Window{Kind: sql.WindowGiven, TimeCol: start, EndCol: end}
+		m[start], m[end] = len(keys), len(keys)+1
+	case bounded(node):
+	case b.opts.StateTTL > 0:
+		agg.Emit, agg.TTL, agg.EmitNew = sql.EmitChanges, b.opts.StateTTL, true
+	default:
+		return nil, errorf(sql.CodeNotSupported, "SELECT DISTINCT over an unbounded stream keeps every distinct row for ever: select window_start and window_end of a window to de-duplicate per window, or SET state_ttl = '1 hour' to forget rows older than that (a row may then come again)")
+	}
+	out := make([]sql.Expr, width)
+	names := make([]string, width)
+	aggSch := agg.Schema()
+	for i := range out {
+		out[i] = &sql.ColumnRef{Index: m[i], Name: aggSch[m[i]].Name, T: aggSch[m[i]].Type}
+		names[i] = sch[i].Name
+	}
+	return &Project{Input: agg, Exprs: out, Names: names}, nil
+}
+
+func attrOf(q *sql.Query, i int) sql.ColAttr {
+	if i < len(q.Attrs) {
+		return q.Attrs[i]
+	}
+	return sql.ColAttr{}
+}
+
+// topN builds a derived table whose select list has ROW_NUMBER() OVER (PARTITION BY p ORDER
+// BY o): the query's rows with the partition and order keys as hidden columns, a TopN
+// keeping the first N rows of each partition (N from the enclosing WHERE's rn <= N,
+// rn < N or rn = 1), then the hidden columns dropped. Supported shapes:
+//   - window Top-N: the partition holds window_start and window_end of one window; each
+//     window's top N rows are emitted, numbered, when the window closes;
+//   - deduplication: no window, ORDER BY an event-time column, rn = 1: ascending keeps the
+//     first row of each key (emitted once the watermark passes its time), descending the
+//     last (each newer row is emitted as the key's new value); both need SET state_ttl.
+func (b *logicalBuilder) topN(q *sql.Query, where sql.Expr) (LogicalNode, sql.Expr, error) {
+	rn := q.RowNumber
+	// The filter on the row number.
+	var rest []sql.Expr
+	limit := int64(-1)
+	if where != nil {
+		for _, p := range conjuncts(where) {
+			if n, ok := rowNumberBound(p, rn.Col); ok && limit < 0 {
+				limit = n
+				continue
+			}
+			rest = append(rest, p)
+		}
+	}
+	if limit < 0 {
+		return nil, nil, errorf(sql.CodeNotSupported, "ROW_NUMBER() is supported in a derived table whose enclosing query keeps the first rows: WHERE %s <= N (window Top-N) or %s = 1 (deduplication)", q.Names[rn.Col], q.Names[rn.Col])
+	}
+	extra := make([]sql.Expr, 0, len(rn.Partition)+len(rn.Order))
+	extra = append(extra, rn.Partition...)
+	for _, k := range rn.Order {
+		extra = append(extra, k.Expr)
+	}
+	in, err := b.query(q, extra)
+	if err != nil {
+		return nil, nil, err
+	}
+	sch := in.Schema()
+	base := len(q.Select)
+	t := &TopN{Input: in, N: limit, RowNumber: rn.Col, WindowEnd: -1, Time: -1}
+	for i := range rn.Partition {
+		c := base + i
+		t.Partition = append(t.Partition, &sql.ColumnRef{Index: c, Name: sch[c].Name, T: sch[c].Type})
+	}
+	for i, k := range rn.Order {
+		c := base + len(rn.Partition) + i
+		t.Order = append(t.Order, sql.SortKey{Expr: &sql.ColumnRef{Index: c, Name: sch[c].Name, T: sch[c].Type}, Desc: k.Desc})
+	}
+	// Window Top-N: the partition holds both bounds of one window.
+	ws, we := -1, -1
+	for i := range rn.Partition {
+		a := rn.PartitionAttr(i)
+		if a.Window == 0 {
+			continue
+		}
+		if a.End {
+			if we < 0 {
+				we = i
+			}
+		} else if ws < 0 {
+			ws = i
+		}
+	}
+	switch {
+	case ws >= 0 && we >= 0 && rn.PartitionAttr(ws).Window == rn.PartitionAttr(we).Window:
+		t.Mode, t.WindowEnd = TopNWindow, base+we
+	case len(rn.Order) == 1 && rn.OrderAttr(0).Time && limit == 1:
+		t.Time = base + len(rn.Partition)
+		t.Mode = DedupFirst
+		if rn.Order[0].Desc {
+			t.Mode = DedupLast
+		}
+		if !bounded(in) && b.opts.StateTTL <= 0 {
+			return nil, nil, errorf(sql.CodeNotSupported, "deduplication over an unbounded stream keeps every key for ever: add window_start and window_end to PARTITION BY, or SET state_ttl = '1 hour' to forget keys older than that (a key may then come again)")
+		}
+		t.TTL = b.opts.StateTTL
+	case bounded(in):
+		t.Mode = TopNBounded
+	default:
+		return nil, nil, errorf(sql.CodeNotSupported, "ROW_NUMBER() over a stream needs window_start and window_end of a window in PARTITION BY (window Top-N), or ORDER BY the event time with rn = 1 (deduplication)")
+	}
+	// Drop the hidden columns.
+	out := make([]sql.Expr, base)
+	for i := range out {
+		out[i] = &sql.ColumnRef{Index: i, Name: sch[i].Name, T: sch[i].Type}
+	}
+	return &Project{Input: t, Exprs: out, Names: q.Names}, and(rest), nil
+}
+
+// rowNumberBound recognizes rn <= N, rn < N, rn = 1 (and the mirrored forms) over column
+// col; it returns N (the number of rows kept).
+func rowNumberBound(p sql.Expr, col int) (int64, bool) {
+	c, ok := p.(*sql.Call)
+	if !ok || len(c.Args) != 2 {
+		return 0, false
+	}
+	op := c.Func
+	l, r := c.Args[0], c.Args[1]
+	if _, ok := r.(*sql.ColumnRef); ok {
+		l, r = r, l
+		switch op {
+		case "<=":
+			op = ">="
+		case ">=":
+			op = "<="
+		case "<":
+			op = ">"
+		case ">":
+			op = "<"
+		}
+	}
+	ref, ok := l.(*sql.ColumnRef)
+	if !ok || ref.Index != col {
+		return 0, false
+	}
+	v, ok := evalConstant(r)
+	if !ok || !v.K.IsInteger() {
+		return 0, false
+	}
+	switch op {
+	case "<=":
+		return v.I, v.I >= 1
+	case "<":
+		return v.I - 1, v.I >= 2
+	case "=":
+		return 1, v.I == 1
+	}
+	return 0, false
+}
+
+// snapshot reports whether a plan reads only materialized views' current rows and
+// constants: a pull query, which answers once.
+func snapshot(n LogicalNode) bool {
+	if s, ok := n.(*Scan); ok {
+		return s.Relation.IsView || s.Relation.Connector() == "values"
+	}
+	ch := n.Children()
+	if len(ch) == 0 {
+		return false
+	}
+	for _, c := range ch {
+		if !snapshot(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// bounded reports whether a plan's input ends: every scan reads a file, a view's snapshot or
+// constants.
+func bounded(n LogicalNode) bool {
+	if s, ok := n.(*Scan); ok {
+		return s.Relation.Bounded()
+	}
+	ch := n.Children()
+	if len(ch) == 0 {
+		return false
+	}
+	for _, c := range ch {
+		if !bounded(c) {
+			return false
+		}
+	}
+	return true
 }
 
 func checkWindow(w *sql.Window) error {
@@ -452,6 +906,7 @@ func checkWindow(w *sql.Window) error {
 		if w.Gap <= 0 {
 			return errorf(sql.CodeInvalidValue, "SESSION gap must be positive")
 		}
+	case sql.WindowGiven:
 	default:
 		return errorf(sql.CodeInternal, "unknown window kind %d", w.Kind)
 	}

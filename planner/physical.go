@@ -123,8 +123,39 @@ type ExchangeNode struct {
 	Queues int
 }
 
-// LimitNode stops the pipeline after N rows (push queries).
-type LimitNode struct{ N int64 }
+// LimitNode skips Offset rows, then lets N through and stops the job (N < 0: no limit).
+type LimitNode struct{ N, Offset int64 }
+
+// SortSpec is one compiled sort key (nulls sort last ascending, first descending).
+type SortSpec struct {
+	Eval Evaluator
+	Desc bool
+}
+
+// TopNMode is the logical TopN's.
+
+// TopNNode keeps the first N rows of each partition in Order and numbers them into column
+// RowNumber (see the logical TopN for the modes). Rows with equal Partition values share a
+// split (the planner exchanges on them).
+type TopNNode struct {
+	Partition      []Evaluator
+	Order          []SortSpec
+	N              int64
+	RowNumber      int
+	Mode           TopNMode
+	WindowEnd      int
+	Time           int
+	TTL            int64
+	Schema         sql.Schema
+	PartitionTexts []string
+	OrderTexts     []string
+}
+
+// SortNode emits its bounded input's rows in order when the input ends (one split).
+type SortNode struct {
+	Keys  []SortSpec
+	Texts []string
+}
 
 // UnionNode passes the rows of all its inputs through (UNION ALL); the inputs' rows have
 // the same layout, Schema.
@@ -139,6 +170,8 @@ func (*AggregateNode) physicalNode()    {}
 func (*ExchangeNode) physicalNode()     {}
 func (*LimitNode) physicalNode()        {}
 func (*UnionNode) physicalNode()        {}
+func (*TopNNode) physicalNode()         {}
+func (*SortNode) physicalNode()         {}
 
 // SourceSpec is one input of a stage: a declared stream, or the edge from an upstream stage
 // (FromStage >= 0) whose exchange routes rows to this stage's queues.

@@ -107,7 +107,7 @@ func pick(src SourceSpec, full sql.Row) sql.Row {
 func TestFilterProjectPrunesAndRuns(t *testing.T) {
 	r := fileOrders()
 	q := &sql.Query{
-		From:  r,
+		From:  &sql.FromRelation{Rel: r},
 		Where: call(t, ">", col(r, "amount"), lit(sql.Double(100))),
 		Select: []sql.Expr{
 			col(r, "user_id"),
@@ -161,7 +161,7 @@ func TestPushDownBelowWindowAssign(t *testing.T) {
 	n := len(r.Schema)
 	ws := ref(n, "window_start", sql.TypeTimestamp)
 	q := &sql.Query{
-		From:   r,
+		From:   &sql.FromRelation{Rel: r},
 		Window: &sql.Window{Kind: sql.WindowTumble, TimeCol: 3, Size: 10000, TVF: true},
 		Where: call(t, "AND",
 			call(t, ">", ws, lit(sql.Timestamp(10000))),
@@ -229,7 +229,7 @@ func TestPushDownBelowWindowAssign(t *testing.T) {
 func tvfQuery(r *sql.Relation) *sql.Query {
 	n := len(r.Schema)
 	return &sql.Query{
-		From:       r,
+		From:       &sql.FromRelation{Rel: r},
 		Window:     &sql.Window{Kind: sql.WindowTumble, TimeCol: 3, Size: 10000, TVF: true},
 		GroupBy:    []sql.Expr{col(r, "user_id"), ref(n, "window_start", sql.TypeTimestamp), ref(n+1, "window_end", sql.TypeTimestamp)},
 		Aggregated: true,
@@ -344,7 +344,7 @@ func TestExchangeOmittedWhenPartitionedByKey(t *testing.T) {
 func TestGlobalAggregateShufflesToOneQueue(t *testing.T) {
 	r := mqOrders()
 	q := &sql.Query{
-		From:       r,
+		From:       &sql.FromRelation{Rel: r},
 		Aggregated: true,
 		Aggs:       []sql.AggCall{{Func: "COUNT", Distinct: true, Arg: col(r, "user_id"), T: sql.TypeBigInt}},
 		Select:     []sql.Expr{ref(0, "users", sql.TypeBigInt)},
@@ -376,7 +376,7 @@ func TestHavingOnKeyPushedBelowAggregate(t *testing.T) {
 	r := fileOrders()
 	cnt := ref(1, "n", sql.TypeBigInt)
 	q := &sql.Query{
-		From:       r,
+		From:       &sql.FromRelation{Rel: r},
 		GroupBy:    []sql.Expr{col(r, "user_id")},
 		Aggregated: true,
 		Aggs: []sql.AggCall{
@@ -421,7 +421,7 @@ func TestHavingOnKeyPushedBelowAggregate(t *testing.T) {
 func TestConstantFolding(t *testing.T) {
 	r := fileOrders()
 	q := &sql.Query{
-		From: r,
+		From: &sql.FromRelation{Rel: r},
 		Where: call(t, "AND",
 			call(t, "=", lit(sql.BigInt(1)), lit(sql.BigInt(1))),
 			call(t, ">", col(r, "amount"), call(t, "*", lit(sql.Double(2)), lit(sql.Double(50))))),
@@ -458,15 +458,15 @@ func TestLogicalErrors(t *testing.T) {
 		q    *sql.Query
 		code string
 	}{
-		{"session tvf without aggregation", &sql.Query{From: r, Window: &sql.Window{Kind: sql.WindowSession, TimeCol: 3, Gap: 1000, TVF: true},
+		{"session tvf without aggregation", &sql.Query{From: &sql.FromRelation{Rel: r}, Window: &sql.Window{Kind: sql.WindowSession, TimeCol: 3, Gap: 1000, TVF: true},
 			Select: []sql.Expr{col(r, "user_id")}, Names: []string{"user_id"}, Limit: -1}, sql.CodeNotSupported},
-		{"emit on close without window", &sql.Query{From: r, GroupBy: []sql.Expr{col(r, "user_id")}, Aggregated: true, Emit: sql.EmitOnClose,
+		{"emit on close without window", &sql.Query{From: &sql.FromRelation{Rel: r}, GroupBy: []sql.Expr{col(r, "user_id")}, Aggregated: true, Emit: sql.EmitOnClose,
 			Select: []sql.Expr{ref(0, "user_id", sql.TypeVarchar)}, Names: []string{"user_id"}, Limit: -1}, sql.CodeNotSupported},
-		{"bad tumble size", &sql.Query{From: r, Window: &sql.Window{Kind: sql.WindowTumble, TimeCol: 3, TVF: true},
+		{"bad tumble size", &sql.Query{From: &sql.FromRelation{Rel: r}, Window: &sql.Window{Kind: sql.WindowTumble, TimeCol: 3, TVF: true},
 			Select: []sql.Expr{col(r, "user_id")}, Names: []string{"user_id"}, Limit: -1}, sql.CodeInvalidValue},
-		{"select out of aggregate row", &sql.Query{From: r, GroupBy: []sql.Expr{col(r, "user_id")}, Aggregated: true,
+		{"select out of aggregate row", &sql.Query{From: &sql.FromRelation{Rel: r}, GroupBy: []sql.Expr{col(r, "user_id")}, Aggregated: true,
 			Select: []sql.Expr{ref(3, "x", sql.TypeBigInt)}, Names: []string{"x"}, Limit: -1}, sql.CodeInternal},
-		{"aggregate type disagrees", &sql.Query{From: r, Aggregated: true, Aggs: []sql.AggCall{{Func: "AVG", Arg: col(r, "amount"), T: sql.TypeBigInt}},
+		{"aggregate type disagrees", &sql.Query{From: &sql.FromRelation{Rel: r}, Aggregated: true, Aggs: []sql.AggCall{{Func: "AVG", Arg: col(r, "amount"), T: sql.TypeBigInt}},
 			Select: []sql.Expr{ref(0, "a", sql.TypeBigInt)}, Names: []string{"a"}, Limit: -1}, sql.CodeInternal},
 	}
 	for _, c := range cases {
@@ -557,4 +557,25 @@ func BenchmarkPlan(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// flatten returns the nodes of a plan whose nodes have one input each, from its Scan up.
+func flatten(l LogicalNode) ([]LogicalNode, error) {
+	var out []LogicalNode
+	for n := l; n != nil; {
+		out = append(out, n)
+		ch := n.Children()
+		switch len(ch) {
+		case 0:
+			n = nil
+		case 1:
+			n = ch[0]
+		default:
+			return nil, errorf(sql.CodeInternal, "%s has %d inputs", n, len(ch))
+		}
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out, nil
 }

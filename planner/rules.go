@@ -14,7 +14,49 @@ func Optimize(l LogicalNode) (LogicalNode, error) {
 		return nil, err
 	}
 	l = PushDownPredicates(l)
-	return PruneColumns(l)
+	if l, err = PruneColumns(l); err != nil {
+		return nil, err
+	}
+	return MergeProjections(l), nil
+}
+
+// MergeProjections replaces a projection of a projection with one projection, the inner
+// expressions substituted into the outer ones, when no inner expression other than a
+// column would then be computed more than once.
+func MergeProjections(l LogicalNode) LogicalNode {
+	if ch := l.Children(); len(ch) > 0 {
+		nc := make([]LogicalNode, len(ch))
+		for i, c := range ch {
+			nc[i] = MergeProjections(c)
+		}
+		l = l.WithChildren(nc)
+	}
+	outer, ok := l.(*Project)
+	if !ok {
+		return l
+	}
+	inner, ok := outer.Input.(*Project)
+	if !ok {
+		return l
+	}
+	uses := make([]int, len(inner.Exprs))
+	for _, e := range outer.Exprs {
+		for _, c := range sql.ColumnsUsed(e) {
+			if c >= 0 && c < len(uses) {
+				uses[c]++
+			}
+		}
+	}
+	for i, e := range inner.Exprs {
+		if _, col := e.(*sql.ColumnRef); !col && uses[i] > 1 {
+			return l
+		}
+	}
+	exprs := make([]sql.Expr, len(outer.Exprs))
+	for i, e := range outer.Exprs {
+		exprs[i] = substitute(e, inner.Exprs)
+	}
+	return &Project{Input: inner.Input, Exprs: exprs, Names: outer.Names}
 }
 
 // conjuncts splits a predicate at its top-level ANDs.
@@ -113,6 +155,13 @@ func pushFilter(in LogicalNode, preds []sql.Expr) LogicalNode {
 			return withFilter(n, stay)
 		}
 		return withFilter(n.WithChildren([]LogicalNode{pushFilter(n.Input, below)}), stay)
+	case *Union:
+		// Each input gets the filter (columns are positional).
+		ins := make([]LogicalNode, len(n.Inputs))
+		for i, in := range n.Inputs {
+			ins[i] = pushFilter(in, preds)
+		}
+		return n.WithChildren(ins)
 	case *Aggregate:
 		var below, stay []sql.Expr
 		for _, p := range preds {
@@ -189,6 +238,103 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 		}
 		return n.WithChildren([]LogicalNode{child}), m, nil
 
+	case *Union:
+		// Every input keeps exactly the needed columns, in order, so their layouts agree.
+		keep := make([]int, 0, len(need))
+		for i := range n.Out {
+			if need[i] {
+				keep = append(keep, i)
+			}
+		}
+		out := make([]int, len(n.Out))
+		for i := range out {
+			out[i] = -1
+		}
+		schema := make(sql.Schema, len(keep))
+		for j, i := range keep {
+			out[i] = j
+			schema[j] = n.Out[i]
+		}
+		ins := make([]LogicalNode, len(n.Inputs))
+		for k, in := range n.Inputs {
+			child, m, err := p.prune(in, copySet(need))
+			if err != nil {
+				return nil, nil, err
+			}
+			csch := child.Schema()
+			identity := len(csch) == len(keep)
+			exprs := make([]sql.Expr, len(keep))
+			names := make([]string, len(keep))
+			for j, i := range keep {
+				c := lookup(m, i)
+				if c < 0 {
+					return nil, nil, errorf(sql.CodeInternal, "union column #%d lost while pruning", i)
+				}
+				identity = identity && c == j
+				exprs[j] = &sql.ColumnRef{Index: c, Name: csch[c].Name, T: csch[c].Type}
+				names[j] = n.Out[i].Name
+			}
+			if !identity {
+				child = &Project{Input: child, Exprs: exprs, Names: names}
+			}
+			ins[k] = child
+		}
+		return &Union{Inputs: ins, Out: schema}, out, nil
+
+	case *TopN:
+		in := copySet(need)
+		addUsed(in, n.Partition...)
+		for _, k := range n.Order {
+			addUsed(in, k.Expr)
+		}
+		for _, c := range []int{n.RowNumber, n.WindowEnd, n.Time} {
+			if c >= 0 {
+				in[c] = true
+			}
+		}
+		child, m, err := p.prune(n.Input, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		c := *n
+		c.Input = child
+		if c.Partition, err = remapAll(n.Partition, m); err != nil {
+			return nil, nil, wrapf(err, "pruning TopN")
+		}
+		c.Order = make([]sql.SortKey, len(n.Order))
+		for i, k := range n.Order {
+			e, err := sql.RemapColumns(k.Expr, m)
+			if err != nil {
+				return nil, nil, wrapf(err, "pruning TopN")
+			}
+			c.Order[i] = sql.SortKey{Expr: e, Desc: k.Desc}
+		}
+		for _, f := range []*int{&c.RowNumber, &c.WindowEnd, &c.Time} {
+			if *f >= 0 {
+				*f = lookup(m, *f)
+			}
+		}
+		return &c, m, nil
+
+	case *Sort:
+		in := copySet(need)
+		for _, k := range n.Keys {
+			addUsed(in, k.Expr)
+		}
+		child, m, err := p.prune(n.Input, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		keys := make([]sql.SortKey, len(n.Keys))
+		for i, k := range n.Keys {
+			e, err := sql.RemapColumns(k.Expr, m)
+			if err != nil {
+				return nil, nil, wrapf(err, "pruning ORDER BY")
+			}
+			keys[i] = sql.SortKey{Expr: e, Desc: k.Desc}
+		}
+		return &Sort{Input: child, Keys: keys}, m, nil
+
 	case *Filter:
 		in := copySet(need)
 		addUsed(in, n.Pred)
@@ -259,6 +405,9 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 		addUsed(in, n.Keys...)
 		if n.Window != nil {
 			in[n.Window.TimeCol] = true
+			if n.Window.Kind == sql.WindowGiven {
+				in[n.Window.EndCol] = true
+			}
 		}
 		out := make([]int, nk+wo+len(n.Aggs))
 		for i := 0; i < nk+wo; i++ {
@@ -295,11 +444,19 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 			if c.TimeCol = lookup(m, c.TimeCol); c.TimeCol < 0 {
 				return nil, nil, errorf(sql.CodeInternal, "window time column lost while pruning")
 			}
+			if c.Kind == sql.WindowGiven {
+				if c.EndCol = lookup(m, c.EndCol); c.EndCol < 0 {
+					return nil, nil, errorf(sql.CodeInternal, "window end column lost while pruning")
+				}
+			}
 			win = &c
 		}
-		return &Aggregate{Input: child, Keys: keys, Window: win, Aggs: aggs, Emit: n.Emit}, out, nil
+		return &Aggregate{Input: child, Keys: keys, Window: win, Aggs: aggs, Emit: n.Emit, TTL: n.TTL, EmitNew: n.EmitNew}, out, nil
 
 	case *Scan:
+		if len(n.Columns) == 0 {
+			return n, nil, nil
+		}
 		keep := copySet(need)
 		if n.Relation.EventTime >= 0 {
 			for i, c := range n.Columns {

@@ -12,7 +12,7 @@ func validate(l LogicalNode) error {
 		}
 	}
 	var in sql.Schema
-	if ch := l.Children(); len(ch) == 1 {
+	if ch := l.Children(); len(ch) >= 1 {
 		in = ch[0].Schema()
 	}
 	check := func(es ...sql.Expr) error {
@@ -40,6 +40,9 @@ func validate(l LogicalNode) error {
 	checkTime := func(w *sql.Window) error {
 		if w.TimeCol < 0 || w.TimeCol >= len(in) || in[w.TimeCol].Type.Kind != sql.KindTimestamp {
 			return errorf(sql.CodeInternal, "%s: window time column #%d is not a TIMESTAMP of its input", l, w.TimeCol)
+		}
+		if w.Kind == sql.WindowGiven && (w.EndCol < 0 || w.EndCol >= len(in) || in[w.EndCol].Type.Kind != sql.KindTimestamp) {
+			return errorf(sql.CodeInternal, "%s: window end column #%d is not a TIMESTAMP of its input", l, w.EndCol)
 		}
 		return nil
 	}
@@ -72,6 +75,33 @@ func validate(l LogicalNode) error {
 		}
 		if n.Window != nil {
 			return checkTime(n.Window)
+		}
+	case *Union:
+		for i, c := range n.Inputs {
+			cs := c.Schema()
+			if len(cs) != len(n.Out) {
+				return errorf(sql.CodeInternal, "union input %d has %d columns, the union %d", i, len(cs), len(n.Out))
+			}
+			for k := range cs {
+				if cs[k].Type.Kind != n.Out[k].Type.Kind && cs[k].Type.Kind != sql.KindNull {
+					return errorf(sql.CodeInternal, "union input %d column %d is %s, the union's %s", i, k, cs[k].Type, n.Out[k].Type)
+				}
+			}
+		}
+	case *TopN:
+		if err := check(n.Partition...); err != nil {
+			return err
+		}
+		for _, k := range n.Order {
+			if err := check(k.Expr); err != nil {
+				return err
+			}
+		}
+	case *Sort:
+		for _, k := range n.Keys {
+			if err := check(k.Expr); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -47,6 +47,10 @@ type JobDef struct {
 	Sink string `json:"sink"`
 	// Sources are the streams the job reads.
 	Sources []string `json:"sources"`
+	// StateTTL is the session's state_ttl when the job was created, in milliseconds: state
+	// without a natural end (DISTINCT, deduplication) is forgotten that far behind the
+	// watermark.
+	StateTTL int64 `json:"state_ttl,omitempty"`
 	// Last holds the job's counters when it last stopped in this or another process (SHOW
 	// JOBS shows them for a job that is not running).
 	Last *JobCounters `json:"last,omitempty"`

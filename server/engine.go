@@ -309,20 +309,20 @@ func (e *Engine) exec(ctx context.Context, sess *Session, st sql.Statement) (*Re
 		return e.dropUser(sess, s)
 	case *sql.CreateStream:
 		if s.As != nil {
-			return e.createDerived(s)
+			return e.createDerived(s, sess)
 		}
 		return e.createStream(s)
 	case *sql.CreateView:
-		return e.createView(s)
+		return e.createView(s, sess)
 	case *sql.Insert:
 		if s.Query != nil {
-			return e.insertSelect(s)
+			return e.insertSelect(s, sess)
 		}
 		return e.insertValues(ctx, s)
 	case *sql.Select:
 		return e.query(ctx, sess, s)
 	case *sql.Explain:
-		return e.explain(s)
+		return e.explain(s, sess)
 	case *sql.ShowStmt:
 		return e.show(s)
 	case *sql.Describe:
@@ -355,44 +355,19 @@ func firstWords(s string) string {
 	return strings.Join(f, " ")
 }
 
-// knownOptions are the WITH options docs/sql.md lists ("WITH options"), in the order the
-// "unknown option" error names them. Every option read anywhere (engine, planner, exec,
-// connectors) is here.
-var knownOptions = []string{"connector", "topic", "path", "format", "queues", "key", "partitioned_by",
-	"idle_timeout", "checkpoint_interval", "late_topic", "late_path", "dlq_topic", "dlq_path"}
-
-// checkOptions validates WITH options so that a typo fails the statement instead of being
-// ignored.
+// checkOptions validates WITH options (connectors.ParseStreamOptions: every key known to
+// the connector registry, each value of its type) so that a typo fails the statement
+// instead of being ignored; topic names must be ones the broker takes.
 func checkOptions(opts map[string]string) error {
-	for k, v := range opts {
-		if !slices.Contains(knownOptions, k) {
-			return sql.Errorf(sql.CodeInvalidValue, "unknown option %q in WITH (known: %s)", k, strings.Join(knownOptions, ", "))
-		}
-		switch k {
-		case "topic", "late_topic", "dlq_topic":
+	if _, err := connectors.ParseStreamOptions(opts); err != nil {
+		return sql.Errorf(sql.CodeInvalidValue, "%v", err)
+	}
+	for _, k := range []string{"topic", "late_topic", "dlq_topic"} {
+		if v, ok := opts[k]; ok {
 			if err := checkTopicName(k+" = '"+v+"'", v); err != nil {
 				return err
 			}
-		case "connector":
-			if v != "file" && v != "broker" && v != "print" {
-				return sql.Errorf(sql.CodeInvalidValue, "connector %q is not known (file, broker or print)", v)
-			}
-		case "format":
-			if v != "json" && v != "csv" {
-				return sql.Errorf(sql.CodeInvalidValue, "format %q is not known (json or csv)", v)
-			}
-		case "queues":
-			if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 1024 {
-				return sql.Errorf(sql.CodeInvalidValue, "queues = %q: want a whole number from 1 to 1024", v)
-			}
-		case "idle_timeout", "checkpoint_interval":
-			if _, err := time.ParseDuration(v); err != nil {
-				return sql.Errorf(sql.CodeInvalidValue, "%s = %q: want a duration such as '2s' or '500ms'", k, v)
-			}
 		}
-	}
-	if opts["connector"] == "file" && opts["path"] == "" {
-		return sql.Errorf(sql.CodeInvalidValue, "the file connector needs a path option: WITH (connector = 'file', path = 'events.jsonl')")
 	}
 	return nil
 }
@@ -480,13 +455,21 @@ func (e *Engine) bind(s *sql.Select) (*sql.Query, error) {
 // bindContinuous binds the SELECT of a job, which must read a stream.
 func (e *Engine) bindContinuous(s *sql.Select) (*sql.Query, error) {
 	q, err := sql.Bind(s, e.cat)
-	if err == nil && q.IsConstant() {
+	if err != nil {
+		return nil, err
+	}
+	if q.IsConstant() {
 		return nil, sql.Errorf(sql.CodeNotSupported, "a continuous query needs FROM a stream")
 	}
-	return q, err
+	for _, r := range q.Relations() {
+		if r.IsView {
+			return nil, sql.Errorf(sql.CodeNotSupported, "a continuous query reads streams: %s is a materialized view, which pull queries read (SELECT ... FROM %s)", r.Name, r.Name)
+		}
+	}
+	return q, nil
 }
 
-func (e *Engine) createDerived(s *sql.CreateStream) (*Result, error) {
+func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, error) {
 	if err := checkOptions(s.Options); err != nil {
 		return nil, err
 	}
@@ -508,7 +491,7 @@ func (e *Engine) createDerived(s *sql.CreateStream) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.OrReplace && strings.EqualFold(q.From.Name, s.Name) {
+	if s.OrReplace && slices.Contains(relationNames(q), strings.ToLower(s.Name)) {
 		return nil, sql.Errorf(sql.CodeNotSupported, "CREATE OR REPLACE STREAM %s cannot read %s itself", s.Name, s.Name)
 	}
 	d := &StreamDef{Name: s.Name, Columns: columnDefs(q.OutputSchema()), Options: withDefaults(s.Name, s.Options), Statement: s.Text}
@@ -520,12 +503,12 @@ func (e *Engine) createDerived(s *sql.CreateStream) (*Result, error) {
 	}
 	sink := planner.SinkSpec{Stream: d.Name, Connector: d.Options["connector"], Options: d.Options, Schema: d.Schema()}
 	if s.OrReplace {
-		return e.replace(*d, &JobDef{Statement: s.Text}, q, sink, "CREATE STREAM")
+		return e.replace(*d, &JobDef{Statement: s.Text, StateTTL: stateTTL(sess)}, q, sink, "CREATE STREAM")
 	}
 	if err := e.checkFileWriter(*d, "CREATE STREAM "+d.Name); err != nil {
 		return nil, err
 	}
-	id, err := e.startNewJob(s.Text, d, q, sink)
+	id, err := e.startNewJob(s.Text, d, q, sink, stateTTL(sess))
 	if err != nil {
 		return nil, err
 	}
@@ -552,7 +535,7 @@ func startedNotice(job, sink string) *Notice {
 		Message: fmt.Sprintf("started job %s, which writes %s continuously (SHOW JOBS shows it; TERMINATE JOB %s stops it)", job, sink, job)}
 }
 
-func (e *Engine) insertSelect(s *sql.Insert) (*Result, error) {
+func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
 	target, ok := e.cat.Stream(s.Target)
 	if !ok {
 		return nil, sql.Errorf(sql.CodeUnknownTable, "stream %q does not exist", s.Target)
@@ -578,7 +561,7 @@ func (e *Engine) insertSelect(s *sql.Insert) (*Result, error) {
 		return nil, err
 	}
 	sink := planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: ts}
-	id, err := e.startNewJob(s.Text, nil, q, sink)
+	id, err := e.startNewJob(s.Text, nil, q, sink, stateTTL(sess))
 	if err != nil {
 		return nil, err
 	}
@@ -590,11 +573,11 @@ func (e *Engine) insertSelect(s *sql.Insert) (*Result, error) {
 // startNewJob plans q, records the job (and the derived stream d, if any) in the catalog,
 // and starts it. Planning happens first so a bad query creates nothing. It returns the
 // job's id.
-func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, sink planner.SinkSpec) (string, error) {
-	if _, _, err := planner.Plan(q, planner.Options{Job: "check", Sink: sink}); err != nil {
+func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, sink planner.SinkSpec, ttl int64) (string, error) {
+	if _, _, err := planner.Plan(q, planner.Options{Job: "check", Sink: sink, StateTTL: ttl}); err != nil {
 		return "", err
 	}
-	def := JobDef{Statement: text, State: "RUNNING", Sink: sink.Stream, Sources: []string{q.From.Name}}
+	def := JobDef{Statement: text, State: "RUNNING", Sink: sink.Stream, Sources: relationNames(q), StateTTL: ttl}
 	if e.cluster != nil {
 		e.startMu.Lock()
 		defer e.startMu.Unlock()
@@ -660,7 +643,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 		// A view's rows go to its in-memory table, through the row callback.
 		sink = planner.SinkSpec{Schema: sink.Schema}
 	}
-	_, plan, err := planner.Plan(q, planner.Options{Job: def.ID, Sink: sink})
+	_, plan, err := planner.Plan(q, planner.Options{Job: def.ID, Sink: sink, StateTTL: def.StateTTL})
 	if err != nil {
 		return err
 	}
@@ -670,7 +653,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 	var out *fileOutput
 	if !isView {
 		target, _ := e.cat.Stream(def.Sink)
-		out = newFileOutput(e.files, def.ID, sink, target.Job == def.ID, q.From.Connector() == "file")
+		out = newFileOutput(e.files, def.ID, sink, target.Job == def.ID, readsFilesOnly(q))
 	}
 	if out != nil {
 		open := env.OpenSink
@@ -811,50 +794,76 @@ func (e *Engine) env(job string) exec.Env {
 	}
 }
 
-// openSource opens the source of spec's connector.
+// openSource opens the source of spec's connector (connectors.Lookup); a file path the
+// sandbox refuses is 42501.
 func (e *Engine) openSource(spec planner.SourceSpec) (connectors.Source, error) {
-	switch spec.Connector {
-	case "file":
-		src, err := e.files.OpenSource(spec.Options["path"])
-		if err != nil {
-			return nil, fileError(err)
-		}
-		return src, nil
-	case "broker":
-		if e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
-			return connectors.OpenRocketMQSource(context.Background(), *e.cfg.RocketMQ, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
-		}
-		b, err := e.needBroker(spec.Stream)
-		if err != nil {
-			return nil, err
-		}
-		return connectors.OpenBrokerSource(b, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
+	kind, opts, err := connectorOf(spec.Stream, spec.Connector, spec.Options)
+	if err != nil {
+		return nil, err
 	}
-	return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: reading the %s connector is not available in this build", spec.Stream, spec.Connector)
+	if kind.OpenSource == nil {
+		return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: the %s connector cannot be read", spec.Stream, kind.Name)
+	}
+	src, err := kind.OpenSource(context.Background(), e.deps(), connectors.Spec{Stream: spec.Stream, Options: opts})
+	if errors.Is(err, connectors.ErrNoBroker) {
+		_, err = e.needBroker(spec.Stream)
+	}
+	if err != nil {
+		return nil, fileError(err)
+	}
+	return src, nil
 }
 
-// openSink opens the sink of spec's connector.
+// openSink opens the sink of spec's connector (connectors.Lookup).
 func (e *Engine) openSink(spec planner.SinkSpec) (connectors.Sink, error) {
-	switch spec.Connector {
-	case "file":
-		sink, err := e.files.OpenSink(spec.Options["path"], connectors.FileSinkOptions{})
-		if err != nil {
-			return nil, fileError(err)
-		}
-		return sink, nil
-	case "print":
-		return connectors.NewPrintSink(os.Stdout), nil
-	case "broker":
-		if e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
-			return connectors.OpenRocketMQSink(context.Background(), *e.cfg.RocketMQ, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
-		}
-		b, err := e.needBroker(spec.Stream)
-		if err != nil {
-			return nil, err
-		}
-		return connectors.OpenBrokerSink(b, topicOf(spec.Stream, spec.Options), queuesOf(spec.Options))
+	kind, opts, err := connectorOf(spec.Stream, spec.Connector, spec.Options)
+	if err != nil {
+		return nil, err
 	}
-	return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: writing the %s connector is not available in this build", spec.Stream, spec.Connector)
+	if kind.OpenSink == nil {
+		return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: the %s connector cannot be written", spec.Stream, kind.Name)
+	}
+	sink, err := kind.OpenSink(context.Background(), e.deps(), connectors.Spec{Stream: spec.Stream, Options: opts})
+	if errors.Is(err, connectors.ErrNoBroker) {
+		_, err = e.needBroker(spec.Stream)
+	}
+	if err != nil {
+		return nil, fileError(err)
+	}
+	return sink, nil
+}
+
+// connectorOf finds a stream's connector and parses its options. Specs made inside the
+// engine (shuffle topics, side outputs) carry options of their own besides the stream's,
+// so only the options a connector reads are parsed here; the stream's were validated when
+// it was declared.
+func connectorOf(stream, connector string, raw map[string]string) (connectors.Kind, connectors.StreamOptions, error) {
+	if connector == "" {
+		connector = raw["connector"]
+	}
+	if connector == "" {
+		connector = "broker"
+	}
+	kind, ok := connectors.Lookup(connector)
+	if !ok {
+		return kind, connectors.StreamOptions{}, sql.Errorf(sql.CodeNotSupported, "stream %s: the %s connector is not available in this build (known: %s)", stream, connector, strings.Join(connectors.KindNames(), ", "))
+	}
+	known := map[string]string{}
+	for k, v := range raw {
+		if slices.Contains(connectors.CommonOptions, k) || slices.Contains(kind.Options, k) {
+			known[k] = v
+		}
+	}
+	known["connector"] = kind.Name
+	opts, err := connectors.ParseStreamOptions(known)
+	if err != nil {
+		return kind, opts, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", stream, err)
+	}
+	return kind, opts, nil
+}
+
+func (e *Engine) deps() connectors.Deps {
+	return connectors.Deps{Broker: e.cfg.Broker, RocketMQ: e.cfg.RocketMQ, Files: e.files}
 }
 
 func (e *Engine) needBroker(stream string) (*broker.Broker, error) {
@@ -954,7 +963,7 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 	return &Result{Tag: "DROP " + s.Kind}, nil
 }
 
-func (e *Engine) explain(s *sql.Explain) (*Result, error) {
+func (e *Engine) explain(s *sql.Explain, sess *Session) (*Result, error) {
 	q, err := e.bind(s.Query)
 	if err != nil {
 		return nil, err
@@ -972,7 +981,7 @@ func (e *Engine) explain(s *sql.Explain) (*Result, error) {
 			sink = planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: target.Schema()}
 		}
 	}
-	l, p, err := planner.Plan(q, planner.Options{Job: "explain", Sink: sink})
+	l, p, err := planner.Plan(q, planner.Options{Job: "explain", Sink: sink, StateTTL: stateTTL(sess)})
 	if err != nil {
 		return nil, err
 	}
@@ -1113,4 +1122,24 @@ func (e *Engine) commitLocal(cp *exec.CheckpointInfo) error {
 		}
 	}
 	return nil
+}
+
+// relationNames are the lower-case names of the streams, tables and views a query reads.
+func relationNames(q *sql.Query) []string {
+	var out []string
+	for _, r := range q.Relations() {
+		out = append(out, strings.ToLower(r.Name))
+	}
+	return out
+}
+
+// readsFilesOnly reports whether every relation a query reads is a file (its job ends).
+func readsFilesOnly(q *sql.Query) bool {
+	rels := q.Relations()
+	for _, r := range rels {
+		if r.Connector() != "file" {
+			return false
+		}
+	}
+	return len(rels) > 0
 }

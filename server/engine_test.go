@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"rsql/connectors"
 	"sort"
 	"strings"
 	"testing"
@@ -381,7 +382,7 @@ func TestTopicNames(t *testing.T) {
 // gets PostgreSQL's code.
 func TestOptionsAndValueErrors(t *testing.T) {
 	te := newTestEngine(t, true)
-	te.wantCode("CREATE STREAM s (a BIGINT) WITH (colour = 'red')", "22023", knownOptions...)
+	te.wantCode("CREATE STREAM s (a BIGINT) WITH (colour = 'red')", "22023", append(append([]string(nil), connectors.CommonOptions...), "path")...)
 	te.wantCode("CREATE STREAM p (a BIGINT, b INT) WITH (key = 'a, c')", "42703", `no column "c"`)
 	te.mustExec("CREATE STREAM p (a BIGINT, b INT) WITH (partitioned_by = 'b,a')")
 	te.mustExec("CREATE STREAM s (a BIGINT, b INT) WITH (queues = 1)")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,7 +48,7 @@ func (v *viewTable) snapshot() []sql.Row {
 	return out
 }
 
-func (e *Engine) createView(s *sql.CreateView) (*Result, error) {
+func (e *Engine) createView(s *sql.CreateView, sess *Session) (*Result, error) {
 	if old, exists := e.cat.Stream(s.Name); exists {
 		if s.IfNotExists {
 			return skipped("view", old), nil
@@ -63,16 +64,16 @@ func (e *Engine) createView(s *sql.CreateView) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.OrReplace && strings.EqualFold(q.From.Name, s.Name) {
+	if s.OrReplace && slices.Contains(relationNames(q), strings.ToLower(s.Name)) {
 		return nil, sql.Errorf(sql.CodeNotSupported, "CREATE OR REPLACE MATERIALIZED VIEW %s cannot read %s itself", s.Name, s.Name)
 	}
 	d := &StreamDef{Name: s.Name, Columns: columnDefs(q.OutputSchema()), Options: map[string]string{"connector": "view"},
 		IsView: true, Statement: s.Text}
 	sink := planner.SinkSpec{Stream: s.Name, Connector: "view", Schema: d.Schema()}
 	if s.OrReplace {
-		return e.replace(*d, &JobDef{Statement: s.Text}, q, sink, "CREATE MATERIALIZED VIEW")
+		return e.replace(*d, &JobDef{Statement: s.Text, StateTTL: stateTTL(sess)}, q, sink, "CREATE MATERIALIZED VIEW")
 	}
-	id, err := e.startNewJob(s.Text, d, q, sink)
+	id, err := e.startNewJob(s.Text, d, q, sink, stateTTL(sess))
 	if err != nil {
 		return nil, err
 	}
@@ -98,10 +99,10 @@ func (e *Engine) query(ctx context.Context, sess *Session, s *sql.Select) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	if q.From.IsView || q.IsConstant() {
-		return e.pull(q)
+	if isPull(q) {
+		return e.pull(ctx, sess, q)
 	}
-	_, plan, err := planner.Plan(q, planner.Options{Job: "push", Sink: planner.SinkSpec{}})
+	_, plan, err := planner.Plan(q, planner.Options{Job: "push", Sink: planner.SinkSpec{}, StateTTL: stateTTL(sess)})
 	if err != nil {
 		return nil, err
 	}
@@ -178,57 +179,6 @@ func (r *pushRows) Close() error {
 	for range r.ch {
 	}
 	return nil
-}
-
-// pull answers a SELECT over a materialized view from the view's current rows.
-func (e *Engine) pull(q *sql.Query) (*Result, error) {
-	if q.Aggregated || q.Window != nil {
-		return nil, sql.Errorf(sql.CodeNotSupported, "a query over materialized view %s can filter and project its rows, not aggregate them again", q.From.Name)
-	}
-	var all []sql.Row
-	if q.IsConstant() {
-		all = []sql.Row{{}}
-	} else {
-		e.mu.Lock()
-		v := e.views[strings.ToLower(q.From.Name)]
-		e.mu.Unlock()
-		if v != nil {
-			all = v.snapshot()
-		}
-	}
-	var where func(sql.Row) sql.Value
-	var err error
-	if q.Where != nil {
-		if where, err = sql.Compile(q.Where); err != nil {
-			return nil, err
-		}
-	}
-	sel := make([]func(sql.Row) sql.Value, len(q.Select))
-	for i, x := range q.Select {
-		if sel[i], err = sql.Compile(x); err != nil {
-			return nil, err
-		}
-	}
-	var out []sql.Row
-	var size int64
-	for _, r := range all {
-		if where != nil && !where(r).Truth() {
-			continue
-		}
-		o := make(sql.Row, len(sel))
-		for i, f := range sel {
-			o[i] = f(r)
-		}
-		size += rowBytes(o)
-		if max := e.cfg.MaxResultBytes; max > 0 && size > max {
-			return nil, sql.Errorf(sql.CodeProgramLimit, "the result of this query is larger than the limit of %d bytes (after %d rows): narrow it with WHERE or LIMIT", max, len(out))
-		}
-		out = append(out, o)
-		if q.Limit >= 0 && int64(len(out)) >= q.Limit {
-			break
-		}
-	}
-	return &Result{Columns: q.OutputSchema(), Rows: &sliceRows{rows: out}, Tag: "SELECT"}, nil
 }
 
 // rowBytes is about what row takes in memory.

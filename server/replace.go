@@ -17,10 +17,10 @@ import (
 func (e *Engine) replace(d StreamDef, j *JobDef, q *sql.Query, sink planner.SinkSpec, tag string) (*Result, error) {
 	var def JobDef
 	if j != nil {
-		if _, _, err := planner.Plan(q, planner.Options{Job: "check", Sink: sink}); err != nil {
+		if _, _, err := planner.Plan(q, planner.Options{Job: "check", Sink: sink, StateTTL: j.StateTTL}); err != nil {
 			return nil, err
 		}
-		def = JobDef{Statement: j.Statement, State: "RUNNING", Sink: d.Name, Sources: []string{q.From.Name}}
+		def = JobDef{Statement: j.Statement, State: "RUNNING", Sink: d.Name, Sources: relationNames(q), StateTTL: j.StateTTL}
 	}
 	if e.cluster != nil {
 		e.startMu.Lock()

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"rsql/sql"
 )
@@ -27,6 +28,8 @@ var settings = func() map[string]setting {
 	for _, s := range []setting{
 		{name: "offset_reset", values: []string{"earliest", "latest"}, def: "latest",
 			doc: "where a push query over a topic starts: earliest (the retained history) or latest (new records)"},
+		{name: "state_ttl", check: ttlValue, def: "0",
+			doc: "how long state without a natural end (SELECT DISTINCT, deduplication over a stream) is kept behind the watermark, e.g. '1 hour', '30m'; 0: not at all (such queries are refused)"},
 		{name: "application_name", check: anyText, def: "", doc: "the client's name"},
 		{name: "client_encoding", check: utf8Name, def: "UTF8", doc: "UTF8 only"},
 		{name: "datestyle", check: dateStyle, def: "ISO, MDY", doc: "ISO only"},
@@ -120,4 +123,48 @@ func applySetting(name, value string) (string, error) {
 		return v, nil
 	}
 	return "", sql.Errorf(sql.CodeInvalidValue, "invalid value %q for setting %s: %s", value, s.name, s.doc)
+}
+
+// ttlValue accepts a state TTL: a Go duration ("90m", "1h30m") or "n unit" with unit one of
+// millisecond(s), second(s), minute(s), hour(s), day(s); "0" turns it off. It is stored as a
+// Go duration.
+func ttlValue(v string) (string, bool) {
+	d, ok := parseTTL(v)
+	if !ok {
+		return "", false
+	}
+	return d.String(), true
+}
+
+func parseTTL(v string) (time.Duration, bool) {
+	v = strings.TrimSpace(strings.ToLower(v))
+	if v == "0" || v == "" {
+		return 0, true
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+		return d, true
+	}
+	f := strings.Fields(v)
+	if len(f) != 2 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	unit := map[string]time.Duration{"millisecond": time.Millisecond, "second": time.Second, "minute": time.Minute,
+		"hour": time.Hour, "day": 24 * time.Hour}[strings.TrimSuffix(f[1], "s")]
+	if unit == 0 {
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
+}
+
+// stateTTL is the session's state_ttl in milliseconds.
+func stateTTL(sess *Session) int64 {
+	if sess == nil {
+		return 0
+	}
+	d, _ := parseTTL(sess.Settings["state_ttl"])
+	return d.Milliseconds()
 }

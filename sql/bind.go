@@ -25,8 +25,43 @@ func Bind(s *Select, cat Catalog) (q *Query, err error) {
 			err = Errorf(CodeInternal, "bind: %v", r)
 		}
 	}()
-	b := &binder{input: s.input, rw: s.rw, params: s.Params, casts: s.casts, mode: modeInput, pos: s.rw.srcStart}
-	return b.bindSelect(s, cat)
+	ctx := &bindCtx{input: s.input, rw: s.rw, params: s.Params, casts: s.casts, tvfs: s.tvfs, cat: cat, emitPos: s.emitPos}
+	b := ctx.newBinder()
+	q, err = b.bindQuery(s.stmt)
+	if err != nil {
+		return nil, err
+	}
+	q.Text = s.Text
+	q.Emit = s.Emit
+	if q.Emit == EmitOnClose && q.Window == nil {
+		b.pos = s.emitPos
+		return nil, b.errf(CodeNotSupported, "EMIT ON WINDOW CLOSE needs a window (TUMBLE, HOP or SESSION)")
+	}
+	return q, nil
+}
+
+// bindCtx is what every query block of a statement shares.
+type bindCtx struct {
+	input   string
+	rw      *rewrite
+	params  []Value
+	casts   []Type
+	tvfs    []*windowCall
+	cat     Catalog
+	emitPos int
+	// ctes are the common table expressions in scope, innermost last.
+	ctes []cteDef
+	// windows numbers the windows of the statement (ColAttr.Window).
+	windows int
+}
+
+type cteDef struct {
+	name string
+	q    *Query
+}
+
+func (c *bindCtx) newBinder() *binder {
+	return &binder{ctx: c, input: c.input, rw: c.rw, params: c.params, casts: c.casts, mode: modeInput, pos: c.rw.srcStart}
 }
 
 type bindMode uint8
@@ -37,7 +72,9 @@ const (
 	modeAgg                   // over the aggregate row
 )
 
+// binder binds one query block (a SELECT, with its FROM).
 type binder struct {
+	ctx    *bindCtx
 	input  string
 	rw     *rewrite
 	params []Value
@@ -46,9 +83,12 @@ type binder struct {
 	pos    int // offset (in the input) of the node being bound, for errors
 
 	// FROM
-	rel      *Relation
+	from     From
+	fromName string   // for messages
 	relNames []string // names a column may be qualified with
-	scope    Schema   // the input row
+	base     Schema   // the FROM's row
+	scope    Schema   // the input row: base, plus window_start/window_end of a TUMBLE/HOP table function
+	attrs    []ColAttr
 	tvf      *windowCall
 	window   *Window
 
@@ -83,28 +123,214 @@ func (b *binder) setPos(n ast.Node) {
 	}
 }
 
-func (b *binder) bindSelect(s *Select, cat Catalog) (*Query, error) {
-	sel := s.stmt
-	q := &Query{Emit: s.Emit, Limit: -1, Text: s.Text}
+// bindQuery binds a SELECT or a set operation (UNION ALL), with its WITH clause.
+func (b *binder) bindQuery(n ast.Node) (*Query, error) {
+	switch x := n.(type) {
+	case *ast.SelectStmt:
+		return b.bindSelect(x)
+	case *ast.SetOprStmt:
+		return b.bindSetOpr(x.With, x.SelectList, x.OrderBy, x.Limit)
+	case *ast.SetOprSelectList:
+		return b.bindSetOpr(x.With, x, x.OrderBy, x.Limit)
+	case *ast.SubqueryExpr:
+		return b.bindQuery(x.Query)
+	}
+	return nil, b.errf(CodeNotSupported, "this kind of query is not supported here")
+}
+
+// withCTEs binds a WITH clause: each common table expression is bound in order (it may read
+// the ones before it) and is in scope until pop is called.
+func (b *binder) withCTEs(w *ast.WithClause) (pop func(), err error) {
+	n := len(b.ctx.ctes)
+	pop = func() { b.ctx.ctes = b.ctx.ctes[:n] }
+	if w == nil {
+		return pop, nil
+	}
+	if w.IsRecursive {
+		b.setPos(w)
+		return pop, b.errf(CodeNotSupported, "WITH RECURSIVE is not supported")
+	}
+	for _, c := range w.CTEs {
+		b.setPos(c)
+		q, err := b.ctx.newBinder().bindQuery(c.Query)
+		if err != nil {
+			pop()
+			return pop, err
+		}
+		if len(c.ColNameList) > 0 {
+			if len(c.ColNameList) != len(q.Names) {
+				pop()
+				return pop, b.errf(CodeSyntax, "WITH %s names %d columns but its query has %d", c.Name.O, len(c.ColNameList), len(q.Names))
+			}
+			cq := *q
+			cq.Names = make([]string, len(q.Names))
+			for i, cn := range c.ColNameList {
+				cq.Names[i] = cn.O
+			}
+			q = &cq
+		}
+		b.ctx.ctes = append(b.ctx.ctes, cteDef{name: c.Name.L, q: q})
+	}
+	return pop, nil
+}
+
+func (b *binder) cte(name string) (*Query, bool) {
+	for i := len(b.ctx.ctes) - 1; i >= 0; i-- {
+		if b.ctx.ctes[i].name == strings.ToLower(name) {
+			return b.ctx.ctes[i].q, true
+		}
+	}
+	return nil, false
+}
+
+// bindSetOpr binds UNION ALL (and refuses UNION, EXCEPT, INTERSECT): a query reading the
+// union of its inputs, with the first input's column names and types every input can be
+// cast to.
+func (b *binder) bindSetOpr(with *ast.WithClause, list *ast.SetOprSelectList, order *ast.OrderByClause, limit *ast.Limit) (*Query, error) {
+	pop, err := b.withCTEs(with)
+	if err != nil {
+		return nil, err
+	}
+	defer pop()
+	var inputs []*Query
+	var add func(l *ast.SetOprSelectList) error
+	add = func(l *ast.SetOprSelectList) error {
+		if l.With != nil {
+			pop2, err := b.withCTEs(l.With)
+			if err != nil {
+				return err
+			}
+			defer pop2()
+		}
+		for i, n := range l.Selects {
+			var op *ast.SetOprType
+			switch x := n.(type) {
+			case *ast.SelectStmt:
+				op = x.AfterSetOperator
+			case *ast.SetOprSelectList:
+				op = x.AfterSetOperator
+			}
+			if i > 0 && op != nil && *op != ast.UnionAll {
+				b.setPos(n)
+				if *op == ast.Union {
+					return b.errf(CodeNotSupported, "UNION (without ALL) needs de-duplication state over an unbounded stream: use UNION ALL, and SELECT DISTINCT over window columns to de-duplicate per window")
+				}
+				return b.errf(CodeNotSupported, "%s is not supported: use UNION ALL", op.String())
+			}
+			if x, ok := n.(*ast.SetOprSelectList); ok && x.OrderBy == nil && x.Limit == nil && x.With == nil {
+				if err := add(x); err != nil {
+					return err
+				}
+				continue
+			}
+			q, err := b.ctx.newBinder().bindQuery(n)
+			if err != nil {
+				return err
+			}
+			inputs = append(inputs, q)
+		}
+		return nil
+	}
+	if err := add(list); err != nil {
+		return nil, err
+	}
+	if len(inputs) == 1 && order == nil && limit == nil {
+		return inputs[0], nil
+	}
+	u := &FromUnion{Inputs: inputs}
+	first := inputs[0]
+	u.Types = make([]Type, len(first.Select))
+	for i, e := range first.Select {
+		u.Types[i] = e.Type()
+	}
+	for k, in := range inputs[1:] {
+		if len(in.Select) != len(first.Select) {
+			b.setPos(list.Selects[k+1])
+			return nil, b.errf(CodeSyntax, "each UNION query must have the same number of columns: the first has %d, query %d has %d", len(first.Select), k+2, len(in.Select))
+		}
+		for i, e := range in.Select {
+			t, ok := unionType(u.Types[i], e.Type())
+			if !ok {
+				b.setPos(list.Selects[k+1])
+				return nil, b.errf(CodeTypeMismatch, "UNION types %s and %s cannot be matched (column %d, %s)", u.Types[i], e.Type(), i+1, first.Names[i])
+			}
+			u.Types[i] = t
+		}
+	}
+	q := &Query{From: u, Limit: -1}
+	attrs := make([]ColAttr, len(u.Types))
+	for i := range attrs {
+		attrs[i] = first.attr(i)
+		for _, in := range inputs[1:] {
+			a := in.attr(i)
+			attrs[i].Time = attrs[i].Time && a.Time
+			if a.Window != attrs[i].Window || a.End != attrs[i].End {
+				attrs[i].Window, attrs[i].End = 0, false
+			}
+		}
+	}
+	for i, t := range u.Types {
+		q.Select = append(q.Select, &ColumnRef{Index: i, Name: first.Names[i], T: t})
+		q.Names = append(q.Names, first.Names[i])
+	}
+	q.Attrs = attrs
+	if err := b.orderLimit(q, order, limit); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// unionType is the type a UNION column takes from two inputs' types.
+func unionType(a, b Type) (Type, bool) {
 	switch {
-	case sel.With != nil:
-		return nil, b.errf(CodeNotSupported, "WITH (common table expressions) is not supported")
-	case sel.Distinct:
-		return nil, b.errf(CodeNotSupported, "SELECT DISTINCT is not supported: use GROUP BY")
+	case a.Kind == KindNull:
+		return b, true
+	case b.Kind == KindNull || a == b:
+		return a, true
+	case a.Kind == b.Kind && a.Kind != KindDecimal:
+		return a, true
+	case a.Kind.IsNumeric() && b.Kind.IsNumeric():
+		switch {
+		case a.Kind == KindDouble || b.Kind == KindDouble:
+			return TypeDouble, true
+		case a.Kind == KindDecimal || b.Kind == KindDecimal:
+			scale := max(a.Scale, b.Scale)
+			return Type{Kind: KindDecimal, Precision: 18, Scale: scale}, true
+		default:
+			return TypeBigInt, true
+		}
+	}
+	return a, false
+}
+
+// attr is ColAttr of output column i (none when unknown).
+func (q *Query) attr(i int) ColAttr {
+	if i < len(q.Attrs) {
+		return q.Attrs[i]
+	}
+	return ColAttr{}
+}
+
+func (b *binder) bindSelect(sel *ast.SelectStmt) (*Query, error) {
+	q := &Query{Limit: -1}
+	switch {
 	case sel.SelectIntoOpt != nil:
 		return nil, b.errf(CodeNotSupported, "SELECT ... INTO is not supported: use INSERT INTO or CREATE STREAM ... AS")
 	case len(sel.WindowSpecs) > 0:
 		return nil, b.errf(CodeNotSupported, "WINDOW clauses are not supported: use TUMBLE, HOP or SESSION")
 	case sel.Kind != ast.SelectStmtKindSelect:
 		return nil, b.errf(CodeNotSupported, "only SELECT queries are supported here")
-	case sel.OrderBy != nil:
-		b.setPos(sel.OrderBy.Items[0].Expr)
-		return nil, b.errf(CodeNotSupported, "ORDER BY is not supported: streams are unbounded")
 	}
-	if err := b.from(s, sel, cat); err != nil {
+	pop, err := b.withCTEs(sel.With)
+	if err != nil {
 		return nil, err
 	}
-	q.From = b.rel
+	defer pop()
+	if err := b.bindFrom(sel); err != nil {
+		return nil, err
+	}
+	q.From = b.from
+	q.Distinct = sel.Distinct
 
 	// WHERE over the input row.
 	if sel.Where != nil {
@@ -142,6 +368,10 @@ func (b *binder) bindSelect(s *Select, cat Catalog) (*Query, error) {
 	if b.tvf != nil {
 		b.window.TVF = true
 	}
+	if b.window != nil && b.window.id == 0 {
+		b.ctx.windows++
+		b.window.id = b.ctx.windows
+	}
 	if b.window != nil && b.window.Kind == WindowSession && !aggregated {
 		b.pos = b.tvf.pos
 		return nil, b.errf(CodeNotSupported, "SESSION windows need GROUP BY (aggregation)")
@@ -173,6 +403,18 @@ func (b *binder) bindSelect(s *Select, cat Catalog) (*Query, error) {
 			}
 			continue
 		}
+		if wf, ok := f.Expr.(*ast.WindowFuncExpr); ok && strings.EqualFold(wf.Name, "row_number") {
+			if err := b.rowNumber(q, wf); err != nil {
+				return nil, err
+			}
+			q.Select = append(q.Select, &Literal{V: Value{K: KindNull}, T: TypeBigInt})
+			name := f.AsName.O
+			if name == "" {
+				name = "row_number"
+			}
+			q.Names = append(q.Names, name)
+			continue
+		}
 		e, err := b.expr(f.Expr)
 		if err != nil {
 			return nil, err
@@ -194,33 +436,172 @@ func (b *binder) bindSelect(s *Select, cat Catalog) (*Query, error) {
 		q.Having = h
 	}
 	q.Aggs = b.aggs
-
-	if sel.Limit != nil {
-		if sel.Limit.Offset != nil {
-			b.setPos(sel.Limit.Offset)
-			return nil, b.errf(CodeNotSupported, "LIMIT with OFFSET is not supported")
-		}
-		saved := b.mode
-		b.mode = modeConst
-		n, err := b.expr(sel.Limit.Count)
-		b.mode = saved
-		if err != nil {
-			return nil, err
-		}
-		v, err := Eval(n, nil)
-		if err != nil {
-			return nil, b.at(err)
-		}
-		if !v.K.IsInteger() || v.I < 0 {
-			return nil, b.errf(CodeTypeMismatch, "LIMIT must be a non-negative integer")
-		}
-		q.Limit = v.I
+	q.Attrs = b.outputAttrs(q)
+	if q.Distinct && q.RowNumber != nil {
+		b.setPos(sel)
+		return nil, b.errf(CodeNotSupported, "SELECT DISTINCT with ROW_NUMBER() is not supported")
 	}
-	if q.Emit == EmitOnClose && q.Window == nil {
-		b.pos = s.emitPos
-		return nil, b.errf(CodeNotSupported, "EMIT ON WINDOW CLOSE needs a window (TUMBLE, HOP or SESSION)")
+	if err := b.orderLimit(q, sel.OrderBy, sel.Limit); err != nil {
+		return nil, err
 	}
 	return q, nil
+}
+
+// orderLimit binds ORDER BY (over the output columns: names, positions, or expressions of
+// them), LIMIT and OFFSET.
+func (b *binder) orderLimit(q *Query, order *ast.OrderByClause, limit *ast.Limit) error {
+	if order != nil {
+		out := q.OutputSchema()
+		ob := &binder{ctx: b.ctx, input: b.input, rw: b.rw, params: b.params, casts: b.casts, mode: modeInput,
+			from: &FromNothing{}, fromName: "the query's result", base: out, scope: out, clause: "ORDER BY"}
+		for _, it := range order.Items {
+			ob.setPos(it.Expr)
+			var e Expr
+			if pe, ok := it.Expr.(*ast.PositionExpr); ok {
+				if pe.P != nil || pe.N < 1 || pe.N > len(out) {
+					return ob.errf(CodeUnknownColumn, "ORDER BY position %d is not in the select list", pe.N)
+				}
+				e = &ColumnRef{Index: pe.N - 1, Name: out[pe.N-1].Name, T: out[pe.N-1].Type}
+			} else {
+				var err error
+				if e, err = ob.expr(it.Expr); err != nil {
+					if se, ok := err.(*Error); ok && se.Code == CodeUnknownColumn {
+						se.Message += " (ORDER BY reads the query's result columns: select it, or order by its alias)"
+					}
+					return err
+				}
+			}
+			q.OrderBy = append(q.OrderBy, SortKey{Expr: e, Desc: it.Desc})
+		}
+	}
+	if limit != nil {
+		saved := b.mode
+		b.mode = modeConst
+		defer func() { b.mode = saved }()
+		intOf := func(n ast.ExprNode, what string) (int64, error) {
+			b.setPos(n)
+			e, err := b.expr(n)
+			if err != nil {
+				return 0, err
+			}
+			v, err := Eval(e, nil)
+			if err != nil {
+				return 0, b.at(err)
+			}
+			if !v.K.IsInteger() || v.I < 0 {
+				return 0, b.errf(CodeTypeMismatch, "%s must be a non-negative integer", what)
+			}
+			return v.I, nil
+		}
+		if limit.Count != nil {
+			n, err := intOf(limit.Count, "LIMIT")
+			if err != nil {
+				return err
+			}
+			q.Limit = n
+		}
+		if limit.Offset != nil {
+			n, err := intOf(limit.Offset, "OFFSET")
+			if err != nil {
+				return err
+			}
+			q.Offset = n
+		}
+	}
+	return nil
+}
+
+// rowNumber binds ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...) of the select list;
+// its expressions are over the same row as the select list.
+func (b *binder) rowNumber(q *Query, wf *ast.WindowFuncExpr) error {
+	b.setPos(wf)
+	switch {
+	case q.RowNumber != nil:
+		return b.errf(CodeNotSupported, "only one ROW_NUMBER() per query")
+	case len(wf.Args) > 0:
+		return b.errf(CodeSyntax, "ROW_NUMBER() takes no arguments")
+	case wf.Spec.Name.O != "" || wf.Spec.Ref.O != "":
+		return b.errf(CodeNotSupported, "named windows are not supported: write OVER (PARTITION BY ... ORDER BY ...)")
+	case wf.Spec.Frame != nil:
+		return b.errf(CodeNotSupported, "window frames are not supported with ROW_NUMBER()")
+	case wf.Spec.OrderBy == nil:
+		return b.errf(CodeNotSupported, "ROW_NUMBER() needs ORDER BY in its OVER clause")
+	}
+	rn := &RowNumber{Col: len(q.Select)}
+	if wf.Spec.PartitionBy != nil {
+		for _, it := range wf.Spec.PartitionBy.Items {
+			e, err := b.expr(it.Expr)
+			if err != nil {
+				return err
+			}
+			rn.Partition = append(rn.Partition, e)
+			rn.PartAttrs = append(rn.PartAttrs, b.rowAttr(q, e))
+		}
+	}
+	for _, it := range wf.Spec.OrderBy.Items {
+		e, err := b.expr(it.Expr)
+		if err != nil {
+			return err
+		}
+		rn.Order = append(rn.Order, SortKey{Expr: e, Desc: it.Desc})
+		rn.OrderAttrs = append(rn.OrderAttrs, b.rowAttr(q, e))
+	}
+	q.RowNumber = rn
+	return nil
+}
+
+// rowAttr is the ColAttr of an expression over the row the select list reads (the input
+// row, or the aggregate row when the query aggregates): a column's, or none.
+func (b *binder) rowAttr(q *Query, e Expr) ColAttr {
+	c, ok := e.(*ColumnRef)
+	if !ok {
+		return ColAttr{}
+	}
+	if b.mode != modeAgg {
+		if c.Index < len(b.attrs) {
+			return b.attrs[c.Index]
+		}
+		return ColAttr{}
+	}
+	probe := &Query{GroupBy: b.keys, Window: b.window, Aggregated: true, Aggs: b.aggs, Emit: q.Emit,
+		Select: []Expr{c}}
+	return b.outputAttrs(probe)[0]
+}
+
+// outputAttrs derives the output columns' ColAttr: a column that passes an input column
+// through keeps its attribute; the window bounds of a windowed aggregation are a window of
+// their own, and its window_end is an event-time attribute (a window's row is emitted
+// before the watermark that closed it moves on).
+func (b *binder) outputAttrs(q *Query) []ColAttr {
+	out := make([]ColAttr, len(q.Select))
+	var aggRow []ColAttr // attributes of the aggregate row
+	if q.Aggregated {
+		aggRow = make([]ColAttr, len(q.GroupBy)+b.nWin+len(q.Aggs))
+		for i, k := range q.GroupBy {
+			if c, ok := k.(*ColumnRef); ok && c.Index < len(b.attrs) {
+				aggRow[i] = b.attrs[c.Index]
+				aggRow[i].Time = false // rows of a group come when it changes, not in time order
+			}
+		}
+		if w := q.Window; w != nil && q.Emit != EmitChanges {
+			aggRow[len(q.GroupBy)] = ColAttr{Window: w.id}
+			aggRow[len(q.GroupBy)+1] = ColAttr{Window: w.id, End: true, Time: true}
+		}
+	}
+	for i, e := range q.Select {
+		c, ok := e.(*ColumnRef)
+		if !ok {
+			continue
+		}
+		if q.Aggregated {
+			if c.Index < len(aggRow) {
+				out[i] = aggRow[c.Index]
+			}
+		} else if c.Index < len(b.attrs) {
+			out[i] = b.attrs[c.Index]
+		}
+	}
+	return out
 }
 
 func (b *binder) knownQualifier(t string) bool {
@@ -232,72 +613,113 @@ func (b *binder) knownQualifier(t string) bool {
 	return false
 }
 
-// from resolves FROM: one stream or view, optionally through a window table function.
-func (b *binder) from(s *Select, sel *ast.SelectStmt, cat Catalog) error {
+// bindFrom resolves FROM: a stream or view, a common table expression, or a derived table,
+// optionally through a window table function.
+func (b *binder) bindFrom(sel *ast.SelectStmt) error {
 	if sel.From == nil || sel.From.TableRefs == nil {
-		if s.tvf != nil {
-			return b.errf(CodeNotSupported, "a query needs FROM a stream or view")
-		}
 		// SELECT without FROM: constants and session functions (version(), ...), which
 		// clients send on connect. The query reads one empty row (Query.IsConstant).
-		b.rel = &Relation{EventTime: -1}
+		b.from, b.fromName = &FromNothing{}, "the query"
 		return nil
 	}
 	j := sel.From.TableRefs
 	if j.Right != nil {
+		b.setPos(j.Right)
 		return b.errf(CodeNotSupported, "joins are not supported")
 	}
 	ts, ok := j.Left.(*ast.TableSource)
 	if !ok {
 		return b.errf(CodeNotSupported, "joins are not supported")
 	}
-	tn, ok := ts.Source.(*ast.TableName)
-	if !ok {
-		return b.errf(CodeNotSupported, "subqueries in FROM are not supported")
+	alias := ts.AsName.O
+	var tvf *windowCall
+	if i, ok := tvfIndex(alias); ok && i < len(b.ctx.tvfs) {
+		tvf = b.ctx.tvfs[i]
+		alias = tvf.alias
 	}
-	b.setPos(tn)
-	name := tn.Name.O
-	pos := b.findWord(name)
-	if s.tvf != nil {
-		pos = s.tvf.pos
+	var attrs []ColAttr
+	switch src := ts.Source.(type) {
+	case *ast.TableName:
+		b.setPos(src)
+		name := src.Name.O
+		pos := b.findWord(name)
+		if tvf != nil {
+			pos = tvf.pos
+		}
+		if src.Schema.O != "" {
+			b.pos = pos
+			return b.errf(CodeNotSupported, "schema-qualified names are not supported: %s.%s", src.Schema.O, name)
+		}
+		if q, ok := b.cte(name); ok {
+			b.from = &FromQuery{Query: q, Name: name}
+			attrs = append([]ColAttr(nil), q.Attrs...)
+		} else {
+			rel, ok := b.ctx.cat.Relation(name)
+			if !ok || rel == nil {
+				b.pos = pos
+				return b.errf(CodeUnknownTable, "unknown stream or view %s", name)
+			}
+			b.from = &FromRelation{Rel: rel}
+			attrs = make([]ColAttr, len(rel.Schema))
+			if rel.EventTime >= 0 && rel.EventTime < len(attrs) {
+				attrs[rel.EventTime].Time = true
+			}
+			name = rel.Name
+		}
+		b.fromName = name
+		b.relNames = []string{name, src.Name.O}
+		if alias != "" {
+			b.relNames = []string{alias}
+		}
+	case *ast.SelectStmt, *ast.SetOprStmt:
+		q, err := b.ctx.newBinder().bindQuery(src)
+		if err != nil {
+			return err
+		}
+		b.from = &FromQuery{Query: q, Name: alias}
+		attrs = append([]ColAttr(nil), q.Attrs...)
+		b.fromName = "the subquery"
+		if alias != "" {
+			b.fromName = alias
+			b.relNames = []string{alias}
+		}
+	default:
+		return b.errf(CodeNotSupported, "joins are not supported")
 	}
-	rel, ok := cat.Relation(name)
-	if !ok || rel == nil {
-		b.pos = pos
-		return b.errf(CodeUnknownTable, "unknown stream or view %s", name)
+	b.base = b.from.Schema()
+	b.scope = b.base
+	for len(attrs) < len(b.base) {
+		attrs = append(attrs, ColAttr{})
 	}
-	b.rel = rel
-	b.relNames = []string{rel.Name, name}
-	if ts.AsName.O != "" {
-		b.relNames = []string{ts.AsName.O}
-	}
-	b.scope = rel.Schema
-	if w := s.tvf; w != nil {
+	b.attrs = attrs
+	if w := tvf; w != nil {
 		b.tvf = w
-		i := rel.Schema.Index(w.timeCol)
+		i := b.base.Index(w.timeCol)
 		b.pos = w.timePos
 		if i < 0 {
-			return b.errf(CodeUnknownColumn, "column %s does not exist in %s", w.timeCol, rel.Name)
+			return b.errf(CodeUnknownColumn, "column %s does not exist in %s", w.timeCol, b.fromName)
 		}
-		if k := rel.Schema[i].Type.Kind; k != KindTimestamp {
+		if k := b.base[i].Type.Kind; k != KindTimestamp {
 			return b.errf(CodeTypeMismatch, "window time column %s must be TIMESTAMP, not %s", w.timeCol, k)
 		}
 		if err := b.checkEventTime(i); err != nil {
 			return err
 		}
-		b.window = &Window{Kind: w.kind, TimeCol: i, Size: w.size, Slide: w.slide, Gap: w.gap, TVF: true}
+		b.ctx.windows++
+		b.window = &Window{Kind: w.kind, TimeCol: i, Size: w.size, Slide: w.slide, Gap: w.gap, TVF: true, id: b.ctx.windows}
 		for _, wc := range []string{"window_start", "window_end"} {
-			if rel.Schema.Index(wc) >= 0 {
+			if b.base.Index(wc) >= 0 {
 				b.pos = w.pos
 				n := w.kind.String()
-				return b.errf(CodeNotSupported, "%s already has a column %s: use GROUP BY %s(...) with %s_START/%s_END instead of the table function", rel.Name, wc, n, n, n)
+				return b.errf(CodeNotSupported, "%s already has a column %s: use GROUP BY %s(...) with %s_START/%s_END instead of the table function", b.fromName, wc, n, n, n)
 			}
 		}
 		if w.kind != WindowSession {
-			sc := make(Schema, 0, len(rel.Schema)+2)
-			sc = append(sc, rel.Schema...)
+			sc := make(Schema, 0, len(b.base)+2)
+			sc = append(sc, b.base...)
 			sc = append(sc, Column{Name: "window_start", Type: TypeTimestamp}, Column{Name: "window_end", Type: TypeTimestamp})
 			b.scope = sc
+			b.attrs = append(b.attrs, ColAttr{Window: b.window.id}, ColAttr{Window: b.window.id, End: true})
 		}
 	}
 	return nil
@@ -317,9 +739,19 @@ func (b *binder) findWord(w string) int {
 	return b.pos
 }
 
+// checkEventTime refuses a window over column col when the FROM has an event-time
+// attribute (a WATERMARK FOR column, passed through) and col is not one.
 func (b *binder) checkEventTime(col int) error {
-	if et := b.rel.EventTime; et >= 0 && et != col {
-		return b.errf(CodeNotSupported, "windows must use the event-time column %s declared by WATERMARK FOR", b.rel.Schema[et].Name)
+	if col < len(b.attrs) && b.attrs[col].Time {
+		return nil
+	}
+	for i, a := range b.attrs {
+		if a.Time && i < len(b.base) {
+			if rel, ok := b.from.(*FromRelation); ok && rel.Rel.EventTime == i {
+				return b.errf(CodeNotSupported, "windows must use the event-time column %s declared by WATERMARK FOR", b.base[i].Name)
+			}
+			return b.errf(CodeNotSupported, "windows must use an event-time column of %s (%s): the WATERMARK FOR column passed through, or the window_end of an inner windowed aggregation", b.fromName, b.base[i].Name)
+		}
 	}
 	return nil
 }
@@ -345,7 +777,7 @@ func (b *binder) groupBy(sel *ast.SelectStmt) error {
 		}
 		if c, ok := n.(*ast.ColumnNameExpr); ok && b.tvf != nil {
 			nm := c.Name.Name.L
-			if (nm == "window_start" || nm == "window_end") && b.rel.Schema.Index(nm) < 0 {
+			if (nm == "window_start" || nm == "window_end") && b.base.Index(nm) < 0 {
 				continue // the window itself
 			}
 		}
@@ -381,7 +813,48 @@ func (b *binder) groupBy(sel *ast.SelectStmt) error {
 			b.keyStr = append(b.keyStr, s)
 		}
 	}
+	b.givenWindow()
 	return nil
+}
+
+// givenWindow makes GROUP BY over both bounds of one window of the FROM (window_start and
+// window_end of an inner windowed aggregation or window table function) an aggregation over
+// that window: it closes when the watermark passes its end. The two keys become the
+// window.
+func (b *binder) givenWindow() {
+	if b.window != nil {
+		return
+	}
+	start, end := -1, -1
+	for i, k := range b.keys {
+		c, ok := k.(*ColumnRef)
+		if !ok || c.Index >= len(b.attrs) || b.attrs[c.Index].Window == 0 {
+			continue
+		}
+		a := b.attrs[c.Index]
+		if a.End && end < 0 {
+			end = i
+		} else if !a.End && start < 0 {
+			start = i
+		}
+	}
+	if start < 0 || end < 0 {
+		return
+	}
+	sc, ec := b.keys[start].(*ColumnRef), b.keys[end].(*ColumnRef)
+	if b.attrs[sc.Index].Window != b.attrs[ec.Index].Window {
+		return
+	}
+	b.window = &Window{Kind: WindowGiven, TimeCol: sc.Index, EndCol: ec.Index, id: b.attrs[sc.Index].Window}
+	var keys []Expr
+	var strs []string
+	for i, k := range b.keys {
+		if i != start && i != end {
+			keys = append(keys, k)
+			strs = append(strs, b.keyStr[i])
+		}
+	}
+	b.keys, b.keyStr = keys, strs
 }
 
 // groupWindow binds GROUP BY TUMBLE(ts, size) | HOP(ts, slide, size) | SESSION(ts, gap).
@@ -431,11 +904,11 @@ func (b *binder) windowArgs(f *ast.FuncCallExpr, name string, want int) (int, []
 		return 0, nil, b.errf(CodeSyntax, "argument 1 of %s must be a column: %s", name, usage)
 	}
 	b.setPos(c)
-	i := b.rel.Schema.Index(c.Name.Name.O)
+	i := b.base.Index(c.Name.Name.O)
 	if i < 0 {
-		return 0, nil, b.errf(CodeUnknownColumn, "column %s does not exist in %s", c.Name.Name.O, b.rel.Name)
+		return 0, nil, b.errf(CodeUnknownColumn, "column %s does not exist in %s", c.Name.Name.O, b.fromName)
 	}
-	if k := b.rel.Schema[i].Type.Kind; k != KindTimestamp {
+	if k := b.base[i].Type.Kind; k != KindTimestamp {
 		return 0, nil, b.errf(CodeTypeMismatch, "window time column %s must be TIMESTAMP, not %s", c.Name.Name.O, k)
 	}
 	if err := b.checkEventTime(i); err != nil {
@@ -521,7 +994,7 @@ func (b *binder) column(c *ast.ColumnNameExpr) (Expr, error) {
 	case modeAgg:
 		if !b.inAgg {
 			lname := strings.ToLower(name)
-			if b.window != nil && (lname == "window_start" || lname == "window_end") && b.rel.Schema.Index(name) < 0 {
+			if b.window != nil && b.window.Kind != WindowGiven && (lname == "window_start" || lname == "window_end") && b.base.Index(name) < 0 {
 				i := len(b.keys)
 				if lname == "window_end" {
 					i++
@@ -529,7 +1002,7 @@ func (b *binder) column(c *ast.ColumnNameExpr) (Expr, error) {
 				return &ColumnRef{Index: i, Name: lname, T: TypeTimestamp}, nil
 			}
 			if b.scope.Index(name) < 0 {
-				return nil, b.errf(CodeUnknownColumn, "column %s does not exist in %s", name, b.rel.Name)
+				return nil, b.errf(CodeUnknownColumn, "column %s does not exist in %s", name, b.fromName)
 			}
 			return nil, b.errf(CodeGrouping, "column %s must appear in GROUP BY or be used in an aggregate function", name)
 		}
@@ -539,7 +1012,7 @@ func (b *binder) column(c *ast.ColumnNameExpr) (Expr, error) {
 		if lname := strings.ToLower(name); (lname == "window_start" || lname == "window_end") && b.window != nil {
 			return nil, b.errf(CodeGrouping, "%s is only available after GROUP BY (aggregation) for this window", lname)
 		}
-		return nil, b.errf(CodeUnknownColumn, "column %s does not exist in %s", name, b.rel.Name)
+		return nil, b.errf(CodeUnknownColumn, "column %s does not exist in %s", name, b.fromName)
 	}
 	col := b.scope[i]
 	return &ColumnRef{Index: i, Name: col.Name, T: col.Type}, nil
@@ -562,6 +1035,14 @@ func (b *binder) expr(n ast.ExprNode) (Expr, error) {
 			e, err := b.expr(n)
 			b.mode = saved
 			b.setPos(n)
+			if c, ok := e.(*ColumnRef); ok && err == nil && b.window != nil && b.window.Kind == WindowGiven {
+				switch c.Index {
+				case b.window.TimeCol:
+					return &ColumnRef{Index: len(b.keys), Name: c.Name, T: TypeTimestamp}, nil
+				case b.window.EndCol:
+					return &ColumnRef{Index: len(b.keys) + 1, Name: c.Name, T: TypeTimestamp}, nil
+				}
+			}
 			if err == nil {
 				s := e.String()
 				for i, k := range b.keyStr {

@@ -116,7 +116,7 @@ func dumpPassword(p *string) string {
 
 func dumpQuery(q *Query) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "from: %s\n", q.From.Name)
+	fmt.Fprintf(&b, "from: %s\n", dumpFrom(q.From))
 	if w := q.Window; w != nil {
 		fmt.Fprintf(&b, "window: kind=%d timecol=%d size=%d slide=%d gap=%d tvf=%v\n", w.Kind, w.TimeCol, w.Size, w.Slide, w.Gap, w.TVF)
 	}
@@ -138,8 +138,49 @@ func dumpQuery(q *Query) string {
 	for i, e := range q.Select {
 		fmt.Fprintf(&b, "select %q: %s %s\n", q.Names[i], exprRefs(e), e.Type())
 	}
-	fmt.Fprintf(&b, "emit=%d limit=%d\n", q.Emit, q.Limit)
+	if q.Distinct {
+		fmt.Fprintf(&b, "distinct\n")
+	}
+	if rn := q.RowNumber; rn != nil {
+		parts := []string{}
+		for _, p := range rn.Partition {
+			parts = append(parts, exprRefs(p))
+		}
+		ord := []string{}
+		for _, k := range rn.Order {
+			ord = append(ord, fmt.Sprintf("%s desc=%v", exprRefs(k.Expr), k.Desc))
+		}
+		fmt.Fprintf(&b, "row_number col=%d partition=[%s] order=[%s]\n", rn.Col, strings.Join(parts, ", "), strings.Join(ord, ", "))
+	}
+	for _, k := range q.OrderBy {
+		fmt.Fprintf(&b, "order by %s desc=%v\n", exprRefs(k.Expr), k.Desc)
+	}
+	for i, a := range q.Attrs {
+		if a != (ColAttr{}) {
+			fmt.Fprintf(&b, "attr %d: time=%v window=%d end=%v\n", i, a.Time, a.Window, a.End)
+		}
+	}
+	fmt.Fprintf(&b, "emit=%d limit=%d offset=%d\n", q.Emit, q.Limit, q.Offset)
 	return b.String()
+}
+
+// dumpFrom renders a FROM tree on one line.
+func dumpFrom(f From) string {
+	switch f := f.(type) {
+	case *FromRelation:
+		return f.Rel.Name
+	case *FromQuery:
+		return "(" + strings.TrimSuffix(strings.ReplaceAll(dumpQuery(f.Query), "\n", "; "), "; ") + ") " + f.Name
+	case *FromUnion:
+		parts := make([]string, len(f.Inputs))
+		for i, q := range f.Inputs {
+			parts[i] = "(" + strings.TrimSuffix(strings.ReplaceAll(dumpQuery(q), "\n", "; "), "; ") + ")"
+		}
+		return strings.Join(parts, " UNION ALL ")
+	case *FromNothing:
+		return ""
+	}
+	return "?"
 }
 
 // exprRefs renders e with column indexes: name#i.

@@ -842,26 +842,58 @@ func (p *stmtParser) selectFrom(start int, src Src) (*Select, error) {
 	if src.Text == "" {
 		src = Src{Text: p.src[first.Pos:last.End], Pos: first.Pos}
 	}
-	var sel *ast.SelectStmt
+	var stmt ast.ResultSetNode
 	switch n := node.(type) {
-	case *ast.SelectStmt:
-		sel = n
-	case *ast.SetOprStmt:
-		return nil, errAt(p.src, first.Pos, CodeNotSupported, "UNION, INTERSECT and EXCEPT are not supported")
+	case *ast.SelectStmt, *ast.SetOprStmt:
+		stmt = n.(ast.ResultSetNode)
 	default:
 		return nil, errAt(p.src, first.Pos, CodeSyntax, "expected a SELECT")
 	}
-	s := &Select{Src: src, Emit: pre.emit, Params: p.params, stmt: sel, rw: rw, input: p.src, tvf: pre.tvf, casts: pre.casts, emitPos: pre.emitPos}
-	if pre.tvf != nil {
-		s.From = pre.tvfStream
-	} else if sel.From != nil && sel.From.TableRefs != nil {
-		if ts, ok := sel.From.TableRefs.Left.(*ast.TableSource); ok && sel.From.TableRefs.Right == nil {
-			if tn, ok := ts.Source.(*ast.TableName); ok {
-				s.From = tn.Name.O
-			}
+	s := &Select{Src: src, Emit: pre.emit, Params: p.params, stmt: stmt, rw: rw, input: p.src, tvfs: pre.tvfs, casts: pre.casts, emitPos: pre.emitPos}
+	s.From = firstRelation(stmt, pre.tvfs)
+	return s, nil
+}
+
+// firstRelation names the first relation a statement reads by name (through a window table
+// function too), or "".
+func firstRelation(n ast.Node, tvfs []*windowCall) string {
+	f := &relFinder{tvfs: tvfs}
+	n.Accept(f)
+	return f.name
+}
+
+type relFinder struct {
+	tvfs []*windowCall
+	name string
+}
+
+func (f *relFinder) Enter(n ast.Node) (ast.Node, bool) {
+	if f.name != "" {
+		return n, true
+	}
+	if ts, ok := n.(*ast.TableSource); ok {
+		if i, ok := tvfIndex(ts.AsName.O); ok && i < len(f.tvfs) && f.tvfs[i].source != "" {
+			f.name = f.tvfs[i].source
+			return n, true
+		}
+		if tn, ok := ts.Source.(*ast.TableName); ok {
+			f.name = tn.Name.O
+			return n, true
 		}
 	}
-	return s, nil
+	return n, false
+}
+
+func (f *relFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }
+
+// tvfIndex returns N of an alias `__rsql_tvf_N`.
+func tvfIndex(alias string) (int, bool) {
+	rest, ok := strings.CutPrefix(alias, tvfAlias)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n >= 0
 }
 
 // parserPool holds tidb parsers (each is single-goroutine and costly to build).

@@ -41,6 +41,16 @@ type Relation struct {
 	WatermarkDelay int64
 }
 
+// Bounded reports whether reading the relation ends: a file, a view's current rows, the
+// constant row of a query without FROM.
+func (r *Relation) Bounded() bool {
+	switch r.Connector() {
+	case "file", "values":
+		return true
+	}
+	return r.IsView
+}
+
 // Connector returns the relation's connector option (default "broker").
 func (r *Relation) Connector() string {
 	if c := r.Options["connector"]; c != "" {
@@ -76,6 +86,8 @@ type Window struct {
 	// TVF is true for the table-valued form FROM TUMBLE(s, ts, size); false for the
 	// group-by form GROUP BY TUMBLE(ts, size).
 	TVF bool
+	// id numbers the window in its statement (ColAttr.Window).
+	id int
 }
 
 // EmitMode is the EMIT clause, and when an aggregation emits.
@@ -109,18 +121,20 @@ type AggCall struct {
 	T        Type   // result type
 }
 
-// Query is a bound SELECT.
+// Query is a bound SELECT block.
 //
 // Row layouts:
-//   - the input row is the source schema, plus window_start and window_end (TIMESTAMP) at the
-//     end when Window is a table-valued TUMBLE or HOP;
+//   - the input row is the FROM's row (From.Schema), plus window_start and window_end
+//     (TIMESTAMP) at the end when Window is a table-valued TUMBLE or HOP;
 //   - when Aggregated, the aggregate row is GroupBy values, then window_start and window_end
-//     when Window != nil, then one value per Aggs entry.
+//     when Window != nil, then one value per Aggs entry. (For a WindowGiven window the
+//     GroupBy keys holding window_start and window_end are the window, not keys.)
 //
-// Where and GroupBy and Aggs[i].Arg are over the input row; Having and Select are over the
-// aggregate row when Aggregated, else over the input row.
+// Where and GroupBy and Aggs[i].Arg are over the input row; Having, Select and the
+// RowNumber's expressions are over the aggregate row when Aggregated, else over the input
+// row. OrderBy is over the output row (Select).
 type Query struct {
-	From       *Relation
+	From       From
 	Window     *Window
 	Where      Expr
 	GroupBy    []Expr
@@ -129,13 +143,152 @@ type Query struct {
 	Having     Expr
 	Select     []Expr
 	Names      []string // output column names, one per Select
-	Emit       EmitMode
-	Limit      int64 // -1 when absent
-	Text       string
+	// Attrs says, per output column, whether it is an event-time attribute or a window
+	// bound (see ColAttr).
+	Attrs []ColAttr
+	// Distinct is SELECT DISTINCT.
+	Distinct bool
+	// RowNumber is the ROW_NUMBER() OVER (...) of the select list, if any.
+	RowNumber *RowNumber
+	OrderBy   []SortKey
+	Emit      EmitMode
+	Limit     int64 // -1 when absent
+	Offset    int64
+	Text      string
+}
+
+// From is the bound FROM of a query.
+type From interface {
+	// Schema is the row the FROM produces.
+	Schema() Schema
+	isFrom()
+}
+
+// FromRelation reads a declared stream, table or materialized view.
+type FromRelation struct {
+	Rel *Relation
+}
+
+// FromQuery reads the rows of a derived table or of a common table expression.
+type FromQuery struct {
+	Query *Query
+	Name  string // the alias, or the CTE's name
+}
+
+// FromUnion is UNION ALL of queries with the same number of columns; Types are the
+// columns' types (each input's are cast to them when they differ) and the names are the
+// first input's.
+type FromUnion struct {
+	Inputs []*Query
+	Types  []Type
+}
+
+// FromNothing is the FROM of a query without FROM: one empty row.
+type FromNothing struct{}
+
+func (f *FromRelation) Schema() Schema { return f.Rel.Schema }
+func (f *FromQuery) Schema() Schema    { return f.Query.OutputSchema() }
+func (f *FromUnion) Schema() Schema {
+	names := f.Inputs[0].Names
+	s := make(Schema, len(f.Types))
+	for i, t := range f.Types {
+		s[i] = Column{Name: names[i], Type: t}
+	}
+	return s
+}
+func (*FromNothing) Schema() Schema { return nil }
+
+func (*FromRelation) isFrom() {}
+func (*FromQuery) isFrom()    {}
+func (*FromUnion) isFrom()    {}
+func (*FromNothing) isFrom()  {}
+
+// ColAttr describes what a column means for time. Time: it is an event-time attribute —
+// the stream's WATERMARK FOR column passed through, or the window_end of a windowed
+// aggregation — so its values are in order up to the watermark and it may drive windows.
+// Window > 0 marks the window_start (End false) or window_end (End true) of window number
+// Window of the statement: an aggregation grouped by both bounds of one window is over
+// that window (chained aggregation).
+type ColAttr struct {
+	Time   bool
+	Window int
+	End    bool
+}
+
+// RowNumber is ROW_NUMBER() OVER (PARTITION BY Partition ORDER BY Order) at output column
+// Col. A query with one is only valid as the derived table of a query that filters it
+// (rn <= N, rn < N, rn = 1): window Top-N or deduplication.
+type RowNumber struct {
+	Col       int
+	Partition []Expr
+	Order     []SortKey
+	// PartAttrs and OrderAttrs are the ColAttr of each Partition and Order expression.
+	PartAttrs, OrderAttrs []ColAttr
+}
+
+// PartitionAttr is the ColAttr of partition key i.
+func (r *RowNumber) PartitionAttr(i int) ColAttr {
+	if i < len(r.PartAttrs) {
+		return r.PartAttrs[i]
+	}
+	return ColAttr{}
+}
+
+// OrderAttr is the ColAttr of order key i.
+func (r *RowNumber) OrderAttr(i int) ColAttr {
+	if i < len(r.OrderAttrs) {
+		return r.OrderAttrs[i]
+	}
+	return ColAttr{}
+}
+
+// SortKey is one ORDER BY item. Nulls sort as larger than every value (PostgreSQL: last
+// ascending, first descending).
+type SortKey struct {
+	Expr Expr
+	Desc bool
 }
 
 // IsConstant reports whether the query has no FROM: it computes one row from constants.
-func (q *Query) IsConstant() bool { return q.From != nil && q.From.Name == "" }
+func (q *Query) IsConstant() bool {
+	_, ok := q.From.(*FromNothing)
+	return ok
+}
+
+// Relations returns every declared relation the query reads, each once, in the order
+// they appear.
+func (q *Query) Relations() []*Relation {
+	var out []*Relation
+	seen := map[*Relation]bool{}
+	var walk func(q *Query)
+	walk = func(q *Query) {
+		switch f := q.From.(type) {
+		case *FromRelation:
+			if !seen[f.Rel] {
+				seen[f.Rel] = true
+				out = append(out, f.Rel)
+			}
+		case *FromQuery:
+			walk(f.Query)
+		case *FromUnion:
+			for _, in := range f.Inputs {
+				walk(in)
+			}
+		}
+	}
+	walk(q)
+	return out
+}
+
+// View returns the materialized view the query reads, when it reads exactly one relation
+// and that is a view.
+func (q *Query) View() (*Relation, bool) {
+	rels := q.Relations()
+	if len(rels) == 1 && rels[0].IsView {
+		return rels[0], true
+	}
+	return nil, false
+}
 
 // OutputSchema returns the query's result columns.
 func (q *Query) OutputSchema() Schema {

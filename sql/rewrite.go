@@ -10,7 +10,8 @@ import (
 // accepts, remembering what it replaced and where:
 //
 //	INTERVAL '10' SECOND           -> __rsql_interval(10000)
-//	FROM TUMBLE(s, ts, size)       -> FROM `s`            (window recorded)
+//	FROM TUMBLE(s, ts, size) [AS a] -> FROM `s` AS `__rsql_tvf_N`     (window N recorded)
+//	FROM TUMBLE((SELECT ...), ts, size) -> FROM (SELECT ...) AS `__rsql_tvf_N`
 //	TUMBLE(ts, size) elsewhere     -> __rsql_tumble(ts, size)   (HOP, SESSION alike)
 //	CAST(x AS type)                -> __rsql_cast_N(x)   (type N recorded)
 //	TIMESTAMP '...'                -> __rsql_ts('...')
@@ -86,12 +87,14 @@ type edit struct {
 
 // prepassResult is what the pre-pass records besides the text.
 type prepassResult struct {
-	emit      EmitMode
-	emitPos   int
-	tvf       *windowCall
-	tvfStream string
-	casts     []Type
+	emit    EmitMode
+	emitPos int
+	tvfs    []*windowCall // window table functions, by N of `__rsql_tvf_N`
+	casts   []Type
 }
+
+// tvfAlias is the alias a window table function's relation gets in the rewritten text.
+const tvfAlias = "__rsql_tvf_"
 
 // prepass rewrites the tokens from index start to the end of the statement. prefix is
 // prepended to the rewritten text (mapped to the first token).
@@ -100,11 +103,16 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 	res := &prepassResult{emitPos: -1}
 	var edits []edit
 	depth := 0
+	skip := map[int]int{} // token index -> index to continue at (the end of a TVF around a subquery)
 	seq := 0
 	// chains maps the last token of a rewritten x::t or j->k to its first token, so that
 	// a following :: or -> takes the whole rewritten expression as its left operand.
 	chains := map[int]int{}
 	for i := start; i < len(toks) && toks[i].Kind != tokEOF; i++ {
+		if j, ok := skip[i]; ok {
+			i = j
+			continue
+		}
 		t := toks[i]
 		switch {
 		case t.isP("("):
@@ -152,17 +160,31 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			res.emit, res.emitPos = mode, t.Pos
 			edits = append(edits, edit{t.Pos, toks[end-1].End, " ", 0})
 			i = end - 1
-		case t.is("FROM") && depth == 0 && isWindowFunc(toks[i+1]) && toks[i+2].isP("("):
-			if res.tvf != nil {
-				return nil, nil, errAt(p.src, toks[i+1].Pos, CodeNotSupported, "only one window table function is allowed")
-			}
-			w, stream, closeIdx, err := p.windowTVF(i + 1)
+		case (t.is("FROM") || t.is("JOIN")) && isWindowFunc(toks[i+1]) && toks[i+2].isP("("):
+			w, closeIdx, err := p.windowTVF(i + 1)
 			if err != nil {
 				return nil, nil, err
 			}
-			res.tvf, res.tvfStream = w, stream
-			edits = append(edits, edit{toks[i+1].Pos, toks[closeIdx].End, "`" + strings.ReplaceAll(stream, "`", "``") + "`", 0})
-			i = closeIdx
+			end := closeIdx
+			switch a := toks[closeIdx+1]; {
+			case a.is("AS") && (toks[closeIdx+2].Kind == tokIdent || toks[closeIdx+2].Kind == tokQIdent):
+				w.alias, end = toks[closeIdx+2].Val, closeIdx+2
+			case a.Kind == tokQIdent || a.Kind == tokIdent && !isClauseWord(a):
+				w.alias, end = a.Val, closeIdx+1
+			}
+			name := tvfAlias + strconv.Itoa(len(res.tvfs))
+			res.tvfs = append(res.tvfs, w)
+			if w.subOpen < 0 {
+				edits = append(edits, edit{toks[i+1].Pos, toks[end].End, "`" + strings.ReplaceAll(w.source, "`", "``") + "` AS `" + name + "`", 0})
+				i = end
+				continue
+			}
+			// The subquery stays in the text (its own stream syntax is rewritten as the
+			// loop goes through it); what surrounds it is replaced.
+			edits = append(edits, edit{toks[i+1].Pos, toks[i+2].End, " ", 0},
+				edit{toks[w.subClose].End, toks[end].End, " AS `" + name + "`", 0})
+			skip[w.subClose+1] = end
+			i = w.subOpen - 1
 		case isWindowFunc(t) && toks[i+1].isP("("):
 			edits = append(edits, edit{t.Pos, t.End, "__rsql_" + strings.ToLower(t.Val), 0})
 		case t.isP("::") && i > start:
@@ -385,6 +407,18 @@ func (p *stmtParser) comparisonStart(toks []token, start, i int) int {
 
 func isWindowFunc(t token) bool { return t.is("TUMBLE") || t.is("HOP") || t.is("SESSION") }
 
+// isClauseWord reports whether an identifier after a table reference starts the next
+// clause rather than naming an alias.
+func isClauseWord(t token) bool {
+	for _, w := range []string{"WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "UNION", "EXCEPT",
+		"INTERSECT", "JOIN", "INNER", "LEFT", "RIGHT", "FULL", "CROSS", "ON", "USING", "EMIT", "WINDOW", "FOR", "NATURAL"} {
+		if t.is(w) {
+			return true
+		}
+	}
+	return false
+}
+
 // matchParen returns the index of the ')' closing the '(' at toks[open], or -1.
 func matchParen(toks []token, open int) int {
 	d := 0
@@ -405,13 +439,14 @@ func matchParen(toks []token, open int) int {
 }
 
 // windowTVF parses TUMBLE(s, ts, size) | HOP(s, ts, slide, size) | SESSION(s, ts, gap) at
-// toks[i] (TABLE s and DESCRIPTOR(ts) are accepted too).
-func (p *stmtParser) windowTVF(i int) (*windowCall, string, int, error) {
+// toks[i] (TABLE s and DESCRIPTOR(ts) are accepted too); s is a name or a parenthesized
+// query. It returns the index of the closing parenthesis.
+func (p *stmtParser) windowTVF(i int) (*windowCall, int, error) {
 	toks := p.toks
 	fn := toks[i]
 	closeIdx := matchParen(toks, i+1)
 	if closeIdx < 0 {
-		return nil, "", 0, errAt(p.src, toks[i+1].Pos, CodeSyntax, "unclosed ( of %s", strings.ToUpper(fn.Val))
+		return nil, 0, errAt(p.src, toks[i+1].Pos, CodeSyntax, "unclosed ( of %s", strings.ToUpper(fn.Val))
 	}
 	// Split the arguments on depth-1 commas.
 	var args [][]token
@@ -430,7 +465,7 @@ func (p *stmtParser) windowTVF(i int) (*windowCall, string, int, error) {
 			from = k + 1
 		}
 	}
-	w := &windowCall{pos: fn.Pos}
+	w := &windowCall{pos: fn.Pos, subOpen: -1, subClose: -1}
 	name := strings.ToUpper(fn.Val)
 	want := 3
 	switch name {
@@ -441,51 +476,58 @@ func (p *stmtParser) windowTVF(i int) (*windowCall, string, int, error) {
 	case "SESSION":
 		w.kind = WindowSession
 	}
-	usage := map[string]string{"TUMBLE": "TUMBLE(stream, time_column, INTERVAL 'n' UNIT)",
-		"HOP":     "HOP(stream, time_column, INTERVAL slide, INTERVAL size)",
-		"SESSION": "SESSION(stream, time_column, INTERVAL gap)"}[name]
+	usage := map[string]string{"TUMBLE": "TUMBLE(relation, time_column, INTERVAL 'n' UNIT)",
+		"HOP":     "HOP(relation, time_column, INTERVAL slide, INTERVAL size)",
+		"SESSION": "SESSION(relation, time_column, INTERVAL gap)"}[name]
 	if len(args) != want {
-		return nil, "", 0, errAt(p.src, fn.Pos, CodeSyntax, "%s takes %d arguments: %s", name, want, usage)
+		return nil, 0, errAt(p.src, fn.Pos, CodeSyntax, "%s takes %d arguments: %s", name, want, usage)
 	}
 	for k, a := range args {
 		if len(a) == 0 {
-			return nil, "", 0, errAt(p.src, fn.Pos, CodeSyntax, "empty argument %d of %s: %s", k+1, name, usage)
+			return nil, 0, errAt(p.src, fn.Pos, CodeSyntax, "empty argument %d of %s: %s", k+1, name, usage)
 		}
 	}
-	// Stream.
+	// Relation: a name, or a query in parentheses.
 	a := args[0]
 	if len(a) == 2 && a[0].is("TABLE") {
 		a = a[1:]
 	}
-	if len(a) != 1 || (a[0].Kind != tokIdent && a[0].Kind != tokQIdent) {
-		return nil, "", 0, errAt(p.src, args[0][0].Pos, CodeSyntax, "argument 1 of %s must be a stream name: %s", name, usage)
+	if a[0].isP("(") {
+		open := indexOfToken(toks, a[0])
+		if matchParen(toks, open) != indexOfToken(toks, a[len(a)-1]) {
+			return nil, 0, errAt(p.src, a[0].Pos, CodeSyntax, "argument 1 of %s must be a relation name or a query in parentheses: %s", name, usage)
+		}
+		w.subOpen, w.subClose = open, open+len(a)-1
+	} else if len(a) != 1 || (a[0].Kind != tokIdent && a[0].Kind != tokQIdent) {
+		return nil, 0, errAt(p.src, args[0][0].Pos, CodeSyntax, "argument 1 of %s must be a relation name or a query in parentheses: %s", name, usage)
+	} else {
+		w.source = a[0].Val
 	}
-	stream := a[0].Val
 	// Time column.
 	a = args[1]
 	if len(a) == 4 && a[0].is("DESCRIPTOR") && a[1].isP("(") && a[3].isP(")") {
 		a = a[2:3]
 	}
 	if len(a) != 1 || (a[0].Kind != tokIdent && a[0].Kind != tokQIdent) {
-		return nil, "", 0, errAt(p.src, args[1][0].Pos, CodeSyntax, "argument 2 of %s must be a column name: %s", name, usage)
+		return nil, 0, errAt(p.src, args[1][0].Pos, CodeSyntax, "argument 2 of %s must be a column name: %s", name, usage)
 	}
 	w.timeCol, w.timePos = a[0].Val, a[0].Pos
 	// Sizes.
 	sizes := make([]int64, 0, 2)
 	for _, a := range args[2:] {
 		if !a[0].is("INTERVAL") {
-			return nil, "", 0, errAt(p.src, a[0].Pos, CodeSyntax, "%s sizes are INTERVAL 'n' UNIT: %s", name, usage)
+			return nil, 0, errAt(p.src, a[0].Pos, CodeSyntax, "%s sizes are INTERVAL 'n' UNIT: %s", name, usage)
 		}
 		at := indexOfToken(toks, a[0])
 		ms, next, err := parseInterval(p.src, toks, at)
 		if err != nil {
-			return nil, "", 0, err
+			return nil, 0, err
 		}
 		if next != at+len(a) {
-			return nil, "", 0, errAt(p.src, toks[next].Pos, CodeSyntax, "unexpected text after the INTERVAL in %s", name)
+			return nil, 0, errAt(p.src, toks[next].Pos, CodeSyntax, "unexpected text after the INTERVAL in %s", name)
 		}
 		if ms <= 0 {
-			return nil, "", 0, errAt(p.src, a[0].Pos, CodeInvalidValue, "%s sizes must be positive", name)
+			return nil, 0, errAt(p.src, a[0].Pos, CodeInvalidValue, "%s sizes must be positive", name)
 		}
 		sizes = append(sizes, ms)
 	}
@@ -497,7 +539,7 @@ func (p *stmtParser) windowTVF(i int) (*windowCall, string, int, error) {
 	case WindowSession:
 		w.gap = sizes[0]
 	}
-	return w, stream, closeIdx, nil
+	return w, closeIdx, nil
 }
 
 func indexOfToken(toks []token, t token) int {

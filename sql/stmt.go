@@ -158,21 +158,25 @@ type Select struct {
 	// Params are the values of $n / ? parameters given to ParseParams.
 	Params []Value
 
-	stmt    *ast.SelectStmt
+	stmt    ast.ResultSetNode // *ast.SelectStmt or *ast.SetOprStmt
 	rw      *rewrite
 	input   string // the whole text given to Parse, for positions
-	tvf     *windowCall
+	tvfs    []*windowCall
 	casts   []Type
 	emitPos int
 }
 
-// windowCall is a window table function of FROM, as the pre-pass found it.
+// windowCall is a window table function of FROM, as the pre-pass found it: over the
+// relation named source, or over the subquery between tokens subOpen and subClose.
 type windowCall struct {
-	kind    WindowKind
-	timeCol string
-	timePos int
-	size    int64
-	slide   int64
-	gap     int64
-	pos     int
+	source            string
+	subOpen, subClose int
+	alias             string
+	kind              WindowKind
+	timeCol           string
+	timePos           int
+	size              int64
+	slide             int64
+	gap               int64
+	pos               int
 }

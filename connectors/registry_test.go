@@ -1,0 +1,56 @@
+package connectors
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestConnectorTableInDocs keeps docs/sql.md's connector table equal to the registry.
+func TestConnectorTableInDocs(t *testing.T) {
+	doc, err := os.ReadFile("../docs/sql.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range Kinds() {
+		line := "| `" + k.Name + "` | " + k.Doc + " |"
+		if !strings.Contains(string(doc), line) {
+			t.Errorf("docs/sql.md lacks the connector line %q", line)
+		}
+	}
+}
+
+func TestParseStreamOptions(t *testing.T) {
+	o, err := ParseStreamOptions(map[string]string{"path": "e.jsonl", "idle_timeout": "2s", "partitioned_by": "a, b", "queues": "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Connector != "file" || o.Path != "e.jsonl" || !o.IdleSet || o.IdleTimeout.Seconds() != 2 ||
+		strings.Join(o.PartitionedBy, ",") != "a,b" || o.Queues != 3 || o.TopicOf("s") != "s" {
+		t.Errorf("parsed %+v", o)
+	}
+	for raw, want := range map[string]map[string]string{
+		"unknown option":      {"colour": "red"},
+		"unknown connector":   {"connector": "kafka"},
+		"want a whole number": {"queues": "0"},
+		"want a duration":     {"idle_timeout": "soon"},
+		"needs a path option": {"connector": "file"},
+		"unknown format":      {"format": "xml"},
+		"path\" in WITH":      {"connector": "broker", "path": "x"},
+	} {
+		_, err := ParseStreamOptions(want)
+		var oe *OptionError
+		if !errors.As(err, &oe) || !strings.Contains(err.Error(), raw) {
+			t.Errorf("%v: error %v, want one containing %q", want, err, raw)
+		}
+	}
+	// Options of a declared stream as a plan carries them: extra keys are skipped, bad
+	// values still fail.
+	if _, err := StreamOptionsOf(map[string]string{"format": "test", "dlq_of": "x", "queues": "2"}); err != nil {
+		t.Errorf("lenient parse: %v", err)
+	}
+	if _, err := StreamOptionsOf(map[string]string{"idle_timeout": "soon"}); err == nil {
+		t.Error("lenient parse accepted a bad idle_timeout")
+	}
+}

@@ -1,0 +1,378 @@
+package exec
+
+import (
+	"container/heap"
+	"encoding/binary"
+	"errors"
+	"sort"
+
+	"rsql/planner"
+	"rsql/sql"
+	"rsql/state"
+)
+
+// topNOp keeps the first N rows of each partition (window Top-N, deduplication; see
+// planner.TopNMode) and numbers them into the RowNumber column.
+//
+//   - TopNWindow: a partition is one window's rows with equal keys (its window_end at
+//     column WindowEnd); its first N rows are emitted when the split's watermark passes
+//     the window's end. A row whose window has closed is late.
+//   - TopNBounded: as TopNWindow, all partitions emitted when the input ends.
+//   - DedupFirst: the partition's row with the smallest event time (column Time; the first
+//     one read among equal times) is emitted once the split's watermark is past it; later
+//     rows of the partition are dropped; a row older than the watermark is late.
+//   - DedupLast: each row later than its partition's current one is emitted at once as the
+//     partition's new value.
+//
+// With a TTL (dedup modes) a partition whose time is more than TTL behind the watermark is
+// forgotten. State is per split, written at checkpoints under the operator's id, one key
+// per partition (the encoded partition values): the kept rows, the partition's time and
+// whether it was emitted.
+type topNOp struct {
+	node  *planner.TopNNode
+	job   string
+	id    string
+	store state.Store
+	late  *sideOutput
+	cnt   *counters
+
+	splits  map[string]*topSplit
+	keyBuf  []byte
+	enc     []byte
+	kbuf    []byte
+	outB    Batch
+	outRows []sql.Row
+	lateB   Batch
+	lateRow []sql.Row
+}
+
+type topPart struct {
+	key       string // encoded partition values
+	time      int64  // window end (window modes), the kept row's event time (dedup)
+	rows      []sql.Row
+	emitted   bool
+	dirty     bool
+	persisted bool
+	dead      bool
+}
+
+type topSplit struct {
+	name  string
+	wm    int64
+	swept int64
+	parts map[string]*topPart
+	heap  partHeap
+	dirty []*topPart
+	dels  [][]byte
+}
+
+func newTopNOp(n *planner.TopNNode, job, id string, store state.Store, late *sideOutput, cnt *counters) *topNOp {
+	return &topNOp{node: n, job: job, id: id, store: store, late: late, cnt: cnt, splits: map[string]*topSplit{}}
+}
+
+func (t *topNOp) split(name string) *topSplit {
+	sp := t.splits[name]
+	if sp == nil {
+		sp = &topSplit{name: name, wm: MinWatermark, swept: MinWatermark, parts: map[string]*topPart{}}
+		t.splits[name] = sp
+	}
+	return sp
+}
+
+func (t *topNOp) markDirty(sp *topSplit, p *topPart) {
+	if !p.dirty {
+		p.dirty = true
+		sp.dirty = append(sp.dirty, p)
+	}
+}
+
+func (t *topNOp) Process(_ int, b *Batch, out Emitter) error {
+	sp := t.split(b.Split)
+	n := t.node
+	t.lateRow = t.lateRow[:0]
+	t.outRows = t.outRows[:0]
+	for _, r := range b.Rows {
+		t.keyBuf = t.keyBuf[:0]
+		for _, k := range n.Partition {
+			t.keyBuf = sql.AppendKey(t.keyBuf, k(r))
+		}
+		p := sp.parts[string(t.keyBuf)]
+		switch n.Mode {
+		case planner.TopNWindow, planner.TopNBounded:
+			end := MaxWatermark
+			if n.Mode == planner.TopNWindow {
+				ev := r[n.WindowEnd]
+				if ev.IsNull() || ev.I <= sp.wm {
+					t.lateRow = append(t.lateRow, r)
+					continue
+				}
+				end = ev.I
+			}
+			if p == nil {
+				p = &topPart{key: string(t.keyBuf), time: end}
+				sp.parts[p.key] = p
+				heap.Push(&sp.heap, partEntry{end, p})
+			}
+			if t.insert(p, r) {
+				t.markDirty(sp, p)
+			}
+		case planner.DedupFirst:
+			tv := r[n.Time]
+			if tv.IsNull() || tv.I < sp.wm {
+				t.lateRow = append(t.lateRow, r)
+				continue
+			}
+			switch {
+			case p == nil:
+				p = &topPart{key: string(t.keyBuf), time: tv.I, rows: []sql.Row{ownRow(r)}}
+				sp.parts[p.key] = p
+				heap.Push(&sp.heap, partEntry{tv.I, p})
+				t.markDirty(sp, p)
+			case !p.emitted && tv.I < p.time:
+				p.time, p.rows[0] = tv.I, ownRow(r)
+				heap.Push(&sp.heap, partEntry{tv.I, p})
+				t.markDirty(sp, p)
+			}
+		case planner.DedupLast:
+			tv := r[n.Time]
+			if tv.IsNull() {
+				t.lateRow = append(t.lateRow, r)
+				continue
+			}
+			if p != nil && tv.I <= p.time {
+				continue
+			}
+			if p == nil {
+				p = &topPart{key: string(t.keyBuf)}
+				sp.parts[p.key] = p
+			}
+			p.time, p.rows, p.emitted = tv.I, []sql.Row{ownRow(r)}, true
+			t.markDirty(sp, p)
+			t.outRows = append(t.outRows, t.numbered(p.rows[0], 1))
+		}
+	}
+	if len(t.lateRow) > 0 {
+		t.cnt.late.Add(int64(len(t.lateRow)))
+		if t.late != nil {
+			t.lateB.Split, t.lateB.Rows = b.Split, t.lateRow
+			if err := t.late.Process(&t.lateB); err != nil {
+				return err
+			}
+		}
+	}
+	return t.flush(b.Split, out)
+}
+
+// insert puts r among p's rows, which stay sorted and at most N long; it reports whether p
+// changed.
+func (t *topNOp) insert(p *topPart, r sql.Row) bool {
+	n := int(t.node.N)
+	keys := t.node.Order
+	// The first position whose row sorts after r: equal rows keep their arrival order.
+	i := sort.Search(len(p.rows), func(i int) bool { return compareKeys(keys, p.rows[i], r) > 0 })
+	if i >= n {
+		return false
+	}
+	p.rows = append(p.rows, nil)
+	copy(p.rows[i+1:], p.rows[i:])
+	p.rows[i] = ownRow(r)
+	if len(p.rows) > n {
+		p.rows = p.rows[:n]
+	}
+	return true
+}
+
+// numbered returns r with its row number set (a copy: r is kept in state).
+func (t *topNOp) numbered(r sql.Row, rn int) sql.Row {
+	if t.node.RowNumber < 0 {
+		return r
+	}
+	c := append(sql.Row(nil), r...)
+	c[t.node.RowNumber] = sql.BigInt(int64(rn))
+	return c
+}
+
+func (t *topNOp) flush(split string, out Emitter) error {
+	if len(t.outRows) == 0 {
+		return nil
+	}
+	t.outB.Split, t.outB.Rows, t.outB.Offsets = split, t.outRows, nil
+	err := out.Emit(&t.outB)
+	t.outRows = t.outRows[:0]
+	return err
+}
+
+func (t *topNOp) Watermark(split string, wm int64, out Emitter) error {
+	sp := t.split(split)
+	if wm <= sp.wm {
+		return nil
+	}
+	sp.wm = wm
+	n := t.node
+	switch n.Mode {
+	case planner.TopNWindow, planner.TopNBounded:
+		for len(sp.heap) > 0 && sp.heap[0].time <= wm {
+			e := heap.Pop(&sp.heap).(partEntry)
+			p := e.p
+			for i, r := range p.rows {
+				t.outRows = append(t.outRows, t.numbered(r, i+1))
+			}
+			t.drop(sp, p)
+			if len(t.outRows) >= 1024 {
+				if err := t.flush(split, out); err != nil {
+					return err
+				}
+			}
+		}
+	case planner.DedupFirst:
+		for len(sp.heap) > 0 && sp.heap[0].time < wm {
+			e := heap.Pop(&sp.heap).(partEntry)
+			p := e.p
+			if p.dead || p.emitted || p.time != e.time {
+				continue
+			}
+			p.emitted = true
+			t.markDirty(sp, p)
+			t.outRows = append(t.outRows, t.numbered(p.rows[0], 1))
+			if len(t.outRows) >= 1024 {
+				if err := t.flush(split, out); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if ttl := n.TTL; ttl > 0 && wm != MaxWatermark && (sp.swept == MinWatermark || wm-sp.swept >= ttl/4+1) {
+		sp.swept = wm
+		for _, p := range sp.parts {
+			if p.time < wm-ttl && (p.emitted || n.Mode == planner.DedupLast) {
+				t.drop(sp, p)
+			}
+		}
+	}
+	return t.flush(split, out)
+}
+
+// drop forgets a partition (its stored state is deleted at the next checkpoint).
+func (t *topNOp) drop(sp *topSplit, p *topPart) {
+	p.dead = true
+	delete(sp.parts, p.key)
+	if p.persisted {
+		sp.dels = append(sp.dels, t.stateKey(sp, p.key))
+	}
+}
+
+func (t *topNOp) stateKey(sp *topSplit, key string) []byte {
+	return state.Key(nil, t.job, t.id, sp.name, []byte(key), 0, 0)
+}
+
+func (t *topNOp) Control(c *Control, _ Emitter) error {
+	switch c.Kind {
+	case NewSplit:
+		return t.load(c.Split)
+	case Checkpoint:
+		for _, sp := range t.splits {
+			t.save(sp, c.State)
+		}
+	case RemoveSplit:
+		if sp := t.splits[c.Split]; sp != nil {
+			t.save(sp, c.State)
+			delete(t.splits, c.Split)
+		}
+	}
+	return nil
+}
+
+// Partition state: uvarint flags (1: emitted), varint time, uvarint count, the rows
+// (sql.AppendRow each).
+func (t *topNOp) save(sp *topSplit, b *state.Batch) {
+	for _, k := range sp.dels {
+		b.Delete(k)
+	}
+	sp.dels = sp.dels[:0]
+	for _, p := range sp.dirty {
+		p.dirty = false
+		if p.dead {
+			continue
+		}
+		var flags uint64
+		if p.emitted {
+			flags = 1
+		}
+		t.enc = binary.AppendUvarint(t.enc[:0], flags)
+		t.enc = binary.AppendVarint(t.enc, p.time)
+		t.enc = binary.AppendUvarint(t.enc, uint64(len(p.rows)))
+		for _, r := range p.rows {
+			t.enc = sql.AppendRow(t.enc, r)
+		}
+		b.Put(t.stateKey(sp, p.key), t.enc)
+		p.persisted = true
+	}
+	sp.dirty = sp.dirty[:0]
+}
+
+var errBadTopN = errors.New("corrupt Top-N state")
+
+func (t *topNOp) load(split string) error {
+	sp := t.split(split)
+	if t.store == nil {
+		return nil
+	}
+	prefix := state.SplitPrefix(nil, t.job, t.id, split)
+	return t.store.Scan(prefix, func(key, v []byte) error {
+		if len(key) < len(prefix)+16 {
+			return &StateError{Op: t.id, Split: split, Err: errBadTopN}
+		}
+		p := &topPart{key: string(key[len(prefix) : len(key)-16]), persisted: true}
+		flags, n := binary.Uvarint(v)
+		if n <= 0 {
+			return &StateError{Op: t.id, Split: split, Err: errBadTopN}
+		}
+		v = v[n:]
+		p.emitted = flags&1 != 0
+		if p.time, n = binary.Varint(v); n <= 0 {
+			return &StateError{Op: t.id, Split: split, Err: errBadTopN}
+		}
+		v = v[n:]
+		cnt, n := binary.Uvarint(v)
+		if n <= 0 || cnt > uint64(len(v)) {
+			return &StateError{Op: t.id, Split: split, Err: errBadTopN}
+		}
+		v = v[n:]
+		for i := uint64(0); i < cnt; i++ {
+			r, k, err := sql.DecodeRow(v, nil)
+			if err != nil {
+				return &StateError{Op: t.id, Split: split, Err: err}
+			}
+			p.rows = append(p.rows, ownRow(r))
+			v = v[k:]
+		}
+		if len(v) != 0 {
+			return &StateError{Op: t.id, Split: split, Err: errBadTopN}
+		}
+		sp.parts[p.key] = p
+		if !p.emitted && t.node.Mode != planner.DedupLast {
+			heap.Push(&sp.heap, partEntry{p.time, p})
+		}
+		return nil
+	})
+}
+
+func (t *topNOp) Close() error { return nil }
+
+type partEntry struct {
+	time int64
+	p    *topPart
+}
+
+type partHeap []partEntry
+
+func (h partHeap) Len() int           { return len(h) }
+func (h partHeap) Less(i, j int) bool { return h[i].time < h[j].time }
+func (h partHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *partHeap) Push(x any)        { *h = append(*h, x.(partEntry)) }
+func (h *partHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,156 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"rsql/connectors"
+	"rsql/exec"
+	"rsql/planner"
+	"rsql/sql"
+)
+
+// Pull queries: a SELECT over materialized views (or without FROM) answers once, from the
+// views' current rows. It is planned and run like every other query: each view is a bounded
+// source of its rows (snapshotted when the query starts), so WHERE, GROUP BY, DISTINCT,
+// ORDER BY, LIMIT/OFFSET and the rest work the same as anywhere.
+
+// isPull reports whether a query reads only materialized views and constants.
+func isPull(q *sql.Query) bool {
+	if q.IsConstant() {
+		return true
+	}
+	rels := q.Relations()
+	views := 0
+	for _, r := range rels {
+		if r.IsView {
+			views++
+		}
+	}
+	return views > 0 && views == len(rels)
+}
+
+// pull runs a pull query to its end and returns its rows.
+func (e *Engine) pull(ctx context.Context, sess *Session, q *sql.Query) (*Result, error) {
+	for _, r := range q.Relations() {
+		if !r.IsView {
+			return nil, sql.Errorf(sql.CodeNotSupported, "a query reads materialized views (a pull query) or streams (a push query), not both: %s is a stream", r.Name)
+		}
+	}
+	_, plan, err := planner.Plan(q, planner.Options{Job: "pull", Sink: planner.SinkSpec{}, StateTTL: stateTTL(sess)})
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	var out []sql.Row
+	var size int64
+	env := exec.Env{
+		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
+			switch spec.Connector {
+			case "values":
+				return &rowSource{rows: []sql.Row{{}}}, nil
+			case "view":
+				e.mu.Lock()
+				v := e.views[strings.ToLower(spec.Stream)]
+				e.mu.Unlock()
+				src := &rowSource{}
+				if v != nil {
+					src.rows = v.snapshot()
+				}
+				return src, nil
+			}
+			return nil, fmt.Errorf("a pull query cannot read %s (connector %s)", spec.Stream, spec.Connector)
+		},
+		NewFormat: func(string, sql.Schema) (connectors.Format, error) { return rowFormat{}, nil },
+		OnRow: func(r sql.Row) error {
+			mu.Lock()
+			defer mu.Unlock()
+			row := append(sql.Row(nil), r...)
+			size += rowBytes(row)
+			if max := e.cfg.MaxResultBytes; max > 0 && size > max {
+				return sql.Errorf(sql.CodeProgramLimit, "the result of this query is larger than the limit of %d bytes (after %d rows): narrow it with WHERE or LIMIT", max, len(out))
+			}
+			out = append(out, row)
+			return nil
+		},
+		CheckpointInterval: -1,
+	}
+	job, err := exec.Start(ctx, "pull", plan, env)
+	if err != nil {
+		return nil, err
+	}
+	if err := job.Wait(); err != nil {
+		var se *sql.Error
+		if errors.As(err, &se) {
+			return nil, se
+		}
+		return nil, err
+	}
+	if st := job.Stats(); st.Bad > 0 && len(st.BadErrors) > 0 {
+		// A row that failed (division by zero, ...) fails the statement, as in PostgreSQL.
+		return nil, rowFailure(st.BadErrors[0])
+	}
+	return &Result{Columns: q.OutputSchema(), Rows: &sliceRows{rows: out}, Tag: "SELECT"}, nil
+}
+
+// rowFailure turns the first failed row of a pull query into the statement's error.
+func rowFailure(msg string) error {
+	code := sql.CodeInvalidValue
+	if i := strings.Index(msg, "ERROR "); i >= 0 && len(msg) >= i+11 {
+		code = msg[i+6 : i+11]
+		msg = strings.TrimPrefix(msg[i+11:], ": ")
+	}
+	return sql.Errorf(code, "%s", msg)
+}
+
+// rowSource is a bounded source of rows, one split, encoded with rowFormat.
+type rowSource struct {
+	rows []sql.Row
+}
+
+func (s *rowSource) Splits(context.Context) ([]string, error) { return []string{"0"}, nil }
+func (s *rowSource) Bounded() bool                            { return true }
+func (s *rowSource) Close() error                             { return nil }
+
+func (s *rowSource) Open(_ context.Context, split string, offset int64) (connectors.SplitReader, error) {
+	if split != "0" {
+		return nil, fmt.Errorf("no split %s", split)
+	}
+	return &rowReader{rows: s.rows, pos: int(offset)}, nil
+}
+
+type rowReader struct {
+	rows []sql.Row
+	pos  int
+}
+
+func (r *rowReader) Read(_ context.Context, buf []connectors.Message, max int) ([]connectors.Message, error) {
+	for ; r.pos < len(r.rows) && len(buf) < max; r.pos++ {
+		buf = append(buf, connectors.Message{Offset: int64(r.pos), Body: sql.AppendRow(nil, r.rows[r.pos])})
+	}
+	if r.pos >= len(r.rows) {
+		return buf, connectors.ErrEndOfSplit
+	}
+	return buf, nil
+}
+
+func (r *rowReader) Close() error { return nil }
+
+// rowFormat encodes rows with sql.AppendRow: the rows of views and constants.
+type rowFormat struct{}
+
+func (rowFormat) Decode(body []byte, dst sql.Row) (sql.Row, error) {
+	r, n, err := sql.DecodeRow(body, dst)
+	if err != nil {
+		return nil, err
+	}
+	if n != len(body) {
+		return nil, fmt.Errorf("row of %d bytes has %d more", n, len(body)-n)
+	}
+	return r, nil
+}
+
+func (rowFormat) Encode(dst []byte, r sql.Row) ([]byte, error) { return sql.AppendRow(dst, r), nil }
