@@ -151,7 +151,7 @@ func (r *FileRoots) under(abs string) int {
 	best, bestLen := -1, 0
 	for i, fr := range r.roots {
 		for _, base := range []string{fr.dir, fr.real} {
-			if within(abs, base) && len(base) > bestLen {
+			if underDir(abs, base) && len(base) > bestLen {
 				best, bestLen = i, len(base)
 			}
 		}
@@ -174,8 +174,8 @@ func (e *outsideError) Is(target error) bool {
 	return target == ErrOutsideFileRoots
 }
 
-// within reports whether path is base or under it (both absolute and clean).
-func within(path, base string) bool {
+// underDir reports whether path is base or under it (both absolute and clean).
+func underDir(path, base string) bool {
 	if path == base {
 		return true
 	}

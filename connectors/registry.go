@@ -2,10 +2,12 @@ package connectors
 
 import (
 	"context"
+
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"rsql/sql"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,10 +34,13 @@ type Deps struct {
 	Files *FileRoots
 }
 
-// Spec is a stream as a connector opens it: its name and parsed options.
+// Spec is a stream as a connector opens it: its name, parsed options, its schema and the
+// columns (indexes into it) the reader needs (nil: all).
 type Spec struct {
 	Stream  string
 	Options StreamOptions
+	Schema  sql.Schema
+	Columns []int
 }
 
 // Kind is one connector.
@@ -45,6 +50,8 @@ type Kind struct {
 	Doc string
 	// Options are the WITH options it reads beyond the common ones (CommonOptions).
 	Options []string
+	// Formats are the record formats it takes besides json and csv.
+	Formats []string
 	// Bounded says reading it ends (every split is finite).
 	Bounded bool
 	// OpenSource opens it for reading (nil: it cannot be read).
@@ -131,6 +138,13 @@ var builtinKinds = []Kind{
 		OpenSource: func(_ context.Context, d Deps, s Spec) (Source, error) { return d.Files.OpenSource(s.Options.Path) },
 		OpenSink: func(_ context.Context, d Deps, s Spec) (Sink, error) {
 			return d.Files.OpenSink(s.Options.Path, FileSinkOptions{})
+		},
+	},
+	{
+		Name: "nexmark", Doc: "the Nexmark benchmark's generated events: person, auction or bid (docs/nexmark.md; read only)",
+		Options: NexmarkOptionKeys, Formats: []string{"nexmark"}, Bounded: false,
+		OpenSource: func(_ context.Context, _ Deps, s Spec) (Source, error) {
+			return OpenNexmarkSource(s.Options.Raw, s.Schema, s.Columns)
 		},
 	},
 	{
@@ -229,7 +243,7 @@ func parseOptions(raw map[string]string, strict bool) (StreamOptions, error) {
 		case "path":
 			o.Path = v
 		case "format":
-			if strict && v != "json" && v != "csv" {
+			if strict && v != "json" && v != "csv" && !contains(kind.Formats, v) {
 				return o, &OptionError{Option: k, Value: v, Reason: "unknown format (json or csv)"}
 			}
 			o.Format = v
