@@ -1,5 +1,5 @@
-// Package connectors holds rsql's sources and sinks (file, broker topics, print) and record
-// formats (JSON lines, CSV).
+// Package connectors holds rsql's sources and sinks (file, broker topics, print, the nexmark
+// generator) and record formats (JSON lines, CSV).
 //
 // Contract: a Source is a set of splits, each read in offset order by a SplitReader; a Sink
 // takes raw messages and makes them durable at Flush. Formats turn message bodies into typed
@@ -19,10 +19,24 @@
 //     writer of its file it is a de-duplicating sink (Position, IDsSince) that cuts the file
 //     back instead of storing ids. NewPrintSink(w) prints bodies to w.
 //   - Errors of the file connector name the path (and the line where there is one).
+//   - FileRoots is the file connector's sandbox (fileroots.go): its OpenSource, OpenSink,
+//     Rename, Remove and WriteFile take only paths under its roots whose symbolic links
+//     stay under them, checked when the path is resolved and again by os.Root when the
+//     file is opened; anything else is an error wrapping ErrOutsideFileRoots that names
+//     the roots. A nil *FileRoots is no sandbox (OpenFileSource and OpenFileSink use it).
 //   - Topics: BrokerSource/BrokerSink (the bundled broker in process) and
 //     RocketMQSource/RocketMQSink (any name server, rocketmq-client-go) pass one conformance
 //     test body. A missing topic is created with RocketMQConfig.CreateTopics on the master
 //     brokers the name server's cluster info names. GroupOffsets reads and commits a
 //     consumer group's offsets synchronously (rocketmq_admin.go, docs/broker.md "Protocol
 //     notes").
+//   - OpenNexmarkSource(options, schema, columns) generates the Nexmark benchmark's events
+//     (docs/nexmark.md): deterministic for its options, split by epochs of 50 events,
+//     bounded when events > 0. It is a RowSource: OpenRows hands over typed rows of the
+//     columns asked for, with no bytes in between. Its messages are 50-byte event
+//     references that NewFormat("nexmark", schema) turns into rows (decode only), or JSON
+//     objects with format 'json'. Option and schema errors wrap ErrNexmark and name the
+//     option or column.
+//   - RowSource is optional: a runtime that reads rows type-asserts it; every source keeps
+//     Open, so a runtime that reads message bodies works with all of them.
 package connectors
