@@ -975,8 +975,8 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 		}
 		return nil, sql.Errorf(sql.CodeUnknownTable, "%s %q does not exist", strings.ToLower(s.Kind), s.Name)
 	}
-	if (s.Kind == "VIEW") != d.IsView {
-		return nil, sql.Errorf(sql.CodeInvalidValue, "%q is not a %s (use DROP %s)", d.Name, strings.ToLower(s.Kind), map[bool]string{true: "VIEW", false: "STREAM"}[d.IsView])
+	if kind := d.Kind(); s.Kind != kind {
+		return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is not a %s (use DROP %s)", d.Name, strings.ToLower(s.Kind), kind)
 	}
 	if err := e.cat.DropStream(d.Name); err != nil {
 		return nil, err
