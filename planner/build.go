@@ -161,6 +161,9 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 			WatermarkDelay: rel.WatermarkDelay,
 			FromStage:      -1,
 		}
+		if rel.IsTable {
+			src.PrimaryKey = append([]int{}, rel.PrimaryKey...)
+		}
 		pos := map[int]int{}
 		for i, c := range n.Columns {
 			if c < 0 || c >= len(rel.Schema) {
