@@ -172,7 +172,11 @@ func (e *Engine) tableSnapshot(spec planner.SourceSpec) (connectors.Source, erro
 	if err != nil {
 		return nil, err
 	}
-	if bs, ok := src.(*connectors.BrokerSource); ok {
+	inner := src
+	if s, ok := inner.(safeSource); ok {
+		inner = s.Source
+	}
+	if bs, ok := inner.(*connectors.BrokerSource); ok {
 		if err := bs.Snapshot(); err != nil {
 			src.Close()
 			return nil, err
