@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +25,16 @@ var (
 	ErrMessageTooLarge  = errors.New("broker: message too large")
 	ErrOffsetOutOfRange = errors.New("broker: offset beyond the end of the queue")
 	ErrLocked           = errors.New("broker: store directory is used by another process")
+	// ErrNotFound: a lookup (key index, view by offset) found nothing.
+	ErrNotFound = errors.New("broker: no such message")
+	// EndTransaction: no prepared message there, or not the one described.
+	ErrTxnNotFound = errors.New("broker: no prepared transactional message at that commit-log offset")
+	ErrTxnMismatch = errors.New("broker: end of transaction does not match its prepared message")
+	// Replication: a slave refuses writes; with sync replication an append is stored but
+	// not (yet) on a slave.
+	ErrReadOnly          = errors.New("broker: this broker is a slave and takes no writes")
+	ErrSlaveNotAvailable = errors.New("broker: stored, but no slave is connected to replicate it (sync replication)")
+	ErrSlaveTimeout      = errors.New("broker: stored, but no slave confirmed it in time (sync replication)")
 )
 
 const (
@@ -64,13 +73,12 @@ type Broker struct {
 	tmu    sync.RWMutex
 	topics map[string]*topic
 
-	omu     sync.Mutex
-	offsets map[string]map[string]int64 // group -> "topic@queue" -> next offset
-	odirty  bool
+	offsets *offsetStore
 
 	storeHost atomic.Value // netip.AddrPort
 
-	ckmu sync.Mutex // serialises checkpoints
+	ckmu      sync.Mutex // serialises checkpoints
+	indexFrom int64      // commit-log offset the flushed index covered at the last checkpoint
 
 	fmu       sync.Mutex
 	fcond     *sync.Cond
@@ -81,6 +89,17 @@ type Broker struct {
 	closeErr  error
 	done      chan struct{}
 	wg        sync.WaitGroup
+
+	txn   *txnStore
+	stats *brokerStats
+	subs  *subGroups
+	replM *replMaster // a master's slaves
+	repl  replSlave   // a slave's link to its master
+
+	lwmu     sync.Mutex
+	lwait    chan struct{} // closed when the log grows; nil when nobody waits
+	lwaiting atomic.Bool   // lwait != nil, read without lwmu by appends
+	idx      *indexService // nil when Config.DisableIndex
 
 	net *netServer
 }
@@ -94,7 +113,7 @@ func Open(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	b := &Broker{cfg: cfg, topics: map[string]*topic{}, offsets: map[string]map[string]int64{},
+	b := &Broker{cfg: cfg, topics: map[string]*topic{}, txn: newTxnStore(), stats: newBrokerStats(), replM: newReplMaster(),
 		fkick: make(chan struct{}, 1), done: make(chan struct{})}
 	b.fcond = sync.NewCond(&b.fmu)
 	b.storeHost.Store(netip.MustParseAddrPort("127.0.0.1:10911"))
@@ -103,7 +122,8 @@ func Open(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.lockFile = lf
-	if err := b.load(); err != nil {
+	committed, err := b.load()
+	if err != nil {
 		b.closeFiles()
 		return nil, err
 	}
@@ -111,76 +131,87 @@ func Open(cfg Config) (*Broker, error) {
 		b.closeFiles()
 		return nil, err
 	}
-	b.wg.Add(3)
+	if err := b.loadTransactions(committed); err != nil {
+		b.closeFiles()
+		return nil, err
+	}
+	if !cfg.DisableIndex {
+		if err := b.openIndex(); err != nil {
+			b.closeFiles()
+			return nil, err
+		}
+		b.wg.Add(1)
+		go b.indexer()
+	}
+	b.wg.Add(4)
+	go b.every(time.Second, "statistics", func() error { b.stats.sample(time.Now(), b.served.Load()); return nil })
 	go b.flusher()
 	go b.every(b.cfg.CheckpointInterval, "checkpoint", b.checkpoint)
 	go b.every(b.cfg.RetentionCheckInterval, "retention", b.EnforceRetention)
-	b.wg.Add(1)
-	go b.scheduler()
+	if cfg.Role == RoleSlave {
+		// A slave writes only what it copies: no delayed delivery, no transaction checks.
+		b.wg.Add(2)
+		go b.replicate()
+		go b.syncMetadata()
+	} else {
+		b.wg.Add(1)
+		go b.scheduler()
+	}
 	return b, nil
 }
 
 func (b *Broker) path(name string) string { return filepath.Join(b.cfg.Dir, name) }
 
-func (b *Broker) load() error {
+// load opens the files and recovers the log. It returns the half-message offsets named
+// by the committed transactional messages it replayed.
+func (b *Broker) load() (map[int64]bool, error) {
 	var infos []TopicInfo
 	if err := readJSON(b.path("topics.json"), &infos); err != nil {
-		return err
+		return nil, err
 	}
-	if err := readJSON(b.path("offsets.json"), &b.offsets); err != nil {
-		return err
+	offs, err := openOffsets(b.cfg.Dir)
+	if err != nil {
+		return nil, err
 	}
-	if b.offsets == nil {
-		b.offsets = map[string]map[string]int64{}
+	b.offsets = offs
+	if b.subs, err = openSubGroups(b.path("subscriptionGroups.json")); err != nil {
+		return nil, err
 	}
 	cl, err := openCommitLog(b.path("commitlog"), b.cfg.SegmentSize)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	b.cl = cl
 	for _, ti := range infos {
 		if _, err := b.openTopic(ti); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	var ck struct {
-		Offset int64 `json:"offset"`
-	}
+	var ck checkpointData
 	if err := readJSON(b.path("checkpoint"), &ck); err != nil {
-		return err
+		return nil, err
 	}
+	b.indexFrom = ck.Index
 	// Replay records from the checkpoint: rebuild consume-queue entries the queues lack.
 	var rerr error
+	committed := map[int64]bool{}
 	end, err := cl.recover(ck.Offset, func(r *recordView, off int64) {
 		if rerr != nil {
 			return
 		}
-		t := b.topics[r.topic]
-		if t == nil || int(r.queue) >= len(t.queues) {
-			n := max(int(r.queue)+1, b.cfg.DefaultQueues)
-			if t != nil {
-				n = max(n, len(t.queues))
-			}
-			if t, rerr = b.openTopic(TopicInfo{Name: r.topic, Queues: n, Perm: PermRead | PermWrite}); rerr != nil {
-				return
-			}
-			_ = t
+		if r.sysFlag&sysFlagTxnMask == sysFlagTxnCommit && r.prepared > 0 {
+			committed[r.prepared] = true
 		}
-		q := b.topics[r.topic].queues[r.queue]
-		tags := TagsCode(propValue(r.props, PropTags))
-		if r.topic == scheduleTopic {
-			tags = r.storeTS
-		}
-		rerr = q.put(r.queueOffset, off, int32(r.size), tags)
-		if r.queueOffset+1 > q.max.Load() {
+		var q *consumeQueue
+		if q, rerr = b.dispatch(r, off, max(int(r.queue)+1, b.cfg.DefaultQueues)); rerr == nil && r.queueOffset+1 > q.max.Load() {
 			q.max.Store(r.queueOffset + 1)
 		}
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if rerr != nil {
-		return rerr
+		return nil, rerr
 	}
 	cl.wpos = end
 	cl.committed.Store(end)
@@ -203,7 +234,27 @@ func (b *Broker) load() error {
 			q.dropBelow(minPhys)
 		}
 	}
-	return b.saveTopics()
+	return committed, b.saveTopics()
+}
+
+// dispatch writes the consume-queue entry of a record found in the log (by recovery, or
+// by a slave replicating its master), creating or widening its topic to at least queues
+// queues. It returns the queue; publishing the new end is the caller's. Callers are the
+// single writer (recovery before anything runs, or the slave's replicator).
+func (b *Broker) dispatch(r *recordView, off int64, queues int) (*consumeQueue, error) {
+	t := b.topic(r.topic)
+	if t == nil || int(r.queue) >= len(t.queues) {
+		var err error
+		if t, err = b.ensureTopic(r.topic, queues, PermRead|PermWrite); err != nil {
+			return nil, err
+		}
+	}
+	q := t.queues[r.queue]
+	tags := TagsCode(propValue(r.props, PropTags))
+	if r.topic == scheduleTopic {
+		tags = r.storeTS
+	}
+	return q, q.put(r.queueOffset, off, int32(r.size), tags)
 }
 
 // openTopic creates or widens a topic's queues and registers it (no persistence).
@@ -288,9 +339,10 @@ func (b *Broker) DeleteTopic(name string) error {
 }
 
 // IsSystemTopic reports whether a topic is the broker's own: the delay schedule, retry and
-// dead-letter topics, and TBW102.
+// dead-letter topics, the transaction topics, and TBW102.
 func IsSystemTopic(name string) bool {
-	return name == scheduleTopic || name == tbw102 || strings.HasPrefix(name, "%RETRY%") || strings.HasPrefix(name, "%DLQ%")
+	return name == scheduleTopic || name == tbw102 || name == halfTopic || name == opTopic || name == checkMaxTopic ||
+		strings.HasPrefix(name, "%RETRY%") || strings.HasPrefix(name, "%DLQ%")
 }
 
 // Topics lists the topics, system topics included (see IsSystemTopic), sorted by name.
@@ -340,18 +392,28 @@ type putResult struct {
 	size        int
 }
 
-// put appends messages through the single writer and, in sync mode, waits for the fsync.
+// put appends messages through the single writer and, in sync modes, waits for the fsync
+// and for a slave.
 func (b *Broker) put(ms []inMsg) ([]putResult, error) {
 	res, end, err := b.appendMsgs(ms)
 	if err != nil {
 		return nil, err
 	}
+	return res, b.waitDurable(end)
+}
+
+// waitDurable waits for what the configuration promises before an acknowledgement: the
+// fsync (FlushSync) and a slave's copy (ReplicationSync).
+func (b *Broker) waitDurable(end int64) error {
 	if b.cfg.FlushMode == FlushSync {
 		if err := b.waitFlushed(end); err != nil {
-			return res, err
+			return err
 		}
 	}
-	return res, nil
+	if b.cfg.Replication == ReplicationSync {
+		return b.waitReplicated(end)
+	}
+	return nil
 }
 
 // appendMsgs appends messages through the single writer without waiting for a flush and
@@ -359,6 +421,9 @@ func (b *Broker) put(ms []inMsg) ([]putResult, error) {
 func (b *Broker) appendMsgs(ms []inMsg) ([]putResult, int64, error) {
 	if b.closed.Load() {
 		return nil, 0, ErrClosed
+	}
+	if b.cfg.Role == RoleSlave {
+		return nil, 0, ErrReadOnly
 	}
 	for i := range ms {
 		if n := ms[i].size(); n-recordFixedSize > b.cfg.MaxMessageSize {
@@ -407,6 +472,7 @@ func (b *Broker) appendMsgs(ms []inMsg) ([]putResult, int64, error) {
 			ts = now
 		}
 		encodeRecord(dst, m, qo, pos, ts, host)
+		b.indexAppended(m.topic, m.props, pos, pos+int64(n), ts)
 		tags := m.tagsCode
 		if m.topic == scheduleTopic {
 			tags = ts
@@ -421,10 +487,18 @@ func (b *Broker) appendMsgs(ms []inMsg) ([]putResult, int64, error) {
 	}
 	end := b.cl.wpos
 	b.cl.committed.Store(end)
+	stored := 0
+	for i := range ms {
+		if t := ms[i].topic; t != scheduleTopic && t != halfTopic && t != opTopic {
+			stored++
+		}
+	}
+	b.stats.put.Add(int64(stored))
 	for q, m := range next {
 		q.publish(m)
 	}
 	b.wmu.Unlock()
+	b.logGrew()
 	return res, end, nil
 }
 
@@ -573,9 +647,9 @@ const (
 )
 
 // readRaw copies up to max records (and about maxBytes) from offset on, skipping records
-// whose tag code is not in filter (nil = all). It returns the bytes, the record count, the
+// the filter does not let through (nil = all). It returns the bytes, the record count, the
 // next offset to read and a status as in the protocol's pull table.
-func (b *Broker) readRaw(q *consumeQueue, offset int64, maxN, maxBytes int, filter map[int64]bool, buf []byte) ([]byte, int, int64, pullStatus) {
+func (b *Broker) readRaw(q *consumeQueue, offset int64, maxN, maxBytes int, filter *subFilter, buf []byte) ([]byte, int, int64, pullStatus) {
 	minO, maxO := q.min.Load(), q.max.Load()
 	switch {
 	case maxO == 0 && offset == 0:
@@ -598,11 +672,11 @@ func (b *Broker) readRaw(q *consumeQueue, offset int64, maxN, maxBytes int, filt
 			break
 		}
 		scanned++
-		if filter != nil && !filter[tags] {
+		if !filter.matchCode(tags) {
 			next++
 			continue
 		}
-		var err error
+		start := len(buf)
 		nb, err := b.cl.read(buf, phys, int(size))
 		if err != nil {
 			// The record was removed by retention under us; let the caller re-seek.
@@ -610,6 +684,11 @@ func (b *Broker) readRaw(q *consumeQueue, offset int64, maxN, maxBytes int, filt
 				return buf, 0, q.min.Load(), pullOffsetMoved
 			}
 			break
+		}
+		if filter.needsRecord() && !filter.matchRecord(nb[start:]) {
+			buf = nb[:start]
+			next++
+			continue
 		}
 		buf = nb
 		n++
@@ -687,46 +766,33 @@ func (b *Broker) Pull(ctx context.Context, topicName string, queue int, offset i
 	}
 }
 
-func offsetKey(topicName string, queue int) string { return topicName + "@" + strconv.Itoa(queue) }
-
-// CommitOffset stores a consumer group's next offset for a queue.
-func (b *Broker) CommitOffset(group, topicName string, queue int, offset int64) error {
-	b.omu.Lock()
-	defer b.omu.Unlock()
-	g := b.offsets[group]
-	if g == nil {
-		g = map[string]int64{}
-		b.offsets[group] = g
-	}
-	g[offsetKey(topicName, queue)] = offset
-	b.odirty = true
-	return nil
+// checkpointData is the checkpoint file: recovery replays the commit log from Offset and
+// indexes it from Index.
+type checkpointData struct {
+	Offset int64 `json:"offset"`
+	Index  int64 `json:"index"`
 }
 
-// QueryOffset returns a group's committed offset; ok is false when none is stored.
-func (b *Broker) QueryOffset(group, topicName string, queue int) (int64, bool) {
-	b.omu.Lock()
-	defer b.omu.Unlock()
-	o, ok := b.offsets[group][offsetKey(topicName, queue)]
-	return o, ok
-}
-
-func (b *Broker) saveOffsets(force bool) error {
-	b.omu.Lock()
-	if !b.odirty && !force {
-		b.omu.Unlock()
-		return nil
-	}
-	data, err := json.Marshal(b.offsets)
-	b.odirty = false
-	b.omu.Unlock()
+// openIndex opens the key index and sets where the indexer resumes.
+func (b *Broker) openIndex() error {
+	idx, rebuildFrom, err := openIndex(b.path("index"), b.cfg.IndexSlots, b.cfg.IndexEntries, b.cfg.IndexSpan,
+		func(msg string, args ...any) { b.cfg.Logger.Warn(msg, args...) })
 	if err != nil {
 		return err
 	}
-	return writeFile(b.path("offsets.json"), data)
+	from := b.indexFrom
+	if rebuildFrom >= 0 {
+		from = min(from, rebuildFrom)
+	}
+	if len(idx.files) == 0 {
+		from = 0
+	}
+	idx.indexed.Store(max(from, b.cl.minOffset()))
+	b.idx = idx
+	return nil
 }
 
-// checkpoint flushes the queues and offsets and records how far recovery may skip.
+// checkpoint flushes the queues, offsets and index, and records how far recovery may skip.
 func (b *Broker) checkpoint() error {
 	b.ckmu.Lock()
 	defer b.ckmu.Unlock()
@@ -734,6 +800,13 @@ func (b *Broker) checkpoint() error {
 		return err
 	}
 	target := b.cl.flushed.Load()
+	var indexed int64
+	if b.idx != nil {
+		indexed = min(b.idx.indexed.Load(), target)
+		if err := b.idx.flush(); err != nil {
+			return err
+		}
+	}
 	b.tmu.RLock()
 	var qs []*consumeQueue
 	for _, t := range b.topics {
@@ -745,10 +818,10 @@ func (b *Broker) checkpoint() error {
 			return err
 		}
 	}
-	if err := b.saveOffsets(false); err != nil {
+	if err := b.offsets.compact(false); err != nil {
 		return err
 	}
-	return writeJSON(b.path("checkpoint"), map[string]int64{"offset": target})
+	return writeJSON(b.path("checkpoint"), checkpointData{Offset: target, Index: indexed})
 }
 
 // every runs fn each interval until the broker closes, logging its errors as what failed.
@@ -805,6 +878,9 @@ func (b *Broker) EnforceRetention() error {
 		dropped = true
 	}
 	if dropped {
+		if b.idx != nil {
+			b.idx.dropBelow(b.cl.minOffset())
+		}
 		b.cfg.Logger.Info("retention removed segments", "min", b.cl.minOffset())
 	}
 	return nil
@@ -828,7 +904,7 @@ func (b *Broker) close() error {
 	b.wmu.Lock()
 	err := b.checkpoint()
 	b.wmu.Unlock()
-	if e := b.saveOffsets(true); err == nil {
+	if e := b.offsets.close(); err == nil {
 		err = e
 	}
 	b.closeFiles()
@@ -845,6 +921,12 @@ func (b *Broker) closeFiles() {
 	b.tmu.Unlock()
 	if b.cl != nil {
 		b.cl.close()
+	}
+	if b.offsets != nil {
+		b.offsets.close()
+	}
+	if b.idx != nil {
+		b.idx.close()
 	}
 	if b.lockFile != nil {
 		b.lockFile.Close()

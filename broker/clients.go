@@ -12,25 +12,38 @@ import (
 // consumerGroup is the live membership of one group, learned from heartbeats. Guarded by
 // netServer.cmu.
 type consumerGroup struct {
-	clients map[string]*clientInfo    // clientID -> client
-	subs    map[string]map[int64]bool // topic -> tag filter (nil = all)
-	exprs   map[string]string         // topic -> expression
+	clients map[string]*clientInfo // clientID -> client
+	subs    map[string]*subFilter  // topic -> filter (nil = all)
+	// From the last heartbeat, for GET_CONSUMER_CONNECTION_LIST.
+	consumeType, messageModel, consumeFromWhere string
+	subData                                     map[string]json.RawMessage // topic -> subscription as sent
 }
 
 type clientInfo struct {
-	conn *conn
-	last time.Time
+	conn     *conn
+	last     time.Time
+	language string
+	version  int16
 }
 
 type heartbeatData struct {
 	ClientID        string `json:"clientID"`
+	ProducerDataSet []struct {
+		GroupName string `json:"groupName"`
+	} `json:"producerDataSet"`
 	ConsumerDataSet []struct {
-		GroupName           string `json:"groupName"`
-		SubscriptionDataSet []struct {
-			Topic     string `json:"topic"`
-			SubString string `json:"subString"`
-		} `json:"subscriptionDataSet"`
+		GroupName           string            `json:"groupName"`
+		ConsumeType         string            `json:"consumeType"`
+		MessageModel        string            `json:"messageModel"`
+		ConsumeFromWhere    string            `json:"consumeFromWhere"`
+		SubscriptionDataSet []json.RawMessage `json:"subscriptionDataSet"`
 	} `json:"consumerDataSet"`
+}
+
+type subscriptionData struct {
+	Topic          string `json:"topic"`
+	SubString      string `json:"subString"`
+	ExpressionType string `json:"expressionType"`
 }
 
 func (s *netServer) heartbeat(c *conn, req *remoting.Command) *remoting.Command {
@@ -41,6 +54,17 @@ func (s *netServer) heartbeat(c *conn, req *remoting.Command) *remoting.Command 
 	var changed []string
 	now := time.Now()
 	s.cmu.Lock()
+	for _, pd := range hb.ProducerDataSet {
+		if pd.GroupName == "" {
+			continue
+		}
+		g := s.producers[pd.GroupName]
+		if g == nil {
+			g = map[string]*clientInfo{}
+			s.producers[pd.GroupName] = g
+		}
+		g[hb.ClientID] = &clientInfo{conn: c, last: now, language: req.Language, version: req.Version}
+	}
 	for _, cd := range hb.ConsumerDataSet {
 		if cd.GroupName == "" {
 			continue
@@ -54,17 +78,34 @@ func (s *netServer) heartbeat(c *conn, req *remoting.Command) *remoting.Command 
 		if ci == nil || ci.conn != c {
 			changed = append(changed, cd.GroupName)
 		}
-		g.clients[hb.ClientID] = &clientInfo{conn: c, last: now}
-		g.subs = map[string]map[int64]bool{}
-		g.exprs = map[string]string{}
-		for _, sd := range cd.SubscriptionDataSet {
-			g.subs[sd.Topic] = tagFilter(sd.SubString)
-			g.exprs[sd.Topic] = sd.SubString
+		g.clients[hb.ClientID] = &clientInfo{conn: c, last: now, language: req.Language, version: req.Version}
+		g.consumeType, g.messageModel, g.consumeFromWhere = cd.ConsumeType, cd.MessageModel, cd.ConsumeFromWhere
+		prev := g.subs
+		g.subs = map[string]*subFilter{}
+		g.subData = map[string]json.RawMessage{}
+		for _, raw := range cd.SubscriptionDataSet {
+			var sd subscriptionData
+			if err := json.Unmarshal(raw, &sd); err != nil || sd.Topic == "" {
+				continue
+			}
+			g.subData[sd.Topic] = raw
+			f := newSubFilter(sd.ExpressionType, sd.SubString)
+			if old := prev[sd.Topic]; f != nil && f.err != nil && (old == nil || old.expr != f.expr) {
+				s.b.cfg.Logger.Warn("consumer subscribed with an expression that does not compile; its pulls are refused",
+					"group", cd.GroupName, "topic", sd.Topic, "err", f.err)
+			}
+			g.subs[sd.Topic] = f
 		}
 	}
 	s.cmu.Unlock()
 	for _, cd := range hb.ConsumerDataSet {
-		if cd.GroupName != "" && ValidTopic("%RETRY%"+cd.GroupName) {
+		if cd.GroupName == "" {
+			continue
+		}
+		if err := s.b.subs.ensure(cd.GroupName); err != nil {
+			s.b.cfg.Logger.Error("storing a new subscription group failed", "group", cd.GroupName, "err", err)
+		}
+		if ValidTopic("%RETRY%" + cd.GroupName) {
 			s.b.ensureTopic("%RETRY%"+cd.GroupName, 1, PermRead|PermWrite)
 		}
 	}
@@ -74,14 +115,31 @@ func (s *netServer) heartbeat(c *conn, req *remoting.Command) *remoting.Command 
 	return req.Reply(respSuccess, "")
 }
 
-// subscription returns a group's tag filter for a topic from its heartbeats.
-func (s *netServer) subscription(group, topicName string) map[int64]bool {
+// subscription returns a group's filter for a topic from its heartbeats (nil: all).
+func (s *netServer) subscription(group, topicName string) *subFilter {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	if g := s.groups[group]; g != nil {
 		return g.subs[topicName]
 	}
 	return nil
+}
+
+// producerConn returns a live connection of a producer group (the most recent heartbeat),
+// or nil.
+func (s *netServer) producerConn(group string) *conn {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	var best *clientInfo
+	for _, ci := range s.producers[group] {
+		if !ci.conn.closed.Load() && (best == nil || ci.last.After(best.last)) {
+			best = ci
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return best.conn
 }
 
 func (s *netServer) notifyGroup(group string) {
@@ -139,9 +197,13 @@ func (s *netServer) dropConn(c *conn) {
 	s.removeClients(func(ci *clientInfo) bool { return ci.conn == c })
 }
 
-func (s *netServer) removeClients(match func(*clientInfo) bool) {
+// removeClients removes the consumers and producers match selects, releases their queue
+// locks and notifies their groups. It returns the connections they used that no remaining
+// client uses.
+func (s *netServer) removeClients(match func(*clientInfo) bool) []*conn {
 	var changed []string
 	var gone []string
+	conns := map[*conn]bool{}
 	s.cmu.Lock()
 	for name, g := range s.groups {
 		n := len(g.clients)
@@ -149,6 +211,7 @@ func (s *netServer) removeClients(match func(*clientInfo) bool) {
 			if match(ci) {
 				delete(g.clients, id)
 				gone = append(gone, id)
+				conns[ci.conn] = true
 			}
 		}
 		if len(g.clients) != n {
@@ -158,6 +221,28 @@ func (s *netServer) removeClients(match func(*clientInfo) bool) {
 			delete(s.groups, name)
 		}
 	}
+	for name, g := range s.producers {
+		for id, ci := range g {
+			if match(ci) {
+				delete(g, id)
+				conns[ci.conn] = true
+			}
+		}
+		if len(g) == 0 {
+			delete(s.producers, name)
+		}
+	}
+	// Keep connections another client still uses.
+	for _, g := range s.groups {
+		for _, ci := range g.clients {
+			delete(conns, ci.conn)
+		}
+	}
+	for _, g := range s.producers {
+		for _, ci := range g {
+			delete(conns, ci.conn)
+		}
+	}
 	s.cmu.Unlock()
 	for _, id := range gone {
 		s.releaseLocks(id)
@@ -165,8 +250,17 @@ func (s *netServer) removeClients(match func(*clientInfo) bool) {
 	for _, g := range changed {
 		s.notifyGroup(g)
 	}
+	out := make([]*conn, 0, len(conns))
+	for c := range conns {
+		out = append(out, c)
+	}
+	return out
 }
 
+// expireClients is the client housekeeping (RocketMQ's ClientHousekeepingService): a
+// client whose last heartbeat is older than Config.ClientExpiry leaves its groups (they
+// are notified and rebalance), its queue locks are released, and its connection is
+// closed. The caller has done s.wg.Add(1).
 func (s *netServer) expireClients() {
 	defer s.wg.Done()
 	t := time.NewTicker(min(10*time.Second, s.b.cfg.ClientExpiry/2))
@@ -177,7 +271,11 @@ func (s *netServer) expireClients() {
 			return
 		case <-t.C:
 			cut := time.Now().Add(-s.b.cfg.ClientExpiry)
-			s.removeClients(func(ci *clientInfo) bool { return ci.last.Before(cut) })
+			for _, c := range s.removeClients(func(ci *clientInfo) bool { return ci.last.Before(cut) }) {
+				s.b.cfg.Logger.Info("closing the connection of a client without a heartbeat",
+					"remote", c.remote.String(), "expiry", s.b.cfg.ClientExpiry)
+				c.close()
+			}
 		}
 	}
 }

@@ -349,3 +349,51 @@ func (cl *commitLog) retentionInfo() (int64, int64, int) {
 	}
 	return ts, int64(len(cl.segs)) * cl.segSize, len(cl.segs)
 }
+
+// appendRaw writes bytes copied from a master's log at pos, which must be the write
+// position; they must lie in one segment. A slave's replicator (the single writer) only.
+func (cl *commitLog) appendRaw(pos int64, data []byte) error {
+	if pos != cl.wpos {
+		return fmt.Errorf("broker: replicated bytes at %d, the log ends at %d", pos, cl.wpos)
+	}
+	rel := pos % cl.segSize
+	if rel+int64(len(data)) > cl.segSize {
+		return fmt.Errorf("broker: replicated bytes %d+%d cross a segment of %d bytes", pos, len(data), cl.segSize)
+	}
+	cl.mu.RLock()
+	s := cl.segFor(pos)
+	cl.mu.RUnlock()
+	if s == nil {
+		ns, err := openSegment(cl.dir, pos-rel, cl.segSize)
+		if err != nil {
+			return err
+		}
+		cl.mu.Lock()
+		if n := len(cl.segs); n > 0 && cl.segs[n-1].base+cl.segSize != ns.base {
+			cl.mu.Unlock()
+			ns.close()
+			return fmt.Errorf("broker: replicated segment %d does not follow segment %d", ns.base, cl.segs[n-1].base)
+		}
+		cl.segs = append(cl.segs, ns)
+		cl.mu.Unlock()
+		s = ns
+	}
+	copy(s.data[rel:], data)
+	cl.wpos = pos + int64(len(data))
+	return nil
+}
+
+// resetEmpty makes an empty log start at pos (a segment boundary): a new slave whose
+// master no longer has the beginning of its log.
+func (cl *commitLog) resetEmpty(pos int64) error {
+	cl.mu.RLock()
+	n := len(cl.segs)
+	cl.mu.RUnlock()
+	if n > 0 || cl.wpos != 0 || pos%cl.segSize != 0 {
+		return fmt.Errorf("broker: the log can start at %d only when it is empty and at a segment boundary", pos)
+	}
+	cl.wpos = pos
+	cl.committed.Store(pos)
+	cl.flushed.Store(pos)
+	return nil
+}

@@ -38,6 +38,58 @@ func ParseFlushMode(s string) (FlushMode, error) {
 	return 0, fmt.Errorf("broker: flush mode %q: want async or sync", s)
 }
 
+// Role says whether a broker takes writes (master) or copies a master's commit log (slave).
+type Role int
+
+const (
+	// RoleMaster stores what producers send (the default).
+	RoleMaster Role = iota
+	// RoleSlave replicates Config.MasterAddr's commit log, rebuilds its queues and index
+	// from it, serves reads, and refuses writes.
+	RoleSlave
+)
+
+func (r Role) String() string {
+	if r == RoleSlave {
+		return "slave"
+	}
+	return "master"
+}
+
+// ParseRole maps "master" and "slave" to a Role.
+func ParseRole(s string) (Role, error) {
+	switch s {
+	case "master", "":
+		return RoleMaster, nil
+	case "slave":
+		return RoleSlave, nil
+	}
+	return 0, fmt.Errorf("broker: role %q: want master or slave", s)
+}
+
+// ReplicationMode says when a master acknowledges a send relative to its slaves.
+type ReplicationMode int
+
+const (
+	// ReplicationAsync acknowledges without waiting for a slave (the default).
+	ReplicationAsync ReplicationMode = iota
+	// ReplicationSync acknowledges a send only when a slave has it (RocketMQ's SYNC_MASTER):
+	// with no slave connected the send is stored but answered SLAVE_NOT_AVAILABLE (11), and
+	// FLUSH_SLAVE_TIMEOUT (12) when no slave confirms it within Config.ReplicationTimeout.
+	ReplicationSync
+)
+
+// ParseReplicationMode maps "async" and "sync" to a ReplicationMode.
+func ParseReplicationMode(s string) (ReplicationMode, error) {
+	switch s {
+	case "async", "":
+		return ReplicationAsync, nil
+	case "sync":
+		return ReplicationSync, nil
+	}
+	return 0, fmt.Errorf("broker: replication mode %q: want async or sync", s)
+}
+
 // DefaultDelayLevels are RocketMQ's delay levels 1..18.
 var DefaultDelayLevels = []time.Duration{
 	time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second,
@@ -49,7 +101,8 @@ var DefaultDelayLevels = []time.Duration{
 // Config configures a Broker. The zero value of every field means its default; call
 // EnsureDefaults then Validate (Open does both).
 type Config struct {
-	// Dir holds the store: commitlog/, consumequeue/, topics.json, offsets.json, checkpoint.
+	// Dir holds the store: commitlog/, consumequeue/, topics.json, offsets.json, offsets.log,
+	// checkpoint.
 	Dir string
 	// SegmentSize is the size of one commit-log file (default 1 GiB).
 	SegmentSize int64
@@ -84,10 +137,37 @@ type Config struct {
 	DelayLevels []time.Duration
 	// MaxPullWait caps a long poll (default 20 s).
 	MaxPullWait time.Duration
-	// ClientExpiry drops a client that has not sent a heartbeat for this long (default 120 s).
+	// ClientExpiry drops a client that has not sent a heartbeat for this long, and closes
+	// its connection; a connection silent that long is closed too (default 120 s).
 	ClientExpiry time.Duration
 	// LockExpiry frees an orderly consumer's queue lock that was not renewed (default 60 s).
 	LockExpiry time.Duration
+	// TransactionTimeout is how long a prepared message may stay open before its producer
+	// group is asked about it (default 6 s; a message's CHECK_IMMUNITY_TIME_IN_SECONDS can
+	// only lengthen it).
+	TransactionTimeout time.Duration
+	// TransactionCheckInterval is the time between two checks of one open transaction
+	// (default 30 s).
+	TransactionCheckInterval time.Duration
+	// TransactionCheckMax is how many checks an open transaction gets before it is
+	// discarded to TRANS_CHECK_MAX_TIME_TOPIC (default 15).
+	TransactionCheckMax int
+	// DisableIndex turns the key index off (QUERY_MESSAGE then finds nothing).
+	DisableIndex bool
+	// IndexSlots and IndexEntries are the hash slots and the entry capacity of one key
+	// index file (defaults 500,000 and 2,000,000: a 42 MB sparse file).
+	IndexSlots   int
+	IndexEntries int
+	// IndexSpan is the time one index file covers at most (default 1 h).
+	IndexSpan time.Duration
+	// Role is RoleMaster (default) or RoleSlave; a slave needs MasterAddr, the master's
+	// broker address, and the master's SegmentSize.
+	Role       Role
+	MasterAddr string
+	// Replication is a master's acknowledgement mode (default ReplicationAsync).
+	Replication ReplicationMode
+	// ReplicationTimeout bounds a sync-replicated send's wait for a slave (default 5 s).
+	ReplicationTimeout time.Duration
 	// Logger receives operational messages (default: discard).
 	Logger *slog.Logger
 }
@@ -139,6 +219,27 @@ func (c *Config) EnsureDefaults() {
 	if c.LockExpiry == 0 {
 		c.LockExpiry = 60 * time.Second
 	}
+	if c.TransactionTimeout == 0 {
+		c.TransactionTimeout = 6 * time.Second
+	}
+	if c.TransactionCheckInterval == 0 {
+		c.TransactionCheckInterval = 30 * time.Second
+	}
+	if c.TransactionCheckMax == 0 {
+		c.TransactionCheckMax = 15
+	}
+	if c.IndexSlots == 0 {
+		c.IndexSlots = 500_000
+	}
+	if c.IndexEntries == 0 {
+		c.IndexEntries = 2_000_000
+	}
+	if c.IndexSpan == 0 {
+		c.IndexSpan = time.Hour
+	}
+	if c.ReplicationTimeout == 0 {
+		c.ReplicationTimeout = 5 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -167,6 +268,24 @@ func (c *Config) Validate() error {
 	}
 	if c.FlushMode != FlushAsync && c.FlushMode != FlushSync {
 		errs = append(errs, fmt.Errorf("broker: Config.FlushMode %d is unknown", c.FlushMode))
+	}
+	if c.TransactionTimeout < 0 || c.TransactionCheckInterval < 0 || c.TransactionCheckMax < 0 {
+		errs = append(errs, errors.New("broker: transaction timeout, check interval and check maximum must not be negative"))
+	}
+	if c.IndexSlots < 1 || c.IndexSlots > 1<<26 || c.IndexEntries < 16 || c.IndexEntries > 1<<28 || c.IndexSpan < 0 {
+		errs = append(errs, fmt.Errorf("broker: index geometry %d slots × %d entries (span %v) is out of range", c.IndexSlots, c.IndexEntries, c.IndexSpan))
+	}
+	if c.ClientExpiry < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("broker: Config.ClientExpiry %v is below 100 ms", c.ClientExpiry))
+	}
+	if c.Role == RoleSlave && c.MasterAddr == "" {
+		errs = append(errs, errors.New("broker: a slave needs Config.MasterAddr"))
+	}
+	if c.Role == RoleSlave && c.Replication == ReplicationSync {
+		errs = append(errs, errors.New("broker: sync replication is a master's setting"))
+	}
+	if c.Role != RoleMaster && c.Role != RoleSlave || c.Replication != ReplicationAsync && c.Replication != ReplicationSync {
+		errs = append(errs, fmt.Errorf("broker: Config.Role %d or Config.Replication %d is unknown", c.Role, c.Replication))
 	}
 	if c.MaxFrameSize < 1024 {
 		errs = append(errs, fmt.Errorf("broker: Config.MaxFrameSize %d is below 1 KiB", c.MaxFrameSize))

@@ -13,7 +13,7 @@ import (
 
 // redirectDelay rewrites m to the schedule topic when it asks for a delay.
 func (b *Broker) redirectDelay(m *inMsg) {
-	if m.topic == scheduleTopic || len(m.props) == 0 {
+	if m.topic == scheduleTopic || m.topic == halfTopic || len(m.props) == 0 {
 		return
 	}
 	d := propValue(m.props, PropDelay)

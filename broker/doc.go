@@ -12,6 +12,9 @@
 //	err = b.CommitOffset("group", "orders", q, next); off, ok := b.QueryOffset(...)
 //	b.MinOffset / b.MaxOffset / b.OffsetByTimestamp / b.Topics / b.Topic / b.Flush
 //	b.DeleteTopic / b.EnforceRetention / broker.IsSystemTopic(name)
+//	b.QueryMessages / b.ViewMessage                         // key index, by offset
+//	b.ConsumeStats / b.GroupOffsets / b.ConsumerGroups / b.SubscriptionGroups
+//	b.EndTransaction / b.OpenTransactions
 //	err = b.Serve("127.0.0.1:9876", "127.0.0.1:10911")     // name server + broker listeners
 //	err = b.Close()
 //
@@ -30,18 +33,47 @@
 // Dir/commitlog holds fixed-size segments named by their first byte's offset (20 digits);
 // every record is in RocketMQ's stored format, so a pull reply is a copy of log bytes.
 // Dir/consumequeue/<topic>/<queue> holds 20-byte entries (commit-log offset, size, tag hash).
-// topics.json, offsets.json and checkpoint are replaced atomically. On Open, records from
-// the checkpoint on are validated (magic, lengths, body CRC, physical offset), a torn tail is
-// truncated, and missing consume-queue entries are rebuilt. Retention deletes whole
-// segments by age or total size and moves queue minimums.
+// topics.json, offsets.json (a snapshot) and checkpoint are replaced atomically; every offset
+// commit is appended to the journal offsets.log before it is visible, so a process crash
+// loses none. On Open, records from the checkpoint on are validated (magic, lengths, body
+// CRC, physical offset), a torn tail is truncated, and missing consume-queue entries are
+// rebuilt. Retention deletes whole segments by age or total size and moves queue minimums.
+//
+// # Transactions
+//
+// A message with TRAN_MSG=true is stored as a half message (RMQ_SYS_TRANS_HALF_TOPIC) and
+// reaches its topic only when EndTransaction commits it; rollback and the check-backs are
+// op records (RMQ_SYS_TRANS_OP_HALF_TOPIC), so open transactions survive a restart.
+// OpenTransactions counts them. transaction.go describes the records.
+//
+// # Key index
+//
+// Appends index their messages into Dir/index as they write them (index.go); after a
+// start an indexer goroutine first catches up from the checkpoint (rebuilding lost or
+// damaged files). QueryMessages finds a topic's messages by a KEYS entry or UNIQ_KEY,
+// ViewMessage one by commit-log offset.
+//
+// # Filters
+//
+// Pulls are filtered by tag hash on the consume queue, or by a SQL92 selector (package
+// broker/filter) evaluated on each record's properties; a selector that does not compile
+// is refused with code 23.
+//
+// # Replication
+//
+// With Config.Role RoleSlave the broker copies Config.MasterAddr's commit log (replication.go)
+// and rebuilds everything from it; it refuses writes. A master with ReplicationSync
+// acknowledges appends only once a slave has them. Replication reports the state.
 //
 // # Network
 //
 // Serve speaks the name-server and broker request codes the rocketmq-client-go producer,
 // push/pull consumers and admin client use (docs/broker.md lists them). Each request on a
-// connection is handled concurrently (up to 1,024 at once), except sends, which are appended
-// in arrival order; malformed or oversize frames, and connections silent for longer than
-// the client expiry, are closed.
+// connection is handled concurrently (up to 1,024 at once), except sends and offset
+// commits, which are applied in arrival order on the connection's reader; malformed or
+// oversize frames, and connections silent for longer than the client expiry, are closed. A
+// reply that cannot be written does not end a connection: what the peer sent before it
+// closed is still read and handled.
 //
 // # Concurrency
 //

@@ -16,23 +16,42 @@ import (
 const (
 	codeSendMessage        = 10
 	codePullMessage        = 11
+	codeQueryMessage       = 12
 	codeQueryConsumerOff   = 14
 	codeUpdateConsumerOff  = 15
 	codeUpdateCreateTopic  = 17
+	codeGetAllTopicConfig  = 21
+	codeGetBrokerConfig    = 26
+	codeGetRuntimeInfo     = 28
 	codeSearchOffsetByTS   = 29
 	codeGetMaxOffset       = 30
 	codeGetMinOffset       = 31
+	codeGetEarliestTime    = 32
+	codeViewMessageByID    = 33
 	codeHeartbeat          = 34
 	codeUnregisterClient   = 35
 	codeSendMsgBack        = 36
+	codeEndTransaction     = 37
 	codeGetConsumerList    = 38
+	codeCheckTransaction   = 39
 	codeNotifyIDsChanged   = 40
 	codeLockBatch          = 41
 	codeUnlockBatch        = 42
+	codeCheckClientConfig  = 46
 	codeGetRoute           = 105
 	codeGetClusterInfo     = 106
+	codeUpdateSubGroup     = 200
 	codeGetAllSubGroups    = 201
+	codeGetTopicStats      = 202
+	codeGetConsumerConns   = 203
+	codeGetProducerConns   = 204
 	codeGetAllTopics       = 206
+	codeDeleteSubGroup     = 207
+	codeGetConsumeStats    = 208
+	codeGetTopicsByCluster = 224
+	codeTopicConsumeByWho  = 300
+	codeGetSystemTopics    = 304
+	codeGetSubGroupConfig  = 352
 	codeDeleteTopicBroker  = 215
 	codeDeleteTopicNamesrv = 216
 	codeSendMessageV2      = 310
@@ -42,20 +61,26 @@ const (
 
 // Response codes.
 const (
-	respSuccess          = 0
-	respSystemError      = 1
-	respNotSupported     = 3
-	respMessageIllegal   = 13
-	respNoPermission     = 16
-	respTopicNotExist    = 17
-	respPullNotFound     = 19
-	respPullRetry        = 20
-	respPullOffsetMoved  = 21
-	respQueryNotFound    = 22
-	respInvalidParameter = 29
+	respSuccess                   = 0
+	respSystemError               = 1
+	respNotSupported              = 3
+	respMessageIllegal            = 13
+	respNoPermission              = 16
+	respTopicNotExist             = 17
+	respPullNotFound              = 19
+	respPullRetry                 = 20
+	respPullOffsetMoved           = 21
+	respQueryNotFound             = 22
+	respSubscriptionParseFailed   = 23
+	respSubscriptionGroupNotExist = 26
+	respConsumerNotOnline         = 206
+	respInvalidParameter          = 29
 )
 
-const tbw102 = "TBW102"
+const (
+	tbw102     = "TBW102"
+	traceTopic = "RMQ_SYS_TRACE_TOPIC"
+)
 
 func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Command) {
 	defer func() {
@@ -64,7 +89,17 @@ func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Comma
 			resp = req.Reply(respSystemError, fmt.Sprintf("internal error handling code %d", req.Code))
 		}
 	}()
+	if s.b.cfg.Role == RoleSlave {
+		switch req.Code {
+		case codeUpdateCreateTopic, codeDeleteTopicBroker, codeSendMsgBack, codeUpdateSubGroup, codeDeleteSubGroup:
+			return req.Reply(respServiceUnavailable, "this broker is a slave: ask its master")
+		}
+	}
 	switch req.Code {
+	case codeReplFetch:
+		return s.replFetch(c, req)
+	case codeGetAllConsumerOffs:
+		return s.allConsumerOffsets(req)
 	case codeGetRoute:
 		return s.route(req)
 	case codeGetClusterInfo:
@@ -72,9 +107,7 @@ func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Comma
 	case codeSendMessage, codeSendMessageV2, codeSendBatch, codeSendReply:
 		resp, end := s.send(c, req)
 		if end > 0 {
-			if err := s.b.waitFlushed(end); err != nil {
-				return req.Reply(respSystemError, err.Error())
-			}
+			return s.finishSend(req, resp, end)
 		}
 		return resp
 	case codeHeartbeat:
@@ -96,6 +129,14 @@ func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Comma
 		return s.lockBatch(req)
 	case codeUnlockBatch:
 		return s.unlockBatch(req)
+	case codeEndTransaction:
+		return s.endTransaction(req)
+	case codeCheckClientConfig:
+		return s.checkClientConfig(req)
+	case codeQueryMessage:
+		return s.queryMessage(req)
+	case codeViewMessageByID:
+		return s.viewMessage(req)
 	case codeUpdateCreateTopic:
 		return s.createTopic(req)
 	case codeDeleteTopicBroker:
@@ -105,26 +146,38 @@ func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Comma
 		return req.Reply(respSuccess, "")
 	case codeDeleteTopicNamesrv:
 		return req.Reply(respSuccess, "")
-	case codeGetAllTopics:
-		names := []string{}
-		for _, t := range s.b.Topics() {
-			names = append(names, t.Name)
-		}
-		r := req.Reply(respSuccess, "")
-		r.Body, _ = json.Marshal(map[string]any{"topicList": names, "brokerAddr": s.brokerAddr})
-		return r
+	case codeGetAllTopics, codeGetTopicsByCluster:
+		return s.topicList(req, false)
+	case codeGetSystemTopics:
+		return s.topicList(req, true)
 	case codeGetAllSubGroups:
-		s.cmu.Lock()
-		tbl := map[string]any{}
-		for g := range s.groups {
-			tbl[g] = map[string]any{"groupName": g, "consumeEnable": true, "retryQueueNums": 1,
-				"retryMaxTimes": 16, "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1}
-		}
-		s.cmu.Unlock()
 		r := req.Reply(respSuccess, "")
-		r.Body, _ = json.Marshal(map[string]any{"subscriptionGroupTable": tbl,
-			"dataVersion": map[string]int64{"timestamp": 0, "counter": 0}})
+		r.Body = s.b.subs.encode()
 		return r
+	case codeUpdateSubGroup:
+		return s.updateSubscriptionGroup(req)
+	case codeGetSubGroupConfig:
+		return s.subscriptionGroup(req)
+	case codeDeleteSubGroup:
+		return s.deleteSubscriptionGroup(req)
+	case codeGetConsumeStats:
+		return s.consumeStats(req)
+	case codeGetTopicStats:
+		return s.topicStats(req)
+	case codeGetRuntimeInfo:
+		return s.runtimeInfo(req)
+	case codeGetBrokerConfig:
+		return s.brokerConfig(req)
+	case codeGetAllTopicConfig:
+		return s.allTopicConfig(req)
+	case codeGetConsumerConns:
+		return s.consumerConnections(req)
+	case codeGetProducerConns:
+		return s.producerConnections(req)
+	case codeTopicConsumeByWho:
+		return s.topicConsumers(req)
+	case codeGetEarliestTime:
+		return s.earliestStoreTime(req)
 	}
 	return req.Reply(respNotSupported, fmt.Sprintf("request code %d is not supported", req.Code))
 }
@@ -146,13 +199,19 @@ type brokerData struct {
 func (s *netServer) route(req *remoting.Command) *remoting.Command {
 	name := req.Ext("topic")
 	var qd queueData
-	if _, ok := s.b.Topic(name); !ok && strings.HasPrefix(name, "%RETRY%") && ValidTopic(name) {
+	if _, ok := s.b.Topic(name); !ok && (strings.HasPrefix(name, "%RETRY%") || name == traceTopic) && ValidTopic(name) &&
+		s.b.cfg.Role == RoleMaster {
 		// Consumers ask for their retry topic's route before their first heartbeat (which
-		// would create it); create it now so the first rebalance already covers it.
+		// would create it); create it now so the first rebalance already covers it. The
+		// client's message-trace dispatcher never falls back to TBW102: its topic is
+		// created (with one queue, as RocketMQ's traceTopicEnable does) when first asked for.
 		s.b.ensureTopic(name, 1, PermRead|PermWrite)
 	}
 	if ti, ok := s.b.Topic(name); ok {
 		qd = queueData{BrokerName: s.b.cfg.BrokerName, ReadQueueNums: ti.Queues, WriteQueueNums: ti.Queues, Perm: ti.Perm}
+		if s.standIn() {
+			qd.Perm &^= PermWrite // a slave standing in for its master serves reads only
+		}
 	} else if name == tbw102 && !s.b.cfg.DisableAutoCreate {
 		n := s.b.cfg.DefaultQueues
 		qd = queueData{BrokerName: s.b.cfg.BrokerName, ReadQueueNums: n, WriteQueueNums: n, Perm: 7}
@@ -162,22 +221,7 @@ func (s *netServer) route(req *remoting.Command) *remoting.Command {
 	body, _ := json.Marshal(map[string]any{
 		"queueDatas": []queueData{qd},
 		"brokerDatas": []brokerData{{Cluster: s.b.cfg.ClusterName, BrokerName: s.b.cfg.BrokerName,
-			BrokerAddrs: map[string]string{"0": s.brokerAddr}}},
-	})
-	r := req.Reply(respSuccess, "")
-	r.Body = body
-	return r
-}
-
-// clusterInfo answers GET_BROKER_CLUSTER_INFO: the one broker, as the master (id 0) of its
-// cluster, in Apache RocketMQ's ClusterInfo shape. Admin tools read it to find where to
-// create topics.
-func (s *netServer) clusterInfo(req *remoting.Command) *remoting.Command {
-	name, cluster := s.b.cfg.BrokerName, s.b.cfg.ClusterName
-	body, _ := json.Marshal(map[string]any{
-		"brokerAddrTable": map[string]brokerData{name: {Cluster: cluster, BrokerName: name,
-			BrokerAddrs: map[string]string{"0": s.brokerAddr}}},
-		"clusterAddrTable": map[string][]string{cluster: {name}},
+			BrokerAddrs: s.brokerAddrs()}},
 	})
 	r := req.Reply(respSuccess, "")
 	r.Body = body
@@ -198,13 +242,16 @@ func (s *netServer) send(c *conn, req *remoting.Command) (resp *remoting.Command
 		}
 	}()
 	resp, end = s.sendAppend(c, req)
-	if s.b.cfg.FlushMode != FlushSync || resp.Code != respSuccess {
+	if s.b.cfg.FlushMode != FlushSync && s.b.cfg.Replication != ReplicationSync || resp.Code != respSuccess {
 		end = 0
 	}
 	return resp, end
 }
 
 func (s *netServer) sendAppend(c *conn, req *remoting.Command) (*remoting.Command, int64) {
+	if s.b.cfg.Role == RoleSlave {
+		return req.Reply(respServiceUnavailable, "this broker is a slave: send to its master"), 0
+	}
 	short := req.Code == codeSendMessageV2 || req.Code == codeSendBatch
 	get := func(k string) string {
 		if short {
@@ -242,11 +289,19 @@ func (s *netServer) sendAppend(c *conn, req *remoting.Command) (*remoting.Comman
 		if err != nil {
 			return req.Reply(respMessageIllegal, err.Error()), 0
 		}
+		for i := range ins {
+			if isPrepared(ins[i].props) {
+				return req.Reply(respMessageIllegal, fmt.Sprintf("batch item %d is a transactional message: send those one at a time", i)), 0
+			}
+		}
 	} else {
 		m := base
 		m.body = req.Body
 		m.props = []byte(get("properties"))
 		m.tagsCode = TagsCode(propValue(m.props, PropTags))
+		if isPrepared(m.props) {
+			return s.sendHalf(req, m)
+		}
 		ins = []inMsg{m}
 		// A retry message past its maximum goes to the dead-letter queue.
 		if g, ok := strings.CutPrefix(name, "%RETRY%"); ok {
@@ -360,7 +415,9 @@ func (s *netServer) offset(req *remoting.Command) *remoting.Command {
 		if err != nil {
 			return req.Reply(respInvalidParameter, err.Error())
 		}
-		s.b.CommitOffset(group, name, int(qid), off)
+		if err := s.b.CommitOffset(group, name, int(qid), off); err != nil {
+			return req.Reply(respSystemError, err.Error())
+		}
 		return req.Reply(respSuccess, "")
 	}
 	off, ok := s.b.QueryOffset(group, name, int(qid))
@@ -396,25 +453,61 @@ func (s *netServer) queueOffset(req *remoting.Command) *remoting.Command {
 	return r
 }
 
-// tagFilter parses a TAG expression; nil means everything.
-func tagFilter(expr string) map[int64]bool {
-	expr = strings.TrimSpace(expr)
-	if expr == "" || expr == "*" {
-		return nil
+// pullCommit stores the offset a pull carries (sysFlag bit 1). The connection's reader
+// calls it before the pull is handled.
+func (s *netServer) pullCommit(req *remoting.Command) {
+	sysFlag, _ := req.ExtInt("sysFlag")
+	if sysFlag&1 == 0 {
+		return
 	}
-	f := map[int64]bool{}
-	for _, p := range strings.Split(expr, "||") {
-		if p = strings.TrimSpace(p); p != "" {
-			if p == "*" {
-				return nil
-			}
-			f[TagsCode(p)] = true
-		}
+	qid, err1 := req.ExtInt("queueId")
+	co, err2 := req.ExtInt("commitOffset")
+	if err1 != nil || err2 != nil || co <= 0 {
+		return
 	}
-	if len(f) == 0 {
-		return nil
+	if _, err := s.b.queue(req.Ext("topic"), int(qid)); err != nil {
+		return
 	}
-	return f
+	if err := s.b.CommitOffset(req.Ext("consumerGroup"), req.Ext("topic"), int(qid), co); err != nil {
+		s.b.cfg.Logger.Error("storing a pull's commit offset failed", "err", err)
+	}
+}
+
+// checkClientConfig answers CHECK_CLIENT_CONFIG (46), which Java consumers send before
+// they start: 23 when the subscription's expression does not compile.
+func (s *netServer) checkClientConfig(req *remoting.Command) *remoting.Command {
+	var body struct {
+		Group            string `json:"group"`
+		SubscriptionData struct {
+			Topic          string `json:"topic"`
+			SubString      string `json:"subString"`
+			ExpressionType string `json:"expressionType"`
+		} `json:"subscriptionData"`
+	}
+	if err := json.Unmarshal(req.Body, &body); err != nil {
+		return req.Reply(respInvalidParameter, "client config body is not valid JSON: "+err.Error())
+	}
+	sd := body.SubscriptionData
+	if f := newSubFilter(sd.ExpressionType, sd.SubString); f != nil && f.err != nil {
+		return req.Reply(respSubscriptionParseFailed, fmt.Sprintf("the %s subscription %q of group %s on %s does not compile: %v",
+			f.typ, f.expr, body.Group, sd.Topic, f.err))
+	}
+	return req.Reply(respSuccess, "")
+}
+
+// pullFilter is the filter of a pull: the subscription it carries (sysFlag bit 4) or
+// else the one its group's heartbeats registered. The push consumer sends its expression
+// with the type TAG even when it subscribed with SQL92; the heartbeat's type wins then.
+func (s *netServer) pullFilter(group, topicName string, sysFlag int, req *remoting.Command) *subFilter {
+	hb := s.subscription(group, topicName)
+	if sysFlag&4 == 0 {
+		return hb
+	}
+	typ, expr := req.Ext("expressionType"), req.Ext("subscription")
+	if hb != nil && hb.typ == ExprSQL92 && hb.expr == expr && !strings.EqualFold(typ, ExprSQL92) {
+		return hb
+	}
+	return s.filters.get(typ, expr)
 }
 
 func (s *netServer) pull(c *conn, req *remoting.Command) *remoting.Command {
@@ -432,16 +525,13 @@ func (s *netServer) pull(c *conn, req *remoting.Command) *remoting.Command {
 	if err != nil {
 		return req.Reply(respTopicNotExist, err.Error())
 	}
-	if sysFlag&1 != 0 {
-		if co, err := req.ExtInt("commitOffset"); err == nil && co > 0 {
-			s.b.CommitOffset(group, name, int(qid), co)
-		}
+	if sg, ok := s.b.subs.get(group); ok && !sg.ConsumeEnable {
+		return req.Reply(respNoPermission, "subscription group no permission, "+group)
 	}
-	var filter map[int64]bool
-	if sysFlag&4 != 0 {
-		filter = tagFilter(req.Ext("subscription"))
-	} else {
-		filter = s.subscription(group, name)
+	filter := s.pullFilter(group, name, int(sysFlag), req)
+	if filter != nil && filter.err != nil {
+		return req.Reply(respSubscriptionParseFailed, fmt.Sprintf("the %s subscription %q of group %s on %s does not compile: %v",
+			filter.typ, filter.expr, group, name, filter.err))
 	}
 	var deadline <-chan time.Time
 	for {
@@ -449,6 +539,7 @@ func (s *netServer) pull(c *conn, req *remoting.Command) *remoting.Command {
 		buf, n, next, st := s.b.readRaw(q, offset, int(maxN), 4<<20, filter, nil)
 		if st == pullFound {
 			s.b.served.Add(int64(n))
+			s.b.stats.group(group).served.Add(int64(n))
 		}
 		if st == pullNoNew && sysFlag&2 != 0 && suspend > 0 {
 			if deadline == nil {
@@ -549,4 +640,61 @@ func (s *netServer) createTopic(req *remoting.Command) *remoting.Command {
 		return req.Reply(respSystemError, err.Error())
 	}
 	return req.Reply(respSuccess, "")
+}
+
+// queryMessage answers QUERY_MESSAGE (12): the stored records of a topic whose KEYS or
+// UNIQ_KEY hold key, stored in [beginTimestamp, endTimestamp], oldest first, at most
+// maxNum (64; 32 with _UNIQUE_KEY_QUERY=true) — or 22 when there are none.
+func (s *netServer) queryMessage(req *remoting.Command) *remoting.Command {
+	name, key := req.Ext("topic"), req.Ext("key")
+	maxN, err1 := req.ExtInt("maxNum")
+	begin, err2 := req.ExtInt("beginTimestamp")
+	end, err3 := req.ExtInt("endTimestamp")
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return req.Reply(respInvalidParameter, err.Error())
+	}
+	if req.Ext("_UNIQUE_KEY_QUERY") == "true" {
+		maxN = 32
+	}
+	maxN = min(max(maxN, 1), 64)
+	recs, err := s.b.queryRecords(name, key, int(maxN), begin, end)
+	if err != nil {
+		return req.Reply(respSystemError, err.Error())
+	}
+	r := req.Reply(respSuccess, "")
+	if len(recs) == 0 {
+		r = req.Reply(respQueryNotFound, "can not find message, maybe time range not correct")
+	}
+	r.ExtFields = map[string]string{"indexLastUpdateTimestamp": "0", "indexLastUpdatePhyoffset": "0"}
+	if s.b.idx != nil {
+		r.ExtFields["indexLastUpdateTimestamp"] = strconv.FormatInt(s.b.idx.lastTS.Load(), 10)
+		r.ExtFields["indexLastUpdatePhyoffset"] = strconv.FormatInt(s.b.idx.lastPhys.Load(), 10)
+	}
+	for _, rec := range recs {
+		raw, err := s.b.cl.read(nil, rec.physOffset, rec.size)
+		if err == nil {
+			r.Body = append(r.Body, raw...)
+		}
+	}
+	return r
+}
+
+// viewMessage answers VIEW_MESSAGE_BY_ID (33): the stored record at commit-log offset
+// "offset" (from an offsetMsgId), or 1 when there is none.
+func (s *netServer) viewMessage(req *remoting.Command) *remoting.Command {
+	phys, err := req.ExtInt("offset")
+	if err != nil {
+		return req.Reply(respInvalidParameter, err.Error())
+	}
+	rec, err := s.b.cl.readRecord(phys)
+	if err != nil || rec.physOffset != phys {
+		return req.Reply(respSystemError, fmt.Sprintf("can not find message by the offset %d", phys))
+	}
+	raw, err := s.b.cl.read(nil, phys, rec.size)
+	if err != nil {
+		return req.Reply(respSystemError, err.Error())
+	}
+	r := req.Reply(respSuccess, "")
+	r.Body = raw
+	return r
 }

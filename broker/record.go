@@ -21,6 +21,11 @@ const (
 	SysFlagCompressed = 0x1
 	sysFlagBornV6     = 0x10
 	sysFlagStoreV6    = 0x20
+	// Transaction bits of the system flag.
+	sysFlagTxnMask     = 0xC
+	sysFlagTxnPrepared = 0x4
+	sysFlagTxnCommit   = 0x8
+	sysFlagTxnRollback = 0xC
 )
 
 // Property keys with a meaning to the broker.
@@ -34,6 +39,11 @@ const (
 	PropRealTopic      = "REAL_TOPIC"
 	PropRealQueue      = "REAL_QID"
 	PropReconsumeTimes = "RECONSUME_TIME"
+	// Transactional messages.
+	PropTransactionPrepared = "TRAN_MSG"
+	PropProducerGroup       = "PGROUP"
+	PropCheckTimes          = "TRANSACTION_CHECK_TIMES"
+	PropCheckImmunity       = "CHECK_IMMUNITY_TIME_IN_SECONDS"
 )
 
 // Message is one record as the engine sees it.
@@ -73,6 +83,9 @@ type inMsg struct {
 	props     []byte
 	tagsCode  int64
 	storeTS   int64 // 0 = now
+	// prepared is the PREPAREDTRANSACTIONOFFSET field: on a committed transactional message,
+	// the commit-log offset of its half message.
+	prepared int64
 }
 
 func (m *inMsg) size() int {
@@ -129,24 +142,10 @@ func DecodeProperties(b []byte) map[string]string {
 	return m
 }
 
-// propValue finds one property without building a map.
+// propValue finds one property without building a map ("" when absent).
 func propValue(b []byte, key string) string {
-	for len(b) > 0 {
-		i := 0
-		for i < len(b) && b[i] != 2 {
-			i++
-		}
-		ent := b[:i]
-		if i < len(b) {
-			b = b[i+1:]
-		} else {
-			b = nil
-		}
-		if len(ent) > len(key) && ent[len(key)] == 1 && string(ent[:len(key)]) == key {
-			return string(ent[len(key)+1:])
-		}
-	}
-	return ""
+	v, _ := propLookup(b, key)
+	return v
 }
 
 // TagsCode is Java's String.hashCode of the tag (UTF-16 units), 0 for no tag.
@@ -208,7 +207,7 @@ func encodeRecord(dst []byte, m *inMsg, queueOffset, physOffset, storeTS int64, 
 	be.PutUint64(dst[56:], uint64(storeTS))
 	putHost(dst[64:], storeHost)
 	be.PutUint32(dst[72:], uint32(m.reconsume))
-	be.PutUint64(dst[76:], 0)
+	be.PutUint64(dst[76:], uint64(m.prepared))
 	be.PutUint32(dst[84:], uint32(len(m.body)))
 	p := 88
 	p += copy(dst[p:], m.body)
@@ -244,6 +243,7 @@ type recordView struct {
 	storeTS     int64
 	storeHost   netip.AddrPort
 	reconsume   int32
+	prepared    int64
 	body        []byte
 	topic       string
 	props       []byte
@@ -288,6 +288,7 @@ func parseRecord(b []byte, at int64) (recordView, error) {
 	r.storeTS = int64(be.Uint64(b[56:]))
 	r.storeHost = getHost(b[64:])
 	r.reconsume = int32(be.Uint32(b[72:]))
+	r.prepared = int64(be.Uint64(b[76:]))
 	bodyLen := int64(be.Uint32(b[84:]))
 	p := int64(88)
 	if bodyLen > size-p-3 {

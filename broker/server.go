@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,11 +30,14 @@ type netServer struct {
 	wg    sync.WaitGroup
 	done  chan struct{}
 
-	cmu    sync.Mutex
-	groups map[string]*consumerGroup
+	cmu       sync.Mutex
+	groups    map[string]*consumerGroup
+	producers map[string]map[string]*clientInfo // producer group -> client id -> client
 
 	lmu   sync.Mutex
 	locks map[string]map[string]*mqLock // group -> "topic@broker@queue" -> holder
+
+	filters filterCache
 }
 
 type conn struct {
@@ -41,6 +45,11 @@ type conn struct {
 	wmu    sync.Mutex
 	done   chan struct{}
 	closed atomic.Bool
+	// wdead is set when a write failed (the peer closed or reset the connection). Later
+	// replies are dropped, but the reader goes on: requests the peer wrote before it closed
+	// (one-way offset commits, typically) are still in the socket buffer and are handled.
+	// Guarded by wmu.
+	wdead  bool
 	remote netip.AddrPort
 }
 
@@ -66,13 +75,16 @@ func (c *conn) send(cmd *remoting.Command) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.closed.Load() {
+	if c.closed.Load() || c.wdead {
 		return net.ErrClosed
 	}
 	c.c.SetWriteDeadline(time.Now().Add(30 * time.Second))
 	_, err = bufs.WriteTo(c.c)
 	if err != nil {
-		c.close()
+		// Do not close: closing would discard frames the peer sent before it went away.
+		// The reader ends the connection when it reaches the end of the stream (or its
+		// read deadline, if the peer vanished without a trace).
+		c.wdead = true
 	}
 	return err
 }
@@ -89,7 +101,8 @@ func (b *Broker) Serve(namesrvAddr, brokerAddr string) error {
 		return errors.New("broker: already serving")
 	}
 	s := &netServer{b: b, conns: map[*conn]struct{}{}, done: make(chan struct{}),
-		groups: map[string]*consumerGroup{}, locks: map[string]map[string]*mqLock{}}
+		groups: map[string]*consumerGroup{}, producers: map[string]map[string]*clientInfo{},
+		locks: map[string]map[string]*mqLock{}}
 	bl, err := net.Listen("tcp", brokerAddr)
 	if err != nil {
 		return fmt.Errorf("broker: listen on broker address %s: %w", brokerAddr, err)
@@ -106,14 +119,16 @@ func (b *Broker) Serve(namesrvAddr, brokerAddr string) error {
 	s.brokerAddr = ap.String()
 	s.nsAddr = nl.Addr().String()
 	b.storeHost.Store(ap)
+	b.repl.advertise.Store(s.brokerAddr)
 	s.lns = []net.Listener{nl, bl}
 	b.net = s
 	for _, ln := range s.lns {
 		s.wg.Add(1)
 		go s.accept(ln)
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.expireClients()
+	go s.checkTransactions()
 	return nil
 }
 
@@ -182,9 +197,9 @@ func (s *netServer) serveConn(c *conn) {
 	const maxInFlight = 1024
 	sem := make(chan struct{}, maxInFlight)
 	for {
-		// Clients heartbeat every 30 s; a connection silent for longer than the client
-		// expiry (or stuck mid-frame) is closed.
-		c.c.SetReadDeadline(time.Now().Add(s.b.cfg.ClientExpiry + 30*time.Second))
+		// Clients heartbeat every 30 s; a connection silent for the client expiry (or stuck
+		// mid-frame) is closed, as RocketMQ closes channels idle for 120 s.
+		c.c.SetReadDeadline(time.Now().Add(s.b.cfg.ClientExpiry))
 		p, err := remoting.ReadFrame(c.c, s.b.cfg.MaxFrameSize, nil)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !c.closed.Load() {
@@ -212,12 +227,21 @@ func (s *netServer) serveConn(c *conn) {
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
-				if err := s.b.waitFlushed(end); err != nil {
-					resp = cmd.Reply(respSystemError, err.Error())
-				}
-				c.send(resp)
+				c.send(s.finishSend(cmd, resp, end))
 			}()
 			continue
+		}
+		switch cmd.Code {
+		case codeUpdateConsumerOff, codeQueryConsumerOff:
+			// Offset commits are applied (and journalled) on the reader, in arrival order,
+			// before the next frame is read: the one-way commits a consumer writes just
+			// before it closes the connection are stored before the close is seen, and a
+			// later commit on this connection never loses to an earlier one.
+			c.send(s.handle(c, cmd))
+			continue
+		case codePullMessage:
+			// The commit a pull carries is ordered the same way; the pull itself may wait.
+			s.pullCommit(cmd)
 		}
 		sem <- struct{}{}
 		s.wg.Add(1)
@@ -240,4 +264,70 @@ func (s *netServer) notify(c *conn, code int16, ext map[string]string) {
 
 func isSend(code int16) bool {
 	return code == codeSendMessage || code == codeSendMessageV2 || code == codeSendBatch || code == codeSendReply
+}
+
+// brokerAddrs is the route's address table of this broker name: a master lists itself as
+// 0 and its live slave as 1; a slave lists its master as 0 and itself as 1 while the master
+// answers, and itself as 0 while it does not (standing in, read-only, so that clients that
+// only look for id 0 — the Go client's offset and lock requests — keep working).
+func (s *netServer) brokerAddrs() map[string]string {
+	if s.b.cfg.Role == RoleSlave {
+		if s.standIn() {
+			return map[string]string{"0": s.brokerAddr}
+		}
+		return map[string]string{"0": s.b.cfg.MasterAddr, "1": s.brokerAddr}
+	}
+	m := map[string]string{"0": s.brokerAddr}
+	if slaves, _, _ := s.b.replM.live(); len(slaves) > 0 {
+		sort.Strings(slaves)
+		m["1"] = slaves[0]
+	}
+	return m
+}
+
+// standIn reports whether this is a slave whose master does not answer.
+func (s *netServer) standIn() bool { return s.b.cfg.Role == RoleSlave && !s.b.repl.masterLive() }
+
+// brokerID is 0 for a master, 1 for a slave.
+func (s *netServer) brokerID() int {
+	if s.b.cfg.Role == RoleSlave {
+		return 1
+	}
+	return 0
+}
+
+// roleName is the broker's role as RocketMQ names it.
+func (s *netServer) roleName() string {
+	switch {
+	case s.b.cfg.Role == RoleSlave:
+		return "SLAVE"
+	case s.b.cfg.Replication == ReplicationSync:
+		return "SYNC_MASTER"
+	}
+	return "ASYNC_MASTER"
+}
+
+// finishSend waits until a stored send is as durable as promised (fsync, a slave) and
+// returns its reply: unchanged, or with RocketMQ's code when a slave did not confirm it
+// (the message is stored; the client reports the status), or an error.
+func (s *netServer) finishSend(req, resp *remoting.Command, end int64) *remoting.Command {
+	if err := s.b.waitDurable(end); err != nil {
+		code := durabilityCode(err)
+		if code == respSystemError {
+			return req.Reply(code, err.Error())
+		}
+		resp.Code, resp.Remark = code, err.Error()
+	}
+	return resp
+}
+
+// durabilityCode maps a waitDurable error to a reply code.
+func durabilityCode(err error) int16 {
+	switch {
+	case errors.Is(err, ErrSlaveNotAvailable):
+		return respSlaveNotAvailable
+	case errors.Is(err, ErrSlaveTimeout):
+		return respFlushSlaveTimeout
+	}
+	return respSystemError
 }

@@ -1,5 +1,5 @@
-// Package connectors holds rsql's sources and sinks (file, broker topics, print) and record
-// formats (JSON lines, CSV).
+// Package connectors holds rsql's sources and sinks (file, broker topics, print, the nexmark
+// generator) and record formats (JSON lines, CSV).
 //
 // Contract: a Source is a set of splits, each read in offset order by a SplitReader; a Sink
 // takes raw messages and makes them durable at Flush. Formats turn message bodies into typed
@@ -25,4 +25,13 @@
 //     brokers the name server's cluster info names. GroupOffsets reads and commits a
 //     consumer group's offsets synchronously (rocketmq_admin.go, docs/broker.md "Protocol
 //     notes").
+//   - OpenNexmarkSource(options, schema, columns) generates the Nexmark benchmark's events
+//     (docs/nexmark.md): deterministic for its options, split by epochs of 50 events,
+//     bounded when events > 0. It is a RowSource: OpenRows hands over typed rows of the
+//     columns asked for, with no bytes in between. Its messages are 50-byte event
+//     references that NewFormat("nexmark", schema) turns into rows (decode only), or JSON
+//     objects with format 'json'. Option and schema errors wrap ErrNexmark and name the
+//     option or column.
+//   - RowSource is optional: a runtime that reads rows type-asserts it; every source keeps
+//     Open, so a runtime that reads message bodies works with all of them.
 package connectors

@@ -1,8 +1,10 @@
 package connectors
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -478,4 +480,35 @@ func BenchmarkDecodeCSV(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// specialByte8 finds a special byte at any position of the word, and only then.
+func TestSpecialByte8(t *testing.T) {
+	special := func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 || c >= 0x80 }
+	for pos := 0; pos < 8; pos++ {
+		for _, fill := range []byte{'a', ' ', '~', '!', '#', '[', ']'} {
+			for c := 0; c < 256; c++ {
+				var b [8]byte
+				for i := range b {
+					b[i] = fill
+				}
+				b[pos] = byte(c)
+				if got := specialByte8(binary.LittleEndian.Uint64(b[:])); got != special(byte(c)) {
+					t.Fatalf("byte %#x at %d among %q: special = %v", c, pos, fill, got)
+				}
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for n := 0; n < 200000; n++ {
+		var b [8]byte
+		want := false
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+			want = want || special(b[i])
+		}
+		if got := specialByte8(binary.LittleEndian.Uint64(b[:])); got != want {
+			t.Fatalf("%q: special = %v", b, got)
+		}
+	}
 }

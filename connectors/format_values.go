@@ -10,8 +10,8 @@ import (
 	"rsql/sql"
 )
 
-// NewFormat returns the record format called name ("json" or "csv", case-insensitive)
-// bound to schema.
+// NewFormat returns the record format called name ("json" or "csv", case-insensitive; and
+// "nexmark", the messages of the nexmark source, which decodes only) bound to schema.
 func NewFormat(name string, schema sql.Schema) (Format, error) {
 	for _, c := range schema {
 		switch c.Type.Kind {
@@ -26,6 +26,8 @@ func NewFormat(name string, schema sql.Schema) (Format, error) {
 		return newJSONFormat(schema), nil
 	case "csv":
 		return newCSVFormat(schema), nil
+	case "nexmark":
+		return newNexmarkFormat(schema), nil
 	}
 	return nil, fmt.Errorf("unknown format %q: use json or csv", name)
 }

@@ -2,10 +2,12 @@ package connectors
 
 import (
 	"context"
+
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"rsql/sql"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,10 +32,13 @@ type Deps struct {
 	Stdout io.Writer
 }
 
-// Spec is a stream as a connector opens it: its name and parsed options.
+// Spec is a stream as a connector opens it: its name, parsed options, its schema and the
+// columns (indexes into it) the reader needs (nil: all).
 type Spec struct {
 	Stream  string
 	Options StreamOptions
+	Schema  sql.Schema
+	Columns []int
 }
 
 // Kind is one connector.
@@ -43,6 +48,8 @@ type Kind struct {
 	Doc string
 	// Options are the WITH options it reads beyond the common ones (CommonOptions).
 	Options []string
+	// Formats are the record formats it takes besides json and csv.
+	Formats []string
 	// Bounded says reading it ends (every split is finite).
 	Bounded bool
 	// OpenSource opens it for reading (nil: it cannot be read).
@@ -128,6 +135,13 @@ var builtinKinds = []Kind{
 		Name: "file", Doc: "a file of JSON lines or CSV records: read to its end, or written", Options: []string{"path"}, Bounded: true,
 		OpenSource: func(_ context.Context, _ Deps, s Spec) (Source, error) { return OpenFileSource(s.Options.Path) },
 		OpenSink:   func(_ context.Context, _ Deps, s Spec) (Sink, error) { return OpenFileSink(s.Options.Path) },
+	},
+	{
+		Name: "nexmark", Doc: "the Nexmark benchmark's generated events: person, auction or bid (docs/nexmark.md; read only)",
+		Options: NexmarkOptionKeys, Formats: []string{"nexmark"}, Bounded: false,
+		OpenSource: func(_ context.Context, _ Deps, s Spec) (Source, error) {
+			return OpenNexmarkSource(s.Options.Raw, s.Schema, s.Columns)
+		},
 	},
 	{
 		Name: "print", Doc: "standard output of the server (write only)",
@@ -225,7 +239,7 @@ func parseOptions(raw map[string]string, strict bool) (StreamOptions, error) {
 		case "path":
 			o.Path = v
 		case "format":
-			if strict && v != "json" && v != "csv" {
+			if strict && v != "json" && v != "csv" && !contains(kind.Formats, v) {
 				return o, &OptionError{Option: k, Value: v, Reason: "unknown format (json or csv)"}
 			}
 			o.Format = v

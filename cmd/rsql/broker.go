@@ -21,6 +21,14 @@ type BrokerFlags struct {
 	RetentionAge   time.Duration `name:"retention-age" default:"72h" help:"Delete commit-log segments older than this (negative: never)."`
 	RetentionBytes string        `name:"retention-bytes" default:"0" help:"Delete the oldest segments while the log is larger (0: no limit)."`
 	LockExpiry     time.Duration `name:"lock-expiry" default:"60s" help:"Free an orderly consumer's queue lock not renewed for this long."`
+	ClientExpiry   time.Duration `name:"client-expiry" default:"120s" help:"Drop a client without a heartbeat for this long (its consumers leave their groups) and close idle connections."`
+	Role           string        `name:"role" enum:"master,slave" default:"master" help:"master: take writes; slave: copy --master's commit log and serve reads."`
+	Master         string        `name:"master" help:"The master's broker address (host:port) a slave copies."`
+	Replication    string        `name:"replication" enum:"async,sync" default:"async" help:"A master's acknowledgement: sync waits until a slave has the message."`
+	ReplTimeout    time.Duration `name:"replication-timeout" default:"5s" help:"How long a sync-replicated send waits for a slave."`
+	TxnTimeout     time.Duration `name:"transaction-timeout" default:"6s" help:"Ask the producer group about a prepared message still open this long after it was sent."`
+	TxnInterval    time.Duration `name:"transaction-check-interval" default:"30s" help:"Time between two checks of one open transaction."`
+	TxnCheckMax    int           `name:"transaction-check-max" default:"15" help:"Discard an open transaction (to TRANS_CHECK_MAX_TIME_TOPIC) after this many checks."`
 }
 
 // Config maps the flags onto a broker.Config rooted in dataDir/broker.
@@ -37,9 +45,31 @@ func (f *BrokerFlags) Config(dataDir string) (broker.Config, error) {
 	if err != nil {
 		return broker.Config{}, err
 	}
+	role, err := broker.ParseRole(f.Role)
+	if err != nil {
+		return broker.Config{}, err
+	}
+	repl, err := broker.ParseReplicationMode(f.Replication)
+	if err != nil {
+		return broker.Config{}, err
+	}
+	if role == broker.RoleSlave && f.Master == "" {
+		return broker.Config{}, fmt.Errorf("--role slave needs --master host:port (the master's broker address)")
+	}
+	if role == broker.RoleMaster && f.Master != "" {
+		return broker.Config{}, fmt.Errorf("--master is for --role slave")
+	}
+	if role == broker.RoleSlave && repl == broker.ReplicationSync {
+		return broker.Config{}, fmt.Errorf("--replication sync is set on the master")
+	}
 	cfg := broker.Config{Dir: filepath.Join(dataDir, "broker"), SegmentSize: seg, FlushMode: mode,
 		FlushInterval: f.FlushInterval, RetentionAge: f.RetentionAge, RetentionBytes: ret,
-		LockExpiry: f.LockExpiry}
+		LockExpiry: f.LockExpiry, ClientExpiry: f.ClientExpiry, TransactionTimeout: f.TxnTimeout, TransactionCheckInterval: f.TxnInterval,
+		TransactionCheckMax: f.TxnCheckMax, Role: role, MasterAddr: f.Master, Replication: repl,
+		ReplicationTimeout: f.ReplTimeout}
+	if f.TxnCheckMax < 1 {
+		return broker.Config{}, fmt.Errorf("--transaction-check-max %d: want at least 1", f.TxnCheckMax)
+	}
 	if cfg.MaxMessageSize == 0 && seg > 0 && seg < 8<<20 {
 		cfg.MaxMessageSize = int(seg / 4)
 	}
@@ -88,7 +118,8 @@ func (c *BrokerCmd) Run() error {
 		return &exitError{fmt.Sprintf("%v (is another rsql running? pick free ports with --namesrv-addr and --broker-addr)", err)}
 	}
 	ns, ba := b.Addrs()
-	log.Info("broker ready", "namesrv", ns, "broker", ba, "dir", cfg.Dir, "flush", cfg.FlushMode.String())
+	log.Info("broker ready", "namesrv", ns, "broker", ba, "dir", cfg.Dir, "flush", cfg.FlushMode.String(),
+		"role", cfg.Role.String(), "master", cfg.MasterAddr)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	<-sig

@@ -28,6 +28,8 @@ type ConsumeCmd struct {
 	IdleExit      time.Duration `name:"idle-exit" help:"Stop when nothing arrives for this long (0: never)."`
 	Group         string        `name:"group" help:"Start at this consumer group's committed offsets and commit the printed records' offsets to it at the end (default: commit nothing)."`
 	Format        string        `name:"format" enum:"json,table" default:"json" help:"Output: json (JSON lines as they arrive) or table (an aligned table when it stops)."`
+	Key           string        `name:"key" help:"Print the messages carrying this key (KEYS or client message id), found through the broker's key index, and exit." xor:"lookup"`
+	MsgID         string        `name:"msg-id" help:"Print the message with this id (the send result's offset or client message id) and exit." xor:"lookup"`
 	BrokerClientFlags
 }
 
@@ -46,6 +48,9 @@ func (c *ConsumeCmd) Run() error {
 	ns, err := nameServer(&c.BrokerClientFlags)
 	if err != nil {
 		return err
+	}
+	if c.Key != "" || c.MsgID != "" {
+		return c.lookup(ns, tbl)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -197,4 +202,43 @@ loop:
 		}
 	}
 	return count, readErr
+}
+
+// lookup prints the messages found by --key or --msg-id; finding none is exit status 1.
+func (c *ConsumeCmd) lookup(ns string, tbl *recordTable) error {
+	limit := 64
+	if c.Max > 0 {
+		limit = min(c.Max, 64)
+	}
+	msgs, err := lookupMessages(ns, c.Topic, c.Key, c.MsgID, limit)
+	if err != nil {
+		return err
+	}
+	if len(msgs) == 0 {
+		what := "key " + c.Key
+		if c.MsgID != "" {
+			what = "id " + c.MsgID
+		}
+		return &exitError{fmt.Sprintf("no message with %s in %s", what, c.Topic)}
+	}
+	out := bufio.NewWriter(os.Stdout)
+	for _, m := range msgs {
+		b, err := messageBody(m)
+		if err != nil {
+			return fmt.Errorf("message at offset %d of queue %d: %w", m.QueueOffset, m.Queue, err)
+		}
+		for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+			b = b[:len(b)-1]
+		}
+		if tbl != nil {
+			tbl.add(b)
+		} else {
+			out.Write(b)
+			out.WriteByte('\n')
+		}
+	}
+	if tbl != nil {
+		tbl.print(out)
+	}
+	return out.Flush()
 }

@@ -45,11 +45,13 @@ func flagsIn(help string) []string {
 // different roles (-f, --format, --namesrv-addr) are described for that subcommand.
 func TestSubcommandHelpShowsOwnFlags(t *testing.T) {
 	want := map[string][]string{
-		"shell":          {"broker-addr", "command", "data-dir", "file", "format", "http-addr", "namesrv", "namesrv-addr", "pg-addr", "postgres", "server"},
-		"server":         {"broker-addr", "data-dir", "http-addr", "namesrv", "namesrv-addr", "pg-addr", "postgres", "state-backend"},
-		"broker":         {"broker-addr", "data-dir", "flush", "flush-interval", "lock-expiry", "namesrv-addr", "retention-age", "retention-bytes", "segment-size"},
+		"shell":  {"broker-addr", "command", "data-dir", "file", "format", "http-addr", "namesrv", "namesrv-addr", "pg-addr", "postgres", "server"},
+		"server": {"broker-addr", "data-dir", "http-addr", "namesrv", "namesrv-addr", "pg-addr", "postgres", "state-backend"},
+		"broker": {"broker-addr", "client-expiry", "data-dir", "flush", "flush-interval", "lock-expiry", "master", "namesrv-addr",
+			"replication", "replication-timeout", "retention-age", "retention-bytes", "role", "segment-size",
+			"transaction-check-interval", "transaction-check-max", "transaction-timeout"},
 		"produce":        {"file", "format", "key", "namesrv", "namesrv-addr", "rate"},
-		"consume":        {"format", "from-beginning", "group", "idle-exit", "max", "namesrv", "namesrv-addr"},
+		"consume":        {"format", "from-beginning", "group", "idle-exit", "key", "max", "msg-id", "namesrv", "namesrv-addr"},
 		"version":        nil,
 		"bench broker":   {"batch", "consumers", "flush", "messages", "namesrv", "producers", "queues", "sizes"},
 		"bench pipeline": {"cpuprofile", "event-rate", "events", "keys", "only", "queues", "recovery-keys", "runs"},

@@ -1,0 +1,202 @@
+package nexmark
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"rsql/connectors"
+	"rsql/exec"
+	"rsql/planner"
+	"rsql/sql"
+	"rsql/state"
+)
+
+// Errors of the package.
+var (
+	// ErrUnknownQuery: a query name that is not one of the embedded queries.
+	ErrUnknownQuery = errors.New("nexmark: unknown query")
+	// ErrBadConfig: a run configuration out of range.
+	ErrBadConfig = errors.New("nexmark: bad configuration")
+)
+
+// Config is one run of a query.
+type Config struct {
+	// Events is the number of events of the sequence, all types together (default 1,000,000).
+	Events int64
+	// Splits of every stream (default 1): the splits are read in parallel.
+	Splits int
+	// Seed of the generator.
+	Seed uint64
+	// EventRate is events per second of event time (default
+	// connectors.DefaultNexmarkEventRate, the published suite's rate).
+	EventRate int64
+	// Rate paces the generation in events per wall-clock second (0: as fast as possible).
+	Rate int64
+	// BaseTime is the event time of the first event, epoch ms (0: the connector's default).
+	BaseTime int64
+	// Format is how the source hands events to the runtime, which reads message bodies:
+	// "nexmark" (default: event numbers, which the format of that name generates) or "json"
+	// (generated rows written as JSON and parsed again).
+	Format string
+	// State is "memory" (default) or "rocksdb".
+	State string
+	// CheckpointInterval is how often the job checkpoints its state (default 1s, the
+	// server's default; negative: only at the end).
+	CheckpointInterval time.Duration
+	// OnRow, when set, sees every result row (valid only during the call), from one
+	// goroutine.
+	OnRow func(sql.Row) error
+}
+
+func (c *Config) defaults() {
+	if c.Events <= 0 {
+		c.Events = 1_000_000
+	}
+	if c.Splits <= 0 {
+		c.Splits = 1
+	}
+	if c.EventRate <= 0 {
+		c.EventRate = connectors.DefaultNexmarkEventRate
+	}
+	if c.State == "" {
+		c.State = "memory"
+	}
+	if c.Format == "" {
+		c.Format = "nexmark"
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = time.Second
+	}
+}
+
+// Result is what a run did.
+type Result struct {
+	Query       string
+	Events      int64 // events of the sequence (all types)
+	RecordsIn   int64 // rows the job read (the events of the types it reads)
+	RowsOut     int64 // result rows
+	Late, Bad   int64
+	Checkpoints int64
+}
+
+// catalog is the streams of ddl.sql, as the binder sees them.
+type catalog map[string]*sql.Relation
+
+func (c catalog) Relation(name string) (*sql.Relation, bool) {
+	r, ok := c[strings.ToLower(name)]
+	return r, ok
+}
+
+func newCatalog(cfg Config) (catalog, error) {
+	stmts, err := sql.Parse(DDL(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("nexmark: ddl.sql: %w", err)
+	}
+	cat := catalog{}
+	for _, st := range stmts {
+		cs, ok := st.(*sql.CreateStream)
+		if !ok {
+			return nil, fmt.Errorf("nexmark: ddl.sql holds a statement that is not CREATE STREAM")
+		}
+		if err := connectors.CheckNexmarkStream(cs.Options, cs.Columns); err != nil {
+			return nil, fmt.Errorf("nexmark: ddl.sql: stream %s: %w", cs.Name, err)
+		}
+		et := -1
+		if cs.WatermarkColumn != "" {
+			et = cs.Columns.Index(cs.WatermarkColumn)
+		}
+		cat[strings.ToLower(cs.Name)] = &sql.Relation{Name: cs.Name, Schema: cs.Columns, Options: cs.Options,
+			EventTime: et, WatermarkDelay: cs.WatermarkDelay}
+	}
+	return cat, nil
+}
+
+// Plan binds and plans a query over the Nexmark streams (rows to the client, no sink).
+func Plan(q Query, cfg Config) (*planner.Physical, error) {
+	cfg.defaults()
+	cat, err := newCatalog(cfg)
+	if err != nil {
+		return nil, err
+	}
+	stmts, err := sql.Parse(q.SQL)
+	if err != nil {
+		return nil, fmt.Errorf("nexmark %s: %w", q.Name, err)
+	}
+	if len(stmts) != 1 {
+		return nil, fmt.Errorf("nexmark %s: want one SELECT, have %d statements", q.Name, len(stmts))
+	}
+	sel, ok := stmts[0].(*sql.Select)
+	if !ok {
+		return nil, fmt.Errorf("nexmark %s: the statement is not a SELECT", q.Name)
+	}
+	bound, err := sql.Bind(sel, cat)
+	if err != nil {
+		return nil, fmt.Errorf("nexmark %s: %w", q.Name, err)
+	}
+	_, plan, err := planner.Plan(bound, planner.Options{Job: "nexmark-" + q.Name})
+	if err != nil {
+		return nil, fmt.Errorf("nexmark %s: %w", q.Name, err)
+	}
+	return plan, nil
+}
+
+// Run runs q over cfg's events to the end and returns what it did.
+func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
+	cfg.defaults()
+	res := Result{Query: q.Name, Events: cfg.Events}
+	if cfg.State != "memory" && cfg.State != "rocksdb" {
+		return res, fmt.Errorf("%w: state %q (memory or rocksdb)", ErrBadConfig, cfg.State)
+	}
+	if cfg.Format != "nexmark" && cfg.Format != "json" {
+		return res, fmt.Errorf("%w: format %q (nexmark or json)", ErrBadConfig, cfg.Format)
+	}
+	plan, err := Plan(q, cfg)
+	if err != nil {
+		return res, err
+	}
+	var store state.Store = state.NewMemory()
+	if cfg.State == "rocksdb" {
+		dir, err := os.MkdirTemp("", "rsql-nexmark-")
+		if err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(dir)
+		rs, err := state.OpenRocks(dir, state.RocksOptions{})
+		if err != nil {
+			return res, err
+		}
+		defer rs.Close()
+		store = rs
+	}
+	onRow := cfg.OnRow
+	if onRow == nil {
+		onRow = func(sql.Row) error { return nil }
+	}
+	env := exec.Env{
+		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
+			if spec.Connector != "nexmark" {
+				return nil, fmt.Errorf("nexmark %s: stream %s is not a nexmark stream", q.Name, spec.Stream)
+			}
+			return connectors.OpenNexmarkSource(spec.Options, spec.Schema, spec.Columns)
+		},
+		NewFormat:          connectors.NewFormat,
+		OnRow:              onRow,
+		Store:              store,
+		CheckpointInterval: cfg.CheckpointInterval,
+	}
+	job, err := exec.Start(ctx, "nexmark-"+q.Name, plan, env)
+	if err != nil {
+		return res, err
+	}
+	err = job.Wait()
+	st := job.Stats()
+	res.RecordsIn, res.RowsOut, res.Late, res.Bad, res.Checkpoints = st.RecordsIn, st.RecordsOut, st.Late, st.Bad, st.Epoch
+	if err == nil && st.Bad > 0 {
+		err = fmt.Errorf("nexmark %s: %d bad records: %v", q.Name, st.Bad, st.BadErrors)
+	}
+	return res, err
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"rsql/bench/nexmark"
+)
+
+// BenchNexmarkCmd runs Nexmark queries (bench/nexmark/q*.sql) as jobs in this process: the
+// nexmark source, the query's operators, and a sink that discards the rows (docs/nexmark.md).
+type BenchNexmarkCmd struct {
+	Query      string        `name:"query" default:"all" help:"Queries to run: q0,q1,... or all."`
+	Events     int64         `name:"events" default:"10000000" help:"Events of the sequence (persons, auctions and bids together)."`
+	Splits     int           `name:"splits" default:"1" help:"Splits of each stream, read in parallel."`
+	State      string        `name:"state" enum:"memory,rocksdb" default:"memory" help:"State store of the jobs: memory or rocksdb."`
+	Format     string        `name:"messages" enum:"nexmark,json" default:"nexmark" help:"Messages of the source: nexmark (event numbers the decoder generates) or json (rows written and parsed as JSON)."`
+	Seed       uint64        `name:"seed" default:"0" help:"Seed of the generator."`
+	EventRate  int64         `name:"event-rate" default:"10000000" help:"Events per second of event time (10 M: the published nexmark-flink suite)."`
+	Checkpoint time.Duration `name:"checkpoint-interval" default:"1s" help:"Checkpoint interval of the jobs (negative: only at the end)."`
+	JSON       bool          `name:"json" help:"Print the results as JSON lines instead of a table."`
+	CPUProfile string        `name:"cpuprofile" help:"Write a CPU profile of each query to FILE.<query>."`
+	MemProfile string        `name:"memprofile" help:"Write an allocation profile of each query to FILE.<query>."`
+}
+
+// nexmarkGoals are the events per CPU-second rsql aims at (docs/benchmarks.md).
+var nexmarkGoals = map[string]float64{"q0": 2e6, "q1": 2e6, "q2": 2e6, "q11": 300e3, "q12": 800e3}
+
+type nexmarkRow struct {
+	Query          string  `json:"query"`
+	Events         int64   `json:"events"`
+	RowsIn         int64   `json:"rows_in"`
+	WallSeconds    float64 `json:"wall_s"`
+	EventsPerSec   float64 `json:"events_per_s"`
+	CPUSeconds     float64 `json:"cpu_s"`
+	EventsPerCPU   float64 `json:"events_per_cpu_s"`
+	PeakRSSMiB     float64 `json:"peak_rss_mib"`
+	RowsOut        int64   `json:"rows_out"`
+	Late           int64   `json:"late"`
+	Checkpoints    int64   `json:"checkpoints"`
+	GoalPerCPU     float64 `json:"goal_events_per_cpu_s,omitempty"`
+	PeakRSSIsTotal bool    `json:"peak_rss_is_process_lifetime,omitempty"`
+}
+
+func (c *BenchNexmarkCmd) Run() error {
+	if c.Events <= 0 || c.Splits <= 0 || c.EventRate <= 0 {
+		return &exitError{"--events, --splits and --event-rate must be positive"}
+	}
+	qs, err := nexmark.Select(c.Query)
+	if err != nil {
+		return &exitError{err.Error()}
+	}
+	if !c.JSON {
+		fmt.Printf("rsql bench nexmark: %d events, %d split(s), %s state, %s messages, checkpoints every %v, seed %d, event rate %d/s; %s/%s, %d CPUs, %s\n",
+			c.Events, c.Splits, c.State, c.Format, c.Checkpoint, c.Seed, c.EventRate, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
+		fmt.Printf("in process: nexmark source -> operators -> discarding sink; CPU is every thread of the process (getrusage)\n\n")
+		fmt.Printf("%-5s %11s %10s %7s %11s %11s %7s %8s %10s %12s\n", "query", "events", "rows in", "wall s", "events/s", "ev/CPU-s", "CPU s", "RSS MiB", "rows out", "goal ev/CPU-s")
+	}
+	for _, q := range qs {
+		r, err := c.runOne(q)
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			b, _ := json.Marshal(r)
+			fmt.Println(string(b))
+			continue
+		}
+		goal := "-"
+		if r.GoalPerCPU > 0 {
+			goal = fmt.Sprintf("%.0f", r.GoalPerCPU)
+		}
+		fmt.Printf("%-5s %11d %10d %7.2f %11.0f %11.0f %7.2f %8.1f %10d %12s\n", r.Query, r.Events, r.RowsIn, r.WallSeconds,
+			r.EventsPerSec, r.EventsPerCPU, r.CPUSeconds, r.PeakRSSMiB, r.RowsOut, goal)
+	}
+	if !c.JSON {
+		fmt.Printf("\nevents: of the whole sequence (1 person : 3 auctions : 46 bids), as the published suites count them;\n")
+		fmt.Printf("rows in: the rows of the stream the query reads. RSS: peak resident memory during the query.\n")
+	}
+	return nil
+}
+
+func (c *BenchNexmarkCmd) runOne(q nexmark.Query) (nexmarkRow, error) {
+	// Start each query from a small heap, with the peak RSS reset (Linux: clear_refs 5).
+	runtime.GC()
+	debug.FreeOSMemory()
+	resetOK := resetPeakRSS()
+	cfg := nexmark.Config{Events: c.Events, Splits: c.Splits, Seed: c.Seed, EventRate: c.EventRate, State: c.State,
+		Format: c.Format, CheckpointInterval: c.Checkpoint}
+	if c.CPUProfile != "" {
+		f, err := os.Create(c.CPUProfile + "." + q.Name)
+		if err != nil {
+			return nexmarkRow{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nexmarkRow{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if c.MemProfile != "" {
+		runtime.MemProfileRate = 64 << 10
+	}
+	start, cpu0 := time.Now(), cpuTime()
+	res, err := nexmark.Run(context.Background(), q, cfg)
+	wall, cpu := time.Since(start).Seconds(), (cpuTime() - cpu0).Seconds()
+	if err != nil {
+		return nexmarkRow{}, err
+	}
+	if c.MemProfile != "" {
+		f, err := os.Create(c.MemProfile + "." + q.Name)
+		if err != nil {
+			return nexmarkRow{}, err
+		}
+		err = pprof.Lookup("allocs").WriteTo(f, 0)
+		f.Close()
+		if err != nil {
+			return nexmarkRow{}, err
+		}
+	}
+	if res.Late > 0 {
+		return nexmarkRow{}, fmt.Errorf("%s: %d late rows (the generator's events are in order: the runtime lost order)", q.Name, res.Late)
+	}
+	r := nexmarkRow{Query: q.Name, Events: res.Events, RowsIn: res.RecordsIn, WallSeconds: wall,
+		EventsPerSec: float64(res.Events) / wall, CPUSeconds: cpu, RowsOut: res.RowsOut, Late: res.Late,
+		Checkpoints: res.Checkpoints, GoalPerCPU: nexmarkGoals[q.Name], PeakRSSMiB: peakRSSMiB(), PeakRSSIsTotal: !resetOK}
+	if cpu > 0 {
+		r.EventsPerCPU = float64(res.Events) / cpu
+	}
+	return r, nil
+}
+
+// resetPeakRSS resets the process's peak resident set size (VmHWM) so the next reading is
+// the peak of what follows. It reports false where that is not possible (then the peak is
+// the process's lifetime peak).
+func resetPeakRSS() bool {
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+}
+
+// peakRSSMiB is the peak resident set size: VmHWM from /proc/self/status, else getrusage's
+// lifetime maximum.
+func peakRSSMiB() float64 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			if f := strings.Fields(string(line)); len(f) >= 2 && f[0] == "VmHWM:" {
+				if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
+					return kb / 1024
+				}
+			}
+		}
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Maxrss) / 1024
+}
