@@ -88,6 +88,8 @@ func (j *Join) String() string {
 		b.WriteString(" window-end=" + colName(l, j.LeftEnd) + ", " + colName(r, j.RightEnd))
 	case JoinTemporal:
 		b.WriteString(" as-of=" + colName(l, j.AsOf) + " version-time=" + colName(r, j.RightTime))
+	case JoinLookup:
+		b.WriteString(lookupText(j.Table))
 	}
 	if j.Residual != nil {
 		b.WriteString(" residual=" + j.Residual.String())
@@ -296,8 +298,7 @@ func (b *logicalBuilder) tableJoin(j *Join, f *sql.FromJoin, t *sql.Relation, lw
 	}
 	j.RightOp = t.Schema.Index(sql.ChangeColumn)
 	if t.Connector() != "broker" && t.Connector() != "file" {
-		j.Mode = JoinLookup
-		return nil
+		return lookupJoin(j, f, t, lw)
 	}
 	asOf := -1
 	if f.AsOf != nil {

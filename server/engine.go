@@ -294,6 +294,9 @@ func checkOptions(opts map[string]string) error {
 }
 
 func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
+	if err := checkLookupTable(s); err != nil {
+		return nil, err
+	}
 	if err := checkOptions(s.Options); err != nil {
 		return nil, err
 	}
@@ -705,6 +708,7 @@ func (e *Engine) env(job string) exec.Env {
 			}
 			return e.openSink(spec)
 		},
+		OpenLookup:    e.openLookup,
 		NewFormat:     connectors.NewFormat,
 		Store:         e.store,
 		ShuffleTopics: e.cfg.Broker != nil || e.cfg.RocketMQ != nil,
