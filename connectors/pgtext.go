@@ -13,7 +13,7 @@ import (
 // session with TimeZone UTC and DateStyle ISO) into a value of the declared type t. A text
 // that is not a value of t is an *sql.Error with PostgreSQL's code for it (22P02 bad
 // text, 22003 out of range, 22007/22008 bad or out-of-range timestamp, 22032 bad JSON);
-// the message quotes the value.
+// the caller names the column and quotes the value.
 func decodePGText(s string, t sql.Type) (sql.Value, *sql.Error) {
 	switch t.Kind {
 	case sql.KindVarchar:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -141,12 +140,27 @@ func parseQualifiedName(s string) ([]string, error) {
 	return parts, nil
 }
 
-// redactURL hides the password of a connection URL.
+// redactURL hides the password of a connection string: the one of a URL's user
+// information (postgres://user:password@host), or a password=... pair.
 func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			return u.String()
+	if i := strings.Index(s, "://"); i >= 0 {
+		rest := s[i+3:]
+		auth := rest
+		if j := strings.IndexAny(rest, "/?"); j >= 0 {
+			auth = rest[:j]
+		}
+		if at := strings.LastIndex(auth, "@"); at >= 0 {
+			if c := strings.Index(auth[:at], ":"); c >= 0 {
+				return s[:i+3] + auth[:c+1] + "xxxxx" + s[i+3+at:]
+			}
+		}
+		return s
+	}
+	fields := strings.Fields(s)
+	for i, f := range fields {
+		if k, _, ok := strings.Cut(f, "="); ok && strings.TrimSpace(k) == "password" {
+			fields[i] = "password=xxxxx"
+			s = strings.Join(fields, " ")
 		}
 	}
 	return s
@@ -449,7 +463,7 @@ func (p *PostgresLookup) lookup(ctx context.Context, keys []sql.Row, out []sql.R
 			v, verr := decodePGText(string(b), col.Type)
 			if verr != nil {
 				v = sql.ErrorValue(verr.Code, fmt.Sprintf("lookup table %s: column %s (%s.%s): %s does not convert to %s: %s",
-					p.spec.Table, col.Name, p.opts.Target, pgx.Identifier{p.pgCols[i]}.Sanitize(), quote(string(b)), col.Type, verr.Message))
+					p.spec.Table, col.Name, p.opts.Target, displayName(p.pgCols[i:i+1]), quote(string(b)), col.Type, verr.Message))
 			}
 			row[i] = v
 		}
