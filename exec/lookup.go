@@ -62,7 +62,6 @@ type lookupOp struct {
 	keyVals  []sql.Value
 	out      rowArena
 	offs     []int64
-	joined   sql.Row
 	nulls    sql.Row
 }
 
@@ -76,7 +75,7 @@ func newLookupOp(ctx context.Context, n *planner.LookupJoinNode, table connector
 	return &lookupOp{node: n, table: table, opts: opts, cache: newLookupCache(opts.CacheTTL, opts.CacheRows),
 		stats: newLookupCounters(n.Table, opts.Target), ctx: ctx, now: now, logf: func(string, ...any) {}, sleep: sleepCtx,
 		pending: map[string]int{}, askedKey: map[string]int{}, answers: map[string][]sql.Row{},
-		nulls: make(sql.Row, len(n.Columns)), joined: make(sql.Row, n.LeftWidth+len(n.Columns))}
+		nulls: make(sql.Row, len(n.Columns))}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -244,8 +243,6 @@ func (o *lookupOp) emit(b *Batch, out Emitter) error {
 		}
 		emitted := false
 		for _, m := range matches {
-			copy(o.joined, r[:lw])
-			copy(o.joined[lw:], m)
 			if cause := sql.RowError(m); cause != nil {
 				if err := o.bad.report(o.ctx, "lookup join", b.Split, r, o.schema, cause); err != nil {
 					return err
@@ -253,9 +250,14 @@ func (o *lookupOp) emit(b *Batch, out Emitter) error {
 				emitted = true // the row is accounted for: not emitted with NULLs
 				break
 			}
+			// The joined row is built in place in the arena, and taken back if the
+			// residual condition does not hold.
+			start := len(o.out.vals)
+			o.out.vals = append(append(o.out.vals, r[:lw]...), m...)
 			if o.node.Residual != nil {
-				v := o.node.Residual(o.joined)
+				v := o.node.Residual(o.out.vals[start:])
 				if v.IsError() {
+					o.out.vals = o.out.vals[:start]
 					if err := o.bad.report(o.ctx, "lookup join", b.Split, r, o.schema, v.AsError()); err != nil {
 						return err
 					}
@@ -263,10 +265,10 @@ func (o *lookupOp) emit(b *Batch, out Emitter) error {
 					break
 				}
 				if !v.Truth() {
+					o.out.vals = o.out.vals[:start]
 					continue
 				}
 			}
-			o.out.vals = append(o.out.vals, o.joined...)
 			o.out.endRow()
 			if b.Offsets != nil {
 				o.offs = append(o.offs, b.Offsets[i])

@@ -381,8 +381,8 @@ func TestLookupJoinKeysAndResidual(t *testing.T) {
 	// orders (order_id BIGINT, shop BIGINT) joined with prices (shop INT, sku, price) on
 	// CAST(shop AS BIGINT), residual price > 2.
 	n := &planner.LookupJoinNode{Kind: sql.JoinLeft, Table: "prices", Connector: "postgres",
-		Options: map[string]string{"connector": "postgres", "url": "postgres://127.0.0.1:1/none"},
-		Columns: sql.Schema{{Name: "shop", Type: sql.TypeInt}, {Name: "sku", Type: sql.TypeVarchar}, {Name: "price", Type: sql.TypeDouble}},
+		Options:    map[string]string{"connector": "postgres", "url": "postgres://127.0.0.1:1/none"},
+		Columns:    sql.Schema{{Name: "shop", Type: sql.TypeInt}, {Name: "sku", Type: sql.TypeVarchar}, {Name: "price", Type: sql.TypeDouble}},
 		KeyColumns: []int{0}, LeftKeys: []planner.Evaluator{col(1)},
 		RightKeys: []planner.Evaluator{func(r sql.Row) sql.Value { return sql.BigInt(r[0].I) }},
 		Residual:  func(r sql.Row) sql.Value { return sql.Bool(r[4].F > 2) }, LeftWidth: 2}
