@@ -89,5 +89,11 @@
 //     other sinks are at-least-once.
 //   - Split readers stay within Env.AlignmentWindow of event time of the slowest live split.
 //     A stage opens all its splits and restores their positions before any reader starts.
+//   - Lookup joins (lookup.go): one query per batch for the distinct keys the operator's
+//     cache lacks (Env.OpenLookup opens the table), rows out in input order; a lookup the
+//     database cannot answer is retried with a capped exponential wait, holding the batch
+//     (never dropping or reordering rows) until it succeeds or the job's context ends. The
+//     cache (TTL, most-recently-used bound, absent keys too) is not checkpointed. Counters
+//     are in JobStats.Lookups.
 //   - The package opens no sockets or files itself: everything goes through Env.
 package exec
