@@ -126,12 +126,7 @@ type LookupError struct {
 	Err   error
 }
 
-func (e *LookupError) Error() string {
-	if e.Retry {
-		return fmt.Sprintf("lookup table %s: %v (retrying)", e.Table, e.Err)
-	}
-	return fmt.Sprintf("lookup table %s: %v", e.Table, e.Err)
-}
+func (e *LookupError) Error() string { return fmt.Sprintf("lookup table %s: %v", e.Table, e.Err) }
 
 func (e *LookupError) Unwrap() error { return e.Err }
 

@@ -55,7 +55,7 @@ type lookupOp struct {
 	kinds    []byte      // per input row: rowNoKey, rowFound, rowPending
 	found    [][]sql.Row // per input row (rowFound): the matching rows
 	pendKey  []string    // per input row (rowPending): its key
-	pending  map[string]int
+	pending  map[string]struct{}
 	asked    []sql.Row // keys to ask, in the declared column types
 	askedKey map[string]int
 	answers  map[string][]sql.Row
@@ -74,7 +74,7 @@ const (
 func newLookupOp(ctx context.Context, n *planner.LookupJoinNode, table connectors.LookupTable, opts connectors.LookupOptions, now func() time.Time) *lookupOp {
 	return &lookupOp{node: n, table: table, opts: opts, cache: newLookupCache(opts.CacheTTL, opts.CacheRows),
 		stats: newLookupCounters(n.Table, opts.Target), ctx: ctx, now: now, logf: func(string, ...any) {}, sleep: sleepCtx,
-		pending: map[string]int{}, askedKey: map[string]int{}, answers: map[string][]sql.Row{},
+		pending: map[string]struct{}{}, askedKey: map[string]int{}, answers: map[string][]sql.Row{},
 		nulls: make(sql.Row, len(n.Columns))}
 }
 
@@ -160,7 +160,7 @@ func (o *lookupOp) Process(_ int, b *Batch, out Emitter) error {
 			o.kinds[i] = rowFound
 			continue
 		}
-		o.pending[key] = i
+		o.pending[key] = struct{}{}
 		o.kinds[i], o.pendKey[i] = rowPending, key
 	}
 	o.stats.hits.Add(hits)

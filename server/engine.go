@@ -911,6 +911,11 @@ func (e *Engine) show(s *sql.ShowStmt) (*Result, error) {
 			if d.Options["connector"] == "file" {
 				target = d.Options["path"]
 			}
+			if k, ok := connectors.Lookup(d.Options["connector"]); ok && k.ParseLookup != nil {
+				if o, err := k.ParseLookup(d.Name, d.Options); err == nil {
+					target = o.Target // the database's table
+				}
+			}
 			rows = append(rows, sql.Row{sql.Varchar(d.Name), sql.Varchar(d.Options["connector"]), sql.Varchar(target),
 				sql.Varchar(d.Options["format"]), nullable(d.Job)})
 		}

@@ -47,6 +47,23 @@ func TestLookupTableStatements(t *testing.T) {
 	if !strings.Contains(plan.String(), "Join left mode=lookup keys=[user_id = user_id] table=crm.users cache_ttl=30s cache_rows=10") {
 		t.Errorf("EXPLAIN:\n%s", plan.String())
 	}
+	res, err = e.Execute(ctx, sess, `SHOW STREAMS`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for {
+		r, err := res[0].Rows.Next(ctx)
+		if err != nil || r == nil {
+			break
+		}
+		if sql.Text(r[0]) == "dim_users" {
+			found = sql.Text(r[1]) == "postgres" && sql.Text(r[2]) == "crm.users"
+		}
+	}
+	if !found {
+		t.Error("SHOW STREAMS does not show dim_users as connector postgres, target crm.users")
+	}
 	for _, c := range []struct{ stmt, code, want string }{
 		{`CREATE STREAM s (user_id VARCHAR) WITH (connector = 'postgres', url = 'postgres://h/db')`, sql.CodeNotSupported, "is not a stream. Declare it with CREATE TABLE s"},
 		{`CREATE TABLE t (user_id VARCHAR PRIMARY KEY) WITH (connector = 'postgres')`, sql.CodeInvalidValue, "needs a url option"},

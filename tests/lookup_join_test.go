@@ -175,7 +175,7 @@ type restartRow struct {
 // TestLookupJoinDatabaseRestart: a lookup job over a topic keeps every row while its
 // database is down (the rows wait, none goes out with NULLs, none is lost), goes on when
 // the database is back, and once the cache's TTL has passed sees what was changed in the
-// table after the restart. Then the rsql server is killed with SIGKILL while it processes
+// table after the restart. While it waits it can be paused and resumed. Then the rsql server is killed with SIGKILL while it processes
 // more rows and restarted: every order is in the output exactly once, each with the tier
 // PostgreSQL gives it. The lookup metrics show the failed queries and their retries.
 func TestLookupJoinDatabaseRestart(t *testing.T) {
@@ -281,6 +281,14 @@ CREATE STREAM enriched WITH (queues = 1) AS
 	if out := s.sql("SHOW JOBS"); !strings.Contains(out, "RUNNING") {
 		t.Errorf("SHOW JOBS while the database is down:\n%s", out)
 	}
+	// A job waiting for its database can still be stopped; resumed, it reads again from
+	// its last checkpoint (its counters start again from zero).
+	pause := time.Now()
+	s.sql("PAUSE JOB job-1")
+	if d := time.Since(pause); d > 5*time.Second {
+		t.Errorf("PAUSE JOB took %v while the job waited for its database", d)
+	}
+	s.sql("RESUME JOB job-1")
 
 	// It comes back, and the table changes. The rows that waited are looked up before or
 	// after the change.
@@ -300,7 +308,7 @@ CREATE STREAM enriched WITH (queues = 1) AS
 		t.Fatal(err)
 	}
 	want2new := expected(1500, 3000)
-	waitOut(3000)
+	waitOut(1500)
 	time.Sleep(1500 * time.Millisecond) // the cache's TTL passes
 
 	// More rows, all after the change; the server is killed while it processes them.
