@@ -15,6 +15,8 @@
 //	b.QueryMessages / b.ViewMessage                         // key index, by offset
 //	b.ConsumeStats / b.GroupOffsets / b.ConsumerGroups / b.SubscriptionGroups
 //	b.EndTransaction / b.OpenTransactions
+//	msgs, err := b.Peek("orders", q, offset, 20)           // inspection: not counted as consumed
+//	b.TopicGroupOffsets("orders")                          // committed offsets per group
 //	err = b.Serve("127.0.0.1:9876", "127.0.0.1:10911")     // name server + broker listeners
 //	err = b.Close()
 //

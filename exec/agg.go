@@ -3,6 +3,7 @@ package exec
 import (
 	"container/heap"
 	"context"
+	"fmt"
 	"strings"
 
 	"rsql/planner"
@@ -38,22 +39,26 @@ type aggOp struct {
 	splits map[string]*aggSplit
 	cur    *aggSplit
 
-	out     rowArena
-	keys    []sql.Value // current row's key values
-	args    []sql.Value // current row's aggregate arguments
-	enc     []byte      // scratch encodings
-	kbuf    []byte      // scratch state keys
+	out  rowArena
+	keys []sql.Value // current row's key values
+	// args holds the current row's aggregate arguments: those of aggregate j are
+	// args[argAt[j]:argAt[j+1]].
+	args  []sql.Value
+	argAt []int
+	// order runs the aggregates that may fail first; undo keeps their states before the
+	// current row (when there are several) to restore them when a later one fails.
+	order   []int
+	undo    []accum
+	rowErr  *sql.Error // the current row's failure in an aggregate
+	enc     []byte     // scratch encodings
+	kbuf    []byte     // scratch state keys
 	lateB   Batch
 	lateRow []sql.Row
 }
 
-type accum struct {
-	n   int64
-	i   int64
-	f   float64
-	v   sql.Value
-	set map[string]struct{}
-}
+// accum is the state of one aggregate of one group; the aggregate's sql.Aggregator
+// (AggSpec.Func) reads and writes it.
+type accum = sql.AggState
 
 // win is one tumble/hop window of one split, or the single pseudo-window of a non-windowed
 // aggregation. Groups are found by key hash (collisions chained through group.next); the
@@ -121,12 +126,29 @@ type aggSplit struct {
 }
 
 func newAggOp(n *planner.AggregateNode, job, id string, store state.Store, late *sideOutput, cnt *counters) *aggOp {
+	at := make([]int, len(n.Aggs)+1)
+	var order, rest []int
+	for j, g := range n.Aggs {
+		at[j+1] = at[j] + len(g.Args)
+		if g.MayFail {
+			order = append(order, j)
+		} else {
+			rest = append(rest, j)
+		}
+	}
+	var undo []accum
+	if len(order) > 1 {
+		undo = make([]accum, len(order))
+	}
+	order = append(order, rest...)
 	return &aggOp{
+		order: order, undo: undo,
 		node: n, job: job, id: id, store: store, late: late, cnt: cnt,
 		nk: len(n.Keys), na: len(n.Aggs),
 		splits: map[string]*aggSplit{},
 		keys:   make([]sql.Value, len(n.Keys)),
-		args:   make([]sql.Value, len(n.Aggs)),
+		args:   make([]sql.Value, at[len(n.Aggs)]),
+		argAt:  at,
 	}
 }
 
@@ -163,10 +185,12 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 			h = sql.HashValue(h, v)
 			failed = failed || v.K == sql.KindNull && v.S != ""
 		}
+		k := 0
 		for j := range a.node.Aggs {
-			if arg := a.node.Aggs[j].Arg; arg != nil {
+			for _, arg := range a.node.Aggs[j].Args {
 				v := arg(r)
-				a.args[j] = v
+				a.args[k] = v
+				k++
 				failed = failed || v.K == sql.KindNull && v.S != ""
 			}
 		}
@@ -175,19 +199,22 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 			if cause == nil {
 				cause = sql.RowError(a.args)
 			}
-			if err := a.bad.report(context.Background(), "aggregate", b.Split, r, a.schema, cause); err != nil {
+			if err := a.reportBad(b.Split, r, cause); err != nil {
 				return err
 			}
 			continue
 		}
+		a.rowErr = nil
 		switch kind {
 		case planner.WindowNone:
 			w := sp.last
 			if w == nil {
 				w = sp.window(0, 0)
 			}
-			g, created := a.lookup(sp, w, h)
-			a.update(w, g)
+			g, created, ok := a.place(sp, w, h)
+			if !ok {
+				break
+			}
 			w.groups[g].seen = sp.wm
 			if changes && (created || !a.node.EmitNew) {
 				a.emitGroup(w, g)
@@ -202,9 +229,8 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 			if w == nil || w.start != sv.I || w.end != ev.I {
 				w = sp.window(sv.I, ev.I)
 			}
-			g, _ := a.lookup(sp, w, h)
-			a.update(w, g)
-			if a.node.Emit == planner.EmitChanges {
+			g, _, ok := a.place(sp, w, h)
+			if ok && a.node.Emit == planner.EmitChanges {
 				a.emitGroup(w, g)
 			}
 		case planner.WindowTumble, planner.WindowHop:
@@ -224,8 +250,10 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 				if w == nil || w.start != s {
 					w = sp.window(s, s+size)
 				}
-				g, _ := a.lookup(sp, w, h)
-				a.update(w, g)
+				g, _, ok := a.place(sp, w, h)
+				if !ok {
+					break // a hop row's earlier windows keep it: see place
+				}
 				if a.node.Emit == planner.EmitChanges {
 					a.emitGroup(w, g)
 				}
@@ -239,14 +267,28 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 				a.lateRow = append(a.lateRow, r)
 				continue
 			}
-			s := a.session(sp, h, tv.I)
+			s, undo := a.session(sp, h, tv.I)
 			a.updateAccs(s.accs)
+			if a.rowErr != nil {
+				a.unplaceSession(sp, s, undo)
+				if err := a.reportBad(b.Split, r, a.rowErr); err != nil {
+					return err
+				}
+				continue
+			}
 			if !s.dirty {
 				s.dirty = true
 				sp.sdirty = append(sp.sdirty, s)
 			}
 			if a.node.Emit == planner.EmitChanges {
 				a.emitSession(sp, s)
+			}
+		}
+		if a.rowErr != nil {
+			// An aggregate (a user aggregate's code) failed on the row: it did not change
+			// that group's state and goes to the bad-record path.
+			if err := a.reportBad(b.Split, r, a.rowErr); err != nil {
+				return err
 			}
 		}
 		if a.out.len() >= 1024 {
@@ -347,55 +389,75 @@ func (a *aggOp) update(w *win, g int32) {
 	a.updateAccs(w.accs[int(g)*a.na : int(g+1)*a.na])
 }
 
+// place folds the current row into its group of w (created when new). When an aggregate
+// fails on the row (a.rowErr), the group it created is removed again, so no group exists
+// without rows, and ok is false. (A hop row that fails in one window has been applied to
+// the windows before it.)
+func (a *aggOp) place(sp *aggSplit, w *win, h uint64) (g int32, created, ok bool) {
+	g, created = a.lookup(sp, w, h)
+	a.update(w, g)
+	if a.rowErr == nil {
+		return g, created, true
+	}
+	if created {
+		// The group is w's last, and its dirty reference sp's last.
+		gr := w.groups[g]
+		if gr.next >= 0 {
+			w.index[gr.hash] = gr.next
+		} else {
+			delete(w.index, gr.hash)
+		}
+		w.groups = w.groups[:g]
+		w.keys = w.keys[:int(g)*a.nk]
+		w.accs = w.accs[:int(g)*a.na]
+		if n := len(sp.dirty); n > 0 && sp.dirty[n-1] == (dirtyRef{w, g}) {
+			sp.dirty = sp.dirty[:n-1]
+		}
+	}
+	return g, created, false
+}
+
+// sessUndo is what session changed for the current row, so that a row an aggregate
+// fails on can be taken back out.
+type sessUndo struct {
+	created    bool
+	bridged    bool // it merged sessions: kept, see unplaceSession
+	start, end int64
+}
+
+// unplaceSession takes a failed row back out of session s: a session it created goes,
+// one it extended gets its bounds back. Sessions the row bridged stay merged.
+func (a *aggOp) unplaceSession(sp *aggSplit, s *session, u sessUndo) {
+	switch {
+	case u.created:
+		s.dead = true // its heap entry is skipped when it comes up
+		ke := &sp.sks[s.key]
+		for i, x := range ke.sessions {
+			if x == s {
+				ke.sessions = append(ke.sessions[:i], ke.sessions[i+1:]...)
+				break
+			}
+		}
+	case !u.bridged:
+		s.start, s.end = u.start, u.end // its heap entry for that end is still there
+	}
+}
+
+// updateAccs folds the current row into accs. Aggregates that may fail (user
+// aggregates, AggSpec.MayFail) run first; when one fails (a.rowErr is set) those before it
+// are restored, so the row changes none of accs.
 func (a *aggOp) updateAccs(accs []accum) {
-	for j := range accs {
+	for oi, j := range a.order {
 		acc := &accs[j]
-		spec := &a.node.Aggs[j]
-		if spec.Kind == planner.AggCountStar {
-			acc.n++
-			continue
+		if oi < len(a.undo) {
+			a.undo[oi] = *acc
 		}
-		v := a.args[j]
-		if v.IsNull() {
-			continue
-		}
-		switch spec.Kind {
-		case planner.AggCount:
-			acc.n++
-		case planner.AggCountDistinct:
-			a.enc = sql.AppendValue(a.enc[:0], v)
-			if _, ok := acc.set[string(a.enc)]; !ok {
-				if acc.set == nil {
-					acc.set = map[string]struct{}{}
-				}
-				acc.set[string(a.enc)] = struct{}{}
+		if err := a.node.Aggs[j].Func.Add(acc, a.args[a.argAt[j]:a.argAt[j+1]]); err != nil {
+			for i := 0; i < oi; i++ {
+				accs[a.order[i]] = a.undo[i]
 			}
-		case planner.AggSum, planner.AggAvg:
-			acc.n++
-			switch v.K {
-			case sql.KindDouble:
-				acc.f += v.F
-			case sql.KindDecimal:
-				// NUMERIC: exact, any scale, beyond 64 bits when needed.
-				if acc.v.K != sql.KindDecimal {
-					acc.v = v
-				} else {
-					acc.v = sql.NumericAdd(acc.v, v)
-				}
-				acc.v = ownValue(acc.v)
-			default:
-				acc.i += v.I
-			}
-		case planner.AggMin:
-			if acc.n == 0 || sql.Compare(v, acc.v) < 0 {
-				acc.v = ownValue(v)
-			}
-			acc.n++
-		case planner.AggMax:
-			if acc.n == 0 || sql.Compare(v, acc.v) > 0 {
-				acc.v = ownValue(v)
-			}
-			acc.n++
+			a.rowErr = err
+			return
 		}
 	}
 }
@@ -403,75 +465,19 @@ func (a *aggOp) updateAccs(accs []accum) {
 // mergeAccs folds src into dst (session merging).
 func (a *aggOp) mergeAccs(dst, src []accum) {
 	for j := range dst {
-		d, s := &dst[j], &src[j]
-		switch a.node.Aggs[j].Kind {
-		case planner.AggMin:
-			if s.n > 0 && (d.n == 0 || sql.Compare(s.v, d.v) < 0) {
-				d.v = s.v
-			}
-		case planner.AggMax:
-			if s.n > 0 && (d.n == 0 || sql.Compare(s.v, d.v) > 0) {
-				d.v = s.v
-			}
-		case planner.AggCountDistinct:
-			for k := range s.set {
-				if d.set == nil {
-					d.set = map[string]struct{}{}
-				}
-				d.set[k] = struct{}{}
-			}
-		}
-		if k := a.node.Aggs[j].Kind; (k == planner.AggSum || k == planner.AggAvg) && s.v.K == sql.KindDecimal {
-			if d.v.K == sql.KindDecimal {
-				d.v = ownValue(sql.NumericAdd(d.v, s.v))
-			} else {
-				d.v = s.v
-			}
-		}
-		d.n += s.n
-		d.i += s.i
-		d.f += s.f
+		a.node.Aggs[j].Func.Merge(&dst[j], &src[j])
 	}
 }
 
 // result is the value of aggregate j over acc.
 func (a *aggOp) result(j int, acc *accum) sql.Value {
-	spec := &a.node.Aggs[j]
-	switch spec.Kind {
-	case planner.AggCountStar, planner.AggCount:
-		return sql.BigInt(acc.n)
-	case planner.AggCountDistinct:
-		return sql.BigInt(int64(len(acc.set)))
-	case planner.AggMin, planner.AggMax:
-		if acc.n == 0 {
-			return sql.Null
-		}
-		return acc.v
-	}
-	if acc.n == 0 {
-		return sql.Null
-	}
-	sum := acc.f
-	if acc.v.K == sql.KindDecimal {
-		sum += acc.v.AsFloat()
-	} else {
-		sum += float64(acc.i)
-	}
-	if spec.Kind == planner.AggAvg {
-		return sql.Double(sum / float64(acc.n))
-	}
-	switch spec.Type.Kind {
-	case sql.KindDouble:
-		return sql.Double(sum)
-	case sql.KindDecimal:
-		if acc.v.K != sql.KindDecimal {
-			return sql.Decimal(0, 0)
-		}
-		return acc.v
-	case sql.KindInt:
-		return sql.Int(acc.i)
-	}
-	return sql.BigInt(acc.i)
+	return a.node.Aggs[j].Func.Result(acc)
+}
+
+// reportBad sends the row r to the bad-record path with cause.
+func (a *aggOp) reportBad(split string, r sql.Row, cause *sql.Error) error {
+	a.rowErr = nil
+	return a.bad.report(context.Background(), "aggregate", split, r, a.schema, cause)
 }
 
 func (a *aggOp) emitGroup(w *win, g int32) {
@@ -517,12 +523,14 @@ func (a *aggOp) sessKeyFor(sp *aggSplit, h uint64) int32 {
 	return k
 }
 
-// session returns the session that an event at t joins, creating or merging sessions.
-func (a *aggOp) session(sp *aggSplit, h uint64, t int64) *session {
+// session returns the session that an event at t joins, creating or merging sessions,
+// and how to undo that for the row.
+func (a *aggOp) session(sp *aggSplit, h uint64, t int64) (*session, sessUndo) {
 	k := a.sessKeyFor(sp, h)
 	gap := a.node.Window.Gap
 	lo, hi := t, t+gap
 	var merged *session
+	var u sessUndo
 	for changed := true; changed; {
 		changed = false
 		ss := sp.sks[k].sessions
@@ -533,7 +541,9 @@ func (a *aggOp) session(sp *aggSplit, h uint64, t int64) *session {
 			}
 			if merged == nil {
 				merged = s
+				u.start, u.end = s.start, s.end
 			} else {
+				u.bridged = true
 				// s is bridged into merged: fold its state, forget it.
 				a.mergeAccs(merged.accs, s.accs)
 				s.dead = true
@@ -552,13 +562,13 @@ func (a *aggOp) session(sp *aggSplit, h uint64, t int64) *session {
 		merged = &session{key: k, start: lo, end: hi, accs: make([]accum, a.na)}
 		sp.sks[k].sessions = append(sp.sks[k].sessions, merged)
 		heap.Push(&sp.sheap, sessEntry{hi, merged})
-		return merged
+		return merged, sessUndo{created: true}
 	}
 	if hi != merged.end {
 		heap.Push(&sp.sheap, sessEntry{hi, merged})
 	}
 	merged.start, merged.end = lo, hi
-	return merged
+	return merged, u
 }
 
 // deleteKey records the deletion of a persisted group's state key.
@@ -721,11 +731,15 @@ func (a *aggOp) Control(c *Control, _ Emitter) error {
 		}
 	case Checkpoint:
 		for _, sp := range a.splits {
-			a.save(sp, c.State)
+			if err := a.save(sp, c.State); err != nil {
+				return err
+			}
 		}
 	case RemoveSplit:
 		if sp := a.splits[c.Split]; sp != nil {
-			a.save(sp, c.State)
+			if err := a.save(sp, c.State); err != nil {
+				return err
+			}
 			delete(a.splits, c.Split)
 			if a.cur == sp {
 				a.cur = nil
@@ -736,7 +750,7 @@ func (a *aggOp) Control(c *Control, _ Emitter) error {
 }
 
 // save writes sp's changed groups and pending deletions to b.
-func (a *aggOp) save(sp *aggSplit, b *state.Batch) {
+func (a *aggOp) save(sp *aggSplit, b *state.Batch) error {
 	start := 0
 	for _, e := range sp.delEnds {
 		b.Delete(sp.delBuf[start:e])
@@ -750,7 +764,9 @@ func (a *aggOp) save(sp *aggSplit, b *state.Batch) {
 			continue
 		}
 		keys := d.w.keys[int(d.g)*a.nk : int(d.g+1)*a.nk]
-		a.putGroup(sp, b, keys, d.w.start, d.w.end, d.w.accs[int(d.g)*a.na:int(d.g+1)*a.na])
+		if err := a.putGroup(sp, b, keys, d.w.start, d.w.end, d.w.accs[int(d.g)*a.na:int(d.g+1)*a.na]); err != nil {
+			return err
+		}
 		gr.persisted = true
 	}
 	sp.dirty = sp.dirty[:0]
@@ -768,17 +784,26 @@ func (a *aggOp) save(sp *aggSplit, b *state.Batch) {
 			a.kbuf = state.Key(a.kbuf[:0], a.job, a.id, sp.name, a.enc, s.pStart, s.pEnd)
 			b.Delete(a.kbuf)
 		}
-		a.putGroup(sp, b, keys, s.start, s.end, s.accs)
+		if err := a.putGroup(sp, b, keys, s.start, s.end, s.accs); err != nil {
+			return err
+		}
 		s.persisted, s.pStart, s.pEnd = true, s.start, s.end
 	}
 	sp.sdirty = sp.sdirty[:0]
+	return nil
 }
 
-func (a *aggOp) putGroup(sp *aggSplit, b *state.Batch, keys []sql.Value, start, end int64, accs []accum) {
+func (a *aggOp) putGroup(sp *aggSplit, b *state.Batch, keys []sql.Value, start, end int64, accs []accum) error {
+	for j := range accs {
+		if err := a.node.Aggs[j].Func.Encode(&accs[j]); err != nil {
+			return fmt.Errorf("operator %s, split %s: saving %s: %w", a.id, sp.name, a.node.Aggs[j].Text, err)
+		}
+	}
 	a.enc = sql.AppendRow(a.enc[:0], keys)
 	a.kbuf = state.Key(a.kbuf[:0], a.job, a.id, sp.name, a.enc, start, end)
 	a.enc = appendGroupState(a.enc[:0], keys, start, end, accs)
 	b.Put(a.kbuf, a.enc)
+	return nil
 }
 
 // load reads split's groups from the store into memory.
@@ -792,6 +817,11 @@ func (a *aggOp) load(split string) error {
 		keys, start, end, accs, err := decodeGroupState(value, a.nk, a.na)
 		if err != nil {
 			return &StateError{Op: a.id, Split: split, Err: err}
+		}
+		for j := range accs {
+			if err := a.node.Aggs[j].Func.Decode(&accs[j]); err != nil {
+				return &StateError{Op: a.id, Split: split, Err: fmt.Errorf("%s: %w", a.node.Aggs[j].Text, err)}
+			}
 		}
 		copy(a.keys, keys)
 		h := sql.HashSeed

@@ -11,6 +11,8 @@
 //		Store:      store, // state.Store (RocksDB in the server, memory by default)
 //	})
 //	job.Stats()                 // records in/out, bad, late, watermark, per-split progress
+//	job.StageStats()            // per stage: rows out of each input and operator, watermark
+//	job.Plan()                  // the physical plan it runs
 //	job.Checkpoint(ctx)         // barrier through every stage, commit, returns the epoch
 //	job.AddSplit / RemoveSplit  // rebalancing: NewSplit / RemoveSplit control messages
 //	job.Stop()                  // stop reading, flush and close sinks
@@ -95,5 +97,8 @@
 //     (never dropping or reordering rows) until it succeeds or the job's context ends. The
 //     cache (TTL, most-recently-used bound, absent keys too) is not checkpointed. Counters
 //     are in JobStats.Lookups.
+//   - Row counts (stats.go): every port of a stage (an input, an operator's output) counts
+//     the rows it emits, one atomic add per batch, so Job.StageStats gives the rows along
+//     every edge of the plan (planner.Graph) while the job runs.
 //   - The package opens no sockets or files itself: everything goes through Env.
 package exec

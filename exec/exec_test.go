@@ -62,8 +62,8 @@ func runJob(t *testing.T, name string, plan *planner.Physical, env Env) *Job {
 }
 
 var countSum = []planner.AggSpec{
-	{Kind: planner.AggCountStar, Type: sql.TypeBigInt},
-	{Kind: planner.AggSum, Arg: col(1), ArgType: sql.TypeDouble, Type: sql.TypeDouble},
+	builtinAgg("COUNT(*)", nil, sql.TypeNull, sql.TypeBigInt),
+	builtinAgg("SUM", col(1), sql.TypeDouble, sql.TypeDouble),
 }
 
 func aggPlan(src planner.SourceSpec, w planner.WindowSpec, aggs []planner.AggSpec, emit planner.EmitMode) *planner.Physical {
@@ -207,13 +207,13 @@ func TestTumbleAndHopAgainstBruteForce(t *testing.T) {
 
 func allAggs() []planner.AggSpec {
 	return []planner.AggSpec{
-		{Kind: planner.AggCountStar, Type: sql.TypeBigInt},
-		{Kind: planner.AggCount, Arg: col(3), ArgType: sql.TypeBigInt, Type: sql.TypeBigInt},
-		{Kind: planner.AggCountDistinct, Arg: col(3), ArgType: sql.TypeBigInt, Type: sql.TypeBigInt},
-		{Kind: planner.AggSum, Arg: col(3), ArgType: sql.TypeBigInt, Type: sql.TypeBigInt},
-		{Kind: planner.AggAvg, Arg: col(1), ArgType: sql.TypeDouble, Type: sql.TypeDouble},
-		{Kind: planner.AggMin, Arg: col(1), ArgType: sql.TypeDouble, Type: sql.TypeDouble},
-		{Kind: planner.AggMax, Arg: col(1), ArgType: sql.TypeDouble, Type: sql.TypeDouble},
+		builtinAgg("COUNT(*)", nil, sql.TypeNull, sql.TypeBigInt),
+		builtinAgg("COUNT", col(3), sql.TypeBigInt, sql.TypeBigInt),
+		builtinAgg("COUNT(DISTINCT)", col(3), sql.TypeBigInt, sql.TypeBigInt),
+		builtinAgg("SUM", col(3), sql.TypeBigInt, sql.TypeBigInt),
+		builtinAgg("AVG", col(1), sql.TypeDouble, sql.TypeDouble),
+		builtinAgg("MIN", col(1), sql.TypeDouble, sql.TypeDouble),
+		builtinAgg("MAX", col(1), sql.TypeDouble, sql.TypeDouble),
 	}
 }
 
@@ -689,7 +689,7 @@ func TestCheckpointBarrierOrdering(t *testing.T) {
 	counts := map[string]int64{}
 	must(store.Scan(state.SplitPrefix(nil, "j", "agg", "s"), func(k, v []byte) error {
 		keys, _, _, accs, err := decodeGroupState(v, 1, 2)
-		counts[keys[0].S] = accs[0].n
+		counts[keys[0].S] = accs[0].N
 		return err
 	}))
 	if counts["u"] != 2 || counts["v"] != 1 || len(counts) != 2 {
@@ -980,7 +980,7 @@ func TestCheckpointAcrossExchange(t *testing.T) {
 		_ = store.Scan(state.SplitPrefix(nil, "x", "s1.agg0", q), func(k, v []byte) error {
 			_, _, _, accs, err := decodeGroupState(v, 1, 2)
 			if err == nil {
-				total += accs[0].n
+				total += accs[0].N
 			}
 			return err
 		})

@@ -380,3 +380,31 @@ func maxTs(evs []event4) int64 {
 	}
 	return m
 }
+
+// builtinAgg is the AggSpec of a built-in aggregate as the planner builds it: name is
+// COUNT(*), COUNT(DISTINCT), or an aggregate's name; arg is nil for COUNT(*).
+func builtinAgg(name string, arg planner.Evaluator, argType, result sql.Type) planner.AggSpec {
+	call := sql.AggCall{Func: name, T: result}
+	switch name {
+	case "COUNT(*)":
+		call.Func, call.Star = "COUNT", true
+	case "COUNT(DISTINCT)":
+		call.Func, call.Distinct = "COUNT", true
+	}
+	if arg != nil {
+		call.Arg = &sql.ColumnRef{Name: "x", T: argType}
+	}
+	def, ok := sql.LookupAgg(call.Func)
+	if !ok {
+		panic("no aggregate " + call.Func)
+	}
+	f, err := def.New(call)
+	if err != nil {
+		panic(err)
+	}
+	s := planner.AggSpec{Func: f, Type: result, Text: name}
+	if arg != nil {
+		s.Args, s.ArgTypes = []planner.Evaluator{arg}, []sql.Type{argType}
+	}
+	return s
+}

@@ -87,7 +87,7 @@ func TestFailedAggregateArgument(t *testing.T) {
 	src.feed("0", "a,1,10,2", "a,2,20,0", "a,3,30,5")
 	// SUM(10 / n)
 	arg := compiled(t, sqlCall(t, "/", sql.NewLiteral(sql.BigInt(10)), colRef(3)))
-	aggs := []planner.AggSpec{{Kind: planner.AggSum, Arg: arg, ArgType: sql.TypeBigInt, Type: sql.TypeBigInt}}
+	aggs := []planner.AggSpec{builtinAgg("SUM", arg, sql.TypeBigInt, sql.TypeBigInt)}
 	node := &planner.AggregateNode{Window: planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000},
 		Keys: []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar}, Aggs: aggs, Schema: aggSchema(1, true, aggs)}
 	var sk sinks
@@ -122,4 +122,52 @@ func (failOnInf) Encode(dst []byte, row sql.Row) ([]byte, error) {
 		return dst, errors.New("Infinity has no JSON number")
 	}
 	return append(dst, sql.Text(row[0])...), nil
+}
+
+// failNeg is an aggregate that may fail (like a user aggregate): the sum of its
+// argument, failing on a negative value.
+type failNeg struct{}
+
+func (failNeg) Add(s *sql.AggState, a []sql.Value) *sql.Error {
+	if a[0].I < 0 {
+		return sql.Errorf("38000", "negative %d", a[0].I)
+	}
+	s.I += a[0].I
+	return nil
+}
+func (failNeg) Merge(d, s *sql.AggState)         { d.I += s.I }
+func (failNeg) Result(s *sql.AggState) sql.Value { return sql.BigInt(s.I) }
+func (failNeg) Encode(*sql.AggState) error       { return nil }
+func (failNeg) Decode(*sql.AggState) error       { return nil }
+
+// A row an aggregate fails on changes nothing: the group or session it would have made
+// does not exist, the session it would have extended keeps its bounds, and the aggregates
+// before the failing one are rolled back (COUNT(*) does not count it).
+func TestAggregateFailingOnARow(t *testing.T) {
+	for _, c := range []struct {
+		w    planner.WindowSpec
+		rows []string
+		want []string
+	}{
+		{planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000},
+			[]string{"a,1,10,2", "b,2,20,-1", "a,3,30,-5", "a,4,40,3"}, []string{"a,0,1000,2,5"}},
+		{planner.WindowSpec{Kind: planner.WindowSession, Time: 2, Gap: 100},
+			[]string{"a,1,10,2", "a,2,150,-1", "a,3,105,-7", "a,4,300,1"}, []string{"a,10,110,1,2", "a,300,400,1,1"}},
+	} {
+		src := newMemSource(true, 0, "0")
+		src.feed("0", c.rows...)
+		aggs := []planner.AggSpec{builtinAgg("COUNT(*)", nil, sql.TypeNull, sql.TypeBigInt),
+			{Func: failNeg{}, Args: []planner.Evaluator{col(3)}, ArgTypes: []sql.Type{sql.TypeBigInt}, Type: sql.TypeBigInt, Text: "fail_neg(n)", MayFail: true}}
+		node := &planner.AggregateNode{Window: c.w, Keys: []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar},
+			Aggs: aggs, Schema: aggSchema(1, true, aggs)}
+		var sk sinks
+		plan := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, sourceSpec(map[string]string{"dlq_path": "dlq"}, 0), sinkSpec(node.Schema), node)}}
+		j := runJob(t, "job", plan, testEnv(src, &sk))
+		if d := diff(sk.get("out").bodies(), c.want); d != "" {
+			t.Errorf("%v: output: %s", c.w.Kind, d)
+		}
+		if st := j.Stats(); st.Bad != 2 || len(sk.get("dlq").bodies()) != 2 {
+			t.Errorf("%v: bad=%d dlq=%q", c.w.Kind, st.Bad, sk.get("dlq").bodies())
+		}
+	}
 }

@@ -141,12 +141,14 @@ type opNode struct {
 
 // emitter delivers rows to an operator's input, or to the stage's output (op < 0).
 type emitter struct {
-	st *stage
-	op int
-	in int
+	st   *stage
+	op   int
+	in   int
+	rows atomic.Int64 // rows emitted through it (stats.go)
 }
 
 func (e *emitter) Emit(b *Batch) error {
+	e.rows.Add(int64(len(b.Rows)))
 	if e.op < 0 {
 		return e.st.out.Process(b)
 	}

@@ -39,12 +39,12 @@ func appendGroupState(dst []byte, keys []sql.Value, start, end int64, accs []acc
 	dst = binary.AppendVarint(dst, end)
 	for i := range accs {
 		a := &accs[i]
-		dst = binary.AppendVarint(dst, a.n)
-		dst = binary.AppendVarint(dst, a.i)
-		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(a.f))
-		dst = sql.AppendValue(dst, a.v)
-		dst = binary.AppendUvarint(dst, uint64(len(a.set)))
-		for k := range a.set {
+		dst = binary.AppendVarint(dst, a.N)
+		dst = binary.AppendVarint(dst, a.I)
+		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(a.F))
+		dst = sql.AppendValue(dst, a.V)
+		dst = binary.AppendUvarint(dst, uint64(len(a.Set)))
+		for k := range a.Set {
 			dst = binary.AppendUvarint(dst, uint64(len(k)))
 			dst = append(dst, k...)
 		}
@@ -77,7 +77,7 @@ func decodeGroupState(b []byte, nk, na int) (keys sql.Row, start, end int64, acc
 	accs = make([]accum, na)
 	for i := 0; i < na && err == nil; i++ {
 		a := &accs[i]
-		a.n, a.i = varint("count"), varint("sum")
+		a.N, a.I = varint("count"), varint("sum")
 		if err != nil {
 			break
 		}
@@ -85,14 +85,14 @@ func decodeGroupState(b []byte, nk, na int) (keys sql.Row, start, end int64, acc
 			err = fmt.Errorf("%w: short float sum at byte %d", errBadState, p)
 			break
 		}
-		a.f = math.Float64frombits(binary.LittleEndian.Uint64(b[p:]))
+		a.F = math.Float64frombits(binary.LittleEndian.Uint64(b[p:]))
 		p += 8
 		v, n, verr := sql.DecodeValue(b[p:])
 		if verr != nil {
 			err = fmt.Errorf("%w: min/max at byte %d: %v", errBadState, p, verr)
 			break
 		}
-		a.v = v
+		a.V = v
 		p += n
 		cnt, n := binary.Uvarint(b[p:])
 		if n <= 0 || cnt > uint64(len(b)-p) {
@@ -101,7 +101,7 @@ func decodeGroupState(b []byte, nk, na int) (keys sql.Row, start, end int64, acc
 		}
 		p += n
 		if cnt > 0 {
-			a.set = make(map[string]struct{}, cnt)
+			a.Set = make(map[string]struct{}, cnt)
 		}
 		for j := uint64(0); j < cnt; j++ {
 			l, n := binary.Uvarint(b[p:])
@@ -110,7 +110,7 @@ func decodeGroupState(b []byte, nk, na int) (keys sql.Row, start, end int64, acc
 				break
 			}
 			p += n
-			a.set[string(b[p:p+int(l)])] = struct{}{}
+			a.Set[string(b[p:p+int(l)])] = struct{}{}
 			p += int(l)
 		}
 	}

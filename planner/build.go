@@ -4,7 +4,6 @@ import (
 	"rsql/connectors"
 	"sort"
 	"strconv"
-	"strings"
 
 	"rsql/sql"
 )
@@ -782,34 +781,21 @@ func aggSpec(g sql.AggCall) (AggSpec, error) {
 	if err != nil {
 		return AggSpec{}, err
 	}
-	s := AggSpec{Type: t, Text: aggText(g)}
-	fn := strings.ToUpper(g.Func)
-	switch {
-	case fn == "COUNT" && (g.Star || g.Arg == nil):
-		s.Kind = AggCountStar
-		return s, nil
-	case g.Distinct && fn != "COUNT":
-		return AggSpec{}, errorf(sql.CodeNotSupported, "%s(DISTINCT ...): only COUNT takes DISTINCT", fn)
-	case fn == "COUNT" && g.Distinct:
-		s.Kind = AggCountDistinct
-	case fn == "COUNT":
-		s.Kind = AggCount
-	case fn == "SUM":
-		s.Kind = AggSum
-	case fn == "AVG":
-		s.Kind = AggAvg
-	case fn == "MIN":
-		s.Kind = AggMin
-	case fn == "MAX":
-		s.Kind = AggMax
-	default:
-		return AggSpec{}, errorf(sql.CodeNotSupported, "aggregate %s", g.Func)
-	}
-	f, err := compile(g.Arg, "aggregate argument")
+	def, _ := g.Aggregate()
+	g.T, g.Star = t, isStar(g)
+	f, err := def.New(g)
 	if err != nil {
 		return AggSpec{}, err
 	}
-	s.Arg, s.ArgType = f, g.Arg.Type()
+	s := AggSpec{Func: f, Type: t, Text: aggText(g), MayFail: def.User}
+	for _, a := range g.Args() {
+		ev, err := compile(a, "aggregate argument")
+		if err != nil {
+			return AggSpec{}, err
+		}
+		s.Args = append(s.Args, ev)
+		s.ArgTypes = append(s.ArgTypes, a.Type())
+	}
 	return s, nil
 }
 

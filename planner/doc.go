@@ -11,6 +11,8 @@
 //	BuildPhysical(l, o) stages of compiled operators (planner/physical.go): inputs → an
 //	                    operator DAG → an exchange or the sink
 //	Explain(l, p)       readable text of both plans (EXPLAIN)
+//	Graph(p)            the physical plan as stages, nodes and edges (JSON for the web
+//	                    console), described with EXPLAIN's texts
 //	Plan(q, o)          all of the above but Explain, in order
 //
 // Contract:

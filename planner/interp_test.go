@@ -360,22 +360,18 @@ func evalPhysical(t *testing.T, p *Physical, stream []sql.Row) []sql.Row {
 			case *AggregateNode:
 				var aggs []aggFn
 				for _, a := range n.Aggs {
-					f := aggFn{arg: a.Arg}
-					switch a.Kind {
-					case AggCountStar:
+					f := aggFn{}
+					if len(a.Args) > 0 {
+						f.arg = a.Args[0]
+					}
+					name, rest, _ := strings.Cut(a.Text, "(")
+					switch {
+					case a.Text == "COUNT(*)":
 						f.fn = "COUNT(*)"
-					case AggCount:
-						f.fn = "COUNT"
-					case AggCountDistinct:
-						f.fn, f.distinct = "COUNT", true
-					case AggSum:
-						f.fn = "SUM"
-					case AggAvg:
-						f.fn = "AVG"
-					case AggMin:
-						f.fn = "MIN"
-					case AggMax:
-						f.fn = "MAX"
+					case strings.HasPrefix(rest, "DISTINCT "):
+						f.fn, f.distinct = name, true
+					default:
+						f.fn = name
 					}
 					aggs = append(aggs, f)
 				}

@@ -333,12 +333,24 @@ func joinExprs(es []sql.Expr) string {
 // aggText renders an aggregate call as SQL text, e.g. SUM(amount) or COUNT(DISTINCT user_id).
 func aggText(g sql.AggCall) string {
 	switch {
-	case g.Star || g.Arg == nil:
+	case isStar(g):
 		return "COUNT(*)"
+	case g.Arg == nil:
+		return g.Func + "()"
 	case g.Distinct:
 		return g.Func + "(DISTINCT " + g.Arg.String() + ")"
 	}
 	return g.Func + "(" + g.Arg.String() + ")"
+}
+
+// isStar reports whether g is COUNT(*) (also an argument-less call of an aggregate that
+// takes *).
+func isStar(g sql.AggCall) bool {
+	if g.Star {
+		return true
+	}
+	def, ok := g.Aggregate()
+	return g.Arg == nil && ok && def.Star
 }
 
 // windowText renders a window over rows of schema in, e.g. TUMBLE(ts, INTERVAL '10' SECOND).
@@ -936,38 +948,21 @@ func windowName(k sql.WindowKind) string {
 	return "unknown"
 }
 
-// aggResultType is the result type of an aggregate per the rules of AggSpec. A type the
-// binder already computed is kept when it agrees (it may carry a DECIMAL precision); a
-// disagreeing one is an internal error, since downstream expressions were typed with it.
+// aggResultType is the result type of an aggregate per its registration's type rule
+// (sql.AggDef.Check). A type the binder already computed is kept when it agrees (it may
+// carry a DECIMAL precision); a disagreeing one is an internal error, since downstream
+// expressions were typed with it.
 func aggResultType(g sql.AggCall) (sql.Type, error) {
-	var t sql.Type
-	fn := strings.ToUpper(g.Func)
-	switch {
-	case fn == "COUNT":
-		t = sql.TypeBigInt
-	case g.Arg == nil:
-		return t, errorf(sql.CodeInternal, "%s has no argument", fn)
-	case fn == "SUM":
-		at := g.Arg.Type()
-		switch {
-		case at.Kind.IsInteger():
-			t = sql.TypeBigInt
-		case at.Kind == sql.KindDouble:
-			t = sql.TypeDouble
-		case at.Kind == sql.KindDecimal:
-			t = sql.Type{Kind: sql.KindDecimal, Precision: 18, Scale: at.Scale}
-		default:
-			return t, errorf(sql.CodeTypeMismatch, "SUM of %s", at)
+	def, ok := g.Aggregate()
+	if !ok {
+		return sql.Type{}, errorf(sql.CodeNotSupported, "aggregate %s", g.Func)
+	}
+	t := sql.TypeBigInt // COUNT(*)
+	if !isStar(g) {
+		var err error
+		if t, _, err = def.Check(g.Args(), g.Distinct); err != nil {
+			return t, wrapf(err, "aggregate %s", aggText(g))
 		}
-	case fn == "AVG":
-		if !g.Arg.Type().Kind.IsNumeric() {
-			return t, errorf(sql.CodeTypeMismatch, "AVG of %s", g.Arg.Type())
-		}
-		t = sql.TypeDouble
-	case fn == "MIN" || fn == "MAX":
-		t = g.Arg.Type()
-	default:
-		return t, errorf(sql.CodeNotSupported, "aggregate %s", g.Func)
 	}
 	if g.T.Kind == sql.KindNull {
 		return t, nil

@@ -36,32 +36,17 @@ type WindowSpec struct {
 	End int
 }
 
-// AggKind is an aggregate function.
-type AggKind uint8
-
-const (
-	AggCountStar AggKind = iota
-	AggCount
-	AggCountDistinct
-	AggSum
-	AggAvg
-	AggMin
-	AggMax
-)
-
-func (k AggKind) String() string {
-	return [...]string{"COUNT(*)", "COUNT", "COUNT(DISTINCT)", "SUM", "AVG", "MIN", "MAX"}[k]
-}
-
-// AggSpec is one aggregate call: Arg is nil for COUNT(*). Type is the result type
-// (COUNT: BIGINT; SUM of integers: BIGINT, of DOUBLE: DOUBLE, of DECIMAL: DECIMAL with the
-// argument's scale; AVG: DOUBLE; MIN/MAX: the argument's type).
+// AggSpec is one aggregate call: Func runs it (built by the aggregate's registration,
+// sql.AggDef.New, one per compiled plan), Args evaluate its arguments over the input row
+// (none for COUNT(*)). Type is the result type (docs/sql.md, "Aggregates").
 type AggSpec struct {
-	Kind    AggKind
-	Arg     Evaluator
-	ArgType sql.Type
-	Type    sql.Type
-	Text    string // for EXPLAIN, e.g. "SUM(amount)"
+	Func     sql.Aggregator
+	Args     []Evaluator
+	ArgTypes []sql.Type
+	Type     sql.Type
+	Text     string // for EXPLAIN, e.g. "SUM(amount)"
+	// MayFail is set for aggregates whose Add can fail a row (user aggregates).
+	MayFail bool
 }
 
 // Node is one physical operator of a stage's pipeline, in order from source to sink.

@@ -7,7 +7,8 @@
 #   scripts/deps.sh test    the above, plus what the tests drive: PostgreSQL 15 and its
 #                           client (a private server per test), tmux (the shell's terminal
 #                           test), Node.js with npm and node-postgres (the `pg` package, for
-#                           the node-postgres test)
+#                           the node-postgres test), Chromium (the web console's browser
+#                           test, headless)
 #
 # Each missing Debian package is installed on its own, so one that cannot be installed (a
 # conflict with a Node.js installed another way, say) does not hold back the others. A
@@ -43,6 +44,7 @@ if [ "$mode" = test ]; then
   # Debian's nodejs does not ship npm, a Node.js installed another way does (and Debian's
   # npm then conflicts with it): npm is asked for only when it is not on PATH.
   have_cmd npm || optional+=(npm)
+  have_cmd chromium || have_cmd chromium-browser || optional+=(chromium)
 fi
 
 # as_root runs a command as root: directly when we are root, through sudo otherwise.

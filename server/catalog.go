@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"rsql/sql"
+	"rsql/udf"
 )
 
 // StreamDef is a declared stream or materialized view as the catalog stores it.
@@ -50,6 +51,9 @@ type JobDef struct {
 	Sink string `json:"sink"`
 	// Sources are the streams the job reads.
 	Sources []string `json:"sources"`
+	// Functions are the user-defined functions and aggregates the job's query calls
+	// (also through SQL functions): they cannot be dropped or replaced while it runs.
+	Functions []string `json:"functions,omitempty"`
 	// StateTTL is the session's state_ttl when the job was created, in milliseconds: state
 	// without a natural end (DISTINCT, deduplication) is forgotten that far behind the
 	// watermark.
@@ -105,6 +109,36 @@ func columnDefs(s sql.Schema) []ColumnDef {
 	return out
 }
 
+// FunctionDef is a user-defined function or aggregate as the catalog stores it (CREATE
+// FUNCTION / CREATE AGGREGATE). A wasm function's module bytes are in the catalog, so a
+// restart or another instance of a cluster runs the same code.
+type FunctionDef struct {
+	Name      string            `json:"name"`
+	Aggregate bool              `json:"aggregate,omitempty"`
+	Params    []ColumnDef       `json:"params"`
+	Returns   ColumnDef         `json:"returns"`
+	Language  string            `json:"language"`
+	Body      string            `json:"body"`
+	Module    []byte            `json:"module,omitempty"`
+	Options   map[string]string `json:"options,omitempty"`
+	// Statement is the CREATE text, for DESCRIBE FUNCTION.
+	Statement string `json:"statement"`
+}
+
+// Spec returns the function as the udf package runs it.
+func (d *FunctionDef) Spec() udf.Spec {
+	ps := make(sql.Schema, len(d.Params))
+	for i, c := range d.Params {
+		ps[i] = sql.Column{Name: c.Name, Type: c.typ()}
+	}
+	return udf.Spec{Name: d.Name, Aggregate: d.Aggregate, Params: ps, Returns: d.Returns.typ(), Language: d.Language,
+		Body: d.Body, Module: d.Module, Options: d.Options}
+}
+
+func (c ColumnDef) typ() sql.Type {
+	return sql.Type{Kind: sql.Kind(c.Kind), Precision: c.Precision, Scale: c.Scale}
+}
+
 // Catalog holds streams, views and jobs, persisted as one JSON file written atomically
 // (write to a temporary file, fsync, rename). All methods are safe for concurrent use; mu
 // guards every field.
@@ -113,13 +147,61 @@ type Catalog struct {
 	path    string // "" for a catalog that is not persisted
 	streams map[string]*StreamDef
 	jobs    map[string]*JobDef
+	funcs   map[string]*FunctionDef
+	users   map[string]*UserDef // by lower-case name (users.go)
 	nextJob int
 }
 
 type catalogFile struct {
-	Streams []*StreamDef `json:"streams"`
-	Jobs    []*JobDef    `json:"jobs"`
-	NextJob int          `json:"next_job"`
+	Streams   []*StreamDef   `json:"streams"`
+	Jobs      []*JobDef      `json:"jobs"`
+	Functions []*FunctionDef `json:"functions,omitempty"`
+	NextJob   int            `json:"next_job"`
+	Users     []*UserDef     `json:"users,omitempty"`
+}
+
+// file returns the catalog's content as written to its file and shared in a cluster:
+// streams by name, jobs by id, functions by name. c.mu must be held.
+func (c *Catalog) fileLocked() catalogFile {
+	f := catalogFile{NextJob: c.nextJob}
+	for _, s := range c.streams {
+		f.Streams = append(f.Streams, s)
+	}
+	for _, j := range c.jobs {
+		f.Jobs = append(f.Jobs, j)
+	}
+	for _, d := range c.funcs {
+		f.Functions = append(f.Functions, d)
+	}
+	for _, u := range c.users {
+		f.Users = append(f.Users, u)
+	}
+	sort.Slice(f.Streams, func(i, j int) bool { return f.Streams[i].Name < f.Streams[j].Name })
+	sort.Slice(f.Jobs, func(i, j int) bool { return f.Jobs[i].ID < f.Jobs[j].ID })
+	sort.Slice(f.Functions, func(i, j int) bool { return f.Functions[i].Name < f.Functions[j].Name })
+	sort.Slice(f.Users, func(i, j int) bool { return f.Users[i].Name < f.Users[j].Name })
+	return f
+}
+
+// loadLocked makes the catalog what f holds. c.mu must be held.
+func (c *Catalog) loadLocked(f catalogFile) {
+	c.streams = map[string]*StreamDef{}
+	c.jobs = map[string]*JobDef{}
+	c.funcs = map[string]*FunctionDef{}
+	c.users = map[string]*UserDef{}
+	for _, s := range f.Streams {
+		c.streams[key(s.Name)] = s
+	}
+	for _, j := range f.Jobs {
+		c.jobs[j.ID] = j
+	}
+	for _, d := range f.Functions {
+		c.funcs[key(d.Name)] = d
+	}
+	for _, u := range f.Users {
+		c.users[key(u.Name)] = u
+	}
+	c.nextJob = max(f.NextJob, 1)
 }
 
 // ErrCatalogCorrupt says the catalog file could not be read.
@@ -128,7 +210,7 @@ var ErrCatalogCorrupt = errors.New("catalog file is corrupt")
 // OpenCatalog loads the catalog at path, or starts an empty one when the file does not exist.
 // An empty path gives an in-memory catalog.
 func OpenCatalog(path string) (*Catalog, error) {
-	c := &Catalog{path: path, streams: map[string]*StreamDef{}, jobs: map[string]*JobDef{}, nextJob: 1}
+	c := &Catalog{path: path, streams: map[string]*StreamDef{}, jobs: map[string]*JobDef{}, funcs: map[string]*FunctionDef{}, users: map[string]*UserDef{}, nextJob: 1}
 	if path == "" {
 		return c, nil
 	}
@@ -143,15 +225,7 @@ func OpenCatalog(path string) (*Catalog, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCatalogCorrupt, path, err)
 	}
-	for _, s := range f.Streams {
-		c.streams[key(s.Name)] = s
-	}
-	for _, j := range f.Jobs {
-		c.jobs[j.ID] = j
-	}
-	if f.NextJob > c.nextJob {
-		c.nextJob = f.NextJob
-	}
+	c.loadLocked(f)
 	return c, nil
 }
 
@@ -162,15 +236,7 @@ func (c *Catalog) saveLocked() error {
 	if c.path == "" {
 		return nil
 	}
-	f := catalogFile{NextJob: c.nextJob}
-	for _, s := range c.streams {
-		f.Streams = append(f.Streams, s)
-	}
-	for _, j := range c.jobs {
-		f.Jobs = append(f.Jobs, j)
-	}
-	sort.Slice(f.Streams, func(i, j int) bool { return f.Streams[i].Name < f.Streams[j].Name })
-	sort.Slice(f.Jobs, func(i, j int) bool { return f.Jobs[i].ID < f.Jobs[j].ID })
+	f := c.fileLocked()
 	data, err := json.MarshalIndent(&f, "", "  ")
 	if err != nil {
 		return err
@@ -179,7 +245,8 @@ func (c *Catalog) saveLocked() error {
 		return err
 	}
 	tmp := c.path + ".tmp"
-	fh, err := os.Create(tmp)
+	// 0600: the file holds the users' password secrets.
+	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
@@ -416,4 +483,94 @@ func (c *Catalog) SetJobState(id, state, errText string) error {
 	}
 	j.State, j.Error = state, errText
 	return c.saveLocked()
+}
+
+// Function returns a copy of the user function or aggregate named name.
+func (c *Catalog) Function(name string) (FunctionDef, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.funcs[key(name)]
+	if !ok {
+		return FunctionDef{}, false
+	}
+	return *d, true
+}
+
+// Functions returns copies of all user functions and aggregates, sorted by name.
+func (c *Catalog) Functions() []FunctionDef {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]FunctionDef, 0, len(c.funcs))
+	for _, d := range c.funcs {
+		out = append(out, *d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// usedByLocked returns a live job that calls function name, if any. c.mu must be held.
+func (c *Catalog) usedByLocked(name string) (string, bool) {
+	ids := make([]string, 0, len(c.jobs))
+	for id, j := range c.jobs {
+		if !j.live() {
+			continue
+		}
+		for _, f := range j.Functions {
+			if strings.EqualFold(f, name) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return "", false
+	}
+	sort.Slice(ids, func(a, b int) bool { return jobNum(ids[a]) < jobNum(ids[b]) })
+	return ids[0], true
+}
+
+// AddFunction stores a user function or aggregate. An existing one of that name is
+// replaced when replace is set (refused, 55006, while a live job calls it), else the call
+// fails with 42723.
+func (c *Catalog) AddFunction(d FunctionDef, replace bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, exists := c.funcs[key(d.Name)]
+	if exists {
+		if !replace {
+			return sql.Errorf(sql.CodeDuplicateFunction, "function %q already exists (CREATE OR REPLACE replaces it, IF NOT EXISTS keeps it)", old.Name)
+		}
+		if id, used := c.usedByLocked(old.Name); used {
+			return sql.Errorf(sql.CodeInUse, "cannot replace function %q: job %s calls it (TERMINATE JOB %s first)", old.Name, id, id)
+		}
+	}
+	c.funcs[key(d.Name)] = &d
+	if err := c.saveLocked(); err != nil {
+		if exists {
+			c.funcs[key(d.Name)] = old
+		} else {
+			delete(c.funcs, key(d.Name))
+		}
+		return err
+	}
+	return nil
+}
+
+// DropFunction removes a user function or aggregate. It refuses (55006) while a live job
+// calls it.
+func (c *Catalog) DropFunction(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.funcs[key(name)]
+	if !ok {
+		return sql.Errorf(sql.CodeUndefinedFunction, "function %q does not exist", name)
+	}
+	if id, used := c.usedByLocked(d.Name); used {
+		return sql.Errorf(sql.CodeInUse, "cannot drop function %q: job %s calls it (TERMINATE JOB %s first)", d.Name, id, id)
+	}
+	delete(c.funcs, key(name))
+	if err := c.saveLocked(); err != nil {
+		c.funcs[key(name)] = d
+		return err
+	}
+	return nil
 }

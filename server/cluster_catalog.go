@@ -3,23 +3,15 @@ package server
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 )
 
-// snapshot returns the catalog as canonical JSON (streams by name, jobs by id), the form
+// snapshot returns the catalog as canonical JSON (streams by name, jobs by id, functions
+// by name), the form
 // shared between instances through the checkpoint store.
 func (c *Catalog) snapshot() ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	f := catalogFile{NextJob: c.nextJob}
-	for _, s := range c.streams {
-		f.Streams = append(f.Streams, s)
-	}
-	for _, j := range c.jobs {
-		f.Jobs = append(f.Jobs, j)
-	}
-	sort.Slice(f.Streams, func(i, j int) bool { return f.Streams[i].Name < f.Streams[j].Name })
-	sort.Slice(f.Jobs, func(i, j int) bool { return f.Jobs[i].ID < f.Jobs[j].ID })
+	f := c.fileLocked()
 	return json.Marshal(&f)
 }
 
@@ -31,14 +23,6 @@ func (c *Catalog) replace(data []byte) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.streams = map[string]*StreamDef{}
-	c.jobs = map[string]*JobDef{}
-	for _, s := range f.Streams {
-		c.streams[key(s.Name)] = s
-	}
-	for _, j := range f.Jobs {
-		c.jobs[j.ID] = j
-	}
-	c.nextJob = max(f.NextJob, 1)
+	c.loadLocked(f)
 	return c.saveLocked()
 }

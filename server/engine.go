@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"rsql/planner"
 	"rsql/sql"
 	"rsql/state"
+	"rsql/udf"
 )
 
 // Config configures an Engine.
@@ -36,10 +38,23 @@ type Config struct {
 	// RocketMQ, when Broker is nil, is the RocketMQ cluster (for example another rsql
 	// server's bundled broker) that streams with connector 'broker' live on.
 	RocketMQ *connectors.RocketMQConfig
+	// FileRoots are the directories file sources and sinks may use (the file sandbox,
+	// connectors.FileRoots); relative paths start at the first. Default: the data
+	// directory's files/ (created when missing). "/" allows every path.
+	FileRoots []string
+	// Limits bound what one statement may cost to parse and bind (sql.Limits; zero fields
+	// take their defaults).
+	Limits sql.Limits
+	// MaxResultBytes bounds the rows one pull query collects (about their size in memory):
+	// past it the query fails with 54000. Default 64 MiB; negative: no limit.
+	MaxResultBytes int64
 	// deferJobs leaves the jobs recorded as RUNNING stopped until startRecordedJobs, so a
 	// System can attach the broker first.
 	deferJobs bool
 }
+
+// DefaultMaxResultBytes is Config.MaxResultBytes's default.
+const DefaultMaxResultBytes = 64 << 20
 
 func (c *Config) ensureDefaults() {
 	if c.DataDir == "" {
@@ -51,6 +66,10 @@ func (c *Config) ensureDefaults() {
 	if c.Log == nil {
 		c.Log = os.Stderr
 	}
+	if c.MaxResultBytes == 0 {
+		c.MaxResultBytes = DefaultMaxResultBytes
+	}
+	c.Limits = c.Limits.WithDefaults()
 }
 
 // DefaultCheckpointInterval is how often a job checkpoints when its sink stream's WITH has no
@@ -65,6 +84,7 @@ type Engine struct {
 	lock  *dirLock
 	cat   *Catalog
 	store state.Store
+	files *connectors.FileRoots // the file sandbox
 
 	mu    sync.Mutex
 	jobs  map[string]*runningJob
@@ -73,6 +93,12 @@ type Engine struct {
 
 	// dlq shares dead-letter outputs between the jobs reading a stream (dlq.go).
 	dlq dlqWriters
+
+	// udf compiles and runs user-defined functions (functions.go).
+	udf *udf.Runtime
+	// passwordsUnchecked is set while the Postgres wire accepts clients without a
+	// password (trust), so that setting one warns that it is not checked.
+	passwordsUnchecked atomic.Bool
 
 	// cluster is set in cluster mode (several instances sharing a Postgres checkpoint
 	// store, cluster.go); startMu then serializes starting and stopping jobs.
@@ -120,6 +146,20 @@ func Open(cfg Config) (*Engine, error) {
 		lock.Close()
 		return nil, err
 	}
+	roots := cfg.FileRoots
+	if len(roots) == 0 {
+		def := filepath.Join(cfg.DataDir, "files")
+		if err := os.MkdirAll(def, 0o755); err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("file root: %w", err)
+		}
+		roots = []string{def}
+	}
+	files, err := connectors.OpenFileRoots(roots...)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
 	var store state.Store
 	switch cfg.StateBackend {
 	case "memory":
@@ -127,14 +167,16 @@ func Open(cfg Config) (*Engine, error) {
 	case "rocksdb":
 		store, err = state.OpenRocks(filepath.Join(cfg.DataDir, "state"), state.RocksOptions{})
 		if err != nil {
+			files.Close()
 			lock.Close()
 			return nil, fmt.Errorf("open state store: %w", err)
 		}
 	default:
+		files.Close()
 		lock.Close()
 		return nil, fmt.Errorf("unknown state backend %q (want rocksdb or memory)", cfg.StateBackend)
 	}
-	e := &Engine{cfg: cfg, lock: lock, cat: cat, store: store,
+	e := &Engine{cfg: cfg, lock: lock, cat: cat, store: store, files: files, udf: udf.NewRuntime(),
 		jobs: map[string]*runningJob{}, views: map[string]*viewTable{}}
 	e.idle = sync.NewCond(&e.mu)
 	if !cfg.deferJobs {
@@ -179,7 +221,33 @@ func (e *Engine) Close() error {
 		j.stop()
 	}
 	err := e.store.Close()
+	e.udf.Close()
+	e.files.Close()
 	e.lock.Close()
+	return err
+}
+
+// FileRoots returns the directories file sources and sinks may use.
+func (e *Engine) FileRoots() []string { return e.files.Dirs() }
+
+// checkFiles refuses (42501) the file paths of a stream's options (path, dlq_path,
+// late_path) that the file sandbox does not allow.
+func (e *Engine) checkFiles(opts map[string]string) error {
+	for _, k := range []string{"path", "dlq_path", "late_path"} {
+		if p := opts[k]; p != "" {
+			if _, err := e.files.Check(p); err != nil {
+				return fileError(err)
+			}
+		}
+	}
+	return nil
+}
+
+// fileError gives a path the sandbox refuses its SQLSTATE, 42501.
+func fileError(err error) error {
+	if errors.Is(err, connectors.ErrOutsideFileRoots) {
+		return sql.Errorf(codeInsufficientPrivilege, "%v", err)
+	}
 	return err
 }
 
@@ -206,16 +274,22 @@ func (e *Engine) WaitJobs(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Execute implements Executor: it parses text and runs its statements in order.
-func (e *Engine) Execute(ctx context.Context, sess *Session, text string, params []sql.Value) ([]*Result, error) {
+// Execute implements Executor: it parses text and runs its statements in order. A panic
+// while doing so is logged with the statement and fails this call only (XX000).
+func (e *Engine) Execute(ctx context.Context, sess *Session, text string, params []sql.Value) (results []*Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(e.cfg.Log, "statement panicked (user %q): %v\nstatement: %s\n%s\n", sess.User, p, logStatement(text), debug.Stack())
+			err = sql.Errorf(sql.CodeInternal, "internal error: %v", p)
+		}
+	}()
 	if catalogQuery(text) {
 		return nil, errNoSystemCatalogs
 	}
-	stmts, err := sql.ParseParams(text, params)
+	stmts, err := sql.ParseLimited(text, params, e.cfg.Limits)
 	if err != nil {
 		return nil, err
 	}
-	var results []*Result
 	for _, st := range stmts {
 		r, err := e.exec(ctx, sess, st)
 		if err != nil {
@@ -227,7 +301,16 @@ func (e *Engine) Execute(ctx context.Context, sess *Session, text string, params
 }
 
 func (e *Engine) exec(ctx context.Context, sess *Session, st sql.Statement) (*Result, error) {
+	if err := authorize(sess, st); err != nil {
+		return nil, err
+	}
 	switch s := st.(type) {
+	case *sql.CreateUser:
+		return e.createUser(sess, s)
+	case *sql.AlterUser:
+		return e.alterUser(sess, s)
+	case *sql.DropUser:
+		return e.dropUser(sess, s)
 	case *sql.CreateStream:
 		if s.As != nil {
 			return e.createDerived(s, sess)
@@ -235,6 +318,8 @@ func (e *Engine) exec(ctx context.Context, sess *Session, st sql.Statement) (*Re
 		return e.createStream(s)
 	case *sql.CreateView:
 		return e.createView(s, sess)
+	case *sql.CreateFunction:
+		return e.createFunction(s)
 	case *sql.Insert:
 		if s.Query != nil {
 			return e.insertSelect(s, sess)
@@ -247,8 +332,14 @@ func (e *Engine) exec(ctx context.Context, sess *Session, st sql.Statement) (*Re
 	case *sql.ShowStmt:
 		return e.show(s)
 	case *sql.Describe:
+		if s.Function {
+			return e.describeFunction(s)
+		}
 		return e.describe(s)
 	case *sql.Drop:
+		if s.Kind == "FUNCTION" || s.Kind == "AGGREGATE" {
+			return e.dropFunction(s)
+		}
 		return e.drop(s)
 	case *sql.JobControl:
 		return e.jobControl(s)
@@ -298,6 +389,9 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 		return nil, err
 	}
 	if err := checkOptions(s.Options); err != nil {
+		return nil, err
+	}
+	if err := e.checkFiles(s.Options); err != nil {
 		return nil, err
 	}
 	if len(s.Columns) == 0 {
@@ -379,28 +473,33 @@ func withDefaults(name string, opts map[string]string) map[string]string {
 
 // bind parses nothing: it binds a SELECT against the catalog.
 func (e *Engine) bind(s *sql.Select) (*sql.Query, error) {
-	return sql.Bind(s, e.cat)
+	return sql.Bind(s, e.stmtCatalog())
 }
 
-// bindContinuous binds the SELECT of a job, which must read a stream.
-func (e *Engine) bindContinuous(s *sql.Select) (*sql.Query, error) {
-	q, err := sql.Bind(s, e.cat)
+// bindContinuous binds the SELECT of a job, which must read a stream, and returns the
+// user functions it calls (functions.go).
+func (e *Engine) bindContinuous(s *sql.Select) (*sql.Query, []string, error) {
+	cat := e.stmtCatalog()
+	q, err := sql.Bind(s, cat)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if q.IsConstant() {
-		return nil, sql.Errorf(sql.CodeNotSupported, "a continuous query needs FROM a stream")
+		return nil, nil, sql.Errorf(sql.CodeNotSupported, "a continuous query needs FROM a stream")
 	}
 	for _, r := range q.Relations() {
 		if r.IsView {
-			return nil, sql.Errorf(sql.CodeNotSupported, "a continuous query reads streams: %s is a materialized view, which pull queries read (SELECT ... FROM %s)", r.Name, r.Name)
+			return nil, nil, sql.Errorf(sql.CodeNotSupported, "a continuous query reads streams: %s is a materialized view, which pull queries read (SELECT ... FROM %s)", r.Name, r.Name)
 		}
 	}
-	return q, nil
+	return q, cat.usedFunctions(), nil
 }
 
 func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, error) {
 	if err := checkOptions(s.Options); err != nil {
+		return nil, err
+	}
+	if err := e.checkFiles(s.Options); err != nil {
 		return nil, err
 	}
 	if old, exists := e.cat.Stream(s.Name); exists {
@@ -414,7 +513,7 @@ func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, err
 			return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is a materialized view: CREATE OR REPLACE STREAM replaces streams only (DROP VIEW %s first)", old.Name, old.Name)
 		}
 	}
-	q, err := e.bindContinuous(s.As)
+	q, funcs, err := e.bindContinuous(s.As)
 	if err != nil {
 		return nil, err
 	}
@@ -430,12 +529,12 @@ func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, err
 	}
 	sink := planner.SinkSpec{Stream: d.Name, Connector: d.Options["connector"], Options: d.Options, Schema: d.Schema()}
 	if s.OrReplace {
-		return e.replace(*d, &JobDef{Statement: s.Text, StateTTL: stateTTL(sess)}, q, sink, "CREATE STREAM")
+		return e.replace(*d, &JobDef{Statement: s.Text, StateTTL: stateTTL(sess), Functions: funcs}, q, sink, "CREATE STREAM")
 	}
 	if err := e.checkFileWriter(*d, "CREATE STREAM "+d.Name); err != nil {
 		return nil, err
 	}
-	id, err := e.startNewJob(s.Text, d, q, sink, stateTTL(sess))
+	id, err := e.startNewJob(s.Text, d, q, funcs, sink, stateTTL(sess))
 	if err != nil {
 		return nil, err
 	}
@@ -470,7 +569,7 @@ func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
 	if target.IsView {
 		return nil, sql.Errorf(sql.CodeNotSupported, "cannot INSERT INTO materialized view %q", target.Name)
 	}
-	q, err := e.bindContinuous(s.Query)
+	q, funcs, err := e.bindContinuous(s.Query)
 	if err != nil {
 		return nil, err
 	}
@@ -488,7 +587,7 @@ func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
 		return nil, err
 	}
 	sink := planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: ts}
-	id, err := e.startNewJob(s.Text, nil, q, sink, stateTTL(sess))
+	id, err := e.startNewJob(s.Text, nil, q, funcs, sink, stateTTL(sess))
 	if err != nil {
 		return nil, err
 	}
@@ -500,11 +599,11 @@ func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
 // startNewJob plans q, records the job (and the derived stream d, if any) in the catalog,
 // and starts it. Planning happens first so a bad query creates nothing. It returns the
 // job's id.
-func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, sink planner.SinkSpec, ttl int64) (string, error) {
+func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, funcs []string, sink planner.SinkSpec, ttl int64) (string, error) {
 	if _, _, err := planner.Plan(q, planner.Options{Job: "check", Sink: sink, StateTTL: ttl}); err != nil {
 		return "", err
 	}
-	def := JobDef{Statement: text, State: "RUNNING", Sink: sink.Stream, Sources: relationNames(q), StateTTL: ttl}
+	def := JobDef{Statement: text, State: "RUNNING", Sink: sink.Stream, Sources: relationNames(q), StateTTL: ttl, Functions: funcs}
 	if e.cluster != nil {
 		e.startMu.Lock()
 		defer e.startMu.Unlock()
@@ -523,9 +622,18 @@ func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, sink plann
 
 // restartJob starts a job recorded in the catalog again, from its statement text.
 func (e *Engine) restartJob(def JobDef) error {
+	q, sink, err := e.jobQuery(def)
+	if err != nil {
+		return err
+	}
+	return e.startJob(def, q, sink, false)
+}
+
+// jobQuery binds a recorded job's statement again and names its sink.
+func (e *Engine) jobQuery(def JobDef) (*sql.Query, planner.SinkSpec, error) {
 	stmts, err := sql.Parse(def.Statement)
 	if err != nil || len(stmts) != 1 {
-		return fmt.Errorf("cannot parse the job's statement again: %v", err)
+		return nil, planner.SinkSpec{}, fmt.Errorf("cannot parse the job's statement again: %v", err)
 	}
 	var sel *sql.Select
 	switch s := stmts[0].(type) {
@@ -537,21 +645,21 @@ func (e *Engine) restartJob(def JobDef) error {
 		sel = s.Query
 	}
 	if sel == nil {
-		return fmt.Errorf("statement %q is not a continuous query", firstWords(def.Statement))
+		return nil, planner.SinkSpec{}, fmt.Errorf("statement %q is not a continuous query", firstWords(def.Statement))
 	}
-	q, err := e.bindContinuous(sel)
+	q, _, err := e.bindContinuous(sel)
 	if err != nil {
-		return err
+		return nil, planner.SinkSpec{}, err
 	}
 	target, ok := e.cat.Stream(def.Sink)
 	if !ok {
-		return fmt.Errorf("its sink %q no longer exists", def.Sink)
+		return nil, planner.SinkSpec{}, fmt.Errorf("its sink %q no longer exists", def.Sink)
 	}
 	sink := planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: target.Schema()}
 	if target.IsView {
 		sink = planner.SinkSpec{Stream: target.Name, Connector: "view", Schema: target.Schema()}
 	}
-	return e.startJob(def, q, sink, false)
+	return q, sink, nil
 }
 
 // startJob plans and starts a job and watches it until it ends. fresh says the job is new
@@ -580,7 +688,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 	var out *fileOutput
 	if !isView {
 		target, _ := e.cat.Stream(def.Sink)
-		out = newFileOutput(def.ID, sink, target.Job == def.ID, readsFilesOnly(q))
+		out = newFileOutput(e.files, def.ID, sink, target.Job == def.ID, readsFilesOnly(q))
 	}
 	if out != nil {
 		open := env.OpenSink
@@ -654,6 +762,10 @@ func (e *Engine) watch(rj *runningJob) {
 	switch {
 	case err != nil && !cancelled:
 		fmt.Fprintf(e.cfg.Log, "job %s failed: %v (%s)\n", rj.def.ID, err, summary)
+		var pe *exec.PanicError
+		if errors.As(err, &pe) {
+			fmt.Fprintf(e.cfg.Log, "job %s: statement: %s\n%s\n", rj.def.ID, logStatement(rj.def.Statement), pe.Stack)
+		}
 		e.cat.SetJobState(rj.def.ID, "FAILED", err.Error())
 		if rj.out != nil {
 			rj.out.discard()
@@ -687,20 +799,16 @@ func (e *Engine) watch(rj *runningJob) {
 
 // env is how a job reaches connectors and state.
 func (e *Engine) env(job string) exec.Env {
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(e.cfg.Log, "job %s: "+format+"\n", append([]any{job}, args...)...)
+	}
 	return exec.Env{
 		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
-			kind, opts, err := connectorOf(spec.Stream, spec.Connector, spec.Options)
+			src, err := e.openSource(spec)
 			if err != nil {
 				return nil, err
 			}
-			if kind.OpenSource == nil {
-				return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: the %s connector cannot be read", spec.Stream, kind.Name)
-			}
-			src, err := kind.OpenSource(context.Background(), e.deps(), connectors.Spec{Stream: spec.Stream, Options: opts, Schema: spec.Schema, Columns: spec.Columns})
-			if errors.Is(err, connectors.ErrNoBroker) {
-				_, err = e.needBroker(spec.Stream)
-			}
-			return src, err
+			return safeSource{Source: src, log: logf}, nil
 		},
 		OpenSink: func(spec planner.SinkSpec) (connectors.Sink, error) {
 			if of := spec.Options[exec.DLQOf]; of != "" {
@@ -708,12 +816,38 @@ func (e *Engine) env(job string) exec.Env {
 			}
 			return e.openSink(spec)
 		},
-		OpenLookup:    e.openLookup,
-		NewFormat:     connectors.NewFormat,
+		OpenLookup: e.openLookup,
+		NewFormat: func(name string, schema sql.Schema) (connectors.Format, error) {
+			f, err := connectors.NewFormat(name, schema)
+			if err != nil {
+				return nil, err
+			}
+			return safeFormat{f: f, log: logf}, nil
+		},
 		Store:         e.store,
 		ShuffleTopics: e.cfg.Broker != nil || e.cfg.RocketMQ != nil,
 		Commit:        e.commitCheckpoint,
 	}
+}
+
+// openSource opens the source of spec's connector (connectors.Lookup); a file path the
+// sandbox refuses is 42501.
+func (e *Engine) openSource(spec planner.SourceSpec) (connectors.Source, error) {
+	kind, opts, err := connectorOf(spec.Stream, spec.Connector, spec.Options)
+	if err != nil {
+		return nil, err
+	}
+	if kind.OpenSource == nil {
+		return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: the %s connector cannot be read", spec.Stream, kind.Name)
+	}
+	src, err := kind.OpenSource(context.Background(), e.deps(), connectors.Spec{Stream: spec.Stream, Options: opts, Schema: spec.Schema, Columns: spec.Columns})
+	if errors.Is(err, connectors.ErrNoBroker) {
+		_, err = e.needBroker(spec.Stream)
+	}
+	if err != nil {
+		return nil, fileError(err)
+	}
+	return src, nil
 }
 
 // openSink opens the sink of spec's connector (connectors.Lookup).
@@ -729,7 +863,10 @@ func (e *Engine) openSink(spec planner.SinkSpec) (connectors.Sink, error) {
 	if errors.Is(err, connectors.ErrNoBroker) {
 		_, err = e.needBroker(spec.Stream)
 	}
-	return sink, err
+	if err != nil {
+		return nil, fileError(err)
+	}
+	return sink, nil
 }
 
 // connectorOf finds a stream's connector and parses its options. Specs made inside the
@@ -762,7 +899,7 @@ func connectorOf(stream, connector string, raw map[string]string) (connectors.Ki
 }
 
 func (e *Engine) deps() connectors.Deps {
-	return connectors.Deps{Broker: e.cfg.Broker, RocketMQ: e.cfg.RocketMQ}
+	return connectors.Deps{Broker: e.cfg.Broker, RocketMQ: e.cfg.RocketMQ, Files: e.files}
 }
 
 func (e *Engine) needBroker(stream string) (*broker.Broker, error) {
@@ -924,6 +1061,10 @@ func (e *Engine) show(s *sql.ShowStmt) (*Result, error) {
 		return e.showJobs(), nil
 	case "TOPICS":
 		return e.showTopics()
+	case "FUNCTIONS":
+		return e.showFunctions(), nil
+	case "USERS":
+		return e.showUsers(), nil
 	}
 	return nil, sql.Errorf(sql.CodeNotSupported, "SHOW %s is not available in this build", s.What)
 }

@@ -84,3 +84,15 @@ func TestLookupTableStatements(t *testing.T) {
 		}
 	}
 }
+
+func TestLogStatementRedactsConnectionPasswords(t *testing.T) {
+	for in, want := range map[string]string{
+		`CREATE TABLE d (k INT PRIMARY KEY) WITH (connector = 'postgres', url = 'postgres://shop:s3cr@t@db:5432/x')`:           `CREATE TABLE d (k INT PRIMARY KEY) WITH (connector = 'postgres', url = 'postgres://shop:***@db:5432/x')`,
+		`CREATE TABLE d (k INT PRIMARY KEY) WITH (connector = 'postgres', url = 'host=db user=shop password=s3cret dbname=x')`: `CREATE TABLE d (k INT PRIMARY KEY) WITH (connector = 'postgres', url = 'host=db user=shop password=*** dbname=x')`,
+		`CREATE TABLE d (k INT PRIMARY KEY) WITH (connector = 'postgres', url = 'postgres://shop@db/x')`:                       `CREATE TABLE d (k INT PRIMARY KEY) WITH (connector = 'postgres', url = 'postgres://shop@db/x')`,
+	} {
+		if got := logStatement(in); got != want {
+			t.Errorf("logStatement(%q)\n = %q\nwant %q", in, got, want)
+		}
+	}
+}

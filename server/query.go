@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"rsql/connectors"
 	"rsql/exec"
@@ -59,7 +60,7 @@ func (e *Engine) createView(s *sql.CreateView, sess *Session) (*Result, error) {
 			return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is a stream: CREATE OR REPLACE MATERIALIZED VIEW replaces views only (DROP STREAM %s first)", old.Name, old.Name)
 		}
 	}
-	q, err := e.bindContinuous(s.As)
+	q, funcs, err := e.bindContinuous(s.As)
 	if err != nil {
 		return nil, err
 	}
@@ -70,9 +71,9 @@ func (e *Engine) createView(s *sql.CreateView, sess *Session) (*Result, error) {
 		IsView: true, Statement: s.Text}
 	sink := planner.SinkSpec{Stream: s.Name, Connector: "view", Schema: d.Schema()}
 	if s.OrReplace {
-		return e.replace(*d, &JobDef{Statement: s.Text, StateTTL: stateTTL(sess)}, q, sink, "CREATE MATERIALIZED VIEW")
+		return e.replace(*d, &JobDef{Statement: s.Text, StateTTL: stateTTL(sess), Functions: funcs}, q, sink, "CREATE MATERIALIZED VIEW")
 	}
-	id, err := e.startNewJob(s.Text, d, q, sink, stateTTL(sess))
+	id, err := e.startNewJob(s.Text, d, q, funcs, sink, stateTTL(sess))
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +179,15 @@ func (r *pushRows) Close() error {
 	for range r.ch {
 	}
 	return nil
+}
+
+// rowBytes is about what row takes in memory.
+func rowBytes(row sql.Row) int64 {
+	n := int64(24) // the slice header
+	for _, v := range row {
+		n += int64(unsafe.Sizeof(v)) + int64(len(v.S))
+	}
+	return n
 }
 
 // insertValues appends the VALUES rows to the stream's sink, encoded in its format.

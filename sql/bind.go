@@ -27,6 +27,7 @@ func Bind(s *Select, cat Catalog) (q *Query, err error) {
 	}()
 	ctx := &bindCtx{input: s.input, rw: s.rw, params: s.Params, casts: s.casts, tvfs: s.tvfs, cat: cat, emitPos: s.emitPos}
 	b := ctx.newBinder()
+	markUserAggs(s.stmt, cat)
 	q, err = b.bindQuery(s.stmt)
 	if err != nil {
 		return nil, err
@@ -1503,22 +1504,15 @@ func (b *binder) caseExpr(x *ast.CaseExpr) (Expr, error) {
 	return c, nil
 }
 
-// aggregate binds an aggregate call (its argument over the input row) and returns a
-// reference to its slot in the aggregate row.
+// aggregate binds an aggregate call (its arguments over the input row) and returns a
+// reference to its slot in the aggregate row. The aggregate is a built-in of the registry
+// (aggs.go) or a user aggregate of the catalog.
 func (b *binder) aggregate(a *ast.AggregateFuncExpr) (Expr, error) {
 	fn := strings.ToUpper(a.F)
 	b.setPos(a)
-	call := AggCall{Func: fn, Distinct: a.Distinct}
-	switch fn {
-	case "COUNT", "SUM", "AVG", "MIN", "MAX":
-	default:
+	def, ok := b.lookupAgg(a.F)
+	if !ok {
 		return nil, b.errf(CodeNotSupported, "aggregate %s is not supported (COUNT, SUM, AVG, MIN, MAX are)", fn)
-	}
-	if a.Distinct && fn != "COUNT" {
-		return nil, b.errf(CodeNotSupported, "%s(DISTINCT ...) is not supported; only COUNT(DISTINCT x) is", fn)
-	}
-	if len(a.Args) != 1 {
-		return nil, b.errf(CodeSyntax, "%s takes one argument", fn)
 	}
 	for _, arg := range a.Args {
 		if hasAgg(arg) {
@@ -1528,47 +1522,22 @@ func (b *binder) aggregate(a *ast.AggregateFuncExpr) (Expr, error) {
 	}
 	saved := b.mode
 	b.mode, b.inAgg = modeInput, true
-	arg, err := b.expr(a.Args[0])
+	args, err := b.exprs(a.Args)
 	b.mode, b.inAgg = saved, false
 	if err != nil {
 		return nil, err
 	}
 	b.setPos(a)
-	t := arg.Type()
-	switch fn {
-	case "COUNT":
-		call.T = TypeBigInt
-		if l, ok := arg.(*Literal); ok && l.V.K != KindNull && !a.Distinct {
-			call.Star = true
-		} else {
-			call.Arg = arg
+	// COUNT(*) (and COUNT of a constant) counts rows.
+	star := false
+	if def.Star && len(args) == 1 && !a.Distinct {
+		if l, ok := args[0].(*Literal); ok && l.V.K != KindNull {
+			star, args = true, nil
 		}
-	case "SUM", "AVG":
-		if !isNumOrNull(t.Kind) {
-			return nil, b.errf(CodeTypeMismatch, "%s needs a numeric argument, not %s", fn, t)
-		}
-		call.Arg = arg
-		switch {
-		case fn == "AVG":
-			call.T = TypeDouble
-		case t.Kind == KindDouble:
-			call.T = TypeDouble
-		case t.Kind == KindDecimal && t.Precision == 0:
-			call.T = TypeNumeric // the sum keeps the values' scales
-		case t.Kind == KindDecimal:
-			call.T = Type{Kind: KindDecimal, Precision: 18, Scale: t.Scale}
-		default:
-			call.T = TypeBigInt
-		}
-	default: // MIN, MAX
-		if t.Kind == KindJSON {
-			return nil, b.errf(CodeTypeMismatch, "%s of JSON is not supported", fn)
-		}
-		call.Arg = arg
-		call.T = t
-		if t.Kind == KindNull {
-			call.T = TypeBigInt
-		}
+	}
+	call, err := BindAggCall(def, args, a.Distinct, star)
+	if err != nil {
+		return nil, b.at(err)
 	}
 	key := aggKey(call)
 	idx := -1
@@ -1592,6 +1561,8 @@ func aggKey(c AggCall) string {
 		return "COUNT(*)"
 	case c.Distinct:
 		return c.Func + "(DISTINCT " + c.Arg.String() + ")"
+	case c.Arg == nil:
+		return c.Func + "()"
 	}
 	return c.Func + "(" + c.Arg.String() + ")"
 }

@@ -156,6 +156,14 @@ func (b *binder) funcCall(f *ast.FuncCallExpr) (Expr, error) {
 	}
 	d, ok := LookupFunc(fn)
 	if !ok || d.Hidden || strings.HasPrefix(name, "json_get") {
+		if ud, ok := b.userFunc(f.FnName.O); ok {
+			args, err := b.exprs(f.Args)
+			if err != nil {
+				return nil, err
+			}
+			b.setPos(f)
+			return b.userCall(ud, args)
+		}
 		return nil, b.errf(CodeUndefinedFunction, "function %s does not exist", strings.ToLower(f.FnName.O))
 	}
 	if d.Name == "NOW" {

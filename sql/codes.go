@@ -29,4 +29,11 @@ const (
 	CodeCannotCoerce         = "42846" // a kind that does not convert to the type at all
 	CodeInvalidName          = "42602" // a name that breaks a naming rule (topic names)
 	CodeWrongObjectType      = "42809" // a stream named where a view is meant, or the reverse
+
+	// User-defined functions.
+	CodeDuplicateFunction = "42723" // a function of that name exists (or is built in)
+	CodeExternalRoutine   = "38000" // a user function's code failed: it threw, trapped, or returned a bad value
+	CodeQueryCanceled     = "57014" // a user function's call ran past its time limit
+	CodeOutOfMemory       = "53200" // a user function's call exceeded its memory limit
+	CodeTooComplex        = "54001" // a statement too long, an expression too deep or too large, SQL functions nested too deeply
 )

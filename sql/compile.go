@@ -48,7 +48,7 @@ func foldConstants(e Expr) (Expr, Value, error) {
 		if _, ok := x.(*Literal); ok || failed.S != "" {
 			return x, nil
 		}
-		if c, ok := x.(*Call); ok && isVolatile(c.Func) {
+		if c, ok := x.(*Call); ok && volatileCall(c) {
 			return x, nil
 		}
 		if c, ok := x.(*Call); ok && (c.Func == "AND" || c.Func == "OR") {
@@ -729,6 +729,9 @@ func compileCall(c *Call) (Evaluator, error) {
 	args, err := compileAll(c.Args)
 	if err != nil {
 		return nil, err
+	}
+	if c.Def != nil {
+		return c.Def.Build(c, args)
 	}
 	if d, ok := funcRegistry[c.Func]; ok {
 		return d.Build(c, args)

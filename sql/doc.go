@@ -23,18 +23,36 @@
 //	               As *Select (derived stream; then Columns is empty)
 //	*CreateView    CREATE MATERIALIZED VIEW [IF NOT EXISTS] name [WITH (...)] AS SELECT ...
 //	               Name, IfNotExists, Options, As
+//	*CreateFunction  CREATE [OR REPLACE] FUNCTION | AGGREGATE [IF NOT EXISTS] name(p TYPE, ...)
+//	               RETURNS TYPE [LANGUAGE sql|javascript|wasm] AS 'body' | $$body$$ [WITH (...)]
+//	               Name, Aggregate, Params, Returns, Language, Body, BodyPos, Options
 //	*Insert        INSERT INTO target [(cols)] SELECT ... | VALUES (...), ...
 //	               Target, Columns (nil if no list), Query *Select or Values [][]Expr
 //	               (constant expressions; Insert.Rows casts them to a schema)
 //	*Select        a query; Bind turns it into a *Query. From names the relation read,
 //	               Emit holds the EMIT clause, Params the parameter values.
-//	*ShowStmt      SHOW STREAMS | VIEWS | JOBS | TOPICS        What (upper case)
+//	*ShowStmt      SHOW STREAMS | VIEWS | JOBS | TOPICS | FUNCTIONS | USERS   What (upper case)
 //	*ShowVar       SHOW name                                   Name (lower case)
-//	*Describe      DESCRIBE | DESC name                        Name
+//	*Describe      DESCRIBE | DESC [FUNCTION] name             Name, Function
 //	*Explain       EXPLAIN <query statement>                   Statement, Query *Select
-//	*Drop          DROP STREAM | [MATERIALIZED] VIEW [IF EXISTS] name   Kind, Name, IfExists
+//	*Drop          DROP STREAM | [MATERIALIZED] VIEW | FUNCTION | AGGREGATE [IF EXISTS] name
+//	               Kind, Name, IfExists
 //	*JobControl    PAUSE | RESUME | TERMINATE JOB id           Action, ID
 //	*SetStmt       SET name = value | SET name TO value        Name (lower case), Value
+//	*CreateUser    CREATE USER name [WITH] [PASSWORD 'secret'] [ADMIN | READ ONLY]
+//	               Name, Password (nil if not given), Role ("admin", "read_only" or "")
+//	*AlterUser     ALTER USER name [WITH] [PASSWORD 'secret'] [ADMIN | READ ONLY]  as CreateUser
+//	*DropUser      DROP USER [IF EXISTS] name                  Name, IfExists
+//
+// # Limits
+//
+// ParseLimited refuses, before anything recurses over a statement's syntax tree, a
+// statement longer than Limits.MaxStatementBytes (1 MiB) or with expressions nested deeper
+// than MaxExprDepth (1,000) or larger than MaxExprNodes (100,000; a statement of more than
+// twice as many tokens is refused before the tidb parser builds its tree): 54001 "statement
+// too complex"; an INSERT with more than MaxInsertRows (10,000) VALUES rows: 54000. Parse
+// and ParseParams apply the defaults. A refused huge text costs one scan of it and no
+// tokens.
 //
 // The pre-pass rewrites what the MySQL grammar rejects (INTERVAL literals anywhere, window
 // table functions in FROM, TUMBLE/HOP/SESSION group-by calls, CAST to rsql's types,
@@ -69,7 +87,14 @@
 //
 // Scalar functions are registered once each (FuncDef in funcs*.go: names, type rule,
 // evaluator, docs line); LookupFunc and Funcs expose the registry and FunctionTable renders
-// docs/sql.md's table from it. Operators are typed in types.go and compiled in compile.go.
+// docs/sql.md's table from it. Aggregates likewise (AggDef in aggs.go: name, type rule, the
+// constructor of an Aggregator with Add/Merge/Result/Encode/Decode over an AggState, docs
+// line; LookupAgg, Aggs, AggregateTable). A Catalog that also implements FuncCatalog
+// supplies user-defined functions and aggregates, which the binder consults after the
+// built-ins: a call of one is a Call with Def set (an AggCall with Def), and a SQL
+// function's call is replaced by its body (FuncDef.Inline; BindFunctionBody binds a body).
+// Dollar-quoted strings ($$...$$) are string literals; Complete tells whether a text ends
+// a statement. Operators are typed in types.go and compiled in compile.go.
 //
 // Compile turns a tree into an Evaluator (func(Row) Value) once, folding constant subtrees.
 // A run-time failure (division by zero, overflow, a CAST that cannot convert, an argument

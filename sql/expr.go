@@ -69,6 +69,9 @@ type Call struct {
 	Func string
 	Args []Expr
 	T    Type
+	// Def is the function of a call of a user-defined function (found through the
+	// Catalog, not the registry); nil for built-ins.
+	Def *FuncDef
 }
 
 func (c *Call) Type() Type       { return c.T }
@@ -333,7 +336,7 @@ func IsConstant(e Expr) bool {
 		case *ColumnRef:
 			ok = false
 		case *Call:
-			if isVolatile(n.Func) {
+			if volatileCall(n) {
 				ok = false
 			}
 		}

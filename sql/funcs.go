@@ -26,6 +26,9 @@ type FuncDef struct {
 	Volatile bool
 	// Hidden keeps the function out of the documented table (internal helpers).
 	Hidden bool
+	// Inline, set for user functions written in SQL, returns the expression that replaces
+	// a call (its body over the arguments Check returned); Build is then not used.
+	Inline func(args []Expr) (Expr, error)
 }
 
 var (
@@ -103,6 +106,14 @@ func mdCode(s string) string { return "`" + strings.ReplaceAll(s, "|", `\|`) + "
 func isVolatile(fn string) bool {
 	d, ok := funcByAlias[fn]
 	return ok && d.Volatile
+}
+
+// volatileCall reports whether c calls a volatile function, built-in or user-defined.
+func volatileCall(c *Call) bool {
+	if c.Def != nil {
+		return c.Def.Volatile
+	}
+	return isVolatile(c.Func)
 }
 
 // ---- argument rules shared by the definitions ----

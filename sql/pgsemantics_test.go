@@ -213,6 +213,30 @@ func TestFunctionTableInDocs(t *testing.T) {
 	}
 }
 
+// TestAggregateTableInDocs keeps docs/sql.md's aggregate table equal to the registry.
+func TestAggregateTableInDocs(t *testing.T) {
+	b, err := readDoc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "<!-- aggregates -->\n", "<!-- /aggregates -->"
+	s := string(b)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("docs/sql.md has no %q ... %q section", begin, end)
+	}
+	want := AggregateTable()
+	if got := s[i+len(begin) : j]; got != want {
+		if *rewriteGolden {
+			if err := writeDoc(s[:i+len(begin)] + want + s[j:]); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		t.Errorf("docs/sql.md's aggregate table differs from the registry; run go test ./sql -run TestAggregateTableInDocs -rewrite\n--- registry:\n%s", want)
+	}
+}
+
 func readDoc() ([]byte, error) { return os.ReadFile("../docs/sql.md") }
 
 func writeDoc(s string) error { return os.WriteFile("../docs/sql.md", []byte(s), 0o644) }

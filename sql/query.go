@@ -121,11 +121,14 @@ func (m EmitMode) String() string {
 
 // AggCall is one aggregate call of a query.
 type AggCall struct {
-	Func     string // COUNT, SUM, AVG, MIN, MAX
+	Func     string // the aggregate's name: COUNT, SUM, AVG, MIN, MAX, or a user aggregate's
 	Star     bool   // COUNT(*)
 	Distinct bool   // COUNT(DISTINCT x)
-	Arg      Expr   // over the input row; nil for COUNT(*)
-	T        Type   // result type
+	// Arg is over the input row: nil for COUNT(*), the argument, or an *ArgList of the
+	// arguments of an aggregate that takes several (Args lists them either way).
+	Arg Expr
+	T   Type    // result type
+	Def *AggDef // the aggregate (nil: the built-in called Func; see Aggregate)
 }
 
 // Query is a bound SELECT block.

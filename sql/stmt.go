@@ -5,8 +5,8 @@ import (
 )
 
 // Statement is one parsed statement. The concrete types are *CreateStream, *CreateView,
-// *Insert, *Select, *ShowStmt, *ShowVar, *Describe, *Explain, *Drop, *JobControl, *SetStmt
-// and *Transaction; front ends switch on them.
+// *CreateFunction, *Insert, *Select, *ShowStmt, *ShowVar, *Describe, *Explain, *Drop, *JobControl, *SetStmt,
+// *Transaction, *CreateUser, *AlterUser and *DropUser; front ends switch on them.
 type Statement interface {
 	// Source returns the statement's own text (without the ending ';') and its byte
 	// offset in the text given to Parse.
@@ -55,6 +55,28 @@ type CreateView struct {
 	As          *Select
 }
 
+// CreateFunction is CREATE [OR REPLACE] FUNCTION | AGGREGATE [IF NOT EXISTS] name(param
+// TYPE, ...) RETURNS TYPE [LANGUAGE sql | javascript | wasm] AS 'body' [WITH (k = v, ...)]
+// (the clauses after RETURNS in any order; the body may be dollar-quoted: $$ ... $$).
+// Language is lower case, "sql" when not given ("js" is given as "javascript", "webassembly"
+// as "wasm"). BodyPos is the byte offset of the body's first character in the text given to
+// Parse (exact for a dollar-quoted body). OrReplace and IfNotExists are never both set.
+type CreateFunction struct {
+	Src
+	Name        string
+	Aggregate   bool
+	OrReplace   bool
+	IfNotExists bool
+	Params      Schema
+	Returns     Type
+	Language    string
+	Body        string
+	BodyPos     int
+	Options     map[string]string // lower-case keys, unquoted values; never nil
+
+	input string // the whole text given to Parse, for positions (BodyError)
+}
+
 // Insert is INSERT INTO target [(columns)] SELECT ... or ... VALUES (...), ....
 // Exactly one of Query and Values is set. Values holds constant expressions (bound, no
 // column references); Rows converts them to the target's schema.
@@ -66,7 +88,7 @@ type Insert struct {
 	Values  [][]Expr
 }
 
-// ShowStmt is SHOW STREAMS | VIEWS | JOBS | TOPICS; What is the upper-case noun.
+// ShowStmt is SHOW STREAMS | VIEWS | JOBS | TOPICS | FUNCTIONS | USERS; What is the upper-case noun.
 type ShowStmt struct {
 	Src
 	What string
@@ -78,10 +100,12 @@ type ShowVar struct {
 	Name string
 }
 
-// Describe is DESCRIBE name (also DESC name).
+// Describe is DESCRIBE name (also DESC name); Function is set for DESCRIBE FUNCTION name
+// (also DESCRIBE AGGREGATE name).
 type Describe struct {
 	Src
-	Name string
+	Name     string
+	Function bool
 }
 
 // Explain is EXPLAIN <statement>. Statement is the explained statement (*Select,
@@ -92,8 +116,10 @@ type Explain struct {
 	Query     *Select
 }
 
-// Drop is DROP STREAM | VIEW [IF EXISTS] name. Kind is "STREAM" or "VIEW" (DROP
-// MATERIALIZED VIEW gives "VIEW").
+// Drop is DROP STREAM | VIEW | FUNCTION | AGGREGATE [IF EXISTS] name. Kind is "STREAM",
+// "VIEW" (DROP MATERIALIZED VIEW gives "VIEW"), "FUNCTION" or "AGGREGATE". A function's name
+// may be followed by its parameter types, (type, ...), which are checked for syntax only
+// (function names are not overloaded).
 type Drop struct {
 	Src
 	Kind     string
@@ -124,6 +150,32 @@ type SetStmt struct {
 type Transaction struct {
 	Src
 	Action string
+}
+
+// CreateUser is CREATE USER name [WITH] [PASSWORD 'secret'] [ADMIN | READ ONLY] (SUPERUSER
+// and NOSUPERUSER are accepted for ADMIN and READ ONLY). Password is nil when no PASSWORD
+// was given; Role is "admin", "read_only", or "" when not given.
+type CreateUser struct {
+	Src
+	Name     string
+	Password *string
+	Role     string
+}
+
+// AlterUser is ALTER USER name [WITH] [PASSWORD 'secret'] [ADMIN | READ ONLY]: the fields
+// as CreateUser's; what is not given is left as it is.
+type AlterUser struct {
+	Src
+	Name     string
+	Password *string
+	Role     string
+}
+
+// DropUser is DROP USER [IF EXISTS] name.
+type DropUser struct {
+	Src
+	Name     string
+	IfExists bool
 }
 
 // Select is a parsed, unbound SELECT. Bind resolves it against a catalog.

@@ -114,7 +114,7 @@ func (r depsRun) installs(t *testing.T) []string {
 }
 
 func TestDepsScript(t *testing.T) {
-	testPkgs := "librocksdb-dev postgresql postgresql-client tmux nodejs npm"
+	testPkgs := "librocksdb-dev postgresql postgresql-client tmux nodejs npm chromium"
 	t.Run("root installs each package on its own", func(t *testing.T) {
 		r := runDeps(t, "test", "0", false)
 		if r.err != nil {
@@ -148,15 +148,15 @@ func TestDepsScript(t *testing.T) {
 		}
 	})
 	t.Run("one package that cannot be installed holds back no other", func(t *testing.T) {
-		r := runDeps(t, "test", "0", false, "npm")
+		r := runDeps(t, "test", "0", false, "npm", "chromium")
 		if r.err != nil {
 			t.Fatalf("deps.sh failed over an optional package: %v\n%s", r.err, r.stderr)
 		}
 		if got := strings.Join(r.installs(t), " "); got != testPkgs {
 			t.Errorf("tried %q, want %q", got, testPkgs)
 		}
-		if !strings.Contains(r.stderr, "could not install npm") {
-			t.Errorf("stderr does not name npm:\n%s", r.stderr)
+		if !strings.Contains(r.stderr, "could not install npm chromium") {
+			t.Errorf("stderr does not name npm and chromium:\n%s", r.stderr)
 		}
 	})
 	t.Run("a required package that fails stops with what to do", func(t *testing.T) {
