@@ -52,7 +52,7 @@ type lookupOp struct {
 
 	// Scratch, reused across batches.
 	keyBuf   []byte
-	kinds    []byte      // per input row: rowNoKey, rowFound, rowPending
+	kinds    []byte      // per input row: rowNoKey, rowFound, rowPending, rowBad
 	found    [][]sql.Row // per input row (rowFound): the matching rows
 	pendKey  []string    // per input row (rowPending): its key
 	pending  map[string]struct{}
@@ -69,6 +69,7 @@ const (
 	rowNoKey byte = iota
 	rowFound
 	rowPending
+	rowBad // reported as a bad record: not emitted
 )
 
 func newLookupOp(ctx context.Context, n *planner.LookupJoinNode, table connectors.LookupTable, opts connectors.LookupOptions, now func() time.Time) *lookupOp {
@@ -89,17 +90,22 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// keyOf encodes the key of input row r into o.keyBuf (false: a key value is NULL).
-func (o *lookupOp) keyOf(r sql.Row) bool {
+// keyOf encodes the key of input row r into o.keyBuf. It returns rowFound when the key
+// has a value, rowNoKey when a key value is NULL (the row matches nothing), rowBad when
+// one could not be computed (an error value: the row is reported as a bad record).
+func (o *lookupOp) keyOf(r sql.Row, split string) (byte, error) {
 	o.keyBuf = o.keyBuf[:0]
 	for _, k := range o.node.LeftKeys {
 		v := k(r)
 		if v.IsNull() {
-			return false
+			if v.IsError() {
+				return rowBad, o.bad.report(o.ctx, "lookup join", split, r, o.schema, v.AsError())
+			}
+			return rowNoKey, nil
 		}
 		o.keyBuf = sql.AppendKey(o.keyBuf, v)
 	}
-	return true
+	return rowFound, nil
 }
 
 // ask adds the key of input row r to the keys to look up, as values of the key columns'
@@ -140,8 +146,12 @@ func (o *lookupOp) Process(_ int, b *Batch, out Emitter) error {
 	var hits, misses int64
 	for i, r := range b.Rows {
 		o.found[i] = nil
-		if !o.keyOf(r) {
-			o.kinds[i] = rowNoKey
+		kind, err := o.keyOf(r, b.Split)
+		if err != nil {
+			return err
+		}
+		if kind != rowFound {
+			o.kinds[i] = kind
 			continue
 		}
 		if rows, ok := o.cache.get(o.keyBuf, now); ok {
@@ -236,6 +246,8 @@ func (o *lookupOp) emit(b *Batch, out Emitter) error {
 	for i, r := range b.Rows {
 		var matches []sql.Row
 		switch o.kinds[i] {
+		case rowBad:
+			continue
 		case rowFound:
 			matches = o.found[i]
 		case rowPending:

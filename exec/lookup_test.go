@@ -402,6 +402,19 @@ func TestLookupJoinKeysAndResidual(t *testing.T) {
 	if strings.Join(table.calls[0], ",") != "1,2" {
 		t.Fatalf("asked %v: a key beyond INT must not be asked", table.calls)
 	}
+	// A key that cannot be computed is the row's error (a bad record), not a NULL key.
+	n.LeftKeys = []planner.Evaluator{func(r sql.Row) sql.Value {
+		if r[0].I == 2 {
+			return sql.ErrorValue(sql.CodeDivisionByZero, "division by zero")
+		}
+		return r[1]
+	}}
+	out = collect{}
+	err := op.Process(0, b, &out)
+	var re *RowError
+	if !errors.As(err, &re) || re.Operator != "lookup join" || re.Err.Code != sql.CodeDivisionByZero {
+		t.Fatalf("a key that fails: %v", err)
+	}
 }
 
 // TestLookupJoinInJob: a job reads events, joins them with a table through Env.OpenLookup

@@ -179,6 +179,15 @@ func dumpFrom(f From) string {
 		return strings.Join(parts, " UNION ALL ")
 	case *FromNothing:
 		return ""
+	case *FromJoin:
+		out := dumpFrom(f.Left) + " " + f.LeftName + " " + strings.ToUpper(f.Kind.String()) + " JOIN " + dumpFrom(f.Right) + " " + f.RightName
+		if f.AsOf != nil {
+			out += " AS OF " + f.AsOf.String()
+		}
+		if f.On != nil {
+			out += " ON " + f.On.String()
+		}
+		return out
 	}
 	return "?"
 }
