@@ -4,7 +4,10 @@ import (
 	"container/heap"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"sort"
+	"strings"
+	"sync/atomic"
 
 	"rsql/planner"
 	"rsql/sql"
@@ -46,6 +49,40 @@ type joinOp struct {
 	lateRow []sql.Row
 	nulls   [2]sql.Row // a side's row of NULLs
 	joined  sql.Row
+	// Rows kept for a while (interval, window, waiting temporal rows) and their values are
+	// carved from slabs: two allocations per few hundred rows instead of two per row. A slab
+	// lives while any of its rows does, so rows that may live long (a table's versions) are
+	// allocated alone.
+	rowSlab []jrow
+	valSlab []sql.Value
+	// kept counts the rows held in state, for StateRows (read by other goroutines).
+	kept atomic.Int64
+}
+
+// StateRows is the number of rows the join holds (both sides, every split).
+func (j *joinOp) StateRows() int64 { return j.kept.Load() }
+
+// newRow is a kept row holding a copy of r that outlives its batch.
+func (j *joinOp) newRow(r sql.Row, ts int64, k *jkey) *jrow {
+	j.kept.Add(1)
+	if k.side == 1 && (j.node.Mode == planner.JoinTemporal || j.node.Mode == planner.JoinCurrent) {
+		return &jrow{row: ownRow(r), ts: ts, k: k}
+	}
+	if len(j.rowSlab) == 0 {
+		j.rowSlab = make([]jrow, 256)
+	}
+	jr := &j.rowSlab[0]
+	j.rowSlab = j.rowSlab[1:]
+	if len(j.valSlab) < len(r) {
+		j.valSlab = make([]sql.Value, max(2048, len(r)))
+	}
+	row := j.valSlab[:len(r):len(r)]
+	j.valSlab = j.valSlab[len(r):]
+	for i, v := range r {
+		row[i] = ownValue(v)
+	}
+	jr.row, jr.ts, jr.k = row, ts, k
+	return jr
 }
 
 type jrow struct {
@@ -180,7 +217,7 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 				continue
 			}
 			k := j.getKey(sp, in, key)
-			jr := &jrow{row: ownRow(r), ts: end.I, k: k}
+			jr := j.newRow(r, end.I, k)
 			k.rows = append(k.rows, jr)
 			heap.Push(&sp.exp[in], jr)
 			j.markDirty(sp, k)
@@ -228,7 +265,7 @@ func (j *joinOp) probe(sp *joinSplit, in int, key string, r sql.Row) {
 		j.lateRow = append(j.lateRow, r)
 		return
 	}
-	jr := &jrow{ts: ts}
+	matched := false
 	if other := sp.keys[1-in][key]; other != nil {
 		for _, o := range other.rows {
 			if o.dead {
@@ -242,7 +279,7 @@ func (j *joinOp) probe(sp *joinSplit, in int, key string, r sql.Row) {
 				continue
 			}
 			if j.emit(l, rr, false) {
-				jr.matched = true
+				matched = true
 				if !o.matched {
 					o.matched = true
 					j.markDirty(sp, other)
@@ -251,7 +288,8 @@ func (j *joinOp) probe(sp *joinSplit, in int, key string, r sql.Row) {
 		}
 	}
 	k := j.getKey(sp, in, key)
-	jr.row, jr.k = ownRow(r), k
+	jr := j.newRow(r, ts, k)
+	jr.matched = matched
 	k.rows = append(k.rows, jr)
 	heap.Push(&sp.exp[in], jr)
 	j.markDirty(sp, k)
@@ -296,11 +334,13 @@ func (j *joinOp) temporal(sp *joinSplit, in int, key string, r sql.Row) {
 			return
 		}
 		k := j.getKey(sp, 1, key)
-		v := &jrow{row: ownRow(r), ts: tv.I, deleted: j.isDelete(r), k: k}
+		v := j.newRow(r, tv.I, k)
+		v.deleted = j.isDelete(r)
 		// Versions stay sorted by time; a version at the same time replaces the earlier one.
 		i := sort.Search(len(k.rows), func(i int) bool { return k.rows[i].ts >= v.ts })
 		if i < len(k.rows) && k.rows[i].ts == v.ts {
 			k.rows[i] = v
+			j.kept.Add(-1)
 		} else {
 			k.rows = append(k.rows, nil)
 			copy(k.rows[i+1:], k.rows[i:])
@@ -316,7 +356,7 @@ func (j *joinOp) temporal(sp *joinSplit, in int, key string, r sql.Row) {
 		return
 	}
 	k := j.getKey(sp, 0, key)
-	jr := &jrow{row: ownRow(r), ts: tv.I, k: k}
+	jr := j.newRow(r, tv.I, k)
 	k.rows = append(k.rows, jr)
 	heap.Push(&sp.exp[0], jr)
 	j.markDirty(sp, k)
@@ -327,7 +367,7 @@ func (j *joinOp) isDelete(r sql.Row) bool {
 		return false
 	}
 	v := r[j.node.RightOp]
-	return !v.IsNull() && (v.S == "delete" || v.S == "DELETE" || v.S == "d" || v.S == "D")
+	return !v.IsNull() && (strings.EqualFold(v.S, "delete") || strings.EqualFold(v.S, "d"))
 }
 
 // pruneVersions drops the versions of k older than the one valid at t, when every left
@@ -340,7 +380,8 @@ func (j *joinOp) pruneVersions(sp *joinSplit, k *jkey, t int64) {
 		}
 	}
 	if base > 0 {
-		k.rows = append(k.rows[:0], k.rows[base:]...)
+		k.rows = slices.Delete(k.rows, 0, base)
+		j.kept.Add(-int64(base))
 		j.markDirty(sp, k)
 	}
 }
@@ -370,10 +411,11 @@ func versionAt(k *jkey, t int64) *jrow {
 func (j *joinOp) current(sp *joinSplit, in int, key string, r sql.Row) {
 	if in == 1 {
 		k := j.getKey(sp, 1, key)
-		if j.isDelete(r) {
-			k.rows = k.rows[:0]
-		} else {
-			k.rows = append(k.rows[:0], &jrow{row: ownRow(r), k: k})
+		j.kept.Add(-int64(len(k.rows)))
+		clear(k.rows)
+		k.rows = k.rows[:0]
+		if !j.isDelete(r) {
+			k.rows = append(k.rows, j.newRow(r, 0, k))
 		}
 		j.markDirty(sp, k)
 		return
@@ -510,6 +552,7 @@ func (j *joinOp) closeWindow(sp *joinSplit, key string) {
 		for _, r := range k.rows {
 			r.dead = true
 		}
+		j.kept.Add(-int64(len(k.rows)))
 		k.rows = nil
 		delete(sp.keys[side], key)
 		j.forget(sp, k)
@@ -522,7 +565,8 @@ func (j *joinOp) remove(sp *joinSplit, r *jrow) {
 	k := r.k
 	for i, x := range k.rows {
 		if x == r {
-			k.rows = append(k.rows[:i], k.rows[i+1:]...)
+			k.rows = slices.Delete(k.rows, i, i+1)
+			j.kept.Add(-1)
 			break
 		}
 	}
@@ -559,6 +603,11 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 	case RemoveSplit:
 		if sp := j.splits[c.Split]; sp != nil {
 			j.save(sp, c.State)
+			for side := range sp.keys {
+				for _, k := range sp.keys[side] {
+					j.kept.Add(-int64(len(k.rows)))
+				}
+			}
 			delete(j.splits, c.Split)
 		}
 	}
@@ -641,7 +690,8 @@ func (j *joinOp) load(split string) error {
 				return &StateError{Op: j.id, Split: split, Err: err}
 			}
 			v = v[n2:]
-			r := &jrow{row: ownRow(row), ts: ts, matched: f&1 != 0, deleted: f&2 != 0, k: k}
+			r := j.newRow(row, ts, k)
+			r.matched, r.deleted = f&1 != 0, f&2 != 0
 			k.rows = append(k.rows, r)
 			if !(j.node.Mode == planner.JoinTemporal && side == 1) && j.node.Mode != planner.JoinCurrent {
 				heap.Push(&sp.exp[side], r)

@@ -195,10 +195,9 @@ type stage struct {
 
 	// Event-time alignment of split readers: floor is the smallest max event time of the
 	// live splits that have data (MaxWatermark: no constraint); a reader whose split is more
-	// than Env.AlignmentWindow ahead of it waits until alignCh is closed (floor moved).
+	// than Env.AlignmentWindow ahead of the job's floor (the smallest of its root stages')
+	// waits until it moves (Job.alignMoved).
 	alignFloor atomic.Int64
-	alignMu    sync.Mutex
-	alignCh    chan struct{}
 
 	statsMu    sync.Mutex
 	statWM     int64
@@ -207,8 +206,8 @@ type stage struct {
 
 func newStage(j *Job, ps *planner.Stage) *stage {
 	st := &stage{job: j, plan: ps, in: make(chan event, 64), wm: MinWatermark, statWM: MinWatermark,
-		splits: map[string]*split{}, alignCh: make(chan struct{}),
-		ended: make([]bool, len(ps.Inputs)), barrierSeen: make([]bool, len(ps.Inputs)), stash: make([][]event, len(ps.Inputs))}
+		splits: map[string]*split{},
+		ended:  make([]bool, len(ps.Inputs)), barrierSeen: make([]bool, len(ps.Inputs)), stash: make([][]event, len(ps.Inputs))}
 	st.alignFloor.Store(MaxWatermark)
 	return st
 }
@@ -859,25 +858,21 @@ func (st *stage) setAlignFloor() {
 	if st.alignFloor.Swap(floor) == floor {
 		return
 	}
-	st.alignMu.Lock()
-	close(st.alignCh)
-	st.alignCh = make(chan struct{})
-	st.alignMu.Unlock()
+	st.job.alignMoved()
 }
 
 // waitAligned blocks a split reader while its split's max event time is more than the
-// alignment window ahead of the slowest live split, so that replay after a restart (when
-// every split has a backlog) reads the splits in step, as they were read live.
+// alignment window ahead of the slowest live split of the job's root stages, so that
+// replay after a restart (when every split has a backlog) reads the splits in step, as
+// they were read live, and a stage joining or uniting two streams is not handed one far
+// ahead of the other (it would have to keep it until the other caught up).
 func (st *stage) waitAligned(ctx context.Context, maxTs int64) {
 	bound := st.job.env.AlignmentWindow
 	if bound < 0 || maxTs == MinWatermark {
 		return
 	}
 	for {
-		st.alignMu.Lock()
-		ch := st.alignCh
-		st.alignMu.Unlock()
-		f := st.alignFloor.Load()
+		ch, f := st.job.alignState()
 		if f == MaxWatermark || maxTs <= f+bound.Milliseconds() {
 			return
 		}

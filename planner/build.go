@@ -23,6 +23,9 @@ type Options struct {
 	// it is this far behind the watermark: SELECT DISTINCT and deduplication over an
 	// unbounded stream need it (SET state_ttl).
 	StateTTL int64
+	// Pull: the query answers once from the current contents of what it reads (a pull
+	// query): a table's scan reads its latest version of each key (sql.Relation.IsTable).
+	Pull bool
 }
 
 // DefaultJob is the job name used when Options.Job is empty (e.g. for EXPLAIN).
@@ -163,6 +166,9 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 			EventTime:      -1,
 			WatermarkDelay: rel.WatermarkDelay,
 			FromStage:      -1,
+		}
+		if rel.IsTable {
+			src.PrimaryKey = append([]int{}, rel.PrimaryKey...)
 		}
 		pos := map[int]int{}
 		for i, c := range n.Columns {
@@ -818,7 +824,7 @@ func sortSpecs(keys []sql.SortKey) ([]SortSpec, []string, error) {
 
 func topNNode(n *TopN) (*TopNNode, error) {
 	t := &TopNNode{N: n.N, RowNumber: n.RowNumber, Mode: n.Mode, WindowEnd: n.WindowEnd, Time: n.Time, TTL: n.TTL,
-		Schema: n.Schema()}
+		Latest: n.Latest, Schema: n.Schema()}
 	for _, p := range n.Partition {
 		f, err := compile(p, "partition key")
 		if err != nil {

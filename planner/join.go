@@ -60,6 +60,8 @@ type Join struct {
 	AsOf    int
 	RightOp int
 	TTL     int64
+	// LeftName and RightName name the sides in EXPLAIN (their aliases, or left/right).
+	LeftName, RightName string
 }
 
 func (j *Join) Schema() sql.Schema {
@@ -76,20 +78,38 @@ func (j *Join) String() string {
 	var b strings.Builder
 	b.WriteString("Join " + j.Kind.String() + " mode=" + j.Mode.String())
 	l, r := j.Left.Schema(), j.Right.Schema()
+	ln, rn := j.LeftName, j.RightName
+	if ln == "" {
+		ln = "left"
+	}
+	if rn == "" {
+		rn = "right"
+	}
 	keys := make([]string, len(j.LeftKeys))
 	for i := range j.LeftKeys {
-		keys[i] = j.LeftKeys[i].String() + " = " + j.RightKeys[i].String()
+		keys[i] = sideText(ln, j.LeftKeys[i]) + " = " + sideText(rn, j.RightKeys[i])
 	}
 	b.WriteString(" keys=[" + strings.Join(keys, ", ") + "]")
+	lt, rt := ln+"."+colName(l, j.LeftTime), rn+"."+colName(r, j.RightTime)
+	var state string
 	switch j.Mode {
 	case JoinInterval:
-		b.WriteString(" time=" + colName(r, j.RightTime) + " - " + colName(l, j.LeftTime) + " in " + boundText(j.Lower, j.LowerOpen, true) + ", " + boundText(j.Upper, j.UpperOpen, false))
+		b.WriteString(" time=" + rt + " - " + lt + " in " + boundText(j.Lower, j.LowerOpen, true) + ", " + boundText(j.Upper, j.UpperOpen, false))
+		state = ln + " rows until the watermark passes " + offsetText(lt, j.Upper) + ", " +
+			rn + " rows until it passes " + offsetText(rt, -j.Lower)
 	case JoinWindow:
-		b.WriteString(" window-end=" + colName(l, j.LeftEnd) + ", " + colName(r, j.RightEnd))
+		b.WriteString(" window-end=" + ln + "." + colName(l, j.LeftEnd) + ", " + rn + "." + colName(r, j.RightEnd))
+		state = "both sides' rows of a window until it closes"
 	case JoinTemporal:
-		b.WriteString(" as-of=" + colName(l, j.AsOf) + " version-time=" + colName(r, j.RightTime))
+		b.WriteString(" as-of=" + ln + "." + colName(l, j.AsOf) + " version-time=" + rt)
+		state = ln + " rows until the watermark passes " + ln + "." + colName(l, j.AsOf) + ", the versions of " + rn + " from the one valid at the watermark"
+	case JoinCurrent:
+		state = "the current version of each key of " + rn
+	case JoinRegular:
+		state = "both sides' rows for the state TTL"
 	case JoinLookup:
 		b.WriteString(lookupText(j.Table))
+		state = "none: a cache of looked-up " + rn + " rows, not checkpointed"
 	}
 	if j.Residual != nil {
 		b.WriteString(" residual=" + j.Residual.String())
@@ -97,7 +117,29 @@ func (j *Join) String() string {
 	if j.TTL > 0 {
 		b.WriteString(" state-ttl=" + intervalText(j.TTL))
 	}
+	if state != "" {
+		b.WriteString(" state=(" + state + ")")
+	}
 	return b.String()
+}
+
+// offsetText is base + ms as SQL text.
+func offsetText(base string, ms int64) string {
+	switch {
+	case ms > 0:
+		return base + " + " + intervalText(ms)
+	case ms < 0:
+		return base + " - " + intervalText(-ms)
+	}
+	return base
+}
+
+// sideText is a key expression of one side, its columns qualified by the side's name.
+func sideText(name string, e sql.Expr) string {
+	if c, ok := e.(*sql.ColumnRef); ok {
+		return name + "." + c.String()
+	}
+	return e.String()
 }
 
 func colName(s sql.Schema, i int) string {
@@ -126,7 +168,7 @@ func boundText(ms int64, open, lower bool) string {
 func (b *logicalBuilder) join(f *sql.FromJoin, left, right LogicalNode) (LogicalNode, error) {
 	lw := len(left.Schema())
 	lsch, rsch := left.Schema(), right.Schema()
-	j := &Join{Left: left, Right: right, Kind: f.Kind, LeftTime: -1, RightTime: -1, LeftEnd: -1, RightEnd: -1, AsOf: -1, RightOp: -1}
+	j := &Join{Left: left, Right: right, Kind: f.Kind, LeftName: f.LeftName, RightName: f.RightName, LeftTime: -1, RightTime: -1, LeftEnd: -1, RightEnd: -1, AsOf: -1, RightOp: -1}
 	side := func(e sql.Expr) int { // 0: left only, 1: right only, -1: both or none
 		l, r := false, false
 		for _, c := range sql.ColumnsUsed(e) {

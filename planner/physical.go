@@ -131,6 +131,7 @@ type TopNNode struct {
 	WindowEnd      int
 	Time           int
 	TTL            int64
+	Latest         bool // among rows equal in Order, the one read last first
 	Schema         sql.Schema
 	PartitionTexts []string
 	OrderTexts     []string
@@ -197,6 +198,9 @@ type SourceSpec struct {
 	WatermarkDelay int64
 	// FromStage is the upstream stage id when this input is an edge, else -1.
 	FromStage int
+	// PrimaryKey is a table's key (indexes of Schema): a message with a key and an empty
+	// body is a tombstone, the delete of that key (docs/sql.md, "Tables").
+	PrimaryKey []int
 }
 
 // SinkSpec is where a stage's final rows go: a stream's topic/file, or the client (push

@@ -595,7 +595,7 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 			out[i] = j
 			cols[j] = n.Columns[i]
 		}
-		return &Scan{Relation: n.Relation, Columns: cols}, out, nil
+		return &Scan{Relation: n.Relation, Columns: cols, Snapshot: n.Snapshot}, out, nil
 	}
 	return nil, nil, errorf(sql.CodeInternal, "cannot prune %T", node)
 }

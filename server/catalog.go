@@ -82,6 +82,17 @@ func (d *StreamDef) Schema() sql.Schema {
 	return s
 }
 
+// Kind is what the definition is, as DROP names it: STREAM, TABLE or VIEW.
+func (d *StreamDef) Kind() string {
+	switch {
+	case d.IsView:
+		return "VIEW"
+	case d.IsTable:
+		return "TABLE"
+	}
+	return "STREAM"
+}
+
 // Relation returns the stream as the binder sees it.
 func (d *StreamDef) Relation() *sql.Relation {
 	schema := d.Schema()

@@ -979,8 +979,8 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 		}
 		return nil, sql.Errorf(sql.CodeUnknownTable, "%s %q does not exist", strings.ToLower(s.Kind), s.Name)
 	}
-	if (s.Kind == "VIEW") != d.IsView {
-		return nil, sql.Errorf(sql.CodeInvalidValue, "%q is not a %s (use DROP %s)", d.Name, strings.ToLower(s.Kind), map[bool]string{true: "VIEW", false: "STREAM"}[d.IsView])
+	if kind := d.Kind(); s.Kind != kind {
+		return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is not a %s (use DROP %s)", d.Name, strings.ToLower(s.Kind), kind)
 	}
 	if err := e.cat.DropStream(d.Name); err != nil {
 		return nil, err
@@ -1017,7 +1017,8 @@ func (e *Engine) explain(s *sql.Explain, sess *Session) (*Result, error) {
 			sink = planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: target.Schema()}
 		}
 	}
-	l, p, err := planner.Plan(q, planner.Options{Job: "explain", Sink: sink, StateTTL: stateTTL(sess)})
+	_, isSelect := s.Statement.(*sql.Select)
+	l, p, err := planner.Plan(q, planner.Options{Job: "explain", Sink: sink, StateTTL: stateTTL(sess), Pull: isSelect && isPull(q)})
 	if err != nil {
 		return nil, err
 	}

@@ -44,7 +44,7 @@ func TestLookupTableStatements(t *testing.T) {
 		plan.WriteString(sql.Text(r[0]) + "\n")
 	}
 	res[0].Rows.Close()
-	if !strings.Contains(plan.String(), "Join left mode=lookup keys=[user_id = user_id] table=crm.users cache_ttl=30s cache_rows=10") {
+	if !strings.Contains(plan.String(), "Join left mode=lookup keys=[o.user_id = u.user_id] table=crm.users cache_ttl=30s cache_rows=10") {
 		t.Errorf("EXPLAIN:\n%s", plan.String())
 	}
 	res, err = e.Execute(ctx, sess, `SHOW STREAMS`, nil)

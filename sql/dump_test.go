@@ -180,12 +180,9 @@ func dumpFrom(f From) string {
 	case *FromNothing:
 		return ""
 	case *FromJoin:
-		out := dumpFrom(f.Left) + " " + f.LeftName + " " + strings.ToUpper(f.Kind.String()) + " JOIN " + dumpFrom(f.Right) + " " + f.RightName
+		out := dumpFrom(f.Left) + " " + f.LeftName + " " + f.Kind.String() + " JOIN " + dumpFrom(f.Right) + " " + f.RightName + " ON " + exprRefs(f.On)
 		if f.AsOf != nil {
-			out += " AS OF " + f.AsOf.String()
-		}
-		if f.On != nil {
-			out += " ON " + f.On.String()
+			out += " AS OF " + exprRefs(f.AsOf)
 		}
 		return out
 	}

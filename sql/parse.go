@@ -368,6 +368,8 @@ func (p *stmtParser) drop() (Statement, error) {
 		return &DropUser{Src: p.src0(), Name: name, IfExists: ifExists}, nil
 	case p.accept("STREAM"):
 		kind = "STREAM"
+	case p.accept("TABLE"):
+		kind = "TABLE"
 	case p.accept("MATERIALIZED", "VIEW"), p.accept("VIEW"):
 		kind = "VIEW"
 	case p.accept("FUNCTION"):
@@ -375,7 +377,7 @@ func (p *stmtParser) drop() (Statement, error) {
 	case p.accept("AGGREGATE"):
 		kind = "AGGREGATE"
 	default:
-		return nil, p.errNear(p.peek(), "STREAM, VIEW, FUNCTION, AGGREGATE or USER")
+		return nil, p.errNear(p.peek(), "STREAM, TABLE, VIEW, FUNCTION, AGGREGATE or USER")
 	}
 	ifExists := p.accept("IF", "EXISTS")
 	name, err := p.ident("a name")

@@ -1,9 +1,7 @@
 package tests
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand"
 	"os"
@@ -111,24 +109,9 @@ func joinUsers(seed int64, orders []event) []userVersion {
 }
 
 func writeUsers(t *testing.T, path string, vs []userVersion) {
-	f, err := os.Create(path)
-	if err != nil {
+	if err := os.WriteFile(path, []byte(userLines(vs)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w := bufio.NewWriter(f)
-	for _, v := range vs {
-		m := map[string]any{"user_id": v.UserID, "tier": v.Tier, "ts": v.TsMs}
-		if v.Delete {
-			m["__op"] = "delete"
-		}
-		b, _ := json.Marshal(m)
-		w.Write(b)
-		w.WriteByte('\n')
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
 }
 
 func loadUsers(t *testing.T, conn *pgx.Conn, vs []userVersion) {
