@@ -432,6 +432,8 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		oid := OperatorID(id, "join", i)
 		st.opIDs = append(st.opIDs, oid)
 		return newJoinOp(n, st.job.name, oid, env.Store, late, &st.job.cnt), nil
+	case *planner.LookupJoinNode:
+		return st.openLookup(ctx, n, in)
 	case *planner.TopNNode:
 		late, err := st.lateOutput(ctx, in)
 		if err != nil {
