@@ -430,3 +430,70 @@ func TestServeACLBadFile(t *testing.T) {
 		t.Fatalf("Serve with a missing file: %v", err)
 	}
 }
+
+// FuzzACLFile: any bytes as the ACL file either fail with an error or give rules whose
+// accounts all have keys of the minimum length; a check against them never panics.
+func FuzzACLFile(f *testing.F) {
+	f.Add([]byte(rocketmqACL))
+	f.Add([]byte(testACL))
+	f.Add([]byte("globalWhiteRemoteAddresses: ['1050::5:600:300c:{1,2}', 192.168.*.]\n"))
+	f.Add([]byte("accounts:\n  - {accessKey: abcdefg, secretKey: abcdefg, groupPerms: [a=SUB|PUB], whiteRemoteAddress: '10.0.0.1,10.0.0.2'}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := parseACL(data)
+		if err != nil {
+			return
+		}
+		for ak, a := range r.accounts {
+			if len(ak) < aclMinKeyLen || a.accessKey != ak {
+				t.Fatalf("account %q accepted", ak)
+			}
+		}
+		a := &acl{}
+		a.rules.Store(r)
+		req := &remoting.Command{Code: codePullMessage, ExtFields: map[string]string{"topic": "t", "consumerGroup": "g"}}
+		remoting.Credentials{AccessKey: "abcdefg", SecretKey: "abcdefg"}.Sign(req)
+		a.check(req, netip.MustParseAddr("10.0.0.1"), false)
+		a.check(req, netip.MustParseAddr("1050::5:600:300c:1"), false)
+	})
+}
+
+// FuzzACLRequest: any frame payload that decodes is checked without panicking; a request
+// the ACL lets through names an account of the file (none of testACL's addresses is
+// white-listed for 127.0.0.1).
+func FuzzACLRequest(f *testing.F) {
+	r, err := parseACL([]byte(testACL))
+	if err != nil {
+		f.Fatal(err)
+	}
+	a := &acl{}
+	a.rules.Store(r)
+	seed := func(c *remoting.Command, ak, sk string) {
+		if ak != "" {
+			remoting.Credentials{AccessKey: ak, SecretKey: sk}.Sign(c)
+		}
+		for _, st := range []byte{remoting.SerializeJSON, remoting.SerializeRocketMQ} {
+			c.SerializeType = st
+			p, _ := remoting.Encode(nil, c)
+			f.Add(p[4:])
+		}
+	}
+	seed(&remoting.Command{Code: codeSendMessageV2, Body: []byte("x"), ExtFields: map[string]string{"b": "orders", "e": "0"}}, "producer-ak", "producer-sk")
+	seed(&remoting.Command{Code: codePullMessage, ExtFields: map[string]string{"topic": "orders", "consumerGroup": "g"}}, "consumer-ak", "consumer-sk")
+	seed(&remoting.Command{Code: codeHeartbeat, Body: []byte(`{"consumerDataSet":[{"groupName":"g","subscriptionDataSet":[{"topic":"%RETRY%g"}]}]}`)}, "consumer-ak", "consumer-sk")
+	seed(&remoting.Command{Code: codeUpdateCreateTopic, ExtFields: map[string]string{"topic": "t"}}, "admin-ak", "admin-sk")
+	seed(&remoting.Command{Code: codeSendMessage, ExtFields: map[string]string{"topic": "orders"}}, "", "")
+	local := netip.MustParseAddr("127.0.0.1")
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		req, err := remoting.Decode(payload)
+		if err != nil {
+			return
+		}
+		for _, onNamesrv := range []bool{false, true} {
+			if a.check(req, local, onNamesrv) == "" && !(onNamesrv && namesrvCodes[req.Code]) &&
+				r.accounts[req.ExtFields[remoting.ExtAccessKey]] == nil {
+				t.Fatalf("request code %d without an account let through: %v", req.Code, req.ExtFields)
+			}
+		}
+		aclNeeds(req, nil)
+	})
+}
