@@ -497,3 +497,48 @@ func FuzzACLRequest(f *testing.F) {
 		aclNeeds(req, nil)
 	})
 }
+
+// TestReplicationWithACL: a master with access control serves a slave that signs with an
+// admin account (the log, topics and offsets arrive); a slave with a non-admin account
+// gets nothing.
+func TestReplicationWithACL(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "acl.yml")
+	if err := os.WriteFile(file, []byte(testACL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mcfg := testConfig(t)
+	mcfg.ACLFile = file
+	m := mustOpen(t, mcfg)
+	defer m.Close()
+	addr := serve(t, m)
+	m.CreateTopic("r", 1)
+	appendN(t, m, "r", 0, 0, 20)
+	m.CommitOffset("g", "r", 0, 7)
+
+	bad := slaveConfig(t, addr)
+	bad.Credentials = remoting.Credentials{AccessKey: "consumer-ak", SecretKey: "consumer-sk"}
+	sb := mustOpen(t, bad)
+	defer sb.Close()
+	serve(t, sb)
+
+	good := slaveConfig(t, addr)
+	good.Credentials = remoting.Credentials{AccessKey: "admin-ak", SecretKey: "admin-sk"}
+	s := mustOpen(t, good)
+	defer s.Close()
+	serve(t, s)
+	waitCaughtUp(t, m, s)
+	readAll(t, s, "r", 0, 20)
+	deadline := time.Now().Add(10 * time.Second)
+	for o, ok := s.QueryOffset("g", "r", 0); !ok || o != 7; o, ok = s.QueryOffset("g", "r", 0) {
+		if time.Now().After(deadline) {
+			t.Fatalf("offset not copied: %d %v", o, ok)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if end := sb.Replication().LogEnd; end != 0 {
+		t.Fatalf("a slave with a non-admin account copied %d bytes", end)
+	}
+	if m.ACL().Refused == 0 {
+		t.Fatal("the non-admin slave's requests were not refused")
+	}
+}

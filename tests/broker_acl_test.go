@@ -364,3 +364,44 @@ CREATE STREAM acl_out WITH (topic = 'acl_out', queues = 2) AS SELECT id, UPPER(v
 		}
 	}
 }
+
+// TestServerACLFile: `rsql server --acl-file` protects its bundled broker: its banner says
+// so, an unsigned RocketMQ client is refused and a signed one reads what the engine wrote
+// through the in-process API (which no ACL checks).
+func TestServerACLFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "plain_acl.yml")
+	if err := os.WriteFile(file, []byte(aclFileText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pg, ns, br := freePort(t), freePort(t), freePort(t)
+	p := startProc(t, buildRsql(t), "server", "--data-dir", t.TempDir(), "--pg-addr", pg, "--namesrv-addr", ns,
+		"--broker-addr", br, "--http-addr", freePort(t), "--acl-file", file)
+	waitListening(t, p, pg)
+	waitListening(t, p, br)
+	if !strings.Contains(p.Stderr.String(), "broker ACL      "+file+" (3 accounts;") {
+		t.Fatalf("banner:\n%s", p.Stderr.String())
+	}
+	sql := `CREATE STREAM orders (id BIGINT, v VARCHAR) WITH (topic = 'orders', queues = 1);
+INSERT INTO orders VALUES (1, 'a'), (2, 'b');`
+	if out, errOut, err := runRsql(t, "", "--server", pg, "-c", sql); err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	b := &rsqlBroker{p: p, NS: ns, Addr: br, t: t}
+	wantRefused(t, "unsigned send to rsql server", sendAs(t, b, primitive.Credentials{}, "orders", "x"), "No accessKey is configured")
+	pc, err := rocketmq.NewPullConsumer(consumer.WithNsResolver(b.resolver()), consumer.WithGroupName("app-group"),
+		consumer.WithInstance(uniq("pull")), consumer.WithCredentials(appCreds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Subscribe("orders", consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Shutdown()
+	msgs := pullQueue(t, pc, queuesOf(t, b, "orders")[0])
+	if len(msgs) != 2 || !strings.Contains(string(msgs[0].Body), `"a"`) || !strings.Contains(string(msgs[1].Body), `"b"`) {
+		t.Fatalf("read %d messages", len(msgs))
+	}
+}
