@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/base64"
 	"slices"
+	"strings"
 )
 
 // The extFields RocketMQ's ACL adds to a signed request (docs/security.md, "Broker access
@@ -63,17 +64,17 @@ func (c Credentials) Sign(cmd *Command) {
 // (not their names), in the byte order of their names, leaving out Signature and any name
 // skip reports. The body, signed after it, is not included.
 func AppendContent(dst []byte, ext map[string]string, skip func(name string) bool) []byte {
-	var arr [32]string
-	keys := arr[:0]
-	for k := range ext {
+	var arr [32][2]string
+	kvs := arr[:0]
+	for k, v := range ext {
 		if k == ExtSignature || skip != nil && skip(k) {
 			continue
 		}
-		keys = append(keys, k)
+		kvs = append(kvs, [2]string{k, v})
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		dst = append(dst, ext[k]...)
+	slices.SortFunc(kvs, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	for _, kv := range kvs {
+		dst = append(dst, kv[1]...)
 	}
 	return dst
 }
