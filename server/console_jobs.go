@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
@@ -337,6 +338,10 @@ func (c *console) jobAction(w http.ResponseWriter, r *http.Request) {
 	action := strings.ToUpper(r.PathValue("action"))
 	if !slices.Contains([]string{"PAUSE", "RESUME", "TERMINATE"}, action) {
 		apiError(w, http.StatusNotFound, "", "no job action "+strconv.Quote(r.PathValue("action"))+" (pause, resume or terminate)")
+		return
+	}
+	if u := consoleUser(r.Context()); u.Role != RoleAdmin {
+		apiError(w, http.StatusForbidden, codeInsufficientPrivilege, fmt.Sprintf("permission denied: user %q is %s and may not %s a job (an admin may)", u.Name, roleText(u.Role), strings.ToLower(action)))
 		return
 	}
 	def, ok := c.jobDef(w, r.PathValue("id"))
