@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"container/heap"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -113,6 +112,7 @@ type jkey struct {
 	rows      []*jrow
 	dirty     bool
 	persisted bool
+	emptied   bool // in joinSplit.emptied, to leave the map at the next sweep
 }
 
 type joinSplit struct {
@@ -124,6 +124,9 @@ type joinSplit struct {
 	exp   [2]rowHeap // rows by the time they stop being needed (or, temporal left, are due)
 	dirty []*jkey
 	dels  [][]byte
+	// emptied are keys whose last row went: they leave keys at the next checkpoint
+	// (sweep) unless rows came back.
+	emptied []*jkey
 }
 
 func newJoinOp(n *planner.JoinNode, job, id string, store state.Store, late *sideOutput, cnt *counters) *joinOp {
@@ -232,7 +235,7 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 			k := j.getKey(sp, in, key)
 			jr := j.newRow(r, end.I, k)
 			k.rows = append(k.rows, jr)
-			heap.Push(&sp.exp[in], jr)
+			sp.exp[in].push(jr)
 			j.markDirty(sp, k)
 		case planner.JoinTemporal:
 			j.temporal(sp, in, key, r)
@@ -304,7 +307,7 @@ func (j *joinOp) probe(sp *joinSplit, in int, key string, r sql.Row) {
 	jr := j.newRow(r, ts, k)
 	jr.matched = matched
 	k.rows = append(k.rows, jr)
-	heap.Push(&sp.exp[in], jr)
+	sp.exp[in].push(jr)
 	j.markDirty(sp, k)
 }
 
@@ -371,7 +374,7 @@ func (j *joinOp) temporal(sp *joinSplit, in int, key string, r sql.Row) {
 	k := j.getKey(sp, 0, key)
 	jr := j.newRow(r, tv.I, k)
 	k.rows = append(k.rows, jr)
-	heap.Push(&sp.exp[0], jr)
+	sp.exp[0].push(jr)
 	j.markDirty(sp, k)
 }
 
@@ -455,7 +458,7 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 	case planner.JoinInterval, planner.JoinRegular:
 		for side := 0; side < 2; side++ {
 			for len(sp.exp[side]) > 0 && j.expired(side, sp.exp[side][0], wm) {
-				r := heap.Pop(&sp.exp[side]).(*jrow)
+				r := sp.exp[side].pop()
 				if r.dead {
 					continue
 				}
@@ -478,7 +481,7 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 	case planner.JoinWindow:
 		for side := 0; side < 2; side++ {
 			for len(sp.exp[side]) > 0 && sp.exp[side][0].ts <= wm {
-				r := heap.Pop(&sp.exp[side]).(*jrow)
+				r := sp.exp[side].pop()
 				if r.dead {
 					continue
 				}
@@ -492,7 +495,7 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 		}
 	case planner.JoinTemporal:
 		for len(sp.exp[0]) > 0 && sp.exp[0][0].ts < wm {
-			r := heap.Pop(&sp.exp[0]).(*jrow)
+			r := sp.exp[0].pop()
 			if r.dead {
 				continue
 			}
@@ -584,11 +587,32 @@ func (j *joinOp) remove(sp *joinSplit, r *jrow) {
 		}
 	}
 	if len(k.rows) == 0 && (j.node.Mode != planner.JoinTemporal || k.side == 0) {
-		delete(sp.keys[k.side], k.key)
+		// The key leaves the map at the next checkpoint if it is still empty then: a key
+		// whose rows come and go (one live row per key is common) is not deleted from and
+		// inserted into the map again for each.
 		j.forget(sp, k)
+		if !k.emptied {
+			k.emptied = true
+			sp.emptied = append(sp.emptied, k)
+			if len(sp.emptied) >= 1<<16 { // bounded without checkpoints too
+				sp.sweep()
+			}
+		}
 		return
 	}
 	j.markDirty(sp, k)
+}
+
+// sweep takes the keys left without rows since the last sweep out of the map.
+func (sp *joinSplit) sweep() {
+	for _, k := range sp.emptied {
+		k.emptied = false
+		if len(k.rows) == 0 && sp.keys[k.side][k.key] == k {
+			delete(sp.keys[k.side], k.key)
+		}
+	}
+	clear(sp.emptied)
+	sp.emptied = sp.emptied[:0]
 }
 
 // forget deletes a key's stored state at the next checkpoint.
@@ -612,6 +636,7 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 	case Checkpoint:
 		for _, sp := range j.splits {
 			j.save(sp, c.State)
+			sp.sweep()
 		}
 	case RemoveSplit:
 		if sp := j.splits[c.Split]; sp != nil {
@@ -729,7 +754,7 @@ func (j *joinOp) load(split string) error {
 			r.matched, r.deleted = f&1 != 0, f&2 != 0
 			k.rows = append(k.rows, r)
 			if !(j.node.Mode == planner.JoinTemporal && side == 1) && j.node.Mode != planner.JoinCurrent {
-				heap.Push(&sp.exp[side], r)
+				sp.exp[side].push(r)
 			}
 		})
 		if err != nil {
@@ -742,17 +767,51 @@ func (j *joinOp) load(split string) error {
 
 func (j *joinOp) Close() error { return nil }
 
-// rowHeap orders rows by the time they expire or are due (window end, interval end, ...).
-// The interval mode's expiry depends on the side; it is monotone in ts, so ts orders it.
+// rowHeap orders rows by the time they expire or are due (window end, interval end, ...):
+// a binary min-heap on ts, typed (container/heap's interface calls cost a join a tenth of
+// its time; docs/benchmarks.md "Joins").
 type rowHeap []*jrow
 
-func (h rowHeap) Len() int           { return len(h) }
-func (h rowHeap) Less(i, j int) bool { return h[i].ts < h[j].ts }
-func (h rowHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *rowHeap) Push(x any)        { *h = append(*h, x.(*jrow)) }
-func (h *rowHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+func (h *rowHeap) push(r *jrow) {
+	a := append(*h, r)
+	i := len(a) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if a[p].ts <= r.ts {
+			break
+		}
+		a[i] = a[p]
+		i = p
+	}
+	a[i] = r
+	*h = a
+}
+
+func (h *rowHeap) pop() *jrow {
+	a := *h
+	top := a[0]
+	n := len(a) - 1
+	last := a[n]
+	a[n] = nil
+	a = a[:n]
+	i := 0
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && a[c+1].ts < a[c].ts {
+			c++
+		}
+		if last.ts <= a[c].ts {
+			break
+		}
+		a[i] = a[c]
+		i = c
+	}
+	if n > 0 {
+		a[i] = last
+	}
+	*h = a
+	return top
 }
