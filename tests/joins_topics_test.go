@@ -57,10 +57,22 @@ func TestJoinsOverTopicsSurviveKill9(t *testing.T) {
 	for _, c := range joinCases {
 		cases[c.name] = c
 	}
+	// A lookup join into PostgreSQL too: a dimension table of each user's latest tier. It
+	// keeps no state but its cache; its rows must come out exactly once through the kills.
+	if _, err := conn.Exec(ctx, `CREATE TABLE users_latest AS SELECT DISTINCT ON (user_id) user_id, tier
+  FROM users ORDER BY user_id, ts DESC; ALTER TABLE users_latest ADD PRIMARY KEY (user_id)`); err != nil {
+		t.Fatal(err)
+	}
+	cases["lookup_left"] = windowCase{name: "lookup_left",
+		rsql: `SELECT o.order_id, u.tier FROM orders o LEFT JOIN dim_users FOR SYSTEM_TIME AS OF PROCTIME() AS u
+  ON o.user_id = u.user_id`,
+		postgres: `SELECT o.order_id, u.tier FROM orders o LEFT JOIN users_latest u ON o.user_id = u.user_id`}
+	topicCases := append(append([]string(nil), joinTopicCases...), "lookup_left")
 	s := newJobsServer(t)
 	var ddl strings.Builder
 	ddl.WriteString(joinTopicsDDL)
-	for _, name := range joinTopicCases {
+	fmt.Fprintf(&ddl, "CREATE TABLE dim_users (user_id VARCHAR PRIMARY KEY, tier VARCHAR) WITH (connector = 'postgres', url = '%s', table = 'users_latest');\n", pg.URL)
+	for _, name := range topicCases {
 		fmt.Fprintf(&ddl, "CREATE STREAM %s WITH (queues = 2) AS %s;\n", name, cases[name].rsql)
 	}
 	s.sql(ddl.String())
@@ -105,7 +117,7 @@ func TestJoinsOverTopicsSurviveKill9(t *testing.T) {
 	produceTo(t, s.ns, "payments", closing)
 	waitAllJobs(t, s, lastEnd)
 
-	for _, name := range joinTopicCases {
+	for _, name := range topicCases {
 		t.Run(name, func(t *testing.T) {
 			c := cases[name]
 			cols, want := pgRows(t, conn, c.postgres)
