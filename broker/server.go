@@ -226,11 +226,14 @@ func (s *netServer) accept(ln net.Listener) {
 func (s *netServer) serveConn(c *conn) {
 	defer s.wg.Done()
 	defer func() {
+		// The connection's clients leave their groups before it is closed, so a client
+		// that sees the close finds the groups without them (as RocketMQ's channel close
+		// event unregisters them).
+		s.dropConn(c)
 		c.close()
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
-		s.dropConn(c)
 	}()
 	log := s.b.cfg.Logger
 	// At most maxInFlight requests of one connection run at once; beyond that the reader
