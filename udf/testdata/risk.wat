@@ -153,4 +153,23 @@
       unreachable
     end
     local.get $x)
+
+  ;; fan(x) = 2^x by a tree of calls without a loop: only the checks at function entries
+  ;; stop fan(60).
+  (func $fan (export "fan") (param $x i64) (result i64)
+    local.get $x
+    i64.eqz
+    if (result i64)
+      i64.const 1
+    else
+      local.get $x
+      i64.const 1
+      i64.sub
+      call $fan
+      local.get $x
+      i64.const 1
+      i64.sub
+      call $fan
+      i64.add
+    end)
 )
