@@ -1020,7 +1020,7 @@ func (p *stmtParser) selectFrom(start int, src Src) (*Select, error) {
 	default:
 		return nil, errAt(p.src, first.Pos, CodeSyntax, "expected a SELECT")
 	}
-	s := &Select{Src: src, Emit: pre.emit, Params: p.params, stmt: stmt, rw: rw, input: p.src, tvfs: pre.tvfs, casts: pre.casts, emitPos: pre.emitPos}
+	s := &Select{Src: src, Emit: pre.emit, Params: p.params, stmt: stmt, rw: rw, input: p.src, tvfs: pre.tvfs, tfns: pre.tfns, casts: pre.casts, emitPos: pre.emitPos}
 	s.From = firstRelation(stmt, pre.tvfs)
 	return s, nil
 }

@@ -192,8 +192,20 @@ type Select struct {
 	rw      *rewrite
 	input   string // the whole text given to Parse, for positions
 	tvfs    []*windowCall
+	tfns    []*tableCall
 	casts   []Type
 	emitPos int
+}
+
+// tableCall is a table function call of FROM (JOIN LATERAL f(...) or JOIN UNNEST(...)) as
+// the pre-pass found it: the function's name and where, and the alias with its column
+// names (nil: none given).
+type tableCall struct {
+	name    string
+	pos     int
+	alias   string
+	cols    []string
+	colsPos int
 }
 
 // windowCall is a window table function of FROM, as the pre-pass found it: over the
