@@ -199,6 +199,8 @@ func nodeKind(n Node) string {
 		return "project"
 	case *WindowAssignNode:
 		return "window_assign"
+	case *TableFuncNode:
+		return "table_function"
 	case *AggregateNode:
 		return "aggregate"
 	case *LimitNode:
