@@ -69,7 +69,10 @@ type CreateFunction struct {
 	IfNotExists bool
 	Params      Schema
 	Returns     Type
-	Language    string
+	// Table, for RETURNS TABLE (c TYPE, ...): the columns of a table function's rows
+	// (Returns is then unset).
+	Table    Schema
+	Language string
 	Body        string
 	BodyPos     int
 	Options     map[string]string // lower-case keys, unquoted values; never nil
