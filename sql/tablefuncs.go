@@ -95,7 +95,7 @@ func sampleArgs(name string) []Expr {
 	s := &Literal{V: Varchar("x"), T: TypeVarchar}
 	switch name {
 	case "GENERATE_SERIES":
-		one := &Literal{V: BigInt(1), T: TypeBigInt}
+		one := &Literal{V: Int(1), T: TypeInt}
 		return []Expr{one, one}
 	case "STRING_TO_TABLE", "REGEXP_SPLIT_TO_TABLE":
 		return []Expr{s, s}
@@ -106,7 +106,7 @@ func sampleArgs(name string) []Expr {
 func init() {
 	registerTable(
 		&TableFuncDef{Name: "STRING_TO_TABLE", Sig: "STRING_TO_TABLE(s, delimiter [, null_string])",
-			Doc: "one row per field of s split at delimiter (a NULL delimiter: one row per character; '' : s whole); fields equal to null_string are NULL; NULL s: no rows",
+			Doc: "one row per field of s split at delimiter (a NULL delimiter: one row per character; an empty one: s whole); fields equal to null_string are NULL; NULL s: no rows",
 			Check: func(args []Expr) (Schema, []Expr, error) {
 				out, err := textArgs("STRING_TO_TABLE", args, 2, 3)
 				return Schema{{Name: "string_to_table", Type: TypeVarchar}}, out, err
@@ -137,7 +137,7 @@ func init() {
 			},
 			Build: func(args []Evaluator) (TableEvaluator, error) { return buildUnnestOf(args, []bool{true}, true), nil }},
 		&TableFuncDef{Name: "GENERATE_SERIES", Sig: "GENERATE_SERIES(start, stop [, step])",
-			Doc: "integers start, start+step, ... up to stop (down to stop for a negative step; default step 1; step 0 fails the row, 22023); at most 16,777,216 rows a call (54000); a NULL argument: no rows",
+			Doc: "integers start, start+step, ... (BIGINT when an argument is) up to stop (down to stop for a negative step; default step 1; step 0 fails the row, 22023); at most 16,777,216 rows a call (54000); a NULL argument: no rows",
 			Check: checkSeries, Build: buildSeries},
 	)
 }

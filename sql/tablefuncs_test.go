@@ -268,3 +268,49 @@ func FuzzArrayText(f *testing.F) {
 		}
 	})
 }
+
+// TestTableFunctionTableInDocs keeps docs/sql.md's table of built-in table functions equal
+// to the registry.
+func TestTableFunctionTableInDocs(t *testing.T) {
+	b, err := readDoc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "<!-- table-functions -->\n", "<!-- /table-functions -->"
+	s := string(b)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("docs/sql.md has no %q ... %q section", begin, end)
+	}
+	want := TableFuncTable()
+	if got := s[i+len(begin) : j]; got != want {
+		if *rewriteGolden {
+			if err := writeDoc(s[:i+len(begin)] + want + s[j:]); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		t.Errorf("docs/sql.md's table function table differs from the registry; run go test ./sql -run TestTableFunctionTableInDocs -rewrite\n--- registry:\n%s", want)
+	}
+	for _, d := range TableFuncs() {
+		if d.Doc == "" || d.Sig == "" {
+			t.Errorf("table function %s has no documentation line", d.Name)
+		}
+	}
+}
+
+// The comma form, stream syntax inside the arguments, and quoted aliases.
+func TestBindLateralForms(t *testing.T) {
+	q, err := bindText(t, `SELECT i.item->>'sku', "T"."X" FROM orders AS o, LATERAL json_array_elements(o.payload->'items') AS i(item) CROSS JOIN LATERAL string_to_table(o.user_id::VARCHAR, '-') "T"("X")`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outer, ok := q.From.(*FromLateral)
+	if !ok || outer.Name != "T" || outer.Cols[0].Name != "X" {
+		t.Fatalf("FROM: %s", dumpFrom(q.From))
+	}
+	inner, ok := outer.Input.(*FromLateral)
+	if !ok || inner.Func.Name != "JSON_ARRAY_ELEMENTS" || !strings.Contains(exprRefs(inner.Args[0]), "payload#6") {
+		t.Fatalf("inner: %s", dumpFrom(outer.Input))
+	}
+}
