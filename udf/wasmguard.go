@@ -25,7 +25,8 @@ import (
 //
 // Machine code that never calls Go cannot be preempted: a long call would hold up the
 // Go runtime's stop-the-world phases (garbage collection), and with them the watchdog that
-// would stop it (wazero's RATIONALE.md, "Why context cancellation is handled in Go code").
+// would stop it (wazero documents this in its design rationale, under "Why context
+// cancellation is handled in Go code").
 // Yielding every budget checks bounds that too. A check is two loads, a store and a
 // branch; yield is a Go call every yieldBudget checks.
 //
