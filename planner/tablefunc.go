@@ -29,7 +29,9 @@ func (t *TableFunc) WithChildren(c []LogicalNode) LogicalNode {
 	n.Input = c[0]
 	return &n
 }
-func (t *TableFunc) String() string { return "TableFunc " + tableFuncText(t.Func, t.Args, t.Cols, t.Name, t.Outer) }
+func (t *TableFunc) String() string {
+	return "TableFunc " + tableFuncText(t.Func, t.Args, t.Cols, t.Name, t.Outer)
+}
 
 func tableFuncText(f *sql.TableFuncDef, args []sql.Expr, cols sql.Schema, name string, outer bool) string {
 	as := make([]string, len(args))

@@ -124,16 +124,16 @@ func columnDefs(s sql.Schema) []ColumnDef {
 // FUNCTION / CREATE AGGREGATE). A wasm function's module bytes are in the catalog, so a
 // restart or another instance of a cluster runs the same code.
 type FunctionDef struct {
-	Name      string            `json:"name"`
-	Aggregate bool              `json:"aggregate,omitempty"`
-	Params    []ColumnDef       `json:"params"`
-	Returns   ColumnDef         `json:"returns"`
+	Name      string      `json:"name"`
+	Aggregate bool        `json:"aggregate,omitempty"`
+	Params    []ColumnDef `json:"params"`
+	Returns   ColumnDef   `json:"returns"`
 	// Table, for a table function (RETURNS TABLE (...)), is the columns of its rows.
-	Table    []ColumnDef `json:"table,omitempty"`
-	Language  string            `json:"language"`
-	Body      string            `json:"body"`
-	Module    []byte            `json:"module,omitempty"`
-	Options   map[string]string `json:"options,omitempty"`
+	Table    []ColumnDef       `json:"table,omitempty"`
+	Language string            `json:"language"`
+	Body     string            `json:"body"`
+	Module   []byte            `json:"module,omitempty"`
+	Options  map[string]string `json:"options,omitempty"`
 	// Statement is the CREATE text, for DESCRIBE FUNCTION.
 	Statement string `json:"statement"`
 }

@@ -73,9 +73,9 @@ type CreateFunction struct {
 	// (Returns is then unset).
 	Table    Schema
 	Language string
-	Body        string
-	BodyPos     int
-	Options     map[string]string // lower-case keys, unquoted values; never nil
+	Body     string
+	BodyPos  int
+	Options  map[string]string // lower-case keys, unquoted values; never nil
 
 	input string // the whole text given to Parse, for positions (BodyError)
 }

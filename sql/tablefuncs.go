@@ -120,7 +120,7 @@ func init() {
 			},
 			Build: buildRegexpSplit},
 		&TableFuncDef{Name: "UNNEST", Sig: "UNNEST(array [, array ...])",
-			Doc: "one row per element: a JSON array gives JSON elements, PostgreSQL array text (`{a,b,\"c d\",NULL}`, as REGEXP_MATCH returns) VARCHAR elements; several arrays side by side, the shorter ones padded with NULL; NULL: no rows; any other JSON value fails the row (22023)",
+			Doc:   "one row per element: a JSON array gives JSON elements, PostgreSQL array text (`{a,b,\"c d\",NULL}`, as REGEXP_MATCH returns) VARCHAR elements; several arrays side by side, the shorter ones padded with NULL; NULL: no rows; any other JSON value fails the row (22023)",
 			Check: checkUnnest, Build: buildUnnest},
 		&TableFuncDef{Name: "JSON_ARRAY_ELEMENTS", Sig: "JSON_ARRAY_ELEMENTS(j)",
 			Doc: "one row per element of the JSON array j, as JSON (PostgreSQL's); NULL: no rows; not an array fails the row (22023)",
@@ -137,7 +137,7 @@ func init() {
 			},
 			Build: func(args []Evaluator) (TableEvaluator, error) { return buildUnnestOf(args, []bool{true}, true), nil }},
 		&TableFuncDef{Name: "GENERATE_SERIES", Sig: "GENERATE_SERIES(start, stop [, step])",
-			Doc: "integers start, start+step, ... (BIGINT when an argument is) up to stop (down to stop for a negative step; default step 1; step 0 fails the row, 22023); at most 16,777,216 rows a call (54000); a NULL argument: no rows",
+			Doc:   "integers start, start+step, ... (BIGINT when an argument is) up to stop (down to stop for a negative step; default step 1; step 0 fails the row, 22023); at most 16,777,216 rows a call (54000); a NULL argument: no rows",
 			Check: checkSeries, Build: buildSeries},
 	)
 }
@@ -506,7 +506,9 @@ func ParseArrayText(s string, out []Value) ([]Value, *Error) {
 	}
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' }
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
 
 // truncateText cuts s to at most n bytes on a character boundary, marking the cut.
 func truncateText(s string, n int) string {

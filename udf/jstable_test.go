@@ -41,7 +41,7 @@ func TestJSTableFunctionRowsAndFailures(t *testing.T) {
 	r := NewRuntime()
 	defer r.Close()
 	spec := Spec{Name: "rows_of", Language: LangJS, Params: sql.Schema{{Name: "mode", Type: sql.TypeVarchar}, {Name: "n", Type: sql.TypeInt}},
-		Table: sql.Schema{{Name: "k", Type: sql.TypeVarchar}, {Name: "v", Type: sql.TypeBigInt}},
+		Table:   sql.Schema{{Name: "k", Type: sql.TypeVarchar}, {Name: "v", Type: sql.TypeBigInt}},
 		Options: map[string]string{"timeout": "30ms"},
 		Body: `
 		switch (mode) {
