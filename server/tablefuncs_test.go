@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
+	"rsql/internal/wat"
 	"rsql/sql"
 )
 
@@ -267,4 +269,53 @@ func TestTableFunctionErrorsAndCatalog(t *testing.T) {
 		t.Errorf("after a restart: %s", got)
 	}
 	te.mustExec("DROP FUNCTION split_tags")
+}
+
+// A wasm table function (udf/testdata/risk.wat's split, which returns a JSON array) in a
+// job over generated rows, against strings.Split; the module is in the catalog.
+func TestWasmTableFunctionInAJob(t *testing.T) {
+	te := newTestEngine(t, false)
+	text, err := os.ReadFile("../udf/testdata/risk.wat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(te.path("risk.wasm"), wat.MustAssemble(string(text)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(9, 10))
+	var lines, want []string
+	for i := 0; i < 200; i++ {
+		var parts []string
+		for k := rnd.IntN(4); k >= 0; k-- {
+			parts = append(parts, strings.Repeat(string(rune('a'+rnd.IntN(5))), rnd.IntN(3)))
+		}
+		s := strings.Join(parts, ",")
+		lines = append(lines, fmt.Sprintf(`{"id": %d, "csv": %q}`, i, s))
+		for k, p := range strings.Split(s, ",") {
+			want = append(want, fmt.Sprintf("%d %d %q", i, k, p))
+		}
+	}
+	writeLines(t, te.path("in.jsonl"), lines...)
+	te.mustExec("CREATE STREAM rows_in (id BIGINT, csv VARCHAR) WITH (path = '" + te.path("in.jsonl") + "')")
+	te.mustExec("CREATE FUNCTION csv_split(s VARCHAR) RETURNS TABLE (part VARCHAR) LANGUAGE wasm AS 'risk.wasm' WITH (export = 'split')")
+	te.wantCode("CREATE FUNCTION csv_bad(s VARCHAR) RETURNS TABLE (part VARCHAR) LANGUAGE wasm AS 'risk.wasm' WITH (export = 'risk')", "42804", "(f64, i32, i32) -> (i32)")
+	te.mustExec("CREATE STREAM parts WITH (path = '" + te.path("parts.jsonl") + "') AS " +
+		"SELECT r.id, p.part FROM rows_in r CROSS JOIN LATERAL csv_split(r.csv) AS p")
+	te.waitJobs()
+	var got []string
+	next := map[int64]int{}
+	for _, l := range readLines(t, te.path("parts.jsonl")) {
+		var r struct {
+			ID   int64
+			Part string
+		}
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%d %d %q", r.ID, next[r.ID], r.Part))
+		next[r.ID]++
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%d rows, want %d\ngot  %q\nwant %q", len(got), len(want), head(got), head(want))
+	}
 }

@@ -6,7 +6,8 @@
 // Contract:
 //   - A Runtime compiles each script and module once (keyed by content) and builds the
 //     sql package's definitions from a Spec: Func gives a *sql.FuncDef, Agg a *sql.AggDef,
-//     TableFunc a *sql.TableFuncDef (JavaScript only: the body returns an array of rows),
+//     TableFunc a *sql.TableFuncDef (JavaScript: the body returns an array of rows;
+//     wasm: the export returns a JSON array of rows as text),
 //     Check validates a Spec as CREATE must (errors positioned in the body are
 //     body-relative; sql.CreateFunction.BodyError places them).
 //   - What runs is made per compiled evaluator or aggregator — so per stage of a job — on

@@ -9,8 +9,9 @@ import (
 )
 
 // User table functions (CREATE FUNCTION f(...) RETURNS TABLE (c TYPE, ...) LANGUAGE
-// javascript): the body returns an array with one element per row — for one column the
-// value itself (or a one-element array), else an array of the columns' values in order
+// javascript; wasm: wasmtable.go): the body returns an array with one element per row — for one column the
+// value itself (or a one-element array; an array is always a row, so a JSON column's
+// array value is wrapped in one), else an array of the columns' values in order
 // or an object keyed by column name; null or undefined gives no rows. The call and the
 // reading of its result run under the function's time and memory limits; anything else
 // fails the input row (38000), as a throw does.
@@ -33,16 +34,19 @@ func (r *Runtime) TableFunc(spec Spec) (*sql.TableFuncDef, error) {
 			return nil, sql.Errorf(sql.CodeTypeMismatch, "parameter %s cannot be %s", p.Name, p.Type)
 		}
 	}
-	if spec.Aggregate || spec.Language != LangJS {
-		return nil, sql.Errorf(sql.CodeNotSupported, "table functions are written in JavaScript: RETURNS TABLE (...) LANGUAGE javascript")
-	}
-	f, err := r.jsFunc(spec)
-	if err != nil {
-		return nil, err
+	if spec.Aggregate || spec.Language != LangJS && spec.Language != LangWasm {
+		return nil, sql.Errorf(sql.CodeNotSupported, "table functions are written in JavaScript or WebAssembly: RETURNS TABLE (...) LANGUAGE javascript")
 	}
 	types := make([]sql.Type, len(spec.Params))
 	for i, p := range spec.Params {
 		types[i] = p.Type
+	}
+	if spec.Language == LangWasm {
+		return r.wasmTableFunc(spec, types)
+	}
+	f, err := r.jsFunc(spec)
+	if err != nil {
+		return nil, err
 	}
 	return &sql.TableFuncDef{Name: spec.Name, Sig: signature(spec), Doc: "LANGUAGE " + spec.Language,
 		Check: func(args []sql.Expr) (sql.Schema, []sql.Expr, error) {

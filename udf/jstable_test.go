@@ -94,3 +94,59 @@ func TestJSTableFunctionRowsAndFailures(t *testing.T) {
 		}
 	}
 }
+
+// The wasm table function of testdata/risk.wat (split on commas, returning a JSON array)
+// against strings.Split; a trap or a loop past the time limit fails only its call.
+func TestWasmTableFunctionAgainstGo(t *testing.T) {
+	r := NewRuntime()
+	defer r.Close()
+	spec := Spec{Name: "csv_split", Language: LangWasm, Body: "risk.wasm", Module: riskModule(t), Options: map[string]string{"export": "split"},
+		Params: sql.Schema{{Name: "s", Type: sql.TypeVarchar}}, Table: sql.Schema{{Name: "part", Type: sql.TypeVarchar}}}
+	call := tableCall(t, r, spec)
+	words := []string{"", "a", "bc", "d e", "ü", "x-y"}
+	for i := 0; i < 500; i++ {
+		var ws []string
+		for k := 0; k <= i%6; k++ {
+			ws = append(ws, words[(i*5+k*7)%len(words)])
+		}
+		s := strings.Join(ws, ",")
+		rows, err := call(sql.Row{sql.Varchar(s)})
+		if err != nil {
+			t.Fatalf("split(%q): %v", s, err)
+		}
+		want := strings.Split(s, ",")
+		if len(rows) != len(want) {
+			t.Fatalf("split(%q): %d rows, want %d", s, len(rows), len(want))
+		}
+		for k := range want {
+			if rows[k][0].K != sql.KindVarchar || rows[k][0].S != want[k] {
+				t.Fatalf("split(%q) row %d = %v, want %q", s, k, rows[k][0], want[k])
+			}
+		}
+	}
+	if rows, err := call(sql.Row{sql.Null}); err != nil || len(rows) != 0 {
+		t.Errorf("split(NULL): %v %v", rows, err)
+	}
+	// rowsFromJSON: the shapes, and what fails.
+	table := sql.Schema{{Name: "k", Type: sql.TypeVarchar}, {Name: "n", Type: sql.TypeInt}, {Name: "j", Type: sql.TypeJSON}}
+	var got []string
+	cols := make([]sql.Value, 3)
+	emit := func(c []sql.Value) {
+		var parts []string
+		for _, v := range c {
+			parts = append(parts, v.String())
+		}
+		got = append(got, strings.Join(parts, "|"))
+	}
+	if err := rowsFromJSON("f", `[["a", 1, {"x": [1]}], {"n": "2", "k": "b"}, [null, null, null]]`, table, cols, emit); err != nil {
+		t.Fatal(err)
+	}
+	if want := `a|1|{"x": [1]}` + "\n" + "b|2|NULL\nNULL|NULL|NULL"; strings.Join(got, "\n") != want {
+		t.Errorf("rows:\n%s\nwant\n%s", strings.Join(got, "\n"), want)
+	}
+	for _, bad := range []string{`{"a": 1}`, `[["a", 1]]`, `[["a", 1.5, null]]`, `[["a", [1], null]]`, `[7]`, `nope`} {
+		if err := rowsFromJSON("f", bad, table, cols, func([]sql.Value) {}); err == nil || err.Code != sql.CodeExternalRoutine {
+			t.Errorf("%s: %v, want 38000", bad, err)
+		}
+	}
+}
