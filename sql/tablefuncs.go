@@ -347,6 +347,11 @@ func buildUnnestOf(args []Evaluator, json []bool, text bool) TableEvaluator {
 	}
 }
 
+// JSONElements appends the elements of the JSON array doc to out as JSON values (each
+// element's text, not checked further). A JSON value that is not an array is 22023, text
+// that is not a JSON array 22032, more than MaxTableRows elements 54000.
+func JSONElements(doc string, out []Value) ([]Value, *Error) { return jsonElements(doc, false, out) }
+
 // jsonElements appends the elements of the JSON array doc to out (as JSON values, or as
 // text when text is set).
 func jsonElements(doc string, text bool, out []Value) ([]Value, *Error) {

@@ -1,9 +1,9 @@
 package udf
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 
 	"rsql/sql"
 )
@@ -34,6 +34,7 @@ func (r *Runtime) wasmTableFunc(spec Spec, types []sql.Type) (*sql.TableFuncDef,
 				return nil, err
 			}
 			cols := make([]sql.Value, len(spec.Table))
+			var rows, items []sql.Value
 			return func(in sql.Row, emit func([]sql.Value)) *sql.Error {
 				v := ev(in)
 				if v.IsError() {
@@ -42,38 +43,48 @@ func (r *Runtime) wasmTableFunc(spec Spec, types []sql.Type) (*sql.TableFuncDef,
 				if v.IsNull() {
 					return nil
 				}
-				return rowsFromJSON(spec.Name, v.S, spec.Table, cols, emit)
+				return rowsFromJSON(spec.Name, v.S, spec.Table, cols, emit, &rows, &items)
 			}, nil
 		}}, nil
 }
 
-// rowsFromJSON emits the rows of text, a JSON array of rows of table.
-func rowsFromJSON(fn, text string, table sql.Schema, cols []sql.Value, emit func([]sql.Value)) *sql.Error {
-	var rows []json.RawMessage
-	if err := json.Unmarshal([]byte(text), &rows); err != nil {
-		if strings.TrimSpace(text) == "null" {
-			return nil
+// rowsFromJSON emits the rows of text, a JSON array of rows of table (the module's
+// result, already checked to be JSON).
+// scratch, when not nil, holds buffers reused from call to call.
+func rowsFromJSON(fn, text string, table sql.Schema, cols []sql.Value, emit func([]sql.Value), scratch ...*[]sql.Value) *sql.Error {
+	text = strings.TrimSpace(text)
+	if text == "null" {
+		return nil
+	}
+	var rows, items []sql.Value
+	if len(scratch) == 2 {
+		rows, items = (*scratch[0])[:0], (*scratch[1])[:0]
+		defer func() { *scratch[0], *scratch[1] = rows[:0], items[:0] }()
+	}
+	rows, err := sql.JSONElements(text, rows)
+	if err != nil {
+		if err.Code == sql.CodeProgramLimit {
+			return callError(fn, sql.CodeProgramLimit, "returned more than %d rows", sql.MaxTableRows).AsError()
 		}
 		return callError(fn, sql.CodeExternalRoutine, "returned %s: a table function returns a JSON array of rows", short(text)).AsError()
 	}
-	if len(rows) > sql.MaxTableRows {
-		return callError(fn, sql.CodeProgramLimit, "returned %d rows, more than %d", len(rows), sql.MaxTableRows).AsError()
-	}
-	for i, raw := range rows {
-		raw = bytes.TrimSpace(raw)
-		var arr []json.RawMessage
-		var obj map[string]json.RawMessage
+	for i, rv := range rows {
+		raw := strings.TrimSpace(rv.S)
 		switch {
-		case len(raw) > 0 && raw[0] == '[':
-			if err := json.Unmarshal(raw, &arr); err != nil || len(arr) != len(table) {
-				return callError(fn, sql.CodeExternalRoutine, "row %d has %d values, the table %d columns", i, len(arr), len(table)).AsError()
+		case raw == "":
+			return callError(fn, sql.CodeExternalRoutine, "row %d is empty", i).AsError()
+		case raw[0] == '[':
+			items, err = sql.JSONElements(raw, items[:0])
+			if err != nil || len(items) != len(table) {
+				return callError(fn, sql.CodeExternalRoutine, "row %d has %d values, the table %d columns", i, len(items), len(table)).AsError()
 			}
 			for c := range table {
-				cols[c] = jsonColumn(arr[c], table[c].Type)
+				cols[c] = jsonColumn(items[c].S, table[c].Type)
 			}
-		case len(raw) > 0 && raw[0] == '{' && (len(table) > 1 || table[0].Type.Kind != sql.KindJSON):
-			if err := json.Unmarshal(raw, &obj); err != nil {
-				return callError(fn, sql.CodeExternalRoutine, "row %d is not JSON", i).AsError()
+		case raw[0] == '{' && (len(table) > 1 || table[0].Type.Kind != sql.KindJSON):
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(raw), &obj); err != nil {
+				return callError(fn, sql.CodeExternalRoutine, "row %d is not a JSON object", i).AsError()
 			}
 			for c := range table {
 				v, ok := obj[table[c].Name]
@@ -81,12 +92,12 @@ func rowsFromJSON(fn, text string, table sql.Schema, cols []sql.Value, emit func
 					cols[c] = sql.Null
 					continue
 				}
-				cols[c] = jsonColumn(v, table[c].Type)
+				cols[c] = jsonColumn(string(v), table[c].Type)
 			}
 		case len(table) == 1:
 			cols[0] = jsonColumn(raw, table[0].Type)
 		default:
-			return callError(fn, sql.CodeExternalRoutine, "row %d is %s: a row of %d columns is an array or an object", i, short(string(raw)), len(table)).AsError()
+			return callError(fn, sql.CodeExternalRoutine, "row %d is %s: a row of %d columns is an array or an object", i, short(raw), len(table)).AsError()
 		}
 		for c, v := range cols {
 			if v.IsError() {
@@ -101,19 +112,22 @@ func rowsFromJSON(fn, text string, table sql.Schema, cols []sql.Value, emit func
 
 // jsonColumn converts one JSON value to t: null is NULL, a JSON column keeps the text,
 // a string converts from its text, a number or boolean from its JSON text.
-func jsonColumn(raw json.RawMessage, t sql.Type) sql.Value {
-	raw = bytes.TrimSpace(raw)
-	s := string(raw)
+func jsonColumn(raw string, t sql.Type) sql.Value {
+	s := strings.TrimSpace(raw)
 	switch {
 	case s == "null":
 		return sql.Null
 	case t.Kind == sql.KindJSON:
 		return sql.JSONValue(s)
-	case len(raw) > 0 && (raw[0] == '{' || raw[0] == '['):
+	case s == "":
+		return sql.ErrorValue(sql.CodeExternalRoutine, "an empty value")
+	case s[0] == '{' || s[0] == '[':
 		return sql.ErrorValue(sql.CodeExternalRoutine, "an object or array is not a "+t.String())
-	case len(raw) > 0 && raw[0] == '"':
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return sql.ErrorValue(sql.CodeExternalRoutine, "not JSON")
+	case s[0] == '"':
+		if len(s) >= 2 && s[len(s)-1] == '"' && !strings.ContainsAny(s[1:len(s)-1], "\\\"") && utf8.ValidString(s) {
+			s = s[1 : len(s)-1]
+		} else if err := json.Unmarshal([]byte(s), &s); err != nil {
+			return sql.ErrorValue(sql.CodeExternalRoutine, "not a JSON string")
 		}
 	}
 	v, err := sql.CastValue(sql.Varchar(s), t)
