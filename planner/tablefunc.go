@@ -58,6 +58,10 @@ type TableFuncNode struct {
 	Schema sql.Schema
 	Text   string
 	Name   string // the function's name, for errors
+	// Deterministic: a call gives the same rows for the same row every time (a built-in;
+	// user functions may not), so a replay gives the rows of each input row again in the
+	// same order.
+	Deterministic bool
 }
 
 func (*TableFuncNode) physicalNode() {}
@@ -81,5 +85,11 @@ func tableFuncNode(t *TableFunc) (*TableFuncNode, error) {
 		return nil, wrapf(err, "table function %s", strings.ToLower(t.Func.Name))
 	}
 	return &TableFuncNode{Func: ev, Outer: t.Outer, NCols: len(t.Cols), Schema: t.Schema(),
-		Text: tableFuncText(t.Func, t.Args, t.Cols, t.Name, t.Outer), Name: strings.ToLower(t.Func.Name)}, nil
+		Text: tableFuncText(t.Func, t.Args, t.Cols, t.Name, t.Outer), Name: strings.ToLower(t.Func.Name),
+		Deterministic: builtinTableFunc(t.Func)}, nil
+}
+
+func builtinTableFunc(f *sql.TableFuncDef) bool {
+	d, ok := sql.LookupTableFunc(f.Name)
+	return ok && d == f
 }
