@@ -29,7 +29,8 @@ type TableFuncDef struct {
 
 // TableEvaluator computes the rows of one call over the input row in: emit is called once
 // per output row with its columns (the slice may be reused after emit returns). An error
-// fails the input row; rows emitted before it are to be discarded by the caller.
+// fails the input row, and is reported before the first emit (so that a caller may pass
+// rows on as they come).
 type TableEvaluator func(in Row, emit func(cols []Value)) *Error
 
 // TableFuncCatalog is implemented by a Catalog that holds user table functions; the

@@ -433,6 +433,9 @@ type jsScalar struct {
 	in   *jsVM
 	err  sql.Value // the VM could not be made
 	args []goja.Value
+	// rowsBuf holds a table function call's rows, len(Table) values each, until all
+	// converted.
+	rowsBuf []sql.Value
 }
 
 // build compiles a call: the evaluator makes its VM on its first row, so each stage that

@@ -86,6 +86,7 @@ func (st *jsScalar) rows(vals, cols []sql.Value, emit func([]sql.Value)) *sql.Er
 	defer clear(st.args)
 	table := st.f.spec.Table
 	name := st.f.spec.Name
+	st.rowsBuf = st.rowsBuf[:0]
 	var rowErr sql.Value
 	fail := func(v sql.Value) (goja.Value, error) { rowErr = v; return nil, nil }
 	_, err := in.run(func() (goja.Value, error) {
@@ -129,10 +130,13 @@ func (st *jsScalar) rows(vals, cols []sql.Value, emit func([]sql.Value)) *sql.Er
 					return fail(v)
 				}
 			}
-			emit(cols)
+			st.rowsBuf = append(st.rowsBuf, cols...)
 		}
 		return nil, nil
 	})
+	// The rows go out once all converted: an error comes before the first
+	// (sql.TableEvaluator).
+	defer func() { st.rowsBuf = st.rowsBuf[:0] }()
 	if err != nil {
 		if ie, ok := err.(*interruptError); ok {
 			return interrupted(name, ie.reason, st.f.lim).AsError()
@@ -144,6 +148,9 @@ func (st *jsScalar) rows(vals, cols []sql.Value, emit func([]sql.Value)) *sql.Er
 	}
 	if rowErr.IsError() {
 		return rowErr.AsError()
+	}
+	for i := 0; i+len(table) <= len(st.rowsBuf); i += len(table) {
+		emit(st.rowsBuf[i : i+len(table)])
 	}
 	return nil
 }

@@ -52,6 +52,7 @@ func TestJSTableFunctionRowsAndFailures(t *testing.T) {
 		case 'getter':  return [{get k() { for (;;) {} }, v: 1}];
 		case 'short':   return [['a']];
 		case 'type':    return [['a', 'b']];
+		case 'late':    return [['a', 1], ['b', 2], ['c', 'x']];
 		case 'scalar':  return 7;
 		case 'throw':   throw new TypeError('no ' + n);
 		}`}
@@ -75,10 +76,13 @@ func TestJSTableFunctionRowsAndFailures(t *testing.T) {
 		t.Fatalf("null: %v %v", rows, err)
 	}
 	for mode, code := range map[string]string{"loop": sql.CodeQueryCanceled, "getter": sql.CodeQueryCanceled, "short": sql.CodeExternalRoutine,
-		"type": sql.CodeExternalRoutine, "scalar": sql.CodeExternalRoutine, "throw": sql.CodeExternalRoutine} {
-		_, err := call(sql.Row{sql.Varchar(mode), sql.Int(1)})
+		"type": sql.CodeExternalRoutine, "late": sql.CodeExternalRoutine, "scalar": sql.CodeExternalRoutine, "throw": sql.CodeExternalRoutine} {
+		rows, err := call(sql.Row{sql.Varchar(mode), sql.Int(1)})
 		if err == nil || err.Code != code || !strings.Contains(err.Message, "rows_of") {
 			t.Errorf("%s: %v, want %s", mode, err, code)
+		}
+		if len(rows) != 0 {
+			t.Errorf("%s: %d rows emitted before the error", mode, len(rows))
 		}
 		if rows, err := call(sql.Row{sql.Varchar("arrays"), sql.Int(2)}); err != nil || len(rows) != 2 {
 			t.Fatalf("after %s: %v %v", mode, rows, err)
@@ -144,9 +148,10 @@ func TestWasmTableFunctionAgainstGo(t *testing.T) {
 	if want := `a|1|{"x": [1]}` + "\n" + "b|2|NULL\nNULL|NULL|NULL"; strings.Join(got, "\n") != want {
 		t.Errorf("rows:\n%s\nwant\n%s", strings.Join(got, "\n"), want)
 	}
-	for _, bad := range []string{`{"a": 1}`, `[["a", 1]]`, `[["a", 1.5, null]]`, `[["a", [1], null]]`, `[7]`, `nope`} {
-		if err := rowsFromJSON("f", bad, table, cols, func([]sql.Value) {}); err == nil || err.Code != sql.CodeExternalRoutine {
-			t.Errorf("%s: %v, want 38000", bad, err)
+	for _, bad := range []string{`{"a": 1}`, `[["a", 1]]`, `[["a", 1.5, null]]`, `[["a", [1], null]]`, `[7]`, `nope`, `[["a", 1, null], ["b", "x", null]]`} {
+		n := 0
+		if err := rowsFromJSON("f", bad, table, cols, func([]sql.Value) { n++ }); err == nil || err.Code != sql.CodeExternalRoutine || n != 0 {
+			t.Errorf("%s: %v after %d rows, want 38000 before any", bad, err, n)
 		}
 	}
 }

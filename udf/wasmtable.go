@@ -34,7 +34,7 @@ func (r *Runtime) wasmTableFunc(spec Spec, types []sql.Type) (*sql.TableFuncDef,
 				return nil, err
 			}
 			cols := make([]sql.Value, len(spec.Table))
-			var rows, items []sql.Value
+			var rows, items, out []sql.Value
 			return func(in sql.Row, emit func([]sql.Value)) *sql.Error {
 				v := ev(in)
 				if v.IsError() {
@@ -43,7 +43,7 @@ func (r *Runtime) wasmTableFunc(spec Spec, types []sql.Type) (*sql.TableFuncDef,
 				if v.IsNull() {
 					return nil
 				}
-				return rowsFromJSON(spec.Name, v.S, spec.Table, cols, emit, &rows, &items)
+				return rowsFromJSON(spec.Name, v.S, spec.Table, cols, emit, &rows, &items, &out)
 			}, nil
 		}}, nil
 }
@@ -56,10 +56,10 @@ func rowsFromJSON(fn, text string, table sql.Schema, cols []sql.Value, emit func
 	if text == "null" {
 		return nil
 	}
-	var rows, items []sql.Value
-	if len(scratch) == 2 {
-		rows, items = (*scratch[0])[:0], (*scratch[1])[:0]
-		defer func() { *scratch[0], *scratch[1] = rows[:0], items[:0] }()
+	var rows, items, out []sql.Value
+	if len(scratch) == 3 {
+		rows, items, out = (*scratch[0])[:0], (*scratch[1])[:0], (*scratch[2])[:0]
+		defer func() { *scratch[0], *scratch[1], *scratch[2] = rows[:0], items[:0], out[:0] }()
 	}
 	rows, err := sql.JSONElements(text, rows)
 	if err != nil {
@@ -68,6 +68,8 @@ func rowsFromJSON(fn, text string, table sql.Schema, cols []sql.Value, emit func
 		}
 		return callError(fn, sql.CodeExternalRoutine, "returned %s: a table function returns a JSON array of rows", short(text)).AsError()
 	}
+	// The rows go out once all converted: an error comes before the first
+	// (sql.TableEvaluator).
 	for i, rv := range rows {
 		raw := strings.TrimSpace(rv.S)
 		switch {
@@ -105,7 +107,10 @@ func rowsFromJSON(fn, text string, table sql.Schema, cols []sql.Value, emit func
 				return callError(fn, sql.CodeExternalRoutine, "row %d, column %s: %s", i, table[c].Name, e.Message).AsError()
 			}
 		}
-		emit(cols)
+		out = append(out, cols...)
+	}
+	for i := 0; i < len(out); i += len(table) {
+		emit(out[i : i+len(table)])
 	}
 	return nil
 }
