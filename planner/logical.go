@@ -453,7 +453,7 @@ func (b *logicalBuilder) from(f sql.From, where sql.Expr) (LogicalNode, sql.Expr
 		if err != nil {
 			return nil, nil, err
 		}
-		return &TableFunc{Input: in, Func: f.Func, Args: f.Args, Cols: f.Cols, Outer: f.Outer, Name: f.Name}, where, nil
+		return &TableFunc{Input: in, Func: f.Func, Args: f.Args, Cols: f.Cols, Outer: f.Outer, Ordinality: f.Ordinality, Name: f.Name}, where, nil
 	case *sql.FromUnion:
 		u := &Union{Out: f.Schema()}
 		for _, in := range f.Inputs {

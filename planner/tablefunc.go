@@ -16,7 +16,9 @@ type TableFunc struct {
 	Args  []sql.Expr
 	Cols  sql.Schema
 	Outer bool
-	Name  string // the alias, for EXPLAIN
+	// Ordinality: the last of Cols numbers each call's rows from 1 (WITH ORDINALITY).
+	Ordinality bool
+	Name       string // the alias, for EXPLAIN
 }
 
 func (t *TableFunc) Schema() sql.Schema {
@@ -30,10 +32,10 @@ func (t *TableFunc) WithChildren(c []LogicalNode) LogicalNode {
 	return &n
 }
 func (t *TableFunc) String() string {
-	return "TableFunc " + tableFuncText(t.Func, t.Args, t.Cols, t.Name, t.Outer)
+	return "TableFunc " + tableFuncText(t.Func, t.Args, t.Cols, t.Name, t.Outer, t.Ordinality)
 }
 
-func tableFuncText(f *sql.TableFuncDef, args []sql.Expr, cols sql.Schema, name string, outer bool) string {
+func tableFuncText(f *sql.TableFuncDef, args []sql.Expr, cols sql.Schema, name string, outer, ordinality bool) string {
 	as := make([]string, len(args))
 	for i, a := range args {
 		as[i] = a.String()
@@ -42,7 +44,11 @@ func tableFuncText(f *sql.TableFuncDef, args []sql.Expr, cols sql.Schema, name s
 	for i, c := range cols {
 		cs[i] = c.Name + " " + c.Type.String()
 	}
-	s := strings.ToLower(f.Name) + "(" + strings.Join(as, ", ") + ") AS " + name + "(" + strings.Join(cs, ", ") + ")"
+	s := strings.ToLower(f.Name) + "(" + strings.Join(as, ", ") + ")"
+	if ordinality {
+		s += " WITH ORDINALITY"
+	}
+	s += " AS " + name + "(" + strings.Join(cs, ", ") + ")"
 	if outer {
 		s += " outer"
 	}
@@ -84,8 +90,11 @@ func tableFuncNode(t *TableFunc) (*TableFuncNode, error) {
 	if err != nil {
 		return nil, wrapf(err, "table function %s", strings.ToLower(t.Func.Name))
 	}
+	if t.Ordinality {
+		ev = sql.WithOrdinality(ev, len(t.Cols)-1)
+	}
 	return &TableFuncNode{Func: ev, Outer: t.Outer, NCols: len(t.Cols), Schema: t.Schema(),
-		Text: tableFuncText(t.Func, t.Args, t.Cols, t.Name, t.Outer), Name: strings.ToLower(t.Func.Name),
+		Text: tableFuncText(t.Func, t.Args, t.Cols, t.Name, t.Outer, t.Ordinality), Name: strings.ToLower(t.Func.Name),
 		Deterministic: builtinTableFunc(t.Func)}, nil
 }
 

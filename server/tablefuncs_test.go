@@ -16,7 +16,7 @@ import (
 )
 
 // Generated orders with comma-separated tags go through CROSS JOIN LATERAL
-// string_to_table, CROSS JOIN UNNEST of a JSON array and LEFT JOIN LATERAL ... ON TRUE in
+// string_to_table WITH ORDINALITY, CROSS JOIN UNNEST of a JSON array and LEFT JOIN LATERAL ... ON TRUE in
 // jobs; each output is compared with the same split done in Go.
 func TestBuiltinTableFunctionsInAJob(t *testing.T) {
 	te := newTestEngine(t, false)
@@ -49,7 +49,7 @@ func TestBuiltinTableFunctionsInAJob(t *testing.T) {
 	writeLines(t, te.path("orders.jsonl"), lines...)
 	te.mustExec("CREATE STREAM orders (id BIGINT, tags VARCHAR, items JSON, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH (path = '" + te.path("orders.jsonl") + "')")
 	te.mustExec("CREATE STREAM tagged WITH (path = '" + te.path("tagged.jsonl") + "') AS " +
-		"SELECT o.id, t.tag FROM orders AS o CROSS JOIN LATERAL string_to_table(o.tags, ',') AS t(tag) WHERE t.tag <> 'red'")
+		"SELECT o.id, t.tag, t.pos FROM orders AS o CROSS JOIN LATERAL string_to_table(o.tags, ',') WITH ORDINALITY AS t(tag, pos) WHERE t.tag <> 'red'")
 	te.mustExec("CREATE STREAM unnested WITH (path = '" + te.path("items.jsonl") + "') AS " +
 		"SELECT id, CAST(item AS BIGINT) AS item, n FROM orders CROSS JOIN UNNEST(items) AS u(item) LEFT JOIN LATERAL generate_series(1, CAST(item AS INT) % 3) AS g(n) ON TRUE")
 	te.waitJobs()
@@ -61,9 +61,9 @@ func TestBuiltinTableFunctionsInAJob(t *testing.T) {
 	var wantTags, wantItems []string
 	for _, o := range orders {
 		if o.tags != "" {
-			for _, tag := range strings.Split(o.tags, ",") {
+			for i, tag := range strings.Split(o.tags, ",") {
 				if tag != "red" {
-					wantTags = append(wantTags, fmt.Sprintf("%d %s", o.id, tag))
+					wantTags = append(wantTags, fmt.Sprintf("%d %s %d", o.id, tag, i+1))
 				}
 			}
 		}
@@ -81,11 +81,12 @@ func TestBuiltinTableFunctionsInAJob(t *testing.T) {
 		var r struct {
 			ID  int64
 			Tag string
+			Pos int64
 		}
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
 			t.Fatal(err)
 		}
-		gotTags = append(gotTags, fmt.Sprintf("%d %s", r.ID, r.Tag))
+		gotTags = append(gotTags, fmt.Sprintf("%d %s %d", r.ID, r.Tag, r.Pos))
 	}
 	for _, l := range readLines(t, te.path("items.jsonl")) {
 		var r struct {

@@ -121,6 +121,9 @@ func (b *binder) bindLateral(j *ast.Join, tc *tableCall, fc *ast.FuncCallExpr) (
 		return nil, nil, nil, nil, err
 	}
 	cols = append(Schema(nil), cols...)
+	if tc.ordinality {
+		cols = append(cols, Column{Name: "ordinality", Type: TypeBigInt})
+	}
 	if len(tc.cols) > len(cols) {
 		return fail(tc.colsPos, CodeSyntax, "%s gives %d column(s), but %d names are given", fname, len(cols), len(tc.cols))
 	}
@@ -134,7 +137,7 @@ func (b *binder) bindLateral(j *ast.Join, tc *tableCall, fc *ast.FuncCallExpr) (
 		}
 		seen[strings.ToLower(cols[i].Name)] = true
 	}
-	f := &FromLateral{Input: left, Func: def, Args: args, Cols: cols, Outer: outer, Name: tc.alias, InputAttrs: lattrs}
+	f := &FromLateral{Input: left, Func: def, Args: args, Cols: cols, Outer: outer, Ordinality: tc.ordinality, Name: tc.alias, InputAttrs: lattrs}
 	scope := f.Schema()
 	quals := append([][]string{}, lquals...)
 	attrs := append([]ColAttr{}, lattrs...)

@@ -226,12 +226,14 @@ type FromJoin struct {
 // t(c, ...), JOIN UNNEST(...)); its row is Input's columns, then the function's Cols
 // (named by the alias's column list). Args are over Input's row. Outer (LEFT JOIN
 // LATERAL ... ON TRUE) keeps an input row its call gives no rows for, with NULLs.
+// Ordinality (WITH ORDINALITY): the last of Cols numbers a call's rows from 1.
 type FromLateral struct {
 	Input      From
 	Func       *TableFuncDef
 	Args       []Expr
 	Cols       Schema
 	Outer      bool
+	Ordinality bool
 	Name       string // the alias
 	InputAttrs []ColAttr
 }

@@ -12,7 +12,7 @@ import (
 //	INTERVAL '10' SECOND           -> __rsql_interval(10000)
 //	FROM TUMBLE(s, ts, size) [AS a] -> FROM `s` AS `__rsql_tvf_N`     (window N recorded)
 //	FROM TUMBLE((SELECT ...), ts, size) -> FROM (SELECT ...) AS `__rsql_tvf_N`
-//	JOIN LATERAL f(args) [AS] t[(c, ...)] -> JOIN (SELECT __rsql_tfn_N(args)) AS `t`  (call N recorded)
+//	JOIN LATERAL f(args) [WITH ORDINALITY] [AS] t[(c, ...)] -> JOIN (SELECT __rsql_tfn_N(args)) AS `t`  (call N recorded)
 //	JOIN UNNEST(args) [AS] t[(c, ...)] -> JOIN (SELECT __rsql_tfn_N(args)) AS `t`
 //	TUMBLE(ts, size) elsewhere     -> __rsql_tumble(ts, size)   (HOP, SESSION alike)
 //	CAST(x AS type)                -> __rsql_cast_N(x)   (type N recorded)
@@ -229,6 +229,9 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			}
 			end := closeIdx // the last token of the call and its alias
 			a := closeIdx + 1
+			if toks[a].is("WITH") && toks[a+1].is("ORDINALITY") {
+				tc.ordinality, end, a = true, a+1, a+2
+			}
 			if toks[a].is("AS") {
 				a++
 			}
@@ -265,7 +268,7 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 					}
 					end = colsClose
 				}
-			} else if a != closeIdx+1 {
+			} else if toks[a-1].is("AS") {
 				return nil, nil, p.errNear(toks[a], "an alias after AS")
 			}
 			call := tfnCall + strconv.Itoa(len(res.tfns))

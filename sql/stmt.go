@@ -209,6 +209,8 @@ type tableCall struct {
 	alias   string
 	cols    []string
 	colsPos int
+	// ordinality: WITH ORDINALITY, a last column numbering the call's rows from 1.
+	ordinality bool
 }
 
 // windowCall is a window table function of FROM, as the pre-pass found it: over the

@@ -33,6 +33,24 @@ type TableFuncDef struct {
 // rows on as they come).
 type TableEvaluator func(in Row, emit func(cols []Value)) *Error
 
+// WithOrdinality returns f with one more column, numbering the rows of each call from 1
+// (WITH ORDINALITY); ncols is f's number of columns.
+func WithOrdinality(f TableEvaluator, ncols int) TableEvaluator {
+	buf := make([]Value, ncols+1)
+	var n int64
+	var emit func([]Value)
+	add := func(cols []Value) {
+		n++
+		copy(buf, cols)
+		buf[ncols] = BigInt(n)
+		emit(buf)
+	}
+	return func(in Row, e func([]Value)) *Error {
+		n, emit = 0, e
+		return f(in, add)
+	}
+}
+
 // TableFuncCatalog is implemented by a Catalog that holds user table functions; the
 // binder asks it for a name that is not a built-in table function.
 type TableFuncCatalog interface {

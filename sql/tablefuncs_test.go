@@ -52,6 +52,17 @@ func TestBindLateral(t *testing.T) {
 	if !ok || inner.Func.Name != "UNNEST" || inner.Cols[0].Name != "unnest" || inner.Cols[0].Type != TypeJSON {
 		t.Fatalf("inner: %s", dumpFrom(outer.Input))
 	}
+	// WITH ORDINALITY adds a BIGINT column, named last in the alias's list.
+	q, err = bindText(t, "SELECT t.n, t.tag FROM orders CROSS JOIN LATERAL string_to_table(user_id, ',') WITH ORDINALITY t(tag, n)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := q.From.(*FromLateral); !f.Ordinality || len(f.Cols) != 2 || f.Cols[1].Name != "n" || f.Cols[1].Type != TypeBigInt {
+		t.Fatalf("WITH ORDINALITY: %s", dumpFrom(q.From))
+	}
+	if _, err := bindText(t, "SELECT ordinality FROM orders CROSS JOIN UNNEST(payload) WITH ORDINALITY"); err != nil {
+		t.Fatal(err)
+	}
 	// The left side may be a join.
 	if _, err := bindText(t, "SELECT o.order_id, v FROM orders o JOIN clicks c ON o.user_id = c.url CROSS JOIN LATERAL string_to_table(c.url, '/') AS s(v)"); err != nil {
 		t.Fatal(err)
@@ -312,5 +323,27 @@ func TestBindLateralForms(t *testing.T) {
 	inner, ok := outer.Input.(*FromLateral)
 	if !ok || inner.Func.Name != "JSON_ARRAY_ELEMENTS" || !strings.Contains(exprRefs(inner.Args[0]), "payload#6") {
 		t.Fatalf("inner: %s", dumpFrom(outer.Input))
+	}
+}
+
+func TestWithOrdinality(t *testing.T) {
+	d, _ := LookupTableFunc("STRING_TO_TABLE")
+	f, err := d.Build([]Evaluator{func(r Row) Value { return r[0] }, func(Row) Value { return Varchar(",") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f = WithOrdinality(f, 1)
+	for _, s := range []string{"a,b,c", "x", "p,q"} {
+		var got []string
+		if err := f(Row{Varchar(s)}, func(cols []Value) { got = append(got, cols[0].S+"#"+cols[1].String()) }); err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for i, p := range strings.Split(s, ",") {
+			want = append(want, p+"#"+BigInt(int64(i+1)).String())
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%q: %v, want %v", s, got, want)
+		}
 	}
 }
