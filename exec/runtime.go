@@ -465,8 +465,14 @@ func (j *Job) shuffleOut(id int) bool {
 		}
 	}
 	for _, op := range st.Ops {
-		switch op.Node.(type) {
+		switch n := op.Node.(type) {
 		case *planner.FilterNode, *planner.ProjectNode, *planner.WindowAssignNode, *planner.UnionNode:
+		case *planner.TableFuncNode:
+			// Its rows share their input row's offset and are told apart by their order,
+			// which a replay must give again.
+			if !n.Deterministic {
+				return false
+			}
 		default:
 			return false
 		}

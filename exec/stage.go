@@ -349,6 +349,8 @@ func (st *stage) portSchema(p planner.Port, ops []sql.Schema) sql.Schema {
 		return n.Schema
 	case *planner.WindowAssignNode:
 		return n.Schema
+	case *planner.TableFuncNode:
+		return n.Schema
 	case *planner.AggregateNode:
 		return n.Schema
 	}
@@ -400,6 +402,8 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		return &filterOp{pred: n.Pred, bad: st.bad(), schema: in, ctx: ctx}, nil
 	case *planner.ProjectNode:
 		return &projectOp{exprs: n.Exprs, bad: st.bad(), schema: in, ctx: ctx}, nil
+	case *planner.TableFuncNode:
+		return &tableFuncOp{n: n, bad: st.bad(), schema: in, ctx: ctx}, nil
 	case *planner.WindowAssignNode:
 		if n.Window.Kind != planner.WindowTumble && n.Window.Kind != planner.WindowHop {
 			return nil, fmt.Errorf("%w: stage %d: window assignment needs TUMBLE or HOP", ErrBadPlan, id)
