@@ -2,10 +2,10 @@ package exec
 
 import (
 	"bytes"
-	"math/rand"
-	"slices"
 	"encoding/binary"
+	"math/rand"
 	"reflect"
+	"slices"
 	"testing"
 
 	"rsql/sql"

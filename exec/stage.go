@@ -202,11 +202,11 @@ type stage struct {
 	nodes []*opNode
 	// outHold is how far the output watermark trails the splits' (watermarkHolder).
 	outHold int64
-	out   output
-	sink  *sinkOp // the stage's exactly-once sink, if any
-	late  *sideOutput
-	opIDs []string     // ids of the stateful operators (state key prefixes)
-	opIn  []sql.Schema // each operator's (first) input row
+	out     output
+	sink    *sinkOp // the stage's exactly-once sink, if any
+	late    *sideOutput
+	opIDs   []string     // ids of the stateful operators (state key prefixes)
+	opIn    []sql.Schema // each operator's (first) input row
 
 	splits map[string]*split
 	order  []string
