@@ -1,0 +1,740 @@
+package connectors
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"rsql/broker"
+	"rsql/broker/remoting"
+)
+
+// Transactional writing over the RocketMQ protocol (docs/guarantees.md, "Transactional
+// output"), to the bundled broker of another process or to Apache RocketMQ:
+//
+//   - Prepared messages are sent one by one — RocketMQ refuses transactional messages in a
+//     batch — but asynchronously, a whole Prepare call in flight at once, by a producer of
+//     the sink's own group with rocketmq-client-go. They carry TRAN_MSG, the writer's group
+//     as PGROUP (where check-backs go) and the transaction as RSQL_TXN.
+//   - rocketmq-client-go ends a transaction only right after its send, with the outcome of
+//     a local callback, one-way, and its transaction producer registers its group with a
+//     broker only once it has sent to one (so check-backs of a restarted writer would wait
+//     for its first send). The writer therefore keeps a connection of its own to each
+//     master broker of the topic (brokerLink, rsql's remoting codec): it registers the
+//     group there with a heartbeat as soon as it starts and every 20 s, answers the
+//     CHECK_TRANSACTION_STATE requests that arrive on it with END_TRANSACTION (one-way,
+//     fromTransactionCheck, as rocketmq-client-go does), and sends End's END_TRANSACTION
+//     as requests, waiting for each answer before the next message of the same queue:
+//     committed messages reach a queue in prepare order whichever way the broker schedules
+//     requests. Queues are ended in parallel.
+
+// rmqHalf is what END_TRANSACTION needs of a prepared message.
+type rmqHalf struct {
+	queueOffset     int64 // tranStateTableOffset
+	commitLogOffset int64
+	msgID           string // the client's message id (UNIQ_KEY), also its transactionId
+}
+
+// rmqTxWriter is a TxWriter over the RocketMQ protocol.
+type rmqTxWriter struct {
+	s      *RocketMQSink
+	group  string
+	sender rocketmq.Producer         // sends prepared messages
+	mqs    []*primitive.MessageQueue // queue i of the sink
+	links  []*brokerLink             // the master broker of mqs[i]
+	all    []*brokerLink             // one per broker
+
+	mu   sync.Mutex
+	rr   int
+	txns map[string][][]rmqHalf // per transaction, per queue, in prepare order
+}
+
+// Transactional starts transactional writing to the sink's topic as producer group group.
+func (s *RocketMQSink) Transactional(ctx context.Context, group string, check TxCheck) (TxWriter, error) {
+	route, err := fetchRoute(ctx, s.cfg.NameServer, s.topic)
+	if err != nil {
+		return nil, err
+	}
+	mqs, addrs := routeQueues(s.topic, route)
+	if len(mqs) != s.n {
+		return nil, fmt.Errorf("topic %s: the route has %d writable queues, the sink %d", s.topic, len(mqs), s.n)
+	}
+	w := &rmqTxWriter{s: s, group: group, mqs: mqs, links: make([]*brokerLink, len(mqs)), txns: map[string][][]rmqHalf{}}
+	byAddr := map[string]*brokerLink{}
+	clientID := "rsql@" + instanceName("tx")
+	for i, a := range addrs {
+		l := byAddr[a]
+		if l == nil {
+			l = newBrokerLink(a, clientID, group, check)
+			byAddr[a] = l
+			w.all = append(w.all, l)
+		}
+		w.links[i] = l
+	}
+	for _, l := range w.all {
+		if err := l.start(ctx); err != nil {
+			w.closeLinks()
+			return nil, fmt.Errorf("topic %s: transactional writing as %s: %w", s.topic, group, err)
+		}
+	}
+	sender, err := rocketmq.NewProducer(
+		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.cfg.NameServer})),
+		producer.WithGroupName(s.cfg.Group), producer.WithInstanceName(instanceName("txsend")),
+		producer.WithQueueSelector(producer.NewManualQueueSelector()), producer.WithRetry(2),
+		producer.WithSendMsgTimeout(s.cfg.SendTimeout))
+	if err == nil {
+		err = sender.Start()
+	}
+	if err != nil {
+		w.closeLinks()
+		return nil, fmt.Errorf("topic %s: start a producer at %s: %w", s.topic, s.cfg.NameServer, err)
+	}
+	w.sender = sender
+	return w, nil
+}
+
+// routeQueues lists a route's writable queues ordered by broker then queue id (the sink's
+// queue order, sortQueues) with their master's address.
+func routeQueues(topic string, r *topicRoute) ([]*primitive.MessageQueue, []string) {
+	addr := map[string]string{}
+	for _, bd := range r.BrokerDatas {
+		addr[bd.BrokerName] = bd.BrokerAddrs["0"]
+	}
+	var mqs []*primitive.MessageQueue
+	for _, qd := range r.QueueDatas {
+		if addr[qd.BrokerName] == "" {
+			continue
+		}
+		for i := 0; i < qd.WriteQueueNums; i++ {
+			mqs = append(mqs, &primitive.MessageQueue{Topic: topic, BrokerName: qd.BrokerName, QueueId: i})
+		}
+	}
+	mqs = sortQueues(mqs)
+	addrs := make([]string, len(mqs))
+	for i, mq := range mqs {
+		addrs[i] = addr[mq.BrokerName]
+	}
+	return mqs, addrs
+}
+
+func (w *rmqTxWriter) Prepare(ctx context.Context, txn string, msgs []Message) error {
+	type sent struct {
+		q   int
+		h   rmqHalf
+		err error
+	}
+	out := make([]sent, len(msgs))
+	w.mu.Lock()
+	for i := range msgs {
+		out[i].q = pickQueue(msgs[i].Key, len(w.mqs), &w.rr)
+	}
+	w.mu.Unlock()
+	var wg sync.WaitGroup
+	for i := range msgs {
+		pm := w.s.message(msgs[i])
+		pm.WithProperty(PropTxn, txn)
+		pm.WithProperty(primitive.PropertyTransactionPrepared, "true")
+		pm.WithProperty(primitive.PropertyProducerGroup, w.group)
+		pm.Queue = w.mqs[out[i].q]
+		wg.Add(1)
+		err := w.sender.SendAsync(ctx, func(_ context.Context, r *primitive.SendResult, err error) {
+			defer wg.Done()
+			out[i].err = halfOf(r, err, &out[i].h)
+		}, pm)
+		if err != nil {
+			wg.Done()
+			out[i].err = err
+		}
+	}
+	wg.Wait()
+	var errs []error
+	for i := range out {
+		if out[i].err != nil {
+			q := out[i].q
+			errs = append(errs, fmt.Errorf("topic %s queue %d (broker %s queue %d): prepare: %w",
+				w.s.topic, q, w.mqs[q].BrokerName, w.mqs[q].QueueId, out[i].err))
+			if len(errs) == 3 {
+				break
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	w.mu.Lock()
+	t := w.txns[txn]
+	if t == nil {
+		t = make([][]rmqHalf, len(w.mqs))
+		w.txns[txn] = t
+	}
+	for i := range out {
+		t[out[i].q] = append(t[out[i].q], out[i].h)
+	}
+	w.mu.Unlock()
+	return nil
+}
+
+// halfOf reads the handle of a prepared message from its send result.
+func halfOf(r *primitive.SendResult, err error, h *rmqHalf) error {
+	if err != nil {
+		return err
+	}
+	if r.Status != primitive.SendOK {
+		return fmt.Errorf("send status %v", r.Status)
+	}
+	id := r.OffsetMsgID
+	if id == "" {
+		id = r.MsgID
+	}
+	mid, err := primitive.UnmarshalMsgID([]byte(id))
+	if err != nil {
+		return fmt.Errorf("the broker's message id %q: %w", id, err)
+	}
+	*h = rmqHalf{queueOffset: r.QueueOffset, commitLogOffset: mid.Offset, msgID: r.MsgID}
+	return nil
+}
+
+func (w *rmqTxWriter) End(ctx context.Context, txn string, commit bool) error {
+	w.mu.Lock()
+	t := w.txns[txn]
+	w.mu.Unlock()
+	if err := w.endHalves(ctx, t, commit); err != nil {
+		return fmt.Errorf("topic %s: end transaction %s: %w", w.s.topic, txn, err)
+	}
+	w.mu.Lock()
+	delete(w.txns, txn)
+	w.mu.Unlock()
+	return nil
+}
+
+// endHalves ends each queue's messages in turn, the queues in parallel.
+func (w *rmqTxWriter) endHalves(ctx context.Context, t [][]rmqHalf, commit bool) error {
+	decision := txnRollback
+	if commit {
+		decision = txnCommit
+	}
+	errs := make([]error, len(t))
+	var wg sync.WaitGroup
+	for q, hs := range t {
+		if len(hs) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, h := range hs {
+				if err := w.links[q].end(ctx, w.group, h, decision); err != nil {
+					errs[q] = fmt.Errorf("queue %d: %w", q, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Record is 'R', uvarint queues, uvarint n, then n times uvarint queue, varint half queue
+// offset, varint commit-log offset, uvarint len(msgId) msgId; a queue's messages in
+// prepare order.
+func (w *rmqTxWriter) Record(txn string) []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return encodeRMQTxRecord(w.txns[txn])
+}
+
+const rmqTxRecordKind = 'R'
+
+func encodeRMQTxRecord(t [][]rmqHalf) []byte {
+	n := 0
+	for _, hs := range t {
+		n += len(hs)
+	}
+	if n == 0 {
+		return nil
+	}
+	out := binary.AppendUvarint([]byte{rmqTxRecordKind}, uint64(len(t)))
+	out = binary.AppendUvarint(out, uint64(n))
+	for q, hs := range t {
+		for _, h := range hs {
+			out = binary.AppendUvarint(out, uint64(q))
+			out = binary.AppendVarint(out, h.queueOffset)
+			out = binary.AppendVarint(out, h.commitLogOffset)
+			out = binary.AppendUvarint(out, uint64(len(h.msgID)))
+			out = append(out, h.msgID...)
+		}
+	}
+	return out
+}
+
+// decodeRMQTxRecord is the inverse of encodeRMQTxRecord.
+func decodeRMQTxRecord(rec []byte) ([][]rmqHalf, error) {
+	if len(rec) == 0 {
+		return nil, nil
+	}
+	if rec[0] != rmqTxRecordKind {
+		return nil, fmt.Errorf("%w: kind %q, want %q (RocketMQ protocol)", ErrBadTxRecord, rec[0], rmqTxRecordKind)
+	}
+	rec = rec[1:]
+	uv := func(what string, i int) (uint64, error) {
+		v, k := binary.Uvarint(rec)
+		if k <= 0 {
+			return 0, fmt.Errorf("%w: message %d has no %s", ErrBadTxRecord, i, what)
+		}
+		rec = rec[k:]
+		return v, nil
+	}
+	sv := func(what string, i int) (int64, error) {
+		v, k := binary.Varint(rec)
+		if k <= 0 || v < 0 {
+			return 0, fmt.Errorf("%w: message %d has no %s", ErrBadTxRecord, i, what)
+		}
+		rec = rec[k:]
+		return v, nil
+	}
+	nq, err := uv("queue count", -1)
+	if err != nil || nq == 0 || nq > 1<<16 {
+		return nil, fmt.Errorf("%w: bad queue count", ErrBadTxRecord)
+	}
+	n, err := uv("message count", -1)
+	if err != nil || n > uint64(len(rec))/4 {
+		return nil, fmt.Errorf("%w: bad message count", ErrBadTxRecord)
+	}
+	t := make([][]rmqHalf, nq)
+	for i := 0; i < int(n); i++ {
+		q, err := uv("queue", i)
+		if err != nil {
+			return nil, err
+		}
+		if q >= nq {
+			return nil, fmt.Errorf("%w: message %d is of queue %d of %d", ErrBadTxRecord, i, q, nq)
+		}
+		var h rmqHalf
+		if h.queueOffset, err = sv("queue offset", i); err != nil {
+			return nil, err
+		}
+		if h.commitLogOffset, err = sv("commit-log offset", i); err != nil {
+			return nil, err
+		}
+		l, err := uv("message id", i)
+		if err != nil || l > uint64(len(rec)) {
+			return nil, fmt.Errorf("%w: message %d has no message id", ErrBadTxRecord, i)
+		}
+		h.msgID = string(rec[:l])
+		rec = rec[l:]
+		t[q] = append(t[q], h)
+	}
+	if len(rec) != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the last message", ErrBadTxRecord, len(rec))
+	}
+	return t, nil
+}
+
+func (w *rmqTxWriter) EndRecord(ctx context.Context, rec []byte, commit bool) error {
+	t, err := decodeRMQTxRecord(rec)
+	if err != nil {
+		return fmt.Errorf("topic %s: %w", w.s.topic, err)
+	}
+	if len(t) > 0 && len(t) != len(w.mqs) {
+		return fmt.Errorf("topic %s: a transaction recorded over %d queues, the topic has %d now", w.s.topic, len(t), len(w.mqs))
+	}
+	if err := w.endHalves(ctx, t, commit); err != nil {
+		return fmt.Errorf("topic %s: end a recorded transaction: %w", w.s.topic, err)
+	}
+	return nil
+}
+
+func (w *rmqTxWriter) Close() error {
+	w.closeLinks()
+	return w.sender.Shutdown()
+}
+
+func (w *rmqTxWriter) closeLinks() {
+	for _, l := range w.all {
+		l.close()
+	}
+}
+
+// The request codes and values a brokerLink uses.
+const (
+	reqHeartbeat        = 34
+	reqEndTransaction   = 37
+	reqCheckTransaction = 39
+	txnCommit           = "8"
+	txnRollback         = "12"
+	linkHeartbeat       = 20 * time.Second
+	linkRedial          = 2 * time.Second
+	linkRequestTimeout  = 10 * time.Second
+	linkMaxFrame        = 16 << 20
+	remotingLanguage    = "GO"
+	remotingVersion     = 479
+)
+
+// brokerLink is a writer's connection to one broker: requests are multiplexed by opaque (a
+// reader goroutine hands each answer to its caller), the broker's CHECK_TRANSACTION_STATE
+// requests are answered on it, and a heartbeat registers the writer's group on it when it
+// is dialled and every 20 s. A broken connection is dialled again by the next request or
+// within 2 s by the heartbeat loop.
+type brokerLink struct {
+	addr, clientID, group string
+	check                 TxCheck
+
+	mu      sync.Mutex // guards the fields below; wmu serialises writes
+	c       net.Conn
+	wmu     sync.Mutex
+	pending map[int32]chan *remoting.Command
+	closed  bool
+	done    chan struct{}
+	loop    sync.WaitGroup
+}
+
+func newBrokerLink(addr, clientID, group string, check TxCheck) *brokerLink {
+	return &brokerLink{addr: addr, clientID: clientID, group: group, check: check, done: make(chan struct{})}
+}
+
+// start dials the broker, registers the group and keeps the link up until close.
+func (l *brokerLink) start(ctx context.Context) error {
+	if _, err := l.conn(ctx); err != nil {
+		return err
+	}
+	l.loop.Add(1)
+	go l.keepAlive()
+	return nil
+}
+
+// conn returns the live connection, dialling (and registering the group) when there is none.
+func (l *brokerLink) conn(ctx context.Context) (net.Conn, error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, net.ErrClosed
+	}
+	if c := l.c; c != nil {
+		l.mu.Unlock()
+		return c, nil
+	}
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, linkRequestTimeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", l.addr)
+	if err != nil {
+		return nil, fmt.Errorf("broker %s: %w", l.addr, err)
+	}
+	l.mu.Lock()
+	if l.closed || l.c != nil {
+		// Closed meanwhile, or another caller dialled first: use theirs.
+		cur, closed := l.c, l.closed
+		l.mu.Unlock()
+		c.Close()
+		if closed {
+			return nil, net.ErrClosed
+		}
+		return cur, nil
+	}
+	l.c = c
+	l.pending = map[int32]chan *remoting.Command{}
+	l.mu.Unlock()
+	l.loop.Add(1)
+	go l.read(c)
+	if err := l.heartbeat(ctx); err != nil {
+		l.drop(c)
+		return nil, err
+	}
+	return c, nil
+}
+
+// heartbeat registers the group as a producer on the connection.
+func (l *brokerLink) heartbeat(ctx context.Context) error {
+	body, _ := json.Marshal(map[string]any{"clientID": l.clientID,
+		"producerDataSet": []map[string]string{{"groupName": l.group}}, "consumerDataSet": []any{}})
+	resp, err := l.call(ctx, &remoting.Command{Code: reqHeartbeat, Body: body})
+	if err != nil {
+		return err
+	}
+	if resp.Code != respSuccess {
+		return fmt.Errorf("broker %s refuses the heartbeat of %s (code %d: %s)", l.addr, l.group, resp.Code, resp.Remark)
+	}
+	return nil
+}
+
+func (l *brokerLink) keepAlive() {
+	defer l.loop.Done()
+	last := time.Now()
+	t := time.NewTicker(linkRedial)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		up := l.c != nil
+		l.mu.Unlock()
+		switch {
+		case !up:
+			if _, err := l.conn(context.Background()); err == nil {
+				last = time.Now()
+			}
+		case time.Since(last) >= linkHeartbeat:
+			if err := l.heartbeat(context.Background()); err == nil {
+				last = time.Now()
+			}
+		}
+	}
+}
+
+// call sends req and waits for its answer.
+func (l *brokerLink) call(ctx context.Context, req *remoting.Command) (*remoting.Command, error) {
+	c, err := l.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	req.Language, req.Version, req.Opaque = remotingLanguage, remotingVersion, adminOpaque.Add(1)
+	ch := make(chan *remoting.Command, 1)
+	l.mu.Lock()
+	if l.c != c {
+		l.mu.Unlock()
+		return nil, fmt.Errorf("broker %s: connection lost", l.addr)
+	}
+	l.pending[req.Opaque] = ch
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		if l.pending != nil {
+			delete(l.pending, req.Opaque)
+		}
+		l.mu.Unlock()
+	}()
+	if err := l.write(c, req); err != nil {
+		return nil, err
+	}
+	t := time.NewTimer(linkRequestTimeout)
+	defer t.Stop()
+	select {
+	case resp, ok := <-ch:
+		if !ok {
+			return nil, fmt.Errorf("broker %s: connection lost before the answer", l.addr)
+		}
+		return resp, nil
+	case <-t.C:
+		l.drop(c)
+		return nil, fmt.Errorf("broker %s: no answer within %v", l.addr, linkRequestTimeout)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (l *brokerLink) write(c net.Conn, cmd *remoting.Command) error {
+	f, err := remoting.Encode(nil, cmd)
+	if err != nil {
+		return err
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	c.SetWriteDeadline(time.Now().Add(linkRequestTimeout))
+	if _, err := c.Write(f); err != nil {
+		l.drop(c)
+		return fmt.Errorf("broker %s: %w", l.addr, err)
+	}
+	return nil
+}
+
+// read hands answers to their callers and check-backs to answerCheck until c fails.
+func (l *brokerLink) read(c net.Conn) {
+	defer l.loop.Done()
+	defer l.drop(c)
+	var buf []byte
+	for {
+		p, err := remoting.ReadFrame(c, linkMaxFrame, buf[:0])
+		if err != nil {
+			return
+		}
+		buf = p
+		cmd, err := remoting.Decode(p)
+		if err != nil {
+			return
+		}
+		if cmd.IsResponse() {
+			l.mu.Lock()
+			ch := l.pending[cmd.Opaque]
+			delete(l.pending, cmd.Opaque)
+			l.mu.Unlock()
+			if ch != nil {
+				ch <- cmd
+			}
+			continue
+		}
+		if cmd.Code == reqCheckTransaction {
+			go l.answerCheck(c, cmd)
+		}
+	}
+}
+
+// answerCheck decides the prepared message a check-back is about by its transaction and
+// tells the broker (nothing when the answer is "unknown": the broker asks again later).
+func (l *brokerLink) answerCheck(c net.Conn, req *remoting.Command) {
+	txn, uniq, ok := checkedTxn(req.Body)
+	if !ok {
+		return
+	}
+	var decision string
+	switch l.check(txn) {
+	case TxCommit:
+		decision = txnCommit
+	case TxRollback:
+		decision = txnRollback
+	default:
+		return
+	}
+	msgID := req.Ext("msgId")
+	if uniq != "" {
+		msgID = uniq
+	}
+	txnID := req.Ext("transactionId")
+	if txnID == "" {
+		txnID = msgID
+	}
+	l.write(c, &remoting.Command{Code: reqEndTransaction, Language: remotingLanguage, Version: remotingVersion,
+		Opaque: adminOpaque.Add(1), Flag: remoting.FlagOneway, ExtFields: map[string]string{
+			"producerGroup":        l.group,
+			"tranStateTableOffset": req.Ext("tranStateTableOffset"),
+			"commitLogOffset":      req.Ext("commitLogOffset"),
+			"commitOrRollback":     decision,
+			"fromTransactionCheck": "true",
+			"msgId":                msgID,
+			"transactionId":        txnID,
+		}})
+}
+
+// checkedTxn reads the transaction (PropTxn) and the client message id (UNIQ_KEY) of the
+// message a check-back carries, a record in RocketMQ's stored layout (docs/broker.md):
+// fixed fields, hosts of 8 or (IPv6) 20 bytes, body, topic (a 1-byte length, 2 with the
+// second magic code), properties. ok is false when the body is not such a record.
+func checkedTxn(body []byte) (txn, uniq string, ok bool) {
+	const (
+		magicV1    = 0xDAA320A7
+		magicV2    = 0xDAA320AB
+		bornHostV6 = 0x10
+		storeHost6 = 0x20
+	)
+	be := binary.BigEndian
+	if len(body) < 40 {
+		return "", "", false
+	}
+	magic := be.Uint32(body[4:])
+	if magic != magicV1 && magic != magicV2 {
+		return "", "", false
+	}
+	sysFlag := be.Uint32(body[36:])
+	p := 40 + 8 // born timestamp
+	p += 8
+	if sysFlag&bornHostV6 != 0 {
+		p += 12
+	}
+	p += 8 // store timestamp
+	p += 8
+	if sysFlag&storeHost6 != 0 {
+		p += 12
+	}
+	p += 4 + 8 // reconsume times, prepared transaction offset
+	next := func(width int) ([]byte, bool) {
+		if p+width > len(body) {
+			return nil, false
+		}
+		var n int
+		switch width {
+		case 1:
+			n = int(body[p])
+		case 2:
+			n = int(be.Uint16(body[p:]))
+		default:
+			n = int(be.Uint32(body[p:]))
+		}
+		p += width
+		if n < 0 || n > len(body)-p {
+			return nil, false
+		}
+		v := body[p : p+n]
+		p += n
+		return v, true
+	}
+	if _, ok := next(4); !ok { // body
+		return "", "", false
+	}
+	topicWidth := 1
+	if magic == magicV2 {
+		topicWidth = 2
+	}
+	if _, ok := next(topicWidth); !ok {
+		return "", "", false
+	}
+	props, ok := next(2)
+	if !ok {
+		return "", "", false
+	}
+	pm := broker.DecodeProperties(props)
+	return pm[PropTxn], pm[primitive.PropertyUniqueClientMessageIdKeyIndex], true
+}
+
+// end sends END_TRANSACTION for h and waits for the broker's answer.
+func (l *brokerLink) end(ctx context.Context, group string, h rmqHalf, decision string) error {
+	resp, err := l.call(ctx, &remoting.Command{Code: reqEndTransaction, ExtFields: map[string]string{
+		"producerGroup":        group,
+		"tranStateTableOffset": strconv.FormatInt(h.queueOffset, 10),
+		"commitLogOffset":      strconv.FormatInt(h.commitLogOffset, 10),
+		"commitOrRollback":     decision,
+		"fromTransactionCheck": "false",
+		"msgId":                h.msgID,
+		"transactionId":        h.msgID,
+	}})
+	if err != nil {
+		return err
+	}
+	if resp.Code != respSuccess {
+		return fmt.Errorf("broker %s answers code %d: %s", l.addr, resp.Code, resp.Remark)
+	}
+	return nil
+}
+
+// drop forgets c (when it is still the link's connection) and fails the requests waiting on it.
+func (l *brokerLink) drop(c net.Conn) {
+	c.Close()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != c {
+		return
+	}
+	l.c = nil
+	for _, ch := range l.pending {
+		close(ch)
+	}
+	l.pending = nil
+}
+
+func (l *brokerLink) close() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	c := l.c
+	l.mu.Unlock()
+	close(l.done)
+	if c != nil {
+		l.drop(c)
+	}
+	l.loop.Wait()
+}
