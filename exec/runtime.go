@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -518,7 +519,7 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 			return err
 		}
 		op.bad, op.schema = st.bad(), ps.Sink.Schema
-		if ps.Sink.Options[DeliveryOption] == DeliveryTransactional && !env.AtLeastOnce && env.CheckpointInterval > 0 {
+		if strings.EqualFold(strings.TrimSpace(ps.Sink.Options[DeliveryOption]), DeliveryTransactional) && !env.AtLeastOnce && env.CheckpointInterval > 0 {
 			ts, ok := op.sink.(connectors.TxSink)
 			if !ok {
 				op.Close()

@@ -43,8 +43,8 @@ import (
 // topic exactly once: DeliveryOutbox (default) or DeliveryTransactional.
 const (
 	DeliveryOption        = "delivery"
-	DeliveryOutbox        = "outbox"
-	DeliveryTransactional = "transactional"
+	DeliveryOutbox        = connectors.DeliveryOutbox
+	DeliveryTransactional = connectors.DeliveryTransactional
 )
 
 // txOutput is the transactional state of a sinkOp. The stage goroutine runs prepare and
