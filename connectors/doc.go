@@ -31,8 +31,8 @@
 //     consumer group's offsets synchronously (rocketmq_admin.go, docs/broker.md "Protocol
 //     notes").
 //   - Both topic sinks are TxSinks (tx.go): Transactional gives a TxWriter that prepares
-//     messages invisibly, commits or rolls back a transaction (per queue in prepare
-//     order), records what it prepared so that a later writer of the same producer group
+//     messages invisibly, commits or rolls back a transaction (a key's messages in
+//     prepare order), records what it prepared so that a later writer of the same producer group
 //     can end it (EndRecord; decoding a bad record wraps ErrBadTxRecord), and answers the
 //     broker's check-backs through a TxCheck (broker_tx.go in process, rocketmq_tx.go
 //     over the protocol, with its own connection per broker for END_TRANSACTION and

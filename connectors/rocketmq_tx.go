@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"net"
 	"strconv"
 	"sync"
@@ -34,15 +35,30 @@ import (
 //     group there with a heartbeat as soon as it starts and every 20 s, answers the
 //     CHECK_TRANSACTION_STATE requests that arrive on it with END_TRANSACTION (one-way,
 //     fromTransactionCheck, as rocketmq-client-go does), and sends End's END_TRANSACTION
-//     as requests, waiting for each answer before the next message of the same queue:
-//     committed messages reach a queue in prepare order whichever way the broker schedules
-//     requests. Queues are ended in parallel.
+//     as requests. A queue's messages are spread over txLanes lanes by key (unkeyed ones
+//     in rotation); a lane waits for each answer before its next request, so the messages
+//     of a key reach their queue in prepare order whichever way the broker schedules
+//     requests (Apache RocketMQ ends transactions on a thread pool). Lanes and queues are
+//     ended in parallel.
 
-// rmqHalf is what END_TRANSACTION needs of a prepared message.
+// rmqHalf is what END_TRANSACTION needs of a prepared message, and its lane.
 type rmqHalf struct {
 	queueOffset     int64 // tranStateTableOffset
 	commitLogOffset int64
 	msgID           string // the client's message id (UNIQ_KEY), also its transactionId
+	lane            int    // 0 to txLanes-1: messages of a lane are ended one after the other
+}
+
+// txLanes is how many END_TRANSACTION requests of one queue may be in flight at once.
+const txLanes = 16
+
+// laneOf is the lane of the i-th message of a Prepare call: by key (a hash independent of
+// the queue's, so a queue's keys spread over all lanes), in rotation without one.
+func laneOf(key []byte, i int) int {
+	if len(key) == 0 {
+		return i % txLanes
+	}
+	return int(crc32.ChecksumIEEE(key) % txLanes)
 }
 
 // rmqTxWriter is a TxWriter over the RocketMQ protocol.
@@ -137,6 +153,7 @@ func (w *rmqTxWriter) Prepare(ctx context.Context, txn string, msgs []Message) e
 	w.mu.Lock()
 	for i := range msgs {
 		out[i].q = pickQueue(msgs[i].Key, len(w.mqs), &w.rr)
+		out[i].h.lane = laneOf(msgs[i].Key, w.rr+i)
 	}
 	w.mu.Unlock()
 	var wg sync.WaitGroup
@@ -200,7 +217,7 @@ func halfOf(r *primitive.SendResult, err error, h *rmqHalf) error {
 	if err != nil {
 		return fmt.Errorf("the broker's message id %q: %w", id, err)
 	}
-	*h = rmqHalf{queueOffset: r.QueueOffset, commitLogOffset: mid.Offset, msgID: r.MsgID}
+	h.queueOffset, h.commitLogOffset, h.msgID = r.QueueOffset, mid.Offset, r.MsgID
 	return nil
 }
 
@@ -217,36 +234,42 @@ func (w *rmqTxWriter) End(ctx context.Context, txn string, commit bool) error {
 	return nil
 }
 
-// endHalves ends each queue's messages in turn, the queues in parallel.
+// endHalves ends each lane's messages in turn, the lanes of every queue in parallel.
 func (w *rmqTxWriter) endHalves(ctx context.Context, t [][]rmqHalf, commit bool) error {
 	decision := txnRollback
 	if commit {
 		decision = txnCommit
 	}
-	errs := make([]error, len(t))
+	errs := make([]error, len(t)*txLanes)
 	var wg sync.WaitGroup
 	for q, hs := range t {
-		if len(hs) == 0 {
-			continue
+		var lanes [txLanes][]rmqHalf
+		for _, h := range hs {
+			lanes[h.lane] = append(lanes[h.lane], h)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for _, h := range hs {
-				if err := w.links[q].end(ctx, w.group, h, decision); err != nil {
-					errs[q] = fmt.Errorf("queue %d: %w", q, err)
-					return
-				}
+		for l, lhs := range lanes {
+			if len(lhs) == 0 {
+				continue
 			}
-		}()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, h := range lhs {
+					if err := w.links[q].end(ctx, w.group, h, decision); err != nil {
+						errs[q*txLanes+l] = fmt.Errorf("queue %d: %w", q, err)
+						return
+					}
+				}
+			}()
+		}
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
-// Record is 'R', uvarint queues, uvarint n, then n times uvarint queue, varint half queue
-// offset, varint commit-log offset, uvarint len(msgId) msgId; a queue's messages in
-// prepare order.
+// Record is 'R', uvarint queues, uvarint n, then n times uvarint queue, uvarint lane,
+// varint half queue offset, varint commit-log offset, uvarint len(msgId) msgId; a queue's
+// messages in prepare order.
 func (w *rmqTxWriter) Record(txn string) []byte {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -268,6 +291,7 @@ func encodeRMQTxRecord(t [][]rmqHalf) []byte {
 	for q, hs := range t {
 		for _, h := range hs {
 			out = binary.AppendUvarint(out, uint64(q))
+			out = binary.AppendUvarint(out, uint64(h.lane))
 			out = binary.AppendVarint(out, h.queueOffset)
 			out = binary.AppendVarint(out, h.commitLogOffset)
 			out = binary.AppendUvarint(out, uint64(len(h.msgID)))
@@ -320,6 +344,14 @@ func decodeRMQTxRecord(rec []byte) ([][]rmqHalf, error) {
 			return nil, fmt.Errorf("%w: message %d is of queue %d of %d", ErrBadTxRecord, i, q, nq)
 		}
 		var h rmqHalf
+		lane, err := uv("lane", i)
+		if err != nil {
+			return nil, err
+		}
+		if lane >= txLanes {
+			return nil, fmt.Errorf("%w: message %d is of lane %d of %d", ErrBadTxRecord, i, lane, txLanes)
+		}
+		h.lane = int(lane)
 		if h.queueOffset, err = sv("queue offset", i); err != nil {
 			return nil, err
 		}

@@ -53,8 +53,9 @@ type TxWriter interface {
 	// same group and topic (after a restart); nil when nothing.
 	Record(txn string) []byte
 	// End commits or rolls back every message this writer prepared in txn, and returns once
-	// the broker applied the decision: a commit makes them visible, per queue in the order
-	// they were prepared. Ending a transaction with nothing prepared does nothing.
+	// the broker applied the decision: a commit makes them visible, the messages of a key
+	// in the order they were prepared (in process: those of a queue). Ending a transaction
+	// with nothing prepared does nothing.
 	End(ctx context.Context, txn string, commit bool) error
 	// EndRecord decides the messages of a Record as End does. A message already decided
 	// is skipped by the bundled broker; Apache RocketMQ commits it again
