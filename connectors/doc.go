@@ -27,24 +27,18 @@
 //   - Topics: BrokerSource/BrokerSink (the bundled broker in process) and
 //     RocketMQSource/RocketMQSink (any name server, rocketmq-client-go) pass one conformance
 //     test body. A missing topic is created with RocketMQConfig.CreateTopics on the master
-<<<<<<< HEAD
-//     brokers the name server's cluster info names. GroupOffsets reads and commits a
-//     consumer group's offsets synchronously (rocketmq_admin.go, docs/broker.md "Protocol
-//     notes").
-//   - Both topic sinks are TxSinks (tx.go): Transactional gives a TxWriter that prepares
-//     messages invisibly, commits or rolls back a transaction (a key's messages in
-//     prepare order), records what it prepared so that a later writer of the same producer group
-//     can end it (EndRecord; decoding a bad record wraps ErrBadTxRecord), and answers the
-//     broker's check-backs through a TxCheck (broker_tx.go in process, rocketmq_tx.go
-//     over the protocol, with its own connection per broker for END_TRANSACTION and
-//     CHECK_TRANSACTION_STATE).
-=======
 //     brokers the name server's cluster info names (with a request of rsql's own, signed
 //     and checked: rocketmq-client-go's admin client does neither). GroupOffsets reads and
 //     commits a consumer group's offsets synchronously (rocketmq_admin.go, docs/broker.md
 //     "Protocol notes"). RocketMQConfig.Credentials sign every request of these, clients
 //     and admin calls alike, for brokers with access control (docs/security.md).
->>>>>>> main
+//   - Both topic sinks are TxSinks (tx.go): Transactional gives a TxWriter that prepares
+//     messages invisibly, commits or rolls back a transaction (a key's messages in
+//     prepare order), records what it prepared so that a later writer of the same
+//     producer group can end it (EndRecord; decoding a bad record wraps ErrBadTxRecord),
+//     and answers the broker's check-backs through a TxCheck (broker_tx.go in process,
+//     rocketmq_tx.go over the protocol, with its own connection per broker for
+//     END_TRANSACTION and CHECK_TRANSACTION_STATE).
 //   - OpenNexmarkSource(options, schema, columns) generates the Nexmark benchmark's events
 //     (docs/nexmark.md): deterministic for its options, split by epochs of 50 events,
 //     bounded when events > 0. It is a RowSource: OpenRows hands over typed rows of the

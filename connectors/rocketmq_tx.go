@@ -77,7 +77,7 @@ type rmqTxWriter struct {
 
 // Transactional starts transactional writing to the sink's topic as producer group group.
 func (s *RocketMQSink) Transactional(ctx context.Context, group string, check TxCheck) (TxWriter, error) {
-	route, err := fetchRoute(ctx, s.cfg.NameServer, s.topic)
+	route, err := fetchRoute(ctx, s.cfg.Credentials, s.cfg.NameServer, s.topic)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func (s *RocketMQSink) Transactional(ctx context.Context, group string, check Tx
 	for i, a := range addrs {
 		l := byAddr[a]
 		if l == nil {
-			l = newBrokerLink(a, clientID, group, check)
+			l = newBrokerLink(a, clientID, group, check, s.cfg.Credentials)
 			byAddr[a] = l
 			w.all = append(w.all, l)
 		}
@@ -107,7 +107,7 @@ func (s *RocketMQSink) Transactional(ctx context.Context, group string, check Tx
 		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.cfg.NameServer})),
 		producer.WithGroupName(s.cfg.Group), producer.WithInstanceName(instanceName("txsend")),
 		producer.WithQueueSelector(producer.NewManualQueueSelector()), producer.WithRetry(2),
-		producer.WithSendMsgTimeout(s.cfg.SendTimeout))
+		producer.WithSendMsgTimeout(s.cfg.SendTimeout), producer.WithCredentials(s.cfg.clientCredentials()))
 	if err == nil {
 		err = sender.Start()
 	}
@@ -416,10 +416,12 @@ const (
 // reader goroutine hands each answer to its caller), the broker's CHECK_TRANSACTION_STATE
 // requests are answered on it, and a heartbeat registers the writer's group on it when it
 // is dialled and every 20 s. A broken connection is dialled again by the next request or
-// within 2 s by the heartbeat loop.
+// within 2 s by the heartbeat loop. Every request it sends is signed with creds (a broker
+// with access control; nothing when they are empty).
 type brokerLink struct {
 	addr, clientID, group string
 	check                 TxCheck
+	creds                 remoting.Credentials
 
 	mu      sync.Mutex // guards the fields below; wmu serialises writes
 	c       net.Conn
@@ -430,8 +432,8 @@ type brokerLink struct {
 	loop    sync.WaitGroup
 }
 
-func newBrokerLink(addr, clientID, group string, check TxCheck) *brokerLink {
-	return &brokerLink{addr: addr, clientID: clientID, group: group, check: check, done: make(chan struct{})}
+func newBrokerLink(addr, clientID, group string, check TxCheck, creds remoting.Credentials) *brokerLink {
+	return &brokerLink{addr: addr, clientID: clientID, group: group, check: check, creds: creds, done: make(chan struct{})}
 }
 
 // start dials the broker, registers the group and keeps the link up until close.
@@ -534,6 +536,7 @@ func (l *brokerLink) call(ctx context.Context, req *remoting.Command) (*remoting
 		return nil, err
 	}
 	req.Language, req.Version, req.Opaque = remotingLanguage, remotingVersion, adminOpaque.Add(1)
+	l.creds.Sign(req)
 	ch := make(chan *remoting.Command, 1)
 	l.mu.Lock()
 	if l.c != c {
@@ -638,7 +641,7 @@ func (l *brokerLink) answerCheck(c net.Conn, req *remoting.Command) {
 	if txnID == "" {
 		txnID = msgID
 	}
-	l.write(c, &remoting.Command{Code: reqEndTransaction, Language: remotingLanguage, Version: remotingVersion,
+	end := &remoting.Command{Code: reqEndTransaction, Language: remotingLanguage, Version: remotingVersion,
 		Opaque: adminOpaque.Add(1), Flag: remoting.FlagOneway, ExtFields: map[string]string{
 			"producerGroup":        l.group,
 			"tranStateTableOffset": req.Ext("tranStateTableOffset"),
@@ -647,7 +650,9 @@ func (l *brokerLink) answerCheck(c net.Conn, req *remoting.Command) {
 			"fromTransactionCheck": "true",
 			"msgId":                msgID,
 			"transactionId":        txnID,
-		}})
+		}}
+	l.creds.Sign(end)
+	l.write(c, end)
 }
 
 // checkedTxn reads the transaction (PropTxn) and the client message id (UNIQ_KEY) of the
