@@ -2,19 +2,21 @@ package connectors
 
 import (
 	"context"
+	crand "crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/apache/rocketmq-client-go/v2/producer"
 
 	"rsql/broker"
 	"rsql/broker/remoting"
@@ -23,15 +25,18 @@ import (
 // Transactional writing over the RocketMQ protocol (docs/guarantees.md, "Transactional
 // output"), to the bundled broker of another process or to Apache RocketMQ:
 //
-//   - Prepared messages are sent one by one — RocketMQ refuses transactional messages in a
-//     batch — but asynchronously, a whole Prepare call in flight at once, by a producer of
-//     the sink's own group with rocketmq-client-go. They carry TRAN_MSG, the writer's group
-//     as PGROUP (where check-backs go) and the transaction as RSQL_TXN.
+//   - Prepared messages are sent one request each (SEND_MESSAGE_V2) — RocketMQ refuses
+//     transactional messages in a batch — but pipelined: a Prepare call writes the
+//     requests of all its messages for a broker at once and then collects the answers.
+//     They carry TRAN_MSG (and the prepared flag in sysFlag), the writer's group as PGROUP
+//     (where check-backs go), a client message id of the writer's own (UNIQ_KEY), the key
+//     as KEYS and the transaction as RSQL_TXN.
 //   - rocketmq-client-go ends a transaction only right after its send, with the outcome of
 //     a local callback, one-way, and its transaction producer registers its group with a
 //     broker only once it has sent to one (so check-backs of a restarted writer would wait
-//     for its first send). The writer therefore keeps a connection of its own to each
-//     master broker of the topic (brokerLink, rsql's remoting codec): it registers the
+//     for its first send); its sends cost a goroutine and a connection-wide lock each. The
+//     writer therefore does without it and keeps a connection of its own to each master
+//     broker of the topic (brokerLink, rsql's remoting codec): it sends there, registers the
 //     group there with a heartbeat as soon as it starts and every 20 s, answers the
 //     CHECK_TRANSACTION_STATE requests that arrive on it with END_TRANSACTION (one-way,
 //     fromTransactionCheck, as rocketmq-client-go does), and sends End's END_TRANSACTION
@@ -63,12 +68,12 @@ func laneOf(key []byte, i int) int {
 
 // rmqTxWriter is a TxWriter over the RocketMQ protocol.
 type rmqTxWriter struct {
-	s      *RocketMQSink
-	group  string
-	sender rocketmq.Producer         // sends prepared messages
-	mqs    []*primitive.MessageQueue // queue i of the sink
-	links  []*brokerLink             // the master broker of mqs[i]
-	all    []*brokerLink             // one per broker
+	s     *RocketMQSink
+	group string
+	ids   *uniqIDs
+	mqs   []*primitive.MessageQueue // queue i of the sink
+	links []*brokerLink             // the master broker of mqs[i]
+	all   []*brokerLink             // one per broker
 
 	mu   sync.Mutex
 	rr   int
@@ -85,7 +90,7 @@ func (s *RocketMQSink) Transactional(ctx context.Context, group string, check Tx
 	if len(mqs) != s.n {
 		return nil, fmt.Errorf("topic %s: the route has %d writable queues, the sink %d", s.topic, len(mqs), s.n)
 	}
-	w := &rmqTxWriter{s: s, group: group, mqs: mqs, links: make([]*brokerLink, len(mqs)), txns: map[string][][]rmqHalf{}}
+	w := &rmqTxWriter{s: s, group: group, ids: newUniqIDs(), mqs: mqs, links: make([]*brokerLink, len(mqs)), txns: map[string][][]rmqHalf{}}
 	byAddr := map[string]*brokerLink{}
 	clientID := "rsql@" + instanceName("tx")
 	for i, a := range addrs {
@@ -103,19 +108,6 @@ func (s *RocketMQSink) Transactional(ctx context.Context, group string, check Tx
 			return nil, fmt.Errorf("topic %s: transactional writing as %s: %w", s.topic, group, err)
 		}
 	}
-	sender, err := rocketmq.NewProducer(
-		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{s.cfg.NameServer})),
-		producer.WithGroupName(s.cfg.Group), producer.WithInstanceName(instanceName("txsend")),
-		producer.WithQueueSelector(producer.NewManualQueueSelector()), producer.WithRetry(2),
-		producer.WithSendMsgTimeout(s.cfg.SendTimeout), producer.WithCredentials(s.cfg.clientCredentials()))
-	if err == nil {
-		err = sender.Start()
-	}
-	if err != nil {
-		w.closeLinks()
-		return nil, fmt.Errorf("topic %s: start a producer at %s: %w", s.topic, s.cfg.NameServer, err)
-	}
-	w.sender = sender
 	return w, nil
 }
 
@@ -144,47 +136,53 @@ func routeQueues(topic string, r *topicRoute) ([]*primitive.MessageQueue, []stri
 }
 
 func (w *rmqTxWriter) Prepare(ctx context.Context, txn string, msgs []Message) error {
-	type sent struct {
-		q   int
-		h   rmqHalf
-		err error
+	if len(msgs) == 0 {
+		return nil
 	}
-	out := make([]sent, len(msgs))
+	hs := make([]rmqHalf, len(msgs))
+	qs := make([]int, len(msgs))
 	w.mu.Lock()
 	for i := range msgs {
-		out[i].q = pickQueue(msgs[i].Key, len(w.mqs), &w.rr)
-		out[i].h.lane = laneOf(msgs[i].Key, w.rr+i)
+		qs[i] = pickQueue(msgs[i].Key, len(w.mqs), &w.rr)
+		hs[i].lane = laneOf(msgs[i].Key, w.rr+i)
 	}
 	w.mu.Unlock()
-	var wg sync.WaitGroup
+	// The requests of each broker, written at once.
+	byLink := map[*brokerLink][]int{}
 	for i := range msgs {
-		pm := w.s.message(msgs[i])
-		pm.WithProperty(PropTxn, txn)
-		pm.WithProperty(primitive.PropertyTransactionPrepared, "true")
-		pm.WithProperty(primitive.PropertyProducerGroup, w.group)
-		pm.Queue = w.mqs[out[i].q]
-		wg.Add(1)
-		err := w.sender.SendAsync(ctx, func(_ context.Context, r *primitive.SendResult, err error) {
-			defer wg.Done()
-			out[i].err = halfOf(r, err, &out[i].h)
-		}, pm)
-		if err != nil {
-			wg.Done()
-			out[i].err = err
+		l := w.links[qs[i]]
+		byLink[l] = append(byLink[l], i)
+	}
+	born := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for l, idx := range byLink {
+		reqs := make([]*remoting.Command, len(idx))
+		for k, i := range idx {
+			hs[i].msgID = w.ids.next()
+			reqs[k] = w.sendRequest(msgs[i], txn, hs[i].msgID, w.mqs[qs[i]].QueueId, born)
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resps, err := l.callMany(ctx, reqs)
+			for k, i := range idx {
+				if err == nil {
+					err = halfOf(resps[k], &hs[i])
+				}
+				if err != nil {
+					q := qs[i]
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("topic %s queue %d (broker %s queue %d): prepare: %w",
+						w.s.topic, q, w.mqs[q].BrokerName, w.mqs[q].QueueId, err))
+					mu.Unlock()
+					return
+				}
+			}
+		}()
 	}
 	wg.Wait()
-	var errs []error
-	for i := range out {
-		if out[i].err != nil {
-			q := out[i].q
-			errs = append(errs, fmt.Errorf("topic %s queue %d (broker %s queue %d): prepare: %w",
-				w.s.topic, q, w.mqs[q].BrokerName, w.mqs[q].QueueId, out[i].err))
-			if len(errs) == 3 {
-				break
-			}
-		}
-	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
@@ -194,31 +192,69 @@ func (w *rmqTxWriter) Prepare(ctx context.Context, txn string, msgs []Message) e
 		t = make([][]rmqHalf, len(w.mqs))
 		w.txns[txn] = t
 	}
-	for i := range out {
-		t[out[i].q] = append(t[out[i].q], out[i].h)
+	for i := range hs {
+		t[qs[i]] = append(t[qs[i]], hs[i])
 	}
 	w.mu.Unlock()
 	return nil
 }
 
-// halfOf reads the handle of a prepared message from its send result.
-func halfOf(r *primitive.SendResult, err error, h *rmqHalf) error {
-	if err != nil {
-		return err
+// sysFlagPrepared is the sysFlag bit of a prepared transactional message.
+const sysFlagPrepared = 1 << 2
+
+// sendRequest is the SEND_MESSAGE_V2 request of m as a prepared message of txn.
+func (w *rmqTxWriter) sendRequest(m Message, txn, uniq string, queueID int, born string) *remoting.Command {
+	props := map[string]string{
+		PropTxn: txn, primitive.PropertyTransactionPrepared: "true", primitive.PropertyProducerGroup: w.group,
+		primitive.PropertyUniqueClientMessageIdKeyIndex: uniq, primitive.PropertyWaitStoreMsgOk: "true",
 	}
-	if r.Status != primitive.SendOK {
-		return fmt.Errorf("send status %v", r.Status)
+	if len(m.Key) > 0 {
+		props[primitive.PropertyKeys] = string(m.Key)
 	}
-	id := r.OffsetMsgID
-	if id == "" {
-		id = r.MsgID
+	if m.ID != "" {
+		props[PropMessageID] = m.ID
 	}
+	return &remoting.Command{Code: reqSendMessageV2, Body: m.Body, ExtFields: map[string]string{
+		"a": w.group, "b": w.s.topic, "c": "TBW102", "d": "4", "e": strconv.Itoa(queueID),
+		"f": strconv.Itoa(sysFlagPrepared), "g": born, "h": "0", "i": string(broker.EncodeProperties(props)),
+		"j": "0", "k": "false", "l": "16", "m": "false",
+	}}
+}
+
+// halfOf reads the handle of a prepared message from the answer to its send.
+func halfOf(r *remoting.Command, h *rmqHalf) error {
+	if r.Code != respSuccess {
+		return fmt.Errorf("the broker answers code %d: %s", r.Code, r.Remark)
+	}
+	id := r.Ext("msgId")
 	mid, err := primitive.UnmarshalMsgID([]byte(id))
 	if err != nil {
 		return fmt.Errorf("the broker's message id %q: %w", id, err)
 	}
-	h.queueOffset, h.commitLogOffset, h.msgID = r.QueueOffset, mid.Offset, r.MsgID
+	qoff, err := strconv.ParseInt(r.Ext("queueOffset"), 10, 64)
+	if err != nil {
+		return fmt.Errorf("the broker's queue offset %q: %w", r.Ext("queueOffset"), err)
+	}
+	h.queueOffset, h.commitLogOffset = qoff, mid.Offset
 	return nil
+}
+
+// uniqIDs makes client message ids (UNIQ_KEY) as RocketMQ's clients do: 32 hex digits, a
+// prefix fixed per writer (random here, where clients put their address and process id)
+// and a counter.
+type uniqIDs struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func newUniqIDs() *uniqIDs {
+	var b [8]byte
+	crand.Read(b[:])
+	return &uniqIDs{prefix: strings.ToUpper(hex.EncodeToString(b[:]))}
+}
+
+func (u *uniqIDs) next() string {
+	return u.prefix + fmt.Sprintf("%016X", u.n.Add(1))
 }
 
 func (w *rmqTxWriter) End(ctx context.Context, txn string, commit bool) error {
@@ -388,7 +424,7 @@ func (w *rmqTxWriter) EndRecord(ctx context.Context, rec []byte, commit bool) er
 
 func (w *rmqTxWriter) Close() error {
 	w.closeLinks()
-	return w.sender.Shutdown()
+	return nil
 }
 
 func (w *rmqTxWriter) closeLinks() {
@@ -399,6 +435,7 @@ func (w *rmqTxWriter) closeLinks() {
 
 // The request codes and values a brokerLink uses.
 const (
+	reqSendMessageV2    = 310
 	reqHeartbeat        = 34
 	reqEndTransaction   = 37
 	reqCheckTransaction = 39
@@ -569,6 +606,68 @@ func (l *brokerLink) call(ctx context.Context, req *remoting.Command) (*remoting
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// callMany sends reqs in one write and waits for all their answers (in reqs' order).
+func (l *brokerLink) callMany(ctx context.Context, reqs []*remoting.Command) ([]*remoting.Command, error) {
+	c, err := l.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	chs := make([]chan *remoting.Command, len(reqs))
+	var frames []byte
+	for i, req := range reqs {
+		req.Language, req.Version, req.Opaque = remotingLanguage, remotingVersion, adminOpaque.Add(1)
+		l.creds.Sign(req)
+		if frames, err = remoting.Encode(frames, req); err != nil {
+			return nil, err
+		}
+		chs[i] = make(chan *remoting.Command, 1)
+	}
+	l.mu.Lock()
+	if l.c != c {
+		l.mu.Unlock()
+		return nil, fmt.Errorf("broker %s: connection lost", l.addr)
+	}
+	for i, req := range reqs {
+		l.pending[req.Opaque] = chs[i]
+	}
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		if l.pending != nil {
+			for _, req := range reqs {
+				delete(l.pending, req.Opaque)
+			}
+		}
+		l.mu.Unlock()
+	}()
+	l.wmu.Lock()
+	c.SetWriteDeadline(time.Now().Add(linkRequestTimeout))
+	_, err = c.Write(frames)
+	l.wmu.Unlock()
+	if err != nil {
+		l.drop(c)
+		return nil, fmt.Errorf("broker %s: %w", l.addr, err)
+	}
+	t := time.NewTimer(linkRequestTimeout)
+	defer t.Stop()
+	resps := make([]*remoting.Command, len(reqs))
+	for i, ch := range chs {
+		select {
+		case resp, ok := <-ch:
+			if !ok {
+				return nil, fmt.Errorf("broker %s: connection lost before the answer", l.addr)
+			}
+			resps[i] = resp
+		case <-t.C:
+			l.drop(c)
+			return nil, fmt.Errorf("broker %s: no answer within %v", l.addr, linkRequestTimeout)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return resps, nil
 }
 
 func (l *brokerLink) write(c net.Conn, cmd *remoting.Command) error {
