@@ -37,8 +37,8 @@
 //     prepare order), records what it prepared so that a later writer of the same
 //     producer group can end it (EndRecord; decoding a bad record wraps ErrBadTxRecord),
 //     and answers the broker's check-backs through a TxCheck (broker_tx.go in process,
-//     rocketmq_tx.go over the protocol, with its own connection per broker for
-//     END_TRANSACTION and CHECK_TRANSACTION_STATE).
+//     rocketmq_tx.go over the protocol, with its own connection per broker for its
+//     pipelined sends, END_TRANSACTION and CHECK_TRANSACTION_STATE).
 //   - OpenNexmarkSource(options, schema, columns) generates the Nexmark benchmark's events
 //     (docs/nexmark.md): deterministic for its options, split by epochs of 50 events,
 //     bounded when events > 0. It is a RowSource: OpenRows hands over typed rows of the
