@@ -30,6 +30,8 @@ var (
 	// EndTransaction: no prepared message there, or not the one described.
 	ErrTxnNotFound = errors.New("broker: no prepared transactional message at that commit-log offset")
 	ErrTxnMismatch = errors.New("broker: end of transaction does not match its prepared message")
+	// SetTransactionChecker: the producer group has an in-process checker already.
+	ErrTxnChecker = errors.New("broker: the producer group already has an in-process transaction checker")
 	// Replication: a slave refuses writes; with sync replication an append is stored but
 	// not (yet) on a slave.
 	ErrReadOnly          = errors.New("broker: this broker is a slave and takes no writes")

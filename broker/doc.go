@@ -47,7 +47,11 @@
 // A message with TRAN_MSG=true is stored as a half message (RMQ_SYS_TRANS_HALF_TOPIC) and
 // reaches its topic only when EndTransaction commits it; rollback and the check-backs are
 // op records (RMQ_SYS_TRANS_OP_HALF_TOPIC), so open transactions survive a restart.
-// OpenTransactions counts them. transaction.go describes the records.
+// OpenTransactions counts them. transaction.go describes the records. In process
+// (txn_local.go), Prepare stores a batch of half messages of a producer group in one
+// append, EndTransactions decides them in chunks of 1,024 (skipping any already decided),
+// and SetTransactionChecker registers a group's check-back function: it decides the
+// group's open messages at once, then on the same schedule as a network producer's.
 //
 // # Key index
 //

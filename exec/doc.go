@@ -89,6 +89,13 @@
 //     and carry ids "<job>/<epoch>/<seq>"; on start, committed outbox entries are published
 //     again, skipping ids the sink holds (outbox.go, docs/guarantees.md). Side outputs and
 //     other sinks are at-least-once.
+//   - Transactional output (the sink's option delivery = 'transactional', a
+//     connectors.TxSink, sink_tx.go): rows are sent at once as prepared messages of their
+//     epoch's transaction "<run>/<epoch>"; the transaction's record goes into the
+//     checkpoint (TxKey) and it is committed after the checkpoint commits; on start,
+//     recorded transactions are committed again before anything is read, and check-backs
+//     about other runs' transactions are answered "rollback". A sink that cannot write
+//     transactionally is a SinkError at Start.
 //   - Split readers stay within Env.AlignmentWindow of event time of the slowest live split
 //     of the job's root stages (idle and finished splits do not hold them back).
 //   - Joins (join.go) judge a row late by its own input's watermark (inputWatermarker), keep

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,10 @@ type Env struct {
 	Now func() time.Time
 	// Logf receives bad-record and other notices (default: discarded).
 	Logf func(format string, args ...any)
+	// Instance names the process running the job where several run parts of it (a
+	// cluster): it is part of names that must differ between them, such as the producer
+	// group of a transactional sink (TxGroup).
+	Instance string
 }
 
 // DefaultExchangeQueues is the number of queues of an exchange when neither the plan nor
@@ -392,7 +397,7 @@ func (j *Job) build(ctx context.Context) error {
 		if err := j.buildOutput(ctx, st, downstream[st.plan.ID].st, downstream[st.plan.ID].in); err != nil {
 			return err
 		}
-		if st.sink != nil && st.sink.eo != nil {
+		if st.sink != nil && (st.sink.eo != nil || st.sink.tx != nil) {
 			st.group.sinks = append(st.group.sinks, st.sink)
 		}
 		switch {
@@ -537,7 +542,19 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 			return err
 		}
 		op.bad, op.schema = st.bad(), ps.Sink.Schema
-		if ds, ok := op.sink.(DedupSink); ok && !env.AtLeastOnce && env.CheckpointInterval > 0 {
+		if strings.EqualFold(strings.TrimSpace(ps.Sink.Options[DeliveryOption]), DeliveryTransactional) && !env.AtLeastOnce && env.CheckpointInterval > 0 {
+			ts, ok := op.sink.(connectors.TxSink)
+			if !ok {
+				op.Close()
+				return &SinkError{Sink: op.what, Err: fmt.Errorf("delivery '%s' needs a topic sink: this sink cannot write transactionally", DeliveryTransactional)}
+			}
+			tx, err := openTx(ctx, env, j.name, ps.ID, ts)
+			if err != nil {
+				op.Close()
+				return &SinkError{Sink: op.what, Err: err}
+			}
+			op.tx = tx
+		} else if ds, ok := op.sink.(DedupSink); ok && !env.AtLeastOnce && env.CheckpointInterval > 0 {
 			op.eo = &outbox{job: j.name, stage: ps.ID, store: env.Store, ds: ds}
 			if err := op.eo.recover(ctx, op); err != nil {
 				op.Close()

@@ -452,6 +452,7 @@ func (c *cluster) prepare(ctx context.Context, job string, plan *planner.Physica
 		return nil, nil, false, false, err
 	}
 	env.Commit = func(ci *exec.CheckpointInfo) error { return c.commit(job, whole, ci) }
+	env.Instance = c.self.Name
 	return units, owned, whole, true, nil
 }
 

@@ -26,6 +26,8 @@ type jobsServer struct {
 	pg, ns, br, http string
 	p                *proc
 	starts           int
+	// external: ns is another broker's name server, used with --namesrv (br is unused).
+	external bool
 }
 
 func newJobsServer(t *testing.T) *jobsServer {
@@ -37,6 +39,12 @@ func newJobsServer(t *testing.T) *jobsServer {
 func (s *jobsServer) start() {
 	s.t.Helper()
 	s.starts++
+	if s.external {
+		s.p = startProc(s.t, buildRsql(s.t), "server", "--data-dir", s.dir, "--pg-addr", s.pg,
+			"--namesrv", s.ns, "--http-addr", s.http)
+		waitListening(s.t, s.p, s.pg)
+		return
+	}
 	s.p = startProc(s.t, buildRsql(s.t), "server", "--data-dir", s.dir, "--pg-addr", s.pg,
 		"--namesrv-addr", s.ns, "--broker-addr", s.br, "--http-addr", s.http)
 	waitListening(s.t, s.p, s.pg)
