@@ -208,10 +208,11 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 		case planner.JoinInterval, planner.JoinRegular:
 			j.probe(sp, in, key, r)
 		case planner.JoinWindow:
-			end := r[n.LeftEnd]
+			endCol := n.LeftEnd
 			if in == 1 {
-				end = r[n.RightEnd]
+				endCol = n.RightEnd
 			}
+			end := r[endCol]
 			if end.IsNull() || end.I <= sp.lateBound(in) {
 				j.lateRow = append(j.lateRow, r)
 				continue
