@@ -126,8 +126,22 @@ func Plan(q Query, cfg Config) (*planner.Physical, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nexmark %s: %w", q.Name, err)
 	}
+	// SET state_ttl statements, then one SELECT.
+	var ttl int64
+	for len(stmts) > 1 {
+		set, ok := stmts[0].(*sql.SetStmt)
+		if !ok || set.Name != "state_ttl" {
+			break
+		}
+		d, ok := sql.ParseStateTTL(set.Value)
+		if !ok {
+			return nil, fmt.Errorf("nexmark %s: SET state_ttl = %q: not a duration", q.Name, set.Value)
+		}
+		ttl = d.Milliseconds()
+		stmts = stmts[1:]
+	}
 	if len(stmts) != 1 {
-		return nil, fmt.Errorf("nexmark %s: want one SELECT, have %d statements", q.Name, len(stmts))
+		return nil, fmt.Errorf("nexmark %s: want SET state_ttl statements and one SELECT, have %d other statements", q.Name, len(stmts))
 	}
 	sel, ok := stmts[0].(*sql.Select)
 	if !ok {
@@ -137,7 +151,7 @@ func Plan(q Query, cfg Config) (*planner.Physical, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nexmark %s: %w", q.Name, err)
 	}
-	_, plan, err := planner.Plan(bound, planner.Options{Job: "nexmark-" + q.Name})
+	_, plan, err := planner.Plan(bound, planner.Options{Job: "nexmark-" + q.Name, StateTTL: ttl})
 	if err != nil {
 		return nil, fmt.Errorf("nexmark %s: %w", q.Name, err)
 	}
