@@ -29,7 +29,13 @@
 //     order, and aligns checkpoint barriers across in-process edges.
 //   - Inputs are a stream's splits (input.go: sourceInput), an upstream stage's shuffle
 //     topic (shuffleInput), or an in-process edge (the upstream's exchangeOut sends its
-//     events). Outputs are a sink (sinkOp, with the exactly-once outbox), the client
+//     events). A source that is a connectors.RowSource hands typed rows straight into the
+//     split's batches (no message bodies, no format); others are read as messages and
+//     decoded with the stream's format. Each split reader and exchange recycles its batches
+//     through a bounded pool (batchPool): it has at most splitBatches (exchangeBatches plus
+//     two per queue) batches of at most Env.BatchSize rows in flight and waits for the
+//     stage to release one rather than allocating more, so a fast reader costs no garbage
+//     and no unbounded queue. Outputs are a sink (sinkOp, with the exactly-once outbox), the client
 //     (callbackOp), an in-process exchange (output.go) or a shuffle topic (shuffle.go).
 //   - A bad record (undecodable, wrong type, missing event time) is counted, its error names
 //     the stream, split and offset (line for files) and is kept in JobStats.BadErrors and

@@ -468,7 +468,7 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 	case ps.Exchange != nil:
 		src := down.plan.Inputs[in]
 		q := exchangeQueues(ps.Exchange, env.ExchangeQueues)
-		x := &exchangeOut{ctx: ctx, keys: ps.Exchange.Keys, n: q, down: down.in, input: in, pool: make(chan *ownedBatch, 4*q)}
+		x := &exchangeOut{ctx: ctx, keys: ps.Exchange.Keys, n: q, down: down.in, input: in, pool: newBatchPool(2*q + exchangeBatches)}
 		if cols := src.Columns; cols != nil && !identity(cols, outWidth) {
 			x.cols = cols
 		}

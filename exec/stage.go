@@ -96,6 +96,48 @@ func (o *ownedBatch) release() {
 	}
 }
 
+// batchPool recycles the batches of one producer (a split reader, an exchange) and bounds
+// how many it has out at once: get blocks while limit batches are in flight (queued for
+// the stage, held back behind a barrier, or being processed), so a producer faster than its
+// stage waits instead of allocating. Each batch holds at most the producer's batch size of
+// rows, so the bound is limit × that many rows. Every batch handed to a stage is released
+// by it (handle), which puts it back; a producer whose stage stopped gives up on ctx.
+// get is called from the producer's goroutine only.
+type batchPool struct {
+	free chan *ownedBatch
+	made int
+}
+
+// Batches a split reader or an exchange may have in flight: enough to keep the producer
+// busy while the stage works through the previous ones.
+const (
+	splitBatches    = 8
+	exchangeBatches = 16
+)
+
+func newBatchPool(limit int) *batchPool { return &batchPool{free: make(chan *ownedBatch, limit)} }
+
+// get returns a reset batch, or nil when ctx ended while waiting for one.
+func (p *batchPool) get(ctx context.Context) *ownedBatch {
+	var ob *ownedBatch
+	select {
+	case ob = <-p.free:
+	default:
+		if p.made < cap(p.free) {
+			p.made++
+			ob = &ownedBatch{pool: p.free}
+		} else {
+			select {
+			case ob = <-p.free:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+	ob.reset()
+	return ob
+}
+
 // split is one split of a stage.
 type split struct {
 	name  string // the stage's name of it (keys.go: qualifySplit)
@@ -116,7 +158,7 @@ type split struct {
 	// reader
 	cancel     context.CancelFunc
 	readerDone chan struct{}
-	pool       chan *ownedBatch
+	pool       *batchPool
 	lag        func() int64
 	marks      map[string]dedupMark // shuffle splits: applied row ids per source split
 	start      func()               // starts the reader (set until startReaders runs it)

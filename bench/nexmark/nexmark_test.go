@@ -114,16 +114,22 @@ func TestQueriesEmbedded(t *testing.T) {
 	}
 }
 
+// q0 runs through each way the source can hand events over: typed rows (the runtime's
+// RowSource path), nexmark messages and JSON messages (the decoders).
 func TestQ0PassThrough(t *testing.T) {
-	cfg := Config{Events: testEvents, Splits: 2}
-	got, res := runQuery(t, "q0", cfg)
-	var want []string
-	for _, b := range testBids(cfg) {
-		want = append(want, render(bi(b.Auction), bi(b.Bidder), bi(b.Price), ts(b.DateTime), str(b.Extra)))
-	}
-	sameRows(t, "q0", got, want)
-	if res.RecordsIn != int64(len(want)) {
-		t.Fatalf("q0 read %d rows, want %d bids", res.RecordsIn, len(want))
+	for _, format := range []string{"rows", "nexmark", "json"} {
+		t.Run(format, func(t *testing.T) {
+			cfg := Config{Events: testEvents, Splits: 2, Format: format}
+			got, res := runQuery(t, "q0", cfg)
+			var want []string
+			for _, b := range testBids(cfg) {
+				want = append(want, render(bi(b.Auction), bi(b.Bidder), bi(b.Price), ts(b.DateTime), str(b.Extra)))
+			}
+			sameRows(t, "q0", got, want)
+			if res.RecordsIn != int64(len(want)) {
+				t.Fatalf("q0 read %d rows, want %d bids", res.RecordsIn, len(want))
+			}
+		})
 	}
 }
 

@@ -38,8 +38,9 @@ type Config struct {
 	Rate int64
 	// BaseTime is the event time of the first event, epoch ms (0: the connector's default).
 	BaseTime int64
-	// Format is how the source hands events to the runtime, which reads message bodies:
-	// "nexmark" (default: event numbers, which the format of that name generates) or "json"
+	// Format is how the source hands events to the runtime: "rows" (default: typed rows,
+	// through connectors.RowSource, nothing encoded or decoded), "nexmark" (message bodies
+	// holding event numbers, which the format of that name turns into rows) or "json"
 	// (generated rows written as JSON and parsed again).
 	Format string
 	// State is "memory" (default) or "rocksdb".
@@ -66,7 +67,7 @@ func (c *Config) defaults() {
 		c.State = "memory"
 	}
 	if c.Format == "" {
-		c.Format = "nexmark"
+		c.Format = "rows"
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = time.Second
@@ -151,8 +152,8 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 	if cfg.State != "memory" && cfg.State != "rocksdb" {
 		return res, fmt.Errorf("%w: state %q (memory or rocksdb)", ErrBadConfig, cfg.State)
 	}
-	if cfg.Format != "nexmark" && cfg.Format != "json" {
-		return res, fmt.Errorf("%w: format %q (nexmark or json)", ErrBadConfig, cfg.Format)
+	if cfg.Format != "rows" && cfg.Format != "nexmark" && cfg.Format != "json" {
+		return res, fmt.Errorf("%w: format %q (rows, nexmark or json)", ErrBadConfig, cfg.Format)
 	}
 	plan, err := Plan(q, cfg)
 	if err != nil {
@@ -181,7 +182,12 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 			if spec.Connector != "nexmark" {
 				return nil, fmt.Errorf("nexmark %s: stream %s is not a nexmark stream", q.Name, spec.Stream)
 			}
-			return connectors.OpenNexmarkSource(spec.Options, spec.Schema, spec.Columns)
+			src, err := connectors.OpenNexmarkSource(spec.Options, spec.Schema, spec.Columns)
+			if err != nil || cfg.Format == "rows" {
+				return src, err
+			}
+			// Messages: hide the RowSource capability so the runtime reads message bodies.
+			return struct{ connectors.Source }{src}, nil
 		},
 		NewFormat:          connectors.NewFormat,
 		OnRow:              onRow,

@@ -24,7 +24,7 @@ type BenchNexmarkCmd struct {
 	Events     int64         `name:"events" default:"10000000" help:"Events of the sequence (persons, auctions and bids together)."`
 	Splits     int           `name:"splits" default:"1" help:"Splits of each stream, read in parallel."`
 	State      string        `name:"state" enum:"memory,rocksdb" default:"memory" help:"State store of the jobs: memory or rocksdb."`
-	Format     string        `name:"messages" enum:"nexmark,json" default:"nexmark" help:"Messages of the source: nexmark (event numbers the decoder generates) or json (rows written and parsed as JSON)."`
+	Format     string        `name:"messages" enum:"rows,nexmark,json" default:"rows" help:"How the source hands events over: rows (typed rows, nothing encoded), nexmark (messages of event numbers the decoder generates) or json (rows written and parsed as JSON)."`
 	Seed       uint64        `name:"seed" default:"0" help:"Seed of the generator."`
 	EventRate  int64         `name:"event-rate" default:"10000000" help:"Events per second of event time (10 M: the published nexmark-flink suite)."`
 	Checkpoint time.Duration `name:"checkpoint-interval" default:"1s" help:"Checkpoint interval of the jobs (negative: only at the end)."`
