@@ -52,6 +52,8 @@ type aggOp struct {
 	rowErr  *sql.Error // the current row's failure in an aggregate
 	enc     []byte     // scratch encodings
 	kbuf    []byte     // scratch state keys
+	dkey    []byte     // scratch distinct chunk keys
+	chunk   []byte     // scratch distinct chunk
 	lateB   Batch
 	lateRow []sql.Row
 }
@@ -548,7 +550,7 @@ func (a *aggOp) session(sp *aggSplit, h uint64, t int64) (*session, sessUndo) {
 				a.mergeAccs(merged.accs, s.accs)
 				s.dead = true
 				if s.persisted {
-					sp.deleteKey(a, sp.sks[k].keys, s.pStart, s.pEnd)
+					sp.deleteKey(a, sp.sks[k].keys, s.pStart, s.pEnd, s.accs)
 				}
 				ss = append(ss[:i], ss[i+1:]...)
 				sp.sks[k].sessions = ss
@@ -571,11 +573,25 @@ func (a *aggOp) session(sp *aggSplit, h uint64, t int64) (*session, sessUndo) {
 	return merged, u
 }
 
-// deleteKey records the deletion of a persisted group's state key.
-func (sp *aggSplit) deleteKey(a *aggOp, keys []sql.Value, start, end int64) {
+// deleteKey records the deletion of a persisted group's state key and of the chunks of
+// its distinct values (statecodec.go), which accs holds.
+func (sp *aggSplit) deleteKey(a *aggOp, keys []sql.Value, start, end int64, accs []accum) {
 	a.enc = sql.AppendRow(a.enc[:0], keys)
+	at := len(sp.delBuf)
 	sp.delBuf = state.Key(sp.delBuf, a.job, a.id, sp.name, a.enc, start, end)
 	sp.delEnds = append(sp.delEnds, len(sp.delBuf))
+	a.kbuf = append(a.kbuf[:0], sp.delBuf[at:]...) // the group's key
+	for j := range accs {
+		set := accs[j].Set
+		if set == nil {
+			continue
+		}
+		for c := 0; c < set.Chunks; c++ {
+			sp.delBuf = distinctKey(sp.delBuf, a.kbuf, j, c)
+			sp.delEnds = append(sp.delEnds, len(sp.delBuf))
+		}
+		set.Chunks = 0
+	}
 }
 
 func (a *aggOp) Watermark(split string, wm int64, out Emitter) error {
@@ -623,7 +639,7 @@ func (a *aggOp) fire(sp *aggSplit, out Emitter) error {
 				}
 			}
 			if w.groups[g].persisted {
-				sp.deleteKey(a, w.keys[g*a.nk:(g+1)*a.nk], w.start, w.end)
+				sp.deleteKey(a, w.keys[g*a.nk:(g+1)*a.nk], w.start, w.end, w.accs[g*a.na:(g+1)*a.na])
 			}
 		}
 		w.dead = true
@@ -658,7 +674,7 @@ func (a *aggOp) fire(sp *aggSplit, out Emitter) error {
 			}
 		}
 		if s.persisted {
-			sp.deleteKey(a, ke.keys, s.pStart, s.pEnd)
+			sp.deleteKey(a, ke.keys, s.pStart, s.pEnd, s.accs)
 		}
 	}
 	return a.out.flush(sp.name, out)
@@ -688,7 +704,7 @@ func (a *aggOp) expire(sp *aggSplit, horizon int64) {
 		if gr.seen < horizon {
 			moved[g] = -1
 			if gr.persisted {
-				sp.deleteKey(a, keys, 0, 0)
+				sp.deleteKey(a, keys, 0, 0, w.accs[g*a.na:(g+1)*a.na])
 			}
 			continue
 		}
@@ -780,9 +796,12 @@ func (a *aggOp) save(sp *aggSplit, b *state.Batch) error {
 		}
 		keys := sp.sks[s.key].keys
 		if s.persisted && (s.pStart != s.start || s.pEnd != s.end) {
-			a.enc = sql.AppendRow(a.enc[:0], keys)
-			a.kbuf = state.Key(a.kbuf[:0], a.job, a.id, sp.name, a.enc, s.pStart, s.pEnd)
-			b.Delete(a.kbuf)
+			// The session's bounds moved: its stored copy goes, distinct values included,
+			// and all of it is written under the new bounds.
+			sp.deleteKey(a, keys, s.pStart, s.pEnd, s.accs)
+			for j := range s.accs {
+				s.accs[j].Set.MarkAllFresh()
+			}
 		}
 		if err := a.putGroup(sp, b, keys, s.start, s.end, s.accs); err != nil {
 			return err
@@ -803,6 +822,26 @@ func (a *aggOp) putGroup(sp *aggSplit, b *state.Batch, keys []sql.Value, start, 
 	a.kbuf = state.Key(a.kbuf[:0], a.job, a.id, sp.name, a.enc, start, end)
 	a.enc = appendGroupState(a.enc[:0], keys, start, end, accs)
 	b.Put(a.kbuf, a.enc)
+	for j := range accs {
+		set := accs[j].Set
+		if !set.HasFresh() {
+			continue
+		}
+		if set.Chunks >= maxDistinctChunks {
+			// Rewrite the set as chunk 0; the other chunks go.
+			for c := 1; c < set.Chunks; c++ {
+				b.Delete(distinctKey(a.dkey[:0], a.kbuf, j, c))
+			}
+			a.chunk = set.AppendChunk(a.chunk[:0])
+			b.Put(distinctKey(a.dkey[:0], a.kbuf, j, 0), a.chunk)
+			set.Chunks = 1
+		} else {
+			a.dkey = distinctKey(a.dkey[:0], a.kbuf, j, set.Chunks)
+			b.Put(a.dkey, set.FreshChunk())
+			set.Chunks++
+		}
+		set.ClearFresh()
+	}
 	return nil
 }
 
@@ -813,7 +852,29 @@ func (a *aggOp) load(split string) error {
 	}
 	sp := a.split(split)
 	prefix := state.SplitPrefix(nil, a.job, a.id, split)
+	// The group last read, whose distinct chunks (keys extending its key) follow it.
+	var lastKey []byte
+	var lastAccs []accum
+	var legacy []func() // groups whose distinct values came inline (earlier versions)
 	err := a.store.Scan(prefix, func(key, value []byte) error {
+		if lastAccs != nil && len(key) > len(lastKey) && string(key[:len(lastKey)]) == string(lastKey) {
+			j, c, err := parseDistinctKey(key[len(lastKey):], a.na)
+			if err == nil {
+				if lastAccs[j].Set == nil {
+					lastAccs[j].Set = &sql.DistinctSet{}
+				}
+				set := lastAccs[j].Set
+				set.Chunks = max(set.Chunks, c+1)
+				if err = set.AddChunk(value); err != nil {
+					err = fmt.Errorf("%w: distinct chunk %d: %v", errBadState, c, err)
+				}
+			}
+			if err != nil {
+				return &StateError{Op: a.id, Split: split, Err: err}
+			}
+			return nil
+		}
+		lastKey = append(lastKey[:0], key...)
 		keys, start, end, accs, err := decodeGroupState(value, a.nk, a.na)
 		if err != nil {
 			return &StateError{Op: a.id, Split: split, Err: err}
@@ -834,21 +895,42 @@ func (a *aggOp) load(split string) error {
 			s := &session{key: k, start: start, end: end, accs: accs, persisted: true, pStart: start, pEnd: end}
 			sp.sks[k].sessions = append(sp.sks[k].sessions, s)
 			heap.Push(&sp.sheap, sessEntry{end, s})
+			lastAccs = s.accs
+			if hasFresh(accs) {
+				legacy = append(legacy, func() { s.dirty = true; sp.sdirty = append(sp.sdirty, s) })
+			}
 		default:
 			w := sp.window(start, end)
 			g, _ := a.lookup(sp, w, h)
 			copy(w.accs[int(g)*a.na:], accs)
 			w.groups[g].persisted = true
 			w.groups[g].seen = sp.wm
+			lastAccs = w.accs[int(g)*a.na : int(g+1)*a.na]
+			if hasFresh(accs) {
+				legacy = append(legacy, func() { w.groups[g].dirty = true; sp.dirty = append(sp.dirty, dirtyRef{w, g}) })
+			}
 		}
 		return nil
 	})
-	// What was just loaded is what the store holds: nothing to write back.
+	// What was just loaded is what the store holds: nothing to write back, except the
+	// distinct values an earlier version kept inline, which go under their own keys.
 	for _, d := range sp.dirty {
 		d.w.groups[d.g].dirty = false
 	}
 	sp.dirty = sp.dirty[:0]
+	for _, f := range legacy {
+		f()
+	}
 	return err
+}
+
+func hasFresh(accs []accum) bool {
+	for j := range accs {
+		if accs[j].Set.HasFresh() {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *aggOp) Close() error { return nil }
