@@ -216,3 +216,50 @@ func FuzzDistinctChunk(f *testing.F) {
 		}
 	})
 }
+
+// pagedRows keeps each row where it was put across page boundaries, truncation and reset.
+func TestPagedRows(t *testing.T) {
+	for _, width := range []int{0, 1, 3} {
+		r := newPagedRows[int64](width)
+		n := 3*pageRows + 5
+		for i := 0; i < n; i++ {
+			row := r.add()
+			for k := range row {
+				row[k] = int64(i*10 + k)
+			}
+		}
+		check := func(upto int) {
+			t.Helper()
+			if r.n != upto {
+				t.Fatalf("width %d: %d rows, want %d", width, r.n, upto)
+			}
+			for i := 0; i < upto; i++ {
+				row := r.at(i)
+				if len(row) != width {
+					t.Fatalf("width %d: row %d has %d values", width, i, len(row))
+				}
+				for k, v := range row {
+					if v != int64(i*10+k) {
+						t.Fatalf("width %d: row %d value %d is %d", width, i, k, v)
+					}
+				}
+			}
+		}
+		check(n)
+		r.truncate(pageRows + 1)
+		check(pageRows + 1)
+		if width > 0 && len(r.pages) != 2 {
+			t.Fatalf("width %d: %d pages after truncating to one row past the first page", width, len(r.pages))
+		}
+		row := r.add()
+		for k := range row {
+			row[k] = int64((pageRows+1)*10 + k)
+		}
+		check(pageRows + 2)
+		r.reset()
+		check(0)
+		if row := r.add(); len(row) != width || width > 0 && row[0] != 0 {
+			t.Fatalf("width %d: row after reset %v", width, row)
+		}
+	}
+}

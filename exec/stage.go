@@ -234,6 +234,8 @@ type stage struct {
 
 	// commit of the last epoch this stage added to its group
 	lastCommit *groupEpoch
+	// the batches of the stage's last checkpoint (spare), reused once it committed
+	batches [2]*state.Batch
 
 	// Event-time alignment of split readers: floor is the smallest max event time of the
 	// live splits that have data (MaxWatermark: no constraint); a reader whose split is more
@@ -966,7 +968,9 @@ func (st *stage) checkpoint(ctx context.Context, epoch int64, r *request) error 
 		}
 		return err
 	}
-	c := &Control{Kind: Checkpoint, Epoch: epoch, State: &state.Batch{}}
+	// The previous epoch is committed: its batches are free to be reused, so the state
+	// delta of every checkpoint does not grow a new buffer from nothing.
+	c := &Control{Kind: Checkpoint, Epoch: epoch, State: st.spare(0)}
 	offs := st.positions(c.State)
 	st.saveWatermark(c.State)
 	if err := st.flushSides(); err != nil {
@@ -982,13 +986,25 @@ func (st *stage) checkpoint(ctx context.Context, epoch int64, r *request) error 
 	// The group gets this stage's part before the barrier goes downstream, so the
 	// downstream stage's part completes the epoch after it.
 	part := c.State
-	c.State = &state.Batch{}
+	c.State = st.spare(1)
 	if err := st.out.Control(c); err != nil {
 		return err
 	}
 	part.Append(c.State)
 	st.lastCommit = st.group.add(epoch, part, offs, r)
 	return nil
+}
+
+// spare returns checkpoint batch i of the stage, empty; the stage reuses it at its next
+// checkpoint, after the commit of this one (checkpoint awaits it first).
+func (st *stage) spare(i int) *state.Batch {
+	b := st.batches[i]
+	if b == nil {
+		b = &state.Batch{}
+		st.batches[i] = b
+	}
+	b.Reset()
+	return b
 }
 
 func (st *stage) flushSides() error {
