@@ -479,6 +479,15 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, r connec
 					marks[split] = mk
 					ob.marks = append(ob.marks, markUpd{split, mk})
 				}
+				if len(ob.ends) >= env.BatchSize && i < len(msgs)-1 {
+					// A message holds many rows: batches end at a message boundary once
+					// they hold BatchSize rows, so each stays within the pool's bound.
+					ob.lastOffset = m.Offset
+					ob.cut()
+					if !send(event{kind: evData, input: sp.input, split: sp, data: ob}) || !newBatch() {
+						return
+					}
+				}
 			}
 			ob.lastOffset = msgs[len(msgs)-1].Offset
 			ob.cut()
