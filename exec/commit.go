@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"rsql/state"
 )
@@ -76,6 +77,7 @@ func (g *commitGroup) add(epoch int64, b *state.Batch, offs []SplitOffset, r *re
 	g.mu.Unlock()
 	go func() {
 		<-prev
+		start := time.Now()
 		err := g.job.commit(epoch, e.state, e.offs)
 		for _, s := range g.sinks {
 			if err != nil {
@@ -83,6 +85,7 @@ func (g *commitGroup) add(epoch int64, b *state.Batch, offs []SplitOffset, r *re
 			}
 			err = s.committed(epoch)
 		}
+		g.job.commitNanos.Add(int64(time.Since(start)))
 		if err != nil && !errors.Is(err, context.Canceled) {
 			g.job.fail(err)
 		}

@@ -39,6 +39,14 @@ type Env struct {
 	// request and when a bounded job finishes). Between checkpoints operators remember what
 	// changed, so this also bounds that bookkeeping.
 	CheckpointInterval time.Duration
+	// MinCheckpointInterval, when positive and below CheckpointInterval, makes the interval
+	// adaptive: each checkpoint starts CheckpointCostFactor times as long after the previous
+	// one as committing that one cost (writing its batch and publishing its output, over
+	// every commit group), clamped to [MinCheckpointInterval, CheckpointInterval]. A job
+	// whose checkpoints are cheap (little state changes: a filter) thus checkpoints, and
+	// publishes exactly-once output, every few milliseconds, while one with a large state
+	// delta spends about a tenth of its time committing at most.
+	MinCheckpointInterval time.Duration
 	// AtLeastOnce turns off exactly-once output: rows go to the sink as they are produced
 	// instead of after the checkpoint that covers them (see DedupSink). Output is always
 	// at-least-once when CheckpointInterval is negative.
@@ -160,17 +168,20 @@ type counters struct {
 
 // Job is a running continuous query.
 type Job struct {
-	name   string
-	env    Env
-	plan   *planner.Physical
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	stages []*stage
-	roots  []*stage // stages that take barriers when asked: they read streams or shuffle topics
-	first  *stage   // receives AddSplit / RemoveSplit
-	groups []*commitGroup
-	cnt    counters
-	done   chan struct{}
+	name string
+	env  Env
+	// commitNanos is the time commits took since the adaptive checkpoint loop last looked
+	// (commit groups add to it, the loop swaps it).
+	commitNanos atomic.Int64
+	plan        *planner.Physical
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	stages      []*stage
+	roots       []*stage // stages that take barriers when asked: they read streams or shuffle topics
+	first       *stage   // receives AddSplit / RemoveSplit
+	groups      []*commitGroup
+	cnt         counters
+	done        chan struct{}
 
 	mu        sync.Mutex // guards the fields below
 	err       error
@@ -500,19 +511,53 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 	return nil
 }
 
+// CheckpointCostFactor is how many times as long as a checkpoint took the adaptive
+// interval waits before the next one (Env.MinCheckpointInterval).
+const CheckpointCostFactor = 10
+
 func (j *Job) checkpointLoop(ctx context.Context) {
-	t := time.NewTicker(j.env.CheckpointInterval)
+	max, min := j.env.CheckpointInterval, j.env.MinCheckpointInterval
+	adaptive := min > 0 && min < max
+	wait := max
+	if adaptive {
+		wait = min
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			start := time.Now()
 			if _, err := j.Checkpoint(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, errJobEnded) {
 				j.env.Logf("job %s: checkpoint: %v", j.name, err)
 			}
+			took := time.Since(start)
+			if adaptive {
+				wait = nextCheckpointWait(time.Duration(j.commitNanos.Swap(0)), min, max)
+			} else {
+				// A fixed interval counts from the last start, like a ticker.
+				wait = max - took
+			}
+			t.Reset(wait)
 		}
 	}
+}
+
+// nextCheckpointWait is the adaptive wait after a checkpoint whose commit cost cost.
+func nextCheckpointWait(cost, min, max time.Duration) time.Duration {
+	return clampDuration(CheckpointCostFactor*cost, min, max)
+}
+
+func clampDuration(d, lo, hi time.Duration) time.Duration {
+	if d < lo {
+		return lo
+	}
+	if d > hi {
+		return hi
+	}
+	return d
 }
 
 func (j *Job) fail(err error) {

@@ -58,10 +58,17 @@ func (c *Config) ensureDefaults() {
 	}
 }
 
-// DefaultCheckpointInterval is how often a job checkpoints when its sink stream's WITH has no
-// checkpoint_interval. It is also the latency of exactly-once output: rows reach a sink
-// topic after the checkpoint that covers them.
-const DefaultCheckpointInterval = time.Second
+// DefaultCheckpointInterval and DefaultMinCheckpointInterval bound how often a job
+// checkpoints when its sink stream's WITH has no checkpoint_interval: the interval adapts to
+// what checkpoints cost (exec.Env.MinCheckpointInterval), from every 10 ms for a job whose
+// checkpoints are cheap (a filter) to every second for one with much state to write. Since
+// rows reach a sink topic after the checkpoint that covers them (exactly-once output), this
+// is also the latency of the output (docs/guarantees.md). A checkpoint_interval in the WITH
+// fixes the interval.
+const (
+	DefaultCheckpointInterval    = time.Second
+	DefaultMinCheckpointInterval = 10 * time.Millisecond
+)
 
 // Engine is the SQL engine of one rsql process: the catalog, the state store and the
 // running jobs. It implements Executor. mu guards jobs; the catalog has its own lock.
@@ -581,13 +588,13 @@ func (e *Engine) jobQuery(def JobDef) (*sql.Query, planner.SinkSpec, error) {
 // startJob plans and starts a job and watches it until it ends. fresh says the job is new
 // (startNewJob) rather than started again from the catalog.
 func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh bool) error {
-	interval := DefaultCheckpointInterval
+	interval, minInterval := DefaultCheckpointInterval, DefaultMinCheckpointInterval
 	if v := sink.Options["checkpoint_interval"]; v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
 			return fmt.Errorf("checkpoint_interval = %q: %w", v, err)
 		}
-		interval = d
+		interval, minInterval = d, 0
 	}
 	isView := sink.Connector == "view"
 	if isView {
@@ -600,7 +607,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	env := e.env(def.ID)
-	env.CheckpointInterval = interval
+	env.CheckpointInterval, env.MinCheckpointInterval = interval, minInterval
 	var out *fileOutput
 	if !isView {
 		target, _ := e.cat.Stream(def.Sink)
