@@ -41,8 +41,9 @@ type Env struct {
 	CheckpointInterval time.Duration
 	// MinCheckpointInterval, when positive and below CheckpointInterval, makes the interval
 	// adaptive: each checkpoint starts CheckpointCostFactor times as long after the previous
-	// one as committing that one cost (writing its batch and publishing its output, over
-	// every commit group), clamped to [MinCheckpointInterval, CheckpointInterval]. A job
+	// one as committing that one cost (writing its batch, over every commit group; not
+	// publishing its outbox, which the rows cost however often the job checkpoints), clamped
+	// to [MinCheckpointInterval, CheckpointInterval]. A job
 	// whose checkpoints are cheap (little state changes: a filter) thus checkpoints, and
 	// publishes exactly-once output, every few milliseconds, while one with a large state
 	// delta spends about a tenth of its time committing at most.

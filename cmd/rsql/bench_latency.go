@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -113,7 +114,12 @@ func appendLatencyEvents(b *broker.Broker, queues int, from, to int64, now time.
 	byQ := make([][]broker.Message, queues)
 	born := now.UnixMicro()
 	for i := from; i < to; i++ {
-		body := fmt.Appendf(nil, `{"id":%d,"k":"k%d","born":%d,"ts":%d}`, i, i%100, born, born/1000)
+		body := make([]byte, 0, 72)
+		body = strconv.AppendInt(append(body, `{"id":`...), i, 10)
+		body = strconv.AppendInt(append(body, `,"k":"k`...), i%100, 10)
+		body = strconv.AppendInt(append(body, `","born":`...), born, 10)
+		body = strconv.AppendInt(append(body, `,"ts":`...), born/1000, 10)
+		body = append(body, '}')
 		q := int(i % int64(queues))
 		byQ[q] = append(byQ[q], broker.Message{Body: body})
 	}
@@ -166,10 +172,6 @@ func (c *BenchLatencyCmd) runOne(job, interval string) (latencyResult, error) {
 		go func(q int) {
 			defer wg.Done()
 			var off int64
-			var row struct {
-				Born      int64           `json:"born"`
-				WindowEnd json.RawMessage `json:"window_end"`
-			}
 			for ctx.Err() == nil {
 				msgs, next, err := b.Pull(ctx, latOut, q, off, 1024, 50*time.Millisecond)
 				if err != nil {
@@ -179,19 +181,19 @@ func (c *BenchLatencyCmd) runOne(job, interval string) (latencyResult, error) {
 				off = next
 				local := make([]float64, 0, len(msgs))
 				for _, m := range msgs {
-					row.Born, row.WindowEnd = 0, nil
-					if json.Unmarshal(m.Body, &row) != nil {
-						continue
-					}
 					var at time.Time
 					if job == "window" {
-						t, ok := parseJSONTime(row.WindowEnd)
+						t, ok := parseJSONTime(jsonField(m.Body, "window_end"))
 						if !ok {
 							continue
 						}
 						at = t
 					} else {
-						at = time.UnixMicro(row.Born)
+						born, err := strconv.ParseInt(string(jsonField(m.Body, "born")), 10, 64)
+						if err != nil {
+							continue
+						}
+						at = time.UnixMicro(born)
 					}
 					if at.Before(measureFrom) {
 						continue
@@ -326,4 +328,26 @@ func parseJSONTime(raw json.RawMessage) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// jsonField returns the raw value of a top-level field of a flat JSON object (the rows the
+// jobs write: no nesting, no escaped quotes in keys), or nil.
+func jsonField(body []byte, name string) []byte {
+	i := bytes.Index(body, []byte(`"`+name+`":`))
+	if i < 0 {
+		return nil
+	}
+	v := body[i+len(name)+3:]
+	end := 0
+	if len(v) > 0 && v[0] == '"' {
+		end = bytes.IndexByte(v[1:], '"') + 2
+		if end < 2 {
+			return nil
+		}
+	} else {
+		for end < len(v) && v[end] != ',' && v[end] != '}' {
+			end++
+		}
+	}
+	return v[:end]
 }
