@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -237,6 +238,12 @@ func Start(ctx context.Context, job string, plan *planner.Physical, env Env) (*J
 		j.wg.Add(1)
 		go func(st *stage) {
 			defer j.wg.Done()
+			// A panic in an operator fails this job, not the process.
+			defer func() {
+				if p := recover(); p != nil {
+					j.fail(&PanicError{Stage: st.plan.ID, Value: p, Stack: debug.Stack()})
+				}
+			}()
 			if err := st.run(jctx); err != nil && !errors.Is(err, context.Canceled) {
 				j.fail(err)
 			}
@@ -258,6 +265,16 @@ func Start(ctx context.Context, job string, plan *planner.Physical, env Env) (*J
 	}
 	return j, nil
 }
+
+// PanicError fails a job whose stage panicked: Error is one line, Stack says where, for
+// the log.
+type PanicError struct {
+	Stage int
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("stage %d panicked: %v", e.Stage, e.Value) }
 
 // build makes a stage per planner stage, wires edges (in-process or shuffle topics), the
 // stages' outputs and commit groups, and opens the inputs.

@@ -137,6 +137,7 @@ type Catalog struct {
 	streams map[string]*StreamDef
 	jobs    map[string]*JobDef
 	funcs   map[string]*FunctionDef
+	users   map[string]*UserDef // by lower-case name (users.go)
 	nextJob int
 }
 
@@ -145,6 +146,7 @@ type catalogFile struct {
 	Jobs      []*JobDef      `json:"jobs"`
 	Functions []*FunctionDef `json:"functions,omitempty"`
 	NextJob   int            `json:"next_job"`
+	Users     []*UserDef     `json:"users,omitempty"`
 }
 
 // file returns the catalog's content as written to its file and shared in a cluster:
@@ -160,9 +162,13 @@ func (c *Catalog) fileLocked() catalogFile {
 	for _, d := range c.funcs {
 		f.Functions = append(f.Functions, d)
 	}
+	for _, u := range c.users {
+		f.Users = append(f.Users, u)
+	}
 	sort.Slice(f.Streams, func(i, j int) bool { return f.Streams[i].Name < f.Streams[j].Name })
 	sort.Slice(f.Jobs, func(i, j int) bool { return f.Jobs[i].ID < f.Jobs[j].ID })
 	sort.Slice(f.Functions, func(i, j int) bool { return f.Functions[i].Name < f.Functions[j].Name })
+	sort.Slice(f.Users, func(i, j int) bool { return f.Users[i].Name < f.Users[j].Name })
 	return f
 }
 
@@ -171,6 +177,7 @@ func (c *Catalog) loadLocked(f catalogFile) {
 	c.streams = map[string]*StreamDef{}
 	c.jobs = map[string]*JobDef{}
 	c.funcs = map[string]*FunctionDef{}
+	c.users = map[string]*UserDef{}
 	for _, s := range f.Streams {
 		c.streams[key(s.Name)] = s
 	}
@@ -179,6 +186,9 @@ func (c *Catalog) loadLocked(f catalogFile) {
 	}
 	for _, d := range f.Functions {
 		c.funcs[key(d.Name)] = d
+	}
+	for _, u := range f.Users {
+		c.users[key(u.Name)] = u
 	}
 	c.nextJob = max(f.NextJob, 1)
 }
@@ -189,7 +199,7 @@ var ErrCatalogCorrupt = errors.New("catalog file is corrupt")
 // OpenCatalog loads the catalog at path, or starts an empty one when the file does not exist.
 // An empty path gives an in-memory catalog.
 func OpenCatalog(path string) (*Catalog, error) {
-	c := &Catalog{path: path, streams: map[string]*StreamDef{}, jobs: map[string]*JobDef{}, funcs: map[string]*FunctionDef{}, nextJob: 1}
+	c := &Catalog{path: path, streams: map[string]*StreamDef{}, jobs: map[string]*JobDef{}, funcs: map[string]*FunctionDef{}, users: map[string]*UserDef{}, nextJob: 1}
 	if path == "" {
 		return c, nil
 	}
@@ -224,7 +234,8 @@ func (c *Catalog) saveLocked() error {
 		return err
 	}
 	tmp := c.path + ".tmp"
-	fh, err := os.Create(tmp)
+	// 0600: the file holds the users' password secrets.
+	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,7 @@ func (e *Engine) pull(ctx context.Context, sess *Session, q *sql.Query) (*Result
 	}
 	var mu sync.Mutex
 	var out []sql.Row
+	var size int64
 	env := exec.Env{
 		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
 			switch spec.Connector {
@@ -66,8 +67,13 @@ func (e *Engine) pull(ctx context.Context, sess *Session, q *sql.Query) (*Result
 		NewFormat: func(string, sql.Schema) (connectors.Format, error) { return rowFormat{}, nil },
 		OnRow: func(r sql.Row) error {
 			mu.Lock()
-			out = append(out, append(sql.Row(nil), r...))
-			mu.Unlock()
+			defer mu.Unlock()
+			row := append(sql.Row(nil), r...)
+			size += rowBytes(row)
+			if max := e.cfg.MaxResultBytes; max > 0 && size > max {
+				return sql.Errorf(sql.CodeProgramLimit, "the result of this query is larger than the limit of %d bytes (after %d rows): narrow it with WHERE or LIMIT", max, len(out))
+			}
+			out = append(out, row)
 			return nil
 		},
 		CheckpointInterval: -1,

@@ -34,5 +34,5 @@ const (
 	CodeExternalRoutine   = "38000" // a user function's code failed: it threw, trapped, or returned a bad value
 	CodeQueryCanceled     = "57014" // a user function's call ran past its time limit
 	CodeOutOfMemory       = "53200" // a user function's call exceeded its memory limit
-	CodeTooComplex        = "54001" // SQL functions nested too deeply (one that calls itself)
+	CodeTooComplex        = "54001" // a statement too long, an expression too deep or too large, SQL functions nested too deeply
 )
