@@ -489,3 +489,26 @@ func TestQ22URLDirectories(t *testing.T) {
 	}
 	sameRows(t, "q22", got, want)
 }
+
+// Through the broker the queries read the same events from topics, and give the same rows
+// as in process: q0 (every bid), q11 (session windows, which fire when the bounded topics
+// end).
+func TestThroughBroker(t *testing.T) {
+	for _, name := range []string{"q0", "q11"} {
+		t.Run(name, func(t *testing.T) {
+			cfg := Config{Events: testEvents / 4, Splits: 2}
+			want, _ := runQuery(t, name, cfg)
+			cfg.ThroughBroker = true
+			started := false
+			cfg.Started = func() { started = true }
+			got, res := runQuery(t, name, cfg)
+			if !started {
+				t.Fatal("Started was not called")
+			}
+			sameRows(t, name+" through the broker", got, want)
+			if res.RecordsIn == 0 {
+				t.Fatal("the job read nothing")
+			}
+		})
+	}
+}

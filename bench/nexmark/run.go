@@ -51,6 +51,12 @@ type Config struct {
 	// OnRow, when set, sees every result row (valid only during the call), from one
 	// goroutine.
 	OnRow func(sql.Row) error
+	// ThroughBroker puts the streams on topics of a bundled broker first and has the job
+	// read them there (broker.go).
+	ThroughBroker bool
+	// Started, when set, is called right before the job starts (after the topics are
+	// written, with ThroughBroker), so a caller can time the job alone.
+	Started func()
 }
 
 func (c *Config) defaults() {
@@ -173,6 +179,13 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 		defer rs.Close()
 		store = rs
 	}
+	var topics *brokerStreams
+	if cfg.ThroughBroker {
+		if topics, err = openBrokerStreams(ctx, plan, cfg.Splits); err != nil {
+			return res, err
+		}
+		defer topics.close()
+	}
 	onRow := cfg.OnRow
 	if onRow == nil {
 		onRow = func(sql.Row) error { return nil }
@@ -181,6 +194,9 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
 			if spec.Connector != "nexmark" {
 				return nil, fmt.Errorf("nexmark %s: stream %s is not a nexmark stream", q.Name, spec.Stream)
+			}
+			if topics != nil {
+				return topics.source(spec)
 			}
 			src, err := connectors.OpenNexmarkSource(spec.Options, spec.Schema, spec.Columns)
 			if err != nil || cfg.Format == "rows" {
@@ -193,6 +209,9 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 		OnRow:              onRow,
 		Store:              store,
 		CheckpointInterval: cfg.CheckpointInterval,
+	}
+	if cfg.Started != nil {
+		cfg.Started()
 	}
 	job, err := exec.Start(ctx, "nexmark-"+q.Name, plan, env)
 	if err != nil {
