@@ -833,7 +833,7 @@ func (a *aggOp) putGroup(sp *aggSplit, b *state.Batch, keys []sql.Value, start, 
 		if !set.HasFresh() {
 			continue
 		}
-		if set.Chunks >= maxDistinctChunks {
+		if set.Chunks >= maxDistinctChunks || set.Len() <= smallDistinctSet {
 			// Rewrite the set as chunk 0; the other chunks go.
 			for c := 1; c < set.Chunks; c++ {
 				b.Delete(distinctKey(a.dkey[:0], a.kbuf, j, c))

@@ -72,30 +72,31 @@ func TestDistinctStateIncremental(t *testing.T) {
 		a := newOpChain(out, newAggOp(node, "j", "agg", store, nil, &cnt))
 		must(a.Control(&Control{Kind: NewSplit, Split: "s"}))
 		var rows []sql.Row
-		for i := int64(0); i < 100; i++ {
-			rows = append(rows, row("u", fmt.Sprint("s", i%7), 10+i, i%40))
+		for i := int64(0); i < 300; i++ {
+			rows = append(rows, row("u", fmt.Sprint("s", i%7), 10+i, i%100))
 		}
 		must(a.Process(&Batch{Split: "s", Rows: rows}))
 		c1 := &Control{Kind: Checkpoint, Epoch: 1, State: &state.Batch{}}
 		must(a.Control(c1))
-		if g, v := puts(c1.State); g != 1 || v != 40+7 {
-			t.Fatalf("first checkpoint put %d groups and %d distinct values, want 1 and 47", g, v)
+		if g, v := puts(c1.State); g != 1 || v != 100+7 {
+			t.Fatalf("first checkpoint put %d groups and %d distinct values, want 1 and 107", g, v)
 		}
 		must(store.Write(c1.State))
-		// Values already saved are not written again; one new value of each aggregate is.
-		must(a.Process(&Batch{Split: "s", Rows: []sql.Row{row("u", "s3", 500, 5), row("u", "new", 501, 99)}}))
+		// Values of the large set already saved are not written again, only its new one; the
+		// small set (at most smallDistinctSet values) is written whole.
+		must(a.Process(&Batch{Split: "s", Rows: []sql.Row{row("u", "s3", 500, 5), row("u", "new", 501, 999)}}))
 		c2 := &Control{Kind: Checkpoint, Epoch: 2, State: &state.Batch{}}
 		must(a.Control(c2))
-		if g, v := puts(c2.State); g != 1 || v != 2 {
-			t.Fatalf("second checkpoint put %d groups and %d distinct values, want 1 and 2", g, v)
+		if g, v := puts(c2.State); g != 1 || v != 1+8 {
+			t.Fatalf("second checkpoint put %d groups and %d distinct values, want 1 and 9", g, v)
 		}
 		must(store.Write(c2.State))
 		// A fresh operator restores the sets from the store and goes on counting.
 		b := newOpChain(out, newAggOp(node, "j", "agg", store, nil, &cnt))
 		must(b.Control(&Control{Kind: NewSplit, Split: "s"}))
-		must(b.Process(&Batch{Split: "s", Rows: []sql.Row{row("u", "s1", 600, 1), row("u", "newer", 601, 100)}}))
+		must(b.Process(&Batch{Split: "s", Rows: []sql.Row{row("u", "s1", 600, 1), row("u", "newer", 601, 1000)}}))
 		must(b.Watermark("s", MaxWatermark))
-		if got, want := out["u"], "u,1970-01-01T00:00:00.000Z,1970-01-01T00:00:01.000Z,104,42,9"; got != want {
+		if got, want := out["u"], "u,1970-01-01T00:00:00.000Z,1970-01-01T00:00:01.000Z,304,102,9"; got != want {
 			t.Fatalf("restored window emitted %q, want %q", got, want)
 		}
 		// Firing deletes the group and every distinct value at the next checkpoint.
@@ -153,23 +154,35 @@ func TestDistinctChunksCompact(t *testing.T) {
 	}
 	a := newOpChain(&discard{}, newAggOp(node, "j", "agg", store, nil, &cnt))
 	must(a.Control(&Control{Kind: NewSplit, Split: "s"}))
+	// More values than a set written whole holds.
+	var first []sql.Row
+	for i := int64(0); i < smallDistinctSet; i++ {
+		first = append(first, sql.Row{sql.Varchar("u"), sql.Null, sql.Null, sql.BigInt(-1 - i)})
+	}
+	must(a.Process(&Batch{Split: "s", Rows: first}))
+	most := 0
 	for i := int64(0); i < 3*maxDistinctChunks; i++ {
 		must(a.Process(&Batch{Split: "s", Rows: []sql.Row{{sql.Varchar("u"), sql.Null, sql.Null, sql.BigInt(i)}, {sql.Varchar("u"), sql.Null, sql.Null, sql.BigInt(0)}}}))
 		c := &Control{Kind: Checkpoint, Epoch: i + 1, State: &state.Batch{}}
 		must(a.Control(c))
 		must(store.Write(c.State))
-		if n := chunks(); n < 1 || n > maxDistinctChunks {
+		n := chunks()
+		if n < 1 || n > maxDistinctChunks {
 			t.Fatalf("after checkpoint %d: %d chunks", i+1, n)
 		}
+		most = max(most, n)
 		if i%7 == 3 {
 			out := lastRows{}
 			b := newOpChain(out, newAggOp(node, "j", "agg", store, nil, &cnt))
 			must(b.Control(&Control{Kind: NewSplit, Split: "s"}))
 			must(b.Watermark("s", MaxWatermark))
-			if got, want := out["u"], fmt.Sprintf("u,%d", i+1); got != want {
+			if got, want := out["u"], fmt.Sprintf("u,%d", smallDistinctSet+i+1); got != want {
 				t.Fatalf("restored after checkpoint %d: %q, want %q", i+1, got, want)
 			}
 		}
+	}
+	if most != maxDistinctChunks {
+		t.Fatalf("at most %d chunks, want the set written in chunks up to %d", most, maxDistinctChunks)
 	}
 }
 

@@ -24,7 +24,9 @@ import (
 // aggregate index and 4-byte big-endian chunk number (distinctKey), each chunk the values
 // added between two checkpoints (sql.DistinctSet.FreshChunk: per value uvarint length and
 // AppendValue bytes). A checkpoint thus writes only what is new; after maxDistinctChunks
-// chunks the next checkpoint rewrites the set as chunk 0 and deletes the others. A group's
+// chunks the next checkpoint rewrites the set as chunk 0 and deletes the others. A set of
+// at most smallDistinctSet values is always written whole as chunk 0: rewriting it costs
+// less than the keys of more chunks would. A group's
 // chunk keys sort right after its state key (they extend it), so a scan of a split meets
 // a group before its chunks.
 
@@ -62,6 +64,9 @@ func appendGroupState(dst []byte, keys []sql.Value, start, end int64, accs []acc
 // rewrites it as one: a set that changes at every checkpoint is written whole once every
 // that many checkpoints instead of every time.
 const maxDistinctChunks = 16
+
+// smallDistinctSet is the size up to which a distinct set is one chunk.
+const smallDistinctSet = 64
 
 // distinctKey appends to dst the state key of chunk c of the distinct values of aggregate
 // j of the group whose state key is groupKey.
