@@ -79,8 +79,10 @@
 //     epoch atomically (Env.Commit) once every stage of the group added its part: state
 //     delta and split positions. Commits run off the stages' goroutines, one at a time in
 //     epoch order; a stage waits for its last commit before its next barrier, a split
-//     change and its end. Checkpoints run every Env.CheckpointInterval (default 10s; the
-//     server's jobs: 1s), on Job.Checkpoint, and when a bounded job finishes. A restarted
+//     change and its end. Checkpoints run every Env.CheckpointInterval (default 10s), or,
+//     with Env.MinCheckpointInterval, at an interval that adapts to what commits cost (the
+//     server's jobs: ten times the last commit's duration, 10 ms to 1 s), on
+//     Job.Checkpoint, and when a bounded job finishes. A restarted
 //     job resumes each split from its committed position with its committed state, so each
 //     record affects committed state once.
 //   - NewSplit loads a split's state and gives the operators its checkpointed watermark;
