@@ -82,6 +82,9 @@ func (c *Config) ensureDefaults() {
 const (
 	DefaultCheckpointInterval    = time.Second
 	DefaultMinCheckpointInterval = 10 * time.Millisecond
+	// ClusterMinCheckpointInterval is the least adaptive interval in cluster mode, where
+	// every checkpoint is a transaction on the shared Postgres.
+	ClusterMinCheckpointInterval = 100 * time.Millisecond
 )
 
 // Engine is the SQL engine of one rsql process: the catalog, the state store and the
@@ -721,6 +724,11 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 			cancel() // nothing of the job is this instance's now (or it failed to take it)
 			return err
 		}
+	}
+	if e.cluster != nil && env.MinCheckpointInterval > 0 {
+		// Checkpoints commit to the shared Postgres: no more often than ten a second per
+		// job, however cheap each is.
+		env.MinCheckpointInterval = max(env.MinCheckpointInterval, ClusterMinCheckpointInterval)
 	}
 	cps := &checkpointStats{}
 	env.Commit = cps.measure(env.Commit)
