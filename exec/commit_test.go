@@ -205,3 +205,27 @@ func TestNextCheckpointWait(t *testing.T) {
 		}
 	}
 }
+
+// An outbox that reaches its bound asks for a checkpoint at once: with an interval of an
+// hour, the output is still published.
+func TestFullOutboxCheckpoints(t *testing.T) {
+	defer func(n int) { maxOutboxBytes = n }(maxOutboxBytes)
+	maxOutboxBytes = 1
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	fillTopic(t, b, 500)
+	env := brokerEnv(b, state.NewMemory(), true)
+	env.CheckpointInterval = time.Hour
+	j, err := Start(context.Background(), "fj", brokerPlan(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Stop()
+	waitFor(t, "output published", func() bool { return len(topicBodies(t, b, "out")) > 0 })
+	if j.Stats().Epoch == 0 {
+		t.Fatal("output published without a checkpoint")
+	}
+}

@@ -175,6 +175,8 @@ type Job struct {
 	// commitNanos is the time commits took since the adaptive checkpoint loop last looked
 	// (commit groups add to it, the loop swaps it).
 	commitNanos atomic.Int64
+	// kick asks the checkpoint loop for a checkpoint now (an outbox reached its bound).
+	kick chan struct{}
 	plan        *planner.Physical
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
@@ -220,7 +222,7 @@ func Start(ctx context.Context, job string, plan *planner.Physical, env Env) (*J
 		return nil, fmt.Errorf("%w: no stages", ErrBadPlan)
 	}
 	jctx, cancel := context.WithCancel(ctx)
-	j := &Job{name: job, env: env, plan: plan, cancel: cancel, done: make(chan struct{})}
+	j := &Job{name: job, env: env, plan: plan, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	if err := j.build(jctx); err != nil {
 		cancel()
 		for _, st := range j.stages {
@@ -517,7 +519,7 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 		}
 		op.bad, op.schema = st.bad(), ps.Sink.Schema
 		if ds, ok := op.sink.(DedupSink); ok && !env.AtLeastOnce && env.CheckpointInterval > 0 {
-			op.eo = &outbox{job: j.name, stage: ps.ID, store: env.Store, ds: ds}
+			op.eo = &outbox{job: j.name, stage: ps.ID, store: env.Store, ds: ds, full: j.kickCheckpoint}
 			if err := op.eo.recover(ctx, op); err != nil {
 				op.Close()
 				return err
@@ -527,6 +529,15 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 		st.out = op
 	}
 	return nil
+}
+
+// kickCheckpoint asks for a checkpoint now (when the job checkpoints periodically); it does
+// not wait.
+func (j *Job) kickCheckpoint() {
+	select {
+	case j.kick <- struct{}{}:
+	default:
+	}
 }
 
 // CheckpointCostFactor is how many times as long as a checkpoint took the adaptive
@@ -546,6 +557,8 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-j.kick:
+			t.Reset(0) // (Go 1.23 timers: no stale tick to drain)
 		case <-t.C:
 			start := time.Now()
 			if _, err := j.Checkpoint(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, errJobEnded) {
