@@ -38,9 +38,9 @@ type outbox struct {
 	// whatever the checkpoint interval.
 	pendingBytes int
 	full         func()
-	staged  []connectors.Message // in the checkpoint being committed
-	epoch   int64                // of staged
-	drop    [][]byte             // outbox keys already published: deleted by the next checkpoint
+	staged       []connectors.Message // in the checkpoint being committed
+	epoch        int64                // of staged
+	drop         [][]byte             // outbox keys already published: deleted by the next checkpoint
 }
 
 // maxOutboxBytes is how much output an outbox holds back before it asks for a checkpoint.

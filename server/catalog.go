@@ -23,6 +23,9 @@ type StreamDef struct {
 	WatermarkDelay int64             `json:"watermark_delay_ms,omitempty"`
 	Options        map[string]string `json:"options"`
 	IsView         bool              `json:"is_view,omitempty"`
+	// IsTable: CREATE TABLE (versions by PrimaryKey, or a lookup table).
+	IsTable    bool     `json:"is_table,omitempty"`
+	PrimaryKey []string `json:"primary_key,omitempty"`
 	// Job is the id of the job that writes this stream or view, if any.
 	Job string `json:"job,omitempty"`
 	// Statement is the CREATE text, for SHOW and DESCRIBE.
@@ -79,6 +82,17 @@ func (d *StreamDef) Schema() sql.Schema {
 	return s
 }
 
+// Kind is what the definition is, as DROP names it: STREAM, TABLE or VIEW.
+func (d *StreamDef) Kind() string {
+	switch {
+	case d.IsView:
+		return "VIEW"
+	case d.IsTable:
+		return "TABLE"
+	}
+	return "STREAM"
+}
+
 // Relation returns the stream as the binder sees it.
 func (d *StreamDef) Relation() *sql.Relation {
 	schema := d.Schema()
@@ -86,8 +100,16 @@ func (d *StreamDef) Relation() *sql.Relation {
 	if d.EventTime != "" {
 		et = schema.Index(d.EventTime)
 	}
-	return &sql.Relation{Name: d.Name, Schema: schema, IsView: d.IsView, Options: d.Options,
-		EventTime: et, WatermarkDelay: d.WatermarkDelay}
+	r := &sql.Relation{Name: d.Name, Schema: schema, IsView: d.IsView, Options: d.Options,
+		EventTime: et, WatermarkDelay: d.WatermarkDelay, IsTable: d.IsTable}
+	for _, k := range d.PrimaryKey {
+		r.PrimaryKey = append(r.PrimaryKey, schema.Index(k))
+	}
+	if d.IsTable && (r.Connector() == "broker" || r.Connector() == "file") {
+		// A versioned table's records may say they end their key (docs/sql.md, Joins).
+		r.Schema = append(append(sql.Schema{}, schema...), sql.Column{Name: sql.ChangeColumn, Type: sql.TypeVarchar})
+	}
+	return r
 }
 
 func columnDefs(s sql.Schema) []ColumnDef {

@@ -405,7 +405,8 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 		return nil, sql.Errorf(sql.CodeSyntax, "CREATE STREAM %s needs a column list or AS SELECT", s.Name)
 	}
 	d := StreamDef{Name: s.Name, Columns: columnDefs(s.Columns), EventTime: s.WatermarkColumn,
-		WatermarkDelay: s.WatermarkDelay, Options: withDefaults(s.Name, s.Options), Statement: s.Text}
+		WatermarkDelay: s.WatermarkDelay, Options: withDefaults(s.Name, s.Options), Statement: s.Text,
+		IsTable: s.Table, PrimaryKey: s.PrimaryKey}
 	if old, exists := e.cat.Stream(s.Name); exists {
 		if s.IfNotExists {
 			return skipped("stream", old), nil
@@ -989,8 +990,8 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 		}
 		return nil, sql.Errorf(sql.CodeUnknownTable, "%s %q does not exist", strings.ToLower(s.Kind), s.Name)
 	}
-	if (s.Kind == "VIEW") != d.IsView {
-		return nil, sql.Errorf(sql.CodeInvalidValue, "%q is not a %s (use DROP %s)", d.Name, strings.ToLower(s.Kind), map[bool]string{true: "VIEW", false: "STREAM"}[d.IsView])
+	if kind := d.Kind(); s.Kind != kind {
+		return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is not a %s (use DROP %s)", d.Name, strings.ToLower(s.Kind), kind)
 	}
 	if err := e.cat.DropStream(d.Name); err != nil {
 		return nil, err
@@ -1027,7 +1028,8 @@ func (e *Engine) explain(s *sql.Explain, sess *Session) (*Result, error) {
 			sink = planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: target.Schema()}
 		}
 	}
-	l, p, err := planner.Plan(q, planner.Options{Job: "explain", Sink: sink, StateTTL: stateTTL(sess)})
+	_, isSelect := s.Statement.(*sql.Select)
+	l, p, err := planner.Plan(q, planner.Options{Job: "explain", Sink: sink, StateTTL: stateTTL(sess), Pull: isSelect && isPull(q)})
 	if err != nil {
 		return nil, err
 	}

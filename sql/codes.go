@@ -7,6 +7,7 @@ const (
 	CodeUndefinedParameter = "42P02" // $n without a value
 
 	CodeUndefinedFunction = "42883" // no function of that name takes these argument types
+	CodeAmbiguousColumn   = "42702" // a column name two relations of a join have
 
 	// Data exceptions: the row's value cannot be computed (run-time errors; see ErrorValue).
 	CodeNumericOutOfRange    = "22003" // a number too large for its type

@@ -179,6 +179,12 @@ func dumpFrom(f From) string {
 		return strings.Join(parts, " UNION ALL ")
 	case *FromNothing:
 		return ""
+	case *FromJoin:
+		out := dumpFrom(f.Left) + " " + f.LeftName + " " + f.Kind.String() + " JOIN " + dumpFrom(f.Right) + " " + f.RightName + " ON " + exprRefs(f.On)
+		if f.AsOf != nil {
+			out += " AS OF " + exprRefs(f.AsOf)
+		}
+		return out
 	}
 	return "?"
 }

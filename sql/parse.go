@@ -368,6 +368,8 @@ func (p *stmtParser) drop() (Statement, error) {
 		return &DropUser{Src: p.src0(), Name: name, IfExists: ifExists}, nil
 	case p.accept("STREAM"):
 		kind = "STREAM"
+	case p.accept("TABLE"):
+		kind = "TABLE"
 	case p.accept("MATERIALIZED", "VIEW"), p.accept("VIEW"):
 		kind = "VIEW"
 	case p.accept("FUNCTION"):
@@ -375,7 +377,7 @@ func (p *stmtParser) drop() (Statement, error) {
 	case p.accept("AGGREGATE"):
 		kind = "AGGREGATE"
 	default:
-		return nil, p.errNear(p.peek(), "STREAM, VIEW, FUNCTION, AGGREGATE or USER")
+		return nil, p.errNear(p.peek(), "STREAM, TABLE, VIEW, FUNCTION, AGGREGATE or USER")
 	}
 	ifExists := p.accept("IF", "EXISTS")
 	name, err := p.ident("a name")
@@ -433,8 +435,10 @@ func (p *stmtParser) create() (Statement, error) {
 	p.next()
 	orReplace := p.accept("OR", "REPLACE")
 	switch {
-	case p.accept("STREAM"), p.accept("SOURCE"), p.accept("TABLE"):
-		return p.createStream(orReplace)
+	case p.accept("STREAM"), p.accept("SOURCE"):
+		return p.createStream(orReplace, false)
+	case p.accept("TABLE"):
+		return p.createStream(orReplace, true)
 	case p.accept("MATERIALIZED", "VIEW"):
 		return p.createView(orReplace)
 	case p.peek().is("VIEW"):
@@ -630,8 +634,8 @@ func (p *stmtParser) createView(orReplace bool) (Statement, error) {
 	return cv, nil
 }
 
-func (p *stmtParser) createStream(orReplace bool) (Statement, error) {
-	cs := &CreateStream{OrReplace: orReplace}
+func (p *stmtParser) createStream(orReplace, table bool) (Statement, error) {
+	cs := &CreateStream{OrReplace: orReplace, Table: table}
 	var err error
 	if cs.IfNotExists, err = p.ifNotExists(orReplace); err != nil {
 		return nil, err
@@ -671,6 +675,12 @@ func (p *stmtParser) createStream(orReplace bool) (Statement, error) {
 	if len(cs.Columns) == 0 {
 		return nil, errAt(p.src, p.toks[0].Pos, CodeSyntax, "CREATE STREAM %s needs a column list or AS SELECT", cs.Name)
 	}
+	if cs.Table && len(cs.PrimaryKey) == 0 {
+		return nil, errAt(p.src, p.toks[0].Pos, CodeSyntax, "CREATE TABLE %s needs a PRIMARY KEY: a table holds one version of each key", cs.Name)
+	}
+	if !cs.Table && len(cs.PrimaryKey) > 0 {
+		return nil, errAt(p.src, p.toks[0].Pos, CodeNotSupported, "a stream has no PRIMARY KEY: declare a versioned table with CREATE TABLE")
+	}
 	return cs, nil
 }
 
@@ -682,6 +692,30 @@ func (p *stmtParser) columns(cs *CreateStream) error {
 			if err := p.watermark(cs); err != nil {
 				return err
 			}
+		} else if p.peek().is("PRIMARY") && p.peekN(1).is("KEY") {
+			pt := p.peek()
+			p.next()
+			p.next()
+			if len(cs.PrimaryKey) > 0 {
+				return errAt(p.src, pt.Pos, CodeSyntax, "only one PRIMARY KEY is allowed")
+			}
+			if err := p.expectP("("); err != nil {
+				return err
+			}
+			for {
+				c, err := p.ident("a key column")
+				if err != nil {
+					return err
+				}
+				cs.PrimaryKey = append(cs.PrimaryKey, c)
+				if p.acceptP(")") {
+					break
+				}
+				if err := p.expectP(","); err != nil {
+					return err
+				}
+			}
+			p.accept("NOT", "ENFORCED")
 		} else {
 			nt := p.peek()
 			name, err := p.ident("a column name")
@@ -699,6 +733,15 @@ func (p *stmtParser) columns(cs *CreateStream) error {
 			if !p.accept("NOT", "NULL") {
 				p.accept("NULL")
 			}
+			if p.peek().is("PRIMARY") && p.peekN(1).is("KEY") {
+				if len(cs.PrimaryKey) > 0 {
+					return errAt(p.src, p.peek().Pos, CodeSyntax, "only one PRIMARY KEY is allowed")
+				}
+				p.next()
+				p.next()
+				p.accept("NOT", "ENFORCED")
+				cs.PrimaryKey = []string{name}
+			}
 			cs.Columns = append(cs.Columns, Column{Name: name, Type: typ})
 		}
 		if p.acceptP(")") {
@@ -707,6 +750,13 @@ func (p *stmtParser) columns(cs *CreateStream) error {
 		if err := p.expectP(","); err != nil {
 			return err
 		}
+	}
+	for i, k := range cs.PrimaryKey {
+		j := cs.Columns.Index(k)
+		if j < 0 {
+			return errAt(p.src, p.toks[p.i-1].Pos, CodeUnknownColumn, "PRIMARY KEY (%s): no such column", k)
+		}
+		cs.PrimaryKey[i] = cs.Columns[j].Name
 	}
 	if cs.WatermarkColumn != "" {
 		i := cs.Columns.Index(cs.WatermarkColumn)

@@ -38,6 +38,10 @@ type CreateStream struct {
 	WatermarkDelay  int64             // milliseconds
 	Options         map[string]string // lower-case keys, unquoted values
 	As              *Select
+	// Table is CREATE TABLE: a versioned table (a changelog of versions by PrimaryKey) or,
+	// with a lookup connector, a table read by key.
+	Table      bool
+	PrimaryKey []string
 }
 
 // CreateView is CREATE [OR REPLACE] MATERIALIZED VIEW [IF NOT EXISTS] name [WITH (...)]
