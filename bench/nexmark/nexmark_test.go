@@ -114,16 +114,22 @@ func TestQueriesEmbedded(t *testing.T) {
 	}
 }
 
+// q0 runs through each way the source can hand events over: typed rows (the runtime's
+// RowSource path), nexmark messages and JSON messages (the decoders).
 func TestQ0PassThrough(t *testing.T) {
-	cfg := Config{Events: testEvents, Splits: 2}
-	got, res := runQuery(t, "q0", cfg)
-	var want []string
-	for _, b := range testBids(cfg) {
-		want = append(want, render(bi(b.Auction), bi(b.Bidder), bi(b.Price), ts(b.DateTime), str(b.Extra)))
-	}
-	sameRows(t, "q0", got, want)
-	if res.RecordsIn != int64(len(want)) {
-		t.Fatalf("q0 read %d rows, want %d bids", res.RecordsIn, len(want))
+	for _, format := range []string{"rows", "nexmark", "json"} {
+		t.Run(format, func(t *testing.T) {
+			cfg := Config{Events: testEvents, Splits: 2, Format: format}
+			got, res := runQuery(t, "q0", cfg)
+			var want []string
+			for _, b := range testBids(cfg) {
+				want = append(want, render(bi(b.Auction), bi(b.Bidder), bi(b.Price), ts(b.DateTime), str(b.Extra)))
+			}
+			sameRows(t, "q0", got, want)
+			if res.RecordsIn != int64(len(want)) {
+				t.Fatalf("q0 read %d rows, want %d bids", res.RecordsIn, len(want))
+			}
+		})
 	}
 }
 
@@ -482,4 +488,27 @@ func TestQ22URLDirectories(t *testing.T) {
 		want = append(want, render(bi(b.Auction), bi(b.Bidder), bi(b.Price), str(b.Channel), str(p[3]), str(p[4]), str(p[5])))
 	}
 	sameRows(t, "q22", got, want)
+}
+
+// Through the broker the queries read the same events from topics, and give the same rows
+// as in process: q0 (every bid), q11 (session windows, which fire when the bounded topics
+// end).
+func TestThroughBroker(t *testing.T) {
+	for _, name := range []string{"q0", "q11"} {
+		t.Run(name, func(t *testing.T) {
+			cfg := Config{Events: testEvents / 4, Splits: 2}
+			want, _ := runQuery(t, name, cfg)
+			cfg.ThroughBroker = true
+			started := false
+			cfg.Started = func() { started = true }
+			got, res := runQuery(t, name, cfg)
+			if !started {
+				t.Fatal("Started was not called")
+			}
+			sameRows(t, name+" through the broker", got, want)
+			if res.RecordsIn == 0 {
+				t.Fatal("the job read nothing")
+			}
+		})
+	}
 }
