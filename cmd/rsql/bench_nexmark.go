@@ -35,7 +35,7 @@ type BenchNexmarkCmd struct {
 }
 
 // nexmarkGoals are the events per CPU-second rsql aims at (docs/benchmarks.md).
-var nexmarkGoals = map[string]float64{"q0": 2e6, "q1": 2e6, "q2": 2e6, "q11": 300e3, "q12": 800e3}
+var nexmarkGoals = map[string]float64{"q0": 2e6, "q1": 2e6, "q2": 2e6, "q3": 1e6, "q5": 800e3, "q7": 500e3, "q8": 800e3, "q11": 300e3, "q12": 800e3}
 
 type nexmarkRow struct {
 	Query          string  `json:"query"`
