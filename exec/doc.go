@@ -101,7 +101,8 @@
 //     of the job's root stages (idle and finished splits do not hold them back).
 //   - Joins (join.go) judge a row late by its own input's watermark (inputWatermarker), keep
 //     each side's rows per key and split until they can no longer match, and report the
-//     rows they hold (JobStats.StateRows).
+//     rows they hold (JobStats.StateRows). A checkpoint writes a key's rows appended since
+//     the last one as a new chunk; a key whose older rows changed is rewritten.
 //     A stage opens all its splits and restores their positions before any reader starts.
 //   - Lookup joins (lookup.go): one query per batch for the distinct keys the operator's
 //     cache lacks (Env.OpenLookup opens the table), rows out in input order; a lookup the
