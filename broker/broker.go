@@ -149,6 +149,10 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	b.wg.Add(4)
 	go b.every(time.Second, "statistics", func() error { b.stats.sample(time.Now(), b.served.Load()); return nil })
+	if b.cfg.ReleaseInterval > 0 {
+		b.wg.Add(1)
+		go b.every(b.cfg.ReleaseInterval, "releasing mapped pages", b.releaseMapped)
+	}
 	go b.flusher()
 	go b.every(b.cfg.CheckpointInterval, "checkpoint", b.checkpoint)
 	go b.every(b.cfg.RetentionCheckInterval, "retention", b.EnforceRetention)

@@ -17,6 +17,9 @@ type segment struct {
 	base int64
 	f    *os.File
 	data []byte
+	// touched: pages of the mapping may have become resident since the last release
+	// (resident.go).
+	touched atomic.Bool
 }
 
 func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
@@ -47,7 +50,9 @@ func openSegment(dir string, base, size int64) (*segment, error) {
 		f.Close()
 		return nil, fmt.Errorf("broker: map segment %s: %w", path, err)
 	}
-	return &segment{base: base, f: f, data: data}, nil
+	s := &segment{base: base, f: f, data: data}
+	s.touched.Store(true)
+	return s, nil
 }
 
 func (s *segment) close() error {
@@ -207,6 +212,9 @@ func (cl *commitLog) read(dst []byte, off int64, size int) ([]byte, error) {
 	rel := off - s.base
 	if rel+int64(size) > cl.segSize {
 		return dst, fmt.Errorf("broker: commit-log range %d+%d crosses a segment", off, size)
+	}
+	if !s.touched.Load() {
+		s.touched.Store(true)
 	}
 	return append(dst, s.data[rel:rel+int64(size)]...), nil
 }

@@ -117,6 +117,10 @@ type Config struct {
 	// CheckpointInterval is how often consume queues and offsets are flushed and the recovery
 	// checkpoint advanced (default 5 s).
 	CheckpointInterval time.Duration
+	// ReleaseInterval is how often the pages of the mapped store files that are complete and
+	// not being written leave the process's resident set (default 100 ms; negative: never;
+	// resident.go).
+	ReleaseInterval time.Duration
 	// RetentionAge deletes commit-log segments whose newest record is older (default 72 h;
 	// negative = keep forever).
 	RetentionAge time.Duration
@@ -196,6 +200,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = 5 * time.Second
+	}
+	if c.ReleaseInterval == 0 {
+		c.ReleaseInterval = 100 * time.Millisecond
 	}
 	if c.RetentionAge == 0 {
 		c.RetentionAge = 72 * time.Hour

@@ -36,6 +36,10 @@
 // Dir/commitlog holds fixed-size segments named by their first byte's offset (20 digits);
 // every record is in RocketMQ's stored format, so a pull reply is a copy of log bytes.
 // Dir/consumequeue/<topic>/<queue> holds 20-byte entries (commit-log offset, size, tag hash).
+// These files are mapped; every Config.ReleaseInterval the pages that are complete and not
+// being written leave the process's resident set (madvise, resident.go): the commit log
+// keeps only its last few MiB and what was read since the last release mapped, so the
+// broker's resident memory does not grow with the data it holds.
 // topics.json, offsets.json (a snapshot) and checkpoint are replaced atomically; every offset
 // commit is appended to the journal offsets.log before it is visible, so a process crash
 // loses none. On Open, records from the checkpoint on are validated (magic, lengths, body

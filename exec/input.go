@@ -114,6 +114,15 @@ func (in *sourceInput) open(ctx context.Context, st *stage, sp *split) error {
 	if err != nil {
 		return &SourceError{Stream: in.spec.Stream, Split: sp.raw, Err: err}
 	}
+	if rs, ok := in.src.(connectors.RowSource); ok {
+		// The source hands typed rows of the stage's columns: nothing to encode or decode.
+		rr, err := rs.OpenRows(ctx, sp.raw, sp.next)
+		if err != nil {
+			return &SourceError{Stream: in.spec.Stream, Split: sp.raw, Err: err}
+		}
+		setReader(ctx, sp, rr, func(rctx context.Context) { in.readRows(rctx, st, sp, rr) })
+		return nil
+	}
 	r, err := in.src.Open(ctx, sp.raw, sp.next)
 	if err != nil {
 		return &SourceError{Stream: in.spec.Stream, Split: sp.raw, Err: err}
@@ -122,11 +131,103 @@ func (in *sourceInput) open(ctx context.Context, st *stage, sp *split) error {
 	return nil
 }
 
+// readRows is the split reader of a RowSource: the source appends its rows straight into
+// the split's pooled batches. Its rows hold the stage's columns (spec.Columns), so the
+// event time is the row's EventTime column.
+func (in *sourceInput) readRows(ctx context.Context, st *stage, sp *split, r connectors.RowReader) {
+	defer close(sp.readerDone)
+	defer r.Close()
+	spec := in.spec
+	env := &st.job.env
+	shuffles := st.plan.Exchange != nil && st.job.shuffleOut(st.plan.ID)
+	readMax := MinWatermark
+	width := len(spec.Schema)
+	if spec.Columns != nil {
+		width = len(spec.Columns)
+	}
+	var rb connectors.RowBatch
+	for {
+		ob := sp.pool.get(ctx)
+		if ob == nil {
+			return
+		}
+		ob.Split = sp.name
+		rb.Width, rb.Values, rb.Offsets = width, ob.vals[:0], ob.offs[:0]
+		err := r.ReadRows(ctx, &rb, env.BatchSize)
+		ob.vals, ob.offs = rb.Values, rb.Offsets
+		n := rb.Len()
+		if rb.Width != width || len(rb.Values) != n*width {
+			ob.release()
+			select {
+			case st.in <- event{kind: evError, err: &SourceError{Stream: spec.Stream, Split: sp.raw,
+				Err: fmt.Errorf("%w: the source's rows have %d values of width %d; the stage reads %d columns", ErrBadPlan, len(rb.Values), rb.Width, width)}}:
+			case <-ctx.Done():
+			}
+			return
+		}
+		if n > 0 {
+			for i := 1; i <= n; i++ {
+				ob.ends = append(ob.ends, i*width)
+			}
+			if spec.EventTime >= 0 {
+				et := spec.EventTime
+				for i := 0; i < n; i++ {
+					v := ob.vals[i*width+et]
+					if v.K == sql.KindNull {
+						continue
+					}
+					if v.I > ob.maxTs {
+						ob.maxTs = v.I
+					}
+				}
+			} else {
+				ob.maxTs = env.Now().UnixMilli()
+			}
+			ob.lastOffset = ob.offs[n-1]
+			ob.cut()
+			if shuffles {
+				ob.Offsets = ob.offs
+			}
+			sentMax := ob.maxTs
+			select {
+			case st.in <- event{kind: evData, input: sp.input, split: sp, data: ob}:
+			case <-ctx.Done():
+				return
+			}
+			if spec.EventTime >= 0 {
+				readMax = max(readMax, sentMax)
+				st.waitAligned(ctx, readMax)
+			}
+		} else {
+			ob.release()
+		}
+		if errors.Is(err, connectors.ErrEndOfSplit) {
+			select {
+			case st.in <- event{kind: evEnd, input: sp.input, split: sp}:
+			case <-ctx.Done():
+			}
+			return
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				select {
+				case st.in <- event{kind: evError, err: &SourceError{Stream: spec.Stream, Split: sp.raw, Err: err}}:
+				case <-ctx.Done():
+				}
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
 // setReader prepares sp's reader: until the stage starts it, the reader is only open and
 // the stage's end closes it.
-func setReader(ctx context.Context, sp *split, r connectors.SplitReader, run func(context.Context)) {
+func setReader(ctx context.Context, sp *split, r interface{ Close() error }, run func(context.Context)) {
 	rctx, cancel := context.WithCancel(ctx)
-	sp.cancel, sp.readerDone, sp.pool = cancel, make(chan struct{}), make(chan *ownedBatch, 4)
+	sp.cancel, sp.readerDone, sp.pool = cancel, make(chan struct{}), newBatchPool(splitBatches)
 	if l, ok := r.(interface{ Lag() int64 }); ok {
 		sp.lag = l.Lag
 	}
@@ -165,13 +266,10 @@ func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, r connect
 				nb += int64(len(msgs[i].Body))
 			}
 			st.job.cnt.bytesIn.Add(nb)
-			var ob *ownedBatch
-			select {
-			case ob = <-sp.pool:
-			default:
-				ob = &ownedBatch{pool: sp.pool}
+			ob := sp.pool.get(ctx)
+			if ob == nil {
+				return
 			}
-			ob.reset()
 			ob.Split = sp.name
 			for i := range msgs {
 				m := &msgs[i]
@@ -364,20 +462,20 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, r connec
 	}
 	readMax := MinWatermark
 	var ob *ownedBatch
-	newBatch := func() {
-		select {
-		case ob = <-sp.pool:
-		default:
-			ob = &ownedBatch{pool: sp.pool}
+	newBatch := func() bool {
+		if ob = sp.pool.get(ctx); ob == nil {
+			return false
 		}
-		ob.reset()
 		ob.Split = sp.name
+		return true
 	}
 	for {
 		var err error
 		msgs, err = r.Read(ctx, msgs[:0], env.BatchSize)
 		if len(msgs) > 0 {
-			newBatch()
+			if !newBatch() {
+				return
+			}
 			for i := range msgs {
 				m := &msgs[i]
 				isWM, wm, split, rs, derr := decodeShuffle(m.Body, rows)
@@ -397,7 +495,9 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, r connec
 					}
 					readMax = max(readMax, wm)
 					st.waitAligned(ctx, readMax)
-					newBatch()
+					if !newBatch() {
+						return
+					}
 					continue
 				}
 				mk, seen := marks[split]
@@ -413,6 +513,15 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, r connec
 				if kept {
 					marks[split] = mk
 					ob.marks = append(ob.marks, markUpd{split, mk})
+				}
+				if len(ob.ends) >= env.BatchSize && i < len(msgs)-1 {
+					// A message holds many rows: batches end at a message boundary once
+					// they hold BatchSize rows, so each stays within the pool's bound.
+					ob.lastOffset = m.Offset
+					ob.cut()
+					if !send(event{kind: evData, input: sp.input, split: sp, data: ob}) || !newBatch() {
+						return
+					}
 				}
 			}
 			ob.lastOffset = msgs[len(msgs)-1].Offset

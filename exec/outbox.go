@@ -33,9 +33,28 @@ type outbox struct {
 	store   state.Store
 	ds      DedupSink
 	pending []connectors.Message // produced since the last checkpoint
-	staged  []connectors.Message // in the checkpoint being committed
-	epoch   int64                // of staged
-	drop    [][]byte             // outbox keys already published: deleted by the next checkpoint
+	// pendingBytes is the size of pending's keys and bodies; past maxOutboxBytes the sink
+	// calls full (the job's kickCheckpoint), so the rows held back stay bounded in bytes
+	// whatever the checkpoint interval.
+	pendingBytes int
+	full         func()
+	staged       []connectors.Message // in the checkpoint being committed
+	epoch        int64                // of staged
+	drop         [][]byte             // outbox keys already published: deleted by the next checkpoint
+}
+
+// maxOutboxBytes is how much output an outbox holds back before it asks for a checkpoint.
+var maxOutboxBytes = 32 << 20 // a variable for tests
+
+// add holds msgs back until the next checkpoint.
+func (o *outbox) add(msgs []connectors.Message) {
+	o.pending = append(o.pending, msgs...)
+	for i := range msgs {
+		o.pendingBytes += len(msgs[i].Key) + len(msgs[i].Body)
+	}
+	if o.pendingBytes >= maxOutboxBytes && o.full != nil {
+		o.full()
+	}
 }
 
 // outboxKey is the store key of a stage's outbox entry of epoch: OutboxPrefix and the
@@ -201,6 +220,7 @@ func (o *outbox) checkpoint(ctx context.Context, c *Control) error {
 	}
 	o.drop = o.drop[:0]
 	o.staged, o.pending = o.pending, o.staged[:0]
+	o.pendingBytes = 0
 	o.epoch = c.Epoch
 	if len(o.staged) == 0 {
 		return nil

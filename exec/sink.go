@@ -113,7 +113,7 @@ func (s *sinkOp) Process(b *Batch) error {
 		return nil
 	}
 	if s.eo != nil {
-		s.eo.pending = append(s.eo.pending, s.msgs...)
+		s.eo.add(s.msgs)
 		return nil
 	}
 	if s.tx != nil {

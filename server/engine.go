@@ -72,10 +72,20 @@ func (c *Config) ensureDefaults() {
 	c.Limits = c.Limits.WithDefaults()
 }
 
-// DefaultCheckpointInterval is how often a job checkpoints when its sink stream's WITH has no
-// checkpoint_interval. It is also the latency of exactly-once output: rows reach a sink
-// topic after the checkpoint that covers them.
-const DefaultCheckpointInterval = time.Second
+// DefaultCheckpointInterval and DefaultMinCheckpointInterval bound how often a job
+// checkpoints when its sink stream's WITH has no checkpoint_interval: the interval adapts to
+// what checkpoints cost (exec.Env.MinCheckpointInterval), from every 10 ms for a job whose
+// checkpoints are cheap (a filter) to every second for one with much state to write. Since
+// rows reach a sink topic after the checkpoint that covers them (exactly-once output), this
+// is also the latency of the output (docs/guarantees.md). A checkpoint_interval in the WITH
+// fixes the interval.
+const (
+	DefaultCheckpointInterval    = time.Second
+	DefaultMinCheckpointInterval = 10 * time.Millisecond
+	// ClusterMinCheckpointInterval is the least adaptive interval in cluster mode, where
+	// every checkpoint is a transaction on the shared Postgres.
+	ClusterMinCheckpointInterval = 100 * time.Millisecond
+)
 
 // Engine is the SQL engine of one rsql process: the catalog, the state store and the
 // running jobs. It implements Executor. mu guards jobs; the catalog has its own lock.
@@ -665,13 +675,13 @@ func (e *Engine) jobQuery(def JobDef) (*sql.Query, planner.SinkSpec, error) {
 // startJob plans and starts a job and watches it until it ends. fresh says the job is new
 // (startNewJob) rather than started again from the catalog.
 func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh bool) error {
-	interval := DefaultCheckpointInterval
+	interval, minInterval := DefaultCheckpointInterval, DefaultMinCheckpointInterval
 	if v := sink.Options["checkpoint_interval"]; v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
 			return fmt.Errorf("checkpoint_interval = %q: %w", v, err)
 		}
-		interval = d
+		interval, minInterval = d, 0
 	}
 	isView := sink.Connector == "view"
 	if isView {
@@ -684,7 +694,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	env := e.env(def.ID)
-	env.CheckpointInterval = interval
+	env.CheckpointInterval, env.MinCheckpointInterval = interval, minInterval
 	var out *fileOutput
 	if !isView {
 		target, _ := e.cat.Stream(def.Sink)
@@ -718,6 +728,11 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 			cancel() // nothing of the job is this instance's now (or it failed to take it)
 			return err
 		}
+	}
+	if e.cluster != nil && env.MinCheckpointInterval > 0 {
+		// Checkpoints commit to the shared Postgres: no more often than ten a second per
+		// job, however cheap each is.
+		env.MinCheckpointInterval = max(env.MinCheckpointInterval, ClusterMinCheckpointInterval)
 	}
 	cps := &checkpointStats{}
 	env.Commit = cps.measure(env.Commit)
