@@ -21,6 +21,10 @@ type Message struct {
 	ID string
 	// Split is the split a source read the message from (set by every source's reader).
 	Split string
+	// Err is set when the record is there but its body cannot be read (a compressed body
+	// that does not inflate): Body then holds the stored bytes, and the reader of the
+	// record counts it as a bad record instead of decoding it.
+	Err error
 }
 
 // ErrEndOfSplit is returned by SplitReader.Read when a bounded split has no more records.

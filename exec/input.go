@@ -175,8 +175,10 @@ func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, r connect
 			ob.Split = sp.name
 			for i := range msgs {
 				m := &msgs[i]
-				var derr error
-				full, derr = format.Decode(m.Body, full[:0])
+				derr := m.Err // a body the source could not read (one that does not inflate)
+				if derr == nil {
+					full, derr = format.Decode(m.Body, full[:0])
+				}
 				ts := int64(0)
 				if derr == nil {
 					ts, derr = eventTime(spec, full)
@@ -345,6 +347,10 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, r connec
 			newBatch()
 			for i := range msgs {
 				m := &msgs[i]
+				if m.Err != nil {
+					st.job.recordBad(&RecordError{Stream: in.spec.Stream, Split: sp.name, Offset: m.Offset, Err: m.Err})
+					continue
+				}
 				isWM, wm, split, rs, derr := decodeShuffle(m.Body, rows)
 				rows = rs
 				if derr != nil {
