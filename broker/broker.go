@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -177,7 +178,7 @@ func (b *Broker) load() (map[int64]bool, error) {
 	if b.subs, err = openSubGroups(b.path("subscriptionGroups.json")); err != nil {
 		return nil, err
 	}
-	cl, err := openCommitLog(b.path("commitlog"), b.cfg.SegmentSize)
+	cl, err := openCommitLog(b.cfg.fs, b.path("commitlog"), b.cfg.SegmentSize)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +235,15 @@ func (b *Broker) load() (map[int64]bool, error) {
 			q.dropBelow(minPhys)
 		}
 	}
-	return committed, b.saveTopics()
+	if err := b.saveTopics(); err != nil {
+		if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
+			return nil, err
+		}
+		// On a full disk the broker still opens, to serve reads: topics.json is rewritten
+		// at the next change, and recovery derives what it lacks from the log meanwhile.
+		b.cfg.Logger.Warn("no space to rewrite topics.json; serving reads, sends fail until space returns", "err", err)
+	}
+	return committed, nil
 }
 
 // dispatch writes the consume-queue entry of a record found in the log (by recovery, or
@@ -264,7 +273,7 @@ func (b *Broker) openTopic(ti TopicInfo) (*topic, error) {
 		t = &topic{info: ti}
 	}
 	for i := len(t.queues); i < ti.Queues; i++ {
-		q, err := openConsumeQueue(b.path("consumequeue"), ti.Name, i, b.cfg.QueueFileEntries)
+		q, err := openConsumeQueue(b.cfg.fs, b.path("consumequeue"), ti.Name, i, b.cfg.QueueFileEntries)
 		if err != nil {
 			return nil, err
 		}
@@ -775,7 +784,7 @@ type checkpointData struct {
 
 // openIndex opens the key index and sets where the indexer resumes.
 func (b *Broker) openIndex() error {
-	idx, rebuildFrom, err := openIndex(b.path("index"), b.cfg.IndexSlots, b.cfg.IndexEntries, b.cfg.IndexSpan,
+	idx, rebuildFrom, err := openIndex(b.cfg.fs, b.path("index"), b.cfg.IndexSlots, b.cfg.IndexEntries, b.cfg.IndexSpan,
 		func(msg string, args ...any) { b.cfg.Logger.Warn(msg, args...) })
 	if err != nil {
 		return err

@@ -170,6 +170,9 @@ type Config struct {
 	ReplicationTimeout time.Duration
 	// Logger receives operational messages (default: discard).
 	Logger *slog.Logger
+	// fs is the file-system seam of the mapped files (default: the real one; tests inject
+	// failures, fsys.go).
+	fs storeFS
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -242,6 +245,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.fs == nil {
+		c.fs = osFS{}
 	}
 }
 

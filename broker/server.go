@@ -91,8 +91,9 @@ func (c *conn) send(cmd *remoting.Command) error {
 
 // Serve starts the name-server listener on namesrvAddr and the broker listener on
 // brokerAddr (both serve every request code; routes advertise the broker listener). Use
-// port 0 for a free port and read the bound addresses with Addrs. It returns once both
-// listen.
+// port 0 for a free port and read the bound addresses with Addrs. An empty namesrvAddr
+// starts the broker listener alone (a broker that registers with name servers of its own,
+// Config.NameServers). It returns once they listen.
 func (b *Broker) Serve(namesrvAddr, brokerAddr string) error {
 	if b.closed.Load() {
 		return ErrClosed
@@ -107,20 +108,23 @@ func (b *Broker) Serve(namesrvAddr, brokerAddr string) error {
 	if err != nil {
 		return fmt.Errorf("broker: listen on broker address %s: %w", brokerAddr, err)
 	}
-	nl, err := net.Listen("tcp", namesrvAddr)
-	if err != nil {
-		bl.Close()
-		return fmt.Errorf("broker: listen on name-server address %s: %w", namesrvAddr, err)
+	s.lns = []net.Listener{bl}
+	if namesrvAddr != "" {
+		nl, err := net.Listen("tcp", namesrvAddr)
+		if err != nil {
+			bl.Close()
+			return fmt.Errorf("broker: listen on name-server address %s: %w", namesrvAddr, err)
+		}
+		s.nsAddr = nl.Addr().String()
+		s.lns = append(s.lns, nl)
 	}
 	ap, _ := netip.ParseAddrPort(bl.Addr().String())
 	if ap.Addr().IsUnspecified() {
 		ap = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), ap.Port())
 	}
 	s.brokerAddr = ap.String()
-	s.nsAddr = nl.Addr().String()
 	b.storeHost.Store(ap)
 	b.repl.advertise.Store(s.brokerAddr)
-	s.lns = []net.Listener{nl, bl}
 	b.net = s
 	for _, ln := range s.lns {
 		s.wg.Add(1)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
-	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
@@ -64,78 +62,17 @@ func instanceName(kind string) string {
 	return fmt.Sprintf("rsql-%s-%d-%d", kind, os.Getpid(), instanceSeq.Add(1))
 }
 
-// sortQueues orders a topic's queues by broker then queue id: split i (and the queue a key
-// hashes to, QueueOf) is the i-th. With one broker, split i is queue id i.
-func sortQueues(mqs []*primitive.MessageQueue) []*primitive.MessageQueue {
-	out := append([]*primitive.MessageQueue(nil), mqs...)
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].BrokerName != out[j].BrokerName {
-			return out[i].BrokerName < out[j].BrokerName
-		}
-		return out[i].QueueId < out[j].QueueId
-	})
-	return out
-}
-
-// ensureRocketMQTopic returns the topic's queues, creating the topic with queues queues on
-// each master broker of the cluster (cfg.CreateTopics) when it has no route.
-func ensureRocketMQTopic(ctx context.Context, cfg RocketMQConfig, topic string, queues int) ([]*primitive.MessageQueue, error) {
-	a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{cfg.NameServer})))
-	if err != nil {
-		return nil, fmt.Errorf("topic %s: admin client for name server %s: %w", topic, cfg.NameServer, err)
-	}
-	defer a.Close()
-	mqs, err := a.FetchPublishMessageQueues(ctx, topic)
-	if err == nil && len(mqs) > 0 {
-		return sortQueues(mqs), nil
-	}
-	if !cfg.CreateTopics {
-		if err == nil {
-			err = errors.New("no queues")
-		}
-		return nil, fmt.Errorf("topic %s has no route at name server %s (create it first): %v", topic, cfg.NameServer, err)
-	}
-	masters, err := masterBrokers(ctx, cfg.NameServer, cfg.Cluster)
-	if err != nil {
-		return nil, fmt.Errorf("topic %s does not exist and cannot be created: %w", topic, err)
-	}
-	if queues <= 0 {
-		queues = 4
-	}
-	for _, addr := range masters {
-		if err := a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(addr),
-			admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues)); err != nil {
-			return nil, fmt.Errorf("topic %s: create on broker %s: %w", topic, addr, err)
-		}
-	}
-	// The name server learns the route from the brokers; ask until it has every broker's.
-	var last error
-	for i := 0; i < 50; i++ {
-		mqs, err := a.FetchPublishMessageQueues(ctx, topic)
-		if err == nil && len(mqs) >= queues*len(masters) {
-			return sortQueues(mqs), nil
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("topic %s: %w", topic, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return nil, fmt.Errorf("topic %s was created on %v but has no full route at name server %s: %v", topic, masters, cfg.NameServer, last)
-}
-
 // RocketMQSource reads a topic over the RocketMQ protocol with rocketmq-client-go's pull
-// consumer. Its splits are the topic's queues ("0", "1", ...; see sortQueues), offsets are
-// queue offsets, and it never ends (unbounded). Safe for concurrent use; each SplitReader is
-// used by one goroutine.
+// consumer. Its splits are the queues of the topic's layout ("0", "1", ...; see
+// rocketmq_layout.go), offsets are queue offsets, and it never ends (unbounded). Safe for
+// concurrent use; each SplitReader is used by one goroutine.
 type RocketMQSource struct {
 	cfg   RocketMQConfig
 	topic string
 	pc    rocketmq.PullConsumer
 
-	mu  sync.Mutex
-	mqs []*primitive.MessageQueue
+	mu     sync.Mutex
+	layout []queueRef
 }
 
 // OpenRocketMQSource opens topic on the cluster behind cfg.NameServer, creating it with
@@ -158,7 +95,7 @@ func OpenRocketMQSource(ctx context.Context, cfg RocketMQConfig, topic string, q
 		return nil, fmt.Errorf("topic %s: pull consumer: %w", topic, err)
 	}
 	if err := pc.Start(); err != nil {
-		return nil, fmt.Errorf("topic %s: start the pull consumer at %s: %w", topic, cfg.NameServer, err)
+		return nil, Unavailable(fmt.Errorf("topic %s: start the pull consumer at %s: %w", topic, cfg.NameServer, err))
 	}
 	s := &RocketMQSource{cfg: cfg, topic: topic, pc: pc}
 	if _, err := s.Splits(ctx); err != nil {
@@ -168,27 +105,19 @@ func OpenRocketMQSource(ctx context.Context, cfg RocketMQConfig, topic string, q
 	return s, nil
 }
 
-func (s *RocketMQSource) queues() ([]*primitive.MessageQueue, error) {
-	mqs, err := s.pc.GetTopicRouteInfo(s.topic)
-	if err != nil {
-		return nil, fmt.Errorf("topic %s: route at name server %s: %w", s.topic, s.cfg.NameServer, err)
-	}
-	if len(mqs) == 0 {
-		return nil, fmt.Errorf("topic %s has no queues at name server %s", s.topic, s.cfg.NameServer)
-	}
-	return sortQueues(mqs), nil
-}
-
-// Splits lists the topic's queues as "0".."n-1".
+// Splits lists the queues of the topic's layout as "0".."n-1".
 func (s *RocketMQSource) Splits(ctx context.Context) ([]string, error) {
-	mqs, err := s.queues()
+	qs, _, err := topicLayout(ctx, s.cfg.NameServer, s.topic)
 	if err != nil {
 		return nil, err
 	}
+	if len(qs) == 0 {
+		return nil, Unavailable(fmt.Errorf("topic %s has no queues at name server %s", s.topic, s.cfg.NameServer))
+	}
 	s.mu.Lock()
-	s.mqs = mqs
+	s.layout = qs
 	s.mu.Unlock()
-	out := make([]string, len(mqs))
+	out := make([]string, len(qs))
 	for i := range out {
 		out[i] = strconv.Itoa(i)
 	}
@@ -203,19 +132,24 @@ func (s *RocketMQSource) Close() error { return s.pc.Shutdown() }
 // Open reads split from offset (the first offset not yet processed).
 func (s *RocketMQSource) Open(ctx context.Context, split string, offset int64) (SplitReader, error) {
 	s.mu.Lock()
-	mqs := s.mqs
+	qs := s.layout
 	s.mu.Unlock()
 	q, err := strconv.Atoi(split)
-	if err != nil || q < 0 || q >= len(mqs) {
-		return nil, fmt.Errorf("topic %s has no queue %q (it has %d)", s.topic, split, len(mqs))
+	if err != nil || q < 0 || q >= len(qs) {
+		return nil, fmt.Errorf("topic %s has no queue %q (it has %d)", s.topic, split, len(qs))
 	}
 	if offset < 0 {
 		return nil, fmt.Errorf("topic %s queue %d: offset %d is negative", s.topic, q, offset)
 	}
-	mq := *mqs[q]
-	r := &rocketMQReader{s: s, split: q, splitName: split, mq: &mq, next: offset, fetch: offset}
+	mq := s.messageQueue(qs[q])
+	r := &rocketMQReader{s: s, split: q, splitName: split, mq: mq, next: offset, fetch: offset}
 	r.maxSeen.Store(-1)
 	return r, nil
+}
+
+// messageQueue is the client library's name of a queue of the layout.
+func (s *RocketMQSource) messageQueue(q queueRef) *primitive.MessageQueue {
+	return &primitive.MessageQueue{Topic: s.topic, BrokerName: q.broker, QueueId: q.id}
 }
 
 type pullOutcome struct {
@@ -308,7 +242,10 @@ func (r *rocketMQReader) Read(ctx context.Context, buf []Message, max int) ([]Me
 			continue // an answer for another offset; ask again
 		}
 		if out.err != nil {
-			return buf, r.errorf("pull: %v", out.err)
+			// The broker unreachable, restarting, not in the route now, or slow: the job
+			// starts again from its checkpoint once it answers.
+			return buf, Unavailable(fmt.Errorf("topic %s queue %d (broker %s queue %d) offset %d: pull: %w",
+				r.s.topic, r.split, r.mq.BrokerName, r.mq.QueueId, r.next, out.err))
 		}
 		res := out.res
 		switch res.Status {
@@ -379,11 +316,12 @@ func (r *rocketMQReader) Close() error {
 // key travels as the message's KEYS property, Message.ID as property RSQL_ID (PropMessageID), so
 // Position and IDsSince make it a de-duplicating sink like BrokerSink. Safe for concurrent use.
 type RocketMQSink struct {
-	cfg   RocketMQConfig
-	topic string
-	p     rocketmq.Producer
-	sel   *forcedQueueSelector
-	n     int
+	cfg    RocketMQConfig
+	topic  string
+	p      rocketmq.Producer
+	sel    *forcedQueueSelector
+	layout []queueRef
+	n      int
 
 	mu  sync.Mutex
 	rr  int
@@ -393,26 +331,29 @@ type RocketMQSink struct {
 	src *RocketMQSource // opened on first Position/IDsSince
 }
 
-// forcedQueueSelector picks the queue of the batch being sent (set under the sink's lock).
+// forcedQueueSelector picks the queue of the batch being sent (set under the sink's lock):
+// that queue of the layout or, when the producer's route lacks it (its broker is down),
+// none — the send then fails instead of going to another queue.
 type forcedQueueSelector struct {
-	queue int // index into the sorted queues
+	queue queueRef
 	err   error
 }
 
 func (f *forcedQueueSelector) Select(_ *primitive.Message, mqs []*primitive.MessageQueue, _ string) *primitive.MessageQueue {
-	sorted := sortQueues(mqs)
-	if f.queue < len(sorted) {
-		return sorted[f.queue]
+	for _, mq := range mqs {
+		if mq.BrokerName == f.queue.broker && mq.QueueId == f.queue.id {
+			return mq
+		}
 	}
-	f.err = fmt.Errorf("the producer sees %d queues, fewer than the %d the sink partitions over", len(sorted), f.queue+1)
-	return sorted[f.queue%len(sorted)]
+	f.err = Unavailable(fmt.Errorf("queue %d of broker %s is not in the route now (the broker is down?)", f.queue.id, f.queue.broker))
+	return nil
 }
 
 // OpenRocketMQSink opens topic for writing, creating it with queues queues (cfg.CreateTopics)
 // when it does not exist.
 func OpenRocketMQSink(ctx context.Context, cfg RocketMQConfig, topic string, queues int) (*RocketMQSink, error) {
 	cfg = cfg.withDefaults()
-	mqs, err := ensureRocketMQTopic(ctx, cfg, topic, queues)
+	layout, err := ensureRocketMQTopic(ctx, cfg, topic, queues)
 	if err != nil {
 		return nil, err
 	}
@@ -425,9 +366,9 @@ func OpenRocketMQSink(ctx context.Context, cfg RocketMQConfig, topic string, que
 		return nil, fmt.Errorf("topic %s: producer: %w", topic, err)
 	}
 	if err := p.Start(); err != nil {
-		return nil, fmt.Errorf("topic %s: start the producer at %s: %w", topic, cfg.NameServer, err)
+		return nil, Unavailable(fmt.Errorf("topic %s: start the producer at %s: %w", topic, cfg.NameServer, err))
 	}
-	return &RocketMQSink{cfg: cfg, topic: topic, p: p, sel: sel, n: len(mqs), byQ: make([][]*primitive.Message, len(mqs))}, nil
+	return &RocketMQSink{cfg: cfg, topic: topic, p: p, sel: sel, layout: layout, n: len(layout), byQ: make([][]*primitive.Message, len(layout))}, nil
 }
 
 // Queues is the number of queues the sink partitions over.
@@ -530,17 +471,16 @@ func (s *RocketMQSink) Position(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	src.mu.Lock()
-	mqs := src.mqs
+	qs := src.layout
 	src.mu.Unlock()
-	if len(mqs) != s.n {
-		return nil, fmt.Errorf("topic %s: the source sees %d queues, the sink %d", s.topic, len(mqs), s.n)
+	if len(qs) != s.n {
+		return nil, fmt.Errorf("topic %s: the source sees %d queues, the sink %d", s.topic, len(qs), s.n)
 	}
 	out := binary.AppendUvarint(nil, uint64(s.n))
-	for q, mq := range mqs {
-		m := *mq
-		off, err := src.pc.OffsetForTimestamp(&m, farFuture)
+	for q, ref := range qs {
+		off, err := src.pc.OffsetForTimestamp(src.messageQueue(ref), farFuture)
 		if err != nil {
-			return nil, fmt.Errorf("topic %s queue %d: end offset: %w", s.topic, q, err)
+			return nil, Unavailable(fmt.Errorf("topic %s queue %d: end offset: %w", s.topic, q, err))
 		}
 		out = binary.AppendVarint(out, max(off, 0))
 	}
@@ -611,18 +551,35 @@ func decodePosition(pos []byte) ([]int64, error) {
 }
 
 func (s *RocketMQSink) send(ctx context.Context, q int, batch []*primitive.Message) error {
-	s.sel.queue, s.sel.err = q, nil
+	s.sel.queue, s.sel.err = s.layout[q], nil
 	res, err := s.p.SendSync(ctx, batch...)
-	if err == nil && s.sel.err != nil {
+	if s.sel.err != nil {
 		err = s.sel.err
 	}
 	if err == nil && res.Status != primitive.SendOK {
-		err = fmt.Errorf("send status %v", res.Status)
+		// Stored, but not as durable as asked (a slave missing): sent again on retry.
+		err = Unavailable(fmt.Errorf("send status %v", res.Status))
 	}
 	if err != nil {
-		return fmt.Errorf("topic %s queue %d: send %d messages: %w", s.topic, q, len(batch), err)
+		return sendError(fmt.Errorf("topic %s queue %d (broker %s queue %d): send %d messages: %w", s.topic, q, s.layout[q].broker, s.layout[q].id, len(batch), err))
 	}
 	return nil
+}
+
+// sendError marks a failed send ErrUnavailable unless the broker refused the messages
+// themselves: MESSAGE_ILLEGAL (13, too large), INVALID_PARAMETER (29) or a code it does not
+// support (3), which a retry would meet again. The client library reports a broker's refusal
+// only as text ("CODE: 13, DESC: ..."); everything else — connections, timeouts, routes,
+// SYSTEM_ERROR, SERVICE_NOT_AVAILABLE (a full disk), NO_PERMISSION (a slave standing in) —
+// can pass.
+func sendError(err error) error {
+	msg := err.Error()
+	for _, code := range []string{"13", "29", "3"} {
+		if strings.Contains(msg, "CODE: "+code+",") || strings.Contains(msg, "CODE: "+code+" ") {
+			return err
+		}
+	}
+	return Unavailable(err)
 }
 
 // Flush is a no-op: Write returns after the broker acknowledged the sends, and the broker's

@@ -61,7 +61,7 @@ func TestMasterBrokers(t *testing.T) {
 	}
 	ns, addr := b.Addrs()
 	got, err := masterBrokers(context.Background(), ns, "")
-	if err != nil || !reflect.DeepEqual(got, []string{addr}) {
+	if err != nil || !reflect.DeepEqual(got, []brokerRef{{name: "bk", addr: addr}}) {
 		t.Fatalf("masters = %v, %v; want [%s]", got, err, addr)
 	}
 	if got, err := masterBrokers(context.Background(), ns, "other"); err == nil {
