@@ -825,10 +825,18 @@ func (e *Engine) deps() connectors.Deps {
 
 func (e *Engine) needBroker(stream string) (*broker.Broker, error) {
 	if e.cfg.Broker == nil {
-		return nil, sql.Errorf(sql.CodeNotSupported, "stream %s lives on a broker, and this rsql runs none (rsql -c/-f without --server runs an engine of its own, without a broker): send the statements to a running server with --server ADDR (or use connector = 'file')", stream)
+		return nil, noBrokerError{err: sql.Errorf(sql.CodeNotSupported, "stream %s lives on a broker, and this rsql runs none (rsql -c/-f without --server runs an engine of its own, without a broker): send the statements to a running server with --server ADDR (or use connector = 'file')", stream)}
 	}
 	return e.cfg.Broker, nil
 }
+
+// noBrokerError is the SQL error of a statement or job that needs a broker this engine
+// lacks; it is also connectors.ErrNoBroker, so a recorded job that meets it is left as it
+// was (jobretry.go).
+type noBrokerError struct{ err *sql.Error }
+
+func (e noBrokerError) Error() string   { return e.err.Error() }
+func (e noBrokerError) Unwrap() []error { return []error{e.err, connectors.ErrNoBroker} }
 
 func topicOf(stream string, opts map[string]string) string {
 	if t := opts["topic"]; t != "" {
