@@ -144,6 +144,7 @@ func (s *RocketMQSource) Open(ctx context.Context, split string, offset int64) (
 	mq := s.messageQueue(qs[q])
 	r := &rocketMQReader{s: s, split: q, splitName: split, mq: mq, next: offset, fetch: offset}
 	r.maxSeen.Store(-1)
+	r.returned.Store(offset)
 	return r, nil
 }
 
@@ -173,7 +174,49 @@ type rocketMQReader struct {
 	held        []Message
 	pending     chan pullOutcome // nil when no pull is in flight
 	maxSeen     atomic.Int64     // the queue's max offset in the latest answer; -1 before one
-	closed      bool
+	// returned mirrors next for Lag, which another goroutine calls.
+	returned atomic.Int64
+	closed   bool
+	// The pull in flight: when it started, when the broker was last probed about it, and
+	// how many probes in a row found records it should have answered with (probe).
+	pendingSince, probedAt time.Time
+	suspect                int
+}
+
+// probeEvery is how long a pull may go unanswered before the reader asks the broker, on a
+// connection of its own, whether it is alive and what the queue holds. The client library
+// does not fail a request whose connection closed: without the probe, a broker killed and
+// started again would leave the pull waiting out its 30 s timeout.
+const probeEvery = 3 * time.Second
+
+// probe checks a pull that has gone unanswered for probeEvery: an error when the broker does
+// not answer, or when twice in a row the queue held records beyond the pull's offset (the
+// broker started again and the pull is lost with its old connection); nil while the queue
+// is simply empty there.
+func (r *rocketMQReader) probe(ctx context.Context) error {
+	now := time.Now()
+	if now.Sub(r.pendingSince) < probeEvery || now.Sub(r.probedAt) < probeEvery {
+		return nil
+	}
+	r.probedAt = now
+	ctx, cancel := context.WithTimeout(ctx, probeEvery)
+	defer cancel()
+	end, err := r.s.maxOffset(ctx, r.split)
+	if err != nil {
+		r.pending = nil // the lost pull's answer, if any, is dropped
+		return fmt.Errorf("topic %s queue %d (broker %s queue %d) offset %d: no answer to a pull for %v, and the broker does not answer: %w",
+			r.s.topic, r.split, r.mq.BrokerName, r.mq.QueueId, r.next, now.Sub(r.pendingSince).Round(time.Second), err)
+	}
+	if end <= r.fetch {
+		r.suspect = 0
+		return nil
+	}
+	if r.suspect++; r.suspect < 2 {
+		return nil
+	}
+	r.pending = nil
+	return Unavailable(fmt.Errorf("topic %s queue %d (broker %s queue %d) offset %d: no answer to a pull for %v while the queue holds records up to %d (the broker started again?)",
+		r.s.topic, r.split, r.mq.BrokerName, r.mq.QueueId, r.next, now.Sub(r.pendingSince).Round(time.Second), end))
 }
 
 func (r *rocketMQReader) errorf(format string, args ...any) error {
@@ -196,6 +239,7 @@ func (r *rocketMQReader) start(max int) {
 		ch <- pullOutcome{res: res, err: err, at: at}
 	}()
 	r.pending = ch
+	r.pendingSince = time.Now()
 }
 
 // take moves up to max held messages to buf.
@@ -208,6 +252,7 @@ func (r *rocketMQReader) take(buf []Message, max int) []Message {
 		r.held = nil
 		r.next = r.fetch
 	}
+	r.returned.Store(r.next)
 	return buf
 }
 
@@ -232,9 +277,9 @@ func (r *rocketMQReader) Read(ctx context.Context, buf []Message, max int) ([]Me
 		var out pullOutcome
 		select {
 		case out = <-r.pending:
-			r.pending = nil
+			r.pending, r.suspect = nil, 0
 		case <-timer.C:
-			return buf, nil
+			return buf, r.probe(ctx)
 		case <-ctx.Done():
 			return buf, ctx.Err()
 		}
@@ -263,17 +308,20 @@ func (r *rocketMQReader) Read(ctx context.Context, buf []Message, max int) ([]Me
 			}
 			if res.NextBeginOffset > r.fetch {
 				r.fetch, r.next = res.NextBeginOffset, res.NextBeginOffset
+				r.returned.Store(r.next)
 			}
 		case primitive.PullNoNewMsg:
 			// The broker's long poll ended without data; wait on within this Read's time.
 		case primitive.PullNoMsgMatched:
 			if res.NextBeginOffset > r.fetch {
 				r.fetch, r.next = res.NextBeginOffset, res.NextBeginOffset
+				r.returned.Store(r.next)
 			}
 		case primitive.PullOffsetIllegal:
 			if r.fetch < res.MinOffset {
 				// Retention removed what was asked for: start at the oldest kept message.
 				r.fetch, r.next = res.MinOffset, res.MinOffset
+				r.returned.Store(r.next)
 				continue
 			}
 			return buf, r.errorf("offset out of range (the queue holds offsets %d to %d)", res.MinOffset, res.MaxOffset)
@@ -297,7 +345,7 @@ func (r *rocketMQReader) Lag() int64 {
 	if max < 0 {
 		return -1
 	}
-	if l := max - r.next; l > 0 {
+	if l := max - r.returned.Load(); l > 0 {
 		return l
 	}
 	return 0
@@ -361,7 +409,11 @@ func OpenRocketMQSink(ctx context.Context, cfg RocketMQConfig, topic string, que
 	p, err := rocketmq.NewProducer(
 		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{cfg.NameServer})),
 		producer.WithGroupName(cfg.Group), producer.WithInstanceName(instanceName("sink")),
-		producer.WithQueueSelector(sel), producer.WithRetry(2), producer.WithSendMsgTimeout(cfg.SendTimeout))
+		// No retries inside the client: a send that failed after reaching the broker (a
+		// timeout, a broker killed before it answered) may be stored, and sending it again
+		// would store it twice. The error goes to the caller, whose restart checks what the
+		// topic holds (IDsSince) before it sends again.
+		producer.WithQueueSelector(sel), producer.WithRetry(0), producer.WithSendMsgTimeout(cfg.SendTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: producer: %w", topic, err)
 	}
@@ -488,8 +540,9 @@ func (s *RocketMQSink) Position(ctx context.Context) ([]byte, error) {
 }
 
 // IDsSince calls fn with the ID (property RSQL_ID) of every message stored after pos (a
-// Position of this topic) whose ID starts with prefix. It reads each queue from pos until a
-// read finds nothing within the source's wait.
+// Position of this topic) whose ID starts with prefix. It reads each queue from pos to the
+// end the broker reports when asked (GET_MAX_OFFSET): a slow answer — a broker just started
+// again — is waited for, never taken for the end.
 func (s *RocketMQSink) IDsSince(ctx context.Context, pos []byte, prefix string, fn func(id string)) error {
 	offs, err := decodePosition(pos)
 	if err != nil {
@@ -499,33 +552,70 @@ func (s *RocketMQSink) IDsSince(ctx context.Context, pos []byte, prefix string, 
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	var buf []Message
 	for q, from := range offs {
 		if q >= s.n {
+			continue
+		}
+		end, err := src.maxOffset(ctx, q)
+		if err != nil {
+			return err
+		}
+		if from >= end {
 			continue
 		}
 		r, err := src.Open(ctx, strconv.Itoa(q), from)
 		if err != nil {
 			return err
 		}
-		for {
+		for next := from; next < end; {
 			buf, err = r.Read(ctx, buf[:0], 256)
+			if err == nil && ctx.Err() != nil {
+				err = Unavailable(fmt.Errorf("topic %s queue %d: reading offsets %d to %d for the ids written: %w", s.topic, q, next, end, ctx.Err()))
+			}
 			if err != nil {
 				r.Close()
 				return err
-			}
-			if len(buf) == 0 {
-				break
 			}
 			for i := range buf {
 				if id := buf[i].ID; id != "" && strings.HasPrefix(id, prefix) {
 					fn(id)
 				}
+				next = buf[i].Offset + 1
 			}
 		}
 		r.Close()
 	}
 	return nil
+}
+
+// maxOffset asks the broker of queue q (split number) for its end: the offset the next
+// message gets.
+func (s *RocketMQSource) maxOffset(ctx context.Context, q int) (int64, error) {
+	s.mu.Lock()
+	qs := s.layout
+	s.mu.Unlock()
+	if q < 0 || q >= len(qs) {
+		return 0, fmt.Errorf("topic %s has no queue %d (it has %d)", s.topic, q, len(qs))
+	}
+	route, err := fetchRoute(ctx, s.cfg.NameServer, s.topic)
+	if err != nil {
+		return 0, err
+	}
+	addr := route.masterAddrs()[qs[q].broker]
+	if addr == "" {
+		return 0, Unavailable(fmt.Errorf("topic %s queue %d: broker %s has no route now", s.topic, q, qs[q].broker))
+	}
+	resp, err := rmqCall(ctx, addr, reqGetMaxOffset, map[string]string{"topic": s.topic, "queueId": strconv.Itoa(qs[q].id)})
+	if err != nil {
+		return 0, Unavailable(fmt.Errorf("topic %s queue %d: end offset at %s: %w", s.topic, q, addr, err))
+	}
+	if resp.Code != respSuccess {
+		return 0, Unavailable(fmt.Errorf("topic %s queue %d: end offset at %s: code %d: %s", s.topic, q, addr, resp.Code, resp.Remark))
+	}
+	return resp.ExtInt("offset")
 }
 
 // decodePosition reads a Position mark: the queue count, then each queue's offset (varints).

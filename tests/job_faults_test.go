@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"math/rand"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +60,44 @@ CREATE STREAM home WITH (queues = 1) AS SELECT id FROM clicks WHERE page = 'home
 		} else if time.Now().After(deadline) {
 			t.Fatalf("the job's output after the restart: %q\n%s", got, s.p.Stderr.String())
 		}
+	}
+}
+
+// TestJobSurvivesBrokerKill9: `rsql server --namesrv` over a standalone `rsql broker --flush
+// sync`; the job reads a pre-loaded topic, and the broker is killed with SIGKILL and started
+// again twice while it does. The job pauses and starts again from its checkpoint each time
+// (never FAILED), and its output is exactly the batch result.
+func TestJobSurvivesBrokerKill9(t *testing.T) {
+	evs := genEvents(47)[:40000]
+	want, lastEnd := batchResult(evs)
+	seed := time.Now().UnixNano()
+	r := rand.New(rand.NewSource(seed))
+	t.Logf("kill timing seed %d", seed)
+	b := startBroker(t, "--flush", "sync")
+	s := newExternalJobsServer(t, b.NS)
+	ddl := strings.SplitAfter(jobsDDL, ";")
+	s.sql(ddl[0])
+	produceEvents(t, b.NS, evs)
+	s.sql(ddl[1])
+	for i := 0; i < 2; i++ {
+		d := time.Duration(300+r.Intn(1500)) * time.Millisecond
+		time.Sleep(d)
+		t.Logf("kill -9 the broker #%d, %v in", i+1, d)
+		b.killAndRestart()
+		if st := jobStates(t, "--server", s.pg)["job-1"]; st != "RUNNING" && st != "RETRYING" {
+			t.Fatalf("job state %s after the broker's restart\n%s", st, s.p.Stderr.String())
+		}
+	}
+	start := time.Now()
+	defer func() { t.Logf("windows closed and result read in %v", time.Since(start).Round(100*time.Millisecond)) }()
+	waitWindowsClosed(t, s, lastEnd)
+	got := consumedResult(t, s.ns)
+	compareMultisets(t, "result topic after two broker kills", want, got)
+	if strings.Contains(s.p.Stderr.String(), "job job-1 failed") {
+		t.Errorf("the job failed on the way")
+	}
+	t.Logf("the job paused and started again %d times", strings.Count(s.p.Stderr.String(), "job job-1 started again"))
+	if t.Failed() {
+		t.Logf("server stderr:\n%s\nbroker stderr:\n%s", s.p.Stderr.String(), b.p.Stderr.String())
 	}
 }
