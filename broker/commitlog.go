@@ -286,6 +286,10 @@ func (cl *commitLog) recover(start int64, fn func(r *recordView, off int64)) (in
 		start = last.base
 	}
 	pos := start
+	// The scan reads through the files, not the mappings: past the log's end a page may
+	// have no blocks, and on some file systems (tmpfs) even reading such a page through a
+	// mapping faults when the disk is full.
+	var rd segReader
 	for {
 		s := cl.segFor(pos)
 		if s == nil {
@@ -296,15 +300,27 @@ func (cl *commitLog) recover(start int64, fn func(r *recordView, off int64)) (in
 			pos = s.base + cl.segSize
 			continue
 		}
-		if binary.BigEndian.Uint32(s.data[rel+4:]) == magicBlank {
-			n := int64(binary.BigEndian.Uint32(s.data[rel:]))
+		hdr, ok := rd.bytes(s, rel, 8)
+		if !ok {
+			break
+		}
+		if binary.BigEndian.Uint32(hdr[4:]) == magicBlank {
+			n := int64(binary.BigEndian.Uint32(hdr))
 			if n == cl.segSize-rel {
 				pos = s.base + cl.segSize
 				continue
 			}
 			break
 		}
-		r, err := parseRecord(s.data[rel:], pos)
+		size := int64(binary.BigEndian.Uint32(hdr))
+		if size < recordFixedSize || rel+size > cl.segSize {
+			break
+		}
+		rec, ok := rd.bytes(s, rel, size)
+		if !ok {
+			break
+		}
+		r, err := parseRecord(rec, pos)
 		if err != nil || r.physOffset != pos {
 			break
 		}
@@ -378,6 +394,31 @@ func (cl *commitLog) retentionInfo() (int64, int64, int) {
 		}
 	}
 	return ts, int64(len(cl.segs)) * cl.segSize, len(cl.segs)
+}
+
+// segReader reads segments through their files in windows of 1 MiB (recovery).
+type segReader struct {
+	s   *segment
+	at  int64 // buf holds the segment's bytes [at, at+len(buf))
+	buf []byte
+}
+
+// bytes returns n bytes of s from rel, valid until the next call; false when the file
+// holds fewer.
+func (r *segReader) bytes(s *segment, rel, n int64) ([]byte, bool) {
+	if r.s == s && rel >= r.at && rel+n <= r.at+int64(len(r.buf)) {
+		return r.buf[rel-r.at : rel-r.at+n], true
+	}
+	size := max(n, 1<<20)
+	if cap(r.buf) < int(size) {
+		r.buf = make([]byte, size)
+	}
+	k, _ := s.f.ReadAt(r.buf[:size], rel)
+	r.s, r.at, r.buf = s, rel, r.buf[:k]
+	if int64(k) < n {
+		return nil, false
+	}
+	return r.buf[:n], true
 }
 
 // zeroTail writes zeros over [from, to) of f through the file (not the mapping), skipping

@@ -77,9 +77,10 @@ func openConsumeQueue(fs storeFS, root, topic string, id, per int) (*consumeQueu
 		q.files = append(q.files, f)
 	}
 	for i, f := range q.files {
-		n := q.per
-		for n > 0 && binary.BigEndian.Uint32(f.data[(n-1)*cqEntrySize+8:]) == 0 {
-			n--
+		n, err := writtenEntries(f.f, q.per)
+		if err != nil {
+			q.close()
+			return nil, fmt.Errorf("broker: read consume queue %s: %w", q.dir, err)
 		}
 		// Every page holding a written entry has its blocks; beyond the last one the file
 		// may be sparse, and nothing beyond it needs clearing.
@@ -92,6 +93,29 @@ func openConsumeQueue(fs storeFS, root, topic string, id, per int) (*consumeQueu
 		}
 	}
 	return q, nil
+}
+
+// writtenEntries returns the number of entries of a consume-queue file up to its last
+// written one (size not 0). It reads through the file, from the end, not through the
+// mapping: the unwritten part may have no blocks, and on some file systems (tmpfs) reading
+// such a page through a mapping faults when the disk is full.
+func writtenEntries(f *os.File, per int64) (int64, error) {
+	const chunk = 3276 // entries per read (64 KiB)
+	buf := make([]byte, chunk*cqEntrySize)
+	for end := per; end > 0; {
+		from := max(0, end-chunk)
+		b := buf[:(end-from)*cqEntrySize]
+		if _, err := f.ReadAt(b, from*cqEntrySize); err != nil {
+			return 0, err
+		}
+		for n := end; n > from; n-- {
+			if binary.BigEndian.Uint32(b[(n-1-from)*cqEntrySize+8:]) != 0 {
+				return n, nil
+			}
+		}
+		end = from
+	}
+	return 0, nil
 }
 
 func (q *consumeQueue) openFile(first int64) (*cqFile, error) {

@@ -201,7 +201,19 @@ func (x *indexFile) lookup(hash uint32, begin, end int64, limit int, out []int64
 	count := x.count.Load()
 	slots := x.hdr.slots
 	be := binary.BigEndian
-	n := be.Uint32(x.data[indexHeaderSize+int64(hash%slots)*4:])
+	slot := indexHeaderSize + int64(hash%slots)*4
+	var n uint32
+	if x.readOnly && x.f != nil {
+		// The slots of a file opened on a full disk may have no blocks: read them through
+		// the file (on tmpfs, reading such a page through the mapping faults).
+		var b [4]byte
+		if _, err := x.f.ReadAt(b[:], slot); err != nil {
+			return out
+		}
+		n = be.Uint32(b[:])
+	} else {
+		n = be.Uint32(x.data[slot:])
+	}
 	base := x.beginTS.Load()
 	for n > 0 && n <= count && len(out) < limit {
 		e := x.data[indexHeaderSize+int64(slots)*4+int64(n-1)*indexEntrySize:]
