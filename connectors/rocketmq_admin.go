@@ -62,7 +62,7 @@ type topicRoute struct {
 	// (rocketmq_layout.go).
 	OrderTopicConf string       `json:"orderTopicConf"`
 	BrokerDatas    []brokerData `json:"brokerDatas"`
-	QueueDatas  []struct {
+	QueueDatas     []struct {
 		BrokerName     string `json:"brokerName"`
 		ReadQueueNums  int    `json:"readQueueNums"`
 		WriteQueueNums int    `json:"writeQueueNums"`
