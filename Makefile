@@ -1,4 +1,5 @@
-# rsql: `make run` builds and starts the embedded default; `make test` runs every test.
+# rsql: `make run` builds and starts the embedded default; `make test` runs every test and
+# every fuzz target briefly (scripts/fuzz.sh; `make fuzz` runs them longer).
 export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 
@@ -19,11 +20,10 @@ run: build
 test: test-deps build
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
+	bash scripts/fuzz.sh
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem ./exec/ ./broker/
 
 fuzz:
-	@for p in $$(grep -l '^func Fuzz' $$(git ls-files '*_test.go') | xargs -n1 dirname | sort -u); do \
-	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$p/*_test.go | sed 's/func //'); do \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime 20s ./$$p || exit 1; done; done
+	FUZZTIME=$${FUZZTIME:-20s} bash scripts/fuzz.sh

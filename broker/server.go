@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"rsql/broker/remoting"
+	"rsql/internal/listen"
 )
 
 // netServer runs the two listeners. Each connection has one reader goroutine; every request
@@ -38,6 +39,22 @@ type netServer struct {
 	locks map[string]map[string]*mqLock // group -> "topic@broker@queue" -> holder
 
 	filters filterCache
+
+	stopped atomic.Pointer[stoppedErr] // why a listener stopped accepting, if one did
+}
+
+type stoppedErr struct{ err error }
+
+// ServeErr returns why one of the listeners Serve started stopped accepting, or nil while
+// they accept (or before Serve).
+func (b *Broker) ServeErr() error {
+	if b.net == nil {
+		return nil
+	}
+	if st := b.net.stopped.Load(); st != nil {
+		return st.err
+	}
+	return nil
 }
 
 type conn struct {
@@ -157,8 +174,15 @@ func (s *netServer) close() {
 	s.wg.Wait()
 }
 
+// accept serves ln until close. A temporary accept error (file descriptors running out,
+// say) is logged and retried with backoff (internal/listen); any other stops this listener
+// and is kept for ServeErr.
 func (s *netServer) accept(ln net.Listener) {
 	defer s.wg.Done()
+	var backoff listen.Backoff
+	logf := func(msg string, args ...any) {
+		s.b.cfg.Logger.Warn(msg, append(args, "listener", ln.Addr().String())...)
+	}
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -167,12 +191,14 @@ func (s *netServer) accept(ln net.Listener) {
 				return
 			default:
 			}
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			if backoff.Retry(err, logf) {
 				continue
 			}
-			time.Sleep(10 * time.Millisecond)
-			continue
+			s.b.cfg.Logger.Error("listener stopped", "listener", ln.Addr().String(), "err", err)
+			s.stopped.CompareAndSwap(nil, &stoppedErr{fmt.Errorf("broker listener %s stopped: %w", ln.Addr(), err)})
+			return
 		}
+		backoff.Accepted(logf)
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}

@@ -16,7 +16,8 @@ import (
 )
 
 // BrokerSource reads a topic of the bundled broker in the same process. Its splits are the
-// topic's queues ("0", "1", ...); offsets are queue offsets. It never ends (unbounded).
+// topic's queues ("0", "1", ...); offsets are queue offsets. It never ends (unbounded),
+// unless Snapshot bounded it.
 type BrokerSource struct {
 	b      *broker.Broker
 	topic  string
@@ -24,6 +25,24 @@ type BrokerSource struct {
 	// Wait is how long one Read waits for new messages before returning none (default 200ms),
 	// so the runtime can notice idleness.
 	Wait time.Duration
+	// until, when set (Snapshot), is each queue's end: the source is bounded and a split
+	// ends there.
+	until []int64
+}
+
+// Snapshot makes the source bounded: each queue is read up to the end it has now, then its
+// split ends (a pull query's view of a topic).
+func (s *BrokerSource) Snapshot() error {
+	until := make([]int64, s.queues)
+	for q := range until {
+		end, err := s.b.MaxOffset(s.topic, q)
+		if err != nil {
+			return fmt.Errorf("topic %s queue %d: %w", s.topic, q, err)
+		}
+		until[q] = end
+	}
+	s.until = until
+	return nil
 }
 
 // OpenBrokerSource opens topic, creating it with queues queues when it does not exist.
@@ -59,7 +78,7 @@ func (s *BrokerSource) Splits(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-func (s *BrokerSource) Bounded() bool { return false }
+func (s *BrokerSource) Bounded() bool { return s.until != nil }
 func (s *BrokerSource) Close() error  { return nil }
 
 func (s *BrokerSource) Open(ctx context.Context, split string, offset int64) (SplitReader, error) {
@@ -83,6 +102,13 @@ type brokerReader struct {
 
 func (r *brokerReader) Read(ctx context.Context, buf []Message, max int) ([]Message, error) {
 	from := r.next.Load()
+	if r.s.until != nil {
+		end := r.s.until[r.queue]
+		if from >= end {
+			return buf, ErrEndOfSplit
+		}
+		max = int(min(int64(max), end-from))
+	}
 	msgs, next, err := r.s.b.Pull(ctx, r.s.topic, r.queue, from, max, r.s.Wait)
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

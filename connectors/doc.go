@@ -19,6 +19,11 @@
 //     writer of its file it is a de-duplicating sink (Position, IDsSince) that cuts the file
 //     back instead of storing ids. NewPrintSink(w) prints bodies to w.
 //   - Errors of the file connector name the path (and the line where there is one).
+//   - FileRoots is the file connector's sandbox (fileroots.go): its OpenSource, OpenSink,
+//     Rename, Remove and WriteFile take only paths under its roots whose symbolic links
+//     stay under them, checked when the path is resolved and again by os.Root when the
+//     file is opened; anything else is an error wrapping ErrOutsideFileRoots that names
+//     the roots. A nil *FileRoots is no sandbox (OpenFileSource and OpenFileSink use it).
 //   - Topics: BrokerSource/BrokerSink (the bundled broker in process) and
 //     RocketMQSource/RocketMQSink (any name server, rocketmq-client-go) pass one conformance
 //     test body. A missing topic is created with RocketMQConfig.CreateTopics on the master

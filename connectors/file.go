@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 )
 
@@ -22,9 +21,10 @@ const fileSplit = "0"
 
 // FileSource is a bounded source over a text file with one record per line.
 type FileSource struct {
-	path string
-	mu   sync.Mutex
-	open map[*fileReader]struct{} // readers to close with the source; guarded by mu
+	path   string
+	target fileTarget
+	mu     sync.Mutex
+	open   map[*fileReader]struct{} // readers to close with the source; guarded by mu
 }
 
 // OpenFileSource returns a bounded source with one split ("0") whose messages are the
@@ -33,14 +33,24 @@ type FileSource struct {
 // are not reused); a trailing "\r" is dropped. The file must exist now; it is opened
 // again by each Open.
 func OpenFileSource(path string) (Source, error) {
-	st, err := os.Stat(path)
+	return (*FileRoots)(nil).OpenSource(path)
+}
+
+// OpenSource is OpenFileSource within the sandbox: a path it does not allow is an error
+// wrapping ErrOutsideFileRoots, and relative paths are relative to the first root.
+func (r *FileRoots) OpenSource(path string) (Source, error) {
+	t, err := r.resolve(path)
 	if err != nil {
-		return nil, fmt.Errorf("file source %s: %w", path, err)
+		return nil, err
+	}
+	st, err := t.stat()
+	if err != nil {
+		return nil, fmt.Errorf("file source %s: %w", path, r.escapeErr(path, err))
 	}
 	if st.IsDir() {
 		return nil, fmt.Errorf("file source %s: is a directory", path)
 	}
-	return &FileSource{path: path, open: map[*fileReader]struct{}{}}, nil
+	return &FileSource{path: path, target: t, open: map[*fileReader]struct{}{}}, nil
 }
 
 // Splits returns the one split "0".
@@ -55,7 +65,7 @@ func (s *FileSource) Open(ctx context.Context, split string, offset int64) (Spli
 	if split != fileSplit {
 		return nil, fmt.Errorf("file source %s: no split %q (the only split is %q)", s.path, split, fileSplit)
 	}
-	fh, err := os.Open(s.path)
+	fh, err := s.target.open(os.O_RDONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("file source %s: %w", s.path, err)
 	}
@@ -218,20 +228,41 @@ func OpenFileSink(path string) (Sink, error) {
 
 // OpenFileSinkWith is OpenFileSink with options.
 func OpenFileSinkWith(path string, opts FileSinkOptions) (*FileSink, error) {
-	if dir := filepath.Dir(path); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("file sink %s: %w", path, err)
-		}
+	return (*FileRoots)(nil).OpenSink(path, opts)
+}
+
+// OpenSink is OpenFileSinkWith within the sandbox: a path it does not allow is an error
+// wrapping ErrOutsideFileRoots, and relative paths are relative to the first root.
+func (r *FileRoots) OpenSink(path string, opts FileSinkOptions) (*FileSink, error) {
+	t, err := r.resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.mkdirParent(); err != nil {
+		return nil, fmt.Errorf("file sink %s: %w", path, r.escapeErr(path, err))
 	}
 	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
 	if opts.Truncate {
 		flags |= os.O_TRUNC
 	}
-	fh, err := os.OpenFile(path, flags, 0o644)
+	fh, err := t.open(flags, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("file sink %s: %w", path, err)
+		return nil, fmt.Errorf("file sink %s: %w", path, r.escapeErr(path, err))
 	}
 	return &FileSink{path: path, f: fh, w: bufio.NewWriterSize(fh, 256<<10)}, nil
+}
+
+// escapeErr turns os.Root's refusal of a path that leads out of its root (a symbolic link
+// swapped in after resolve looked) into ErrOutsideFileRoots naming the roots; other errors
+// pass.
+func (r *FileRoots) escapeErr(path string, err error) error {
+	if r == nil {
+		return err
+	}
+	if _, rerr := r.resolve(path); rerr != nil && errors.Is(rerr, ErrOutsideFileRoots) {
+		return rerr
+	}
+	return err
 }
 
 // Position returns the file's size after writing out the buffer: every line written after

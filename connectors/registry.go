@@ -30,6 +30,8 @@ type Deps struct {
 	RocketMQ *RocketMQConfig
 	// Stdout is where the print sink writes (default os.Stdout).
 	Stdout io.Writer
+	// Files is the file connector's sandbox (fileroots.go); nil: paths as given.
+	Files *FileRoots
 }
 
 // Spec is a stream as a connector opens it: its name, parsed options, its schema and the
@@ -133,8 +135,10 @@ var builtinKinds = []Kind{
 	},
 	{
 		Name: "file", Doc: "a file of JSON lines or CSV records: read to its end, or written", Options: []string{"path"}, Bounded: true,
-		OpenSource: func(_ context.Context, _ Deps, s Spec) (Source, error) { return OpenFileSource(s.Options.Path) },
-		OpenSink:   func(_ context.Context, _ Deps, s Spec) (Sink, error) { return OpenFileSink(s.Options.Path) },
+		OpenSource: func(_ context.Context, d Deps, s Spec) (Source, error) { return d.Files.OpenSource(s.Options.Path) },
+		OpenSink: func(_ context.Context, d Deps, s Spec) (Sink, error) {
+			return d.Files.OpenSink(s.Options.Path, FileSinkOptions{})
+		},
 	},
 	{
 		Name: "nexmark", Doc: "the Nexmark benchmark's generated events: person, auction or bid (docs/nexmark.md; read only)",

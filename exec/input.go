@@ -176,7 +176,15 @@ func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, r connect
 			for i := range msgs {
 				m := &msgs[i]
 				derr := m.Err // a body the source could not read (one that does not inflate)
-				if derr == nil {
+				switch {
+				case derr != nil:
+				case len(m.Body) == 0 && len(m.Key) > 0 && len(spec.PrimaryKey) > 0:
+					at := max(readMax, ob.maxTs)
+					if at == MinWatermark {
+						at = m.Timestamp
+					}
+					full, derr = tombstone(spec, m.Key, at, full[:0])
+				default:
 					full, derr = format.Decode(m.Body, full[:0])
 				}
 				ts := int64(0)
@@ -243,6 +251,33 @@ func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, r connect
 }
 
 // eventTime returns a decoded row's event time, or an error when it has none.
+// tombstone is the row of a table's tombstone (a keyed message with an empty body): the
+// delete of the key, at time at (the largest event time its split has read, or the
+// message's timestamp before any): NULLs but for the key, the change column and the time.
+func tombstone(spec planner.SourceSpec, key []byte, at int64, full sql.Row) (sql.Row, error) {
+	op := spec.Schema.Index(sql.ChangeColumn)
+	if len(spec.PrimaryKey) != 1 || op < 0 {
+		return full, &connectors.DecodeError{Reason: "an empty message is a tombstone only for a table with a one-column primary key"}
+	}
+	for range spec.Schema {
+		full = append(full, sql.Null)
+	}
+	pk := spec.PrimaryKey[0]
+	v, err := sql.CastValue(sql.Varchar(string(key)), spec.Schema[pk].Type)
+	if err != nil {
+		return full, &connectors.DecodeError{Field: spec.Schema[pk].Name, Reason: "the tombstone's key: " + err.Error()}
+	}
+	full[pk], full[op] = v, sql.Varchar("delete")
+	if spec.EventTime >= 0 {
+		col := spec.EventTime
+		if spec.Columns != nil {
+			col = spec.Columns[col]
+		}
+		full[col] = sql.Value{K: sql.KindTimestamp, I: at}
+	}
+	return full, nil
+}
+
 func eventTime(spec planner.SourceSpec, full sql.Row) (int64, error) {
 	if spec.EventTime < 0 {
 		return 0, nil

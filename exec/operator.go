@@ -96,6 +96,15 @@ type Operator interface {
 	Close() error
 }
 
+// inputWatermarker is an operator of several inputs that judges a row's lateness by its own
+// input's watermark rather than the split's (the minimum over the inputs): a row that is in
+// order within its stream is then never late because another input lags, and a row late
+// for its stream is late whatever the other inputs do. The stage calls InputWatermark, before
+// Watermark, when an input it feeds directly reports a higher watermark for a split.
+type inputWatermarker interface {
+	InputWatermark(split string, input int, wm int64)
+}
+
 // stateless gives an operator without state the Watermark, Control and Close it needs.
 type stateless struct{}
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -130,6 +131,8 @@ type JobStats struct {
 	Late       int64 // rows that arrived after all their windows had fired
 	// Watermark of the job's last stage (MinWatermark before any is known).
 	Watermark int64
+	// StateRows is the rows the job's joins hold in their state (both sides).
+	StateRows int64
 	Splits    []SplitStats
 	// BadErrors are the most recent bad-record errors (at most 16), oldest first.
 	BadErrors []string
@@ -172,6 +175,14 @@ type Job struct {
 	cnt    counters
 	done   chan struct{}
 
+	// inject is held while a checkpoint numbers its barrier and hands it to every root
+	// stage, so that concurrent checkpoints (the periodic one, the last one of a bounded
+	// job, one asked for) reach every root in the same order: a stage aligning barriers
+	// of several inputs then sees them in that order on each.
+	inject sync.Mutex
+	// alignCh is closed (and replaced) when a root stage's alignment floor moves.
+	alignMu   sync.Mutex
+	alignCh   chan struct{}
 	mu        sync.Mutex // guards the fields below
 	err       error
 	stopped   bool
@@ -207,7 +218,7 @@ func Start(ctx context.Context, job string, plan *planner.Physical, env Env) (*J
 		return nil, fmt.Errorf("%w: no stages", ErrBadPlan)
 	}
 	jctx, cancel := context.WithCancel(ctx)
-	j := &Job{name: job, env: env, plan: plan, cancel: cancel, done: make(chan struct{})}
+	j := &Job{name: job, env: env, plan: plan, cancel: cancel, done: make(chan struct{}), alignCh: make(chan struct{})}
 	if err := j.build(jctx); err != nil {
 		cancel()
 		for _, st := range j.stages {
@@ -225,6 +236,12 @@ func Start(ctx context.Context, job string, plan *planner.Physical, env Env) (*J
 		j.wg.Add(1)
 		go func(st *stage) {
 			defer j.wg.Done()
+			// A panic in an operator fails this job, not the process.
+			defer func() {
+				if p := recover(); p != nil {
+					j.fail(&PanicError{Stage: st.plan.ID, Value: p, Stack: debug.Stack()})
+				}
+			}()
 			if err := st.run(jctx); err != nil && !errors.Is(err, context.Canceled) {
 				j.fail(err)
 			}
@@ -246,6 +263,16 @@ func Start(ctx context.Context, job string, plan *planner.Physical, env Env) (*J
 	}
 	return j, nil
 }
+
+// PanicError fails a job whose stage panicked: Error is one line, Stack says where, for
+// the log.
+type PanicError struct {
+	Stage int
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("stage %d panicked: %v", e.Stage, e.Value) }
 
 // build makes a stage per planner stage, wires edges (in-process or shuffle topics), the
 // stages' outputs and commit groups, and opens the inputs.
@@ -582,18 +609,9 @@ func (j *Job) Stop() {
 // Checkpoint injects a checkpoint barrier at every root stage and waits until every commit
 // group has committed it; it returns the epoch.
 func (j *Job) Checkpoint(ctx context.Context) (int64, error) {
-	epoch := j.nextEpoch()
-	var rs []*request
-	for _, st := range j.roots {
-		r := &request{kind: reqCheckpoint, epoch: epoch, done: make(chan error, 1)}
-		select {
-		case st.reqs <- r:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-j.done:
-			return 0, errJobEnded
-		}
-		rs = append(rs, r)
+	rs, err := j.injectBarrier(ctx)
+	if err != nil {
+		return 0, err
 	}
 	for _, r := range rs {
 		select {
@@ -610,6 +628,47 @@ func (j *Job) Checkpoint(ctx context.Context) (int64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.epoch, nil
+}
+
+// alignMoved wakes the split readers waiting for the alignment floor to move.
+func (j *Job) alignMoved() {
+	j.alignMu.Lock()
+	close(j.alignCh)
+	j.alignCh = make(chan struct{})
+	j.alignMu.Unlock()
+}
+
+// alignState is the channel closed at the floor's next move, and the floor: the smallest
+// of the root stages' (MaxWatermark: no constraint).
+func (j *Job) alignState() (<-chan struct{}, int64) {
+	j.alignMu.Lock()
+	ch := j.alignCh
+	j.alignMu.Unlock()
+	f := MaxWatermark
+	for _, st := range j.roots {
+		f = min(f, st.alignFloor.Load())
+	}
+	return ch, f
+}
+
+// injectBarrier numbers a new epoch and hands its barrier to every root stage.
+func (j *Job) injectBarrier(ctx context.Context) ([]*request, error) {
+	j.inject.Lock()
+	defer j.inject.Unlock()
+	epoch := j.nextEpoch()
+	var rs []*request
+	for _, st := range j.roots {
+		r := &request{kind: reqCheckpoint, epoch: epoch, done: make(chan error, 1)}
+		select {
+		case st.reqs <- r:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-j.done:
+			return nil, errJobEnded
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
 }
 
 var errJobEnded = errors.New("exec: job has ended")
@@ -678,6 +737,11 @@ func (j *Job) Stats() JobStats {
 		s.Watermark = st.statWM
 		s.Splits = append(s.Splits, st.statSplits...)
 		st.statsMu.Unlock()
+		for _, n := range st.nodes {
+			if r, ok := n.op.(interface{ StateRows() int64 }); ok {
+				s.StateRows += r.StateRows()
+			}
+		}
 	}
 	j.mu.Lock()
 	s.BadErrors = append([]string(nil), j.badErrors...)

@@ -195,10 +195,9 @@ type stage struct {
 
 	// Event-time alignment of split readers: floor is the smallest max event time of the
 	// live splits that have data (MaxWatermark: no constraint); a reader whose split is more
-	// than Env.AlignmentWindow ahead of it waits until alignCh is closed (floor moved).
+	// than Env.AlignmentWindow ahead of the job's floor (the smallest of its root stages')
+	// waits until it moves (Job.alignMoved).
 	alignFloor atomic.Int64
-	alignMu    sync.Mutex
-	alignCh    chan struct{}
 
 	statsMu    sync.Mutex
 	statWM     int64
@@ -207,8 +206,8 @@ type stage struct {
 
 func newStage(j *Job, ps *planner.Stage) *stage {
 	st := &stage{job: j, plan: ps, in: make(chan event, 64), wm: MinWatermark, statWM: MinWatermark,
-		splits: map[string]*split{}, alignCh: make(chan struct{}),
-		ended: make([]bool, len(ps.Inputs)), barrierSeen: make([]bool, len(ps.Inputs)), stash: make([][]event, len(ps.Inputs))}
+		splits: map[string]*split{},
+		ended:  make([]bool, len(ps.Inputs)), barrierSeen: make([]bool, len(ps.Inputs)), stash: make([][]event, len(ps.Inputs))}
 	st.alignFloor.Store(MaxWatermark)
 	return st
 }
@@ -296,6 +295,8 @@ func (st *stage) portSchema(p planner.Port, ops []sql.Schema) sql.Schema {
 	switch n := st.plan.Ops[p.Op].Node.(type) {
 	case *planner.UnionNode:
 		return n.Schema
+	case *planner.JoinNode:
+		return n.Schema
 	case *planner.ProjectNode:
 		return n.Schema
 	case *planner.WindowAssignNode:
@@ -375,6 +376,14 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		return unionOp{}, nil
 	case *planner.SortNode:
 		return &sortOp{keys: n.Keys}, nil
+	case *planner.JoinNode:
+		late, err := st.lateOutput(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		oid := OperatorID(id, "join", i)
+		st.opIDs = append(st.opIDs, oid)
+		return newJoinOp(n, st.job.name, oid, env.Store, late, &st.job.cnt), nil
 	case *planner.TopNNode:
 		late, err := st.lateOutput(ctx, in)
 		if err != nil {
@@ -614,9 +623,7 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 				for _, u := range b.marks {
 					sp.marks[u.split] = u.mark
 				}
-				if b.maxTs > sp.inWM[ev.input] {
-					sp.inWM[ev.input] = b.maxTs
-				}
+				st.raiseInputWM(sp, ev.input, b.maxTs)
 			} else {
 				st.job.cnt.in.Add(int64(n))
 			}
@@ -638,9 +645,7 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 		return false, ev.err
 	case evWatermark:
 		for _, sp := range st.splits {
-			if ev.wm > sp.inWM[ev.input] {
-				sp.inWM[ev.input] = ev.wm
-			}
+			st.raiseInputWM(sp, ev.input, ev.wm)
 		}
 		return false, st.advance()
 	case evBarrier:
@@ -654,7 +659,7 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 		}
 		for _, sp := range st.splits {
 			for i := range sp.inWM {
-				sp.inWM[i] = MaxWatermark
+				st.raiseInputWM(sp, i, MaxWatermark)
 			}
 		}
 		if err := st.advance(); err != nil {
@@ -663,6 +668,20 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 		return true, st.end()
 	}
 	return false, nil
+}
+
+// raiseInputWM records what input reported as the watermark of edge split sp, and tells the
+// operator reading that input directly when it judges lateness per input.
+func (st *stage) raiseInputWM(sp *split, input int, wm int64) {
+	if wm <= sp.inWM[input] {
+		return
+	}
+	sp.inWM[input] = wm
+	if e := st.inEmit[input]; e != nil && e.op >= 0 {
+		if iw, ok := st.nodes[e.op].op.(inputWatermarker); ok {
+			iw.InputWatermark(sp.name, e.in, wm)
+		}
+	}
 }
 
 // alignBarrier handles barrier epoch from an in-process edge: once every edge delivered
@@ -841,25 +860,21 @@ func (st *stage) setAlignFloor() {
 	if st.alignFloor.Swap(floor) == floor {
 		return
 	}
-	st.alignMu.Lock()
-	close(st.alignCh)
-	st.alignCh = make(chan struct{})
-	st.alignMu.Unlock()
+	st.job.alignMoved()
 }
 
 // waitAligned blocks a split reader while its split's max event time is more than the
-// alignment window ahead of the slowest live split, so that replay after a restart (when
-// every split has a backlog) reads the splits in step, as they were read live.
+// alignment window ahead of the slowest live split of the job's root stages, so that
+// replay after a restart (when every split has a backlog) reads the splits in step, as
+// they were read live, and a stage joining or uniting two streams is not handed one far
+// ahead of the other (it would have to keep it until the other caught up).
 func (st *stage) waitAligned(ctx context.Context, maxTs int64) {
 	bound := st.job.env.AlignmentWindow
 	if bound < 0 || maxTs == MinWatermark {
 		return
 	}
 	for {
-		st.alignMu.Lock()
-		ch := st.alignCh
-		st.alignMu.Unlock()
-		f := st.alignFloor.Load()
+		ch, f := st.job.alignState()
 		if f == MaxWatermark || maxTs <= f+bound.Milliseconds() {
 			return
 		}

@@ -168,8 +168,12 @@ func (t *topNOp) Process(_ int, b *Batch, out Emitter) error {
 func (t *topNOp) insert(p *topPart, r sql.Row) bool {
 	n := int(t.node.N)
 	keys := t.node.Order
-	// The first position whose row sorts after r: equal rows keep their arrival order.
-	i := sort.Search(len(p.rows), func(i int) bool { return compareKeys(keys, p.rows[i], r) > 0 })
+	// The first position whose row sorts after r: equal rows keep their arrival order (or,
+	// Latest, the reverse).
+	i := sort.Search(len(p.rows), func(i int) bool {
+		c := compareKeys(keys, p.rows[i], r)
+		return c > 0 || c == 0 && t.node.Latest
+	})
 	if i >= n {
 		return false
 	}

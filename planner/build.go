@@ -23,6 +23,9 @@ type Options struct {
 	// it is this far behind the watermark: SELECT DISTINCT and deduplication over an
 	// unbounded stream need it (SET state_ttl).
 	StateTTL int64
+	// Pull: the query answers once from the current contents of what it reads (a pull
+	// query): a table's scan reads its latest version of each key (sql.Relation.IsTable).
+	Pull bool
 }
 
 // DefaultJob is the job name used when Options.Job is empty (e.g. for EXPLAIN).
@@ -157,6 +160,9 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 			EventTime:      -1,
 			WatermarkDelay: rel.WatermarkDelay,
 			FromStage:      -1,
+		}
+		if rel.IsTable {
+			src.PrimaryKey = append([]int{}, rel.PrimaryKey...)
 		}
 		pos := map[int]int{}
 		for i, c := range n.Columns {
@@ -338,6 +344,8 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 		}
 		return b.addOp(s, &LimitNode{N: n.N, Offset: n.Offset}, nil), nil
 
+	case *Join:
+		return b.join(n)
 	case *Union:
 		var ins []sub
 		for _, in := range n.Inputs {
@@ -513,6 +521,70 @@ func (b *builder) union(ins []sub, out sql.Schema) (sub, error) {
 	}
 	st.Ops = append(st.Ops, Op{Node: u, Inputs: ports})
 	return sub{st: st, port: FromOp(0), row: out, time: -1, keyPos: map[int]bool{}}, nil
+}
+
+// join builds a join: both sides exchanged on their keys (the same number of queues) into
+// one stage whose JoinNode reads input 0 (left) and 1 (right).
+func (b *builder) join(n *Join) (sub, error) {
+	if n.Mode == JoinLookup {
+		return sub{}, errorf(sql.CodeNotSupported, "lookup joins into %s are not available in this build", n.Table.Name)
+	}
+	var ups []*Stage
+	var rows []sql.Schema
+	var delays []int64
+	for i, side := range []LogicalNode{n.Left, n.Right} {
+		s, err := b.build(side)
+		if err != nil {
+			return s, err
+		}
+		keys := n.LeftKeys
+		if i == 1 {
+			keys = n.RightKeys
+		}
+		used := map[int]bool{}
+		for c := range s.row {
+			used[c] = true
+		}
+		x, _, err := b.exchange(s, keys, used, true)
+		if err != nil {
+			return x, err
+		}
+		ups = append(ups, b.edges[x.st][0])
+		rows = append(rows, s.row)
+		delays = append(delays, s.delay)
+		b.dropStage(x.st)
+	}
+	st := &Stage{}
+	b.stages = append(b.stages, st)
+	for i, up := range ups {
+		src := SourceSpec{Connector: ShuffleConnector, Options: map[string]string{}, Schema: rows[i],
+			Columns: identityCols(len(rows[i])), EventTime: -1, WatermarkDelay: delays[i]}
+		st.Inputs = append(st.Inputs, src)
+		b.edges[st] = append(b.edges[st], up)
+	}
+	jn := &JoinNode{Kind: n.Kind, Mode: n.Mode, LeftTime: n.LeftTime, RightTime: n.RightTime, Lower: n.Lower, Upper: n.Upper,
+		LowerOpen: n.LowerOpen, UpperOpen: n.UpperOpen, LeftEnd: n.LeftEnd, RightEnd: n.RightEnd, AsOf: n.AsOf,
+		RightOp: n.RightOp, TTL: n.TTL, LeftWidth: len(rows[0]), RightWidth: len(rows[1]), Schema: n.Schema(), Text: n.String()}
+	for i := range n.LeftKeys {
+		lk, err := compile(n.LeftKeys[i], "join key")
+		if err != nil {
+			return sub{}, err
+		}
+		rk, err := compile(n.RightKeys[i], "join key")
+		if err != nil {
+			return sub{}, err
+		}
+		jn.LeftKeys, jn.RightKeys = append(jn.LeftKeys, lk), append(jn.RightKeys, rk)
+	}
+	if n.Residual != nil {
+		f, err := compile(n.Residual, "join condition")
+		if err != nil {
+			return sub{}, err
+		}
+		jn.Residual = f
+	}
+	st.Ops = append(st.Ops, Op{Node: jn, Inputs: []Port{FromInput(0), FromInput(1)}})
+	return sub{st: st, port: FromOp(0), row: n.Schema(), time: -1, keyPos: map[int]bool{}}, nil
 }
 
 func identityCols(n int) []int {
@@ -746,7 +818,7 @@ func sortSpecs(keys []sql.SortKey) ([]SortSpec, []string, error) {
 
 func topNNode(n *TopN) (*TopNNode, error) {
 	t := &TopNNode{N: n.N, RowNumber: n.RowNumber, Mode: n.Mode, WindowEnd: n.WindowEnd, Time: n.Time, TTL: n.TTL,
-		Schema: n.Schema()}
+		Latest: n.Latest, Schema: n.Schema()}
 	for _, p := range n.Partition {
 		f, err := compile(p, "partition key")
 		if err != nil {

@@ -195,6 +195,7 @@ func nodeText(n Node, row sql.Schema) (parts []string, out sql.Schema) {
 		if n.TTL > 0 {
 			parts = append(parts, "state-ttl="+intervalText(n.TTL))
 		}
+
 		return parts, n.Schema
 	case *LimitNode:
 		parts := []string{"Limit", strconv.FormatInt(n.N, 10)}
@@ -214,9 +215,14 @@ func nodeText(n Node, row sql.Schema) (parts []string, out sql.Schema) {
 		if n.TTL > 0 {
 			parts = append(parts, "state-ttl="+intervalText(n.TTL))
 		}
+		if n.Latest {
+			parts = append(parts, "ties=last-read")
+		}
 		return parts, nil
 	case *SortNode:
 		return []string{"Sort", strings.Join(n.Texts, ", ")}, nil
+	case *JoinNode:
+		return []string{n.Text}, n.Schema
 	case *UnionNode:
 		return []string{"Union"}, n.Schema
 	}

@@ -1,10 +1,10 @@
 package planner
 
 import (
-	"strconv"
 	"flag"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -43,6 +43,13 @@ func goldenCatalog() testCatalog {
 	add(orders("orders_keyed", map[string]string{"topic": "orders_keyed", "queues": "8", "partitioned_by": "user_id"}))
 	add(orders("payments_mq", map[string]string{"topic": "payments", "queues": "4", "format": "json"}))
 	add(orders("payments", map[string]string{"connector": "file", "path": "payments.jsonl", "format": "json"}))
+	add(&sql.Relation{Name: "users", Schema: sql.Schema{
+		{Name: "user_id", Type: sql.TypeVarchar},
+		{Name: "tier", Type: sql.TypeVarchar},
+		{Name: "ts", Type: sql.TypeTimestamp},
+		{Name: sql.ChangeColumn, Type: sql.TypeVarchar},
+	}, Options: map[string]string{"topic": "users", "queues": "2", "format": "json"},
+		EventTime: 2, WatermarkDelay: 5000, IsTable: true, PrimaryKey: []int{0}})
 	sink := func(name string, opts map[string]string) *sql.Relation {
 		return &sql.Relation{Name: name, Options: opts, EventTime: -1}
 	}

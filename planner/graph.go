@@ -209,6 +209,8 @@ func nodeKind(n Node) string {
 		return "topn"
 	case *SortNode:
 		return "sort"
+	case *JoinNode:
+		return "join"
 	case *ExchangeNode:
 		return "exchange"
 	}

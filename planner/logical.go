@@ -24,6 +24,8 @@ type LogicalNode interface {
 type Scan struct {
 	Relation *sql.Relation
 	Columns  []int
+	// Snapshot: the relation is read up to its current end, once (a pull query's table).
+	Snapshot bool
 }
 
 // Filter keeps the rows for which Pred is TRUE.
@@ -108,6 +110,8 @@ type TopN struct {
 	WindowEnd int   // TopNWindow
 	Time      int   // DedupFirst, DedupLast
 	TTL       int64 // DedupFirst, DedupLast: forget a partition this long behind the watermark
+	// Latest: among rows equal in Order the one read last comes first (a table's versions).
+	Latest bool
 }
 
 // Sort orders the rows of a bounded input by Keys (nulls last ascending, first
@@ -293,7 +297,11 @@ func (u *Union) String() string {
 	return "Union all columns=[" + strings.Join(u.Out.Names(), ", ") + "]"
 }
 func (t *TopN) String() string {
-	return "TopN " + strconv.FormatInt(t.N, 10) + " mode=" + t.Mode.String() + " partition=[" + joinExprs(t.Partition) + "] order=[" + sortText(t.Order) + "]"
+	s := "TopN " + strconv.FormatInt(t.N, 10) + " mode=" + t.Mode.String() + " partition=[" + joinExprs(t.Partition) + "] order=[" + sortText(t.Order) + "]"
+	if t.Latest {
+		s += " ties=last-read"
+	}
+	return s
 }
 func (s *Sort) String() string { return "Sort " + sortText(s.Keys) }
 
@@ -417,6 +425,9 @@ func (b *logicalBuilder) from(f sql.From, where sql.Expr) (LogicalNode, sql.Expr
 		for i := range all {
 			all[i] = i
 		}
+		if b.opts.Pull && rel.IsTable {
+			return latestVersions(rel, all), where, nil
+		}
 		return &Scan{Relation: rel, Columns: all}, where, nil
 	case *sql.FromNothing:
 		return &Scan{Relation: constantRelation, Columns: nil}, where, nil
@@ -426,6 +437,17 @@ func (b *logicalBuilder) from(f sql.From, where sql.Expr) (LogicalNode, sql.Expr
 		}
 		n, err := b.query(f.Query, nil)
 		return n, where, err
+	case *sql.FromJoin:
+		left, _, err := b.from(f.Left, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		right, _, err := b.from(f.Right, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		j, err := b.join(f, left, right)
+		return j, where, err
 	case *sql.FromUnion:
 		u := &Union{Out: f.Schema()}
 		for _, in := range f.Inputs {
@@ -868,11 +890,35 @@ func rowNumberBound(p sql.Expr, col int) (int64, bool) {
 	return 0, false
 }
 
-// snapshot reports whether a plan reads only materialized views' current rows and
-// constants: a pull query, which answers once.
+// latestVersions is a table's current contents: of each key's versions (the rows of its
+// changelog), the one with the greatest version time — among equal times the one read last
+// — unless it is a delete.
+func latestVersions(rel *sql.Relation, all []int) LogicalNode {
+	var n LogicalNode = &Scan{Relation: rel, Columns: all, Snapshot: true}
+	part := make([]sql.Expr, len(rel.PrimaryKey))
+	for i, c := range rel.PrimaryKey {
+		part[i] = colRef(rel.Schema, c)
+	}
+	var order []sql.SortKey
+	if rel.EventTime >= 0 {
+		order = []sql.SortKey{{Expr: colRef(rel.Schema, rel.EventTime), Desc: true}}
+	}
+	n = &TopN{Input: n, Partition: part, Order: order, N: 1, RowNumber: -1, Mode: TopNBounded, Latest: true}
+	if op := rel.Schema.Index(sql.ChangeColumn); op >= 0 {
+		n = &Filter{Input: n, Pred: notDelete(colRef(rel.Schema, op))}
+	}
+	return n
+}
+
+func colRef(s sql.Schema, i int) *sql.ColumnRef {
+	return &sql.ColumnRef{Index: i, Name: s[i].Name, T: s[i].Type}
+}
+
+// snapshot reports whether a plan reads only materialized views' current rows, tables'
+// latest versions and constants: a pull query, which answers once.
 func snapshot(n LogicalNode) bool {
 	if s, ok := n.(*Scan); ok {
-		return s.Relation.IsView || s.Relation.Connector() == "values"
+		return s.Snapshot || s.Relation.IsView || s.Relation.Connector() == "values"
 	}
 	ch := n.Children()
 	if len(ch) == 0 {
@@ -890,7 +936,7 @@ func snapshot(n LogicalNode) bool {
 // constants.
 func bounded(n LogicalNode) bool {
 	if s, ok := n.(*Scan); ok {
-		return s.Relation.Bounded()
+		return s.Snapshot || s.Relation.Bounded()
 	}
 	ch := n.Children()
 	if len(ch) == 0 {
@@ -960,4 +1006,17 @@ func aggResultType(g sql.AggCall) (sql.Type, error) {
 		return t, errorf(sql.CodeInternal, "%s: bound type %s, planner type %s", aggText(g), g.T, t)
 	}
 	return g.T, nil
+}
+
+// notDelete is the predicate of a version that is not a delete: its change column (op) is
+// NULL or not one of delete, d (any case) — as the join operator reads it.
+func notDelete(op sql.Expr) sql.Expr {
+	lower := &sql.Call{Func: "LOWER", Args: []sql.Expr{op}, T: sql.TypeVarchar}
+	return &sql.Call{Func: "OR", T: sql.TypeBool, Args: []sql.Expr{
+		&sql.IsNull{Arg: op},
+		&sql.In{Arg: lower, Not: true, List: []sql.Expr{
+			&sql.Literal{V: sql.Varchar("delete"), T: sql.TypeVarchar},
+			&sql.Literal{V: sql.Varchar("d"), T: sql.TypeVarchar},
+		}},
+	}}
 }

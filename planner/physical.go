@@ -131,9 +131,31 @@ type TopNNode struct {
 	WindowEnd      int
 	Time           int
 	TTL            int64
+	Latest         bool // among rows equal in Order, the one read last first
 	Schema         sql.Schema
 	PartitionTexts []string
 	OrderTexts     []string
+}
+
+// JoinNode joins its two inputs (input 0 the left side, 1 the right), exchanged on their
+// keys so that equal keys meet in one split; see the logical Join for the modes and
+// fields. Keys are compiled over each side's row, Residual over the joined row (the left's
+// LeftWidth columns, then the right's).
+type JoinNode struct {
+	Kind                 sql.JoinKind
+	Mode                 JoinMode
+	LeftKeys, RightKeys  []Evaluator
+	Residual             Evaluator
+	LeftTime, RightTime  int
+	Lower, Upper         int64
+	LowerOpen, UpperOpen bool
+	LeftEnd, RightEnd    int
+	AsOf, RightOp        int
+	TTL                  int64
+	LeftWidth            int
+	RightWidth           int
+	Schema               sql.Schema
+	Text                 string // the logical Join's description, for EXPLAIN
 }
 
 // SortNode emits its bounded input's rows in order when the input ends (one split).
@@ -157,6 +179,7 @@ func (*LimitNode) physicalNode()        {}
 func (*UnionNode) physicalNode()        {}
 func (*TopNNode) physicalNode()         {}
 func (*SortNode) physicalNode()         {}
+func (*JoinNode) physicalNode()         {}
 
 // SourceSpec is one input of a stage: a declared stream, or the edge from an upstream stage
 // (FromStage >= 0) whose exchange routes rows to this stage's queues.
@@ -175,6 +198,9 @@ type SourceSpec struct {
 	WatermarkDelay int64
 	// FromStage is the upstream stage id when this input is an edge, else -1.
 	FromStage int
+	// PrimaryKey is a table's key (indexes of Schema): a message with a key and an empty
+	// body is a tombstone, the delete of that key (docs/sql.md, "Tables").
+	PrimaryKey []int
 }
 
 // SinkSpec is where a stage's final rows go: a stream's topic/file, or the client (push

@@ -155,6 +155,44 @@ func pushFilter(in LogicalNode, preds []sql.Expr) LogicalNode {
 			return withFilter(n, stay)
 		}
 		return withFilter(n.WithChildren([]LogicalNode{pushFilter(n.Input, below)}), stay)
+	case *Join:
+		lw := len(n.Left.Schema())
+		shift := make([]int, len(n.Schema()))
+		for i := range shift {
+			shift[i] = i - lw
+		}
+		var lp, rp, stay []sql.Expr
+		for _, p := range preds {
+			used := sql.ColumnsUsed(p)
+			onlyLeft, onlyRight := len(used) > 0, len(used) > 0
+			for _, c := range used {
+				onlyLeft = onlyLeft && c < lw
+				onlyRight = onlyRight && c >= lw
+			}
+			switch {
+			case onlyLeft && (n.Kind == sql.JoinInner || n.Kind == sql.JoinLeft):
+				lp = append(lp, p)
+			case onlyRight && (n.Kind == sql.JoinInner || n.Kind == sql.JoinRight) && n.Mode != JoinTemporal && n.Mode != JoinCurrent && n.Mode != JoinLookup:
+				// (A table's versions are not filtered: an older version must not show
+				// through a newer one that fails the filter.)
+				r, err := sql.RemapColumns(p, shift)
+				if err != nil {
+					stay = append(stay, p)
+					continue
+				}
+				rp = append(rp, r)
+			default:
+				stay = append(stay, p)
+			}
+		}
+		l, r := n.Left, n.Right
+		if len(lp) > 0 {
+			l = pushFilter(l, lp)
+		}
+		if len(rp) > 0 {
+			r = pushFilter(r, rp)
+		}
+		return withFilter(n.WithChildren([]LogicalNode{l, r}), stay)
 	case *Union:
 		// Each input gets the filter (columns are positional).
 		ins := make([]LogicalNode, len(n.Inputs))
@@ -237,6 +275,81 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 			return nil, nil, err
 		}
 		return n.WithChildren([]LogicalNode{child}), m, nil
+
+	case *Join:
+		lw := len(n.Left.Schema())
+		lneed, rneed := map[int]bool{}, map[int]bool{}
+		for c := range need {
+			if c < lw {
+				lneed[c] = true
+			} else {
+				rneed[c-lw] = true
+			}
+		}
+		addUsed(lneed, n.LeftKeys...)
+		addUsed(rneed, n.RightKeys...)
+		if n.Residual != nil {
+			for _, c := range sql.ColumnsUsed(n.Residual) {
+				if c < lw {
+					lneed[c] = true
+				} else {
+					rneed[c-lw] = true
+				}
+			}
+		}
+		for _, c := range []int{n.LeftTime, n.LeftEnd, n.AsOf} {
+			if c >= 0 {
+				lneed[c] = true
+			}
+		}
+		for _, c := range []int{n.RightTime, n.RightEnd, n.RightOp} {
+			if c >= 0 {
+				rneed[c] = true
+			}
+		}
+		left, lm, err := p.prune(n.Left, lneed)
+		if err != nil {
+			return nil, nil, err
+		}
+		right, rm, err := p.prune(n.Right, rneed)
+		if err != nil {
+			return nil, nil, err
+		}
+		nlw := len(left.Schema())
+		out := make([]int, len(n.Schema()))
+		for i := range out {
+			if i < lw {
+				out[i] = lookup(lm, i)
+			} else if r := lookup(rm, i-lw); r >= 0 {
+				out[i] = nlw + r
+			} else {
+				out[i] = -1
+			}
+		}
+		c := *n
+		c.Left, c.Right = left, right
+		if c.LeftKeys, err = remapAll(n.LeftKeys, lm); err != nil {
+			return nil, nil, wrapf(err, "pruning join keys")
+		}
+		if c.RightKeys, err = remapAll(n.RightKeys, rm); err != nil {
+			return nil, nil, wrapf(err, "pruning join keys")
+		}
+		if n.Residual != nil {
+			if c.Residual, err = sql.RemapColumns(n.Residual, out); err != nil {
+				return nil, nil, wrapf(err, "pruning join condition")
+			}
+		}
+		for _, f := range []*int{&c.LeftTime, &c.LeftEnd, &c.AsOf} {
+			if *f >= 0 {
+				*f = lookup(lm, *f)
+			}
+		}
+		for _, f := range []*int{&c.RightTime, &c.RightEnd, &c.RightOp} {
+			if *f >= 0 {
+				*f = lookup(rm, *f)
+			}
+		}
+		return &c, out, nil
 
 	case *Union:
 		// Every input keeps exactly the needed columns, in order, so their layouts agree.
@@ -482,7 +595,7 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 			out[i] = j
 			cols[j] = n.Columns[i]
 		}
-		return &Scan{Relation: n.Relation, Columns: cols}, out, nil
+		return &Scan{Relation: n.Relation, Columns: cols, Snapshot: n.Snapshot}, out, nil
 	}
 	return nil, nil, errorf(sql.CodeInternal, "cannot prune %T", node)
 }

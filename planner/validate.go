@@ -88,6 +88,16 @@ func validate(l LogicalNode) error {
 				}
 			}
 		}
+	case *Join:
+		if len(n.LeftKeys) != len(n.RightKeys) || len(n.LeftKeys) == 0 {
+			return errorf(sql.CodeInternal, "%s: %d left keys, %d right keys", l, len(n.LeftKeys), len(n.RightKeys))
+		}
+		in = n.Schema()
+		if n.Residual != nil {
+			if err := check(n.Residual); err != nil {
+				return err
+			}
+		}
 	case *TopN:
 		if err := check(n.Partition...); err != nil {
 			return err

@@ -23,6 +23,9 @@ type StreamDef struct {
 	WatermarkDelay int64             `json:"watermark_delay_ms,omitempty"`
 	Options        map[string]string `json:"options"`
 	IsView         bool              `json:"is_view,omitempty"`
+	// IsTable: CREATE TABLE (versions by PrimaryKey, or a lookup table).
+	IsTable    bool     `json:"is_table,omitempty"`
+	PrimaryKey []string `json:"primary_key,omitempty"`
 	// Job is the id of the job that writes this stream or view, if any.
 	Job string `json:"job,omitempty"`
 	// Statement is the CREATE text, for SHOW and DESCRIBE.
@@ -79,6 +82,17 @@ func (d *StreamDef) Schema() sql.Schema {
 	return s
 }
 
+// Kind is what the definition is, as DROP names it: STREAM, TABLE or VIEW.
+func (d *StreamDef) Kind() string {
+	switch {
+	case d.IsView:
+		return "VIEW"
+	case d.IsTable:
+		return "TABLE"
+	}
+	return "STREAM"
+}
+
 // Relation returns the stream as the binder sees it.
 func (d *StreamDef) Relation() *sql.Relation {
 	schema := d.Schema()
@@ -86,8 +100,16 @@ func (d *StreamDef) Relation() *sql.Relation {
 	if d.EventTime != "" {
 		et = schema.Index(d.EventTime)
 	}
-	return &sql.Relation{Name: d.Name, Schema: schema, IsView: d.IsView, Options: d.Options,
-		EventTime: et, WatermarkDelay: d.WatermarkDelay}
+	r := &sql.Relation{Name: d.Name, Schema: schema, IsView: d.IsView, Options: d.Options,
+		EventTime: et, WatermarkDelay: d.WatermarkDelay, IsTable: d.IsTable}
+	for _, k := range d.PrimaryKey {
+		r.PrimaryKey = append(r.PrimaryKey, schema.Index(k))
+	}
+	if d.IsTable && (r.Connector() == "broker" || r.Connector() == "file") {
+		// A versioned table's records may say they end their key (docs/sql.md, Joins).
+		r.Schema = append(append(sql.Schema{}, schema...), sql.Column{Name: sql.ChangeColumn, Type: sql.TypeVarchar})
+	}
+	return r
 }
 
 func columnDefs(s sql.Schema) []ColumnDef {
@@ -137,6 +159,7 @@ type Catalog struct {
 	streams map[string]*StreamDef
 	jobs    map[string]*JobDef
 	funcs   map[string]*FunctionDef
+	users   map[string]*UserDef // by lower-case name (users.go)
 	nextJob int
 }
 
@@ -145,6 +168,7 @@ type catalogFile struct {
 	Jobs      []*JobDef      `json:"jobs"`
 	Functions []*FunctionDef `json:"functions,omitempty"`
 	NextJob   int            `json:"next_job"`
+	Users     []*UserDef     `json:"users,omitempty"`
 }
 
 // file returns the catalog's content as written to its file and shared in a cluster:
@@ -160,9 +184,13 @@ func (c *Catalog) fileLocked() catalogFile {
 	for _, d := range c.funcs {
 		f.Functions = append(f.Functions, d)
 	}
+	for _, u := range c.users {
+		f.Users = append(f.Users, u)
+	}
 	sort.Slice(f.Streams, func(i, j int) bool { return f.Streams[i].Name < f.Streams[j].Name })
 	sort.Slice(f.Jobs, func(i, j int) bool { return f.Jobs[i].ID < f.Jobs[j].ID })
 	sort.Slice(f.Functions, func(i, j int) bool { return f.Functions[i].Name < f.Functions[j].Name })
+	sort.Slice(f.Users, func(i, j int) bool { return f.Users[i].Name < f.Users[j].Name })
 	return f
 }
 
@@ -171,6 +199,7 @@ func (c *Catalog) loadLocked(f catalogFile) {
 	c.streams = map[string]*StreamDef{}
 	c.jobs = map[string]*JobDef{}
 	c.funcs = map[string]*FunctionDef{}
+	c.users = map[string]*UserDef{}
 	for _, s := range f.Streams {
 		c.streams[key(s.Name)] = s
 	}
@@ -179,6 +208,9 @@ func (c *Catalog) loadLocked(f catalogFile) {
 	}
 	for _, d := range f.Functions {
 		c.funcs[key(d.Name)] = d
+	}
+	for _, u := range f.Users {
+		c.users[key(u.Name)] = u
 	}
 	c.nextJob = max(f.NextJob, 1)
 }
@@ -189,7 +221,7 @@ var ErrCatalogCorrupt = errors.New("catalog file is corrupt")
 // OpenCatalog loads the catalog at path, or starts an empty one when the file does not exist.
 // An empty path gives an in-memory catalog.
 func OpenCatalog(path string) (*Catalog, error) {
-	c := &Catalog{path: path, streams: map[string]*StreamDef{}, jobs: map[string]*JobDef{}, funcs: map[string]*FunctionDef{}, nextJob: 1}
+	c := &Catalog{path: path, streams: map[string]*StreamDef{}, jobs: map[string]*JobDef{}, funcs: map[string]*FunctionDef{}, users: map[string]*UserDef{}, nextJob: 1}
 	if path == "" {
 		return c, nil
 	}
@@ -224,7 +256,8 @@ func (c *Catalog) saveLocked() error {
 		return err
 	}
 	tmp := c.path + ".tmp"
-	fh, err := os.Create(tmp)
+	// 0600: the file holds the users' password secrets.
+	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ func (e *Engine) describeText(ctx context.Context, sess *Session, text string, p
 	if catalogQuery(text) {
 		return nil, errNoSystemCatalogs
 	}
-	stmts, err := sql.ParseParams(text, params)
+	stmts, err := sql.ParseLimited(text, params, e.cfg.Limits)
 	if err != nil {
 		return nil, err
 	}

@@ -4,10 +4,21 @@
 //
 // Postgres wire (pgwire*.go): PGServer speaks protocol v3 to any Postgres client (psql,
 // pgx, JDBC). Contract:
-//   - Startup: SSL/GSS encryption requests are answered 'N'; no authentication
-//     (AuthenticationOk); ParameterStatus reports server_version, client_encoding UTF8,
-//     DateStyle ISO, integer_datetimes, standard_conforming_strings, TimeZone UTC; then
-//     BackendKeyData for cancel requests and ReadyForQuery.
+//   - Startup (pgwire_startup.go): SSLRequest is answered 'S' and the connection goes on
+//     over TLS when PGConfig.TLS is set, 'N' otherwise; GSSENCRequest 'N'. Authentication
+//     is trust (only from loopback addresses; 28000 otherwise) or SCRAM-SHA-256 against
+//     the catalog's users (scram.go; 28P01 for a wrong password or an unknown user); the
+//     session takes the user's role. ParameterStatus reports server_version,
+//     client_encoding UTF8, DateStyle ISO, integer_datetimes, standard_conforming_strings,
+//     TimeZone UTC, session_authorization, is_superuser; then BackendKeyData for cancel
+//     requests and ReadyForQuery. Everything before ReadyForQuery must finish within
+//     StartupTimeout.
+//   - Limits (docs/security.md): at most MaxConnections connections (53300 past it); a
+//     message that has begun must arrive within MessageTimeout; IdleTimeout, when set,
+//     ends an idle session (57P05); a query text over MaxStatementBytes fails with 54001.
+//     Accept errors that are temporary are retried with backoff (internal/listen); Err
+//     reports a listener that stopped. A panic in a connection's goroutine closes that
+//     connection only.
 //   - Every statement goes to the Executor with the connection's Session; the front end
 //     answers nothing itself. A simple Query may hold several statements (one result
 //     each). The extended protocol (Parse/Bind/Describe/Execute/Close/Sync/Flush) takes
@@ -38,7 +49,11 @@
 // sampler goroutine keeps each running job's counters every 2 s for 15 minutes, from which
 // rates are computed; it stops with the System.
 //
-// Engine (engine.go and neighbours): the catalog, statement execution and the jobs. SET
+// Engine (engine.go and neighbours): the catalog, statement execution and the jobs. Each
+// statement is checked against the session's role first (users.go: admin, read_only;
+// 42501); parsing applies Config.Limits; file paths go through the file sandbox
+// (Config.FileRoots); a panic while executing fails the call (XX000), and a panic in a
+// job's decoders or sources fails the record or the job (recover.go). SET
 // accepts the settings of settings.go only; CREATE OR REPLACE replaces a definition and its
 // job unless another job uses the stream (replace.go); a job's file sink follows the rule of
 // fileout.go (a defining job replaces the file, an INSERT job appends, a restarted one

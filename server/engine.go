@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,14 +38,23 @@ type Config struct {
 	// RocketMQ, when Broker is nil, is the RocketMQ cluster (for example another rsql
 	// server's bundled broker) that streams with connector 'broker' live on.
 	RocketMQ *connectors.RocketMQConfig
-	// FileRoot is the directory files named in statements must be in: a wasm function's
-	// module (CREATE FUNCTION ... LANGUAGE wasm AS 'm.wasm'). Default: the working
-	// directory, against which relative paths resolve.
-	FileRoot string
+	// FileRoots are the directories file sources and sinks may use (the file sandbox,
+	// connectors.FileRoots); relative paths start at the first. Default: the data
+	// directory's files/ (created when missing). "/" allows every path.
+	FileRoots []string
+	// Limits bound what one statement may cost to parse and bind (sql.Limits; zero fields
+	// take their defaults).
+	Limits sql.Limits
+	// MaxResultBytes bounds the rows one pull query collects (about their size in memory):
+	// past it the query fails with 54000. Default 64 MiB; negative: no limit.
+	MaxResultBytes int64
 	// deferJobs leaves the jobs recorded as RUNNING stopped until startRecordedJobs, so a
 	// System can attach the broker first.
 	deferJobs bool
 }
+
+// DefaultMaxResultBytes is Config.MaxResultBytes's default.
+const DefaultMaxResultBytes = 64 << 20
 
 func (c *Config) ensureDefaults() {
 	if c.DataDir == "" {
@@ -56,6 +66,10 @@ func (c *Config) ensureDefaults() {
 	if c.Log == nil {
 		c.Log = os.Stderr
 	}
+	if c.MaxResultBytes == 0 {
+		c.MaxResultBytes = DefaultMaxResultBytes
+	}
+	c.Limits = c.Limits.WithDefaults()
 }
 
 // DefaultCheckpointInterval is how often a job checkpoints when its sink stream's WITH has no
@@ -70,6 +84,7 @@ type Engine struct {
 	lock  *dirLock
 	cat   *Catalog
 	store state.Store
+	files *connectors.FileRoots // the file sandbox
 
 	mu    sync.Mutex
 	jobs  map[string]*runningJob
@@ -85,6 +100,9 @@ type Engine struct {
 
 	// udf compiles and runs user-defined functions (functions.go).
 	udf *udf.Runtime
+	// passwordsUnchecked is set while the Postgres wire accepts clients without a
+	// password (trust), so that setting one warns that it is not checked.
+	passwordsUnchecked atomic.Bool
 
 	// cluster is set in cluster mode (several instances sharing a Postgres checkpoint
 	// store, cluster.go); startMu then serializes starting and stopping jobs.
@@ -136,6 +154,20 @@ func Open(cfg Config) (*Engine, error) {
 		lock.Close()
 		return nil, err
 	}
+	roots := cfg.FileRoots
+	if len(roots) == 0 {
+		def := filepath.Join(cfg.DataDir, "files")
+		if err := os.MkdirAll(def, 0o755); err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("file root: %w", err)
+		}
+		roots = []string{def}
+	}
+	files, err := connectors.OpenFileRoots(roots...)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
 	var store state.Store
 	switch cfg.StateBackend {
 	case "memory":
@@ -143,14 +175,16 @@ func Open(cfg Config) (*Engine, error) {
 	case "rocksdb":
 		store, err = state.OpenRocks(filepath.Join(cfg.DataDir, "state"), state.RocksOptions{})
 		if err != nil {
+			files.Close()
 			lock.Close()
 			return nil, fmt.Errorf("open state store: %w", err)
 		}
 	default:
+		files.Close()
 		lock.Close()
 		return nil, fmt.Errorf("unknown state backend %q (want rocksdb or memory)", cfg.StateBackend)
 	}
-	e := &Engine{cfg: cfg, lock: lock, cat: cat, store: store, udf: udf.NewRuntime(),
+	e := &Engine{cfg: cfg, lock: lock, cat: cat, store: store, files: files, udf: udf.NewRuntime(),
 		jobs: map[string]*runningJob{}, views: map[string]*viewTable{}, retries: map[string]*jobRetry{}}
 	e.idle = sync.NewCond(&e.mu)
 	if !cfg.deferJobs {
@@ -202,7 +236,32 @@ func (e *Engine) Close() error {
 	}
 	err := e.store.Close()
 	e.udf.Close()
+	e.files.Close()
 	e.lock.Close()
+	return err
+}
+
+// FileRoots returns the directories file sources and sinks may use.
+func (e *Engine) FileRoots() []string { return e.files.Dirs() }
+
+// checkFiles refuses (42501) the file paths of a stream's options (path, dlq_path,
+// late_path) that the file sandbox does not allow.
+func (e *Engine) checkFiles(opts map[string]string) error {
+	for _, k := range []string{"path", "dlq_path", "late_path"} {
+		if p := opts[k]; p != "" {
+			if _, err := e.files.Check(p); err != nil {
+				return fileError(err)
+			}
+		}
+	}
+	return nil
+}
+
+// fileError gives a path the sandbox refuses its SQLSTATE, 42501.
+func fileError(err error) error {
+	if errors.Is(err, connectors.ErrOutsideFileRoots) {
+		return sql.Errorf(codeInsufficientPrivilege, "%v", err)
+	}
 	return err
 }
 
@@ -229,16 +288,22 @@ func (e *Engine) WaitJobs(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Execute implements Executor: it parses text and runs its statements in order.
-func (e *Engine) Execute(ctx context.Context, sess *Session, text string, params []sql.Value) ([]*Result, error) {
+// Execute implements Executor: it parses text and runs its statements in order. A panic
+// while doing so is logged with the statement and fails this call only (XX000).
+func (e *Engine) Execute(ctx context.Context, sess *Session, text string, params []sql.Value) (results []*Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(e.cfg.Log, "statement panicked (user %q): %v\nstatement: %s\n%s\n", sess.User, p, logStatement(text), debug.Stack())
+			err = sql.Errorf(sql.CodeInternal, "internal error: %v", p)
+		}
+	}()
 	if catalogQuery(text) {
 		return nil, errNoSystemCatalogs
 	}
-	stmts, err := sql.ParseParams(text, params)
+	stmts, err := sql.ParseLimited(text, params, e.cfg.Limits)
 	if err != nil {
 		return nil, err
 	}
-	var results []*Result
 	for _, st := range stmts {
 		r, err := e.exec(ctx, sess, st)
 		if err != nil {
@@ -250,7 +315,16 @@ func (e *Engine) Execute(ctx context.Context, sess *Session, text string, params
 }
 
 func (e *Engine) exec(ctx context.Context, sess *Session, st sql.Statement) (*Result, error) {
+	if err := authorize(sess, st); err != nil {
+		return nil, err
+	}
 	switch s := st.(type) {
+	case *sql.CreateUser:
+		return e.createUser(sess, s)
+	case *sql.AlterUser:
+		return e.alterUser(sess, s)
+	case *sql.DropUser:
+		return e.dropUser(sess, s)
 	case *sql.CreateStream:
 		if s.As != nil {
 			return e.createDerived(s, sess)
@@ -328,11 +402,15 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 	if err := checkOptions(s.Options); err != nil {
 		return nil, err
 	}
+	if err := e.checkFiles(s.Options); err != nil {
+		return nil, err
+	}
 	if len(s.Columns) == 0 {
 		return nil, sql.Errorf(sql.CodeSyntax, "CREATE STREAM %s needs a column list or AS SELECT", s.Name)
 	}
 	d := StreamDef{Name: s.Name, Columns: columnDefs(s.Columns), EventTime: s.WatermarkColumn,
-		WatermarkDelay: s.WatermarkDelay, Options: withDefaults(s.Name, s.Options), Statement: s.Text}
+		WatermarkDelay: s.WatermarkDelay, Options: withDefaults(s.Name, s.Options), Statement: s.Text,
+		IsTable: s.Table, PrimaryKey: s.PrimaryKey}
 	if old, exists := e.cat.Stream(s.Name); exists {
 		if s.IfNotExists {
 			return skipped("stream", old), nil
@@ -430,6 +508,9 @@ func (e *Engine) bindContinuous(s *sql.Select) (*sql.Query, []string, error) {
 
 func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, error) {
 	if err := checkOptions(s.Options); err != nil {
+		return nil, err
+	}
+	if err := e.checkFiles(s.Options); err != nil {
 		return nil, err
 	}
 	if old, exists := e.cat.Stream(s.Name); exists {
@@ -622,7 +703,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 	var out *fileOutput
 	if !isView {
 		target, _ := e.cat.Stream(def.Sink)
-		out = newFileOutput(def.ID, sink, target.Job == def.ID, readsFilesOnly(q))
+		out = newFileOutput(e.files, def.ID, sink, target.Job == def.ID, readsFilesOnly(q))
 	}
 	if out != nil {
 		open := env.OpenSink
@@ -713,6 +794,10 @@ func (e *Engine) watch(rj *runningJob) {
 	case retry:
 	case err != nil && !cancelled:
 		fmt.Fprintf(e.cfg.Log, "job %s failed: %v (%s)\n", rj.def.ID, err, summary)
+		var pe *exec.PanicError
+		if errors.As(err, &pe) {
+			fmt.Fprintf(e.cfg.Log, "job %s: statement: %s\n%s\n", rj.def.ID, logStatement(rj.def.Statement), pe.Stack)
+		}
 		e.cat.SetJobState(rj.def.ID, "FAILED", err.Error())
 		if rj.out != nil {
 			rj.out.discard()
@@ -746,20 +831,16 @@ func (e *Engine) watch(rj *runningJob) {
 
 // env is how a job reaches connectors and state.
 func (e *Engine) env(job string) exec.Env {
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(e.cfg.Log, "job %s: "+format+"\n", append([]any{job}, args...)...)
+	}
 	return exec.Env{
 		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
-			kind, opts, err := connectorOf(spec.Stream, spec.Connector, spec.Options)
+			src, err := e.openSource(spec)
 			if err != nil {
 				return nil, err
 			}
-			if kind.OpenSource == nil {
-				return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: the %s connector cannot be read", spec.Stream, kind.Name)
-			}
-			src, err := kind.OpenSource(context.Background(), e.deps(), connectors.Spec{Stream: spec.Stream, Options: opts, Schema: spec.Schema, Columns: spec.Columns})
-			if errors.Is(err, connectors.ErrNoBroker) {
-				_, err = e.needBroker(spec.Stream)
-			}
-			return src, err
+			return safeSource{Source: src, log: logf}, nil
 		},
 		OpenSink: func(spec planner.SinkSpec) (connectors.Sink, error) {
 			if of := spec.Options[exec.DLQOf]; of != "" {
@@ -767,11 +848,37 @@ func (e *Engine) env(job string) exec.Env {
 			}
 			return e.openSink(spec)
 		},
-		NewFormat:     connectors.NewFormat,
+		NewFormat: func(name string, schema sql.Schema) (connectors.Format, error) {
+			f, err := connectors.NewFormat(name, schema)
+			if err != nil {
+				return nil, err
+			}
+			return safeFormat{f: f, log: logf}, nil
+		},
 		Store:         e.store,
 		ShuffleTopics: e.cfg.Broker != nil || e.cfg.RocketMQ != nil,
 		Commit:        e.commitCheckpoint,
 	}
+}
+
+// openSource opens the source of spec's connector (connectors.Lookup); a file path the
+// sandbox refuses is 42501.
+func (e *Engine) openSource(spec planner.SourceSpec) (connectors.Source, error) {
+	kind, opts, err := connectorOf(spec.Stream, spec.Connector, spec.Options)
+	if err != nil {
+		return nil, err
+	}
+	if kind.OpenSource == nil {
+		return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: the %s connector cannot be read", spec.Stream, kind.Name)
+	}
+	src, err := kind.OpenSource(context.Background(), e.deps(), connectors.Spec{Stream: spec.Stream, Options: opts, Schema: spec.Schema, Columns: spec.Columns})
+	if errors.Is(err, connectors.ErrNoBroker) {
+		_, err = e.needBroker(spec.Stream)
+	}
+	if err != nil {
+		return nil, fileError(err)
+	}
+	return src, nil
 }
 
 // openSink opens the sink of spec's connector (connectors.Lookup).
@@ -787,7 +894,10 @@ func (e *Engine) openSink(spec planner.SinkSpec) (connectors.Sink, error) {
 	if errors.Is(err, connectors.ErrNoBroker) {
 		_, err = e.needBroker(spec.Stream)
 	}
-	return sink, err
+	if err != nil {
+		return nil, fileError(err)
+	}
+	return sink, nil
 }
 
 // connectorOf finds a stream's connector and parses its options. Specs made inside the
@@ -820,7 +930,7 @@ func connectorOf(stream, connector string, raw map[string]string) (connectors.Ki
 }
 
 func (e *Engine) deps() connectors.Deps {
-	return connectors.Deps{Broker: e.cfg.Broker, RocketMQ: e.cfg.RocketMQ}
+	return connectors.Deps{Broker: e.cfg.Broker, RocketMQ: e.cfg.RocketMQ, Files: e.files}
 }
 
 func (e *Engine) needBroker(stream string) (*broker.Broker, error) {
@@ -915,8 +1025,8 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 		}
 		return nil, sql.Errorf(sql.CodeUnknownTable, "%s %q does not exist", strings.ToLower(s.Kind), s.Name)
 	}
-	if (s.Kind == "VIEW") != d.IsView {
-		return nil, sql.Errorf(sql.CodeInvalidValue, "%q is not a %s (use DROP %s)", d.Name, strings.ToLower(s.Kind), map[bool]string{true: "VIEW", false: "STREAM"}[d.IsView])
+	if kind := d.Kind(); s.Kind != kind {
+		return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is not a %s (use DROP %s)", d.Name, strings.ToLower(s.Kind), kind)
 	}
 	if err := e.cat.DropStream(d.Name); err != nil {
 		return nil, err
@@ -954,7 +1064,8 @@ func (e *Engine) explain(s *sql.Explain, sess *Session) (*Result, error) {
 			sink = planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: target.Schema()}
 		}
 	}
-	l, p, err := planner.Plan(q, planner.Options{Job: "explain", Sink: sink, StateTTL: stateTTL(sess)})
+	_, isSelect := s.Statement.(*sql.Select)
+	l, p, err := planner.Plan(q, planner.Options{Job: "explain", Sink: sink, StateTTL: stateTTL(sess), Pull: isSelect && isPull(q)})
 	if err != nil {
 		return nil, err
 	}
@@ -995,6 +1106,8 @@ func (e *Engine) show(s *sql.ShowStmt) (*Result, error) {
 		return e.showTopics()
 	case "FUNCTIONS":
 		return e.showFunctions(), nil
+	case "USERS":
+		return e.showUsers(), nil
 	}
 	return nil, sql.Errorf(sql.CodeNotSupported, "SHOW %s is not available in this build", s.What)
 }

@@ -43,7 +43,8 @@ func newTestEngine(t *testing.T, withBroker bool) *testEngine {
 
 func (te *testEngine) open() {
 	te.t.Helper()
-	cfg := Config{DataDir: te.dir, StateBackend: "rocksdb", Log: io.Discard, FileRoot: te.dir}
+	// The tests' files live in the engine's directory, which is their file root.
+	cfg := Config{DataDir: te.dir, StateBackend: "rocksdb", Log: io.Discard, FileRoots: []string{te.dir}}
 	if te.b != nil {
 		cfg.Broker = te.b
 	}

@@ -26,6 +26,7 @@ import (
 //
 // That needs one writer per file, which the engine enforces (Engine.fileWriter).
 type fileOutput struct {
+	files   *connectors.FileRoots
 	final   string // the stream's path
 	temp    string // where a bounded replacing job writes until it finishes; "" otherwise
 	replace bool   // the job defines the stream: its output replaces the file's content
@@ -36,11 +37,11 @@ type fileOutput struct {
 
 // newFileOutput describes the file output of job for a sink with path, or returns nil for
 // sinks of other connectors.
-func newFileOutput(job string, sink planner.SinkSpec, defines, bounded bool) *fileOutput {
+func newFileOutput(files *connectors.FileRoots, job string, sink planner.SinkSpec, defines, bounded bool) *fileOutput {
 	if sink.Connector != "file" || sink.Options["path"] == "" {
 		return nil
 	}
-	o := &fileOutput{final: sink.Options["path"], replace: defines}
+	o := &fileOutput{files: files, final: sink.Options["path"], replace: defines}
 	if defines && bounded {
 		dir, base := filepath.Split(o.final)
 		o.temp = filepath.Join(dir, "."+base+"."+job+".rsql-tmp")
@@ -60,7 +61,11 @@ func (o *fileOutput) open(fresh bool) (connectors.Sink, error) {
 	if o.temp != "" {
 		path = o.temp
 	}
-	return connectors.OpenFileSinkWith(path, connectors.FileSinkOptions{Truncate: truncate})
+	sink, err := o.files.OpenSink(path, connectors.FileSinkOptions{Truncate: truncate})
+	if err != nil {
+		return nil, fileError(err)
+	}
+	return sink, nil
 }
 
 // finish puts a bounded job's complete output in place.
@@ -68,10 +73,10 @@ func (o *fileOutput) finish() error {
 	if o.temp == "" {
 		return nil
 	}
-	if err := os.Rename(o.temp, o.final); err != nil {
+	if err := o.files.Rename(o.temp, o.final); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			// The job wrote nothing: its output is an empty file.
-			return os.WriteFile(o.final, nil, 0o644)
+			return o.files.WriteFile(o.final, nil)
 		}
 		return fmt.Errorf("file sink %s: put the finished output in place: %w", o.final, err)
 	}
@@ -81,7 +86,7 @@ func (o *fileOutput) finish() error {
 // discard removes a bounded job's unfinished output (the job failed or was terminated).
 func (o *fileOutput) discard() {
 	if o.temp != "" {
-		os.Remove(o.temp)
+		o.files.Remove(o.temp)
 	}
 }
 
@@ -93,7 +98,7 @@ func (o *fileOutput) isMain(spec, sink planner.SinkSpec) bool {
 // fileWriter returns the id of a live job (RUNNING or PAUSED) other than except that
 // writes the file at path, or "".
 func (e *Engine) fileWriter(path, except string) string {
-	want := cleanPath(path)
+	want := e.files.Abs(path)
 	for _, j := range e.cat.Jobs() {
 		if !j.live() || j.ID == except {
 			continue
@@ -102,18 +107,11 @@ func (e *Engine) fileWriter(path, except string) string {
 		if !ok || d.Options["connector"] != "file" {
 			continue
 		}
-		if cleanPath(d.Options["path"]) == want {
+		if e.files.Abs(d.Options["path"]) == want {
 			return j.ID
 		}
 	}
 	return ""
-}
-
-func cleanPath(p string) string {
-	if abs, err := filepath.Abs(p); err == nil {
-		return abs
-	}
-	return filepath.Clean(p)
 }
 
 // checkFileWriter refuses (55006) a new writer of a file stream that a live job writes.

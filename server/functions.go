@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -134,42 +132,14 @@ func (e *Engine) createFunction(s *sql.CreateFunction) (*Result, error) {
 	return &Result{Tag: tag}, nil
 }
 
-// readModule reads a wasm module named in CREATE FUNCTION: a path inside the file root
-// (relative paths resolve there), at most udf.MaxModuleSize bytes.
+// readModule reads a wasm module named in CREATE FUNCTION, through the file sandbox
+// (relative paths start at its first root), at most udf.MaxModuleSize bytes.
 func (e *Engine) readModule(path string) ([]byte, error) {
-	root := e.cfg.FileRoot
-	if root == "" {
-		var err error
-		if root, err = os.Getwd(); err != nil {
-			return nil, err
-		}
-	}
-	root, err := filepath.Abs(root)
-	if err != nil {
-		return nil, err
-	}
-	if r, err := filepath.EvalSymlinks(root); err == nil {
-		root = r
-	}
-	p := path
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(root, p)
-	}
-	real, err := filepath.EvalSymlinks(p)
+	b, err := e.files.ReadFile(path, udf.MaxModuleSize)
 	if err != nil {
 		return nil, sql.Errorf(sql.CodeInvalidValue, "wasm module %q: %v", path, err)
 	}
-	if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return nil, sql.Errorf(sql.CodeInvalidValue, "wasm module %q is outside the directory files may be read from (%s)", path, root)
-	}
-	st, err := os.Stat(real)
-	if err != nil {
-		return nil, sql.Errorf(sql.CodeInvalidValue, "wasm module %q: %v", path, err)
-	}
-	if !st.Mode().IsRegular() || st.Size() > udf.MaxModuleSize {
-		return nil, sql.Errorf(sql.CodeInvalidValue, "wasm module %q must be a file of at most %d bytes", path, udf.MaxModuleSize)
-	}
-	return os.ReadFile(real)
+	return b, nil
 }
 
 func (e *Engine) dropFunction(s *sql.Drop) (*Result, error) {

@@ -231,7 +231,7 @@ func TestWasmFunctionModuleInCatalog(t *testing.T) {
 	if err := os.WriteFile(outside, wat.MustAssemble(string(text)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	te.wantCode("CREATE FUNCTION risk(amount DOUBLE, country VARCHAR) RETURNS INT LANGUAGE wasm AS '"+outside+"'", "22023", "outside the directory")
+	te.wantCode("CREATE FUNCTION risk(amount DOUBLE, country VARCHAR) RETURNS INT LANGUAGE wasm AS '"+outside+"'", "22023", "outside the allowed file roots")
 	te.wantCode("CREATE FUNCTION risk(amount DOUBLE, country VARCHAR) RETURNS INT LANGUAGE wasm AS '../x.wasm'", "22023")
 	te.mustExec("CREATE FUNCTION risk(amount DOUBLE, country VARCHAR) RETURNS INT LANGUAGE wasm AS 'risk.wasm'")
 	te.mustExec("CREATE FUNCTION loud(s VARCHAR) RETURNS VARCHAR LANGUAGE wasm AS 'risk.wasm' WITH (export = 'shout')")

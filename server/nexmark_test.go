@@ -26,7 +26,7 @@ func TestNexmarkStreamJob(t *testing.T) {
 
 func testNexmarkStreamJob(t *testing.T, format string) {
 	dir := t.TempDir()
-	e, err := Open(Config{DataDir: dir, StateBackend: "memory", Log: io.Discard})
+	e, err := Open(Config{DataDir: dir, StateBackend: "memory", Log: io.Discard, FileRoots: []string{dir}})
 	if err != nil {
 		t.Fatal(err)
 	}

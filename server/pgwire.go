@@ -4,31 +4,85 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
+	"rsql/internal/listen"
 	"rsql/sql"
 )
 
-// PGConfig configures the Postgres wire front end.
+// PGConfig configures the Postgres wire front end. docs/security.md describes the
+// protections for users; zero values take the defaults below.
 type PGConfig struct {
 	// ServerVersion is reported as the server_version parameter.
 	ServerVersion string
 	// MaxMessageBytes bounds a client message (a query text, a Bind); a bigger one ends
 	// the connection with an error.
 	MaxMessageBytes int
+	// MaxStatementBytes bounds the text of one Query or Parse message; a longer one fails
+	// with 54001 and the session goes on. Negative: no limit.
+	MaxStatementBytes int
+	// MaxParams is the most parameters one statement may take (at most 65535, what Bind
+	// can count).
+	MaxParams int
+	// MaxConnections is the most connections served at once, counting those still
+	// starting up; one more is told 53300 "too many clients" and closed. Negative: no
+	// limit.
+	MaxConnections int
+	// StartupTimeout bounds everything before the first ReadyForQuery: TLS negotiation,
+	// the startup packet and authentication. A client slower than that is disconnected.
+	StartupTimeout time.Duration
+	// MessageTimeout bounds how long a message that has begun to arrive may take to
+	// arrive whole; a client that stops in the middle of one is disconnected (08P01).
+	MessageTimeout time.Duration
+	// IdleTimeout, when positive, ends a session that sends nothing for that long between
+	// messages (57P05), as PostgreSQL's idle_session_timeout. Default off.
+	IdleTimeout time.Duration
+	// Auth is how clients prove who they are (AuthTrust by default).
+	Auth AuthMethod
+	// Users are the users SCRAM-SHA-256 checks passwords against and whose roles sessions
+	// take. With AuthTrust and no Users, every session is an admin.
+	Users UserStore
+	// TLS, when set, answers SSLRequest with 'S' and runs the rest of the connection over
+	// TLS with this configuration; nil answers 'N' (no encryption).
+	TLS *tls.Config
+	// RequireTLS refuses (28000) clients that do not negotiate TLS first.
+	RequireTLS bool
 	// Logger receives connection-level events; nil discards them.
 	Logger *slog.Logger
+}
+
+// AuthMethod is how the Postgres wire authenticates a client.
+type AuthMethod string
+
+const (
+	// AuthTrust takes every client for the user it names, without a password, and only
+	// from loopback addresses: a client from any other address is refused (28000).
+	AuthTrust AuthMethod = "trust"
+	// AuthSCRAM checks the password with SCRAM-SHA-256 (PostgreSQL's default method):
+	// wrong password or unknown user, 28P01.
+	AuthSCRAM AuthMethod = "scram-sha-256"
+)
+
+// UserStore is where authentication finds users (the engine's Catalog).
+type UserStore interface {
+	User(name string) (UserDef, bool)
 }
 
 // Defaults of PGConfig.
 const (
 	DefaultPGServerVersion   = "15.0 (rsql)"
-	DefaultPGMaxMessageBytes = 64 << 20
+	DefaultPGMaxMessageBytes = 4 << 20
+	DefaultMaxConnections    = 200
+	DefaultStartupTimeout    = 10 * time.Second
+	DefaultMessageTimeout    = 60 * time.Second
 )
 
 func (c PGConfig) withDefaults() PGConfig {
@@ -37,6 +91,24 @@ func (c PGConfig) withDefaults() PGConfig {
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = DefaultPGMaxMessageBytes
+	}
+	if c.MaxStatementBytes == 0 {
+		c.MaxStatementBytes = sql.DefaultMaxStatementBytes
+	}
+	if c.MaxParams <= 0 || c.MaxParams > maxParams {
+		c.MaxParams = maxParams
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.StartupTimeout <= 0 {
+		c.StartupTimeout = DefaultStartupTimeout
+	}
+	if c.MessageTimeout <= 0 {
+		c.MessageTimeout = DefaultMessageTimeout
+	}
+	if c.Auth == "" {
+		c.Auth = AuthTrust
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -70,6 +142,8 @@ type Describer interface {
 type PGServer struct {
 	exec Executor
 	cfg  PGConfig
+	// mockKey derives the made-up salts of SCRAM exchanges for unknown users.
+	mockKey []byte
 
 	ctx    context.Context // cancelled by Close; parent of every connection's context
 	cancel context.CancelCauseFunc
@@ -78,10 +152,16 @@ type PGServer struct {
 	listeners map[net.Listener]struct{}
 	conns     map[uint32]*pgConn // by process id, once started up
 	netConns  map[net.Conn]struct{}
+	refusing  int   // connections being told 53300
+	stopped   error // why a listener stopped accepting, if one did
 	nextPID   uint32
 	closed    bool
 	wg        sync.WaitGroup // one per connection goroutine
 }
+
+// maxRefusing bounds the connections being told "too many clients" at once; past it, a
+// connection over the limit is closed without a word.
+const maxRefusing = 32
 
 // errServerClosing is the cause of connection contexts when the server shuts down.
 var errServerClosing = errors.New("server is shutting down")
@@ -89,9 +169,12 @@ var errServerClosing = errors.New("server is shutting down")
 // NewPGServer returns a front end that runs statements through exec.
 func NewPGServer(exec Executor, cfg PGConfig) *PGServer {
 	ctx, cancel := context.WithCancelCause(context.Background())
+	key := make([]byte, 32)
+	rand.Read(key)
 	return &PGServer{
 		exec:      exec,
 		cfg:       cfg.withDefaults(),
+		mockKey:   key,
 		ctx:       ctx,
 		cancel:    cancel,
 		listeners: map[net.Listener]struct{}{},
@@ -100,8 +183,10 @@ func NewPGServer(exec Executor, cfg PGConfig) *PGServer {
 	}
 }
 
-// Serve accepts connections on ln until Close; it returns nil after Close and the accept
-// error otherwise. It may be called for several listeners.
+// Serve accepts connections on ln until Close; it returns nil after Close. A temporary
+// accept error (file descriptors running out, say) is logged and retried with backoff
+// (internal/listen); any other stops this listener: Serve records it (Err reports it) and
+// returns it. It may be called for several listeners.
 func (s *PGServer) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closed {
@@ -116,6 +201,10 @@ func (s *PGServer) Serve(ln net.Listener) error {
 		delete(s.listeners, ln)
 		s.mu.Unlock()
 	}()
+	var backoff listen.Backoff
+	logf := func(msg string, args ...any) {
+		s.cfg.Logger.Warn("pgwire: "+msg, append(args, "listener", ln.Addr().String())...)
+	}
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -125,39 +214,64 @@ func (s *PGServer) Serve(ln net.Listener) error {
 			if closed {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if backoff.Retry(err, logf) {
 				continue
 			}
+			s.cfg.Logger.Error("pgwire: listener stopped", "listener", ln.Addr().String(), "err", err)
+			s.mu.Lock()
+			s.stopped = fmt.Errorf("Postgres-wire listener %s stopped: %w", ln.Addr(), err)
+			s.mu.Unlock()
 			return err
 		}
-		if !s.startConn(nc) {
+		backoff.Accepted(logf)
+		ok, over := s.startConn(nc)
+		if !ok {
 			nc.Close()
-			return nil
+			continue
 		}
 		go func() {
 			defer s.wg.Done()
-			defer s.endConn(nc)
-			s.serveConn(nc)
+			defer s.endConn(nc, over)
+			s.serveConn(nc, over)
 		}()
 	}
 }
 
-// startConn counts a connection goroutine in, unless the server is closed.
-func (s *PGServer) startConn(nc net.Conn) bool {
+// Err returns why a listener stopped accepting, or nil while every listener accepts.
+func (s *PGServer) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopped
+}
+
+// startConn counts a connection goroutine in, unless the server is closed (ok false) or
+// too many connections are being refused already. over says the connection is past
+// MaxConnections: it is to be told so and closed.
+func (s *PGServer) startConn(nc net.Conn) (ok, over bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return false
+		return false, false
+	}
+	if max := s.cfg.MaxConnections; max > 0 && len(s.netConns)-s.refusing >= max {
+		if s.refusing >= maxRefusing {
+			s.cfg.Logger.Warn("pgwire: too many connections; closing one without a word", "remote", nc.RemoteAddr().String())
+			return false, true
+		}
+		s.refusing++
+		over = true
 	}
 	s.wg.Add(1)
 	s.netConns[nc] = struct{}{}
-	return true
+	return true, over
 }
 
-func (s *PGServer) endConn(nc net.Conn) {
+func (s *PGServer) endConn(nc net.Conn, over bool) {
 	s.mu.Lock()
 	delete(s.netConns, nc)
+	if over {
+		s.refusing--
+	}
 	s.mu.Unlock()
 }
 

@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -75,8 +77,10 @@ type pgConn struct {
 
 	stmts      map[string]*pgStmt
 	portals    map[string]*pgPortal
-	skipToSync bool  // after an error in the extended protocol
-	writeErr   error // the connection is dead once writing failed
+	skipToSync bool   // after an error in the extended protocol
+	writeErr   error  // the connection is dead once writing failed
+	encrypted  bool   // the connection runs over TLS
+	current    string // the statement text being run, for the log of a panic
 }
 
 // pgStmt is a prepared statement.
@@ -108,7 +112,11 @@ type pgPortal struct {
 	done   bool // CommandComplete sent for a statement without rows
 }
 
-func (s *PGServer) serveConn(nc net.Conn) {
+// serveConn runs one connection. over says the server already serves MaxConnections: the
+// client is told so (53300) once it has sent its startup message. A panic in the
+// connection's goroutine is logged with the statement it was running and ends this
+// connection only.
+func (s *PGServer) serveConn(nc net.Conn, over bool) {
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	c := &pgConn{
 		srv:     s,
@@ -119,10 +127,12 @@ func (s *PGServer) serveConn(nc net.Conn) {
 		stmts:   map[string]*pgStmt{},
 		portals: map[string]*pgPortal{},
 	}
-	c.rd = newPumpReader(nc, func() { cancel(errClientGone) })
-	c.be = pgproto3.NewBackend(c.rd, nil)
-	c.be.SetMaxBodyLen(s.cfg.MaxMessageBytes)
+	c.sess.Role = "" // until authentication says
 	defer func() {
+		if p := recover(); p != nil {
+			s.cfg.Logger.Error("pgwire: connection panicked; closing it", "panic", p, "pid", c.pid,
+				"user", c.sess.User, "statement", logStatement(c.current), "stack", string(debug.Stack()))
+		}
 		for name := range c.portals {
 			c.closePortal(name)
 		}
@@ -131,19 +141,57 @@ func (s *PGServer) serveConn(nc net.Conn) {
 		}
 		s.unregister(c)
 		cancel(errClientGone)
-		c.rd.close()
+		if c.rd != nil {
+			c.rd.close()
+		}
+		c.nc.Close()
 		nc.Close()
 	}()
-	if !c.startup() {
+	// Everything before ReadyForQuery must finish in time: the timer closes the socket,
+	// which fails whatever read or handshake is waiting.
+	var expired atomic.Bool
+	timer := time.AfterFunc(s.cfg.StartupTimeout, func() {
+		expired.Store(true)
+		nc.Close()
+	})
+	defer timer.Stop()
+	logExpired := func() {
+		if expired.Load() {
+			s.cfg.Logger.Info("pgwire: a client did not finish starting up in time; disconnected",
+				"remote", nc.RemoteAddr().String(), "timeout", s.cfg.StartupTimeout)
+		}
+	}
+	m, ok := c.negotiate()
+	if !ok {
+		logExpired()
 		return
 	}
+	if over {
+		s.cfg.Logger.Warn("pgwire: too many connections; refused one", "remote", nc.RemoteAddr().String(), "max", s.cfg.MaxConnections)
+		c.fatal(codeTooManyConnections, fmt.Sprintf("sorry, too many clients already (the server takes %d connections at once)", s.cfg.MaxConnections))
+		return
+	}
+	c.negotiateVersion(m)
+	c.rd = newPumpReader(c.nc, func() { cancel(errClientGone) })
+	fr := &frameReader{r: c.rd, msgTimeout: s.cfg.MessageTimeout}
+	c.be = pgproto3.NewBackend(fr, nil)
+	c.be.SetMaxBodyLen(s.cfg.MaxMessageBytes)
+	if !c.authenticate(m) {
+		logExpired()
+		return
+	}
+	if !timer.Stop() {
+		logExpired()
+		return
+	}
+	if !c.ready(m) {
+		return
+	}
+	fr.idleTimeout = s.cfg.IdleTimeout
 	for c.writeErr == nil {
 		msg, err := c.be.Receive()
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && c.ctx.Err() == nil {
-				c.sendError(nil, &pgError{code: codeProtocolViolation, msg: "invalid message: " + err.Error(), fatal: true}, "")
-				c.flush()
-			}
+			c.receiveFailed(err)
 			return
 		}
 		if _, ok := msg.(*pgproto3.Terminate); ok {
@@ -157,63 +205,6 @@ func (s *PGServer) serveConn(nc net.Conn) {
 		}
 		if !c.handle(msg) {
 			return
-		}
-	}
-}
-
-// startup runs the startup phase; it reports whether the connection goes on.
-func (c *pgConn) startup() bool {
-	for {
-		msg, err := c.be.ReceiveStartupMessage()
-		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
-				c.sendError(nil, &pgError{code: codeProtocolViolation, msg: "invalid startup message: " + err.Error(), fatal: true}, "")
-				c.flush()
-			}
-			return false
-		}
-		switch m := msg.(type) {
-		case *pgproto3.SSLRequest, *pgproto3.GSSEncRequest:
-			// No encryption: the client goes on in plain text (or gives up).
-			c.out = append(c.out, 'N')
-			if c.flush() != nil {
-				return false
-			}
-		case *pgproto3.CancelRequest:
-			c.srv.cancelRequest(m.ProcessID, m.SecretKey)
-			return false
-		case *pgproto3.StartupMessage:
-			var unknown []string
-			for k := range m.Parameters {
-				if strings.HasPrefix(k, "_pq_.") {
-					unknown = append(unknown, k)
-				}
-			}
-			if m.ProtocolVersion != pgproto3.ProtocolVersion30 || len(unknown) > 0 {
-				c.send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unknown})
-			}
-			c.srv.register(c)
-			c.send(&pgproto3.AuthenticationOk{})
-			for _, p := range [][2]string{
-				{"server_version", c.srv.cfg.ServerVersion},
-				{"server_encoding", "UTF8"},
-				{"client_encoding", "UTF8"},
-				{"DateStyle", "ISO, MDY"},
-				{"integer_datetimes", "on"},
-				{"standard_conforming_strings", "on"},
-				{"TimeZone", "UTC"},
-				{"IntervalStyle", "postgres"},
-				{"application_name", m.Parameters["application_name"]},
-			} {
-				c.send(&pgproto3.ParameterStatus{Name: p[0], Value: p[1]})
-			}
-			c.send(&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: c.secret[:]})
-			c.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
-			c.srv.cfg.Logger.Debug("pgwire: client connected", "pid", c.pid, "remote", c.nc.RemoteAddr().String(),
-				"user", m.Parameters["user"], "database", m.Parameters["database"])
-			return c.flush() == nil
-		default:
-			return false
 		}
 	}
 }
@@ -378,22 +369,38 @@ func errorPosition(se *sql.Error, text string) int {
 	return 0
 }
 
-// recoverExecutor reports a panic of the Executor as an internal error of the statement.
-func recoverExecutor(err *error, logger interface{ Error(string, ...any) }) {
+// recoverExecutor reports a panic of the Executor as an internal error of the statement,
+// logged with the statement (passwords redacted).
+func recoverExecutor(err *error, logger interface{ Error(string, ...any) }, sess *Session, text string) {
 	if p := recover(); p != nil {
-		logger.Error("pgwire: executor panicked", "panic", p, "stack", string(debug.Stack()))
+		logger.Error("pgwire: executor panicked", "panic", p, "user", sess.User, "statement", logStatement(text), "stack", string(debug.Stack()))
 		*err = sql.Errorf(sql.CodeInternal, "internal error: %v", p)
 	}
 }
 
 // execute runs text through the Executor; a panic there fails the statement, not the server.
 func (s *PGServer) execute(ctx context.Context, sess *Session, text string, params []sql.Value) (results []*Result, err error) {
-	defer recoverExecutor(&err, s.cfg.Logger)
+	defer recoverExecutor(&err, s.cfg.Logger, sess, text)
+	if err := s.checkText(text); err != nil {
+		return nil, err
+	}
 	return s.exec.Execute(ctx, sess, text, params)
 }
 
+// checkText refuses (54001) a query text longer than MaxStatementBytes, before anything
+// parses it.
+func (s *PGServer) checkText(text string) error {
+	if max := s.cfg.MaxStatementBytes; max > 0 && len(text) > max {
+		return &pgError{code: codeTooComplex, msg: fmt.Sprintf("statement too complex: the query text is %d bytes, more than the limit of %d bytes (send the statements one at a time)", len(text), max)}
+	}
+	return nil
+}
+
 func (s *PGServer) describe(d Describer, ctx context.Context, sess *Session, text string) (desc *Description, err error) {
-	defer recoverExecutor(&err, s.cfg.Logger)
+	defer recoverExecutor(&err, s.cfg.Logger, sess, text)
+	if err := s.checkText(text); err != nil {
+		return nil, err
+	}
 	desc, err = d.Describe(ctx, sess, text)
 	if err == nil && desc == nil {
 		desc = &Description{}
@@ -475,12 +482,18 @@ func (c *pgConn) simpleQuery(text string) {
 		c.send(&pgproto3.ReadyForQuery{TxStatus: 'I'})
 		c.flush()
 	}()
+	if err := c.srv.checkText(text); err != nil {
+		c.sendError(nil, err, "")
+		return
+	}
 	if _, n := scanText(text); n == 0 {
 		c.send(&pgproto3.EmptyQueryResponse{})
 		return
 	}
 	ctx, cancel := c.beginStatement()
+	c.current = text
 	defer func() {
+		c.current = ""
 		c.setRunning(nil)
 		cancel(nil)
 	}()
@@ -549,12 +562,15 @@ func (c *pgConn) parse(m *pgproto3.Parse) error {
 	} else {
 		c.closeStmt("")
 	}
+	if err := c.srv.checkText(m.Query); err != nil {
+		return err
+	}
 	nparams, count := scanText(m.Query)
 	if count > 1 {
 		return &pgError{code: sql.CodeSyntax, msg: "cannot insert multiple commands into a prepared statement"}
 	}
-	if nparams > maxParams {
-		return &pgError{code: codeUndefinedParam, msg: fmt.Sprintf("there is no parameter $%d: a statement takes at most %d", nparams, maxParams)}
+	if nparams > c.srv.cfg.MaxParams {
+		return &pgError{code: codeUndefinedParam, msg: fmt.Sprintf("there is no parameter $%d: a statement takes at most %d", nparams, c.srv.cfg.MaxParams)}
 	}
 	st := &pgStmt{name: m.Name, text: m.Query, empty: count == 0}
 	if d, ok := c.srv.exec.(Describer); ok && !st.empty {
@@ -572,8 +588,8 @@ func (c *pgConn) parse(m *pgproto3.Parse) error {
 		nparams = max(nparams, len(desc.Params))
 	}
 	nparams = max(nparams, len(m.ParameterOIDs))
-	if nparams > maxParams {
-		return &pgError{code: codeUndefinedParam, msg: fmt.Sprintf("a statement takes at most %d parameters", maxParams)}
+	if nparams > c.srv.cfg.MaxParams {
+		return &pgError{code: codeUndefinedParam, msg: fmt.Sprintf("a statement takes at most %d parameters", c.srv.cfg.MaxParams)}
 	}
 	st.paramOIDs = make([]uint32, nparams)
 	for i := range st.paramOIDs {
@@ -1033,10 +1049,25 @@ func newPumpReader(nc net.Conn, gone func()) *pumpReader {
 	return r
 }
 
-func (r *pumpReader) Read(p []byte) (int, error) {
+func (r *pumpReader) Read(p []byte) (int, error) { return r.readUntil(p, time.Time{}, nil) }
+
+// readUntil is Read that gives up with timeoutErr when nothing has arrived by deadline (no
+// deadline when it is zero).
+func (r *pumpReader) readUntil(p []byte, deadline time.Time, timeoutErr error) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(r.buf) == 0 && r.err == nil && !deadline.IsZero() {
+		wake := time.AfterFunc(time.Until(deadline), func() {
+			r.mu.Lock()
+			r.cond.Broadcast()
+			r.mu.Unlock()
+		})
+		defer wake.Stop()
+	}
 	for len(r.buf) == 0 && r.err == nil {
+		if !deadline.IsZero() && !time.Now().Before(deadline) {
+			return 0, timeoutErr
+		}
 		r.cond.Wait()
 	}
 	if len(r.buf) > 0 {

@@ -66,7 +66,7 @@ func runPGConn(t *testing.T, srv *PGServer, data []byte) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		srv.serveConn(&pgFuzzConn{r: bytes.NewReader(data)})
+		srv.serveConn(&pgFuzzConn{r: bytes.NewReader(data)}, false)
 	}()
 	select {
 	case <-done:
@@ -147,6 +147,37 @@ func FuzzPGMessages(f *testing.F) {
 	f.Add([]byte{'Q', 0, 0, 0, 3})
 	f.Add([]byte{'Z', 0, 0, 0, 4})
 	srv := pgFuzzServer()
+	startup := pgStartupBytes()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		runPGConn(t, srv, append(append([]byte(nil), startup...), data...))
+	})
+}
+
+// fuzzUsers is a UserStore of fixed users.
+type fuzzUsers map[string]UserDef
+
+func (u fuzzUsers) User(name string) (UserDef, bool) {
+	d, ok := u[name]
+	return d, ok
+}
+
+// FuzzPGAuth feeds a server that checks passwords (SCRAM-SHA-256) any bytes after the
+// startup packet: the SASL messages of the exchange and whatever follows.
+func FuzzPGAuth(f *testing.F) {
+	secret, err := newSCRAMSecret("pw")
+	if err != nil {
+		f.Fatal(err)
+	}
+	srv := NewPGServer(pgDescribingExec{&pgTestExec{pushN: 2, pushEnd: true}}, PGConfig{MaxMessageBytes: 1 << 20,
+		Auth: AuthSCRAM, Users: fuzzUsers{"fuzz": {Name: "fuzz", Role: RoleReadOnly, Secret: secret}}})
+	initial, _ := (&pgproto3.SASLInitialResponse{AuthMechanism: "SCRAM-SHA-256", Data: []byte("n,,n=,r=rOprNGfwEbeRWgbNEkqO")}).Encode(nil)
+	resp, _ := (&pgproto3.SASLResponse{Data: []byte("c=biws,r=rOprNGfwEbeRWgbNEkqO,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")}).Encode(nil)
+	f.Add(append(append([]byte(nil), initial...), resp...))
+	f.Add(initial)
+	wrongMech, _ := (&pgproto3.SASLInitialResponse{AuthMechanism: "SCRAM-SHA-256-PLUS", Data: []byte("p=tls-server-end-point,,n=,r=x")}).Encode(nil)
+	f.Add(wrongMech)
+	f.Add(pgMessages(&pgproto3.Query{String: "select 1"}))
+	f.Add([]byte{'p', 0, 0, 0, 4})
 	startup := pgStartupBytes()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		runPGConn(t, srv, append(append([]byte(nil), startup...), data...))

@@ -18,34 +18,42 @@ import (
 // source of its rows (snapshotted when the query starts), so WHERE, GROUP BY, DISTINCT,
 // ORDER BY, LIMIT/OFFSET and the rest work the same as anywhere.
 
-// isPull reports whether a query reads only materialized views and constants.
+// isPull reports whether a query reads only materialized views, tables (their latest
+// versions) and constants.
 func isPull(q *sql.Query) bool {
 	if q.IsConstant() {
 		return true
 	}
 	rels := q.Relations()
-	views := 0
+	n := 0
 	for _, r := range rels {
-		if r.IsView {
-			views++
+		if pullable(r) {
+			n++
 		}
 	}
-	return views > 0 && views == len(rels)
+	return n > 0 && n == len(rels)
+}
+
+// pullable reports whether a pull query can read r: a view's rows, or a table whose
+// changelog is a topic of the bundled broker or a file.
+func pullable(r *sql.Relation) bool {
+	return r.IsView || r.IsTable && (r.Connector() == "broker" || r.Connector() == "file")
 }
 
 // pull runs a pull query to its end and returns its rows.
 func (e *Engine) pull(ctx context.Context, sess *Session, q *sql.Query) (*Result, error) {
 	for _, r := range q.Relations() {
-		if !r.IsView {
-			return nil, sql.Errorf(sql.CodeNotSupported, "a query reads materialized views (a pull query) or streams (a push query), not both: %s is a stream", r.Name)
+		if !pullable(r) {
+			return nil, sql.Errorf(sql.CodeNotSupported, "a query reads materialized views and tables (a pull query) or streams (a push query), not both: %s is a stream", r.Name)
 		}
 	}
-	_, plan, err := planner.Plan(q, planner.Options{Job: "pull", Sink: planner.SinkSpec{}, StateTTL: stateTTL(sess)})
+	_, plan, err := planner.Plan(q, planner.Options{Job: "pull", Sink: planner.SinkSpec{}, StateTTL: stateTTL(sess), Pull: true})
 	if err != nil {
 		return nil, err
 	}
 	var mu sync.Mutex
 	var out []sql.Row
+	var size int64
 	env := exec.Env{
 		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
 			switch spec.Connector {
@@ -61,13 +69,21 @@ func (e *Engine) pull(ctx context.Context, sess *Session, q *sql.Query) (*Result
 				}
 				return src, nil
 			}
+			if spec.FromStage < 0 && (spec.Connector == "broker" || spec.Connector == "file") {
+				return e.tableSnapshot(spec)
+			}
 			return nil, fmt.Errorf("a pull query cannot read %s (connector %s)", spec.Stream, spec.Connector)
 		},
 		NewFormat: func(string, sql.Schema) (connectors.Format, error) { return rowFormat{}, nil },
 		OnRow: func(r sql.Row) error {
 			mu.Lock()
-			out = append(out, append(sql.Row(nil), r...))
-			mu.Unlock()
+			defer mu.Unlock()
+			row := append(sql.Row(nil), r...)
+			size += rowBytes(row)
+			if max := e.cfg.MaxResultBytes; max > 0 && size > max {
+				return sql.Errorf(sql.CodeProgramLimit, "the result of this query is larger than the limit of %d bytes (after %d rows): narrow it with WHERE or LIMIT", max, len(out))
+			}
+			out = append(out, row)
 			return nil
 		},
 		CheckpointInterval: -1,
@@ -148,3 +164,74 @@ func (rowFormat) Decode(body []byte, dst sql.Row) (sql.Row, error) {
 }
 
 func (rowFormat) Encode(dst []byte, r sql.Row) ([]byte, error) { return sql.AppendRow(dst, r), nil }
+
+// tableSnapshot opens a table's changelog up to its current end, its records decoded with
+// the table's format and handed on as rows (rowFormat).
+func (e *Engine) tableSnapshot(spec planner.SourceSpec) (connectors.Source, error) {
+	src, err := e.env("pull").OpenSource(spec)
+	if err != nil {
+		return nil, err
+	}
+	inner := src
+	if s, ok := inner.(safeSource); ok {
+		inner = s.Source
+	}
+	if bs, ok := inner.(*connectors.BrokerSource); ok {
+		if err := bs.Snapshot(); err != nil {
+			src.Close()
+			return nil, err
+		}
+	}
+	if !src.Bounded() {
+		src.Close()
+		return nil, sql.Errorf(sql.CodeNotSupported, "a pull query cannot read table %s: its connector has no end to read to", spec.Stream)
+	}
+	name := spec.Options["format"]
+	if name == "" {
+		name = "json"
+	}
+	f, err := connectors.NewFormat(name, spec.Schema)
+	if err != nil {
+		src.Close()
+		return nil, err
+	}
+	return &decodedSource{Source: src, stream: spec.Stream, f: f, width: len(spec.Schema)}, nil
+}
+
+// decodedSource decodes another source's records with the stream's format and re-encodes
+// each as a row (rowFormat); a record that does not decode fails the query, naming it.
+type decodedSource struct {
+	connectors.Source
+	stream string
+	f      connectors.Format
+	width  int
+}
+
+func (s *decodedSource) Open(ctx context.Context, split string, offset int64) (connectors.SplitReader, error) {
+	r, err := s.Source.Open(ctx, split, offset)
+	if err != nil {
+		return nil, err
+	}
+	return &decodedReader{SplitReader: r, s: s, split: split, row: make(sql.Row, s.width)}, nil
+}
+
+type decodedReader struct {
+	connectors.SplitReader
+	s     *decodedSource
+	split string
+	row   sql.Row
+}
+
+func (r *decodedReader) Read(ctx context.Context, buf []connectors.Message, max int) ([]connectors.Message, error) {
+	start := len(buf)
+	buf, err := r.SplitReader.Read(ctx, buf, max)
+	for i := start; i < len(buf); i++ {
+		m := &buf[i]
+		row, derr := r.s.f.Decode(m.Body, r.row[:0])
+		if derr != nil {
+			return buf[:start], fmt.Errorf("table %s, split %s, offset %d: %w", r.s.stream, r.split, m.Offset, derr)
+		}
+		m.Body = sql.AppendRow(nil, row)
+	}
+	return buf, err
+}

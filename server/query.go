@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"rsql/connectors"
 	"rsql/exec"
@@ -178,6 +179,15 @@ func (r *pushRows) Close() error {
 	for range r.ch {
 	}
 	return nil
+}
+
+// rowBytes is about what row takes in memory.
+func rowBytes(row sql.Row) int64 {
+	n := int64(24) // the slice header
+	for _, v := range row {
+		n += int64(unsafe.Sizeof(v)) + int64(len(v.S))
+	}
+	return n
 }
 
 // insertValues appends the VALUES rows to the stream's sink, encoded in its format.

@@ -33,14 +33,21 @@ type Notice struct {
 	Severity, Code, Message string
 }
 
-// Session is one client's connection state: its settings (SET/SHOW).
+// Session is one client's connection state: its settings (SET/SHOW) and who it is.
 type Session struct {
 	Settings map[string]string
+	// User is the name the client authenticated as ("" in embedded runs).
+	User string
+	// Role is what the session may do (users.go); statements it may not run fail with
+	// 42501. A session without a role may only read.
+	Role Role
 }
 
-// NewSession returns a session with the default settings.
+// NewSession returns a session with the default settings and the admin role: the embedded
+// front ends (rsql -c/-f, the shell) run as the user who started the process. The Postgres
+// wire sets User and Role from authentication.
 func NewSession() *Session {
-	return &Session{Settings: map[string]string{"offset_reset": "latest"}}
+	return &Session{Settings: map[string]string{"offset_reset": "latest"}, Role: RoleAdmin}
 }
 
 // Executor runs SQL text for a session. Every front end (rsql -c/-f, the shell, the Postgres

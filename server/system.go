@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +20,7 @@ import (
 
 	"rsql/broker"
 	"rsql/connectors"
+	"rsql/sql"
 	"rsql/state"
 )
 
@@ -40,6 +44,35 @@ type SystemConfig struct {
 	// Postgres, when set, is the URL of the checkpoint store, catalog and membership that
 	// several instances share (cluster mode, cluster.go).
 	Postgres string
+
+	// Security (docs/security.md).
+
+	// Auth is the Postgres wire's authentication: "trust", "scram-sha-256", or "" for the
+	// default: trust when PgAddr is a loopback address and no AdminPassword is given,
+	// scram-sha-256 otherwise. trust with a PgAddr that is not loopback is refused.
+	Auth string
+	// AdminPassword, with scram-sha-256, is the password of the admin user "rsql" (created,
+	// or reset, at start). Without it a first admin gets a generated password, printed
+	// once to Log.
+	AdminPassword string
+	// TLSCert and TLSKey are PEM files of the Postgres wire's certificate and key;
+	// TLSSelfSigned generates a pair in DataDir/tls instead (once; its path is printed).
+	TLSCert, TLSKey string
+	TLSSelfSigned   bool
+	// TLSRequire refuses clients that do not negotiate TLS.
+	TLSRequire bool
+	// FileRoots: see Config.FileRoots.
+	FileRoots []string
+	// Limits, MaxResultBytes: see Config.
+	Limits         sql.Limits
+	MaxResultBytes int64
+	// PG holds the Postgres wire's connection limits and timeouts (MaxConnections,
+	// StartupTimeout, MessageTimeout, IdleTimeout, MaxMessageBytes); the fields this
+	// config sets itself (version, auth, TLS, users, logger) are ignored there.
+	PG PGConfig
+	// Notices receives the lines meant for the operator once (a generated admin password,
+	// the self-signed certificate's path); default Log.
+	Notices io.Writer
 }
 
 // System is broker, engine and servers running together.
@@ -52,6 +85,13 @@ type System struct {
 	http    *http.Server
 	httpLn  net.Listener
 	console *console
+	// Auth is the Postgres wire's authentication method in effect.
+	Auth AuthMethod
+	// TLSCertFile is the certificate the Postgres wire presents ("" without TLS).
+	TLSCertFile string
+
+	httpMu      sync.Mutex
+	httpStopped error // why the HTTP listener stopped, if it did
 }
 
 // StartSystem opens the broker store and the engine in cfg.DataDir and starts the listeners.
@@ -64,11 +104,19 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 	}
 	// The engine takes the data-directory lock first, so a second process fails cleanly
 	// before touching the broker's files.
-	eng, err := Open(Config{DataDir: cfg.DataDir, StateBackend: cfg.StateBackend, Log: cfg.Log, deferJobs: true})
+	if cfg.Notices == nil {
+		cfg.Notices = cfg.Log
+	}
+	auth, err := chooseAuth(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s := &System{Engine: eng}
+	eng, err := Open(Config{DataDir: cfg.DataDir, StateBackend: cfg.StateBackend, Log: cfg.Log, deferJobs: true,
+		FileRoots: cfg.FileRoots, Limits: cfg.Limits, MaxResultBytes: cfg.MaxResultBytes})
+	if err != nil {
+		return nil, err
+	}
+	s := &System{Engine: eng, Auth: auth}
 	var b *broker.Broker
 	if cfg.ExternalNamesrv != "" {
 		// Missing topics (a job's sink or shuffle topic) are created on the cluster's masters,
@@ -98,13 +146,18 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 		eng.startRecordedJobs()
 	}
 	if cfg.PgAddr != "" {
+		pgc, err := s.pgConfig(cfg)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
 		ln, err := net.Listen("tcp", cfg.PgAddr)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("Postgres-wire listener on %s: %w", cfg.PgAddr, err)
 		}
 		s.pgLn = ln
-		s.pg = NewPGServer(eng, PGConfig{ServerVersion: "15.0 (rsql " + cfg.Version + ")"})
+		s.pg = NewPGServer(eng, pgc)
 		go s.pg.Serve(ln)
 	}
 	if cfg.HTTPAddr != "" {
@@ -121,13 +174,140 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+		mux.HandleFunc("/healthz", s.healthz)
 		s.console = newConsole(eng, b) // the web console and its API: console.go
 		mux.Handle("/", s.console)
-		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go s.http.Serve(ln)
+		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			ErrorLog: slog.NewLogLogger(slog.NewTextHandler(cfg.Log, nil).WithAttrs([]slog.Attr{slog.String("listener", "http")}), slog.LevelWarn)}
+		go func() {
+			// net/http retries temporary accept errors itself, with the same backoff.
+			if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.httpMu.Lock()
+				s.httpStopped = fmt.Errorf("HTTP listener %s stopped: %w", ln.Addr(), err)
+				s.httpMu.Unlock()
+			}
+		}()
 	}
 	return s, nil
+}
+
+// healthz answers "ok" (200) while every listener accepts, 503 with the reasons otherwise.
+func (s *System) healthz(w http.ResponseWriter, r *http.Request) {
+	if err := s.Health(); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	io.WriteString(w, "ok\n")
+}
+
+// Health returns why the system is not healthy: a listener that stopped accepting. nil
+// when every listener accepts.
+func (s *System) Health() error {
+	var errs []error
+	if s.pg != nil {
+		errs = append(errs, s.pg.Err())
+	}
+	if s.Broker != nil {
+		errs = append(errs, s.Broker.ServeErr())
+	}
+	s.httpMu.Lock()
+	errs = append(errs, s.httpStopped)
+	s.httpMu.Unlock()
+	return errors.Join(errs...)
+}
+
+// chooseAuth decides the Postgres wire's authentication (SystemConfig.Auth).
+func chooseAuth(cfg SystemConfig) (AuthMethod, error) {
+	loopback := loopbackAddr(cfg.PgAddr)
+	switch AuthMethod(cfg.Auth) {
+	case "":
+		if loopback && cfg.AdminPassword == "" {
+			return AuthTrust, nil
+		}
+		return AuthSCRAM, nil
+	case AuthTrust:
+		if cfg.PgAddr != "" && !loopback {
+			return "", fmt.Errorf("--auth trust accepts clients without a password, so it is allowed only on a loopback --pg-addr (127.0.0.1, ::1, localhost), and %s is not one: use --auth scram-sha-256", cfg.PgAddr)
+		}
+		if cfg.AdminPassword != "" {
+			return "", errors.New("--admin-password is for --auth scram-sha-256; with --auth trust no password is checked")
+		}
+		return AuthTrust, nil
+	case AuthSCRAM:
+		return AuthSCRAM, nil
+	}
+	return "", fmt.Errorf("unknown authentication method %q (trust or scram-sha-256)", cfg.Auth)
+}
+
+// loopbackAddr reports whether the listen address addr binds only loopback addresses.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
+// pgConfig makes the Postgres wire's configuration: authentication (with the first admin
+// when passwords are checked), TLS, limits.
+func (s *System) pgConfig(cfg SystemConfig) (PGConfig, error) {
+	pgc := cfg.PG
+	pgc.ServerVersion = "15.0 (rsql " + cfg.Version + ")"
+	pgc.Auth = s.Auth
+	pgc.Users = s.Engine.cat
+	pgc.Logger = slog.New(slog.NewTextHandler(cfg.Log, nil))
+	if pgc.MaxStatementBytes == 0 {
+		pgc.MaxStatementBytes = s.Engine.cfg.Limits.MaxStatementBytes
+	}
+	if s.Auth == AuthSCRAM {
+		generated, err := s.Engine.cat.EnsureAdmin(cfg.AdminPassword)
+		if err != nil {
+			return pgc, fmt.Errorf("the first admin user: %w", err)
+		}
+		if generated != "" {
+			fmt.Fprintf(cfg.Notices, "rsql: created the admin user %q with the password %s\n"+
+				"rsql: it is shown only this once: keep it, or set your own with ALTER USER %s WITH PASSWORD '...' (or start with --admin-password)\n",
+				AdminUser, generated, AdminUser)
+		}
+	} else {
+		s.Engine.passwordsUnchecked.Store(true)
+	}
+	switch {
+	case cfg.TLSCert != "" || cfg.TLSKey != "":
+		if cfg.TLSCert == "" || cfg.TLSKey == "" {
+			return pgc, errors.New("--tls-cert and --tls-key go together")
+		}
+		t, err := loadTLS(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return pgc, err
+		}
+		pgc.TLS, s.TLSCertFile = t, cfg.TLSCert
+	case cfg.TLSSelfSigned:
+		host, _, _ := net.SplitHostPort(cfg.PgAddr)
+		cert, key, made, err := ensureSelfSigned(cfg.DataDir, host)
+		if err != nil {
+			return pgc, fmt.Errorf("self-signed certificate: %w", err)
+		}
+		if made {
+			fmt.Fprintf(cfg.Notices, "rsql: generated a self-signed TLS certificate %s (key %s); clients: sslmode=require, or sslmode=verify-full sslrootcert=%s\n", cert, key, cert)
+		}
+		t, err := loadTLS(cert, key)
+		if err != nil {
+			return pgc, err
+		}
+		pgc.TLS, s.TLSCertFile = t, cert
+	}
+	if cfg.TLSRequire {
+		if pgc.TLS == nil {
+			return pgc, errors.New("--tls-require needs a certificate: --tls-cert and --tls-key, or --tls-self-signed")
+		}
+		pgc.RequireTLS = true
+	}
+	return pgc, nil
 }
 
 // PgAddr returns the Postgres-wire listen address ("" when off).

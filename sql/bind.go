@@ -86,12 +86,14 @@ type binder struct {
 	// FROM
 	from     From
 	fromName string   // for messages
-	relNames []string // names a column may be qualified with
-	base     Schema   // the FROM's row
-	scope    Schema   // the input row: base, plus window_start/window_end of a TUMBLE/HOP table function
-	attrs    []ColAttr
-	tvf      *windowCall
-	window   *Window
+	relNames []string // names a column may be qualified with (one relation)
+	// quals, for a join, are the names each column of the scope may be qualified with.
+	quals  [][]string
+	base   Schema // the FROM's row
+	scope  Schema // the input row: base, plus window_start/window_end of a TUMBLE/HOP table function
+	attrs  []ColAttr
+	tvf    *windowCall
+	window *Window
 
 	// aggregation
 	keys    []Expr
@@ -399,6 +401,18 @@ func (b *binder) bindSelect(sel *ast.SelectStmt) (*Query, error) {
 				return nil, b.errf(CodeUnknownTable, "unknown table %s in %s.*", t, t)
 			}
 			for i, c := range b.scope {
+				if c.Name == ChangeColumn {
+					continue // a table's change column is read by name only
+				}
+				if t := f.WildCard.Table.O; t != "" && b.quals != nil {
+					ok := false
+					for _, q := range b.quals[i] {
+						ok = ok || strings.EqualFold(q, t)
+					}
+					if !ok {
+						continue
+					}
+				}
 				q.Select = append(q.Select, &ColumnRef{Index: i, Name: c.Name, T: c.Type})
 				q.Names = append(q.Names, c.Name)
 			}
@@ -611,7 +625,54 @@ func (b *binder) knownQualifier(t string) bool {
 			return true
 		}
 	}
+	for _, qs := range b.quals {
+		for _, n := range qs {
+			if strings.EqualFold(n, t) {
+				return true
+			}
+		}
+	}
 	return false
+}
+
+// lookupColumn finds a column of the scope by name and, when given, qualifier: its index,
+// or -1. Two columns of a join that match are ambiguous (42702).
+func (b *binder) lookupColumn(qual, name string) (int, error) {
+	if b.quals == nil {
+		return b.scope.Index(name), nil
+	}
+	found := -1
+	for i, c := range b.scope {
+		if !strings.EqualFold(c.Name, name) {
+			continue
+		}
+		if qual != "" {
+			ok := false
+			for _, q := range b.quals[i] {
+				ok = ok || strings.EqualFold(q, qual)
+			}
+			if !ok {
+				continue
+			}
+		}
+		if found >= 0 {
+			return -1, b.errf(CodeAmbiguousColumn, "column reference %s is ambiguous: qualify it with its relation's name", name)
+		}
+		found = i
+	}
+	return found, nil
+}
+
+// keyString identifies an expression for matching group keys: its text with each column
+// reference's index (a join may have two columns of one name).
+func keyString(e Expr) string {
+	r, _ := Transform(e, func(x Expr) (Expr, error) {
+		if c, ok := x.(*ColumnRef); ok {
+			return &ColumnRef{Index: c.Index, Name: c.Name + "#" + strconv.Itoa(c.Index), T: c.T}, nil
+		}
+		return x, nil
+	})
+	return r.String()
 }
 
 // bindFrom resolves FROM: a stream or view, a common table expression, or a derived table,
@@ -625,13 +686,21 @@ func (b *binder) bindFrom(sel *ast.SelectStmt) error {
 	}
 	j := sel.From.TableRefs
 	if j.Right != nil {
-		b.setPos(j.Right)
-		return b.errf(CodeNotSupported, "joins are not supported")
+		return b.bindJoinFrom(j)
 	}
 	ts, ok := j.Left.(*ast.TableSource)
 	if !ok {
-		return b.errf(CodeNotSupported, "joins are not supported")
+		if inner, ok := j.Left.(*ast.Join); ok {
+			return b.bindJoinFrom(inner)
+		}
+		return b.errf(CodeNotSupported, "this FROM clause is not supported")
 	}
+	return b.bindTableSource(ts)
+}
+
+// bindTableSource binds one relation of FROM (a stream, table or view, a CTE, a derived
+// table; through a window table function or not) as the binder's FROM.
+func (b *binder) bindTableSource(ts *ast.TableSource) error {
 	alias := ts.AsName.O
 	var tvf *windowCall
 	if i, ok := tvfIndex(alias); ok && i < len(b.ctx.tvfs) {
@@ -804,7 +873,7 @@ func (b *binder) groupBy(sel *ast.SelectStmt) error {
 		if e.Type().Kind == KindJSON {
 			return b.errf(CodeTypeMismatch, "cannot GROUP BY a JSON value: extract a field with ->> first")
 		}
-		s := e.String()
+		s := keyString(e)
 		dup := false
 		for _, k := range b.keyStr {
 			dup = dup || k == s
@@ -1002,13 +1071,18 @@ func (b *binder) column(c *ast.ColumnNameExpr) (Expr, error) {
 				}
 				return &ColumnRef{Index: i, Name: lname, T: TypeTimestamp}, nil
 			}
-			if b.scope.Index(name) < 0 {
+			if i, err := b.lookupColumn(c.Name.Table.O, name); err != nil {
+				return nil, err
+			} else if i < 0 {
 				return nil, b.errf(CodeUnknownColumn, "column %s does not exist in %s", name, b.fromName)
 			}
 			return nil, b.errf(CodeGrouping, "column %s must appear in GROUP BY or be used in an aggregate function", name)
 		}
 	}
-	i := b.scope.Index(name)
+	i, err := b.lookupColumn(c.Name.Table.O, name)
+	if err != nil {
+		return nil, err
+	}
 	if i < 0 {
 		if lname := strings.ToLower(name); (lname == "window_start" || lname == "window_end") && b.window != nil {
 			return nil, b.errf(CodeGrouping, "%s is only available after GROUP BY (aggregation) for this window", lname)
@@ -1045,10 +1119,10 @@ func (b *binder) expr(n ast.ExprNode) (Expr, error) {
 				}
 			}
 			if err == nil {
-				s := e.String()
+				s := keyString(e)
 				for i, k := range b.keyStr {
 					if s == k {
-						name := k
+						name := b.keys[i].String()
 						if c, ok := b.keys[i].(*ColumnRef); ok {
 							name = c.Name
 						}

@@ -7,6 +7,7 @@ const (
 	CodeUndefinedParameter = "42P02" // $n without a value
 
 	CodeUndefinedFunction = "42883" // no function of that name takes these argument types
+	CodeAmbiguousColumn   = "42702" // a column name two relations of a join have
 
 	// Data exceptions: the row's value cannot be computed (run-time errors; see ErrorValue).
 	CodeNumericOutOfRange    = "22003" // a number too large for its type
@@ -34,5 +35,5 @@ const (
 	CodeExternalRoutine   = "38000" // a user function's code failed: it threw, trapped, or returned a bad value
 	CodeQueryCanceled     = "57014" // a user function's call ran past its time limit
 	CodeOutOfMemory       = "53200" // a user function's call exceeded its memory limit
-	CodeTooComplex        = "54001" // SQL functions nested too deeply (one that calls itself)
+	CodeTooComplex        = "54001" // a statement too long, an expression too deep or too large, SQL functions nested too deeply
 )

@@ -31,7 +31,7 @@
 //	               (constant expressions; Insert.Rows casts them to a schema)
 //	*Select        a query; Bind turns it into a *Query. From names the relation read,
 //	               Emit holds the EMIT clause, Params the parameter values.
-//	*ShowStmt      SHOW STREAMS | VIEWS | JOBS | TOPICS | FUNCTIONS   What (upper case)
+//	*ShowStmt      SHOW STREAMS | VIEWS | JOBS | TOPICS | FUNCTIONS | USERS   What (upper case)
 //	*ShowVar       SHOW name                                   Name (lower case)
 //	*Describe      DESCRIBE | DESC [FUNCTION] name             Name, Function
 //	*Explain       EXPLAIN <query statement>                   Statement, Query *Select
@@ -39,6 +39,20 @@
 //	               Kind, Name, IfExists
 //	*JobControl    PAUSE | RESUME | TERMINATE JOB id           Action, ID
 //	*SetStmt       SET name = value | SET name TO value        Name (lower case), Value
+//	*CreateUser    CREATE USER name [WITH] [PASSWORD 'secret'] [ADMIN | READ ONLY]
+//	               Name, Password (nil if not given), Role ("admin", "read_only" or "")
+//	*AlterUser     ALTER USER name [WITH] [PASSWORD 'secret'] [ADMIN | READ ONLY]  as CreateUser
+//	*DropUser      DROP USER [IF EXISTS] name                  Name, IfExists
+//
+// # Limits
+//
+// ParseLimited refuses, before anything recurses over a statement's syntax tree, a
+// statement longer than Limits.MaxStatementBytes (1 MiB) or with expressions nested deeper
+// than MaxExprDepth (1,000) or larger than MaxExprNodes (100,000; a statement of more than
+// twice as many tokens is refused before the tidb parser builds its tree): 54001 "statement
+// too complex"; an INSERT with more than MaxInsertRows (10,000) VALUES rows: 54000. Parse
+// and ParseParams apply the defaults. A refused huge text costs one scan of it and no
+// tokens.
 //
 // The pre-pass rewrites what the MySQL grammar rejects (INTERVAL literals anywhere, window
 // table functions in FROM, TUMBLE/HOP/SESSION group-by calls, CAST to rsql's types,

@@ -97,8 +97,21 @@ func dumpStatement(st Statement) string {
 		fmt.Fprintf(&b, "  name=%s value=%s\n", s.Name, s.Value)
 	case *Transaction:
 		fmt.Fprintf(&b, "  action=%s\n", s.Action)
+	case *CreateUser:
+		fmt.Fprintf(&b, "  name=%s password=%s role=%s\n", s.Name, dumpPassword(s.Password), s.Role)
+	case *AlterUser:
+		fmt.Fprintf(&b, "  name=%s password=%s role=%s\n", s.Name, dumpPassword(s.Password), s.Role)
+	case *DropUser:
+		fmt.Fprintf(&b, "  name=%s ifexists=%v\n", s.Name, s.IfExists)
 	}
 	return b.String()
+}
+
+func dumpPassword(p *string) string {
+	if p == nil {
+		return "none"
+	}
+	return "'" + *p + "'"
 }
 
 func dumpQuery(q *Query) string {
@@ -166,6 +179,12 @@ func dumpFrom(f From) string {
 		return strings.Join(parts, " UNION ALL ")
 	case *FromNothing:
 		return ""
+	case *FromJoin:
+		out := dumpFrom(f.Left) + " " + f.LeftName + " " + f.Kind.String() + " JOIN " + dumpFrom(f.Right) + " " + f.RightName + " ON " + exprRefs(f.On)
+		if f.AsOf != nil {
+			out += " AS OF " + exprRefs(f.AsOf)
+		}
+		return out
 	}
 	return "?"
 }

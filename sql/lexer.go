@@ -34,8 +34,45 @@ func (t token) isP(p string) bool { return t.Kind == tokPunct && t.Val == p }
 // lex splits text into tokens, skipping whitespace and comments (-- to end of line, #, and
 // /* */). Quotes are respected. It fails on an unterminated string, quoted identifier or
 // comment, with the position where it starts.
-func lex(text string) ([]token, *Error) {
+func lex(text string) ([]token, *Error) { return scanTokens(text, true, -1, -1) }
+
+// checkStatementSizes fails with 54001 at the first statement of text (split on ';' as
+// lex splits) longer than maxBytes or of more than maxTokens tokens (a negative bound is
+// none). It keeps no tokens, so refusing a huge text costs a scan of it and no memory.
+func checkStatementSizes(text string, maxBytes, maxTokens int) *Error {
+	_, err := scanTokens(text, false, maxBytes, maxTokens)
+	return err
+}
+
+// scanTokens is lex; keep=false scans without keeping the tokens. With maxBytes or
+// maxTokens >= 0 it stops with 54001 as soon as one statement (from its first token to the
+// ';' after it) is longer than maxBytes or has more than maxTokens tokens.
+func scanTokens(text string, keep bool, maxBytes, maxTokens int) ([]token, *Error) {
 	var out []token
+	stmtStart := -1 // offset of the current statement's first token; -1 before it
+	tokens := 0     // tokens of the current statement
+	var tooLong *Error
+	emit := func(t token) {
+		if maxBytes >= 0 || maxTokens >= 0 {
+			if stmtStart < 0 {
+				stmtStart, tokens = t.Pos, 0
+			}
+			tokens++
+			switch {
+			case tooLong != nil:
+			case maxBytes >= 0 && t.End-stmtStart > maxBytes:
+				tooLong = errAt(text, stmtStart, CodeTooComplex, "statement too complex: it is longer than the limit of %d bytes", maxBytes)
+			case maxTokens >= 0 && tokens > maxTokens:
+				tooLong = errAt(text, stmtStart, CodeTooComplex, "statement too complex: it has more than %d tokens (twice the limit of %d expression nodes)", maxTokens, maxTokens/2)
+			}
+			if t.Kind == tokPunct && t.Val == ";" {
+				stmtStart = -1
+			}
+		}
+		if keep {
+			out = append(out, t)
+		}
+	}
 	i := 0
 	for i < len(text) {
 		c := text[i]
@@ -57,14 +94,14 @@ func lex(text string) ([]token, *Error) {
 			if !ok {
 				return nil, errAt(text, i, CodeSyntax, "unterminated string literal")
 			}
-			out = append(out, token{Kind: tokString, Val: val, Pos: i, End: end})
+			emit(token{Kind: tokString, Val: val, Pos: i, End: end})
 			i = end
 		case c == '`' || c == '"':
 			val, end, ok := scanQuoted(text, i, c, false)
 			if !ok {
 				return nil, errAt(text, i, CodeSyntax, "unterminated quoted identifier")
 			}
-			out = append(out, token{Kind: tokQIdent, Val: val, Pos: i, End: end})
+			emit(token{Kind: tokQIdent, Val: val, Pos: i, End: end})
 			i = end
 		case isDigit(c) || (c == '.' && i+1 < len(text) && isDigit(text[i+1])):
 			j := i
@@ -87,17 +124,17 @@ func lex(text string) ([]token, *Error) {
 			for j < len(text) && isIdentByte(text[j]) {
 				j++
 			}
-			out = append(out, token{Kind: tokNumber, Val: text[i:j], Pos: i, End: j})
+			emit(token{Kind: tokNumber, Val: text[i:j], Pos: i, End: j})
 			i = j
 		case isIdentStart(c):
 			j := i
 			for j < len(text) && isIdentByte(text[j]) {
 				j++
 			}
-			out = append(out, token{Kind: tokIdent, Val: text[i:j], Pos: i, End: j})
+			emit(token{Kind: tokIdent, Val: text[i:j], Pos: i, End: j})
 			i = j
 		case c == '?':
-			out = append(out, token{Kind: tokParam, Val: "?", Pos: i, End: i + 1})
+			emit(token{Kind: tokParam, Val: "?", Pos: i, End: i + 1})
 			i++
 		case c == '$' && dollarTag(text, i) != "":
 			// PostgreSQL's dollar quoting: $$ ... $$ or $tag$ ... $tag$, nothing escaped.
@@ -114,7 +151,7 @@ func lex(text string) ([]token, *Error) {
 			for j < len(text) && isDigit(text[j]) {
 				j++
 			}
-			out = append(out, token{Kind: tokParam, Val: text[i:j], Pos: i, End: j})
+			emit(token{Kind: tokParam, Val: text[i:j], Pos: i, End: j})
 			i = j
 		default:
 			n := 1
@@ -124,8 +161,11 @@ func lex(text string) ([]token, *Error) {
 					break
 				}
 			}
-			out = append(out, token{Kind: tokPunct, Val: text[i : i+n], Pos: i, End: i + n})
+			emit(token{Kind: tokPunct, Val: text[i : i+n], Pos: i, End: i + n})
 			i += n
+		}
+		if tooLong != nil {
+			return nil, tooLong
 		}
 	}
 	out = append(out, token{Kind: tokEOF, Pos: len(text), End: len(text)})

@@ -19,19 +19,39 @@ import (
 func Parse(text string) ([]Statement, error) { return ParseParams(text, nil) }
 
 // ParseParams is Parse with values for the $1, $2, ... (or ?) parameters of the text.
-func ParseParams(text string, params []Value) (stmts []Statement, err error) {
+func ParseParams(text string, params []Value) ([]Statement, error) {
+	return ParseLimited(text, params, DefaultLimits())
+}
+
+// ParseLimited is ParseParams under the given limits (zero fields take their defaults): a
+// statement longer than lim.MaxStatementBytes, an expression nested deeper than
+// lim.MaxExprDepth or larger than lim.MaxExprNodes is refused with 54001 before anything
+// walks its syntax tree recursively, an INSERT with more than lim.MaxInsertRows rows with
+// 54000.
+func ParseLimited(text string, params []Value, lim Limits) (stmts []Statement, err error) {
+	lim = lim.WithDefaults()
 	defer func() {
 		if r := recover(); r != nil {
 			stmts = nil
 			err = Errorf(CodeSyntax, "cannot parse statement: %v", r)
 		}
 	}()
+	if maxBytes, maxTokens := lim.MaxStatementBytes, lim.maxTokens(); (maxBytes > 0 && len(text) > maxBytes) || (maxTokens > 0 && len(text) > maxTokens) {
+		// Some statement may be too long or have too many tokens: find out before keeping
+		// a token of it.
+		if err := checkStatementSizes(text, max(maxBytes, -1), max(maxTokens, -1)); err != nil {
+			return nil, err
+		}
+	}
 	toks, lerr := lex(text)
 	if lerr != nil {
 		return nil, lerr
 	}
 	for _, st := range splitStatements(toks) {
-		p := &stmtParser{src: text, toks: st, params: params}
+		if err := lim.checkTokens(text, st); err != nil {
+			return nil, err
+		}
+		p := &stmtParser{src: text, toks: st, params: params, limits: lim}
 		s, perr := p.statement()
 		if perr != nil {
 			return nil, perr
@@ -49,6 +69,7 @@ type stmtParser struct {
 	params []Value
 	nparam int
 	wmPos  int
+	limits Limits
 }
 
 func (p *stmtParser) peek() token { return p.toks[p.i] }
@@ -185,10 +206,20 @@ func (p *stmtParser) statement() (Statement, error) {
 		return &JobControl{Src: p.src0(), Action: strings.ToUpper(t.Val), ID: val}, nil
 	case t.is("SET"):
 		return p.set()
+	case t.is("ALTER"):
+		p.next()
+		if !p.accept("USER") && !p.accept("ROLE") {
+			return nil, p.errNear(p.peek(), "USER")
+		}
+		name, password, role, err := p.userSpec()
+		if err != nil {
+			return nil, err
+		}
+		return &AlterUser{Src: p.src0(), Name: name, Password: password, Role: role}, nil
 	case t.is("BEGIN"), t.is("START"), t.is("COMMIT"), t.is("END"), t.is("ROLLBACK"), t.is("ABORT"):
 		return p.transaction()
 	}
-	return nil, p.errNear(t, "a statement (SELECT, CREATE, INSERT, SHOW, DESCRIBE, EXPLAIN, DROP, PAUSE, RESUME, TERMINATE, SET)")
+	return nil, p.errNear(t, "a statement (SELECT, CREATE, INSERT, SHOW, DESCRIBE, EXPLAIN, DROP, PAUSE, RESUME, TERMINATE, SET, ALTER USER)")
 }
 
 // transaction parses the transaction statements rsql accepts and ignores. BEGIN and START
@@ -296,7 +327,7 @@ func (p *stmtParser) optionValue() (string, error) {
 func (p *stmtParser) show() (Statement, error) {
 	p.next()
 	t := p.peek()
-	for _, w := range []string{"STREAMS", "VIEWS", "JOBS", "TOPICS", "FUNCTIONS"} {
+	for _, w := range []string{"STREAMS", "VIEWS", "JOBS", "TOPICS", "FUNCTIONS", "USERS"} {
 		if t.is(w) {
 			p.next()
 			if err := p.expectEnd(); err != nil {
@@ -313,7 +344,7 @@ func (p *stmtParser) show() (Statement, error) {
 	}
 	name, err := p.dottedName()
 	if err != nil {
-		return nil, p.errNear(t, "STREAMS, VIEWS, JOBS, TOPICS, FUNCTIONS or a setting name")
+		return nil, p.errNear(t, "STREAMS, VIEWS, JOBS, TOPICS, FUNCTIONS, USERS or a setting name")
 	}
 	if err := p.expectEnd(); err != nil {
 		return nil, err
@@ -325,8 +356,20 @@ func (p *stmtParser) drop() (Statement, error) {
 	p.next()
 	var kind string
 	switch {
+	case p.accept("USER"), p.accept("ROLE"):
+		ifExists := p.accept("IF", "EXISTS")
+		name, err := p.ident("a user name")
+		if err != nil {
+			return nil, err
+		}
+		if err := p.expectEnd(); err != nil {
+			return nil, err
+		}
+		return &DropUser{Src: p.src0(), Name: name, IfExists: ifExists}, nil
 	case p.accept("STREAM"):
 		kind = "STREAM"
+	case p.accept("TABLE"):
+		kind = "TABLE"
 	case p.accept("MATERIALIZED", "VIEW"), p.accept("VIEW"):
 		kind = "VIEW"
 	case p.accept("FUNCTION"):
@@ -334,7 +377,7 @@ func (p *stmtParser) drop() (Statement, error) {
 	case p.accept("AGGREGATE"):
 		kind = "AGGREGATE"
 	default:
-		return nil, p.errNear(p.peek(), "STREAM, VIEW, FUNCTION or AGGREGATE")
+		return nil, p.errNear(p.peek(), "STREAM, TABLE, VIEW, FUNCTION, AGGREGATE or USER")
 	}
 	ifExists := p.accept("IF", "EXISTS")
 	name, err := p.ident("a name")
@@ -362,7 +405,7 @@ func (p *stmtParser) drop() (Statement, error) {
 
 func (p *stmtParser) explain() (Statement, error) {
 	p.next()
-	inner := &stmtParser{src: p.src, toks: p.toks[p.i:], params: p.params}
+	inner := &stmtParser{src: p.src, toks: p.toks[p.i:], params: p.params, limits: p.limits}
 	if inner.peek().Kind == tokEOF {
 		return nil, p.errNear(inner.peek(), "a query to explain")
 	}
@@ -392,8 +435,10 @@ func (p *stmtParser) create() (Statement, error) {
 	p.next()
 	orReplace := p.accept("OR", "REPLACE")
 	switch {
-	case p.accept("STREAM"), p.accept("SOURCE"), p.accept("TABLE"):
-		return p.createStream(orReplace)
+	case p.accept("STREAM"), p.accept("SOURCE"):
+		return p.createStream(orReplace, false)
+	case p.accept("TABLE"):
+		return p.createStream(orReplace, true)
 	case p.accept("MATERIALIZED", "VIEW"):
 		return p.createView(orReplace)
 	case p.peek().is("VIEW"):
@@ -402,8 +447,18 @@ func (p *stmtParser) create() (Statement, error) {
 		return p.createFunction(orReplace, false)
 	case p.accept("AGGREGATE"):
 		return p.createFunction(orReplace, true)
+	case p.peek().is("USER") || p.peek().is("ROLE"):
+		if orReplace {
+			return nil, errAt(p.src, p.peek().Pos, CodeNotSupported, "CREATE OR REPLACE USER is not supported: ALTER USER changes a user")
+		}
+		p.next()
+		name, password, role, err := p.userSpec()
+		if err != nil {
+			return nil, err
+		}
+		return &CreateUser{Src: p.src0(), Name: name, Password: password, Role: role}, nil
 	}
-	return nil, p.errNear(p.peek(), "STREAM, MATERIALIZED VIEW, FUNCTION or AGGREGATE")
+	return nil, p.errNear(p.peek(), "STREAM, MATERIALIZED VIEW, FUNCTION, AGGREGATE or USER")
 }
 
 // createFunction parses the rest of CREATE FUNCTION / CREATE AGGREGATE.
@@ -501,6 +556,45 @@ func (p *stmtParser) createFunction(orReplace, agg bool) (Statement, error) {
 	return cf, nil
 }
 
+// userSpec parses what follows CREATE USER and ALTER USER: name [WITH] [PASSWORD 'secret']
+// [ADMIN | READ ONLY | SUPERUSER | NOSUPERUSER | LOGIN], in any order, each at most once.
+func (p *stmtParser) userSpec() (name string, password *string, role string, err error) {
+	if name, err = p.ident("a user name"); err != nil {
+		return "", nil, "", err
+	}
+	p.accept("WITH")
+	for p.peek().Kind != tokEOF {
+		t := p.peek()
+		switch {
+		case p.accept("PASSWORD"):
+			v := p.next()
+			if v.Kind != tokString {
+				return "", nil, "", p.errNear(v, "the password as a string: PASSWORD 'secret'")
+			}
+			if password != nil {
+				return "", nil, "", errAt(p.src, t.Pos, CodeSyntax, "PASSWORD is given twice")
+			}
+			pw := v.Val
+			password = &pw
+		case p.accept("ADMIN"), p.accept("SUPERUSER"):
+			if role != "" {
+				return "", nil, "", errAt(p.src, t.Pos, CodeSyntax, "the role is given twice")
+			}
+			role = "admin"
+		case p.accept("READ", "ONLY"), p.accept("READ_ONLY"), p.accept("READONLY"), p.accept("NOSUPERUSER"):
+			if role != "" {
+				return "", nil, "", errAt(p.src, t.Pos, CodeSyntax, "the role is given twice")
+			}
+			role = "read_only"
+		case p.accept("LOGIN"):
+			// Every user may log in; accepted for PostgreSQL scripts.
+		default:
+			return "", nil, "", p.errNear(t, "PASSWORD 'secret', ADMIN or READ ONLY")
+		}
+	}
+	return name, password, role, nil
+}
+
 // ifNotExists reads IF NOT EXISTS, which CREATE OR REPLACE does not take.
 func (p *stmtParser) ifNotExists(orReplace bool) (bool, error) {
 	t := p.peek()
@@ -540,8 +634,8 @@ func (p *stmtParser) createView(orReplace bool) (Statement, error) {
 	return cv, nil
 }
 
-func (p *stmtParser) createStream(orReplace bool) (Statement, error) {
-	cs := &CreateStream{OrReplace: orReplace}
+func (p *stmtParser) createStream(orReplace, table bool) (Statement, error) {
+	cs := &CreateStream{OrReplace: orReplace, Table: table}
 	var err error
 	if cs.IfNotExists, err = p.ifNotExists(orReplace); err != nil {
 		return nil, err
@@ -581,6 +675,12 @@ func (p *stmtParser) createStream(orReplace bool) (Statement, error) {
 	if len(cs.Columns) == 0 {
 		return nil, errAt(p.src, p.toks[0].Pos, CodeSyntax, "CREATE STREAM %s needs a column list or AS SELECT", cs.Name)
 	}
+	if cs.Table && len(cs.PrimaryKey) == 0 {
+		return nil, errAt(p.src, p.toks[0].Pos, CodeSyntax, "CREATE TABLE %s needs a PRIMARY KEY: a table holds one version of each key", cs.Name)
+	}
+	if !cs.Table && len(cs.PrimaryKey) > 0 {
+		return nil, errAt(p.src, p.toks[0].Pos, CodeNotSupported, "a stream has no PRIMARY KEY: declare a versioned table with CREATE TABLE")
+	}
 	return cs, nil
 }
 
@@ -592,6 +692,30 @@ func (p *stmtParser) columns(cs *CreateStream) error {
 			if err := p.watermark(cs); err != nil {
 				return err
 			}
+		} else if p.peek().is("PRIMARY") && p.peekN(1).is("KEY") {
+			pt := p.peek()
+			p.next()
+			p.next()
+			if len(cs.PrimaryKey) > 0 {
+				return errAt(p.src, pt.Pos, CodeSyntax, "only one PRIMARY KEY is allowed")
+			}
+			if err := p.expectP("("); err != nil {
+				return err
+			}
+			for {
+				c, err := p.ident("a key column")
+				if err != nil {
+					return err
+				}
+				cs.PrimaryKey = append(cs.PrimaryKey, c)
+				if p.acceptP(")") {
+					break
+				}
+				if err := p.expectP(","); err != nil {
+					return err
+				}
+			}
+			p.accept("NOT", "ENFORCED")
 		} else {
 			nt := p.peek()
 			name, err := p.ident("a column name")
@@ -609,6 +733,15 @@ func (p *stmtParser) columns(cs *CreateStream) error {
 			if !p.accept("NOT", "NULL") {
 				p.accept("NULL")
 			}
+			if p.peek().is("PRIMARY") && p.peekN(1).is("KEY") {
+				if len(cs.PrimaryKey) > 0 {
+					return errAt(p.src, p.peek().Pos, CodeSyntax, "only one PRIMARY KEY is allowed")
+				}
+				p.next()
+				p.next()
+				p.accept("NOT", "ENFORCED")
+				cs.PrimaryKey = []string{name}
+			}
 			cs.Columns = append(cs.Columns, Column{Name: name, Type: typ})
 		}
 		if p.acceptP(")") {
@@ -617,6 +750,13 @@ func (p *stmtParser) columns(cs *CreateStream) error {
 		if err := p.expectP(","); err != nil {
 			return err
 		}
+	}
+	for i, k := range cs.PrimaryKey {
+		j := cs.Columns.Index(k)
+		if j < 0 {
+			return errAt(p.src, p.toks[p.i-1].Pos, CodeUnknownColumn, "PRIMARY KEY (%s): no such column", k)
+		}
+		cs.PrimaryKey[i] = cs.Columns[j].Name
 	}
 	if cs.WatermarkColumn != "" {
 		i := cs.Columns.Index(cs.WatermarkColumn)
@@ -827,6 +967,12 @@ func (p *stmtParser) values() ([][]Expr, error) {
 	if !ok || is.Select != nil || len(is.Lists) == 0 {
 		return nil, errAt(p.src, p.toks[start].Pos, CodeSyntax, "syntax error in VALUES")
 	}
+	if err := p.limits.checkRows(p.src, p.toks[start].Pos, len(is.Lists)); err != nil {
+		return nil, err
+	}
+	if err := p.limits.checkTree(p.src, p.toks[start].Pos, node); err != nil {
+		return nil, err
+	}
 	b := &binder{input: p.src, rw: rw, params: p.params, mode: modeConst}
 	out := make([][]Expr, len(is.Lists))
 	for i, list := range is.Lists {
@@ -861,6 +1007,9 @@ func (p *stmtParser) selectFrom(start int, src Src) (*Select, error) {
 		return nil, err
 	}
 	first, last := p.toks[start], p.toks[len(p.toks)-1]
+	if err := p.limits.checkTree(p.src, first.Pos, node); err != nil {
+		return nil, err
+	}
 	if src.Text == "" {
 		src = Src{Text: p.src[first.Pos:last.End], Pos: first.Pos}
 	}

@@ -29,12 +29,19 @@ type Catalog interface {
 	Relation(name string) (*Relation, bool)
 }
 
-// Relation is a stream or a materialized view as the binder sees it.
+// ChangeColumn is the hidden last column of a versioned table: "delete" in a record ends
+// its key's current version (docs/sql.md, "Joins").
+const ChangeColumn = "__op"
+
+// Relation is a stream, a table or a materialized view as the binder sees it.
 type Relation struct {
-	Name    string
-	Schema  Schema
-	IsView  bool
-	Options map[string]string // WITH options, lower-case keys (connector, topic, format, ...)
+	Name   string
+	Schema Schema
+	IsView bool
+	// IsTable: a table (CREATE TABLE): versions of rows by PrimaryKey (column indexes).
+	IsTable    bool
+	PrimaryKey []int
+	Options    map[string]string // WITH options, lower-case keys (connector, topic, format, ...)
 	// EventTime is the index of the WATERMARK FOR column, or -1 (processing time).
 	EventTime int
 	// WatermarkDelay is the declared delay in milliseconds.
@@ -189,6 +196,32 @@ type FromUnion struct {
 // FromNothing is the FROM of a query without FROM: one empty row.
 type FromNothing struct{}
 
+// JoinKind is the kind of a join.
+type JoinKind uint8
+
+const (
+	JoinInner JoinKind = iota
+	JoinLeft
+	JoinRight
+	JoinFull
+)
+
+func (k JoinKind) String() string {
+	return [...]string{"inner", "left", "right", "full"}[k]
+}
+
+// FromJoin joins two relations; its row is Left's columns, then Right's. On is over that
+// row. AsOf is the time expression of FOR SYSTEM_TIME AS OF (over the joined row, reading
+// the left side), nil without. LeftAttrs and RightAttrs are each side's column attributes.
+type FromJoin struct {
+	Left, Right           From
+	Kind                  JoinKind
+	On                    Expr
+	AsOf                  Expr
+	LeftName, RightName   string
+	LeftAttrs, RightAttrs []ColAttr
+}
+
 func (f *FromRelation) Schema() Schema { return f.Rel.Schema }
 func (f *FromQuery) Schema() Schema    { return f.Query.OutputSchema() }
 func (f *FromUnion) Schema() Schema {
@@ -200,11 +233,17 @@ func (f *FromUnion) Schema() Schema {
 	return s
 }
 func (*FromNothing) Schema() Schema { return nil }
+func (f *FromJoin) Schema() Schema {
+	l, r := f.Left.Schema(), f.Right.Schema()
+	out := make(Schema, 0, len(l)+len(r))
+	return append(append(out, l...), r...)
+}
 
 func (*FromRelation) isFrom() {}
 func (*FromQuery) isFrom()    {}
 func (*FromUnion) isFrom()    {}
 func (*FromNothing) isFrom()  {}
+func (*FromJoin) isFrom()     {}
 
 // ColAttr describes what a column means for time. Time: it is an event-time attribute —
 // the stream's WATERMARK FOR column passed through, or the window_end of a windowed
@@ -277,10 +316,33 @@ func (q *Query) Relations() []*Relation {
 			for _, in := range f.Inputs {
 				walk(in)
 			}
+		case *FromJoin:
+			walkFrom(f.Left, walk, seen, &out)
+			walkFrom(f.Right, walk, seen, &out)
 		}
 	}
 	walk(q)
 	return out
+}
+
+// walkFrom visits the relations of one side of a join.
+func walkFrom(f From, walk func(*Query), seen map[*Relation]bool, out *[]*Relation) {
+	switch f := f.(type) {
+	case *FromRelation:
+		if !seen[f.Rel] {
+			seen[f.Rel] = true
+			*out = append(*out, f.Rel)
+		}
+	case *FromQuery:
+		walk(f.Query)
+	case *FromUnion:
+		for _, in := range f.Inputs {
+			walk(in)
+		}
+	case *FromJoin:
+		walkFrom(f.Left, walk, seen, out)
+		walkFrom(f.Right, walk, seen, out)
+	}
 }
 
 // View returns the materialized view the query reads, when it reads exactly one relation

@@ -141,6 +141,49 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			s := toks[i+1]
 			edits = append(edits, edit{t.Pos, s.End, "__rsql_ts(" + p.src[s.Pos:s.End] + ")", 0})
 			i++
+		case t.is("FULL") && (toks[i+1].is("JOIN") || toks[i+1].is("OUTER") && toks[i+2].is("JOIN")):
+			// The MySQL grammar has no FULL JOIN: it becomes a LEFT JOIN whose ON starts
+			// with the marker __rsql_full() (the binder takes it out).
+			on := joinOn(toks, i)
+			if on < 0 {
+				return nil, nil, errAt(p.src, t.Pos, CodeSyntax, "FULL JOIN needs an ON condition")
+			}
+			end := i
+			if toks[i+1].is("OUTER") {
+				end = i + 1
+			}
+			seq++
+			edits = append(edits, edit{t.Pos, toks[end].End, "LEFT", 0},
+				edit{toks[on].End, toks[on].End, " __rsql_full() AND", seq})
+			i = end
+		case t.is("FOR") && toks[i+1].is("SYSTEM_TIME") && toks[i+2].is("AS") && toks[i+3].is("OF"):
+			// JOIN t FOR SYSTEM_TIME AS OF expr [AS] alias ON c becomes JOIN t [AS] alias ON
+			// __rsql_asof(expr) AND c (the binder takes the marker out).
+			start, end := i+4, i+4
+			for d := 0; toks[end].Kind != tokEOF; end++ {
+				switch {
+				case toks[end].isP("("):
+					d++
+				case toks[end].isP(")"):
+					d--
+				}
+				if d < 0 || d == 0 && end > start && (toks[end].is("AS") || toks[end].is("ON") || isClauseWord(toks[end]) ||
+					toks[end].isP(",") || toks[end].Kind == tokIdent && toks[end-1].Kind == tokIdent && !toks[end-1].isP(".")) {
+					break
+				}
+			}
+			if end == start {
+				return nil, nil, errAt(p.src, toks[start].Pos, CodeSyntax, "FOR SYSTEM_TIME AS OF needs a time expression (o.ts, o.proctime)")
+			}
+			on := joinOn(toks, end)
+			if on < 0 {
+				return nil, nil, errAt(p.src, t.Pos, CodeSyntax, "a join FOR SYSTEM_TIME AS OF needs an ON condition")
+			}
+			expr := p.src[toks[start].Pos:toks[end-1].End]
+			seq++
+			edits = append(edits, edit{t.Pos, toks[end-1].End, " ", 0},
+				edit{toks[on].End, toks[on].End, " __rsql_asof(" + expr + ") AND", seq})
+			i = end - 1
 		case t.is("EMIT") && depth == 0:
 			mode := EmitDefault
 			end := i + 1
@@ -406,6 +449,28 @@ func (p *stmtParser) comparisonStart(toks []token, start, i int) int {
 }
 
 func isWindowFunc(t token) bool { return t.is("TUMBLE") || t.is("HOP") || t.is("SESSION") }
+
+// joinOn returns the index of the ON of the join whose keyword is at or after toks[from]:
+// the first ON at the same parenthesis depth, or -1.
+func joinOn(toks []token, from int) int {
+	d := 0
+	for k := from; k < len(toks) && toks[k].Kind != tokEOF; k++ {
+		switch {
+		case toks[k].isP("("):
+			d++
+		case toks[k].isP(")"):
+			d--
+			if d < 0 {
+				return -1
+			}
+		case d == 0 && toks[k].is("ON"):
+			return k
+		case d == 0 && k > from && (toks[k].is("WHERE") || toks[k].is("GROUP") || toks[k].isP(";")):
+			return -1
+		}
+	}
+	return -1
+}
 
 // isClauseWord reports whether an identifier after a table reference starts the next
 // clause rather than naming an alias.

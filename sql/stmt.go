@@ -5,8 +5,8 @@ import (
 )
 
 // Statement is one parsed statement. The concrete types are *CreateStream, *CreateView,
-// *CreateFunction, *Insert, *Select, *ShowStmt, *ShowVar, *Describe, *Explain, *Drop, *JobControl, *SetStmt
-// and *Transaction; front ends switch on them.
+// *CreateFunction, *Insert, *Select, *ShowStmt, *ShowVar, *Describe, *Explain, *Drop, *JobControl, *SetStmt,
+// *Transaction, *CreateUser, *AlterUser and *DropUser; front ends switch on them.
 type Statement interface {
 	// Source returns the statement's own text (without the ending ';') and its byte
 	// offset in the text given to Parse.
@@ -38,6 +38,10 @@ type CreateStream struct {
 	WatermarkDelay  int64             // milliseconds
 	Options         map[string]string // lower-case keys, unquoted values
 	As              *Select
+	// Table is CREATE TABLE: a versioned table (a changelog of versions by PrimaryKey) or,
+	// with a lookup connector, a table read by key.
+	Table      bool
+	PrimaryKey []string
 }
 
 // CreateView is CREATE [OR REPLACE] MATERIALIZED VIEW [IF NOT EXISTS] name [WITH (...)]
@@ -84,7 +88,7 @@ type Insert struct {
 	Values  [][]Expr
 }
 
-// ShowStmt is SHOW STREAMS | VIEWS | JOBS | TOPICS | FUNCTIONS; What is the upper-case noun.
+// ShowStmt is SHOW STREAMS | VIEWS | JOBS | TOPICS | FUNCTIONS | USERS; What is the upper-case noun.
 type ShowStmt struct {
 	Src
 	What string
@@ -146,6 +150,32 @@ type SetStmt struct {
 type Transaction struct {
 	Src
 	Action string
+}
+
+// CreateUser is CREATE USER name [WITH] [PASSWORD 'secret'] [ADMIN | READ ONLY] (SUPERUSER
+// and NOSUPERUSER are accepted for ADMIN and READ ONLY). Password is nil when no PASSWORD
+// was given; Role is "admin", "read_only", or "" when not given.
+type CreateUser struct {
+	Src
+	Name     string
+	Password *string
+	Role     string
+}
+
+// AlterUser is ALTER USER name [WITH] [PASSWORD 'secret'] [ADMIN | READ ONLY]: the fields
+// as CreateUser's; what is not given is left as it is.
+type AlterUser struct {
+	Src
+	Name     string
+	Password *string
+	Role     string
+}
+
+// DropUser is DROP USER [IF EXISTS] name.
+type DropUser struct {
+	Src
+	Name     string
+	IfExists bool
 }
 
 // Select is a parsed, unbound SELECT. Bind resolves it against a catalog.

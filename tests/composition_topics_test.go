@@ -1,12 +1,12 @@
 package tests
 
 import (
-	"os/exec"
-	"os"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -31,8 +32,13 @@ func TestPullQueriesMatchPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The file lies in the server's file root (the data directory's files/).
 	dir := t.TempDir()
-	writeEvents(t, filepath.Join(dir, "orders.jsonl"), evs)
+	files := filepath.Join(dir, "data", "files")
+	if err := os.MkdirAll(files, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeEvents(t, filepath.Join(files, "orders.jsonl"), evs)
 	srv, addr := startServerIn(t, filepath.Join(dir, "data"))
 	defer srv.Stop()
 	rsqlURL := "postgres://rsql@" + addr + "/rsql?sslmode=disable"
@@ -43,7 +49,7 @@ func TestPullQueriesMatchPostgres(t *testing.T) {
 	defer rc.Close(ctx)
 	for _, st := range []string{
 		fmt.Sprintf(`CREATE STREAM orders (order_id BIGINT, user_id VARCHAR, amount DOUBLE, ts TIMESTAMP, category VARCHAR, qty INT)
-			WITH (connector = 'file', path = '%s', format = 'json')`, filepath.Join(dir, "orders.jsonl")),
+			WITH (connector = 'file', path = '%s', format = 'json')`, filepath.Join(files, "orders.jsonl")),
 		`CREATE MATERIALIZED VIEW per_user AS SELECT user_id, COUNT(*) AS n, SUM(qty) AS q, MAX(amount) AS top FROM orders GROUP BY user_id`,
 	} {
 		if _, err := rc.Exec(ctx, st, pgx.QueryExecModeSimpleProtocol); err != nil {

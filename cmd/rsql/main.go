@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/alecthomas/kong"
 )
@@ -27,6 +28,34 @@ type ListenFlags struct {
 type ClusterFlags struct {
 	Namesrv  string `name:"namesrv" env:"RSQL_NAMESRV" help:"External RocketMQ name server to use instead of the bundled broker; topics are created on the master brokers of its cluster."`
 	Postgres string `name:"postgres" env:"RSQL_POSTGRES" help:"Postgres URL: remote checkpoint store and shared catalog (several instances)."`
+}
+
+// SecurityFlags are the protections of a process that serves the Postgres wire (rsql
+// server, the embedded default); docs/security.md explains each.
+type SecurityFlags struct {
+	Auth          string   `name:"auth" env:"RSQL_AUTH" enum:"trust,scram-sha-256," default:"" placeholder:"METHOD" help:"Postgres-wire authentication: trust (no password; a loopback listen address only) or scram-sha-256. Default: trust on a loopback address without an admin password, scram-sha-256 otherwise."`
+	AdminPassword string   `name:"admin-password" env:"RSQL_ADMIN_PASSWORD" help:"With scram-sha-256: the password of the admin user rsql (created or reset at start). Without it, a first admin gets a generated password, printed once."`
+	TLSCert       string   `name:"tls-cert" env:"RSQL_TLS_CERT" type:"existingfile" help:"PEM certificate of the Postgres wire, with its key: clients may then use sslmode=require or verify-full."`
+	TLSKey        string   `name:"tls-key" env:"RSQL_TLS_KEY" type:"existingfile" help:"PEM private key of the TLS certificate."`
+	TLSSelfSigned bool     `name:"tls-self-signed" help:"Generate a self-signed certificate in the data directory (once; its path is printed) and serve TLS with it."`
+	TLSRequire    bool     `name:"tls-require" help:"Refuse Postgres-wire clients that do not use TLS."`
+	FileRoot      []string `name:"file-root" env:"RSQL_FILE_ROOT" placeholder:"DIR" help:"Directory the file connector may read and write under (repeatable; relative paths start at the first). Default: the data directory's files/ (and, for the shell and rsql -c/-f, the working directory). / allows every path."`
+	LimitFlags
+}
+
+// LimitFlags bound what one client can make the server do (docs/security.md, "Limits").
+type LimitFlags struct {
+	MaxConnections    int           `name:"max-connections" env:"RSQL_MAX_CONNECTIONS" default:"200" help:"Postgres-wire connections served at once; one more is told 53300 (-1: no limit)."`
+	StartupTimeout    time.Duration `name:"startup-timeout" default:"10s" help:"Time a Postgres-wire client has to connect and authenticate."`
+	MessageTimeout    time.Duration `name:"message-timeout" default:"60s" help:"Time a Postgres-wire message that has begun to arrive has to arrive whole."`
+	IdleTimeout       time.Duration `name:"idle-timeout" default:"0s" help:"Close a Postgres-wire session idle that long between statements (0: never)."`
+	MaxMessageBytes   int           `name:"max-message-bytes" default:"4194304" help:"Largest Postgres-wire message (a query, a Bind with its parameters)."`
+	MaxStatementBytes int           `name:"max-statement-bytes" default:"1048576" help:"Longest statement (and query text of one message); longer fails with 54001."`
+	MaxExprDepth      int           `name:"max-expr-depth" default:"1000" help:"Deepest expression nesting of a statement; deeper fails with 54001."`
+	MaxExprNodes      int           `name:"max-expr-nodes" default:"100000" help:"Most expression nodes of a statement; more fails with 54001."`
+	MaxInsertRows     int           `name:"max-insert-rows" default:"10000" help:"Most rows of one INSERT ... VALUES; more fails with 54000."`
+	MaxResultBytes    int64         `name:"max-result-bytes" default:"67108864" help:"Most bytes of rows one pull query collects; more fails with 54000."`
+	MaxParams         int           `name:"max-params" default:"65535" help:"Most parameters of one prepared statement."`
 }
 
 // BrokerClientFlags say which broker a RocketMQ client command (produce, consume, bench

@@ -28,6 +28,11 @@ func helpOf(t *testing.T, args ...string) string {
 	return out.String()
 }
 
+func sorted(s ...string) []string {
+	sort.Strings(s)
+	return s
+}
+
 var flagRE = regexp.MustCompile(`(?m)^\s+(?:-[a-z], )?--([a-z][a-z-]*)`)
 
 func flagsIn(help string) []string {
@@ -45,8 +50,8 @@ func flagsIn(help string) []string {
 // different roles (-f, --format, --namesrv-addr) are described for that subcommand.
 func TestSubcommandHelpShowsOwnFlags(t *testing.T) {
 	want := map[string][]string{
-		"shell":  {"broker-addr", "command", "data-dir", "file", "format", "http-addr", "namesrv", "namesrv-addr", "pg-addr", "postgres", "server"},
-		"server": {"broker-addr", "data-dir", "http-addr", "namesrv", "namesrv-addr", "pg-addr", "postgres", "state-backend"},
+		"shell":  sorted("broker-addr", "command", "data-dir", "file", "format", "http-addr", "namesrv", "namesrv-addr", "pg-addr", "postgres", "server", "admin-password", "auth", "file-root", "idle-timeout", "max-connections", "max-expr-depth", "max-expr-nodes", "max-insert-rows", "max-message-bytes", "max-params", "max-result-bytes", "max-statement-bytes", "message-timeout", "startup-timeout", "tls-cert", "tls-key", "tls-require", "tls-self-signed"),
+		"server": sorted("broker-addr", "data-dir", "http-addr", "namesrv", "namesrv-addr", "pg-addr", "postgres", "state-backend", "admin-password", "auth", "file-root", "idle-timeout", "max-connections", "max-expr-depth", "max-expr-nodes", "max-insert-rows", "max-message-bytes", "max-params", "max-result-bytes", "max-statement-bytes", "message-timeout", "startup-timeout", "tls-cert", "tls-key", "tls-require", "tls-self-signed"),
 		"broker": {"broker-addr", "client-expiry", "data-dir", "flush", "flush-interval", "lock-expiry", "master", "namesrv-addr",
 			"replication", "replication-timeout", "retention-age", "retention-bytes", "role", "segment-size",
 			"transaction-check-interval", "transaction-check-max", "transaction-timeout"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strconv"
 	"time"
@@ -22,9 +23,23 @@ func connectServer(ctx context.Context, addr string) (*pgconn.PgConn, error) {
 	if h, p, ok := cutLast(addr, ":"); ok {
 		host, port = h, p
 	}
-	cfg, err := pgconn.ParseConfig(fmt.Sprintf("postgres://rsql@%s:%s/rsql?sslmode=disable", host, port))
+	// The user is rsql unless RSQL_USER says; the password comes from RSQL_PASSWORD, or
+	// PGPASSWORD (and the rest of libpq's PG* variables, such as PGSSLMODE and
+	// PGSSLROOTCERT, apply). TLS is used when the server offers it (sslmode=prefer).
+	user := os.Getenv("RSQL_USER")
+	if user == "" {
+		user = server.AdminUser
+	}
+	sslmode := "?sslmode=prefer"
+	if os.Getenv("PGSSLMODE") != "" {
+		sslmode = ""
+	}
+	cfg, err := pgconn.ParseConfig(fmt.Sprintf("postgres://%s@%s:%s/rsql%s", url.PathEscape(user), host, port, sslmode))
 	if err != nil {
 		return nil, &exitError{fmt.Sprintf("server address %q is not valid: %v", addr, err)}
+	}
+	if pw := os.Getenv("RSQL_PASSWORD"); pw != "" {
+		cfg.Password = pw
 	}
 	// Cancelling a statement's context sends a CancelRequest, so the connection (and its
 	// session settings) survive a cancelled push query.
@@ -38,10 +53,23 @@ func connectServer(ctx context.Context, addr string) (*pgconn.PgConn, error) {
 	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			// A server answered and refused: say why.
+			hint := ""
+			if pe.Code == "28P01" || pe.Code == "28000" {
+				hint = fmt.Sprintf(" (user %s: set RSQL_PASSWORD, or PGPASSWORD; RSQL_USER names another user)", user)
+			}
+			return nil, &refusedError{exitError{fmt.Sprintf("the rsql server at %s refused the connection: %s%s", addr, pe.Message, hint)}}
+		}
 		return nil, &exitError{fmt.Sprintf("no rsql server answers at %s: start one with `rsql server` (%v)", addr, err)}
 	}
 	return conn, nil
 }
+
+// refusedError is a connection a server refused (authentication, too many clients): a
+// server runs there.
+type refusedError struct{ exitError }
 
 func cutLast(s, sep string) (string, string, bool) {
 	for i := len(s) - len(sep); i >= 0; i-- {

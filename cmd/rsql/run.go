@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -46,7 +47,15 @@ func runStatements(c *ShellCmd) error {
 		defer os.RemoveAll(tmp)
 		dir, persistent = tmp, false
 	}
-	eng, err := server.Open(server.Config{DataDir: dir})
+	roots := c.FileRoot
+	if len(roots) == 0 {
+		roots = embeddedFileRoots(dir)
+	}
+	lf := c.LimitFlags
+	eng, err := server.Open(server.Config{DataDir: dir, FileRoots: roots,
+		Limits: sql.Limits{MaxStatementBytes: lf.MaxStatementBytes, MaxExprDepth: lf.MaxExprDepth,
+			MaxExprNodes: lf.MaxExprNodes, MaxInsertRows: lf.MaxInsertRows},
+		MaxResultBytes: lf.MaxResultBytes})
 	if err != nil {
 		return &exitError{err.Error()}
 	}
@@ -74,6 +83,18 @@ func runStatements(c *ShellCmd) error {
 		}
 	}
 	return failedJobs(context.Background(), eng, sess, started)
+}
+
+// embeddedFileRoots are the file roots of an embedded run (rsql -c/-f, the shell) without
+// --file-root: the working directory, where relative paths start, and the data
+// directory's files/ (created when missing).
+func embeddedFileRoots(dataDir string) []string {
+	roots := []string{"."}
+	files := filepath.Join(dataDir, "files")
+	if err := os.MkdirAll(files, 0o755); err == nil {
+		roots = append(roots, files)
+	}
+	return roots
 }
 
 // failedJobs returns an exit error naming the jobs of ids that ended FAILED (so a bounded
@@ -146,6 +167,7 @@ type ShellCmd struct {
 	DataDir string `name:"data-dir" env:"RSQL_DATA_DIR" help:"All local state: broker store, RocksDB, catalog (default: ./rsql-data for the shell; for -c/-f a private temporary directory removed at exit)."`
 	ListenFlags
 	ClusterFlags
+	SecurityFlags
 	Server  string `name:"server" env:"RSQL_SERVER" help:"Send statements (-c, -f, the shell) to this rsql server over the Postgres wire instead of running one here."`
 	Command string `short:"c" name:"command" help:"Run these SQL statements and exit." xor:"input"`
 	File    string `short:"f" name:"file" help:"Run the SQL statements in this file and exit." xor:"input" type:"existingfile"`

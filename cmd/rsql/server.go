@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"rsql/server"
+	"rsql/sql"
 )
 
 // ServerCmd is `rsql server`: broker, engine and servers until SIGINT/SIGTERM.
@@ -16,11 +19,12 @@ type ServerCmd struct {
 	DataDirFlag
 	ListenFlags
 	ClusterFlags
+	SecurityFlags
 	StateBackend string `name:"state-backend" default:"rocksdb" enum:"rocksdb,memory" help:"Where operator state lives."`
 }
 
 func (c *ServerCmd) Run() error {
-	sys, err := startSystem(c.DataDir, c.ListenFlags, c.ClusterFlags, c.StateBackend)
+	sys, err := startSystem(c.DataDir, c.ListenFlags, c.ClusterFlags, c.SecurityFlags, nil, c.StateBackend)
 	if err != nil {
 		return err
 	}
@@ -35,17 +39,36 @@ func (c *ServerCmd) Run() error {
 	return nil
 }
 
-func startSystem(dataDir string, l ListenFlags, cf ClusterFlags, backend string) (*server.System, error) {
+// startSystem starts the whole system. fileRoots are the file roots when --file-root is
+// not given (nil: the engine's default, the data directory's files/).
+func startSystem(dataDir string, l ListenFlags, cf ClusterFlags, sf SecurityFlags, fileRoots []string, backend string) (*server.System, error) {
+	if len(sf.FileRoot) > 0 {
+		fileRoots = sf.FileRoot
+	}
+	lf := sf.LimitFlags
 	sys, err := server.StartSystem(server.SystemConfig{
 		DataDir: dataDir, PgAddr: l.PgAddr, NamesrvAddr: l.NamesrvAddr, BrokerAddr: l.BrokerAddr,
 		HTTPAddr: l.HTTPAddr, StateBackend: backend, Version: version,
 		ExternalNamesrv: cf.Namesrv, Postgres: cf.Postgres,
+		Auth: sf.Auth, AdminPassword: sf.AdminPassword,
+		TLSCert: sf.TLSCert, TLSKey: sf.TLSKey, TLSSelfSigned: sf.TLSSelfSigned, TLSRequire: sf.TLSRequire,
+		FileRoots: fileRoots,
+		Limits: sql.Limits{MaxStatementBytes: lf.MaxStatementBytes, MaxExprDepth: lf.MaxExprDepth,
+			MaxExprNodes: lf.MaxExprNodes, MaxInsertRows: lf.MaxInsertRows},
+		MaxResultBytes: lf.MaxResultBytes,
+		PG: server.PGConfig{MaxConnections: lf.MaxConnections, StartupTimeout: lf.StartupTimeout,
+			MessageTimeout: lf.MessageTimeout, IdleTimeout: lf.IdleTimeout, MaxMessageBytes: lf.MaxMessageBytes,
+			MaxParams: lf.MaxParams},
 	})
 	if err != nil {
 		if errors.Is(err, server.ErrDataDirLocked) {
 			return nil, &exitError{err.Error()}
 		}
-		return nil, &exitError{fmt.Sprintf("%v (is another rsql running? pass other addresses with --pg-addr, --namesrv-addr, --broker-addr, --http-addr)", err)}
+		var ne *net.OpError
+		if errors.As(err, &ne) && ne.Op == "listen" {
+			return nil, &exitError{fmt.Sprintf("%v (is another rsql running? pass other addresses with --pg-addr, --namesrv-addr, --broker-addr, --http-addr)", err)}
+		}
+		return nil, &exitError{err.Error()}
 	}
 	return sys, nil
 }
@@ -53,7 +76,7 @@ func startSystem(dataDir string, l ListenFlags, cf ClusterFlags, backend string)
 func banner(w *os.File, dataDir string, l ListenFlags, cf ClusterFlags, sys *server.System) {
 	fmt.Fprintf(w, "rsql %s\n", version)
 	fmt.Fprintf(w, "  data directory  %s\n", dataDir)
-	fmt.Fprintf(w, "  Postgres wire   %s   (psql -h %s)\n", sys.PgAddr(), hostPort(sys.PgAddr()))
+	fmt.Fprintf(w, "  Postgres wire   %s   (psql -h %s -U %s)\n", sys.PgAddr(), hostPort(sys.PgAddr()), server.AdminUser)
 	if cf.Namesrv != "" {
 		fmt.Fprintf(w, "  topics          on the RocketMQ cluster of name server %s (no bundled broker)\n", cf.Namesrv)
 	} else {
@@ -64,6 +87,16 @@ func banner(w *os.File, dataDir string, l ListenFlags, cf ClusterFlags, sys *ser
 		fmt.Fprintf(w, "  checkpoints     Postgres, shared with the other instances (catalog, splits, membership)\n")
 	}
 	fmt.Fprintf(w, "  web console     http://%s/   (API /api/v1/, /metrics, /healthz)\n", l.HTTPAddr)
+	switch sys.Auth {
+	case server.AuthTrust:
+		fmt.Fprintf(w, "  clients         trust: no password, from this machine only (docs/security.md)\n")
+	default:
+		fmt.Fprintf(w, "  clients         password (scram-sha-256); admin user %s\n", server.AdminUser)
+	}
+	if sys.TLSCertFile != "" {
+		fmt.Fprintf(w, "  TLS             %s\n", sys.TLSCertFile)
+	}
+	fmt.Fprintf(w, "  files           under %s\n", strings.Join(sys.Engine.FileRoots(), ", "))
 }
 
 func hostPort(addr string) string {

@@ -45,12 +45,17 @@ func runShell(cli *ShellCmd) error {
 	addr := cli.Server
 	if addr == "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		if conn, err := connectServer(ctx, cli.PgAddr); err == nil {
+		conn, err := connectServer(ctx, cli.PgAddr)
+		cancel()
+		var refused *refusedError
+		switch {
+		case err == nil:
 			conn.Close(context.Background())
 			addr = cli.PgAddr
 			fmt.Printf("rsql server already running at %s: connected to it.\n", addr)
+		case errors.As(err, &refused):
+			return refused
 		}
-		cancel()
 	}
 	if addr != "" {
 		rc := &remoteConn{addr: addr, check: true}
@@ -65,7 +70,7 @@ func runShell(cli *ShellCmd) error {
 		}
 		return sh.loop(filepath.Join(home, ".rsql_history"))
 	}
-	sys, err := startSystem(cli.DataDir, cli.ListenFlags, cli.ClusterFlags, "rocksdb")
+	sys, err := startSystem(cli.DataDir, cli.ListenFlags, cli.ClusterFlags, cli.SecurityFlags, embeddedFileRoots(cli.DataDir), "rocksdb")
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,723 @@
+package exec
+
+import (
+	"container/heap"
+	"encoding/binary"
+	"errors"
+	"slices"
+	"sort"
+	"strings"
+	"sync/atomic"
+
+	"rsql/planner"
+	"rsql/sql"
+	"rsql/state"
+)
+
+// joinOp joins its two inputs (0: left, 1: right), which the planner exchanged on the join
+// keys, so a key's rows of both sides are in one split. State is per split and per side: a
+// key's rows, each with its time (the side's event time, a window's end, a version's time),
+// whether it found a match (outer joins) and, for a table, whether it is a delete. How rows
+// are kept and when they are emitted depends on the mode (planner.JoinMode):
+//
+//   - interval: a row is probed against the other side's rows of its key when it arrives
+//     and kept while a match is possible; it expires when the split's watermark passes the
+//     end of its interval (an unmatched row of an outer side is then emitted with NULLs);
+//   - window: rows wait for their window to close, then every match of the window is
+//     emitted, and the unmatched rows of outer sides with NULLs;
+//   - temporal: left rows wait until the watermark passes their time, then take the table's
+//     version valid then; versions older than the one valid at the watermark are dropped;
+//   - current: versions replace each other at once; left rows take the current one;
+//   - regular: both sides are kept for the state TTL, matches emitted as they happen.
+//
+// A row older than its own input's watermark (interval, temporal, a version) or of a closed
+// window is late: counted and sent to the late output, never applied. State is written at
+// checkpoints under the operator's id, one key per (side, join key).
+type joinOp struct {
+	node  *planner.JoinNode
+	job   string
+	id    string
+	store state.Store
+	late  *sideOutput
+	cnt   *counters
+
+	splits  map[string]*joinSplit
+	keyBuf  []byte
+	enc     []byte
+	out     rowArena
+	lateB   Batch
+	lateRow []sql.Row
+	nulls   [2]sql.Row // a side's row of NULLs
+	joined  sql.Row
+	// Rows kept for a while (interval, window, waiting temporal rows) and their values are
+	// carved from slabs: two allocations per few hundred rows instead of two per row. A slab
+	// lives while any of its rows does, so rows that may live long (a table's versions) are
+	// allocated alone.
+	rowSlab []jrow
+	valSlab []sql.Value
+	// kept counts the rows held in state, for StateRows (read by other goroutines).
+	kept atomic.Int64
+}
+
+// StateRows is the number of rows the join holds (both sides, every split).
+func (j *joinOp) StateRows() int64 { return j.kept.Load() }
+
+// newRow is a kept row holding a copy of r that outlives its batch.
+func (j *joinOp) newRow(r sql.Row, ts int64, k *jkey) *jrow {
+	j.kept.Add(1)
+	if k.side == 1 && (j.node.Mode == planner.JoinTemporal || j.node.Mode == planner.JoinCurrent) {
+		return &jrow{row: ownRow(r), ts: ts, k: k}
+	}
+	if len(j.rowSlab) == 0 {
+		j.rowSlab = make([]jrow, 256)
+	}
+	jr := &j.rowSlab[0]
+	j.rowSlab = j.rowSlab[1:]
+	if len(j.valSlab) < len(r) {
+		j.valSlab = make([]sql.Value, max(2048, len(r)))
+	}
+	row := j.valSlab[:len(r):len(r)]
+	j.valSlab = j.valSlab[len(r):]
+	for i, v := range r {
+		row[i] = ownValue(v)
+	}
+	jr.row, jr.ts, jr.k = row, ts, k
+	return jr
+}
+
+type jrow struct {
+	row     sql.Row
+	ts      int64
+	matched bool
+	deleted bool
+	dead    bool
+	k       *jkey
+}
+
+type jkey struct {
+	key       string
+	side      int
+	rows      []*jrow
+	dirty     bool
+	persisted bool
+}
+
+type joinSplit struct {
+	name  string
+	wm    int64
+	inWM  [2]int64 // each input's own watermark, when the stage reports it
+	swept int64
+	keys  [2]map[string]*jkey
+	exp   [2]rowHeap // rows by the time they stop being needed (or, temporal left, are due)
+	dirty []*jkey
+	dels  [][]byte
+}
+
+func newJoinOp(n *planner.JoinNode, job, id string, store state.Store, late *sideOutput, cnt *counters) *joinOp {
+	j := &joinOp{node: n, job: job, id: id, store: store, late: late, cnt: cnt, splits: map[string]*joinSplit{}}
+	j.nulls[0] = make(sql.Row, n.LeftWidth)
+	j.nulls[1] = make(sql.Row, n.RightWidth)
+	return j
+}
+
+func (j *joinOp) split(name string) *joinSplit {
+	sp := j.splits[name]
+	if sp == nil {
+		sp = &joinSplit{name: name, wm: MinWatermark, swept: MinWatermark, inWM: [2]int64{MinWatermark, MinWatermark},
+			keys: [2]map[string]*jkey{{}, {}}}
+		j.splits[name] = sp
+	}
+	return sp
+}
+
+func (j *joinOp) InputWatermark(split string, in int, wm int64) {
+	if in == 0 || in == 1 {
+		sp := j.split(split)
+		sp.inWM[in] = max(sp.inWM[in], wm)
+	}
+}
+
+// lateBound is the time below which a row of input in is late: its input's watermark.
+func (sp *joinSplit) lateBound(in int) int64 { return max(sp.wm, sp.inWM[in]) }
+
+func (j *joinOp) markDirty(sp *joinSplit, k *jkey) {
+	if !k.dirty {
+		k.dirty = true
+		sp.dirty = append(sp.dirty, k)
+	}
+}
+
+// keyOf encodes side's join key values of r into j.keyBuf.
+func (j *joinOp) keyOf(side int, r sql.Row) (string, bool) {
+	keys := j.node.LeftKeys
+	if side == 1 {
+		keys = j.node.RightKeys
+	}
+	j.keyBuf = j.keyBuf[:0]
+	for _, k := range keys {
+		v := k(r)
+		if v.IsNull() {
+			return "", false // NULL matches nothing
+		}
+		j.keyBuf = sql.AppendKey(j.keyBuf, v)
+	}
+	return string(j.keyBuf), true
+}
+
+func (j *joinOp) getKey(sp *joinSplit, side int, key string) *jkey {
+	k := sp.keys[side][key]
+	if k == nil {
+		k = &jkey{key: key, side: side}
+		sp.keys[side][key] = k
+	}
+	return k
+}
+
+// emit appends the joined row of l and r (nil: NULLs) to the output when the residual
+// condition holds (outer rows always pass); it reports whether it did.
+func (j *joinOp) emit(l, r sql.Row, outer bool) bool {
+	if l == nil {
+		l = j.nulls[0]
+	}
+	if r == nil {
+		r = j.nulls[1]
+	}
+	j.joined = append(append(j.joined[:0], l...), r...)
+	if !outer && j.node.Residual != nil && !j.node.Residual(j.joined).Truth() {
+		return false
+	}
+	j.out.vals = append(j.out.vals, j.joined...)
+	j.out.endRow()
+	return true
+}
+
+func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
+	sp := j.split(b.Split)
+	n := j.node
+	j.lateRow = j.lateRow[:0]
+	for _, r := range b.Rows {
+		key, ok := j.keyOf(in, r)
+		if !ok {
+			// A NULL key matches nothing: an outer side's row goes out alone.
+			if in == 0 && (n.Kind == sql.JoinLeft || n.Kind == sql.JoinFull) && n.Mode != planner.JoinWindow && n.Mode != planner.JoinInterval {
+				j.emit(r, nil, true)
+			}
+			continue
+		}
+		switch n.Mode {
+		case planner.JoinInterval, planner.JoinRegular:
+			j.probe(sp, in, key, r)
+		case planner.JoinWindow:
+			end := r[n.LeftEnd]
+			if in == 1 {
+				end = r[n.RightEnd]
+			}
+			if end.IsNull() || end.I <= sp.lateBound(in) {
+				j.lateRow = append(j.lateRow, r)
+				continue
+			}
+			k := j.getKey(sp, in, key)
+			jr := j.newRow(r, end.I, k)
+			k.rows = append(k.rows, jr)
+			heap.Push(&sp.exp[in], jr)
+			j.markDirty(sp, k)
+		case planner.JoinTemporal:
+			j.temporal(sp, in, key, r)
+		case planner.JoinCurrent:
+			j.current(sp, in, key, r)
+		}
+		if j.out.len() >= 1024 {
+			if err := j.out.flush(b.Split, out); err != nil {
+				return err
+			}
+		}
+	}
+	if len(j.lateRow) > 0 {
+		j.cnt.late.Add(int64(len(j.lateRow)))
+		if j.late != nil {
+			j.lateB.Split, j.lateB.Rows = b.Split, j.lateRow
+			if err := j.late.Process(&j.lateB); err != nil {
+				return err
+			}
+		}
+	}
+	return j.out.flush(b.Split, out)
+}
+
+// probe handles a row of an interval or regular join: it is matched against the other
+// side's rows of its key, then kept while it can still match.
+func (j *joinOp) probe(sp *joinSplit, in int, key string, r sql.Row) {
+	n := j.node
+	tcol := n.LeftTime
+	if in == 1 {
+		tcol = n.RightTime
+	}
+	ts := sp.wm
+	if tcol >= 0 {
+		tv := r[tcol]
+		if tv.IsNull() {
+			j.lateRow = append(j.lateRow, r)
+			return
+		}
+		ts = tv.I
+	}
+	if n.Mode == planner.JoinInterval && ts < sp.lateBound(in) {
+		j.lateRow = append(j.lateRow, r)
+		return
+	}
+	matched := false
+	if other := sp.keys[1-in][key]; other != nil {
+		for _, o := range other.rows {
+			if o.dead {
+				continue
+			}
+			l, rr, lt, rt := r, o.row, ts, o.ts
+			if in == 1 {
+				l, rr, lt, rt = o.row, r, o.ts, ts
+			}
+			if n.Mode == planner.JoinInterval && !j.inInterval(rt-lt) {
+				continue
+			}
+			if j.emit(l, rr, false) {
+				matched = true
+				if !o.matched {
+					o.matched = true
+					j.markDirty(sp, other)
+				}
+			}
+		}
+	}
+	k := j.getKey(sp, in, key)
+	jr := j.newRow(r, ts, k)
+	jr.matched = matched
+	k.rows = append(k.rows, jr)
+	heap.Push(&sp.exp[in], jr)
+	j.markDirty(sp, k)
+}
+
+func (j *joinOp) inInterval(d int64) bool {
+	n := j.node
+	if d < n.Lower || d == n.Lower && n.LowerOpen {
+		return false
+	}
+	return d < n.Upper || d == n.Upper && !n.UpperOpen
+}
+
+// expired reports whether row r of side can no longer match at watermark wm.
+func (j *joinOp) expired(side int, r *jrow, wm int64) bool {
+	n := j.node
+	switch n.Mode {
+	case planner.JoinInterval:
+		// Future rows of the other side have times >= wm.
+		if side == 0 { // needs right <= left + upper
+			end := r.ts + n.Upper
+			return wm > end || n.UpperOpen && wm == end
+		}
+		end := r.ts - n.Lower // needs left <= right - lower
+		return wm > end || n.LowerOpen && wm == end
+	case planner.JoinRegular:
+		return n.TTL > 0 && wm != MaxWatermark && r.ts < wm-n.TTL || wm == MaxWatermark
+	case planner.JoinWindow:
+		return r.ts <= wm
+	}
+	return false
+}
+
+// temporal handles a row of a temporal join: a version of the table (right) or a left row
+// to be joined once the watermark passes its time.
+func (j *joinOp) temporal(sp *joinSplit, in int, key string, r sql.Row) {
+	n := j.node
+	if in == 1 {
+		tv := r[n.RightTime]
+		if tv.IsNull() || tv.I < sp.lateBound(1) {
+			j.lateRow = append(j.lateRow, r)
+			return
+		}
+		k := j.getKey(sp, 1, key)
+		v := j.newRow(r, tv.I, k)
+		v.deleted = j.isDelete(r)
+		// Versions stay sorted by time; a version at the same time replaces the earlier one.
+		i := sort.Search(len(k.rows), func(i int) bool { return k.rows[i].ts >= v.ts })
+		if i < len(k.rows) && k.rows[i].ts == v.ts {
+			k.rows[i] = v
+			j.kept.Add(-1)
+		} else {
+			k.rows = append(k.rows, nil)
+			copy(k.rows[i+1:], k.rows[i:])
+			k.rows[i] = v
+		}
+		j.pruneVersions(sp, k, j.pendingFloor(sp))
+		j.markDirty(sp, k)
+		return
+	}
+	tv := r[n.AsOf]
+	if tv.IsNull() || tv.I < sp.lateBound(0) {
+		j.lateRow = append(j.lateRow, r)
+		return
+	}
+	k := j.getKey(sp, 0, key)
+	jr := j.newRow(r, tv.I, k)
+	k.rows = append(k.rows, jr)
+	heap.Push(&sp.exp[0], jr)
+	j.markDirty(sp, k)
+}
+
+func (j *joinOp) isDelete(r sql.Row) bool {
+	if j.node.RightOp < 0 {
+		return false
+	}
+	v := r[j.node.RightOp]
+	return !v.IsNull() && (strings.EqualFold(v.S, "delete") || strings.EqualFold(v.S, "d"))
+}
+
+// pruneVersions drops the versions of k older than the one valid at t, when every left
+// row still to come or still waiting has a time >= t.
+func (j *joinOp) pruneVersions(sp *joinSplit, k *jkey, t int64) {
+	base := -1
+	for i, v := range k.rows {
+		if v.ts <= t {
+			base = i
+		}
+	}
+	if base > 0 {
+		k.rows = slices.Delete(k.rows, 0, base)
+		j.kept.Add(-int64(base))
+		j.markDirty(sp, k)
+	}
+}
+
+// pendingFloor is the smallest time a left row of a temporal join can still ask for: the
+// earliest waiting row's, or the watermark.
+func (j *joinOp) pendingFloor(sp *joinSplit) int64 {
+	if len(sp.exp[0]) > 0 && sp.exp[0][0].ts < sp.wm {
+		return sp.exp[0][0].ts
+	}
+	return sp.wm
+}
+
+// versionAt is the version of k valid at t (the last with time <= t), or nil.
+func versionAt(k *jkey, t int64) *jrow {
+	if k == nil {
+		return nil
+	}
+	i := sort.Search(len(k.rows), func(i int) bool { return k.rows[i].ts > t })
+	if i == 0 {
+		return nil
+	}
+	return k.rows[i-1]
+}
+
+// current handles a row of a processing-time table join.
+func (j *joinOp) current(sp *joinSplit, in int, key string, r sql.Row) {
+	if in == 1 {
+		k := j.getKey(sp, 1, key)
+		j.kept.Add(-int64(len(k.rows)))
+		clear(k.rows)
+		k.rows = k.rows[:0]
+		if !j.isDelete(r) {
+			k.rows = append(k.rows, j.newRow(r, 0, k))
+		}
+		j.markDirty(sp, k)
+		return
+	}
+	var v sql.Row
+	if k := sp.keys[1][key]; k != nil && len(k.rows) > 0 {
+		v = k.rows[0].row
+	}
+	if v != nil {
+		j.emit(r, v, false)
+	} else if j.node.Kind == sql.JoinLeft {
+		j.emit(r, nil, true)
+	}
+}
+
+func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
+	sp := j.split(split)
+	if wm <= sp.wm {
+		return nil
+	}
+	sp.wm = wm
+	n := j.node
+	switch n.Mode {
+	case planner.JoinInterval, planner.JoinRegular:
+		for side := 0; side < 2; side++ {
+			for len(sp.exp[side]) > 0 && j.expired(side, sp.exp[side][0], wm) {
+				r := heap.Pop(&sp.exp[side]).(*jrow)
+				if r.dead {
+					continue
+				}
+				if !r.matched && (side == 0 && (n.Kind == sql.JoinLeft || n.Kind == sql.JoinFull) ||
+					side == 1 && (n.Kind == sql.JoinRight || n.Kind == sql.JoinFull)) {
+					if side == 0 {
+						j.emit(r.row, nil, true)
+					} else {
+						j.emit(nil, r.row, true)
+					}
+				}
+				j.remove(sp, r)
+				if j.out.len() >= 1024 {
+					if err := j.out.flush(split, out); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	case planner.JoinWindow:
+		for side := 0; side < 2; side++ {
+			for len(sp.exp[side]) > 0 && sp.exp[side][0].ts <= wm {
+				r := heap.Pop(&sp.exp[side]).(*jrow)
+				if r.dead {
+					continue
+				}
+				j.closeWindow(sp, r.k.key)
+				if j.out.len() >= 1024 {
+					if err := j.out.flush(split, out); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	case planner.JoinTemporal:
+		for len(sp.exp[0]) > 0 && sp.exp[0][0].ts < wm {
+			r := heap.Pop(&sp.exp[0]).(*jrow)
+			if r.dead {
+				continue
+			}
+			vk := sp.keys[1][r.k.key]
+			if v := versionAt(vk, r.ts); v != nil && !v.deleted {
+				j.emit(r.row, v.row, false)
+			} else if n.Kind == sql.JoinLeft {
+				j.emit(r.row, nil, true)
+			}
+			j.remove(sp, r)
+			if vk != nil {
+				// Rows still in the heap have times >= r's.
+				j.pruneVersions(sp, vk, r.ts)
+			}
+			if j.out.len() >= 1024 {
+				if err := j.out.flush(split, out); err != nil {
+					return err
+				}
+			}
+		}
+		// Versions of keys no left row asked for are pruned now and then.
+		if sp.swept == MinWatermark || wm == MaxWatermark || wm-sp.swept >= 10_000 {
+			sp.swept = wm
+			floor := j.pendingFloor(sp)
+			for _, k := range sp.keys[1] {
+				j.pruneVersions(sp, k, floor)
+			}
+		}
+	}
+	return j.out.flush(split, out)
+}
+
+// closeWindow emits the matches of one window's key (both sides' rows), the unmatched rows
+// of outer sides with NULLs, and forgets the key.
+func (j *joinOp) closeWindow(sp *joinSplit, key string) {
+	n := j.node
+	lk, rk := sp.keys[0][key], sp.keys[1][key]
+	var ls, rs []*jrow
+	if lk != nil {
+		ls = lk.rows
+	}
+	if rk != nil {
+		rs = rk.rows
+	}
+	for _, l := range ls {
+		for _, r := range rs {
+			if j.emit(l.row, r.row, false) {
+				l.matched, r.matched = true, true
+			}
+		}
+	}
+	if n.Kind == sql.JoinLeft || n.Kind == sql.JoinFull {
+		for _, l := range ls {
+			if !l.matched {
+				j.emit(l.row, nil, true)
+			}
+		}
+	}
+	if n.Kind == sql.JoinRight || n.Kind == sql.JoinFull {
+		for _, r := range rs {
+			if !r.matched {
+				j.emit(nil, r.row, true)
+			}
+		}
+	}
+	for side, k := range []*jkey{lk, rk} {
+		if k == nil {
+			continue
+		}
+		for _, r := range k.rows {
+			r.dead = true
+		}
+		j.kept.Add(-int64(len(k.rows)))
+		k.rows = nil
+		delete(sp.keys[side], key)
+		j.forget(sp, k)
+	}
+}
+
+// remove takes one row out of its key's list.
+func (j *joinOp) remove(sp *joinSplit, r *jrow) {
+	r.dead = true
+	k := r.k
+	for i, x := range k.rows {
+		if x == r {
+			k.rows = slices.Delete(k.rows, i, i+1)
+			j.kept.Add(-1)
+			break
+		}
+	}
+	if len(k.rows) == 0 && (j.node.Mode != planner.JoinTemporal || k.side == 0) {
+		delete(sp.keys[k.side], k.key)
+		j.forget(sp, k)
+		return
+	}
+	j.markDirty(sp, k)
+}
+
+// forget deletes a key's stored state at the next checkpoint.
+func (j *joinOp) forget(sp *joinSplit, k *jkey) {
+	if k.persisted {
+		sp.dels = append(sp.dels, j.stateKey(sp, k.side, k.key))
+		k.persisted = false
+	}
+	k.dirty = false
+}
+
+func (j *joinOp) stateKey(sp *joinSplit, side int, key string) []byte {
+	kb := append([]byte{byte(side)}, key...)
+	return state.Key(nil, j.job, j.id, sp.name, kb, 0, 0)
+}
+
+func (j *joinOp) Control(c *Control, _ Emitter) error {
+	switch c.Kind {
+	case NewSplit:
+		return j.load(c.Split)
+	case Checkpoint:
+		for _, sp := range j.splits {
+			j.save(sp, c.State)
+		}
+	case RemoveSplit:
+		if sp := j.splits[c.Split]; sp != nil {
+			j.save(sp, c.State)
+			for side := range sp.keys {
+				for _, k := range sp.keys[side] {
+					j.kept.Add(-int64(len(k.rows)))
+				}
+			}
+			delete(j.splits, c.Split)
+		}
+	}
+	return nil
+}
+
+// Key state: uvarint count, then per row: a flags byte (1 matched, 2 deleted), varint
+// time, the row (sql.AppendRow).
+func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
+	for _, k := range sp.dels {
+		b.Delete(k)
+	}
+	sp.dels = sp.dels[:0]
+	for _, k := range sp.dirty {
+		if !k.dirty {
+			continue
+		}
+		k.dirty = false
+		if len(k.rows) == 0 {
+			if k.persisted {
+				b.Delete(j.stateKey(sp, k.side, k.key))
+				k.persisted = false
+			}
+			continue
+		}
+		j.enc = binary.AppendUvarint(j.enc[:0], uint64(len(k.rows)))
+		for _, r := range k.rows {
+			var f byte
+			if r.matched {
+				f |= 1
+			}
+			if r.deleted {
+				f |= 2
+			}
+			j.enc = append(j.enc, f)
+			j.enc = binary.AppendVarint(j.enc, r.ts)
+			j.enc = sql.AppendRow(j.enc, r.row)
+		}
+		b.Put(j.stateKey(sp, k.side, k.key), j.enc)
+		k.persisted = true
+	}
+	sp.dirty = sp.dirty[:0]
+}
+
+var errBadJoin = errors.New("corrupt join state")
+
+func (j *joinOp) load(split string) error {
+	sp := j.split(split)
+	if j.store == nil {
+		return nil
+	}
+	prefix := state.SplitPrefix(nil, j.job, j.id, split)
+	return j.store.Scan(prefix, func(key, v []byte) error {
+		if len(key) < len(prefix)+17 {
+			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
+		}
+		kb := key[len(prefix) : len(key)-16]
+		side := int(kb[0])
+		if side > 1 {
+			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
+		}
+		k := &jkey{key: string(kb[1:]), side: side, persisted: true}
+		cnt, n := binary.Uvarint(v)
+		if n <= 0 || cnt > uint64(len(v)) {
+			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
+		}
+		v = v[n:]
+		for i := uint64(0); i < cnt; i++ {
+			if len(v) == 0 {
+				return &StateError{Op: j.id, Split: split, Err: errBadJoin}
+			}
+			f := v[0]
+			ts, n := binary.Varint(v[1:])
+			if n <= 0 {
+				return &StateError{Op: j.id, Split: split, Err: errBadJoin}
+			}
+			v = v[1+n:]
+			row, n2, err := sql.DecodeRow(v, nil)
+			if err != nil {
+				return &StateError{Op: j.id, Split: split, Err: err}
+			}
+			v = v[n2:]
+			r := j.newRow(row, ts, k)
+			r.matched, r.deleted = f&1 != 0, f&2 != 0
+			k.rows = append(k.rows, r)
+			if !(j.node.Mode == planner.JoinTemporal && side == 1) && j.node.Mode != planner.JoinCurrent {
+				heap.Push(&sp.exp[side], r)
+			}
+		}
+		if len(v) != 0 {
+			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
+		}
+		sp.keys[side][k.key] = k
+		return nil
+	})
+}
+
+func (j *joinOp) Close() error { return nil }
+
+// rowHeap orders rows by the time they expire or are due (window end, interval end, ...).
+// The interval mode's expiry depends on the side; it is monotone in ts, so ts orders it.
+type rowHeap []*jrow
+
+func (h rowHeap) Len() int           { return len(h) }
+func (h rowHeap) Less(i, j int) bool { return h[i].ts < h[j].ts }
+func (h rowHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *rowHeap) Push(x any)        { *h = append(*h, x.(*jrow)) }
+func (h *rowHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,173 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Joins over topics, through real processes (`rsql server`, `rsql produce`, `rsql consume`),
+// the server killed with SIGKILL three times while the orders and payments flow: each join
+// restores both sides' state per split and the consumed results are exactly PostgreSQL's.
+
+const joinTopicsDDL = `CREATE STREAM orders (order_id BIGINT, user_id VARCHAR, amount DOUBLE, ts TIMESTAMP,
+  category VARCHAR, qty INT, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
+  WITH (topic = 'orders', queues = 4, idle_timeout = '3s');
+CREATE STREAM payments (order_id BIGINT, user_id VARCHAR, amount DOUBLE, ts TIMESTAMP,
+  category VARCHAR, qty INT, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
+  WITH (topic = 'payments', queues = 2, idle_timeout = '3s');
+CREATE TABLE users (user_id VARCHAR PRIMARY KEY, tier VARCHAR, ts TIMESTAMP,
+  WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
+  WITH (topic = 'users', queues = 2, idle_timeout = '3s');
+SET state_ttl = '1 day';
+`
+
+// joinTopicCases are the join cases run over topics (by name).
+var joinTopicCases = []string{"interval_inner", "interval_left_strict", "interval_full_residual", "window_join", "temporal_left", "regular_ttl"}
+
+func TestJoinsOverTopicsSurviveKill9(t *testing.T) {
+	pg := startPostgres(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	orders := genEvents(41)[:30_000]
+	payments := joinPayments(42, orders)
+	users := joinUsers(43, orders)
+	loadTable(t, conn, "orders", orders)
+	loadTable(t, conn, "payments", payments)
+	loadUsers(t, conn, users)
+	lastEnd := int64(0)
+	for _, e := range append(append([]event(nil), orders...), payments...) {
+		lastEnd = max(lastEnd, e.TsMs-e.TsMs%60_000+60_000)
+	}
+
+	cases := map[string]windowCase{}
+	for _, c := range joinCases {
+		cases[c.name] = c
+	}
+	s := newJobsServer(t)
+	var ddl strings.Builder
+	ddl.WriteString(joinTopicsDDL)
+	for _, name := range joinTopicCases {
+		fmt.Fprintf(&ddl, "CREATE STREAM %s WITH (queues = 2) AS %s;\n", name, cases[name].rsql)
+	}
+	s.sql(ddl.String())
+
+	// The table first, whole: its versions, then one at the end of the input for every
+	// queue, so that once read its watermark holds no join back.
+	var closingUsers []userVersion
+	for i := 0; i < 64; i++ {
+		closingUsers = append(closingUsers, userVersion{UserID: fmt.Sprintf("~close-%d", i), Tier: "none", TsMs: lastEnd})
+	}
+	if err := produceLines(s.ns, "users", "user_id", userLines(append(append([]userVersion(nil), users...), closingUsers...))); err != nil {
+		t.Fatal(err)
+	}
+
+	seed := time.Now().UnixNano()
+	r := rand.New(rand.NewSource(seed))
+	t.Logf("kill timing seed %d", seed)
+	for i := 0; i < 3; i++ {
+		done := make(chan error, 1)
+		go func() { done <- produce(s.ns, "payments", payments[i*len(payments)/3:(i+1)*len(payments)/3]) }()
+		produceTo(t, s.ns, "orders", orders[i*len(orders)/3:(i+1)*len(orders)/3])
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		d := time.Duration(r.Intn(2500)) * time.Millisecond
+		time.Sleep(d)
+		if os.Getenv("RSQL_NOKILL") != "" {
+			continue
+		}
+		t.Logf("kill -9 #%d %v after producing chunk %d", i+1, d, i+1)
+		s.p.Kill()
+		s.start()
+	}
+	var closing []event
+	for i := 0; i < 64; i++ {
+		closing = append(closing, event{OrderID: int64(-1 - i), UserID: fmt.Sprintf("~close-%d", i), TsMs: lastEnd, Category: "none"})
+	}
+	produceTo(t, s.ns, "orders", closing)
+	produceTo(t, s.ns, "payments", closing)
+	waitAllJobs(t, s, lastEnd)
+
+	for _, name := range joinTopicCases {
+		t.Run(name, func(t *testing.T) {
+			c := cases[name]
+			cols, want := pgRows(t, conn, c.postgres)
+			var ws, gs []string
+			for _, r := range want {
+				ws = append(ws, canon(t, cols, r, nil))
+			}
+			for _, line := range consumeAll(t, s.ns, name) {
+				var m map[string]any
+				dec := json.NewDecoder(strings.NewReader(line))
+				dec.UseNumber()
+				if err := dec.Decode(&m); err != nil {
+					t.Fatalf("%s: not a row: %v: %s", name, err, line)
+				}
+				if closingRow(m) {
+					continue
+				}
+				gs = append(gs, canon(t, cols, m, c.tsCols))
+			}
+			compareMultisets(t, name+" after 3 kills", ws, gs)
+		})
+	}
+	if t.Failed() {
+		t.Logf("server stderr:\n%s", s.p.Stderr.String())
+	}
+}
+
+// closingRow reports whether a result row comes from the records that close the input.
+func closingRow(m map[string]any) bool {
+	if u, _ := m["user_id"].(string); strings.HasPrefix(u, "~close") {
+		return true
+	}
+	for _, c := range []string{"order_id", "oid", "pid"} {
+		if n, ok := m[c].(json.Number); ok && strings.HasPrefix(n.String(), "-") {
+			return true
+		}
+	}
+	return false
+}
+
+// userLines are the versions as JSON lines, the way writeUsers writes them.
+func userLines(vs []userVersion) string {
+	var b bytes.Buffer
+	for _, v := range vs {
+		m := map[string]any{"user_id": v.UserID, "tier": v.Tier, "ts": v.TsMs}
+		if v.Delete {
+			m["__op"] = "delete"
+		}
+		j, _ := json.Marshal(m)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// produceLines appends JSON lines to a topic with `rsql produce`, keyed by a field.
+func produceLines(ns, topic, key, text string) error {
+	n := strings.Count(text, "\n")
+	cmd := exec.Command(buildPath, "produce", topic, "--key", key, "--namesrv-addr", ns)
+	cmd.Stdin = strings.NewReader(text)
+	var errOut strings.Builder
+	cmd.Stderr = &errOut
+	err := cmd.Run()
+	if err != nil || !strings.Contains(errOut.String(), fmt.Sprintf("produced %d records", n)) {
+		return fmt.Errorf("produce %s: %v\n%s", topic, err, errOut.String())
+	}
+	return nil
+}
