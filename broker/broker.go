@@ -103,6 +103,9 @@ type Broker struct {
 	idx      *indexService // nil when Config.DisableIndex
 
 	net *netServer
+	// topicsChanged is poked (never blocking) when the topic table changes, so that a
+	// broker registered with name servers registers again at once (register.go).
+	topicsChanged chan struct{}
 }
 
 // Open opens (creating if needed) the store in cfg.Dir and recovers it.
@@ -114,7 +117,7 @@ func Open(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	b := &Broker{cfg: cfg, topics: map[string]*topic{}, txn: newTxnStore(), stats: newBrokerStats(), replM: newReplMaster(),
+	b := &Broker{cfg: cfg, topics: map[string]*topic{}, topicsChanged: make(chan struct{}, 1), txn: newTxnStore(), stats: newBrokerStats(), replM: newReplMaster(),
 		fkick: make(chan struct{}, 1), done: make(chan struct{})}
 	b.fcond = sync.NewCond(&b.fmu)
 	b.storeHost.Store(netip.MustParseAddrPort("127.0.0.1:10911"))
@@ -293,6 +296,10 @@ func (b *Broker) saveTopics() error {
 		infos = append(infos, t.info)
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+	select {
+	case b.topicsChanged <- struct{}{}:
+	default:
+	}
 	return writeJSON(b.path("topics.json"), infos)
 }
 

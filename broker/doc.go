@@ -77,6 +77,14 @@
 // reply that cannot be written does not end a connection: what the peer sent before it
 // closed is still read and handled.
 //
+// # Clusters
+//
+// Serve with an empty name-server address and Config.NameServers set runs a broker of a
+// cluster: it registers with those name servers (package broker/namesrv, or Apache
+// RocketMQ's) at start, every Config.RegisterInterval and whenever its topic table changes,
+// and unregisters on Close (register.go). Routes then come from the name servers, which
+// merge the queues of every broker of a topic.
+//
 // # Concurrency
 //
 // All methods are safe for concurrent use. One writer (Broker.wmu) appends; readers never

@@ -140,6 +140,12 @@ func (b *Broker) Serve(namesrvAddr, brokerAddr string) error {
 		ap = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), ap.Port())
 	}
 	s.brokerAddr = ap.String()
+	if b.cfg.AdvertiseAddr != "" {
+		s.brokerAddr = b.cfg.AdvertiseAddr
+		if a, err := netip.ParseAddrPort(b.cfg.AdvertiseAddr); err == nil {
+			ap = a // message ids name the address clients reach
+		}
+	}
 	b.storeHost.Store(ap)
 	b.repl.advertise.Store(s.brokerAddr)
 	b.net = s
@@ -150,6 +156,10 @@ func (b *Broker) Serve(namesrvAddr, brokerAddr string) error {
 	s.wg.Add(2)
 	go s.expireClients()
 	go s.checkTransactions()
+	if len(b.cfg.NameServers) > 0 {
+		s.wg.Add(1)
+		go s.registerLoop()
+	}
 	return nil
 }
 
