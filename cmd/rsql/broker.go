@@ -99,7 +99,7 @@ func parseBytes(s string) (int64, error) {
 // registered with the name servers of a cluster (--namesrv).
 type BrokerCmd struct {
 	DataDirFlag
-	NamesrvAddr string        `name:"namesrv-addr" env:"RSQL_NAMESRV_ADDR" default:"127.0.0.1:9876" help:"Name-server listen address (not used with --namesrv)."`
+	NamesrvAddr string        `name:"namesrv-addr" env:"RSQL_NAMESRV_ADDR" default:"127.0.0.1:9876" help:"Name-server listen address (none when the broker registers with name servers)."`
 	BrokerAddr  string        `name:"broker-addr" env:"RSQL_BROKER_ADDR" default:"127.0.0.1:10911" help:"Broker listen address."`
 	Namesrv     string        `name:"namesrv" env:"RSQL_NAMESRV" placeholder:"HOST:PORT[;HOST:PORT]" help:"Register with these name servers (rsql namesrv, or Apache RocketMQ's) instead of running one: the broker joins their cluster."`
 	BrokerName  string        `name:"broker-name" default:"broker-a" help:"The broker's name in routes (unique in the cluster; a slave takes its master's)."`
