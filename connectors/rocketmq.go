@@ -23,10 +23,11 @@ import (
 type RocketMQConfig struct {
 	// NameServer is the name server's host:port (an "http://" prefix is ignored).
 	NameServer string
-	// CreateTopics creates a missing topic (admin UPDATE_AND_CREATE_TOPIC) on every master
-	// broker of the cluster, found from the name server's cluster info as RocketMQ's admin
-	// tool does (mqadmin updateTopic -c); a topic's queue count is then per broker. When
-	// false, a missing topic is an error.
+	// CreateTopics creates a missing topic (admin UPDATE_AND_CREATE_TOPIC) on the master
+	// brokers of the cluster, found from the name server's cluster info as RocketMQ's admin
+	// tool does (mqadmin updateTopic -c): its queues spread over them and its layout recorded
+	// as the topic's ordered-topic configuration (rocketmq_layout.go). When false, a missing
+	// topic is an error.
 	CreateTopics bool
 	// Cluster is the cluster whose masters CreateTopics uses; "" is the name server's only
 	// cluster (several are an error).

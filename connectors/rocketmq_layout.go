@@ -202,6 +202,15 @@ func spreadQueues(brokers []brokerRef, n int) map[string]int {
 	return out
 }
 
+// EnsureRocketMQTopic returns how many queues topic has at cfg's name server, creating it
+// first (with cfg.CreateTopics) as ensureRocketMQTopic does when it has none: what `rsql
+// produce` does before its first send, so a topic it creates is spread over the cluster's
+// brokers with a fixed layout, as the engine's are.
+func EnsureRocketMQTopic(ctx context.Context, cfg RocketMQConfig, topic string, queues int) (int, error) {
+	qs, err := ensureRocketMQTopic(ctx, cfg.withDefaults(), topic, queues)
+	return len(qs), err
+}
+
 // ensureRocketMQTopic returns the topic's layout, creating the topic (cfg.CreateTopics) when
 // it has none: its queues spread over the master brokers of the cluster, and its layout
 // recorded as the topic's ordered-topic configuration.

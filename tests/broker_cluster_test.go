@@ -202,6 +202,15 @@ func TestJobOverTwoBrokers(t *testing.T) {
 	if _, conf := nsRoute(t, ns, "orders"); conf != "broker-a:2;broker-b:2" {
 		t.Errorf("orders' ordered-topic configuration %q", conf)
 	}
+	// rsql produce creates a missing topic through the name server the same way, and rsql
+	// consume reads it back from both brokers.
+	if _, errOut, err := runRsql(t, numberedRecords(0, 100), "produce", "fresh", "--namesrv", ns); err != nil {
+		t.Fatalf("rsql produce to a new topic: %v\n%s", err, errOut)
+	}
+	waitNsRoute(t, ns, "fresh", "broker-a:2", "broker-b:2")
+	if out, errOut, err := runRsql(t, "", "consume", "fresh", "--from-beginning", "--idle-exit", "2s", "--namesrv", ns); err != nil || len(lines(out)) != 100 {
+		t.Fatalf("rsql consume fresh: %d records, %v\n%s", len(lines(out)), err, errOut)
+	}
 	produceWithClient(t, ns, "orders", evs)
 	s.sql(ddl[1])
 	waitNsRoute(t, ns, "result", "broker-a:2", "broker-b:2")
