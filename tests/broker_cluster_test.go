@@ -44,13 +44,25 @@ func (b *clusterBroker) start() {
 	waitListening(b.t, b.p, b.addr)
 }
 
+// rsqlNamesrv is an `rsql namesrv` process.
+type rsqlNamesrv struct {
+	t         *testing.T
+	addr, dir string
+	p         *proc
+}
+
 // startNamesrv runs `rsql namesrv` on a free port.
-func startNamesrv(t *testing.T, extra ...string) (string, *proc) {
+func startNamesrv(t *testing.T) *rsqlNamesrv {
 	t.Helper()
-	addr := freePort(t)
-	p := startProc(t, buildRsql(t), append([]string{"namesrv", "--namesrv-addr", addr, "--data-dir", t.TempDir()}, extra...)...)
-	waitListening(t, p, addr)
-	return addr, p
+	n := &rsqlNamesrv{t: t, addr: freePort(t), dir: t.TempDir()}
+	n.start()
+	return n
+}
+
+func (n *rsqlNamesrv) start() {
+	n.t.Helper()
+	n.p = startProc(n.t, buildRsql(n.t), "namesrv", "--namesrv-addr", n.addr, "--data-dir", n.dir)
+	waitListening(n.t, n.p, n.addr)
 }
 
 // nsRoute returns topic's queues at name server ns as "broker:queues" entries (sorted), and
@@ -187,11 +199,13 @@ func consumeWithClient(t *testing.T, ns, topic string, want int) []string {
 // TestJobOverTwoBrokers: one name server and two brokers registered with it; `rsql server
 // --namesrv` creates its topics through the name server, spread over both brokers; the
 // official Go client produces the input and consumes the output; one broker is killed with
-// SIGKILL and started again while the job runs. The result is exactly the batch result.
+// SIGKILL and started again while the job runs, then the name server. The result is exactly
+// the batch result.
 func TestJobOverTwoBrokers(t *testing.T) {
 	evs := genEvents(53)[:30000]
 	want, lastEnd := batchResult(evs)
-	ns, _ := startNamesrv(t)
+	nsrv := startNamesrv(t)
+	ns := nsrv.addr
 	a := startClusterBroker(t, ns, "broker-a")
 	b := startClusterBroker(t, ns, "broker-b")
 	s := newExternalJobsServer(t, ns)
@@ -225,6 +239,13 @@ func TestJobOverTwoBrokers(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	b.start()
 	waitNsRoute(t, ns, "orders", "broker-a:2", "broker-b:2")
+	// The name server killed and restarted: the brokers register again, the layout is kept.
+	nsrv.p.Kill()
+	nsrv.start()
+	waitNsRoute(t, ns, "orders", "broker-a:2", "broker-b:2")
+	if _, conf := nsRoute(t, ns, "orders"); conf != "broker-a:2;broker-b:2" {
+		t.Errorf("orders' ordered-topic configuration after the name server's restart: %q", conf)
+	}
 
 	waitWindowsClosed(t, s, lastEnd)
 	got := consumeWithClient(t, ns, "result", len(want))
