@@ -29,7 +29,19 @@ type nsLink struct {
 // registerTimeout bounds one registration round trip.
 const registerTimeout = 3 * time.Second
 
+// call sends req and reads its reply. A kept connection that fails (the name server
+// restarted) is replaced by a new one at once, so one failure does not cost a register
+// interval.
 func (l *nsLink) call(s *netServer, req *remoting.Command) (*remoting.Command, error) {
+	if l.c != nil {
+		if resp, err := l.roundTrip(s, req); err == nil {
+			return resp, nil
+		}
+	}
+	return l.roundTrip(s, req)
+}
+
+func (l *nsLink) roundTrip(s *netServer, req *remoting.Command) (*remoting.Command, error) {
 	if l.c == nil {
 		c, err := net.DialTimeout("tcp", l.addr, registerTimeout)
 		if err != nil {

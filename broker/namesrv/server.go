@@ -266,21 +266,27 @@ func (s *Server) accept(ln net.Listener) {
 
 // serveConn reads requests and writes replies in order until the peer closes, a frame is
 // malformed or the connection is idle for IdleTimeout. Brokers that registered on it are
-// forgotten when it ends.
+// forgotten when the peer closes it.
 func (s *Server) serveConn(c net.Conn) {
 	defer s.wg.Done()
+	idle := false
 	defer func() {
 		c.Close()
 		s.mu.Lock()
 		delete(s.conns, c)
-		s.dropConnLocked(c)
+		if !idle {
+			// The peer went away (a killed broker's connection resets or ends). A
+			// connection this server closed for silence leaves its brokers to the expiry.
+			s.dropConnLocked(c)
+		}
 		s.mu.Unlock()
 	}()
 	for {
 		c.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
 		p, err := remoting.ReadFrame(c, s.cfg.MaxFrameSize, nil)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			idle = errors.Is(err, os.ErrDeadlineExceeded)
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !idle {
 				s.cfg.Logger.Warn("closing connection", "remote", c.RemoteAddr().String(), "err", err)
 			}
 			return

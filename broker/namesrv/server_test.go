@@ -241,3 +241,57 @@ func TestKVConfig(t *testing.T) {
 		t.Errorf("orderTopicConf after delete: %q", r.OrderTopicConf)
 	}
 }
+
+// A broker whose name server restarted registers again on its next change at once (its kept
+// connection fails, a new one is dialled for the same registration), not a register
+// interval later.
+func TestBrokerRegistersAfterNameServerRestart(t *testing.T) {
+	s := startNamesrv(t, namesrv.Config{})
+	addr := s.Addr()
+	b, err := broker.Open(broker.Config{Dir: t.TempDir(), SegmentSize: 1 << 20, MaxMessageSize: 64 << 10,
+		NameServers: []string{addr}, RegisterInterval: time.Hour, DisableIndex: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Serve("", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	_, bAddr := b.Addrs()
+	waitRoute(t, addr, "TBW102", []string{"broker-a:4@" + bAddr})
+	s.Close()
+	s2 := namesrv.New(namesrv.Config{})
+	if err := s2.Serve(addr); err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if err := b.CreateTopic("after", 2); err != nil {
+		t.Fatal(err)
+	}
+	waitRoute(t, addr, "after", []string{"broker-a:2@" + bAddr})
+}
+
+// A connection the name server closes for silence does not forget its brokers: they stay
+// until the expiry.
+func TestIdleConnectionKeepsBroker(t *testing.T) {
+	ns := startNamesrv(t, namesrv.Config{IdleTimeout: 100 * time.Millisecond, BrokerExpiry: 2 * time.Second}).Addr()
+	c, err := net.Dial("tcp", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	body, _ := json.Marshal(map[string]any{"topicConfigSerializeWrapper": map[string]any{
+		"topicConfigTable": map[string]any{"quiet": map[string]any{"topicName": "quiet", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}}}})
+	if r := callOn(t, c, 103, map[string]string{"brokerName": "b", "brokerAddr": "127.0.0.1:3", "clusterName": "c", "brokerId": "0"}, body); r.Code != 0 {
+		t.Fatalf("register: %d %s", r.Code, r.Remark)
+	}
+	time.Sleep(500 * time.Millisecond) // the server has closed the silent connection
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the silent connection is still open")
+	}
+	if got, _ := routeOf(t, ns, "quiet"); len(got) != 1 {
+		t.Fatalf("route after the idle close: %v", got)
+	}
+	waitRoute(t, ns, "quiet", nil)
+}
