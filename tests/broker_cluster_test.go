@@ -231,18 +231,24 @@ func TestJobOverTwoBrokers(t *testing.T) {
 
 	time.Sleep(time.Second)
 	t.Logf("kill -9 broker-b")
+	killed := time.Now()
 	b.p.Kill()
 	waitNsRoute(t, ns, "orders", "broker-a:2") // its queues leave the routes
+	t.Logf("broker-b's queues left the route %v after the kill", time.Since(killed).Round(time.Millisecond))
 	if st := jobStates(t, "--server", s.pg)["job-1"]; st != "RUNNING" && st != "RETRYING" {
 		t.Fatalf("job state %s with broker-b down\n%s", st, s.p.Stderr.String())
 	}
 	time.Sleep(2 * time.Second)
+	restarted := time.Now()
 	b.start()
 	waitNsRoute(t, ns, "orders", "broker-a:2", "broker-b:2")
+	t.Logf("broker-b's queues back in the route %v after its start", time.Since(restarted).Round(time.Millisecond))
 	// The name server killed and restarted: the brokers register again, the layout is kept.
 	nsrv.p.Kill()
+	restarted = time.Now()
 	nsrv.start()
 	waitNsRoute(t, ns, "orders", "broker-a:2", "broker-b:2")
+	t.Logf("routes complete %v after the name server's start (register interval 500ms)", time.Since(restarted).Round(time.Millisecond))
 	if _, conf := nsRoute(t, ns, "orders"); conf != "broker-a:2;broker-b:2" {
 		t.Errorf("orders' ordered-topic configuration after the name server's restart: %q", conf)
 	}

@@ -295,3 +295,37 @@ func TestIdleConnectionKeepsBroker(t *testing.T) {
 	}
 	waitRoute(t, ns, "quiet", nil)
 }
+
+// BenchmarkRoute: GET_ROUTEINFO_BY_TOPIC round trips on one connection, for a topic on two
+// registered brokers.
+func BenchmarkRoute(b *testing.B) {
+	s := namesrv.New(namesrv.Config{})
+	if err := s.Serve("127.0.0.1:0"); err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	body, _ := json.Marshal(map[string]any{"topicConfigSerializeWrapper": map[string]any{
+		"topicConfigTable": map[string]any{"orders": map[string]any{"topicName": "orders", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6}}}})
+	for i, name := range []string{"broker-a", "broker-b"} {
+		req := &remoting.Command{Code: 103, Language: "GO", Opaque: int32(i), Body: body, ExtFields: map[string]string{
+			"brokerName": name, "brokerAddr": "127.0.0.1:1" + strconv.Itoa(i), "clusterName": "c", "brokerId": "0"}}
+		if _, err := remoting.RoundTrip(c, req, 16<<20); err != nil {
+			b.Fatal(err)
+		}
+	}
+	req := &remoting.Command{Code: 105, Language: "GO", ExtFields: map[string]string{"topic": "orders"}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req.Opaque = int32(i + 10)
+		resp, err := remoting.RoundTrip(c, req, 16<<20)
+		if err != nil || resp.Code != 0 {
+			b.Fatal(err, resp)
+		}
+	}
+}
