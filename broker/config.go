@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"rsql/broker/remoting"
 )
 
 // FlushMode says when an append is acknowledged relative to fsync.
@@ -177,6 +179,15 @@ type Config struct {
 	// AdvertiseAddr is the broker address routes give clients (default: the bound address,
 	// 127.0.0.1 for an unspecified host), for a broker reached through another name.
 	AdvertiseAddr string
+	// ACLFile turns access control on: RocketMQ's plain_acl.yml, checked against every
+	// request from the network (acl.go; docs/security.md). "" (default): off.
+	ACLFile string
+	// ACLReloadInterval is how often the ACL file is looked at for changes (default 500 ms;
+	// negative: only ReloadACL reloads it).
+	ACLReloadInterval time.Duration
+	// Credentials sign the requests this broker sends to another (a slave's to its master,
+	// whose ACL must know the account; replication needs an admin account).
+	Credentials remoting.Credentials
 	// Logger receives operational messages (default: discard).
 	Logger *slog.Logger
 	// fs is the file-system seam of the mapped files (default: the real one; tests inject
@@ -254,6 +265,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.RegisterInterval == 0 {
 		c.RegisterInterval = 30 * time.Second
+	}
+	if c.ACLReloadInterval == 0 {
+		c.ACLReloadInterval = 500 * time.Millisecond
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -27,9 +27,11 @@
 //   - Topics: BrokerSource/BrokerSink (the bundled broker in process) and
 //     RocketMQSource/RocketMQSink (any name server, rocketmq-client-go) pass one conformance
 //     test body. A missing topic is created with RocketMQConfig.CreateTopics on the master
-//     brokers the name server's cluster info names. GroupOffsets reads and commits a
-//     consumer group's offsets synchronously (rocketmq_admin.go, docs/broker.md "Protocol
-//     notes").
+//     brokers the name server's cluster info names (with a request of rsql's own, signed
+//     and checked: rocketmq-client-go's admin client does neither). GroupOffsets reads and
+//     commits a consumer group's offsets synchronously (rocketmq_admin.go, docs/broker.md
+//     "Protocol notes"). RocketMQConfig.Credentials sign every request of these, clients
+//     and admin calls alike, for brokers with access control (docs/security.md).
 //   - OpenNexmarkSource(options, schema, columns) generates the Nexmark benchmark's events
 //     (docs/nexmark.md): deterministic for its options, split by epochs of 50 events,
 //     bounded when events > 0. It is a RowSource: OpenRows hands over typed rows of the
@@ -39,4 +41,13 @@
 //     option or column.
 //   - RowSource is optional: a runtime that reads rows type-asserts it; every source keeps
 //     Open, so a runtime that reads message bodies works with all of them.
+//   - Lookup tables (lookup.go): a Kind with OpenLookup is looked up by key by lookup joins;
+//     one with OpenLookup only (postgres) is neither read as a stream nor written. The
+//     postgres connector (postgres.go) asks for all of a batch's keys in one query through a
+//     pgx pool, converts every value from its text form to the declared column type
+//     (pgtext.go; a value that does not convert is an sql.ErrorValue naming the table,
+//     column and value), checks the table's columns once, and reports failures as
+//     *LookupError telling whether retrying may help. Options are parsed once
+//     (ParsePostgresOptions); errors are *OptionError naming the option, never showing a
+//     password.
 package connectors

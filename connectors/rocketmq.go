@@ -16,6 +16,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"rsql/broker/remoting"
 )
 
 // RocketMQConfig says how to reach a RocketMQ cluster (any name server: the bundled broker's
@@ -39,6 +41,9 @@ type RocketMQConfig struct {
 	Wait time.Duration
 	// SendTimeout bounds one send (default 10s).
 	SendTimeout time.Duration
+	// Credentials sign every request (clients and admin calls) for a broker with access
+	// control (docs/security.md); zero: unsigned.
+	Credentials remoting.Credentials
 }
 
 func (c RocketMQConfig) withDefaults() RocketMQConfig {
@@ -53,6 +58,13 @@ func (c RocketMQConfig) withDefaults() RocketMQConfig {
 		c.SendTimeout = 10 * time.Second
 	}
 	return c
+}
+
+// clientCredentials are Credentials for rocketmq-client-go (which signs when both keys
+// are set).
+func (c RocketMQConfig) clientCredentials() primitive.Credentials {
+	return primitive.Credentials{AccessKey: c.Credentials.AccessKey, SecretKey: c.Credentials.SecretKey,
+		SecurityToken: c.Credentials.SecurityToken}
 }
 
 // instanceSeq makes each client's instance name unique: rocketmq-client-go shares one client
@@ -86,7 +98,7 @@ func OpenRocketMQSource(ctx context.Context, cfg RocketMQConfig, topic string, q
 	pc, err := rocketmq.NewPullConsumer(
 		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{cfg.NameServer})),
 		consumer.WithGroupName(cfg.Group), consumer.WithInstance(instanceName("source")),
-		consumer.WithAutoCommit(false))
+		consumer.WithAutoCommit(false), consumer.WithCredentials(cfg.clientCredentials()))
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: pull consumer: %w", topic, err)
 	}
@@ -108,7 +120,7 @@ func OpenRocketMQSource(ctx context.Context, cfg RocketMQConfig, topic string, q
 
 // Splits lists the queues of the topic's layout as "0".."n-1".
 func (s *RocketMQSource) Splits(ctx context.Context) ([]string, error) {
-	qs, _, err := topicLayout(ctx, s.cfg.NameServer, s.topic)
+	qs, _, err := topicLayout(ctx, s.cfg.Credentials, s.cfg.NameServer, s.topic)
 	if err != nil {
 		return nil, err
 	}
@@ -414,7 +426,8 @@ func OpenRocketMQSink(ctx context.Context, cfg RocketMQConfig, topic string, que
 		// timeout, a broker killed before it answered) may be stored, and sending it again
 		// would store it twice. The error goes to the caller, whose restart checks what the
 		// topic holds (IDsSince) before it sends again.
-		producer.WithQueueSelector(sel), producer.WithRetry(0), producer.WithSendMsgTimeout(cfg.SendTimeout))
+		producer.WithQueueSelector(sel), producer.WithRetry(0), producer.WithSendMsgTimeout(cfg.SendTimeout),
+		producer.WithCredentials(cfg.clientCredentials()))
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: producer: %w", topic, err)
 	}
@@ -601,7 +614,7 @@ func (s *RocketMQSource) maxOffset(ctx context.Context, q int) (int64, error) {
 	if q < 0 || q >= len(qs) {
 		return 0, fmt.Errorf("topic %s has no queue %d (it has %d)", s.topic, q, len(qs))
 	}
-	route, err := fetchRoute(ctx, s.cfg.NameServer, s.topic)
+	route, err := fetchRoute(ctx, s.cfg.Credentials, s.cfg.NameServer, s.topic)
 	if err != nil {
 		return 0, err
 	}
@@ -609,7 +622,7 @@ func (s *RocketMQSource) maxOffset(ctx context.Context, q int) (int64, error) {
 	if addr == "" {
 		return 0, Unavailable(fmt.Errorf("topic %s queue %d: broker %s has no route now", s.topic, q, qs[q].broker))
 	}
-	resp, err := rmqCall(ctx, addr, reqGetMaxOffset, map[string]string{"topic": s.topic, "queueId": strconv.Itoa(qs[q].id)})
+	resp, err := rmqCall(ctx, s.cfg.Credentials, addr, reqGetMaxOffset, map[string]string{"topic": s.topic, "queueId": strconv.Itoa(qs[q].id)})
 	if err != nil {
 		return 0, Unavailable(fmt.Errorf("topic %s queue %d: end offset at %s: %w", s.topic, q, addr, err))
 	}

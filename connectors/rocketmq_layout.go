@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/rocketmq-client-go/v2/admin"
+	"rsql/broker/remoting"
 )
 
 // A topic's layout is its queues, (broker name, queue id), in split order: by broker name,
@@ -90,8 +90,8 @@ func orderConf(qs []queueRef) string {
 
 // getKVConfig reads one KV configuration value of name server ns; found is false when it has
 // none (or keeps no KV configuration, as the bundled broker).
-func getKVConfig(ctx context.Context, ns, namespace, key string) (value string, found bool, err error) {
-	resp, err := rmqCall(ctx, ns, reqGetKVConfig, map[string]string{"namespace": namespace, "key": key})
+func getKVConfig(ctx context.Context, creds remoting.Credentials, ns, namespace, key string) (value string, found bool, err error) {
+	resp, err := rmqCall(ctx, creds, ns, reqGetKVConfig, map[string]string{"namespace": namespace, "key": key})
 	if err != nil {
 		return "", false, Unavailable(fmt.Errorf("KV configuration %s/%s from name server %s: %w", namespace, key, ns, err))
 	}
@@ -104,8 +104,8 @@ func getKVConfig(ctx context.Context, ns, namespace, key string) (value string, 
 // putKVConfig writes one KV configuration value at name server ns; a name server without a
 // KV configuration (code 3, the bundled broker: one broker, a layout that cannot shrink) is
 // not an error.
-func putKVConfig(ctx context.Context, ns, namespace, key, value string) error {
-	resp, err := rmqCall(ctx, ns, reqPutKVConfig, map[string]string{"namespace": namespace, "key": key, "value": value})
+func putKVConfig(ctx context.Context, creds remoting.Credentials, ns, namespace, key, value string) error {
+	resp, err := rmqCall(ctx, creds, ns, reqPutKVConfig, map[string]string{"namespace": namespace, "key": key, "value": value})
 	if err != nil {
 		return Unavailable(fmt.Errorf("KV configuration %s/%s at name server %s: %w", namespace, key, ns, err))
 	}
@@ -118,14 +118,14 @@ func putKVConfig(ctx context.Context, ns, namespace, key, value string) error {
 // topicLayout returns topic's layout at name server ns and its route (nil when the topic
 // has no route now: all its brokers down, or it does not exist — then the layout comes
 // from the ordered-topic configuration alone, or is empty).
-func topicLayout(ctx context.Context, ns, topic string) ([]queueRef, *topicRoute, error) {
-	route, routeErr := fetchRoute(ctx, ns, topic)
+func topicLayout(ctx context.Context, creds remoting.Credentials, ns, topic string) ([]queueRef, *topicRoute, error) {
+	route, routeErr := fetchRoute(ctx, creds, ns, topic)
 	conf := ""
 	if route != nil {
 		conf = route.OrderTopicConf
 	}
 	if conf == "" {
-		v, found, err := getKVConfig(ctx, ns, orderTopicConfNS, topic)
+		v, found, err := getKVConfig(ctx, creds, ns, orderTopicConfNS, topic)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -215,7 +215,7 @@ func EnsureRocketMQTopic(ctx context.Context, cfg RocketMQConfig, topic string, 
 // it has none: its queues spread over the master brokers of the cluster, and its layout
 // recorded as the topic's ordered-topic configuration.
 func ensureRocketMQTopic(ctx context.Context, cfg RocketMQConfig, topic string, queues int) ([]queueRef, error) {
-	qs, _, err := topicLayout(ctx, cfg.NameServer, topic)
+	qs, _, err := topicLayout(ctx, cfg.Credentials, cfg.NameServer, topic)
 	if err == nil && len(qs) > 0 {
 		return qs, nil
 	}
@@ -225,7 +225,7 @@ func ensureRocketMQTopic(ctx context.Context, cfg RocketMQConfig, topic string, 
 		}
 		return nil, Unavailable(fmt.Errorf("topic %s has no route at name server %s (create it first): %w", topic, cfg.NameServer, err))
 	}
-	masters, err := masterBrokers(ctx, cfg.NameServer, cfg.Cluster)
+	masters, err := masterBrokers(ctx, cfg.Credentials, cfg.NameServer, cfg.Cluster)
 	if err != nil {
 		return nil, fmt.Errorf("topic %s does not exist and cannot be created: %w", topic, err)
 	}
@@ -233,32 +233,28 @@ func ensureRocketMQTopic(ctx context.Context, cfg RocketMQConfig, topic string, 
 		queues = 4
 	}
 	counts := spreadQueues(masters, queues)
-	a, err := admin.NewAdmin(admin.WithResolver(nsResolver(cfg.NameServer)))
-	if err != nil {
-		return nil, fmt.Errorf("topic %s: admin client for name server %s: %w", topic, cfg.NameServer, err)
-	}
-	defer a.Close()
 	var layout []queueRef
 	for _, m := range masters {
 		n := counts[m.name]
 		if n == 0 {
 			continue
 		}
-		if err := a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(m.addr),
-			admin.WithReadQueueNums(n), admin.WithWriteQueueNums(n)); err != nil {
-			return nil, Unavailable(fmt.Errorf("topic %s: create %d queues on broker %s (%s): %w", topic, n, m.name, m.addr, err))
+		if err := createTopicOn(ctx, cfg.Credentials, m.addr, topic, n); err != nil {
+			// A refusal fails the job; an unreachable broker is retried (the engine retries
+			// network errors).
+			return nil, fmt.Errorf("topic %s: create %d queues on broker %s (%s): %w", topic, n, m.name, m.addr, err)
 		}
 		for i := 0; i < n; i++ {
 			layout = append(layout, queueRef{broker: m.name, id: i})
 		}
 	}
 	sortLayout(layout)
-	if err := putKVConfig(ctx, cfg.NameServer, orderTopicConfNS, topic, orderConf(layout)); err != nil {
+	if err := putKVConfig(ctx, cfg.Credentials, cfg.NameServer, orderTopicConfNS, topic, orderConf(layout)); err != nil {
 		return nil, fmt.Errorf("topic %s: record its layout: %w", topic, err)
 	}
 	// The name server learns the route from the brokers; ask until it has all of it.
 	for i := 0; ; i++ {
-		route, _ := fetchRoute(ctx, cfg.NameServer, topic)
+		route, _ := fetchRoute(ctx, cfg.Credentials, cfg.NameServer, topic)
 		if routeHolds(route, layout) {
 			return layout, nil
 		}

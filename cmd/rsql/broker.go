@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -95,6 +96,24 @@ func parseBytes(s string) (int64, error) {
 	return n * mult, nil
 }
 
+// reloadACLOnHangup reloads b's ACL file on every SIGHUP until ctx ends (the broker logs
+// the outcome; a file that does not parse leaves the rules in force).
+func reloadACLOnHangup(ctx context.Context, b *broker.Broker) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				b.ReloadACL()
+			}
+		}
+	}()
+}
+
 // BrokerCmd runs only the bundled broker: with its own name server (the default), or
 // registered with the name servers of a cluster (--namesrv).
 type BrokerCmd struct {
@@ -107,6 +126,10 @@ type BrokerCmd struct {
 	Advertise   string        `name:"advertise-addr" help:"Broker address given to clients in routes (default: --broker-addr; set it when clients reach the broker by another name)."`
 	RegisterInt time.Duration `name:"register-interval" default:"30s" help:"With --namesrv: how often the broker registers again (its heartbeat; name servers forget a broker silent for their expiry)."`
 	BrokerFlags `embed:""`
+	BrokerACLFlags
+	// A slave signs its requests to the master with these (replication needs an admin
+	// account of the master's ACL).
+	CredentialFlags
 }
 
 // nameServers splits a RocketMQ name-server list ("a:9876;b:9876", commas allowed too).
@@ -138,6 +161,10 @@ func (c *BrokerCmd) Run() error {
 		}
 		nsListen = ""
 	}
+	cfg.ACLFile = c.ACLFile
+	if cfg.Credentials, err = c.Credentials(); err != nil {
+		return err
+	}
 	b, err := broker.Open(cfg)
 	if err != nil {
 		return &exitError{fmt.Sprintf("cannot open the broker store in %s: %v", cfg.Dir, err)}
@@ -152,9 +179,15 @@ func (c *BrokerCmd) Run() error {
 	}
 	log.Info("broker ready", "namesrv", ns, "broker", ba, "name", cfg.BrokerName, "cluster", cfg.ClusterName,
 		"dir", cfg.Dir, "flush", cfg.FlushMode.String(), "role", cfg.Role.String(), "master", cfg.MasterAddr)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	<-sig
+	if acl := b.ACL(); acl.File != "" {
+		log.Info("access control on", "acl_file", acl.File, "accounts", acl.Accounts)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if c.ACLFile != "" {
+		reloadACLOnHangup(ctx, b)
+	}
+	<-ctx.Done()
 	log.Info("stopping broker")
 	if err := b.Close(); err != nil {
 		return fmt.Errorf("closing the broker: %w", err)

@@ -53,6 +53,9 @@ func (quietLogger) OutputPath(string) error                { return nil }
 // nameServer resolves the name server to use and checks that something answers there.
 func nameServer(cm *BrokerClientFlags) (string, error) {
 	rlog.SetLogger(quietLogger{})
+	if _, err := cm.Credentials(); err != nil {
+		return "", err
+	}
 	addr, hint := cm.NamesrvAddr, "start one with `rsql server` (or `rsql broker`)"
 	if cm.Namesrv != "" {
 		addr, hint = strings.TrimPrefix(cm.Namesrv, "http://"), "check --namesrv"
@@ -272,8 +275,12 @@ func (c *ProduceCmd) Run() error {
 	}
 	// A missing topic is created through the name server, its queues spread over the
 	// cluster's brokers (one broker for the bundled one), as the engine creates its topics.
+	creds, err := c.Credentials()
+	if err != nil {
+		return err
+	}
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	_, err = connectors.EnsureRocketMQTopic(cctx, connectors.RocketMQConfig{NameServer: ns, CreateTopics: true}, c.Topic, 4)
+	_, err = connectors.EnsureRocketMQTopic(cctx, connectors.RocketMQConfig{NameServer: ns, CreateTopics: true, Credentials: creds}, c.Topic, 4)
 	cancel()
 	if err != nil {
 		return &exitError{fmt.Sprintf("topic %s: %v", c.Topic, err)}
@@ -281,7 +288,8 @@ func (c *ProduceCmd) Run() error {
 	sel := &keyQueueSelector{}
 	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
 		producer.WithGroupName("rsql-produce"), producer.WithRetry(2), producer.WithQueueSelector(sel),
-		producer.WithSendMsgTimeout(10*time.Second))
+		producer.WithSendMsgTimeout(10*time.Second), producer.WithCredentials(primitive.Credentials{
+			AccessKey: c.AccessKey, SecretKey: c.SecretKey}))
 	if err != nil {
 		return err
 	}
