@@ -227,7 +227,8 @@ func (s *netServer) accept(ln net.Listener) {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
-		c := &conn{c: nc, done: make(chan struct{}), namesrv: ln == s.lns[0]}
+		// The name-server listener, when there is one, is the second (Serve).
+		c := &conn{c: nc, done: make(chan struct{}), namesrv: len(s.lns) > 1 && ln == s.lns[1]}
 		c.remote, _ = netip.ParseAddrPort(nc.RemoteAddr().String())
 		s.mu.Lock()
 		s.conns[c] = struct{}{}
