@@ -93,6 +93,7 @@ func (s *netServer) registerLoop() {
 		for _, l := range links {
 			req := s.registrationHeader(codeRegisterBroker)
 			req.Body = body
+			req.ExtFields["bodyCrc32"] = strconv.FormatUint(uint64(namesrv.BodyCRC(body)), 10)
 			resp, err := l.call(s, req)
 			if err == nil && resp.Code != respSuccess {
 				err = fmt.Errorf("code %d: %s", resp.Code, resp.Remark)

@@ -12,7 +12,7 @@
 // A broker registers (REGISTER_BROKER) with its name, cluster, id (0 master, ≥1 slave),
 // address and its whole topic table, at start, every few seconds (its heartbeat) and
 // whenever its topics change. A master's registration replaces the queues the name server
-// lists for that broker name. A broker is forgotten when it unregisters
+// lists for that broker name; one whose bodyCrc32 does not match its body is refused. A broker is forgotten when it unregisters
 // (UNREGISTER_BROKER), when the connection it registered on closes, or when it has not
 // registered for Config.BrokerExpiry (default 120 s, RocketMQ's); a broker name's queues
 // leave the routes with its last address.

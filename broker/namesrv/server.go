@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"net"
@@ -134,6 +135,10 @@ type DataVersion struct {
 	Timestamp int64 `json:"timestamp"`
 	Counter   int64 `json:"counter"`
 }
+
+// BodyCRC is a registration body's checksum as RocketMQ computes it (bodyCrc32: CRC-32 IEEE,
+// its sign bit cleared); a registration carrying one that does not match is refused.
+func BodyCRC(body []byte) uint32 { return crc32.ChecksumIEEE(body) & 0x7fffffff }
 
 // New returns a name server that is not listening yet.
 func New(cfg Config) *Server {
@@ -374,6 +379,9 @@ func (s *Server) register(c net.Conn, req *remoting.Command) *remoting.Command {
 	}
 	if req.Ext("compressed") == "true" {
 		return req.Reply(respNotSupported, "register broker: compressed registrations are not supported (set compressedRegister=false)")
+	}
+	if c := req.Ext("bodyCrc32"); c != "" && c != "0" && c != strconv.FormatUint(uint64(BodyCRC(req.Body)), 10) {
+		return req.Reply(respSystemError, "register broker "+name+": crc32 not match (bodyCrc32 "+c+")")
 	}
 	var body RegisterBody
 	if len(req.Body) > 0 {

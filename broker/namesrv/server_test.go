@@ -193,6 +193,11 @@ func TestBrokerExpiry(t *testing.T) {
 	closing.Close()
 	waitRoute(t, ns, "t-closing", nil)
 	waitRoute(t, ns, "t-silent", nil)
+	// A registration whose body does not match its checksum is refused.
+	if resp := callOn(t, silent, 103, map[string]string{"brokerName": "broker-s", "brokerAddr": "127.0.0.1:1", "clusterName": "c1",
+		"brokerId": "0", "bodyCrc32": "12345"}, []byte(`{}`)); resp.Code == 0 {
+		t.Errorf("a registration with a wrong bodyCrc32 was accepted")
+	}
 	// A registration without its required fields is refused.
 	if resp := callOn(t, silent, 103, map[string]string{"brokerName": "x"}, nil); resp.Code == 0 {
 		t.Errorf("a registration without address, cluster and id was accepted")
