@@ -146,14 +146,26 @@ func TestBrokerFullDisk(t *testing.T) {
 
 // TestJobPausesOnFullDisk: `rsql server` with the bundled broker's store on a small file
 // system. A job that cannot write for lack of space pauses (RETRYING, the reason shown)
-// instead of failing or killing the server; the server is killed while the job waits and
-// started again once space returned; the job goes on from its checkpoint and its output is
-// exactly the batch result. RSQL_TEST_RESTART_ON_FULL_DISK=1 starts the server again on the
-// full disk instead (TestBrokerFullDisk restarts the broker alone on it).
+// instead of failing or killing the server; the server restarts on the full disk; once space
+// returns the job goes on from its checkpoint and its output is exactly the batch result.
+// The input has no records far behind the watermark unless RSQL_TEST_FULL_DISK_LATE=1 (a
+// known defect: a few of them are then counted in about half the runs).
 func TestJobPausesOnFullDisk(t *testing.T) {
 	dir := t.TempDir()
 	mountSmallFS(t, filepath.Join(dir, "broker"), "48m")
 	evs := genEvents(53)[:40000]
+	if os.Getenv("RSQL_TEST_FULL_DISK_LATE") == "" {
+		// Without the deliberately late records: their late decision after a retry on a
+		// full disk is a known defect (docs/guarantees.md, "Faults"); what is tested here is
+		// that no record is lost or counted twice.
+		var onTime []event
+		for _, e := range evs {
+			if !e.Late {
+				onTime = append(onTime, e)
+			}
+		}
+		evs = onTime
+	}
 	want, lastEnd := batchResult(evs)
 	s := &jobsServer{t: t, dir: dir, pg: freePort(t), ns: freePort(t), br: freePort(t), http: freePort(t)}
 	s.start()
@@ -189,19 +201,11 @@ func TestJobPausesOnFullDisk(t *testing.T) {
 	if n := len(consumeAllLines(t, s.ns, "orders")); n != len(evs) {
 		t.Fatalf("read %d input records on the full disk, want %d", n, len(evs))
 	}
-	// The server killed while the job waits for space.
+	// A restart on the full disk: the server comes back, the job pauses again.
 	s.p.Kill()
-	if os.Getenv("RSQL_TEST_RESTART_ON_FULL_DISK") != "" {
-		// Started again on the full disk: the server comes back and the job pauses again.
-		// Known to give a wrong result in about half the runs once space returns (some
-		// records 300 s late are counted); docs/guarantees.md, "Faults".
-		s.start()
-		waitJob("the job to pause again after a restart on the full disk", retrying)
-		free()
-	} else {
-		free()
-		s.start()
-	}
+	s.start()
+	waitJob("the job to pause again after a restart on the full disk", retrying)
+	free()
 	waitJob("the job to run once space returned", func(state, _ string) bool { return state == "RUNNING" })
 	waitWindowsClosed(t, s, lastEnd)
 	got := consumedResult(t, s.ns)
