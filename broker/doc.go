@@ -86,6 +86,13 @@
 // reply that cannot be written does not end a connection: what the peer sent before it
 // closed is still read and handled.
 //
+// # Clusters
+//
+// Serve with an empty name-server address and Config.NameServers set runs a broker of a
+// cluster: it registers with those name servers (package broker/namesrv, or Apache
+// RocketMQ's) at start, every Config.RegisterInterval and whenever its topic table changes,
+// and unregisters on Close (register.go). Routes then come from the name servers, which
+// merge the queues of every broker of a topic.
 // # Access control
 //
 // With Config.ACLFile (RocketMQ's plain_acl.yml), every request from the network is

@@ -37,7 +37,8 @@
 //     stage to release one rather than allocating more, so a fast reader costs no garbage
 //     and no unbounded queue. Outputs are a sink (sinkOp, with the exactly-once outbox), the client
 //     (callbackOp), an in-process exchange (output.go) or a shuffle topic (shuffle.go).
-//   - A bad record (undecodable, wrong type, missing event time) is counted, its error names
+//   - A bad record (undecodable, wrong type, missing event time, or a body its source could
+//     not read: connectors.Message.Err) is counted, its error names
 //     the stream, split and offset (line for files) and is kept in JobStats.BadErrors and
 //     passed to Env.Logf; its raw body goes to the dead-letter output when the stream has
 //     dlq_topic or dlq_path; the job goes on.

@@ -273,14 +273,16 @@ func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, r connect
 			ob.Split = sp.name
 			for i := range msgs {
 				m := &msgs[i]
-				var derr error
-				if len(m.Body) == 0 && len(m.Key) > 0 && len(spec.PrimaryKey) > 0 {
+				derr := m.Err // a body the source could not read (one that does not inflate)
+				switch {
+				case derr != nil:
+				case len(m.Body) == 0 && len(m.Key) > 0 && len(spec.PrimaryKey) > 0:
 					at := max(readMax, ob.maxTs)
 					if at == MinWatermark {
 						at = m.Timestamp
 					}
 					full, derr = tombstone(spec, m.Key, at, full[:0])
-				} else {
+				default:
 					full, derr = format.Decode(m.Body, full[:0])
 				}
 				ts := int64(0)
@@ -478,6 +480,10 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, r connec
 			}
 			for i := range msgs {
 				m := &msgs[i]
+				if m.Err != nil {
+					st.job.recordBad(&RecordError{Stream: in.spec.Stream, Split: sp.name, Offset: m.Offset, Err: m.Err})
+					continue
+				}
 				isWM, wm, split, rs, derr := decodeShuffle(m.Body, rows)
 				rows = rs
 				if derr != nil {

@@ -124,7 +124,8 @@ func (e *Engine) running(id string) *runningJob {
 // jobSummary describes def with the live counters of rj (nil: not running here) and the
 // last sample of its history.
 func (c *console) jobSummary(def JobDef, rj *runningJob, v jobView) jobJSON {
-	j := jobJSON{ID: def.ID, Statement: def.Statement, State: def.State, Error: def.Error, Sink: def.Sink,
+	state, errText := c.e.displayState(def)
+	j := jobJSON{ID: def.ID, Statement: def.Statement, State: state, Error: errText, Sink: def.Sink,
 		Sources: def.Sources, Running: rj != nil, Instances: c.instances(def, rj)}
 	if j.Sources == nil {
 		j.Sources = []string{}

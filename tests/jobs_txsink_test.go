@@ -124,7 +124,7 @@ func TestTransactionalSinkSurvivesKill9(t *testing.T) {
 // open until the broker checks them back with the restarted server, which rolls them back.
 func TestTransactionalSinkOverProtocolSurvivesKill9(t *testing.T) {
 	b := startBroker(t, "--transaction-timeout", "1s", "--transaction-check-interval", "1s")
-	s := &jobsServer{t: t, dir: t.TempDir(), pg: freePort(t), ns: b.NS, http: freePort(t), external: true}
+	s := &jobsServer{t: t, dir: t.TempDir(), pg: freePort(t), ns: b.NS, http: freePort(t), external: b.NS}
 	s.start()
 	runTxKill9(t, s, b.Addr, 61)
 }
