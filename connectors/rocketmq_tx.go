@@ -86,9 +86,9 @@ func (s *RocketMQSink) Transactional(ctx context.Context, group string, check Tx
 	if err != nil {
 		return nil, err
 	}
-	mqs, addrs := routeQueues(s.topic, route)
-	if len(mqs) != s.n {
-		return nil, fmt.Errorf("topic %s: the route has %d writable queues, the sink %d", s.topic, len(mqs), s.n)
+	mqs, addrs, err := layoutQueues(s.topic, s.layout, route)
+	if err != nil {
+		return nil, err
 	}
 	w := &rmqTxWriter{s: s, group: group, ids: newUniqIDs(), mqs: mqs, links: make([]*brokerLink, len(mqs)), txns: map[string][][]rmqHalf{}}
 	byAddr := map[string]*brokerLink{}
@@ -111,28 +111,24 @@ func (s *RocketMQSink) Transactional(ctx context.Context, group string, check Tx
 	return w, nil
 }
 
-// routeQueues lists a route's writable queues ordered by broker then queue id (the sink's
-// queue order, sortQueues) with their master's address.
-func routeQueues(topic string, r *topicRoute) ([]*primitive.MessageQueue, []string) {
+// layoutQueues lists the queues of the sink's layout (its queue order: rocketmq_layout.go)
+// with their master's address in the route; a broker of the layout without a route now
+// (down) is ErrUnavailable, never another queue.
+func layoutQueues(topic string, layout []queueRef, r *topicRoute) ([]*primitive.MessageQueue, []string, error) {
 	addr := map[string]string{}
 	for _, bd := range r.BrokerDatas {
 		addr[bd.BrokerName] = bd.BrokerAddrs["0"]
 	}
-	var mqs []*primitive.MessageQueue
-	for _, qd := range r.QueueDatas {
-		if addr[qd.BrokerName] == "" {
-			continue
+	mqs := make([]*primitive.MessageQueue, len(layout))
+	addrs := make([]string, len(layout))
+	for i, q := range layout {
+		if addr[q.broker] == "" {
+			return nil, nil, fmt.Errorf("%w: topic %s: broker %s of its layout has no master in the route", ErrUnavailable, topic, q.broker)
 		}
-		for i := 0; i < qd.WriteQueueNums; i++ {
-			mqs = append(mqs, &primitive.MessageQueue{Topic: topic, BrokerName: qd.BrokerName, QueueId: i})
-		}
+		mqs[i] = &primitive.MessageQueue{Topic: topic, BrokerName: q.broker, QueueId: q.id}
+		addrs[i] = addr[q.broker]
 	}
-	mqs = sortQueues(mqs)
-	addrs := make([]string, len(mqs))
-	for i, mq := range mqs {
-		addrs[i] = addr[mq.BrokerName]
-	}
-	return mqs, addrs
+	return mqs, addrs, nil
 }
 
 func (w *rmqTxWriter) Prepare(ctx context.Context, txn string, msgs []Message) error {
