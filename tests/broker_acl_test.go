@@ -397,7 +397,9 @@ func TestServerACLFile(t *testing.T) {
 		"--broker-addr", br, "--http-addr", freePort(t), "--acl-file", file)
 	waitListening(t, p, pg)
 	waitListening(t, p, br)
-	if !strings.Contains(p.Stderr.String(), "broker ACL      "+file+" (3 accounts;") {
+	// The banner is written once every listener is up; the ports may answer a moment
+	// before it reaches the captured stderr.
+	if !waitFor(10*time.Second, func() bool { return strings.Contains(p.Stderr.String(), "broker ACL      "+file+" (3 accounts;") }) {
 		t.Fatalf("banner:\n%s", p.Stderr.String())
 	}
 	sql := `CREATE STREAM orders (id BIGINT, v VARCHAR) WITH (topic = 'orders', queues = 1);

@@ -268,6 +268,10 @@ CREATE STREAM enriched WITH (queues = 1) AS
 
 	// The database goes away: the next rows wait for it.
 	pg.StopServer()
+	release, err := pg.HoldPort() // the port stays ours while the database is away
+	if err != nil {
+		t.Fatal(err)
+	}
 	conn.Close(ctx)
 	evs = gen(1500)
 	produceTo(t, s.ns, "orders", evs)
@@ -292,6 +296,7 @@ CREATE STREAM enriched WITH (queues = 1) AS
 
 	// It comes back, and the table changes. The rows that waited are looked up before or
 	// after the change.
+	release()
 	if err := pg.StartServer(); err != nil {
 		t.Fatal(err)
 	}
