@@ -772,14 +772,22 @@ func (a *aggOp) Control(c *Control, _ Emitter) error {
 	return nil
 }
 
-// save writes sp's changed groups and pending deletions to b.
-func (a *aggOp) save(sp *aggSplit, b *state.Batch) error {
+// flushDeletes adds sp's pending deletions to b.
+func (sp *aggSplit) flushDeletes(b *state.Batch) {
 	start := 0
 	for _, e := range sp.delEnds {
 		b.Delete(sp.delBuf[start:e])
 		start = e
 	}
 	sp.delBuf, sp.delEnds = sp.delBuf[:0], sp.delEnds[:0]
+}
+
+// save writes sp's changed groups and pending deletions to b. A session whose bounds moved
+// is stored under its new bounds and its old copy deleted in the same batch: a checkpoint
+// holding the new copy and not yet the deletion would bring the old one back after a crash
+// (as a second, partial session).
+func (a *aggOp) save(sp *aggSplit, b *state.Batch) error {
+	sp.flushDeletes(b)
 	for _, d := range sp.dirty {
 		gr := &d.w.groups[d.g]
 		gr.dirty = false
@@ -815,6 +823,7 @@ func (a *aggOp) save(sp *aggSplit, b *state.Batch) error {
 		s.persisted, s.pStart, s.pEnd = true, s.start, s.end
 	}
 	sp.sdirty = sp.sdirty[:0]
+	sp.flushDeletes(b) // the old copies of sessions whose bounds moved (keys unlike the new ones)
 	return nil
 }
 
