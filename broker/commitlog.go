@@ -22,7 +22,7 @@ type segment struct {
 	// touched: pages of the mapping may have become resident since the last release
 	// (resident.go).
 	touched atomic.Bool
-	res  reservation
+	res     reservation
 }
 
 func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }

@@ -65,7 +65,6 @@ func allocateByWriting(f *os.File, off, n int64) error {
 	return nil
 }
 
-
 func roundUpPage(n int64) int64 { return (n + pageSize - 1) &^ (pageSize - 1) }
 
 // ErrNoSpace says the store's device is full (or the quota spent): the append that needed
