@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"net"
 	"net/http"
-	"net/netip"
 	"sync"
 	"time"
 )
@@ -66,7 +64,7 @@ func (a *consoleAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	default:
-		if !remoteLoopback(r.RemoteAddr) {
+		if !loopbackAddr(r.RemoteAddr) { // a host:port, as a listen address is
 			apiError(w, http.StatusForbidden, codeInvalidAuthorization,
 				"the server runs with trust authentication, which serves loopback clients only: start it with --auth scram-sha-256 to use the console from "+r.RemoteAddr)
 			return
@@ -114,14 +112,4 @@ func (a *consoleAuth) check(name, password string) (UserDef, bool) {
 	a.logins[key] = consoleLogin{user: u, expires: now.Add(consoleLoginTTL)}
 	a.mu.Unlock()
 	return u, true
-}
-
-// remoteLoopback reports whether an HTTP request's remote address is a loopback one.
-func remoteLoopback(remote string) bool {
-	host, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		host = remote
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
 }

@@ -5,12 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -90,59 +87,11 @@ func TestJoinsOverTopicsSurviveKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	seed := time.Now().UnixNano()
-	r := rand.New(rand.NewSource(seed))
-	t.Logf("kill timing seed %d", seed)
-	for i := 0; i < 3; i++ {
-		done := make(chan error, 1)
-		go func() { done <- produce(s.ns, "payments", payments[i*len(payments)/3:(i+1)*len(payments)/3]) }()
-		produceTo(t, s.ns, "orders", orders[i*len(orders)/3:(i+1)*len(orders)/3])
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		d := time.Duration(r.Intn(2500)) * time.Millisecond
-		time.Sleep(d)
-		if os.Getenv("RSQL_NOKILL") != "" {
-			continue
-		}
-		t.Logf("kill -9 #%d %v after producing chunk %d", i+1, d, i+1)
-		s.p.Kill()
-		s.start()
-	}
-	var closing []event
-	for i := 0; i < 64; i++ {
-		closing = append(closing, event{OrderID: int64(-1 - i), UserID: fmt.Sprintf("~close-%d", i), TsMs: closeAt, Category: "none"})
-	}
-	produceTo(t, s.ns, "orders", closing)
-	produceTo(t, s.ns, "payments", closing)
+	produceWithKills(t, s, orders, payments)
+	closeInput(t, s, closeAt)
 	waitAllJobs(t, s, lastEnd)
 
-	for _, name := range topicCases {
-		t.Run(name, func(t *testing.T) {
-			c := cases[name]
-			cols, want := pgRows(t, conn, c.postgres)
-			var ws, gs []string
-			for _, r := range want {
-				ws = append(ws, canon(t, cols, r, nil))
-			}
-			for _, line := range consumeAll(t, s.ns, name) {
-				var m map[string]any
-				dec := json.NewDecoder(strings.NewReader(line))
-				dec.UseNumber()
-				if err := dec.Decode(&m); err != nil {
-					t.Fatalf("%s: not a row: %v: %s", name, err, line)
-				}
-				if closingRow(m) {
-					continue
-				}
-				gs = append(gs, canon(t, cols, m, c.tsCols))
-			}
-			compareMultisets(t, name+" after 3 kills", ws, gs)
-		})
-	}
-	if t.Failed() {
-		t.Logf("server stderr:\n%s", s.p.Stderr.String())
-	}
+	checkTopicCases(t, s, conn, cases, topicCases)
 }
 
 // closingRow reports whether a result row comes from the records that close the input.
