@@ -132,19 +132,7 @@ func TestLookupJoinMatchesPostgres(t *testing.T) {
 	t.Logf("rsql -f ran %d lookup jobs in %v", len(lookupCases), time.Since(start))
 	for _, c := range lookupCases {
 		t.Run(c.name, func(t *testing.T) {
-			cols, want := pgRows(t, conn, c.postgres)
-			got := readJSONLines(t, filepath.Join(dir, c.name+".jsonl"))
-			if len(want) == 0 {
-				t.Fatal("the PostgreSQL query returned no rows: the case tests nothing")
-			}
-			var ws, gs []string
-			for _, r := range want {
-				ws = append(ws, canon(t, cols, r, nil))
-			}
-			for _, r := range got {
-				gs = append(gs, canon(t, cols, r, c.tsCols))
-			}
-			compareMultisets(t, c.name, ws, gs)
+			compareFileCase(t, conn, dir, c)
 		})
 	}
 	// Every order went through five lookups (one per job, two in the chain). The
