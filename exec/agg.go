@@ -23,6 +23,17 @@ import (
 //
 // Time: each split's windows close on that split's watermark, and a row is late when every
 // window it falls in has closed on its split's watermark.
+//
+// Panes: a hop aggregation emitted on close whose aggregates all merge exactly
+// (sql.MergesExactly) keeps its groups per pane — the stretches of paneW = gcd(size, slide)
+// that windows are made of — instead of per window: a row updates its one pane, not the
+// size/slide windows it falls in, and a window's groups are the merge of its panes' when
+// it closes. A pane lives (in memory and in the store, under its own bounds) until the last
+// window holding it closes. Which windows closed before a restore is known from the
+// split's checkpointed watermark, which the operator is given right after NewSplit
+// (restored): the windows of loaded panes that end at or before it are not emitted again.
+// State a version before panes wrote (whole windows) is loaded as windows of their own and
+// merged into their window when it closes.
 type aggOp struct {
 	node  *planner.AggregateNode
 	job   string
@@ -36,6 +47,8 @@ type aggOp struct {
 	schema sql.Schema
 
 	nk, na int
+	// paneW is the pane width of a hop aggregation computed by panes, 0 otherwise.
+	paneW  int64
 	splits map[string]*aggSplit
 	cur    *aggSplit
 
@@ -72,6 +85,9 @@ type win struct {
 	keys       pagedRows[sql.Value]
 	accs       pagedRows[accum]
 	dead       bool
+	// whole: in pane mode, a whole window loaded from state written before panes (see
+	// aggOp), merged into its window when that closes.
+	whole bool
 }
 
 type group struct {
@@ -118,6 +134,14 @@ type aggSplit struct {
 	// Fired windows are reused for new ones (saving their maps and arenas), but only after
 	// the next save: until then dirty references may still point at them.
 	retired, free []*win
+	// pane mode: the open panes by start, the ends of the windows still to close (each once,
+	// in pending), restored until the first watermark after a load, and the window being
+	// merged (comb, reused).
+	panes    []*win
+	pend     endHeap
+	pending  map[int64]bool
+	restored bool
+	comb     *win
 	// session
 	skIndex map[uint64]int32
 	sks     []sessKey
@@ -144,7 +168,17 @@ func newAggOp(n *planner.AggregateNode, job, id string, store state.Store, late 
 		undo = make([]accum, len(order))
 	}
 	order = append(order, rest...)
+	var paneW int64
+	if w := n.Window; w.Kind == planner.WindowHop && n.Emit != planner.EmitChanges && w.Slide > 0 && w.Slide < w.Size {
+		paneW = gcd(w.Size, w.Slide)
+		for _, g := range n.Aggs {
+			if !sql.MergesExactly(g.Func, g.ArgTypes) {
+				paneW = 0
+			}
+		}
+	}
 	return &aggOp{
+		paneW: paneW,
 		order: order, undo: undo,
 		node: n, job: job, id: id, store: store, late: late, cnt: cnt,
 		nk: len(n.Keys), na: len(n.Aggs),
@@ -161,7 +195,7 @@ func (a *aggOp) split(name string) *aggSplit {
 	}
 	sp := a.splits[name]
 	if sp == nil {
-		sp = &aggSplit{name: name, nk: a.nk, na: a.na, wm: MinWatermark, swept: MinWatermark, wins: map[[2]int64]*win{}, skIndex: map[uint64]int32{}}
+		sp = &aggSplit{name: name, nk: a.nk, na: a.na, wm: MinWatermark, swept: MinWatermark, wins: map[[2]int64]*win{}, skIndex: map[uint64]int32{}, pending: map[int64]bool{}}
 		a.splits[name] = sp
 	}
 	a.cur = sp
@@ -179,6 +213,7 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 	changes := a.emitChanges()
 	kind := a.node.Window.Kind
 	a.lateRow = a.lateRow[:0]
+	sp.restored = false // no watermark came after the load: no window had closed
 	for _, r := range b.Rows {
 		h := sql.HashSeed
 		failed := false
@@ -243,6 +278,19 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 				continue
 			}
 			t, size, step := tv.I, a.node.Window.Size, windowStep(a.node.Window)
+			if a.paneW > 0 {
+				if lastWindowStart(a.node.Window, t)+size <= sp.wm {
+					a.lateRow = append(a.lateRow, r)
+					continue
+				}
+				ps := floorDiv(t, a.paneW) * a.paneW
+				w := sp.last
+				if w == nil || w.start != ps || w.end != ps+a.paneW {
+					w = a.pane(sp, ps)
+				}
+				a.place(sp, w, h)
+				break
+			}
 			placed := false
 			for s := lastWindowStart(a.node.Window, t); s > t-size; s -= step {
 				if s+size <= sp.wm {
@@ -316,11 +364,24 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 func (sp *aggSplit) window(start, end int64) *win {
 	w := sp.wins[[2]int64{start, end}]
 	if w == nil {
+		w = sp.addWin(start, end)
+		if start != end {
+			heap.Push(&sp.ends, w)
+		}
+	}
+	sp.last = w
+	return w
+}
+
+// addWin adds an empty window [start, end) to sp.wins (a freed one when there is one).
+func (sp *aggSplit) addWin(start, end int64) *win {
+	var w *win
+	{
 		if n := len(sp.free); n > 0 {
 			w = sp.free[n-1]
 			sp.free = sp.free[:n-1]
 			clear(w.index)
-			w.start, w.end, w.dead = start, end, false
+			w.start, w.end, w.dead, w.whole = start, end, false, false
 			w.groups = w.groups[:0]
 			w.keys.reset()
 			w.accs.reset()
@@ -328,12 +389,40 @@ func (sp *aggSplit) window(start, end int64) *win {
 			w = sp.newWin(start, end)
 		}
 		sp.wins[[2]int64{start, end}] = w
-		if start != end {
-			heap.Push(&sp.ends, w)
+	}
+	return w
+}
+
+// pane returns (creating) the pane starting at ps; a new pane's windows that have not
+// closed are added to those pending.
+func (a *aggOp) pane(sp *aggSplit, ps int64) *win {
+	pe := ps + a.paneW
+	w := sp.wins[[2]int64{ps, pe}]
+	if w == nil {
+		w = sp.addWin(ps, pe)
+		// Panes mostly come in order of time: insert from the back.
+		i := len(sp.panes)
+		for i > 0 && sp.panes[i-1].start > ps {
+			i--
+		}
+		sp.panes = append(sp.panes, nil)
+		copy(sp.panes[i+1:], sp.panes[i:])
+		sp.panes[i] = w
+		size := a.node.Window.Size
+		for s := lastWindowStart(a.node.Window, ps); s+size > ps; s -= a.node.Window.Slide {
+			sp.pendWindow(s + size)
 		}
 	}
 	sp.last = w
 	return w
+}
+
+// pendWindow adds the window ending at end to those to close, once.
+func (sp *aggSplit) pendWindow(end int64) {
+	if end > sp.wm && !sp.pending[end] {
+		sp.pending[end] = true
+		heap.Push(&sp.pend, end)
+	}
 }
 
 func (sp *aggSplit) newWin(start, end int64) *win {
@@ -376,9 +465,11 @@ func (a *aggOp) lookup(sp *aggSplit, w *win, h uint64) (g int32, created bool) {
 	return g, created
 }
 
-func (a *aggOp) keysEqual(ks []sql.Value) bool {
-	for i, v := range ks {
-		if !sql.Equal(v, a.keys[i]) {
+func (a *aggOp) keysEqual(ks []sql.Value) bool { return valuesEqual(ks, a.keys) }
+
+func valuesEqual(x, y []sql.Value) bool {
+	for i, v := range x {
+		if !sql.Equal(v, y[i]) {
 			return false
 		}
 	}
@@ -488,10 +579,13 @@ func (a *aggOp) reportBad(split string, r sql.Row, cause *sql.Error) error {
 	return a.bad.report(context.Background(), "aggregate", split, r, a.schema, cause)
 }
 
-func (a *aggOp) emitGroup(w *win, g int32) {
+func (a *aggOp) emitGroup(w *win, g int32) { a.emitGroupAt(w, g, w.start, w.end) }
+
+// emitGroupAt emits group g of w as a group of window [start, end).
+func (a *aggOp) emitGroupAt(w *win, g int32, start, end int64) {
 	a.out.vals = append(a.out.vals, w.keys.at(int(g))...)
 	if a.node.Window.Kind != planner.WindowNone {
-		a.out.vals = append(a.out.vals, sql.Timestamp(w.start), sql.Timestamp(w.end))
+		a.out.vals = append(a.out.vals, sql.Timestamp(start), sql.Timestamp(end))
 	}
 	accs := w.accs.at(int(g))
 	for j := range accs {
@@ -633,6 +727,9 @@ func (a *aggOp) fire(sp *aggSplit, out Emitter) error {
 		}
 		return a.out.flush(sp.name, out)
 	}
+	if a.paneW > 0 {
+		return a.firePanes(sp, out)
+	}
 	for len(sp.ends) > 0 && sp.ends[0].end <= sp.wm {
 		w := heap.Pop(&sp.ends).(*win)
 		for g := range w.groups {
@@ -648,14 +745,7 @@ func (a *aggOp) fire(sp *aggSplit, out Emitter) error {
 				sp.deleteKey(a, w.keys.at(g), w.start, w.end, w.accs.at(g))
 			}
 		}
-		w.dead = true
-		if len(sp.retired) < 16 {
-			sp.retired = append(sp.retired, w)
-		}
-		delete(sp.wins, [2]int64{w.start, w.end})
-		if sp.last == w {
-			sp.last = nil
-		}
+		sp.dropWin(w)
 	}
 	for len(sp.sheap) > 0 && sp.sheap[0].end <= sp.wm {
 		e := heap.Pop(&sp.sheap).(sessEntry)
@@ -684,6 +774,144 @@ func (a *aggOp) fire(sp *aggSplit, out Emitter) error {
 		}
 	}
 	return a.out.flush(sp.name, out)
+}
+
+// dropWin forgets a closed window or pane (its persisted groups' deletion is recorded).
+func (sp *aggSplit) dropWin(w *win) {
+	w.dead = true
+	if len(sp.retired) < 16 {
+		sp.retired = append(sp.retired, w)
+	}
+	delete(sp.wins, [2]int64{w.start, w.end})
+	if sp.last == w {
+		sp.last = nil
+	}
+}
+
+// firePanes closes (pane mode) every pending window of sp that ends at or before the
+// split's watermark, in order of end: its groups are the merge of its panes' (and of its
+// whole window's, loaded from older state), emitted unless the window had closed before the
+// state was restored. Then the panes whose last window closed go.
+func (a *aggOp) firePanes(sp *aggSplit, out Emitter) error {
+	size := a.node.Window.Size
+	for len(sp.pend) > 0 && sp.pend[0] <= sp.wm {
+		e := heap.Pop(&sp.pend).(int64)
+		delete(sp.pending, e)
+		s := e - size
+		old := sp.wins[[2]int64{s, e}]
+		if old != nil && !old.whole {
+			old = nil
+		}
+		if !sp.restored {
+			if err := a.emitWindow(sp, s, e, old, out); err != nil {
+				return err
+			}
+		}
+		if old != nil {
+			for g := range old.groups {
+				if old.groups[g].persisted {
+					sp.deleteKey(a, old.keys.at(g), s, e, old.accs.at(g))
+				}
+			}
+			sp.dropWin(old)
+		}
+	}
+	sp.restored = false
+	// A pane's last window starts at the last window start at or before the pane's start.
+	n := 0
+	for _, p := range sp.panes {
+		if lastWindowStart(a.node.Window, p.start)+size > sp.wm {
+			break
+		}
+		for g := range p.groups {
+			if p.groups[g].persisted {
+				sp.deleteKey(a, p.keys.at(g), p.start, p.end, p.accs.at(g))
+			}
+		}
+		sp.dropWin(p)
+		n++
+	}
+	if n > 0 {
+		m := copy(sp.panes, sp.panes[n:])
+		clear(sp.panes[m:])
+		sp.panes = sp.panes[:m]
+	}
+	return a.out.flush(sp.name, out)
+}
+
+// emitWindow emits the groups of window [s, e) in pane mode: those of its one pane when
+// only one holds rows, else the merge of its panes' and old's (a whole window of older
+// state, or nil) in order of first appearance.
+func (a *aggOp) emitWindow(sp *aggSplit, s, e int64, old *win, out Emitter) error {
+	var src []*win
+	for _, p := range sp.panes {
+		if p.start >= e {
+			break
+		}
+		if p.start >= s && len(p.groups) > 0 {
+			src = append(src, p)
+		}
+	}
+	if old != nil && len(old.groups) > 0 {
+		src = append(src, old)
+	}
+	var w *win
+	switch len(src) {
+	case 0:
+		return nil
+	case 1:
+		w = src[0]
+	default:
+		w = sp.comb
+		if w == nil {
+			w = sp.newWin(s, e)
+			sp.comb = w
+		}
+		clear(w.index)
+		w.groups = w.groups[:0]
+		w.keys.reset()
+		w.accs.reset()
+		for _, p := range src {
+			for g := range p.groups {
+				h := p.groups[g].hash
+				ks := p.keys.at(g)
+				c, ok := w.index[h]
+				if ok {
+					for ; c >= 0; c = w.groups[c].next {
+						if w.groups[c].hash == h && valuesEqual(w.keys.at(int(c)), ks) {
+							break
+						}
+					}
+				} else {
+					c = -1
+				}
+				if c < 0 {
+					c = int32(len(w.groups))
+					head, had := w.index[h]
+					if !had {
+						head = -1
+					}
+					w.groups = append(w.groups, group{hash: h, next: head})
+					w.index[h] = c
+					copy(w.keys.add(), ks) // the panes own the strings and outlive the emission
+					w.accs.add()
+				}
+				dst, from := w.accs.at(int(c)), p.accs.at(g)
+				for j := range dst {
+					a.node.Aggs[j].Func.Merge(&dst[j], &from[j])
+				}
+			}
+		}
+	}
+	for g := range w.groups {
+		a.emitGroupAt(w, int32(g), s, e)
+		if a.out.len() >= 1024 {
+			if err := a.out.flush(sp.name, out); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // expire drops the groups of sp's (only) window whose last row came when the watermark was
@@ -915,7 +1143,22 @@ func (a *aggOp) load(split string) error {
 				legacy = append(legacy, func() { s.dirty = true; sp.sdirty = append(sp.sdirty, s) })
 			}
 		default:
-			w := sp.window(start, end)
+			var w *win
+			switch {
+			case a.paneW > 0 && end-start == a.paneW:
+				w = a.pane(sp, start)
+				sp.restored = true
+			case a.paneW > 0:
+				// A whole window of state written before panes.
+				if w = sp.wins[[2]int64{start, end}]; w == nil {
+					w = sp.addWin(start, end)
+					w.whole = true
+					sp.pendWindow(end)
+				}
+				sp.restored = true
+			default:
+				w = sp.window(start, end)
+			}
 			g, _ := a.lookup(sp, w, h)
 			copy(w.accs.at(int(g)), accs)
 			w.groups[g].persisted = true
@@ -949,6 +1192,28 @@ func hasFresh(accs []accum) bool {
 }
 
 func (a *aggOp) Close() error { return nil }
+
+// gcd is the greatest common divisor of two positive numbers.
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// endHeap is a min-heap of window ends.
+type endHeap []int64
+
+func (h endHeap) Len() int           { return len(h) }
+func (h endHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h endHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *endHeap) Push(x any)        { *h = append(*h, x.(int64)) }
+func (h *endHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
 
 type winHeap []*win
 

@@ -61,6 +61,23 @@ type Aggregator interface {
 	Decode(s *AggState) error
 }
 
+// ExactMerger is implemented by aggregators whose Merge gives exactly the state that
+// adding the rows of both states one by one would (counts, integer and decimal sums,
+// MIN/MAX, distinct sets; not floating-point sums, whose rounding depends on the order of
+// additions). args are the argument types of the call. Hop windows fold each row into one
+// pane and merge a window's panes when it closes only when every aggregate merges exactly,
+// so a window's result does not depend on how it was computed.
+type ExactMerger interface {
+	MergesExactly(args []Type) bool
+}
+
+// MergesExactly reports whether a's Merge is exact for arguments of types args
+// (ExactMerger); false for aggregators that do not say.
+func MergesExactly(a Aggregator, args []Type) bool {
+	m, ok := a.(ExactMerger)
+	return ok && m.MergesExactly(args)
+}
+
 // ArgList is the argument of an aggregate call with more than one argument
 // (AggCall.Arg): the arguments in order. It is not a value and does not compile; rewrites
 // see the arguments as its children.
@@ -285,6 +302,7 @@ type countStar struct{ builtin }
 func (countStar) Add(s *AggState, _ []Value) *Error { s.N++; return nil }
 func (countStar) Merge(d, s *AggState)              { mergeCounts(d, s) }
 func (countStar) Result(s *AggState) Value          { return BigInt(s.N) }
+func (countStar) MergesExactly([]Type) bool         { return true }
 
 // count is COUNT(x): N non-NULL values.
 type count struct{ builtin }
@@ -295,8 +313,9 @@ func (count) Add(s *AggState, a []Value) *Error {
 	}
 	return nil
 }
-func (count) Merge(d, s *AggState)     { mergeCounts(d, s) }
-func (count) Result(s *AggState) Value { return BigInt(s.N) }
+func (count) Merge(d, s *AggState)      { mergeCounts(d, s) }
+func (count) Result(s *AggState) Value  { return BigInt(s.N) }
+func (count) MergesExactly([]Type) bool { return true }
 
 // countDistinct is COUNT(DISTINCT x): the distinct non-NULL values in Set.
 type countDistinct struct{ builtin }
@@ -322,7 +341,8 @@ func (c *countDistinct) Merge(d, s *AggState) {
 	mergeCounts(d, s)
 }
 
-func (c *countDistinct) Result(s *AggState) Value { return BigInt(int64(s.Set.Len())) }
+func (c *countDistinct) Result(s *AggState) Value  { return BigInt(int64(s.Set.Len())) }
+func (c *countDistinct) MergesExactly([]Type) bool { return true }
 
 // sum is SUM(x) and AVG(x): N values, their sum in I (integers), F (DOUBLE) or V
 // (NUMERIC, exact at any scale). t is the result kind.
@@ -363,6 +383,17 @@ func (sum) Merge(d, s *AggState) {
 		}
 	}
 	mergeCounts(d, s)
+}
+
+// MergesExactly: integer and decimal sums are exact; a DOUBLE sum's rounding depends on
+// the order of its additions.
+func (sum) MergesExactly(args []Type) bool {
+	for _, t := range args {
+		if t.Kind != KindInt && t.Kind != KindBigInt && t.Kind != KindDecimal {
+			return false
+		}
+	}
+	return true
 }
 
 func (a sum) Result(s *AggState) Value {
@@ -416,6 +447,8 @@ func (e extreme) Merge(d, s *AggState) {
 	}
 	mergeCounts(d, s)
 }
+
+func (extreme) MergesExactly([]Type) bool { return true }
 
 func (extreme) Result(s *AggState) Value {
 	if s.N == 0 {

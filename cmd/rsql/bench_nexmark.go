@@ -20,18 +20,19 @@ import (
 // BenchNexmarkCmd runs Nexmark queries (bench/nexmark/q*.sql) as jobs in this process: the
 // nexmark source, the query's operators, and a sink that discards the rows (docs/nexmark.md).
 type BenchNexmarkCmd struct {
-	Query      string        `name:"query" default:"all" help:"Queries to run: q0,q1,... or all."`
-	Events     int64         `name:"events" default:"10000000" help:"Events of the sequence (persons, auctions and bids together)."`
-	Splits     int           `name:"splits" default:"1" help:"Splits of each stream, read in parallel."`
-	State      string        `name:"state" enum:"memory,rocksdb" default:"memory" help:"State store of the jobs: memory or rocksdb."`
-	Format     string        `name:"messages" enum:"rows,nexmark,json" default:"rows" help:"How the source hands events over: rows (typed rows, nothing encoded), nexmark (messages of event numbers the decoder generates) or json (rows written and parsed as JSON)."`
-	Seed       uint64        `name:"seed" default:"0" help:"Seed of the generator."`
-	EventRate  int64         `name:"event-rate" default:"10000000" help:"Events per second of event time (10 M: the published nexmark-flink suite)."`
-	Checkpoint time.Duration `name:"checkpoint-interval" default:"1s" help:"Checkpoint interval of the jobs (negative: only at the end)."`
-	JSON       bool          `name:"json" help:"Print the results as JSON lines instead of a table."`
-	CPUProfile string        `name:"cpuprofile" help:"Write a CPU profile of each query to FILE.<query>."`
-	MemProfile string        `name:"memprofile" help:"Write an allocation profile of each query to FILE.<query>."`
-	Broker     bool          `name:"through-broker" help:"Put the streams on topics of a bundled broker first (not timed) and have the jobs read them there."`
+	Query       string        `name:"query" default:"all" help:"Queries to run: q0,q1,... or all."`
+	Events      int64         `name:"events" default:"10000000" help:"Events of the sequence (persons, auctions and bids together)."`
+	Splits      int           `name:"splits" default:"1" help:"Splits of each stream, read in parallel."`
+	State       string        `name:"state" enum:"memory,rocksdb" default:"memory" help:"State store of the jobs: memory or rocksdb."`
+	Format      string        `name:"messages" enum:"rows,nexmark,json" default:"rows" help:"How the source hands events over: rows (typed rows, nothing encoded), nexmark (messages of event numbers the decoder generates) or json (rows written and parsed as JSON)."`
+	Seed        uint64        `name:"seed" default:"0" help:"Seed of the generator."`
+	EventRate   int64         `name:"event-rate" default:"10000000" help:"Events per second of event time (10 M: the published nexmark-flink suite)."`
+	Checkpoint  time.Duration `name:"checkpoint-interval" default:"1s" help:"Checkpoint interval of the jobs (negative: only at the end)."`
+	JSON        bool          `name:"json" help:"Print the results as JSON lines instead of a table."`
+	CPUProfile  string        `name:"cpuprofile" help:"Write a CPU profile of each query to FILE.<query>."`
+	MemProfile  string        `name:"memprofile" help:"Write an allocation profile of each query to FILE.<query>."`
+	HeapProfile string        `name:"heapprofile" help:"Write a heap profile of each query at its peak of live heap (sampled every 100 ms) to FILE.<query>."`
+	Broker      bool          `name:"through-broker" help:"Put the streams on topics of a bundled broker first (not timed) and have the jobs read them there."`
 }
 
 // nexmarkGoals are the events per CPU-second rsql aims at (docs/benchmarks.md).
@@ -118,7 +119,17 @@ func (c *BenchNexmarkCmd) runOne(q nexmark.Query) (nexmarkRow, error) {
 	if c.MemProfile != "" {
 		runtime.MemProfileRate = 64 << 10
 	}
+	var stopPeak func() error
+	if c.HeapProfile != "" {
+		runtime.MemProfileRate = 64 << 10
+		stopPeak = peakHeapProfile(c.HeapProfile + "." + q.Name)
+	}
 	res, err := nexmark.Run(context.Background(), q, cfg)
+	if stopPeak != nil {
+		if perr := stopPeak(); perr != nil && err == nil {
+			err = perr
+		}
+	}
 	wall, cpu := time.Since(start).Seconds(), (cpuTime() - cpu0).Seconds()
 	if err != nil {
 		return nexmarkRow{}, err
@@ -170,4 +181,42 @@ func peakRSSMiB() float64 {
 		return 0
 	}
 	return float64(ru.Maxrss) / 1024
+}
+
+// peakHeapProfile samples the live heap every 100 ms and writes a heap profile to path
+// each time it grows 5 % past its largest sample so far, so the file ends up holding the
+// heap near its peak. The returned function stops the sampling and reports a write error.
+func peakHeapProfile(path string) func() error {
+	done, stopped := make(chan struct{}), make(chan error, 1)
+	go func() {
+		var peak uint64
+		var werr error
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		var ms runtime.MemStats
+		for {
+			select {
+			case <-done:
+				stopped <- werr
+				return
+			case <-t.C:
+			}
+			runtime.ReadMemStats(&ms)
+			if ms.HeapAlloc < peak+peak/20 {
+				continue
+			}
+			peak = ms.HeapAlloc
+			f, err := os.Create(path)
+			if err == nil {
+				err = pprof.Lookup("heap").WriteTo(f, 0)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil && werr == nil {
+				werr = err
+			}
+		}
+	}()
+	return func() error { close(done); return <-stopped }
 }
