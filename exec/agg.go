@@ -69,6 +69,9 @@ type aggOp struct {
 	chunk   []byte     // scratch distinct chunk
 	lateB   Batch
 	lateRow []sql.Row
+	// pane mode: scratch of emitWindow
+	src    []*win
+	merged []accum
 }
 
 // accum is the state of one aggregate of one group; the aggregate's sql.Aggregator
@@ -135,13 +138,11 @@ type aggSplit struct {
 	// the next save: until then dirty references may still point at them.
 	retired, free []*win
 	// pane mode: the open panes by start, the ends of the windows still to close (each once,
-	// in pending), restored until the first watermark after a load, and the window being
-	// merged (comb, reused).
+	// in pending), and restored until the first watermark after a load.
 	panes    []*win
 	pend     endHeap
 	pending  map[int64]bool
 	restored bool
-	comb     *win
 	// session
 	skIndex map[uint64]int32
 	sks     []sessKey
@@ -841,9 +842,14 @@ func (a *aggOp) firePanes(sp *aggSplit, out Emitter) error {
 
 // emitWindow emits the groups of window [s, e) in pane mode: those of its one pane when
 // only one holds rows, else the merge of its panes' and old's (a whole window of older
-// state, or nil) in order of first appearance.
+// state, or nil). Each key is emitted where it first appears (in order of pane, then of
+// group): the panes after it are looked up for the same key and merged in, and a key
+// found in an earlier pane was emitted there. No merged copy of the window is built.
 func (a *aggOp) emitWindow(sp *aggSplit, s, e int64, old *win, out Emitter) error {
-	var src []*win
+	src := a.src[:0]
+	if old != nil && len(old.groups) > 0 {
+		src = append(src, old)
+	}
 	for _, p := range sp.panes {
 		if p.start >= e {
 			break
@@ -852,66 +858,73 @@ func (a *aggOp) emitWindow(sp *aggSplit, s, e int64, old *win, out Emitter) erro
 			src = append(src, p)
 		}
 	}
-	if old != nil && len(old.groups) > 0 {
-		src = append(src, old)
-	}
-	var w *win
-	switch len(src) {
-	case 0:
-		return nil
-	case 1:
-		w = src[0]
-	default:
-		w = sp.comb
-		if w == nil {
-			w = sp.newWin(s, e)
-			sp.comb = w
-		}
-		clear(w.index)
-		w.groups = w.groups[:0]
-		w.keys.reset()
-		w.accs.reset()
-		for _, p := range src {
-			for g := range p.groups {
-				h := p.groups[g].hash
-				ks := p.keys.at(g)
-				c, ok := w.index[h]
-				if ok {
-					for ; c >= 0; c = w.groups[c].next {
-						if w.groups[c].hash == h && valuesEqual(w.keys.at(int(c)), ks) {
-							break
-						}
-					}
-				} else {
-					c = -1
-				}
-				if c < 0 {
-					c = int32(len(w.groups))
-					head, had := w.index[h]
-					if !had {
-						head = -1
-					}
-					w.groups = append(w.groups, group{hash: h, next: head})
-					w.index[h] = c
-					copy(w.keys.add(), ks) // the panes own the strings and outlive the emission
-					w.accs.add()
-				}
-				dst, from := w.accs.at(int(c)), p.accs.at(g)
-				for j := range dst {
-					a.node.Aggs[j].Func.Merge(&dst[j], &from[j])
+	a.src = src
+	if len(src) == 1 {
+		w := src[0]
+		for g := range w.groups {
+			a.emitGroupAt(w, int32(g), s, e)
+			if a.out.len() >= 1024 {
+				if err := a.out.flush(sp.name, out); err != nil {
+					return err
 				}
 			}
 		}
+		return nil
 	}
-	for g := range w.groups {
-		a.emitGroupAt(w, int32(g), s, e)
-		if a.out.len() >= 1024 {
-			if err := a.out.flush(sp.name, out); err != nil {
-				return err
+	if a.merged == nil {
+		a.merged = make([]accum, a.na)
+	}
+	merged := a.merged
+	for i, p := range src {
+	groups:
+		for g := range p.groups {
+			h, ks := p.groups[g].hash, p.keys.at(g)
+			for _, q := range src[:i] {
+				if q.find(h, ks) >= 0 {
+					continue groups
+				}
+			}
+			clear(merged)
+			from := p.accs.at(g)
+			for j := range merged {
+				a.node.Aggs[j].Func.Merge(&merged[j], &from[j])
+			}
+			for _, q := range src[i+1:] {
+				if c := q.find(h, ks); c >= 0 {
+					from := q.accs.at(int(c))
+					for j := range merged {
+						a.node.Aggs[j].Func.Merge(&merged[j], &from[j])
+					}
+				}
+			}
+			a.out.vals = append(a.out.vals, ks...)
+			a.out.vals = append(a.out.vals, sql.Timestamp(s), sql.Timestamp(e))
+			for j := range merged {
+				a.out.vals = append(a.out.vals, a.result(j, &merged[j]))
+			}
+			a.out.endRow()
+			if a.out.len() >= 1024 {
+				if err := a.out.flush(sp.name, out); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	return nil
+}
+
+// find returns the group of w with key values ks (hash h), or -1.
+func (w *win) find(h uint64, ks []sql.Value) int32 {
+	g, ok := w.index[h]
+	if !ok {
+		return -1
+	}
+	for ; g >= 0; g = w.groups[g].next {
+		if w.groups[g].hash == h && valuesEqual(w.keys.at(int(g)), ks) {
+			return g
+		}
+	}
+	return -1
 }
 
 // expire drops the groups of sp's (only) window whose last row came when the watermark was

@@ -190,7 +190,6 @@ func TestHopPanesEqualWindows(t *testing.T) {
 	}
 }
 
-
 // TestHopPanesLoadWindowState: state that an aggregation computing whole windows wrote (as
 // versions before panes did) is loaded by one computing panes, and every window comes out
 // as if one had run throughout.
