@@ -12,13 +12,20 @@ type RocksOptions struct {
 	// Sync makes every Write wait for the write-ahead log to reach the disk. Off by default:
 	// checkpoints that must survive a machine crash are committed to the checkpoint store.
 	Sync bool
-	// BlockCacheBytes is the LRU block cache size (default 64 MiB).
+	// BlockCacheBytes is the LRU block cache size (default 16 MiB). Operators keep their
+	// state in memory and read the store only when a split's state is loaded, so the cache
+	// serves little; a small one keeps RocksDB's memory bounded.
 	BlockCacheBytes uint64
-	// WriteBufferBytes is the size of one memtable (default 16 MiB, four at most). Checkpoint
+	// WriteBufferBytes is the size of one memtable (default 16 MiB). Checkpoint
 	// batches insert tens of thousands of small keys into the memtable; in a memtable that
 	// fits the CPU cache an insert costs about half of one in RocksDB's default 64 MiB
 	// (BenchmarkRocksWriteCheckpoint), which more than pays for the more frequent flushes.
 	WriteBufferBytes uint64
+	// WriteBuffers is how many memtables may exist at once, the one written and those
+	// waiting to be flushed (default 2): with the block cache, it bounds RocksDB's memory
+	// to about BlockCacheBytes + WriteBuffers × WriteBufferBytes (docs/benchmarks.md,
+	// the RocksDB memory of q5).
+	WriteBuffers int
 }
 
 // Rocks is a Store in a RocksDB database (grocksdb over the system librocksdb).
@@ -36,7 +43,7 @@ type Rocks struct {
 // OpenRocks opens (creating if missing) the RocksDB database in dir.
 func OpenRocks(dir string, o RocksOptions) (*Rocks, error) {
 	if o.BlockCacheBytes == 0 {
-		o.BlockCacheBytes = 64 << 20
+		o.BlockCacheBytes = 16 << 20
 	}
 	s := &Rocks{}
 	s.cache = grocksdb.NewLRUCache(o.BlockCacheBytes)
@@ -49,7 +56,10 @@ func OpenRocks(dir string, o RocksOptions) (*Rocks, error) {
 		o.WriteBufferBytes = 16 << 20
 	}
 	s.opts.SetWriteBufferSize(o.WriteBufferBytes)
-	s.opts.SetMaxWriteBufferNumber(4)
+	if o.WriteBuffers <= 0 {
+		o.WriteBuffers = 2
+	}
+	s.opts.SetMaxWriteBufferNumber(o.WriteBuffers)
 	db, err := grocksdb.OpenDb(s.opts, dir)
 	if err != nil {
 		s.opts.Destroy()

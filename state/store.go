@@ -46,12 +46,6 @@ const (
 	OpDropPrefix
 )
 
-type batchOp struct {
-	kind       OpKind
-	kOff, kLen int
-	vOff, vLen int
-}
-
 // Batch is an ordered list of writes applied atomically by Store.Write. Keys and values are
 // copied into the batch, so callers may reuse their buffers. A Batch is not safe for
 // concurrent use; Reset makes it reusable without allocating.
@@ -59,44 +53,43 @@ type batchOp struct {
 // buf is laid out as a RocksDB write batch (a 12-byte header: sequence number and operation
 // count, then per operation a tag byte, the varint-prefixed key and, for puts and range
 // deletions, the varint-prefixed value or range end), so the RocksDB store hands it to the
-// database in one call without re-encoding; ops index the keys and values for Each.
+// database in one call without re-encoding, and Each reads the operations back from it: a
+// checkpoint of many small groups costs its encoding and nothing per operation besides.
 type Batch struct {
 	buf []byte
-	ops []batchOp
-	// open: a DropPrefix whose prefix has no finite end (all 0xff) was recorded; buf has no
-	// record for it and stores must apply the batch operation by operation.
+	n   int // operations recorded
+	// open: a DropPrefix whose prefix has no finite end (all 0xff) was recorded, under the
+	// tag wbTagOpenDrop that RocksDB does not know; stores must then apply the batch
+	// operation by operation.
 	open bool
 }
 
 // RocksDB write batch record tags (db/dbformat.h: kTypeDeletion, kTypeValue,
-// kTypeRangeDeletion) and header size.
+// kTypeRangeDeletion), the batch's own tag of an open-ended DropPrefix, and the header size.
 const (
 	wbTagDelete      = 0x0
 	wbTagPut         = 0x1
 	wbTagRangeDelete = 0xF
+	wbTagOpenDrop    = 0x7F
 	wbHeader         = 12
 )
 
 // record starts an operation: the header when the batch is empty, the tag and the key.
-// It returns the key's offset in buf.
-func (b *Batch) record(tag byte, key []byte) int {
+func (b *Batch) record(tag byte, key []byte) {
 	if len(b.buf) == 0 {
 		b.buf = append(b.buf, make([]byte, wbHeader)...)
 	}
 	b.buf = append(b.buf, tag)
 	b.buf = binary.AppendUvarint(b.buf, uint64(len(key)))
-	off := len(b.buf)
 	b.buf = append(b.buf, key...)
-	return off
+	b.n++
 }
 
 // Put records a put of value under key.
 func (b *Batch) Put(key, value []byte) {
-	op := batchOp{kind: OpPut, kOff: b.record(wbTagPut, key), kLen: len(key)}
+	b.record(wbTagPut, key)
 	b.buf = binary.AppendUvarint(b.buf, uint64(len(value)))
-	op.vOff, op.vLen = len(b.buf), len(value)
 	b.buf = append(b.buf, value...)
-	b.ops = append(b.ops, op)
 }
 
 // PutValue records a put under key of a value of n bytes and returns the value's storage
@@ -104,18 +97,15 @@ func (b *Batch) Put(key, value []byte) {
 // until the next operation on b. Large values (the checkpoint's outbox) are thus encoded
 // once, straight into the batch.
 func (b *Batch) PutValue(key []byte, n int) []byte {
-	op := batchOp{kind: OpPut, kOff: b.record(wbTagPut, key), kLen: len(key)}
+	b.record(wbTagPut, key)
 	b.buf = binary.AppendUvarint(b.buf, uint64(n))
-	op.vOff, op.vLen = len(b.buf), n
+	off := len(b.buf)
 	b.buf = append(b.buf, make([]byte, n)...)
-	b.ops = append(b.ops, op)
-	return b.buf[op.vOff : op.vOff+n : op.vOff+n]
+	return b.buf[off : off+n : off+n]
 }
 
 // Delete records a delete of key.
-func (b *Batch) Delete(key []byte) {
-	b.ops = append(b.ops, batchOp{kind: OpDelete, kOff: b.record(wbTagDelete, key), kLen: len(key)})
-}
+func (b *Batch) Delete(key []byte) { b.record(wbTagDelete, key) }
 
 // DropPrefix records the deletion of every key starting with prefix.
 func (b *Batch) DropPrefix(prefix []byte) {
@@ -123,35 +113,31 @@ func (b *Batch) DropPrefix(prefix []byte) {
 	if end == nil {
 		// No finite range: stores expand it when they apply the batch.
 		b.open = true
-		if len(b.buf) == 0 {
-			b.buf = append(b.buf, make([]byte, wbHeader)...)
-		}
-		b.ops = append(b.ops, batchOp{kind: OpDropPrefix, kOff: len(b.buf), kLen: len(prefix)})
-		b.buf = append(b.buf, prefix...)
+		b.record(wbTagOpenDrop, prefix)
 		return
 	}
-	b.ops = append(b.ops, batchOp{kind: OpDropPrefix, kOff: b.record(wbTagRangeDelete, prefix), kLen: len(prefix)})
+	b.record(wbTagRangeDelete, prefix)
 	b.buf = binary.AppendUvarint(b.buf, uint64(len(end)))
 	b.buf = append(b.buf, end...)
 }
 
 // Len returns the number of operations recorded.
-func (b *Batch) Len() int { return len(b.ops) }
+func (b *Batch) Len() int { return b.n }
 
 // Size returns the bytes the batch's keys and values take in its encoding.
 func (b *Batch) Size() int { return len(b.buf) }
 
 // Reset empties the batch, keeping its storage.
-func (b *Batch) Reset() { b.buf, b.ops, b.open = b.buf[:0], b.ops[:0], false }
+func (b *Batch) Reset() { b.buf, b.n, b.open = b.buf[:0], 0, false }
 
 // rocksRep returns the batch as a RocksDB write batch representation, or ok=false when it
 // cannot be expressed as one (an open-ended DropPrefix) or is empty.
 func (b *Batch) rocksRep() (rep []byte, ok bool) {
-	if b.open || len(b.ops) == 0 || uint64(len(b.ops)) > 0xffffffff {
+	if b.open || b.n == 0 || uint64(b.n) > 0xffffffff {
 		return nil, false
 	}
 	clear(b.buf[:8])
-	binary.LittleEndian.PutUint32(b.buf[8:wbHeader], uint32(len(b.ops)))
+	binary.LittleEndian.PutUint32(b.buf[8:wbHeader], uint32(b.n))
 	return b.buf, true
 }
 
@@ -160,35 +146,50 @@ func (b *Batch) rocksRep() (rep []byte, ok bool) {
 // checkpoint store that commits a Batch elsewhere (e.g. in one Postgres transaction with the
 // source offsets) replays it with Each.
 func (b *Batch) Each(fn func(kind OpKind, key, value []byte) error) error {
-	for _, op := range b.ops {
-		k := b.buf[op.kOff : op.kOff+op.kLen : op.kOff+op.kLen]
+	p := wbHeader
+	field := func() []byte {
+		l, n := binary.Uvarint(b.buf[p:])
+		p += n
+		f := b.buf[p : p+int(l) : p+int(l)]
+		p += int(l)
+		return f
+	}
+	for p < len(b.buf) {
+		tag := b.buf[p]
+		p++
+		k := field()
+		var kind OpKind
 		var v []byte
-		if op.kind == OpPut {
-			v = b.buf[op.vOff : op.vOff+op.vLen : op.vOff+op.vLen]
+		switch tag {
+		case wbTagPut:
+			kind, v = OpPut, field()
+		case wbTagDelete:
+			kind = OpDelete
+		case wbTagRangeDelete:
+			kind = OpDropPrefix
+			field() // the range's end
+		case wbTagOpenDrop:
+			kind = OpDropPrefix
 		}
-		if err := fn(op.kind, k, v); err != nil {
+		if err := fn(kind, k, v); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// Append adds every operation of o to b, after b's own, in order.
+// Append adds every operation of o to b, after b's own, in order: their encodings are
+// the same, so o's records are copied as they are.
 func (b *Batch) Append(o *Batch) {
-	if o == nil {
+	if o == nil || o.n == 0 {
 		return
 	}
-	o.Each(func(kind OpKind, key, value []byte) error {
-		switch kind {
-		case OpPut:
-			b.Put(key, value)
-		case OpDelete:
-			b.Delete(key)
-		case OpDropPrefix:
-			b.DropPrefix(key)
-		}
-		return nil
-	})
+	if len(b.buf) == 0 {
+		b.buf = append(b.buf, make([]byte, wbHeader)...)
+	}
+	b.buf = append(b.buf, o.buf[wbHeader:]...)
+	b.n += o.n
+	b.open = b.open || o.open
 }
 
 // PrefixEnd returns the smallest key greater than every key starting with prefix, or nil
