@@ -72,6 +72,10 @@ type aggOp struct {
 	// pane mode: scratch of emitWindow
 	src    []*win
 	merged []accum
+	// lay: where window groups keep their accumulators; acc, acc2: scratch copies of a
+	// group's (update, and accsOf).
+	lay       *accLayout
+	acc, acc2 []accum
 }
 
 // accum is the state of one aggregate of one group; the aggregate's sql.Aggregator
@@ -80,13 +84,14 @@ type accum = sql.AggState
 
 // win is one tumble/hop window of one split, or the single pseudo-window of a non-windowed
 // aggregation. Groups are found by key hash (collisions chained through group.next); the
-// keys of group g are keys.at(g), its accumulators accs.at(g).
+// keys of group g are keys.at(g), its accumulators row g of accs (accrows.go: only the
+// fields the aggregates use; aggOp.accsOf reads them, accLayout.store writes them).
 type win struct {
 	start, end int64
 	index      map[uint64]int32
 	groups     []group
 	keys       pagedRows[sql.Value]
-	accs       pagedRows[accum]
+	accs       accRows
 	dead       bool
 	// whole: in pane mode, a whole window loaded from state written before panes (see
 	// aggOp), merged into its window when that closes.
@@ -125,6 +130,7 @@ type session struct {
 
 type aggSplit struct {
 	name   string
+	lay    *accLayout
 	nk, na int   // key values and aggregates per group
 	wm     int64 // the split's watermark
 	// with a state TTL: the watermark at the last sweep of expired groups
@@ -179,6 +185,7 @@ func newAggOp(n *planner.AggregateNode, job, id string, store state.Store, late 
 		}
 	}
 	return &aggOp{
+		lay: newAccLayout(n.Aggs), acc: make([]accum, len(n.Aggs)), acc2: make([]accum, len(n.Aggs)),
 		paneW: paneW,
 		order: order, undo: undo,
 		node: n, job: job, id: id, store: store, late: late, cnt: cnt,
@@ -196,7 +203,7 @@ func (a *aggOp) split(name string) *aggSplit {
 	}
 	sp := a.splits[name]
 	if sp == nil {
-		sp = &aggSplit{name: name, nk: a.nk, na: a.na, wm: MinWatermark, swept: MinWatermark, wins: map[[2]int64]*win{}, skIndex: map[uint64]int32{}, pending: map[int64]bool{}}
+		sp = &aggSplit{name: name, lay: a.lay, nk: a.nk, na: a.na, wm: MinWatermark, swept: MinWatermark, wins: map[[2]int64]*win{}, skIndex: map[uint64]int32{}, pending: map[int64]bool{}}
 		a.splits[name] = sp
 	}
 	a.cur = sp
@@ -427,7 +434,7 @@ func (sp *aggSplit) pendWindow(end int64) {
 }
 
 func (sp *aggSplit) newWin(start, end int64) *win {
-	return &win{start: start, end: end, index: map[uint64]int32{}, keys: newPagedRows[sql.Value](sp.nk), accs: newPagedRows[accum](sp.na)}
+	return &win{start: start, end: end, index: map[uint64]int32{}, keys: newPagedRows[sql.Value](sp.nk), accs: newAccRows(sp.lay)}
 }
 
 // lookup finds or creates the group of a.keys (hash h) in w and marks it dirty; created
@@ -486,7 +493,18 @@ func ownValue(v sql.Value) sql.Value {
 }
 
 func (a *aggOp) update(w *win, g int32) {
-	a.updateAccs(w.accs.at(int(g)))
+	a.lay.load(&w.accs, int(g), a.acc)
+	a.updateAccs(a.acc)
+	if a.rowErr == nil {
+		a.lay.store(&w.accs, int(g), a.acc)
+	}
+}
+
+// accsOf returns the accumulators of group g of w: a copy, valid until the next call;
+// changes to it are not kept (but those through its Set pointers are).
+func (a *aggOp) accsOf(w *win, g int) []accum {
+	a.lay.load(&w.accs, g, a.acc2)
+	return a.acc2
 }
 
 // place folds the current row into its group of w (created when new). When an aggregate
@@ -588,7 +606,7 @@ func (a *aggOp) emitGroupAt(w *win, g int32, start, end int64) {
 	if a.node.Window.Kind != planner.WindowNone {
 		a.out.vals = append(a.out.vals, sql.Timestamp(start), sql.Timestamp(end))
 	}
-	accs := w.accs.at(int(g))
+	accs := a.accsOf(w, int(g))
 	for j := range accs {
 		a.out.vals = append(a.out.vals, a.result(j, &accs[j]))
 	}
@@ -743,7 +761,7 @@ func (a *aggOp) fire(sp *aggSplit, out Emitter) error {
 				}
 			}
 			if w.groups[g].persisted {
-				sp.deleteKey(a, w.keys.at(g), w.start, w.end, w.accs.at(g))
+				sp.deleteKey(a, w.keys.at(g), w.start, w.end, a.accsOf(w, g))
 			}
 		}
 		sp.dropWin(w)
@@ -811,7 +829,7 @@ func (a *aggOp) firePanes(sp *aggSplit, out Emitter) error {
 		if old != nil {
 			for g := range old.groups {
 				if old.groups[g].persisted {
-					sp.deleteKey(a, old.keys.at(g), s, e, old.accs.at(g))
+					sp.deleteKey(a, old.keys.at(g), s, e, a.accsOf(old, g))
 				}
 			}
 			sp.dropWin(old)
@@ -826,7 +844,7 @@ func (a *aggOp) firePanes(sp *aggSplit, out Emitter) error {
 		}
 		for g := range p.groups {
 			if p.groups[g].persisted {
-				sp.deleteKey(a, p.keys.at(g), p.start, p.end, p.accs.at(g))
+				sp.deleteKey(a, p.keys.at(g), p.start, p.end, a.accsOf(p, g))
 			}
 		}
 		sp.dropWin(p)
@@ -885,13 +903,13 @@ func (a *aggOp) emitWindow(sp *aggSplit, s, e int64, old *win, out Emitter) erro
 				}
 			}
 			clear(merged)
-			from := p.accs.at(g)
+			from := a.accsOf(p, g)
 			for j := range merged {
 				a.node.Aggs[j].Func.Merge(&merged[j], &from[j])
 			}
 			for _, q := range src[i+1:] {
 				if c := q.find(h, ks); c >= 0 {
-					from := q.accs.at(int(c))
+					from := a.accsOf(q, int(c))
 					for j := range merged {
 						a.node.Aggs[j].Func.Merge(&merged[j], &from[j])
 					}
@@ -952,7 +970,7 @@ func (a *aggOp) expire(sp *aggSplit, horizon int64) {
 		if gr.seen < horizon {
 			moved[g] = -1
 			if gr.persisted {
-				sp.deleteKey(a, keys, 0, 0, w.accs.at(g))
+				sp.deleteKey(a, keys, 0, 0, a.accsOf(w, g))
 			}
 			continue
 		}
@@ -966,7 +984,7 @@ func (a *aggOp) expire(sp *aggSplit, horizon int64) {
 		nw.groups = append(nw.groups, gr)
 		nw.index[gr.hash] = ng
 		copy(nw.keys.add(), keys)
-		copy(nw.accs.add(), w.accs.at(g))
+		nw.accs.appendRow(&w.accs, g)
 	}
 	// Dirty references into the old window follow their groups.
 	dirty := sp.dirty[:0]
@@ -1035,9 +1053,11 @@ func (a *aggOp) save(sp *aggSplit, b *state.Batch) error {
 		if d.w.dead {
 			continue
 		}
-		if err := a.putGroup(sp, b, d.w.keys.at(int(d.g)), d.w.start, d.w.end, d.w.accs.at(int(d.g))); err != nil {
+		accs := a.accsOf(d.w, int(d.g))
+		if err := a.putGroup(sp, b, d.w.keys.at(int(d.g)), d.w.start, d.w.end, accs); err != nil {
 			return err
 		}
+		a.lay.store(&d.w.accs, int(d.g), accs) // what Encode wrote into the stored fields
 		gr.persisted = true
 	}
 	sp.dirty = sp.dirty[:0]
@@ -1111,6 +1131,8 @@ func (a *aggOp) load(split string) error {
 	// The group last read, whose distinct chunks (keys extending its key) follow it.
 	var lastKey []byte
 	var lastAccs []accum
+	var lastWin *win // the window whose group lastAccs are a copy of (nil: a session's own)
+	var lastG int
 	var legacy []func() // groups whose distinct values came inline (earlier versions)
 	err := a.store.Scan(prefix, func(key, value []byte) error {
 		if lastAccs != nil && len(key) > len(lastKey) && string(key[:len(lastKey)]) == string(lastKey) {
@@ -1123,6 +1145,9 @@ func (a *aggOp) load(split string) error {
 				set.Chunks = max(set.Chunks, c+1)
 				if err = set.AddChunk(value); err != nil {
 					err = fmt.Errorf("%w: distinct chunk %d: %v", errBadState, c, err)
+				}
+				if lastWin != nil {
+					a.lay.store(&lastWin.accs, lastG, lastAccs)
 				}
 			}
 			if err != nil {
@@ -1151,7 +1176,7 @@ func (a *aggOp) load(split string) error {
 			s := &session{key: k, start: start, end: end, accs: accs, persisted: true, pStart: start, pEnd: end}
 			sp.sks[k].sessions = append(sp.sks[k].sessions, s)
 			heap.Push(&sp.sheap, sessEntry{end, s})
-			lastAccs = s.accs
+			lastAccs, lastWin = s.accs, nil
 			if hasFresh(accs) {
 				legacy = append(legacy, func() { s.dirty = true; sp.sdirty = append(sp.sdirty, s) })
 			}
@@ -1173,10 +1198,10 @@ func (a *aggOp) load(split string) error {
 				w = sp.window(start, end)
 			}
 			g, _ := a.lookup(sp, w, h)
-			copy(w.accs.at(int(g)), accs)
+			a.lay.store(&w.accs, int(g), accs)
 			w.groups[g].persisted = true
 			w.groups[g].seen = sp.wm
-			lastAccs = w.accs.at(int(g))
+			lastAccs, lastWin, lastG = accs, w, int(g)
 			if hasFresh(accs) {
 				legacy = append(legacy, func() { w.groups[g].dirty = true; sp.dirty = append(sp.dirty, dirtyRef{w, g}) })
 			}

@@ -61,6 +61,36 @@ type Aggregator interface {
 	Decode(s *AggState) error
 }
 
+// AggFields is a set of the fields of AggState.
+type AggFields uint8
+
+// The fields of AggState.
+const (
+	AggN AggFields = 1 << iota
+	AggI
+	AggF
+	AggV
+	AggSet
+	AggObj
+	AggAll = AggN | AggI | AggF | AggV | AggSet | AggObj
+)
+
+// FieldUser is implemented by aggregators that use only some of AggState's fields: the
+// others stay zero through Add and Merge (adding zeros keeps them zero), so an executor
+// need not keep them for every group.
+type FieldUser interface {
+	AggFields() AggFields
+}
+
+// FieldsOf returns the fields of AggState that a uses (FieldUser); all of them for
+// aggregators that do not say.
+func FieldsOf(a Aggregator) AggFields {
+	if f, ok := a.(FieldUser); ok {
+		return f.AggFields()
+	}
+	return AggAll
+}
+
 // ExactMerger is implemented by aggregators whose Merge gives exactly the state that
 // adding the rows of both states one by one would (counts, integer and decimal sums,
 // MIN/MAX, distinct sets; not floating-point sums, whose rounding depends on the order of
@@ -303,6 +333,7 @@ func (countStar) Add(s *AggState, _ []Value) *Error { s.N++; return nil }
 func (countStar) Merge(d, s *AggState)              { mergeCounts(d, s) }
 func (countStar) Result(s *AggState) Value          { return BigInt(s.N) }
 func (countStar) MergesExactly([]Type) bool         { return true }
+func (countStar) AggFields() AggFields              { return AggN }
 
 // count is COUNT(x): N non-NULL values.
 type count struct{ builtin }
@@ -316,6 +347,7 @@ func (count) Add(s *AggState, a []Value) *Error {
 func (count) Merge(d, s *AggState)      { mergeCounts(d, s) }
 func (count) Result(s *AggState) Value  { return BigInt(s.N) }
 func (count) MergesExactly([]Type) bool { return true }
+func (count) AggFields() AggFields      { return AggN }
 
 // countDistinct is COUNT(DISTINCT x): the distinct non-NULL values in Set.
 type countDistinct struct{ builtin }
@@ -343,6 +375,7 @@ func (c *countDistinct) Merge(d, s *AggState) {
 
 func (c *countDistinct) Result(s *AggState) Value  { return BigInt(int64(s.Set.Len())) }
 func (c *countDistinct) MergesExactly([]Type) bool { return true }
+func (c *countDistinct) AggFields() AggFields      { return AggN | AggSet }
 
 // sum is SUM(x) and AVG(x): N values, their sum in I (integers), F (DOUBLE) or V
 // (NUMERIC, exact at any scale). t is the result kind.
@@ -373,6 +406,8 @@ func (sum) Add(s *AggState, a []Value) *Error {
 	}
 	return nil
 }
+
+func (sum) AggFields() AggFields { return AggN | AggI | AggF | AggV }
 
 func (sum) Merge(d, s *AggState) {
 	if s.V.K == KindDecimal {
@@ -449,6 +484,7 @@ func (e extreme) Merge(d, s *AggState) {
 }
 
 func (extreme) MergesExactly([]Type) bool { return true }
+func (extreme) AggFields() AggFields      { return AggN | AggV }
 
 func (extreme) Result(s *AggState) Value {
 	if s.N == 0 {
