@@ -154,9 +154,11 @@ type aggSplit struct {
 	sks     []sessKey
 	sheap   sessHeap
 	sdirty  []*session
-	// state keys to delete at the next checkpoint
-	delBuf  []byte
-	delEnds []int
+	// state keys to delete at the next checkpoint, and key prefixes to drop (panes)
+	delBuf   []byte
+	delEnds  []int
+	dropBuf  []byte
+	dropEnds []int
 }
 
 func newAggOp(n *planner.AggregateNode, job, id string, store state.Store, late *sideOutput, cnt *counters) *aggOp {
@@ -176,7 +178,7 @@ func newAggOp(n *planner.AggregateNode, job, id string, store state.Store, late 
 	}
 	order = append(order, rest...)
 	var paneW int64
-	if w := n.Window; w.Kind == planner.WindowHop && n.Emit != planner.EmitChanges && w.Slide > 0 && w.Slide < w.Size {
+	if w := n.Window; w.Kind == planner.WindowHop && n.Emit != planner.EmitChanges && w.Slide > 0 && w.Slide < w.Size && len(n.Keys) < paneKeyMark {
 		paneW = gcd(w.Size, w.Slide)
 		for _, g := range n.Aggs {
 			if !sql.MergesExactly(g.Func, g.ArgTypes) {
@@ -844,7 +846,10 @@ func (a *aggOp) firePanes(sp *aggSplit, out Emitter) error {
 		}
 		for g := range p.groups {
 			if p.groups[g].persisted {
-				sp.deleteKey(a, p.keys.at(g), p.start, p.end, a.accsOf(p, g))
+				// The pane's groups (and their distinct chunks) share a key prefix.
+				sp.dropBuf = panePrefix(sp.dropBuf, a.job, a.id, sp.name, p.start, p.end)
+				sp.dropEnds = append(sp.dropEnds, len(sp.dropBuf))
+				break
 			}
 		}
 		sp.dropWin(p)
@@ -1038,7 +1043,13 @@ func (sp *aggSplit) flushDeletes(b *state.Batch) {
 		b.Delete(sp.delBuf[start:e])
 		start = e
 	}
+	start = 0
+	for _, e := range sp.dropEnds {
+		b.DropPrefix(sp.dropBuf[start:e])
+		start = e
+	}
 	sp.delBuf, sp.delEnds = sp.delBuf[:0], sp.delEnds[:0]
+	sp.dropBuf, sp.dropEnds = sp.dropBuf[:0], sp.dropEnds[:0]
 }
 
 // save writes sp's changed groups and pending deletions to b. A session whose bounds moved
@@ -1095,7 +1106,11 @@ func (a *aggOp) putGroup(sp *aggSplit, b *state.Batch, keys []sql.Value, start, 
 		}
 	}
 	a.enc = sql.AppendRow(a.enc[:0], keys)
-	a.kbuf = state.Key(a.kbuf[:0], a.job, a.id, sp.name, a.enc, start, end)
+	if a.paneW > 0 && end-start == a.paneW {
+		a.kbuf = append(panePrefix(a.kbuf[:0], a.job, a.id, sp.name, start, end), a.enc...)
+	} else {
+		a.kbuf = state.Key(a.kbuf[:0], a.job, a.id, sp.name, a.enc, start, end)
+	}
 	a.enc = appendGroupState(a.enc[:0], keys, start, end, accs)
 	b.Put(a.kbuf, a.enc)
 	for j := range accs {

@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"rsql/sql"
+	"rsql/state"
 )
 
 // Group state encoding (the value under a group's state key):
@@ -29,6 +30,26 @@ import (
 // less than the keys of more chunks would. A group's
 // chunk keys sort right after its state key (they extend it), so a scan of a split meets
 // a group before its chunks.
+
+// The groups of a pane (a hop aggregation computed by panes, agg.go) are keyed pane first:
+//
+//	state.SplitPrefix, paneKeyMark, the pane's 16-byte window (state.AppendWindow), the
+//	sql row of the key values
+//
+// so that one DropPrefix of panePrefix deletes a closed pane's groups and their distinct
+// chunks, instead of a deletion per group. Other groups' keys follow state.Key (the key
+// values' row, then the window), whose row starts with its length, a byte below
+// paneKeyMark (panes are used only for fewer than paneKeyMark key columns), so the two
+// layouts never share a prefix. Loading reads values and does not care which layout a key
+// has.
+const paneKeyMark = 0x80
+
+// panePrefix appends the key prefix of every group of pane [start, end) of a split.
+func panePrefix(dst []byte, job, op, split string, start, end int64) []byte {
+	dst = state.SplitPrefix(dst, job, op, split)
+	dst = append(dst, paneKeyMark)
+	return state.AppendWindow(dst, start, end)
+}
 
 // errBadState is wrapped by group-state decoding errors.
 var errBadState = errors.New("corrupt group state")
