@@ -12,11 +12,11 @@ type RocksOptions struct {
 	// Sync makes every Write wait for the write-ahead log to reach the disk. Off by default:
 	// checkpoints that must survive a machine crash are committed to the checkpoint store.
 	Sync bool
-	// BlockCacheBytes is the LRU block cache size (default 16 MiB). Operators keep their
+	// BlockCacheBytes is the LRU block cache size (default 8 MiB). Operators keep their
 	// state in memory and read the store only when a split's state is loaded, so the cache
 	// serves little; a small one keeps RocksDB's memory bounded.
 	BlockCacheBytes uint64
-	// WriteBufferBytes is the size of one memtable (default 16 MiB). Checkpoint
+	// WriteBufferBytes is the size of one memtable (default 8 MiB). Checkpoint
 	// batches insert tens of thousands of small keys into the memtable; in a memtable that
 	// fits the CPU cache an insert costs about half of one in RocksDB's default 64 MiB
 	// (BenchmarkRocksWriteCheckpoint), which more than pays for the more frequent flushes.
@@ -43,8 +43,9 @@ type Rocks struct {
 // OpenRocks opens (creating if missing) the RocksDB database in dir.
 func OpenRocks(dir string, o RocksOptions) (*Rocks, error) {
 	if o.BlockCacheBytes == 0 {
-		o.BlockCacheBytes = 16 << 20
+		o.BlockCacheBytes = 8 << 20
 	}
+	fixMalloc()
 	s := &Rocks{}
 	s.cache = grocksdb.NewLRUCache(o.BlockCacheBytes)
 	s.bbto = grocksdb.NewDefaultBlockBasedTableOptions()
@@ -53,7 +54,7 @@ func OpenRocks(dir string, o RocksOptions) (*Rocks, error) {
 	s.opts.SetCreateIfMissing(true)
 	s.opts.SetBlockBasedTableFactory(s.bbto)
 	if o.WriteBufferBytes == 0 {
-		o.WriteBufferBytes = 16 << 20
+		o.WriteBufferBytes = 8 << 20
 	}
 	s.opts.SetWriteBufferSize(o.WriteBufferBytes)
 	if o.WriteBuffers <= 0 {

@@ -23,7 +23,7 @@ func processCPU() time.Duration {
 // thread (RocksDB's flushes and compactions included).
 //
 //   - "now": Rocks.Write as it is (the batch's own RocksDB encoding handed over in one call,
-//     16 MiB memtables);
+//     8 MiB memtables);
 //   - "per-op-64MiB": as before: converted operation by operation, 64 MiB memtables;
 //   - "encoded-64MiB": the encoding alone.
 func BenchmarkRocksWriteCheckpoint(b *testing.B) {
