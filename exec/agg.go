@@ -83,12 +83,13 @@ type aggOp struct {
 type accum = sql.AggState
 
 // win is one tumble/hop window of one split, or the single pseudo-window of a non-windowed
-// aggregation. Groups are found by key hash (collisions chained through group.next); the
+// aggregation. Groups are found by key hash (slots, groupindex.go); the
 // keys of group g are keys.at(g), its accumulators row g of accs (accrows.go: only the
 // fields the aggregates use; aggOp.accsOf reads them, accLayout.store writes them).
 type win struct {
 	start, end int64
-	index      map[uint64]int32
+	slots      []int32
+	slotBits   uint
 	groups     []group
 	keys       pagedRows[sql.Value]
 	accs       accRows
@@ -100,7 +101,6 @@ type win struct {
 
 type group struct {
 	hash      uint64
-	next      int32
 	dirty     bool
 	persisted bool
 	seen      int64 // the split's watermark at the group's last row (state TTL)
@@ -390,7 +390,7 @@ func (sp *aggSplit) addWin(start, end int64) *win {
 		if n := len(sp.free); n > 0 {
 			w = sp.free[n-1]
 			sp.free = sp.free[:n-1]
-			clear(w.index)
+			w.clearSlots()
 			w.start, w.end, w.dead, w.whole = start, end, false, false
 			w.groups = w.groups[:0]
 			w.keys.reset()
@@ -436,31 +436,18 @@ func (sp *aggSplit) pendWindow(end int64) {
 }
 
 func (sp *aggSplit) newWin(start, end int64) *win {
-	return &win{start: start, end: end, index: map[uint64]int32{}, keys: newPagedRows[sql.Value](sp.nk), accs: newAccRows(sp.lay)}
+	return &win{start: start, end: end, keys: newPagedRows[sql.Value](sp.nk), accs: newAccRows(sp.lay)}
 }
 
 // lookup finds or creates the group of a.keys (hash h) in w and marks it dirty; created
 // says it is new.
 func (a *aggOp) lookup(sp *aggSplit, w *win, h uint64) (g int32, created bool) {
-	g, ok := w.index[h]
+	g = w.find(h, a.keys)
 	created = false
-	if ok {
-		for ; g >= 0; g = w.groups[g].next {
-			if w.groups[g].hash == h && a.keysEqual(w.keys.at(int(g))) {
-				break
-			}
-		}
-	} else {
-		g = -1
-	}
 	if g < 0 {
 		g = int32(len(w.groups))
-		head, had := w.index[h]
-		if !had {
-			head = -1
-		}
-		w.groups = append(w.groups, group{hash: h, next: head})
-		w.index[h] = g
+		w.groups = append(w.groups, group{hash: h})
+		w.index(g)
 		ks := w.keys.add()
 		for i, v := range a.keys {
 			ks[i] = ownValue(v)
@@ -521,12 +508,7 @@ func (a *aggOp) place(sp *aggSplit, w *win, h uint64) (g int32, created, ok bool
 	}
 	if created {
 		// The group is w's last, and its dirty reference sp's last.
-		gr := w.groups[g]
-		if gr.next >= 0 {
-			w.index[gr.hash] = gr.next
-		} else {
-			delete(w.index, gr.hash)
-		}
+		w.unindexLast()
 		w.groups = w.groups[:g]
 		w.keys.truncate(int(g))
 		w.accs.truncate(int(g))
@@ -936,20 +918,6 @@ func (a *aggOp) emitWindow(sp *aggSplit, s, e int64, old *win, out Emitter) erro
 	return nil
 }
 
-// find returns the group of w with key values ks (hash h), or -1.
-func (w *win) find(h uint64, ks []sql.Value) int32 {
-	g, ok := w.index[h]
-	if !ok {
-		return -1
-	}
-	for ; g >= 0; g = w.groups[g].next {
-		if w.groups[g].hash == h && valuesEqual(w.keys.at(int(g)), ks) {
-			return g
-		}
-	}
-	return -1
-}
-
 // expire drops the groups of sp's (only) window whose last row came when the watermark was
 // below horizon: the window is rebuilt from the groups that stay.
 func (a *aggOp) expire(sp *aggSplit, horizon int64) {
@@ -967,7 +935,6 @@ func (a *aggOp) expire(sp *aggSplit, horizon int64) {
 		return
 	}
 	nw := sp.newWin(0, 0)
-	nw.index = make(map[uint64]int32, keep)
 	moved := make([]int32, len(w.groups)) // old group -> new group, -1 when dropped
 	for g := range w.groups {
 		gr := w.groups[g]
@@ -981,13 +948,8 @@ func (a *aggOp) expire(sp *aggSplit, horizon int64) {
 		}
 		ng := int32(len(nw.groups))
 		moved[g] = ng
-		head, had := nw.index[gr.hash]
-		if !had {
-			head = -1
-		}
-		gr.next = head
 		nw.groups = append(nw.groups, gr)
-		nw.index[gr.hash] = ng
+		nw.index(ng)
 		copy(nw.keys.add(), keys)
 		nw.accs.appendRow(&w.accs, g)
 	}
