@@ -1070,10 +1070,11 @@ func (a *aggOp) putGroup(sp *aggSplit, b *state.Batch, keys []sql.Value, start, 
 	a.enc = sql.AppendRow(a.enc[:0], keys)
 	if a.paneW > 0 && end-start == a.paneW {
 		a.kbuf = append(panePrefix(a.kbuf[:0], a.job, a.id, sp.name, start, end), a.enc...)
+		a.enc = appendAccs(a.enc[:0], accs)
 	} else {
 		a.kbuf = state.Key(a.kbuf[:0], a.job, a.id, sp.name, a.enc, start, end)
+		a.enc = appendGroupState(a.enc[:0], keys, start, end, accs)
 	}
-	a.enc = appendGroupState(a.enc[:0], keys, start, end, accs)
 	b.Put(a.kbuf, a.enc)
 	for j := range accs {
 		set := accs[j].Set
@@ -1133,7 +1134,15 @@ func (a *aggOp) load(split string) error {
 			return nil
 		}
 		lastKey = append(lastKey[:0], key...)
-		keys, start, end, accs, err := decodeGroupState(value, a.nk, a.na)
+		var keys sql.Row
+		var start, end int64
+		var accs []accum
+		var err error
+		if rest := key[len(prefix):]; len(rest) > 0 && rest[0] == paneKeyMark {
+			keys, start, end, accs, err = decodePaneGroup(rest, value, a.nk, a.na)
+		} else {
+			keys, start, end, accs, err = decodeGroupState(value, a.nk, a.na)
+		}
 		if err != nil {
 			return &StateError{Op: a.id, Split: split, Err: err}
 		}

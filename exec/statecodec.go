@@ -37,7 +37,8 @@ import (
 //	sql row of the key values
 //
 // so that one DropPrefix of panePrefix deletes a closed pane's groups and their distinct
-// chunks, instead of a deletion per group. Other groups' keys follow state.Key (the key
+// chunks, instead of a deletion per group. A pane group's value is the aggregates' part of
+// the group state value alone (appendAccs): its key holds the rest (decodePaneGroup). Other groups' keys follow state.Key (the key
 // values' row, then the window), whose row starts with its length, a byte below
 // paneKeyMark (panes are used only for fewer than paneKeyMark key columns), so the two
 // layouts never share a prefix. Loading reads values and does not care which layout a key
@@ -70,6 +71,11 @@ func appendGroupState(dst []byte, keys []sql.Value, start, end int64, accs []acc
 	dst = sql.AppendRow(dst, keys)
 	dst = binary.AppendVarint(dst, start)
 	dst = binary.AppendVarint(dst, end)
+	return appendAccs(dst, accs)
+}
+
+// appendAccs appends the aggregates' part of a group state value.
+func appendAccs(dst []byte, accs []accum) []byte {
 	for i := range accs {
 		a := &accs[i]
 		dst = binary.AppendVarint(dst, a.N)
@@ -129,6 +135,60 @@ func decodeGroupState(b []byte, nk, na int) (keys sql.Row, start, end int64, acc
 		return v
 	}
 	start, end = varint("window start"), varint("window end")
+	if err != nil {
+		return nil, 0, 0, nil, err
+	}
+	if accs, p, err = decodeAccs(b, p, na); err != nil {
+		return nil, 0, 0, nil, err
+	}
+	if p != len(b) {
+		return nil, 0, 0, nil, fmt.Errorf("%w: %d trailing bytes", errBadState, len(b)-p)
+	}
+	return keys, start, end, accs, nil
+}
+
+// decodePaneGroup decodes the group of a pane: rest is its state key after the split's
+// prefix (paneKeyMark, the window, the key values' row), value its accumulators.
+func decodePaneGroup(rest, value []byte, nk, na int) (keys sql.Row, start, end int64, accs []accum, err error) {
+	if len(rest) == 0 || rest[0] != paneKeyMark {
+		return nil, 0, 0, nil, fmt.Errorf("%w: not a pane group's key", errBadState)
+	}
+	start, end, ok := state.ParseWindow(rest[1:])
+	if !ok {
+		return nil, 0, 0, nil, fmt.Errorf("%w: short pane window in the key", errBadState)
+	}
+	keys, n, err := sql.DecodeRow(rest[17:], nil)
+	if err != nil {
+		return nil, 0, 0, nil, fmt.Errorf("%w: pane group key: %v", errBadState, err)
+	}
+	if n != len(rest)-17 || len(keys) != nk {
+		return nil, 0, 0, nil, fmt.Errorf("%w: pane group key of %d values and %d more bytes, want %d values", errBadState, len(keys), len(rest)-17-n, nk)
+	}
+	accs, p, err := decodeAccs(value, 0, na)
+	if err != nil {
+		return nil, 0, 0, nil, err
+	}
+	if p != len(value) {
+		return nil, 0, 0, nil, fmt.Errorf("%w: %d trailing bytes", errBadState, len(value)-p)
+	}
+	return keys, start, end, accs, nil
+}
+
+// decodeAccs decodes na aggregates' states from b at p (appendAccs) and returns where they
+// end.
+func decodeAccs(b []byte, p, na int) (accs []accum, end int, err error) {
+	varint := func(what string) int64 {
+		if err != nil {
+			return 0
+		}
+		v, n := binary.Varint(b[p:])
+		if n <= 0 {
+			err = fmt.Errorf("%w: bad %s at byte %d", errBadState, what, p)
+			return 0
+		}
+		p += n
+		return v
+	}
 	accs = make([]accum, na)
 	for i := 0; i < na && err == nil; i++ {
 		a := &accs[i]
@@ -176,11 +236,8 @@ func decodeGroupState(b []byte, nk, na int) (keys sql.Row, start, end int64, acc
 			p += int(l)
 		}
 	}
-	if err == nil && p != len(b) {
-		err = fmt.Errorf("%w: %d trailing bytes", errBadState, len(b)-p)
-	}
 	if err != nil {
-		return nil, 0, 0, nil, err
+		return nil, 0, err
 	}
-	return keys, start, end, accs, nil
+	return accs, p, nil
 }

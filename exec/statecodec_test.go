@@ -8,6 +8,7 @@ import (
 
 	"rsql/planner"
 	"rsql/sql"
+	"rsql/state"
 )
 
 func TestGroupStateRoundTrip(t *testing.T) {
@@ -103,4 +104,58 @@ func TestGroupStateOfEarlierVersionsDecodes(t *testing.T) {
 	if again := hex.EncodeToString(appendGroupState(nil, keys, start, end, accs)); again != wantHex {
 		t.Errorf("written back as\n%s\nwant\n%s", again, wantHex)
 	}
+}
+
+// A pane group's key and value give back its keys, window and accumulators, and every
+// truncation of either is refused.
+func TestPaneGroupRoundTrip(t *testing.T) {
+	prefix := state.SplitPrefix(nil, "j", "agg", "0")
+	keys := []sql.Value{sql.Varchar("k"), sql.BigInt(-9)}
+	key := append(panePrefix(nil, "j", "agg", "0", -2000, 0), sql.AppendRow(nil, keys)...)
+	accs := []accum{{N: 3, I: -7, F: 2.5, V: sql.Varchar("m")}, {N: 2}}
+	value := appendAccs(nil, accs)
+	rest := key[len(prefix):]
+	gk, start, end, got, err := decodePaneGroup(rest, value, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sql.EqualRows(gk, keys) || start != -2000 || end != 0 || got[0] != accs[0] || got[1] != accs[1] {
+		t.Fatalf("got keys %v window %d %d accs %+v", gk, start, end, got)
+	}
+	for i := range rest {
+		if _, _, _, _, err := decodePaneGroup(rest[:i], value, 2, 2); !errors.Is(err, errBadState) {
+			t.Fatalf("key truncated at %d: %v", i, err)
+		}
+	}
+	for i := range value {
+		if _, _, _, _, err := decodePaneGroup(rest, value[:i], 2, 2); !errors.Is(err, errBadState) {
+			t.Fatalf("value truncated at %d: %v", i, err)
+		}
+	}
+	if _, _, _, _, err := decodePaneGroup(rest, value, 1, 2); !errors.Is(err, errBadState) {
+		t.Fatalf("wrong key count: %v", err)
+	}
+}
+
+func FuzzDecodePaneGroup(f *testing.F) {
+	prefix := len(state.SplitPrefix(nil, "j", "agg", "0"))
+	key := append(panePrefix(nil, "j", "agg", "0", 0, 2000), sql.AppendRow(nil, []sql.Value{sql.BigInt(7)})...)
+	f.Add(key[prefix:], appendAccs(nil, []accum{{N: 4}}), 1, 1)
+	f.Add([]byte{paneKeyMark}, []byte{0}, 0, 0)
+	f.Fuzz(func(t *testing.T, rest, value []byte, nk, na int) {
+		if nk < 0 || na < 0 || nk > 8 || na > 8 {
+			return
+		}
+		keys, start, end, accs, err := decodePaneGroup(rest, value, nk, na)
+		if err != nil {
+			if !errors.Is(err, errBadState) {
+				t.Fatalf("error %v does not wrap errBadState", err)
+			}
+			return
+		}
+		k := append(panePrefix(nil, "j", "agg", "0", start, end), sql.AppendRow(nil, keys)...)
+		if _, _, _, _, err := decodePaneGroup(k[prefix:], appendAccs(nil, accs), nk, na); err != nil {
+			t.Fatalf("re-encoded pane group does not decode: %v", err)
+		}
+	})
 }
