@@ -91,7 +91,7 @@ type win struct {
 	slots      []int32
 	slotBits   uint
 	groups     []group
-	keys       pagedRows[sql.Value]
+	keys       keyRows
 	accs       accRows
 	dead       bool
 	// whole: in pane mode, a whole window loaded from state written before panes (see
@@ -131,6 +131,7 @@ type session struct {
 type aggSplit struct {
 	name   string
 	lay    *accLayout
+	narrow bool  // windows keep their keys narrow (keyrows.go)
 	nk, na int   // key values and aggregates per group
 	wm     int64 // the split's watermark
 	// with a state TTL: the watermark at the last sweep of expired groups
@@ -205,7 +206,7 @@ func (a *aggOp) split(name string) *aggSplit {
 	}
 	sp := a.splits[name]
 	if sp == nil {
-		sp = &aggSplit{name: name, lay: a.lay, nk: a.nk, na: a.na, wm: MinWatermark, swept: MinWatermark, wins: map[[2]int64]*win{}, skIndex: map[uint64]int32{}, pending: map[int64]bool{}}
+		sp = &aggSplit{name: name, lay: a.lay, narrow: narrowKeyTypes(a.node.KeyTypes, a.nk), nk: a.nk, na: a.na, wm: MinWatermark, swept: MinWatermark, wins: map[[2]int64]*win{}, skIndex: map[uint64]int32{}, pending: map[int64]bool{}}
 		a.splits[name] = sp
 	}
 	a.cur = sp
@@ -393,7 +394,7 @@ func (sp *aggSplit) addWin(start, end int64) *win {
 			w.clearSlots()
 			w.start, w.end, w.dead, w.whole = start, end, false, false
 			w.groups = w.groups[:0]
-			w.keys.reset()
+			w.keys.reset(sp.narrow)
 			w.accs.reset()
 		} else {
 			w = sp.newWin(start, end)
@@ -436,7 +437,7 @@ func (sp *aggSplit) pendWindow(end int64) {
 }
 
 func (sp *aggSplit) newWin(start, end int64) *win {
-	return &win{start: start, end: end, keys: newPagedRows[sql.Value](sp.nk), accs: newAccRows(sp.lay)}
+	return &win{start: start, end: end, keys: newKeyRows(sp.nk, sp.narrow), accs: newAccRows(sp.lay)}
 }
 
 // lookup finds or creates the group of a.keys (hash h) in w and marks it dirty; created
@@ -448,10 +449,7 @@ func (a *aggOp) lookup(sp *aggSplit, w *win, h uint64) (g int32, created bool) {
 		g = int32(len(w.groups))
 		w.groups = append(w.groups, group{hash: h})
 		w.index(g)
-		ks := w.keys.add()
-		for i, v := range a.keys {
-			ks[i] = ownValue(v)
-		}
+		w.keys.add(a.keys)
 		w.accs.add()
 		created = true
 	}
@@ -950,7 +948,7 @@ func (a *aggOp) expire(sp *aggSplit, horizon int64) {
 		moved[g] = ng
 		nw.groups = append(nw.groups, gr)
 		nw.index(ng)
-		copy(nw.keys.add(), keys)
+		nw.keys.appendRow(&w.keys, g)
 		nw.accs.appendRow(&w.accs, g)
 	}
 	// Dirty references into the old window follow their groups.

@@ -28,7 +28,7 @@ func (w *win) find(h uint64, ks []sql.Value) int32 {
 		if s == 0 {
 			return -1
 		}
-		if g := s - 1; w.groups[g].hash == h && valuesEqual(w.keys.at(int(g)), ks) {
+		if g := s - 1; w.groups[g].hash == h && w.keys.equal(int(g), ks) {
 			return g
 		}
 	}

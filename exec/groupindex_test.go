@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -11,8 +12,14 @@ import (
 // equal hashes (long probe runs that wrap around the table's end) and removals of the last
 // group between insertions.
 func TestGroupIndex(t *testing.T) {
+	for _, narrow := range []bool{false, true} {
+		testGroupIndex(t, narrow)
+	}
+}
+
+func testGroupIndex(t *testing.T, narrow bool) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	w := &win{keys: newPagedRows[sql.Value](1)}
+	w := &win{keys: newKeyRows(1, narrow)}
 	var removed []int64 // key values of removed groups
 	hashOf := func(k int64) uint64 {
 		if k%3 == 0 {
@@ -27,7 +34,7 @@ func TestGroupIndex(t *testing.T) {
 		}
 		g := int32(len(w.groups))
 		w.groups = append(w.groups, group{hash: h})
-		w.keys.add()[0] = sql.BigInt(k)
+		w.keys.add([]sql.Value{sql.BigInt(k)})
 		w.index(g)
 	}
 	next := int64(0)
@@ -62,5 +69,53 @@ func TestGroupIndex(t *testing.T) {
 	w.groups = w.groups[:0]
 	if w.find(hashOf(1), []sql.Value{sql.BigInt(1)}) >= 0 {
 		t.Fatal("found after clearing")
+	}
+}
+
+// Narrow key rows give back the values they were given, compare as sql.Equal does, and turn
+// into whole values when a value with a string comes.
+func TestKeyRowsNarrow(t *testing.T) {
+	if !narrowKeyTypes([]sql.Type{sql.TypeBigInt, sql.TypeDouble, sql.TypeTimestamp}, 3) ||
+		narrowKeyTypes([]sql.Type{sql.TypeBigInt, sql.TypeVarchar}, 2) || narrowKeyTypes(nil, 1) {
+		t.Fatal("narrowKeyTypes")
+	}
+	r := newKeyRows(3, true)
+	rows := [][]sql.Value{
+		{sql.BigInt(-5), sql.Double(-0.0), sql.Timestamp(1700000000000)},
+		{sql.Null, sql.Double(2.5), sql.Timestamp(0)},
+		{sql.Int(7), sql.Double(math.NaN()), sql.Null},
+	}
+	for _, row := range rows {
+		r.add(row)
+	}
+	check := func(what string) {
+		t.Helper()
+		for g, row := range rows {
+			if !r.equal(g, row) || !valuesEqual(r.at(g), row) {
+				t.Fatalf("%s: row %d is %v, want %v", what, g, r.at(g), row)
+			}
+		}
+		if r.equal(0, rows[1]) || r.equal(1, []sql.Value{sql.Null, sql.Double(2.5), sql.Timestamp(1)}) {
+			t.Fatalf("%s: unequal rows compare equal", what)
+		}
+		// +0 and -0 are equal DOUBLEs; BIGINT 7 equals INT 7.
+		if !r.equal(0, []sql.Value{sql.BigInt(-5), sql.Double(0), sql.Timestamp(1700000000000)}) ||
+			!r.equal(2, []sql.Value{sql.BigInt(7), sql.Double(math.NaN()), sql.Null}) {
+			t.Fatalf("%s: equal values compare unequal", what)
+		}
+	}
+	check("narrow")
+	odd := []sql.Value{sql.Varchar("s"), sql.Double(1), sql.Null}
+	r.add(odd)
+	rows = append(rows, odd)
+	if r.narrow {
+		t.Fatal("still narrow after a string")
+	}
+	check("widened")
+	r.truncate(1)
+	r.reset(true)
+	r.add(rows[0])
+	if !r.narrow || !r.equal(0, rows[0]) {
+		t.Fatal("reset")
 	}
 }
