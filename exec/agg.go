@@ -97,18 +97,17 @@ type win struct {
 	// whole: in pane mode, a whole window loaded from state written before panes (see
 	// aggOp), merged into its window when that closes.
 	whole bool
+	// dirty lists the groups changed since the last save (each once: group.dirty).
+	dirty []int32
+	// seen is, without a window (state TTL), per group the split's watermark at its last
+	// row.
+	seen []int64
 }
 
 type group struct {
 	hash      uint64
 	dirty     bool
 	persisted bool
-	seen      int64 // the split's watermark at the group's last row (state TTL)
-}
-
-type dirtyRef struct {
-	w *win
-	g int32
 }
 
 // sessKey is one group key of a session-windowed aggregation with its open sessions.
@@ -137,10 +136,11 @@ type aggSplit struct {
 	// with a state TTL: the watermark at the last sweep of expired groups
 	swept int64
 	// tumble, hop, given, none
-	wins  map[[2]int64]*win
-	ends  winHeap
-	last  *win
-	dirty []dirtyRef
+	wins map[[2]int64]*win
+	ends winHeap
+	last *win
+	// dirtyWins are the windows with changed groups (win.dirty) since the last save
+	dirtyWins []*win
 	// Fired windows are reused for new ones (saving their maps and arenas), but only after
 	// the next save: until then dirty references may still point at them.
 	retired, free []*win
@@ -264,7 +264,7 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 			if !ok {
 				break
 			}
-			w.groups[g].seen = sp.wm
+			w.seen[g] = sp.wm
 			if changes && (created || !a.node.EmitNew) {
 				a.emitGroup(w, g)
 			}
@@ -394,6 +394,7 @@ func (sp *aggSplit) addWin(start, end int64) *win {
 			w.clearSlots()
 			w.start, w.end, w.dead, w.whole = start, end, false, false
 			w.groups = w.groups[:0]
+			w.dirty, w.seen = w.dirty[:0], w.seen[:0]
 			w.keys.reset(sp.narrow)
 			w.accs.reset()
 		} else {
@@ -451,13 +452,24 @@ func (a *aggOp) lookup(sp *aggSplit, w *win, h uint64) (g int32, created bool) {
 		w.index(g)
 		w.keys.add(a.keys)
 		w.accs.add()
+		if a.node.Window.Kind == planner.WindowNone {
+			w.seen = append(w.seen, 0)
+		}
 		created = true
 	}
+	sp.markDirty(w, g)
+	return g, created
+}
+
+// markDirty records that group g of w changed since the last save.
+func (sp *aggSplit) markDirty(w *win, g int32) {
 	if gr := &w.groups[g]; !gr.dirty {
 		gr.dirty = true
-		sp.dirty = append(sp.dirty, dirtyRef{w, g})
+		if len(w.dirty) == 0 {
+			sp.dirtyWins = append(sp.dirtyWins, w)
+		}
+		w.dirty = append(w.dirty, g)
 	}
-	return g, created
 }
 
 func (a *aggOp) keysEqual(ks []sql.Value) bool { return valuesEqual(ks, a.keys) }
@@ -510,8 +522,15 @@ func (a *aggOp) place(sp *aggSplit, w *win, h uint64) (g int32, created, ok bool
 		w.groups = w.groups[:g]
 		w.keys.truncate(int(g))
 		w.accs.truncate(int(g))
-		if n := len(sp.dirty); n > 0 && sp.dirty[n-1] == (dirtyRef{w, g}) {
-			sp.dirty = sp.dirty[:n-1]
+		if len(w.seen) > int(g) {
+			w.seen = w.seen[:g]
+		}
+		if n := len(w.dirty); n > 0 && w.dirty[n-1] == g {
+			w.dirty = w.dirty[:n-1]
+			if n == 1 {
+				// w became dirty with this group: it is the last of the dirty windows.
+				sp.dirtyWins = sp.dirtyWins[:len(sp.dirtyWins)-1]
+			}
 		}
 	}
 	return g, created, false
@@ -925,7 +944,7 @@ func (a *aggOp) expire(sp *aggSplit, horizon int64) {
 	}
 	keep := 0
 	for g := range w.groups {
-		if w.groups[g].seen >= horizon {
+		if w.seen[g] >= horizon {
 			keep++
 		}
 	}
@@ -937,7 +956,7 @@ func (a *aggOp) expire(sp *aggSplit, horizon int64) {
 	for g := range w.groups {
 		gr := w.groups[g]
 		keys := w.keys.at(g)
-		if gr.seen < horizon {
+		if w.seen[g] < horizon {
 			moved[g] = -1
 			if gr.persisted {
 				sp.deleteKey(a, keys, 0, 0, a.accsOf(w, g))
@@ -946,23 +965,26 @@ func (a *aggOp) expire(sp *aggSplit, horizon int64) {
 		}
 		ng := int32(len(nw.groups))
 		moved[g] = ng
+		gr.dirty = false // set again below for the dirty ones
 		nw.groups = append(nw.groups, gr)
+		nw.seen = append(nw.seen, w.seen[g])
 		nw.index(ng)
 		nw.keys.appendRow(&w.keys, g)
 		nw.accs.appendRow(&w.accs, g)
 	}
-	// Dirty references into the old window follow their groups.
-	dirty := sp.dirty[:0]
-	for _, d := range sp.dirty {
-		if d.w == w {
-			if moved[d.g] < 0 {
-				continue
-			}
-			d = dirtyRef{nw, moved[d.g]}
+	// The old window's changed groups that stay are the new one's.
+	for i, d := range sp.dirtyWins {
+		if d == w {
+			sp.dirtyWins = append(sp.dirtyWins[:i], sp.dirtyWins[i+1:]...)
+			break
 		}
-		dirty = append(dirty, d)
 	}
-	sp.dirty = dirty
+	for _, g := range w.dirty {
+		if moved[g] >= 0 {
+			sp.markDirty(nw, moved[g])
+		}
+	}
+	w.dirty = w.dirty[:0]
 	w.dead = true
 	sp.wins[[2]int64{0, 0}] = nw
 	if sp.last == w {
@@ -1018,20 +1040,24 @@ func (sp *aggSplit) flushDeletes(b *state.Batch) {
 // (as a second, partial session).
 func (a *aggOp) save(sp *aggSplit, b *state.Batch) error {
 	sp.flushDeletes(b)
-	for _, d := range sp.dirty {
-		gr := &d.w.groups[d.g]
-		gr.dirty = false
-		if d.w.dead {
-			continue
+	for _, w := range sp.dirtyWins {
+		for _, g := range w.dirty {
+			gr := &w.groups[g]
+			gr.dirty = false
+			if w.dead {
+				continue
+			}
+			accs := a.accsOf(w, int(g))
+			if err := a.putGroup(sp, b, w.keys.at(int(g)), w.start, w.end, accs); err != nil {
+				return err
+			}
+			a.lay.store(&w.accs, int(g), accs) // what Encode wrote into the stored fields
+			gr.persisted = true
 		}
-		accs := a.accsOf(d.w, int(d.g))
-		if err := a.putGroup(sp, b, d.w.keys.at(int(d.g)), d.w.start, d.w.end, accs); err != nil {
-			return err
-		}
-		a.lay.store(&d.w.accs, int(d.g), accs) // what Encode wrote into the stored fields
-		gr.persisted = true
+		w.dirty = w.dirty[:0]
 	}
-	sp.dirty = sp.dirty[:0]
+	clear(sp.dirtyWins)
+	sp.dirtyWins = sp.dirtyWins[:0]
 	sp.free = append(sp.free, sp.retired...)
 	clear(sp.retired)
 	sp.retired = sp.retired[:0]
@@ -1184,20 +1210,26 @@ func (a *aggOp) load(split string) error {
 			g, _ := a.lookup(sp, w, h)
 			a.lay.store(&w.accs, int(g), accs)
 			w.groups[g].persisted = true
-			w.groups[g].seen = sp.wm
+			if a.node.Window.Kind == planner.WindowNone {
+				w.seen[g] = sp.wm
+			}
 			lastAccs, lastWin, lastG = accs, w, int(g)
 			if hasFresh(accs) {
-				legacy = append(legacy, func() { w.groups[g].dirty = true; sp.dirty = append(sp.dirty, dirtyRef{w, g}) })
+				legacy = append(legacy, func() { sp.markDirty(w, g) })
 			}
 		}
 		return nil
 	})
 	// What was just loaded is what the store holds: nothing to write back, except the
 	// distinct values an earlier version kept inline, which go under their own keys.
-	for _, d := range sp.dirty {
-		d.w.groups[d.g].dirty = false
+	for _, w := range sp.dirtyWins {
+		for _, g := range w.dirty {
+			w.groups[g].dirty = false
+		}
+		w.dirty = w.dirty[:0]
 	}
-	sp.dirty = sp.dirty[:0]
+	clear(sp.dirtyWins)
+	sp.dirtyWins = sp.dirtyWins[:0]
 	for _, f := range legacy {
 		f()
 	}

@@ -222,3 +222,62 @@ func TestHopPanesLoadWindowState(t *testing.T) {
 		t.Fatalf("restored from window state:\n%s", d)
 	}
 }
+
+// TestAggregationTTLExpires: without a window, a group whose last row is older than the
+// state TTL leaves memory and the store, while groups changed meanwhile are saved, and a
+// later row of the expired key starts it again.
+func TestAggregationTTLExpires(t *testing.T) {
+	aggs := []planner.AggSpec{builtinAgg("COUNT(*)", nil, sql.TypeNull, sql.TypeBigInt)}
+	node := &planner.AggregateNode{Keys: []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar},
+		Aggs: aggs, TTL: 1000, Schema: aggSchema(1, false, aggs)}
+	store := state.NewMemory()
+	var cnt counters
+	out := &rowStrings{}
+	a := newOpChain(out, newAggOp(node, "j", "agg", store, nil, &cnt))
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := func(keys ...string) *Batch {
+		b := &Batch{Split: "s"}
+		for _, k := range keys {
+			b.Rows = append(b.Rows, hopRow(k, 0, 0, ""))
+		}
+		return b
+	}
+	checkpoint := func() map[string]int64 {
+		c := &Control{Kind: Checkpoint, State: &state.Batch{}}
+		must(a.Control(c))
+		must(store.Write(c.State))
+		got := map[string]int64{}
+		must(store.Scan(state.SplitPrefix(nil, "j", "agg", "s"), func(k, v []byte) error {
+			keys, _, _, accs, err := decodeGroupState(v, 1, 1)
+			if err == nil {
+				got[keys[0].S] = accs[0].N
+			}
+			return err
+		}))
+		return got
+	}
+	must(a.Control(&Control{Kind: NewSplit, Split: "s"}))
+	must(a.Watermark("s", 100))
+	must(a.Process(rows("a", "b")))
+	if got := checkpoint(); len(got) != 2 || got["a"] != 1 || got["b"] != 1 {
+		t.Fatalf("first checkpoint %v", got)
+	}
+	must(a.Watermark("s", 900))
+	must(a.Process(rows("b", "c")))
+	must(a.Watermark("s", 1300)) // a's last row came at 100 < 1300 - 1000: it expires
+	if got := checkpoint(); len(got) != 2 || got["b"] != 2 || got["c"] != 1 {
+		t.Fatalf("after a expired the store holds %v, want b=2 c=1", got)
+	}
+	must(a.Process(rows("a", "c")))
+	if got := checkpoint(); len(got) != 3 || got["a"] != 1 || got["b"] != 2 || got["c"] != 2 {
+		t.Fatalf("after a came back the store holds %v, want a=1 b=2 c=2", got)
+	}
+	if n := len(out.rows); n != 6 || out.rows[n-2] != "a,1" || out.rows[n-1] != "c,2" {
+		t.Fatalf("emitted %v", out.rows)
+	}
+}
