@@ -119,8 +119,10 @@ type CheckpointInfo struct {
 	State   *state.Batch
 }
 
-// SplitOffset is the first offset of a split not yet covered by a checkpoint.
+// SplitOffset is the first offset of a split not yet covered by a checkpoint: what the
+// split of stage Stage reads of Stream (a source topic, or a shuffle topic).
 type SplitOffset struct {
+	Stage  int
 	Stream string
 	Split  string
 	Offset int64

@@ -1090,7 +1090,7 @@ func (st *stage) savePosition(b *state.Batch, sp *split) []SplitOffset {
 	b.Put(SplitKey(st.job.name, st.plan.ID, sp.name), SplitPos{Next: sp.next0(), MaxTs: sp.maxTs, WM: sp.wm}.Encode())
 	var offs []SplitOffset
 	for _, rd := range sp.rds {
-		offs = append(offs, SplitOffset{Stream: st.plan.Inputs[rd.input].Stream, Split: sp.name, Offset: rd.next})
+		offs = append(offs, SplitOffset{Stage: st.plan.ID, Stream: st.plan.Inputs[rd.input].Stream, Split: sp.name, Offset: rd.next})
 	}
 	if st.shuffleIn {
 		qs := make([]*queueState, len(sp.rds))
