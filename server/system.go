@@ -377,6 +377,9 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 		descBytesIn, descBytesOut, descCkptDur, descCkptSize, descCkptCount} {
 		ch <- d
 	}
+	for _, d := range clusterDescs {
+		ch <- d
+	}
 }
 
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
@@ -386,6 +389,9 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		jobs = append(jobs, j)
 	}
 	c.e.mu.Unlock()
+	if cl := c.e.cluster; cl != nil {
+		cl.collect(ch)
+	}
 	now := time.Now().UnixMilli()
 	for _, j := range jobs {
 		st := j.job.Stats()
