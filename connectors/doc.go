@@ -39,4 +39,13 @@
 //     option or column.
 //   - RowSource is optional: a runtime that reads rows type-asserts it; every source keeps
 //     Open, so a runtime that reads message bodies works with all of them.
+//   - Lookup tables (lookup.go): a Kind with OpenLookup is looked up by key by lookup joins;
+//     one with OpenLookup only (postgres) is neither read as a stream nor written. The
+//     postgres connector (postgres.go) asks for all of a batch's keys in one query through a
+//     pgx pool, converts every value from its text form to the declared column type
+//     (pgtext.go; a value that does not convert is an sql.ErrorValue naming the table,
+//     column and value), checks the table's columns once, and reports failures as
+//     *LookupError telling whether retrying may help. Options are parsed once
+//     (ParsePostgresOptions); errors are *OptionError naming the option, never showing a
+//     password.
 package connectors

@@ -58,6 +58,10 @@ type Kind struct {
 	OpenSource func(ctx context.Context, deps Deps, s Spec) (Source, error)
 	// OpenSink opens it for writing (nil: it cannot be written).
 	OpenSink func(ctx context.Context, deps Deps, s Spec) (Sink, error)
+	// OpenLookup opens it as a lookup table a join reads by key (nil: it cannot be looked
+	// up); ParseLookup parses and checks its options then (lookup.go).
+	OpenLookup  func(ctx context.Context, deps Deps, s LookupSpec) (LookupTable, error)
+	ParseLookup func(table string, raw map[string]string) (LookupOptions, error)
 }
 
 // ErrNoBroker is returned when a topic is opened and the process reaches no broker.
@@ -147,6 +151,7 @@ var builtinKinds = []Kind{
 			return OpenNexmarkSource(s.Options.Raw, s.Schema, s.Columns)
 		},
 	},
+	postgresKind,
 	{
 		Name: "print", Doc: "standard output of the server (write only)",
 		OpenSink: func(_ context.Context, d Deps, _ Spec) (Sink, error) {
@@ -280,6 +285,11 @@ func parseOptions(raw map[string]string, strict bool) (StreamOptions, error) {
 	for _, c := range strings.Split(key, ",") {
 		if c = strings.TrimSpace(c); c != "" {
 			o.PartitionedBy = append(o.PartitionedBy, c)
+		}
+	}
+	if strict && kind.ParseLookup != nil {
+		if _, err := kind.ParseLookup("", raw); err != nil {
+			return o, err
 		}
 	}
 	for _, opt := range kind.Options {

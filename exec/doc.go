@@ -89,8 +89,18 @@
 //     and carry ids "<job>/<epoch>/<seq>"; on start, committed outbox entries are published
 //     again, skipping ids the sink holds (outbox.go, docs/guarantees.md). Side outputs and
 //     other sinks are at-least-once.
-//   - Split readers stay within Env.AlignmentWindow of event time of the slowest live split.
+//   - Split readers stay within Env.AlignmentWindow of event time of the slowest live split
+//     of the job's root stages (idle and finished splits do not hold them back).
+//   - Joins (join.go) judge a row late by its own input's watermark (inputWatermarker), keep
+//     each side's rows per key and split until they can no longer match, and report the
+//     rows they hold (JobStats.StateRows).
 //     A stage opens all its splits and restores their positions before any reader starts.
+//   - Lookup joins (lookup.go): one query per batch for the distinct keys the operator's
+//     cache lacks (Env.OpenLookup opens the table), rows out in input order; a lookup the
+//     database cannot answer is retried with a capped exponential wait, holding the batch
+//     (never dropping or reordering rows) until it succeeds or the job's context ends. The
+//     cache (TTL, most-recently-used bound, absent keys too) is not checkpointed. Counters
+//     are in JobStats.Lookups.
 //   - Row counts (stats.go): every port of a stage (an input, an operator's output) counts
 //     the rows it emits, one atomic add per batch, so Job.StageStats gives the rows along
 //     every edge of the plan (planner.Graph) while the job runs.

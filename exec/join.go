@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -57,6 +58,20 @@ type joinOp struct {
 	valSlab []sql.Value
 	// kept counts the rows held in state, for StateRows (read by other goroutines).
 	kept atomic.Int64
+}
+
+// WatermarkHold is how far behind the watermark the event times of the rows the join emits
+// may be: an interval join emits a match when its second row arrives, the first kept up to
+// the interval; a regular join keeps rows for the state TTL.
+func (j *joinOp) WatermarkHold() int64 {
+	n := j.node
+	switch n.Mode {
+	case planner.JoinInterval:
+		return max(n.Upper, -n.Lower, 0)
+	case planner.JoinRegular:
+		return n.TTL
+	}
+	return 0
 }
 
 // StateRows is the number of rows the join holds (both sides, every split).
@@ -654,6 +669,43 @@ func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
 
 var errBadJoin = errors.New("corrupt join state")
 
+// decodeJoinRows decodes the rows of one (side, key) of a join's state (see save), each of
+// width values, calling each with its flags, time and row (valid during the call).
+func decodeJoinRows(v []byte, width int, each func(flags byte, ts int64, row sql.Row)) error {
+	cnt, n := binary.Uvarint(v)
+	if n <= 0 || cnt > uint64(len(v)) {
+		return errBadJoin
+	}
+	v = v[n:]
+	var row sql.Row
+	for i := uint64(0); i < cnt; i++ {
+		if len(v) == 0 {
+			return errBadJoin
+		}
+		f := v[0]
+		ts, n := binary.Varint(v[1:])
+		if n <= 0 || f > 3 {
+			return errBadJoin
+		}
+		v = v[1+n:]
+		var n2 int
+		var err error
+		row, n2, err = sql.DecodeRow(v, row[:0])
+		if err != nil {
+			return err
+		}
+		if len(row) != width {
+			return fmt.Errorf("%w: a row of %d values, want %d", errBadJoin, len(row), width)
+		}
+		v = v[n2:]
+		each(f, ts, row)
+	}
+	if len(v) != 0 {
+		return errBadJoin
+	}
+	return nil
+}
+
 func (j *joinOp) load(split string) error {
 	sp := j.split(split)
 	if j.store == nil {
@@ -670,35 +722,20 @@ func (j *joinOp) load(split string) error {
 			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
 		}
 		k := &jkey{key: string(kb[1:]), side: side, persisted: true}
-		cnt, n := binary.Uvarint(v)
-		if n <= 0 || cnt > uint64(len(v)) {
-			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
+		width := j.node.LeftWidth
+		if side == 1 {
+			width = j.node.RightWidth
 		}
-		v = v[n:]
-		for i := uint64(0); i < cnt; i++ {
-			if len(v) == 0 {
-				return &StateError{Op: j.id, Split: split, Err: errBadJoin}
-			}
-			f := v[0]
-			ts, n := binary.Varint(v[1:])
-			if n <= 0 {
-				return &StateError{Op: j.id, Split: split, Err: errBadJoin}
-			}
-			v = v[1+n:]
-			row, n2, err := sql.DecodeRow(v, nil)
-			if err != nil {
-				return &StateError{Op: j.id, Split: split, Err: err}
-			}
-			v = v[n2:]
+		err := decodeJoinRows(v, width, func(f byte, ts int64, row sql.Row) {
 			r := j.newRow(row, ts, k)
 			r.matched, r.deleted = f&1 != 0, f&2 != 0
 			k.rows = append(k.rows, r)
 			if !(j.node.Mode == planner.JoinTemporal && side == 1) && j.node.Mode != planner.JoinCurrent {
 				heap.Push(&sp.exp[side], r)
 			}
-		}
-		if len(v) != 0 {
-			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
+		})
+		if err != nil {
+			return &StateError{Op: j.id, Split: split, Err: err}
 		}
 		sp.keys[side][k.key] = k
 		return nil

@@ -127,13 +127,24 @@ type SplitPos struct {
 	Next  int64
 	MaxTs int64
 	WM    int64
+	// InWM is, for a split of a stage with several inputs, each input's own watermark (what
+	// its operators judge lateness by); nil otherwise.
+	InWM []int64
 }
 
-// Encode returns the stored form: three varints.
+// Encode returns the stored form: three varints, then, with InWM, its length (uvarint) and
+// its values (varints).
 func (p SplitPos) Encode() []byte {
 	b := binary.AppendVarint(nil, p.Next)
 	b = binary.AppendVarint(b, p.MaxTs)
-	return binary.AppendVarint(b, p.WM)
+	b = binary.AppendVarint(b, p.WM)
+	if len(p.InWM) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(p.InWM)))
+		for _, w := range p.InWM {
+			b = binary.AppendVarint(b, w)
+		}
+	}
+	return b
 }
 
 var errBadSplitPos = errors.New("corrupt split position")
@@ -158,7 +169,26 @@ func DecodeSplitPos(v []byte, delay int64) (SplitPos, error) {
 		p.WM = splitWM(p.MaxTs, delay)
 		return p, nil
 	}
-	if p.WM, n = binary.Varint(v); n <= 0 || n != len(v) {
+	if p.WM, n = binary.Varint(v); n <= 0 {
+		return p, errBadSplitPos
+	}
+	v = v[n:]
+	if len(v) == 0 {
+		return p, nil
+	}
+	cnt, n := binary.Uvarint(v)
+	if n <= 0 || cnt == 0 || cnt > uint64(len(v)) {
+		return p, errBadSplitPos
+	}
+	v = v[n:]
+	p.InWM = make([]int64, cnt)
+	for i := range p.InWM {
+		if p.InWM[i], n = binary.Varint(v); n <= 0 {
+			return p, errBadSplitPos
+		}
+		v = v[n:]
+	}
+	if len(v) != 0 {
 		return p, errBadSplitPos
 	}
 	return p, nil

@@ -24,6 +24,8 @@ type Env struct {
 	OpenSource func(planner.SourceSpec) (connectors.Source, error)
 	NewFormat  func(name string, schema sql.Schema) (connectors.Format, error)
 	OpenSink   func(planner.SinkSpec) (connectors.Sink, error)
+	// OpenLookup opens the table of a lookup join (planner.LookupJoinNode).
+	OpenLookup func(connectors.LookupSpec) (connectors.LookupTable, error)
 	// OnRow receives the rows of a stage whose SinkSpec.Stream is "" (push queries). The
 	// row is valid only during the call; an error stops the job with that error.
 	OnRow func(sql.Row) error
@@ -145,6 +147,8 @@ type JobStats struct {
 	BadErrors []string
 	Epoch     int64 // last committed checkpoint, 0 if none
 	Finished  bool
+	// Lookups are the counters of the job's lookup joins (exec/lookup.go).
+	Lookups []LookupStats
 }
 
 // SplitStats describes one source split.
@@ -198,6 +202,19 @@ type Job struct {
 	epoch     int64
 	seq       int64 // last epoch handed out
 	rootsLeft int   // root stages whose input is not exhausted yet
+	lookups   []stageLookup
+}
+
+type stageLookup struct {
+	stage int
+	c     *lookupCounters
+}
+
+// addLookup registers the counters of a lookup join of stage (Stats reports them).
+func (j *Job) addLookup(stage int, c *lookupCounters) {
+	j.mu.Lock()
+	j.lookups = append(j.lookups, stageLookup{stage, c})
+	j.mu.Unlock()
 }
 
 type reqKind uint8
@@ -833,6 +850,9 @@ func (j *Job) Stats() JobStats {
 	s.BadErrors = append([]string(nil), j.badErrors...)
 	s.Epoch = j.epoch
 	s.Finished = j.finished
+	for _, l := range j.lookups {
+		s.Lookups = append(s.Lookups, l.c.snapshot(l.stage))
+	}
 	j.mu.Unlock()
 	return s
 }

@@ -160,6 +160,15 @@ func (sp *split) next0() int64 {
 	return sp.rds[0].next
 }
 
+// pos is the split's position as a checkpoint saves it.
+func (sp *split) pos() SplitPos {
+	p := SplitPos{Next: sp.next0(), MaxTs: sp.maxTs, WM: sp.wm}
+	if len(sp.inWM) > 1 {
+		p.InWM = append([]int64(nil), sp.inWM...)
+	}
+	return p
+}
+
 // ownWM is a source split's watermark from its own records.
 func (sp *split) ownWM() int64 { return splitWM(sp.maxTs, sp.delay) }
 
@@ -174,6 +183,26 @@ func splitWM(maxTs, delay int64) int64 {
 type opNode struct {
 	op   Operator
 	emit *emitter
+	// hold is how far the watermarks this operator sees trail the split's: the sum of the
+	// holds of the operators before it (watermarkHolder).
+	hold int64
+}
+
+// watermarkHolder is an operator that emits rows whose event time may trail the watermark
+// it was given by up to WatermarkHold milliseconds (an interval join emits a match when its
+// second row arrives, its first row's time up to the interval behind): the watermarks of
+// the operators after it, and of the stage's output, are held back that much, so its rows
+// are never late downstream.
+type watermarkHolder interface {
+	WatermarkHold() int64
+}
+
+// holdBack is wm held back by h (the ends, MinWatermark and MaxWatermark, stay).
+func holdBack(wm, h int64) int64 {
+	if h <= 0 || wm == MinWatermark || wm == MaxWatermark {
+		return wm
+	}
+	return max(wm-h, MinWatermark+1)
 }
 
 // emitter delivers rows to an operator's input, or to the stage's output (op < 0).
@@ -208,6 +237,8 @@ type stage struct {
 	shuffleIn bool       // the stage reads a shuffle topic
 
 	nodes []*opNode
+	// outHold is how far the output watermark trails the splits' (watermarkHolder).
+	outHold int64
 	out   output
 	sink  *sinkOp // the stage's exactly-once sink, if any
 	late  *sideOutput
@@ -303,6 +334,23 @@ func (st *stage) buildOps(ctx context.Context) error {
 	if err := consume(ps.Out, &emitter{st: st, op: -1}); err != nil {
 		return err
 	}
+	// Watermark holds accumulate along the DAG (operators are in topological order).
+	portHold := func(p planner.Port) int64 {
+		if p.Op < 0 {
+			return 0
+		}
+		h := st.nodes[p.Op].hold
+		if wh, ok := st.nodes[p.Op].op.(watermarkHolder); ok {
+			h += wh.WatermarkHold()
+		}
+		return h
+	}
+	for i, op := range ps.Ops {
+		for _, p := range op.Inputs {
+			st.nodes[i].hold = max(st.nodes[i].hold, portHold(p))
+		}
+	}
+	st.outHold = portHold(ps.Out)
 	for i, n := range st.nodes {
 		if n.emit == nil {
 			return fmt.Errorf("%w: stage %d: the output of operator %d goes nowhere", ErrBadPlan, ps.ID, i)
@@ -424,6 +472,8 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		oid := OperatorID(id, "join", i)
 		st.opIDs = append(st.opIDs, oid)
 		return newJoinOp(n, st.job.name, oid, env.Store, late, &st.job.cnt), nil
+	case *planner.LookupJoinNode:
+		return st.openLookup(ctx, n, in)
 	case *planner.TopNNode:
 		late, err := st.lateOutput(ctx, in)
 		if err != nil {
@@ -887,7 +937,7 @@ func (st *stage) advance() error {
 // then to an output that keeps watermarks per split (a shuffle topic).
 func (st *stage) splitWatermark(split string, wm int64) error {
 	for _, n := range st.nodes {
-		if err := n.op.Watermark(split, wm, n.emit); err != nil {
+		if err := n.op.Watermark(split, holdBack(wm, n.hold), n.emit); err != nil {
 			return err
 		}
 	}
@@ -903,6 +953,7 @@ type splitWatermarker interface {
 }
 
 func (st *stage) setOutputWatermark(wm int64) error {
+	wm = holdBack(wm, st.outHold)
 	if wm <= st.wm {
 		return nil
 	}
@@ -1087,7 +1138,7 @@ func (st *stage) positions(b *state.Batch) []SplitOffset {
 // savePosition writes what sp has read (position, watermark, shuffle state) to b and
 // returns its readers' offsets.
 func (st *stage) savePosition(b *state.Batch, sp *split) []SplitOffset {
-	b.Put(SplitKey(st.job.name, st.plan.ID, sp.name), SplitPos{Next: sp.next0(), MaxTs: sp.maxTs, WM: sp.wm}.Encode())
+	b.Put(SplitKey(st.job.name, st.plan.ID, sp.name), sp.pos().Encode())
 	var offs []SplitOffset
 	for _, rd := range sp.rds {
 		offs = append(offs, SplitOffset{Stage: st.plan.ID, Stream: st.plan.Inputs[rd.input].Stream, Split: sp.name, Offset: rd.next})
@@ -1188,11 +1239,19 @@ func (st *stage) addSplit(ctx context.Context, name string) error {
 	st.order = append(st.order, name)
 	if pos.WM > MinWatermark {
 		sp.wm = pos.WM
+		if sp.inWM != nil {
+			// Each input's own watermark (for operators judging lateness per input), or the
+			// split's when the position predates them.
+			for i := range sp.inWM {
+				w := pos.WM
+				if len(pos.InWM) == len(sp.inWM) {
+					w = max(pos.InWM[i], pos.WM)
+				}
+				st.raiseInputWM(sp, i, w)
+			}
+		}
 		if err := st.splitWatermark(name, sp.wm); err != nil {
 			return err
-		}
-		for i := range sp.inWM {
-			sp.inWM[i] = pos.WM
 		}
 	}
 	for i, rd := range sp.rds {

@@ -78,6 +78,9 @@ func BuildPhysical(l LogicalNode, opts Options) (*Physical, error) {
 		opts.Job = DefaultJob
 	}
 	b := &builder{opts: opts, edges: map[*Stage][]*Stage{}}
+	if err := checkWritable(opts.Sink); err != nil {
+		return nil, err
+	}
 	sink, ok := l.(*Sink)
 	if !ok {
 		return nil, errorf(sql.CodeInternal, "plan does not end with a Sink but %s", l)
@@ -151,6 +154,9 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 	switch n := l.(type) {
 	case *Scan:
 		rel := n.Relation
+		if err := checkReadable(rel); err != nil {
+			return sub{}, err
+		}
 		src := SourceSpec{
 			Stream:         rel.Name,
 			Connector:      rel.Connector(),
@@ -527,7 +533,7 @@ func (b *builder) union(ins []sub, out sql.Schema) (sub, error) {
 // one stage whose JoinNode reads input 0 (left) and 1 (right).
 func (b *builder) join(n *Join) (sub, error) {
 	if n.Mode == JoinLookup {
-		return sub{}, errorf(sql.CodeNotSupported, "lookup joins into %s are not available in this build", n.Table.Name)
+		return b.lookupJoin(n)
 	}
 	var ups []*Stage
 	var rows []sql.Schema

@@ -48,4 +48,12 @@
 // Watermarks cross an exchange as records of the shuffle topic (exec/doc.go,
 // docs/guarantees.md); the stage 1 SourceSpec.EventTime names the event-time column inside
 // the shuffled row.
+//
+// Lookup joins (lookup.go). A join whose right side is a table of a connector that can be
+// looked up by key (connectors.Kind.OpenLookup: postgres) is JoinLookup: no exchange of
+// either side; a LookupJoinNode at the end of the left side's stage, reading the table's
+// pruned columns (LookupJoinNode.Columns) by its primary key. FOR SYSTEM_TIME AS OF must
+// then be a processing time, not the left's event time (0A000). A relation of a connector
+// that cannot be read (a lookup table, a write-only connector) is refused as a source, and
+// one that cannot be written as a sink, with 0A000 when the plan is built.
 package planner

@@ -57,6 +57,11 @@ func goldenCatalog() testCatalog {
 	add(sink("totals_mq", map[string]string{"topic": "totals", "format": "json"}))
 	add(sink("big_orders", map[string]string{"topic": "big_orders", "format": "json"}))
 	add(sink("user_stats", map[string]string{"topic": "user_stats", "format": "json"}))
+	add(&sql.Relation{Name: "dim_users", IsTable: true, PrimaryKey: []int{0}, EventTime: -1,
+		Schema: sql.Schema{{Name: "user_id", Type: sql.TypeVarchar}, {Name: "tier", Type: sql.TypeVarchar},
+			{Name: "country", Type: sql.TypeVarchar}, {Name: "credit", Type: sql.TypeDouble}},
+		Options: map[string]string{"connector": "postgres", "url": "postgres://rsql@127.0.0.1:5432/shop",
+			"table": "crm.users", "cache_ttl": "30s", "cache_rows": "5000", "format": "json"}})
 	return c
 }
 

@@ -213,6 +213,8 @@ func nodeKind(n Node) string {
 		return "join"
 	case *ExchangeNode:
 		return "exchange"
+	case *LookupJoinNode:
+		return "lookup_join"
 	}
 	return "operator"
 }

@@ -107,6 +107,9 @@ func (j *Join) String() string {
 		state = "the current version of each key of " + rn
 	case JoinRegular:
 		state = "both sides' rows for the state TTL"
+	case JoinLookup:
+		b.WriteString(lookupText(j.Table))
+		state = "none: a cache of looked-up " + rn + " rows, not checkpointed"
 	}
 	if j.Residual != nil {
 		b.WriteString(" residual=" + j.Residual.String())
@@ -337,8 +340,7 @@ func (b *logicalBuilder) tableJoin(j *Join, f *sql.FromJoin, t *sql.Relation, lw
 	}
 	j.RightOp = t.Schema.Index(sql.ChangeColumn)
 	if t.Connector() != "broker" && t.Connector() != "file" {
-		j.Mode = JoinLookup
-		return nil
+		return lookupJoin(j, f, t, lw)
 	}
 	asOf := -1
 	if f.AsOf != nil {

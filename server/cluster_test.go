@@ -194,8 +194,8 @@ func TestCatalogSnapshotReplace(t *testing.T) {
 // decoder, and a decoded key is a well-formed state key of the job that maps back.
 func FuzzNativeKey(f *testing.F) {
 	c := &cluster{self: state.Member{Name: "n"}}
-	f.Add(c.instanceKey("job-1", state.SplitPrefix(nil, "job-1", "out", "0")))
-	f.Add(c.instanceKey("job-1", state.SplitPrefix(nil, "job-1", "job", "epoch")))
+	f.Add(c.sharedKey("job-1", state.SplitPrefix(nil, "job-1", "out", "0")))
+	f.Add(c.sharedKey("job-1", state.SplitPrefix(nil, "job-1", "job", "epoch")))
 	f.Add(state.SplitPrefix(nil, "job-1", "i.", "@n"))
 	f.Add([]byte{5, 'j', 'o', 'b', '-', '1', 0xff})
 	f.Fuzz(func(t *testing.T, key []byte) {

@@ -385,6 +385,9 @@ func checkOptions(opts map[string]string) error {
 }
 
 func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
+	if err := checkLookupTable(s); err != nil {
+		return nil, err
+	}
 	if err := checkOptions(s.Options); err != nil {
 		return nil, err
 	}
@@ -813,6 +816,7 @@ func (e *Engine) env(job string) exec.Env {
 			}
 			return e.openSink(spec)
 		},
+		OpenLookup: e.openLookup,
 		NewFormat: func(name string, schema sql.Schema) (connectors.Format, error) {
 			f, err := connectors.NewFormat(name, schema)
 			if err != nil {
@@ -1044,6 +1048,11 @@ func (e *Engine) show(s *sql.ShowStmt) (*Result, error) {
 			target := d.Options["topic"]
 			if d.Options["connector"] == "file" {
 				target = d.Options["path"]
+			}
+			if k, ok := connectors.Lookup(d.Options["connector"]); ok && k.ParseLookup != nil {
+				if o, err := k.ParseLookup(d.Name, d.Options); err == nil {
+					target = o.Target // the database's table
+				}
 			}
 			rows = append(rows, sql.Row{sql.Varchar(d.Name), sql.Varchar(d.Options["connector"]), sql.Varchar(target),
 				sql.Varchar(d.Options["format"]), nullable(d.Job)})

@@ -190,34 +190,40 @@ func (e *Engine) tableSnapshot(spec planner.SourceSpec) (connectors.Source, erro
 	if name == "" {
 		name = "json"
 	}
-	f, err := connectors.NewFormat(name, spec.Schema)
-	if err != nil {
+	if _, err := connectors.NewFormat(name, spec.Schema); err != nil {
 		src.Close()
 		return nil, err
 	}
-	return &decodedSource{Source: src, stream: spec.Stream, f: f, width: len(spec.Schema)}, nil
+	return &decodedSource{Source: src, stream: spec.Stream, format: name, schema: spec.Schema}, nil
 }
 
 // decodedSource decodes another source's records with the stream's format and re-encodes
 // each as a row (rowFormat); a record that does not decode fails the query, naming it.
+// Splits are read concurrently and a Format is not safe for concurrent use, so each split
+// reader has its own.
 type decodedSource struct {
 	connectors.Source
 	stream string
-	f      connectors.Format
-	width  int
+	format string
+	schema sql.Schema
 }
 
 func (s *decodedSource) Open(ctx context.Context, split string, offset int64) (connectors.SplitReader, error) {
+	f, err := connectors.NewFormat(s.format, s.schema)
+	if err != nil {
+		return nil, err
+	}
 	r, err := s.Source.Open(ctx, split, offset)
 	if err != nil {
 		return nil, err
 	}
-	return &decodedReader{SplitReader: r, s: s, split: split, row: make(sql.Row, s.width)}, nil
+	return &decodedReader{SplitReader: r, s: s, f: f, split: split, row: make(sql.Row, len(s.schema))}, nil
 }
 
 type decodedReader struct {
 	connectors.SplitReader
 	s     *decodedSource
+	f     connectors.Format
 	split string
 	row   sql.Row
 }
@@ -227,7 +233,7 @@ func (r *decodedReader) Read(ctx context.Context, buf []connectors.Message, max 
 	buf, err := r.SplitReader.Read(ctx, buf, max)
 	for i := start; i < len(buf); i++ {
 		m := &buf[i]
-		row, derr := r.s.f.Decode(m.Body, r.row[:0])
+		row, derr := r.f.Decode(m.Body, r.row[:0])
 		if derr != nil {
 			return buf[:start], fmt.Errorf("table %s, split %s, offset %d: %w", r.s.stream, r.split, m.Offset, derr)
 		}

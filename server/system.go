@@ -20,6 +20,7 @@ import (
 
 	"rsql/broker"
 	"rsql/connectors"
+	"rsql/exec"
 	"rsql/sql"
 	"rsql/state"
 )
@@ -365,6 +366,16 @@ var (
 	descCkptCount = prometheus.NewDesc("rsql_job_checkpoints_total", "Checkpoints the job committed since it started in this process.", []string{"job"}, nil)
 	descOffset    = prometheus.NewDesc("rsql_job_split_offset", "Next offset a source split reads.", []string{"job", "stream", "split"}, nil)
 
+	lookupLabels      = []string{"job", "table"}
+	descLookupQueries = prometheus.NewDesc("rsql_lookup_queries_total", "Queries a lookup join sent to its database (one per batch with keys the cache lacks; every retry counts).", lookupLabels, nil)
+	descLookupKeys    = prometheus.NewDesc("rsql_lookup_keys_total", "Keys a lookup join's successful queries asked for.", lookupLabels, nil)
+	descLookupHits    = prometheus.NewDesc("rsql_lookup_cache_hits_total", "Rows of a lookup join whose key was in the cache.", lookupLabels, nil)
+	descLookupMisses  = prometheus.NewDesc("rsql_lookup_cache_misses_total", "Rows of a lookup join whose key was not in the cache.", lookupLabels, nil)
+	descLookupErrors  = prometheus.NewDesc("rsql_lookup_errors_total", "Lookup queries that failed.", lookupLabels, nil)
+	descLookupRetries = prometheus.NewDesc("rsql_lookup_retries_total", "Failed lookup queries that were tried again.", lookupLabels, nil)
+	descLookupEntries = prometheus.NewDesc("rsql_lookup_cache_entries", "Keys a lookup join's cache holds (found or absent).", lookupLabels, nil)
+	descLookupLatency = prometheus.NewDesc("rsql_lookup_latency_seconds", "Time of a lookup query, failed ones included.", lookupLabels, nil)
+
 	descAppended  = prometheus.NewDesc("rsql_broker_messages_appended_total", "Messages appended to a topic of the bundled broker and still addressable (the end offsets of its queues); rate() is the produce rate.", []string{"topic"}, nil)
 	descRetained  = prometheus.NewDesc("rsql_broker_messages_retained", "Messages of a topic between its queues' minimum and end offsets.", []string{"topic"}, nil)
 	descQueues    = prometheus.NewDesc("rsql_broker_topic_queues", "Queues of a topic.", []string{"topic"}, nil)
@@ -374,7 +385,9 @@ var (
 
 func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descIn, descOut, descLate, descBad, descWatermark, descLag, descEpoch, descOffset,
-		descBytesIn, descBytesOut, descCkptDur, descCkptSize, descCkptCount} {
+		descBytesIn, descBytesOut, descCkptDur, descCkptSize, descCkptCount,
+		descLookupQueries, descLookupKeys, descLookupHits, descLookupMisses, descLookupErrors, descLookupRetries,
+		descLookupEntries, descLookupLatency} {
 		ch <- d
 	}
 	for _, d := range clusterDescs {
@@ -413,6 +426,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(descCkptSize, prometheus.GaugeValue, float64(cps.lastBytes.Load()), id)
 			}
 		}
+		collectLookups(ch, id, st.Lookups)
 		for _, sp := range st.Splits {
 			ch <- prometheus.MustNewConstMetric(descOffset, prometheus.GaugeValue, float64(sp.Offset), id, sp.Stream, sp.Split)
 			if sp.Lag >= 0 {
@@ -500,4 +514,51 @@ func (s *System) startCluster(cfg SystemConfig) error {
 	c.reconcile(ctx)
 	go c.run()
 	return nil
+}
+
+// collectLookups exports the counters of a job's lookup joins, labelled by the rsql table
+// (a job joining one table twice adds their counters up).
+func collectLookups(ch chan<- prometheus.Metric, job string, ls []exec.LookupStats) {
+	byTable := map[string]*exec.LookupStats{}
+	var order []string
+	for _, l := range ls {
+		t := byTable[l.Table]
+		if t == nil {
+			c := l
+			c.LatencyCounts = append([]uint64(nil), l.LatencyCounts...)
+			byTable[l.Table] = &c
+			order = append(order, l.Table)
+			continue
+		}
+		t.Queries += l.Queries
+		t.Keys += l.Keys
+		t.Hits += l.Hits
+		t.Misses += l.Misses
+		t.Errors += l.Errors
+		t.Retries += l.Retries
+		t.CacheEntries += l.CacheEntries
+		t.LatencyCount += l.LatencyCount
+		t.LatencySum += l.LatencySum
+		for i := range t.LatencyCounts {
+			t.LatencyCounts[i] += l.LatencyCounts[i]
+		}
+	}
+	for _, name := range order {
+		l := byTable[name]
+		counter := func(d *prometheus.Desc, v int64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), job, name)
+		}
+		counter(descLookupQueries, l.Queries)
+		counter(descLookupKeys, l.Keys)
+		counter(descLookupHits, l.Hits)
+		counter(descLookupMisses, l.Misses)
+		counter(descLookupErrors, l.Errors)
+		counter(descLookupRetries, l.Retries)
+		ch <- prometheus.MustNewConstMetric(descLookupEntries, prometheus.GaugeValue, float64(l.CacheEntries), job, name)
+		buckets := map[float64]uint64{}
+		for i, b := range l.LatencyBuckets {
+			buckets[b] = l.LatencyCounts[i]
+		}
+		ch <- prometheus.MustNewConstHistogram(descLookupLatency, l.LatencyCount, l.LatencySum, buckets, job, name)
+	}
 }

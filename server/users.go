@@ -314,6 +314,7 @@ func logStatement(text string) string {
 		}
 		text = b.String()
 	}
+	text = redactConnPasswords(text)
 	if len(text) > maxLoggedStatement {
 		return text[:maxLoggedStatement] + fmt.Sprintf("... (%d bytes)", len(text))
 	}

@@ -68,7 +68,7 @@ func init() {
 	extractUnitsPG["MILLENNIA"] = units["MILLENNIUM"]
 
 	register(
-		&FuncDef{Name: "NOW", Aliases: []string{"CURRENT_TIMESTAMP", "LOCALTIMESTAMP", "LOCALTIME", "SYSDATE", "UTC_TIMESTAMP", "TRANSACTION_TIMESTAMP", "STATEMENT_TIMESTAMP", "CLOCK_TIMESTAMP"},
+		&FuncDef{Name: "NOW", Aliases: []string{"CURRENT_TIMESTAMP", "LOCALTIMESTAMP", "LOCALTIME", "SYSDATE", "UTC_TIMESTAMP", "TRANSACTION_TIMESTAMP", "STATEMENT_TIMESTAMP", "CLOCK_TIMESTAMP", "PROCTIME"},
 			Sig: "NOW()", Group: "time", Volatile: true,
 			Doc: "processing time: the wall clock (UTC) when the row is evaluated, so a replayed job sees other values; use the event-time column for reproducible results",
 			Check: func(args []Expr) (Type, []Expr, error) {

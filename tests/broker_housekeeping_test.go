@@ -110,7 +110,9 @@ func TestBrokerClientHousekeeping(t *testing.T) {
 	b := startBroker(t, "--client-expiry", "2s", "--lock-expiry", "10m")
 	createTopic(t, b, "hk", 4)
 	a := startLiveClient(t, b.Addr, "A", "g-hk")
-	// B heartbeats once, locks queue 0, then falls silent.
+	// B heartbeats once, locks queue 0, then falls silent. Its 2 s count from its last
+	// request, so the clock starts before its first.
+	started := time.Now()
 	bc, err := net.Dial("tcp", b.Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +132,6 @@ func TestBrokerClientHousekeeping(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer silent.Close()
-	started := time.Now()
 	notifiesBefore := 0
 	a.mu.Lock()
 	for _, f := range a.frames {

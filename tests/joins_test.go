@@ -219,6 +219,25 @@ var joinCases = []windowCase{
 		tsCols: []string{"since"},
 	},
 	{
+		name: "interval_then_temporal",
+		rsql: `SELECT o.order_id, p.amount, u.tier FROM orders o JOIN payments p
+  ON o.order_id = p.order_id AND p.ts BETWEEN o.ts AND o.ts + INTERVAL '10' SECOND
+  JOIN users FOR SYSTEM_TIME AS OF o.ts AS u ON o.user_id = u.user_id`,
+		postgres: onTime + `SELECT o.order_id, p.amount, v.tier FROM o JOIN p
+  ON o.order_id = p.order_id AND p.ts BETWEEN o.ts AND o.ts + 10000
+  JOIN LATERAL (SELECT tier, op FROM users u WHERE u.user_id = o.user_id AND u.ts <= o.ts ORDER BY u.ts DESC LIMIT 1) v ON v.op <> 'delete'`,
+	},
+	{
+		name: "window_over_interval",
+		rsql: `SELECT window_start, COUNT(*) AS n, SUM(paid) AS paid FROM TUMBLE(
+  (SELECT o.order_id, o.ts, p.amount AS paid FROM orders o JOIN payments p
+   ON o.order_id = p.order_id AND p.ts BETWEEN o.ts - INTERVAL '5' SECOND AND o.ts + INTERVAL '10' SECOND),
+  ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end`,
+		postgres: onTime + `SELECT (o.ts/60000)*60000 AS window_start, COUNT(*) AS n, SUM(p.amount) AS paid FROM o JOIN p
+  ON o.order_id = p.order_id AND p.ts BETWEEN o.ts - 5000 AND o.ts + 10000 GROUP BY 1`,
+		tsCols: []string{"window_start"},
+	},
+	{
 		name:     "regular_ttl",
 		rsql:     `SELECT o.order_id, p.amount FROM orders o JOIN payments p ON o.order_id = p.order_id WHERE p.amount > 90`,
 		postgres: `SELECT o.order_id, p.amount FROM orders o JOIN payments p ON o.order_id = p.order_id WHERE p.amount > 90`,

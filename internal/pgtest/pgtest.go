@@ -1,6 +1,8 @@
 // Package pgtest starts a private PostgreSQL server for rsql's tests: its own data
 // directory, a free loopback port, trust authentication, fsync off, run as the postgres
-// system user when the tests run as root (the server refuses root). Stop ends it by its PID.
+// system user when the tests run as root (the server refuses root). Stop ends it by its PID
+// and removes its files; StopServer and StartServer stop and start the server alone, on the
+// same data and port (a database restart as clients see it).
 // It is test support only; no production package imports it.
 package pgtest
 
@@ -22,10 +24,12 @@ import (
 // Cluster is a running private PostgreSQL server.
 type Cluster struct {
 	// URL connects as the superuser rsql to database postgres.
-	URL  string
-	root string
-	cmd  *exec.Cmd
-	done chan struct{}
+	URL    string
+	root   string
+	server string // the postgres binary
+	port   int
+	cmd    *exec.Cmd
+	done   chan struct{}
 }
 
 // bin finds a PostgreSQL server binary (initdb, postgres) of the installed version.
@@ -88,26 +92,38 @@ func Start() (*Cluster, error) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	logf, err := os.Create(filepath.Join(root, "server.log"))
-	if err != nil {
+	c.server, c.port = server, port
+	c.URL = fmt.Sprintf("postgres://rsql@127.0.0.1:%d/postgres?sslmode=disable", port)
+	if err := c.StartServer(); err != nil {
 		c.Stop()
 		return nil, err
 	}
-	srv := exec.Command(server, "-D", data, "-p", strconv.Itoa(port), "-k", root,
+	return c, nil
+}
+
+// StartServer starts the server of a cluster whose server was stopped with StopServer, on
+// the same data directory and port, and waits until it accepts connections.
+func (c *Cluster) StartServer() error {
+	root := c.root
+	logf, err := os.OpenFile(filepath.Join(root, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	srv := exec.Command(c.server, "-D", filepath.Join(root, "data"), "-p", strconv.Itoa(c.port), "-k", root,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=100")
 	srv.Stdout, srv.Stderr = logf, logf
 	if err := asPostgres(srv, root); err != nil {
-		c.Stop()
-		return nil, err
+		logf.Close()
+		return err
 	}
 	if err := srv.Start(); err != nil {
-		c.Stop()
-		return nil, fmt.Errorf("start postgres: %w", err)
+		logf.Close()
+		return fmt.Errorf("start postgres: %w", err)
 	}
-	c.cmd, c.done = srv, make(chan struct{})
-	go func() { srv.Wait(); close(c.done) }()
-	c.URL = fmt.Sprintf("postgres://rsql@127.0.0.1:%d/postgres?sslmode=disable", port)
+	done := make(chan struct{})
+	c.cmd, c.done = srv, done
+	go func() { srv.Wait(); logf.Close(); close(done) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -115,38 +131,44 @@ func Start() (*Cluster, error) {
 		cancel()
 		if err == nil {
 			conn.Close(context.Background())
-			return c, nil
+			return nil
 		}
 		select {
-		case <-c.done:
+		case <-done:
 			log, _ := os.ReadFile(filepath.Join(root, "server.log"))
-			c.Stop()
-			return nil, fmt.Errorf("postgres exited during start-up:\n%s", log)
+			return fmt.Errorf("postgres exited during start-up:\n%s", log)
 		default:
 		}
 		if time.Now().After(deadline) {
-			c.Stop()
-			return nil, fmt.Errorf("postgres did not accept connections within 60s: %v", err)
+			c.StopServer()
+			return fmt.Errorf("postgres did not accept connections within 60s: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// Stop sends SIGINT (fast shutdown) to the server's PID, waits for it, and removes its files.
-func (c *Cluster) Stop() {
-	if c.cmd != nil {
+// StopServer stops the server by its PID (SIGINT: fast shutdown, which ends the sessions
+// connected to it) and waits for it, keeping its data directory and port for StartServer.
+func (c *Cluster) StopServer() {
+	if c.cmd == nil {
+		return
+	}
+	select {
+	case <-c.done:
+	default:
+		c.cmd.Process.Signal(syscall.SIGINT)
 		select {
 		case <-c.done:
-		default:
-			c.cmd.Process.Signal(syscall.SIGINT)
-			select {
-			case <-c.done:
-			case <-time.After(30 * time.Second):
-				c.cmd.Process.Kill()
-				<-c.done
-			}
+		case <-time.After(30 * time.Second):
+			c.cmd.Process.Kill()
+			<-c.done
 		}
 	}
+}
+
+// Stop sends SIGINT (fast shutdown) to the server's PID, waits for it, and removes its files.
+func (c *Cluster) Stop() {
+	c.StopServer()
 	if c.root != "" {
 		os.RemoveAll(c.root)
 	}

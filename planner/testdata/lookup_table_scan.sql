@@ -1,0 +1,2 @@
+-- A table of a database is not a stream.
+SELECT * FROM dim_users;

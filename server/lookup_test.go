@@ -1,0 +1,98 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"rsql/sql"
+)
+
+// TestLookupTableStatements: a postgres table is declared with CREATE TABLE and a primary
+// key, its options are checked when it is declared, and it is only ever joined: reading it
+// as a stream, writing it and joining it as of an event time are refused with 0A000.
+func TestLookupTableStatements(t *testing.T) {
+	e, err := Open(Config{DataDir: t.TempDir(), StateBackend: "memory", Log: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	sess := NewSession()
+	for _, s := range []string{
+		`CREATE STREAM orders (order_id BIGINT, user_id VARCHAR, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+		  WITH (connector = 'file', path = 'orders.jsonl')`,
+		`CREATE TABLE dim_users (user_id VARCHAR PRIMARY KEY, tier VARCHAR)
+		  WITH (connector = 'postgres', url = 'postgres://rsql@127.0.0.1:1/shop', table = 'crm.users', cache_ttl = '30s', cache_rows = 10)`,
+	} {
+		if _, err := e.Execute(ctx, sess, s, nil); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	res, err := e.Execute(ctx, sess, `EXPLAIN SELECT o.order_id, u.tier FROM orders o LEFT JOIN dim_users FOR SYSTEM_TIME AS OF PROCTIME() AS u ON o.user_id = u.user_id`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan strings.Builder
+	for {
+		r, err := res[0].Rows.Next(ctx)
+		if err != nil || r == nil {
+			break
+		}
+		plan.WriteString(sql.Text(r[0]) + "\n")
+	}
+	res[0].Rows.Close()
+	if !strings.Contains(plan.String(), "Join left mode=lookup keys=[o.user_id = u.user_id] table=crm.users cache_ttl=30s cache_rows=10") {
+		t.Errorf("EXPLAIN:\n%s", plan.String())
+	}
+	res, err = e.Execute(ctx, sess, `SHOW STREAMS`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for {
+		r, err := res[0].Rows.Next(ctx)
+		if err != nil || r == nil {
+			break
+		}
+		if sql.Text(r[0]) == "dim_users" {
+			found = sql.Text(r[1]) == "postgres" && sql.Text(r[2]) == "crm.users"
+		}
+	}
+	if !found {
+		t.Error("SHOW STREAMS does not show dim_users as connector postgres, target crm.users")
+	}
+	for _, c := range []struct{ stmt, code, want string }{
+		{`CREATE STREAM s (user_id VARCHAR) WITH (connector = 'postgres', url = 'postgres://h/db')`, sql.CodeNotSupported, "is not a stream. Declare it with CREATE TABLE s"},
+		{`CREATE TABLE t (user_id VARCHAR PRIMARY KEY) WITH (connector = 'postgres')`, sql.CodeInvalidValue, "needs a url option"},
+		{`CREATE TABLE t (user_id VARCHAR PRIMARY KEY) WITH (connector = 'postgres', url = 'postgres://h/db', cache_ttl = 'soon')`, sql.CodeInvalidValue, `cache_ttl = "soon"`},
+		{`CREATE TABLE t (user_id VARCHAR PRIMARY KEY) WITH (connector = 'postgres', url = 'postgres://h/db', cache_rows = -5)`, sql.CodeInvalidValue, `cache_rows = "-5"`},
+		{`CREATE TABLE t (user_id VARCHAR PRIMARY KEY) WITH (connector = 'postgres', url = 'postgres://h/db', table = 'a.b.c')`, sql.CodeInvalidValue, `table = "a.b.c"`},
+		{`CREATE TABLE t (user_id VARCHAR PRIMARY KEY, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (connector = 'postgres', url = 'postgres://h/db')`, sql.CodeNotSupported, "has no event time"},
+		{`SELECT * FROM dim_users`, sql.CodeNotSupported, "is not a stream"},
+		{`INSERT INTO dim_users SELECT user_id, user_id FROM orders`, sql.CodeNotSupported, "never writes it"},
+		{`SELECT o.order_id FROM orders o JOIN dim_users FOR SYSTEM_TIME AS OF o.ts AS u ON o.user_id = u.user_id`, sql.CodeNotSupported, "FOR SYSTEM_TIME AS OF ts asks for the version valid at an event time"},
+		{`SELECT o.order_id FROM orders o JOIN dim_users u ON o.order_id = u.order_id`, sql.CodeUnknownColumn, "order_id"},
+		{`SELECT o.order_id FROM orders o JOIN dim_users u ON o.user_id = u.tier`, sql.CodeNotSupported, "matches its primary key (user_id)"},
+	} {
+		_, err := e.Execute(ctx, sess, c.stmt, nil)
+		var se *sql.Error
+		if !errors.As(err, &se) || se.Code != c.code || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s:\n  error %v, want %s containing %q", c.stmt, err, c.code, c.want)
+		}
+	}
+}
+
+func TestLogStatementRedactsConnectionPasswords(t *testing.T) {
+	for in, want := range map[string]string{
+		`CREATE TABLE d (k INT PRIMARY KEY) WITH (connector = 'postgres', url = 'postgres://shop:s3cr@t@db:5432/x')`:           `CREATE TABLE d (k INT PRIMARY KEY) WITH (connector = 'postgres', url = 'postgres://shop:***@db:5432/x')`,
+		`CREATE TABLE d (k INT PRIMARY KEY) WITH (connector = 'postgres', url = 'host=db user=shop password=s3cret dbname=x')`: `CREATE TABLE d (k INT PRIMARY KEY) WITH (connector = 'postgres', url = 'host=db user=shop password=*** dbname=x')`,
+		`CREATE TABLE d (k INT PRIMARY KEY) WITH (connector = 'postgres', url = 'postgres://shop@db/x')`:                       `CREATE TABLE d (k INT PRIMARY KEY) WITH (connector = 'postgres', url = 'postgres://shop@db/x')`,
+	} {
+		if got := logStatement(in); got != want {
+			t.Errorf("logStatement(%q)\n = %q\nwant %q", in, got, want)
+		}
+	}
+}
