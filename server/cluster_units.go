@@ -146,6 +146,23 @@ func (c *cluster) assigned(job, member string) []exec.Unit {
 	return out
 }
 
+// assignment is the division of job's units among the live members as SHOW JOBS shows it,
+// "rsql-1: 0/0 1/2; rsql-2: 0/1 1/0" (members sorted), "" when the units are not known
+// here.
+func (c *cluster) assignment(job string) string {
+	c.mu.Lock()
+	members := slices.Clone(c.members)
+	c.mu.Unlock()
+	sort.Strings(members)
+	var parts []string
+	for _, m := range members {
+		if us := c.assigned(job, m); len(us) > 0 {
+			parts = append(parts, m+": "+strings.Join(unitNames(us), " "))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
 func sortUnits(us []exec.Unit) {
 	sort.Slice(us, func(i, j int) bool {
 		if us[i].Stage != us[j].Stage {
@@ -285,7 +302,7 @@ func (c *cluster) noteMove(job string, cj *clusterJob, u exec.Unit, from string,
 	cj.moves++
 	cj.moveTime += d
 	cj.lastMove = d
-	prev := "(no previous owner)"
+	prev := "(released by its previous owner, or new)"
 	if from != "" && from != c.self.Name {
 		prev = "from " + from
 	}

@@ -89,7 +89,7 @@ func jobWatermark(ctx context.Context, pgAddr string) (int64, error) {
 // the two is killed with SIGKILL at a random moment and restarted. The consumed result is
 // exactly the batch result.
 func TestJobAcrossInstances(t *testing.T) {
-	runAcrossInstances(t, multiDDL, 47, 2, 2)
+	runAcrossInstances(t, multiDDL, 47, false, 2, 2)
 }
 
 // TestExchangeJobAcrossInstances: the job with an exchange (input not keyed by the group
@@ -97,17 +97,24 @@ func TestJobAcrossInstances(t *testing.T) {
 // stage's four shuffle queues, two of each per instance once B joins; the same SIGKILL of
 // B, the same exact result.
 //
-// B reads A's broker over the RocketMQ protocol, so its queue readers open one round trip
-// apart: this is the test that caught readers started before their stage knew all its
+// Both instances use a standalone broker (`rsql broker`) over the RocketMQ protocol: each
+// writes shuffle messages the other reads, and the protocol's producers compress bodies
+// over 4 KiB, which only the protocol's readers inflate. The queue readers open one round
+// trip apart: this is the test that caught readers started before their stage knew all its
 // splits (the first ones ran far ahead while the others held the watermark at its restored
 // value, and late records in that stretch were counted).
 func TestExchangeJobAcrossInstances(t *testing.T) {
-	runAcrossInstances(t, strings.Replace(jobsDDL, "idle_timeout = '1s'", "idle_timeout = '5s'", 1), 53, 4, 4)
+	runAcrossInstances(t, exchangeDDL, 53, true, 4, 4)
 }
 
-// runAcrossInstances runs the scenario of TestJobAcrossInstances with ddl; owners are the
-// numbers of units each instance owns once both run (ascending).
-func runAcrossInstances(t *testing.T, ddl string, evSeed int64, owners ...int) {
+// exchangeDDL is the windowed job of jobsDDL with an idle timeout long enough for a unit
+// to move: its input is not keyed by user, so the plan has an exchange.
+var exchangeDDL = strings.Replace(jobsDDL, "idle_timeout = '1s'", "idle_timeout = '5s'", 1)
+
+// runAcrossInstances runs the scenario of TestJobAcrossInstances with ddl; standalone says
+// both instances use a standalone broker instead of A's; owners are the numbers of units
+// each instance owns once both run (ascending).
+func runAcrossInstances(t *testing.T, ddl string, evSeed int64, standalone bool, owners ...int) {
 	pgc := startPostgres(t)
 	evs := genEvents(evSeed)
 	want, lastEnd := batchResult(evs)
@@ -117,6 +124,10 @@ func runAcrossInstances(t *testing.T, ddl string, evSeed int64, owners ...int) {
 
 	a := &clusterServer{t: t, name: "A", dir: t.TempDir(), pg: freePort(t), http: freePort(t), ns: freePort(t), br: freePort(t), postgres: pgc.URL}
 	b := &clusterServer{t: t, name: "B", dir: t.TempDir(), pg: freePort(t), http: freePort(t), ns: a.ns, br: a.br, external: true, postgres: pgc.URL}
+	if standalone {
+		br := startBroker(t)
+		a.ns, a.external, b.ns = br.NS, true, br.NS
+	}
 	nameA, nameB := "rsql-1", "rsql-2"
 	for _, n := range []struct{ dir, name string }{{a.dir, nameA}, {b.dir, nameB}} {
 		if err := os.WriteFile(filepath.Join(n.dir, "instance-name"), []byte(n.name+"\n"), 0o644); err != nil {
@@ -124,7 +135,9 @@ func runAcrossInstances(t *testing.T, ddl string, evSeed int64, owners ...int) {
 		}
 	}
 	a.start()
-	waitListening(t, a.p, a.ns)
+	if !standalone {
+		waitListening(t, a.p, a.ns)
+	}
 	defer func() {
 		if t.Failed() {
 			t.Logf("A stderr:\n%s\nB stderr:\n%s", a.stderr(), b.stderr())
