@@ -239,19 +239,19 @@ type stage struct {
 	nodes []*opNode
 	// outHold is how far the output watermark trails the splits' (watermarkHolder).
 	outHold int64
-	out   output
-	sink  *sinkOp // the stage's exactly-once sink, if any
-	late  *sideOutput
-	opIDs []string     // ids of the stateful operators (state key prefixes)
-	opIn  []sql.Schema // each operator's (first) input row
+	out     output
+	sink    *sinkOp // the stage's exactly-once sink, if any
+	late    *sideOutput
+	opIDs   []string     // ids of the stateful operators (state key prefixes)
+	opIn    []sql.Schema // each operator's (first) input row
 
 	splits map[string]*split
 	order  []string
 	// producers are, per input of a stage reading shuffle topics, the upstream stage's
 	// splits (whose watermarks the input's watermark waits for).
 	producers [][]string
-	wm     int64 // output watermark
-	ended  []bool
+	wm        int64 // output watermark
+	ended     []bool
 	// finished: a root stage's input is exhausted (bounded); it waits for the job's last
 	// checkpoint and its end request.
 	finished bool

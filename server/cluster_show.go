@@ -103,12 +103,12 @@ func (e *Engine) showUnits() (*Result, error) {
 }
 
 var (
-	descMembers   = prometheus.NewDesc("rsql_cluster_members", "Live instances sharing the Postgres store, as this instance sees them.", nil, nil)
-	descUnit      = prometheus.NewDesc("rsql_job_unit", "A unit (stage, split) of a job this instance runs (1).", []string{"job", "stage", "split"}, nil)
-	descAssigned  = prometheus.NewDesc("rsql_job_units_assigned", "Units of a job the division gives this instance.", []string{"job"}, nil)
-	descMoves     = prometheus.NewDesc("rsql_job_unit_moves_total", "Units of a job moved to this instance (taken over) since it started.", []string{"job"}, nil)
-	descMoveSecs  = prometheus.NewDesc("rsql_job_unit_move_seconds_total", "Time those moves took, from the change of the assignment to running here.", []string{"job"}, nil)
-	descLastMove  = prometheus.NewDesc("rsql_job_unit_last_move_seconds", "How long the last unit moved to this instance took.", []string{"job"}, nil)
+	descMembers  = prometheus.NewDesc("rsql_cluster_members", "Live instances sharing the Postgres store, as this instance sees them.", nil, nil)
+	descUnit     = prometheus.NewDesc("rsql_job_unit", "A unit (stage, split) of a job this instance runs (1).", []string{"job", "stage", "split"}, nil)
+	descAssigned = prometheus.NewDesc("rsql_job_units_assigned", "Units of a job the division gives this instance.", []string{"job"}, nil)
+	descMoves    = prometheus.NewDesc("rsql_job_unit_moves_total", "Units of a job moved to this instance (taken over) since it started.", []string{"job"}, nil)
+	descMoveSecs = prometheus.NewDesc("rsql_job_unit_move_seconds_total", "Time those moves took, from the change of the assignment to running here.", []string{"job"}, nil)
+	descLastMove = prometheus.NewDesc("rsql_job_unit_last_move_seconds", "How long the last unit moved to this instance took.", []string{"job"}, nil)
 	clusterDescs = []*prometheus.Desc{descMembers, descUnit, descAssigned, descMoves, descMoveSecs, descLastMove}
 )
 
