@@ -169,6 +169,16 @@ func (sp *split) pos() SplitPos {
 	return p
 }
 
+// waiting reports whether a reader of the split knows of records it has not read yet.
+func (sp *split) waiting() bool {
+	for _, rd := range sp.rds {
+		if rd.lag != nil && rd.lag() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // ownWM is a source split's watermark from its own records.
 func (sp *split) ownWM() int64 { return splitWM(sp.maxTs, sp.delay) }
 
@@ -850,7 +860,8 @@ func (st *stage) alignBarrier(ctx context.Context, ev event) error {
 // that rose, then sets the output watermark to their minimum.
 //
 // A source split's watermark is its largest event time minus the delay. A split with no
-// record for its idle timeout is idle: it stops holding the others back and is pulled to the
+// record for its idle timeout, and no records known to wait for it (its reader's lag), is
+// idle: it stops holding the others back and is pulled to the
 // smallest watermark of the live splits. When every split is idle, the watermark goes to
 // the largest event time seen (every window ending at or before it fires, so the last
 // windows close when input stops), and beyond it with the wall clock only while the
@@ -878,7 +889,11 @@ func (st *stage) advance() error {
 		if sp.done {
 			continue
 		}
-		if sp.idleAfter > 0 && now.Sub(sp.lastActive) >= sp.idleAfter {
+		// A split whose reader knows of records it has not read yet (lag) is slow, not idle:
+		// a pull that takes longer than the idle timeout (a backlog read over the network
+		// on busy cores, a unit just taken over) must not let the other splits' watermark
+		// make its records late.
+		if sp.idleAfter > 0 && now.Sub(sp.lastActive) >= sp.idleAfter && !sp.waiting() {
 			sp.idle = true
 			continue
 		}

@@ -29,20 +29,26 @@ type clusterJob struct {
 	whole bool        // its plan keeps an exchange in process: all units on one member
 	// local are the units the job runs here now (divided jobs).
 	local map[exec.Unit]bool
-	// wantSince: units assigned here and not running here yet, since when (a move's
-	// duration counts from it).
-	wantSince map[exec.Unit]time.Time
+	// wantSince: units assigned here and not running here yet because another live
+	// member still holds them, since when and who (a move's duration counts from it).
+	wantSince map[exec.Unit]wanted
 	// moves counts the units moved here since this process started, moveTime their total
 	// duration, lastMove the last one's.
 	moves              int64
 	moveTime, lastMove time.Duration
 }
 
+// wanted is a unit waiting for its owner to hand it over.
+type wanted struct {
+	since time.Time
+	from  string
+}
+
 // job returns the cluster's record of job (made on first use). c.mu must be held.
 func (c *cluster) job(id string) *clusterJob {
 	cj := c.jobs[id]
 	if cj == nil {
-		cj = &clusterJob{local: map[exec.Unit]bool{}, wantSince: map[exec.Unit]time.Time{}}
+		cj = &clusterJob{local: map[exec.Unit]bool{}, wantSince: map[exec.Unit]wanted{}}
 		c.jobs[id] = cj
 	}
 	return cj
@@ -225,7 +231,7 @@ func (c *cluster) prepare(ctx context.Context, job string, plan *planner.Physica
 		if c.busyElsewhere(owners[u.String()]) {
 			c.mu.Lock()
 			if _, ok := cj.wantSince[u]; !ok {
-				cj.wantSince[u] = now
+				cj.wantSince[u] = wanted{since: now, from: owners[u.String()]}
 			}
 			c.mu.Unlock()
 			if whole {
@@ -289,25 +295,31 @@ func (c *cluster) busyElsewhere(owner string) bool {
 	return slices.Contains(c.members, owner)
 }
 
-// noteMove records and logs that unit u of job now runs here: how long after the
-// assignment gave it to this instance (or, for a unit taken at start, how long taking it
-// took). c.mu must be held.
+// noteMove records and logs that unit u of job now runs here, taken from from (its owner
+// in the shared store when it was acquired, "" if none): how long after the assignment
+// gave it to this instance while its owner still held it, or else how long taking it
+// took, and how it came (handed over by a live owner, taken over after its owner's lease
+// expired, or free: new, or released by an owner that stopped). c.mu must be held.
 func (c *cluster) noteMove(job string, cj *clusterJob, u exec.Unit, from string, loadStart time.Time) {
-	since, waited := cj.wantSince[u]
+	w, waited := cj.wantSince[u]
 	delete(cj.wantSince, u)
-	if !waited {
-		since = loadStart
+	since := loadStart
+	if waited {
+		since = w.since
 	}
 	d := time.Since(since)
 	cj.moves++
 	cj.moveTime += d
 	cj.lastMove = d
-	prev := "(released by its previous owner, or new)"
-	if from != "" && from != c.self.Name {
-		prev = "from " + from
+	how, prev := "free", ""
+	switch {
+	case from != "" && from != c.self.Name:
+		how, prev = "its owner's lease expired", " from "+from
+	case waited && w.from != "":
+		how, prev = "handed over", " from "+w.from
 	}
-	c.logf("cluster: job %s: unit %s moved here %s in %v (state loaded and started in %v)", job, u, prev,
-		d.Round(time.Millisecond), time.Since(loadStart).Round(time.Millisecond))
+	c.logf("cluster: job %s: unit %s moved here%s in %v (%s; state loaded and started in %v)", job, u, prev,
+		d.Round(time.Millisecond), how, time.Since(loadStart).Round(time.Millisecond))
 }
 
 // prepareInstance takes the instance's own split of job (loading its keys once per
@@ -456,7 +468,7 @@ func (c *cluster) moveUnits(ctx context.Context, rj *runningJob) {
 		if c.busyElsewhere(from) {
 			c.mu.Lock()
 			if _, ok := cj.wantSince[u]; !ok {
-				cj.wantSince[u] = now
+				cj.wantSince[u] = wanted{since: now, from: from}
 			}
 			c.mu.Unlock()
 			continue

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,11 +135,14 @@ func TestExchangeJobOnThreeInstances(t *testing.T) {
 
 	// The survivors logged each unit they took over, with the instance it came from and how
 	// long the move took, and A counts the units it gained in its metrics.
-	if !strings.Contains(a.stderr()+c.stderr(), "moved here from rsql-2 in ") {
-		t.Errorf("no unit of B was taken over from rsql-2 (A's and C's logs)")
+	takenOver := func(log, from string) bool {
+		return regexp.MustCompile(`unit \d+/\d+ moved here from ` + from + ` in \S+ \(its owner's lease expired;`).MatchString(log)
 	}
-	if !strings.Contains(a.stderr(), "moved here from rsql-3 in ") {
-		t.Errorf("A's log has no unit moved from rsql-3")
+	if !takenOver(a.stderr()+c.stderr(), "rsql-2") {
+		t.Errorf("no unit of B was taken over from rsql-2 after its lease expired (A's and C's logs)")
+	}
+	if !takenOver(a.stderr(), "rsql-3") {
+		t.Errorf("A's log has no unit taken over from rsql-3 after its lease expired")
 	}
 	// (The last move may still be loading when the store already names A its owner.)
 	var moves float64

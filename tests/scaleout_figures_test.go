@@ -33,7 +33,7 @@ func TestScaleOutFigures(t *testing.T) {
 	}
 }
 
-var moveLine = regexp.MustCompile(`unit (\d+/\d+) moved here (from \S+|\([^)]*\)) in ([0-9.]+[a-zµ]+)`)
+var moveLine = regexp.MustCompile(`unit (\d+/\d+) moved here(?: from (\S+))? in ([0-9.]+[a-zµ]+) \(([^;]*);`)
 
 func scaleOutFigures(t *testing.T, n int) {
 	pgc := startPostgres(t)
@@ -147,11 +147,12 @@ func scaleOutFigures(t *testing.T, n int) {
 	}
 }
 
-// moves lists the "unit moved here" lines of an instance's log as "unit from: duration".
+// moves lists the "unit moved here" lines of an instance's log as "unit from owner
+// duration (how)".
 func moves(log string) []string {
 	var out []string
 	for _, m := range moveLine.FindAllStringSubmatch(log, -1) {
-		out = append(out, fmt.Sprintf("%s %s %s", m[1], m[2], m[3]))
+		out = append(out, fmt.Sprintf("%s from %s %s (%s)", m[1], m[2], m[3], m[4]))
 	}
 	return out
 }
