@@ -35,6 +35,8 @@ var (
 	ErrReadOnly          = errors.New("broker: this broker is a slave and takes no writes")
 	ErrSlaveNotAvailable = errors.New("broker: stored, but no slave is connected to replicate it (sync replication)")
 	ErrSlaveTimeout      = errors.New("broker: stored, but no slave confirmed it in time (sync replication)")
+	// ErrACLFile: the access-control file cannot be read or parsed (the error says where).
+	ErrACLFile = errors.New("broker: ACL file")
 )
 
 const (

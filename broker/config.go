@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"rsql/broker/remoting"
 )
 
 // FlushMode says when an append is acknowledged relative to fsync.
@@ -168,6 +170,15 @@ type Config struct {
 	Replication ReplicationMode
 	// ReplicationTimeout bounds a sync-replicated send's wait for a slave (default 5 s).
 	ReplicationTimeout time.Duration
+	// ACLFile turns access control on: RocketMQ's plain_acl.yml, checked against every
+	// request from the network (acl.go; docs/security.md). "" (default): off.
+	ACLFile string
+	// ACLReloadInterval is how often the ACL file is looked at for changes (default 500 ms;
+	// negative: only ReloadACL reloads it).
+	ACLReloadInterval time.Duration
+	// Credentials sign the requests this broker sends to another (a slave's to its master,
+	// whose ACL must know the account; replication needs an admin account).
+	Credentials remoting.Credentials
 	// Logger receives operational messages (default: discard).
 	Logger *slog.Logger
 }
@@ -239,6 +250,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.ReplicationTimeout == 0 {
 		c.ReplicationTimeout = 5 * time.Second
+	}
+	if c.ACLReloadInterval == 0 {
+		c.ACLReloadInterval = 500 * time.Millisecond
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -18,6 +18,7 @@
 //	msgs, err := b.Peek("orders", q, offset, 20)           // inspection: not counted as consumed
 //	b.TopicGroupOffsets("orders")                          // committed offsets per group
 //	err = b.Serve("127.0.0.1:9876", "127.0.0.1:10911")     // name server + broker listeners
+//	b.ACL() / b.ReloadACL()                                 // access control (Config.ACLFile)
 //	err = b.Close()
 //
 // Append writes one batch to one queue with dense, consecutive queue offsets and returns the
@@ -76,6 +77,17 @@
 // oversize frames, and connections silent for longer than the client expiry, are closed. A
 // reply that cannot be written does not end a connection: what the peer sent before it
 // closed is still read and handled.
+//
+// # Access control
+//
+// With Config.ACLFile (RocketMQ's plain_acl.yml), every request from the network is
+// checked before it is handled, as RocketMQ's plain ACL checks it (acl.go): a signed
+// AccessKey of the file, its signature (HMAC-SHA1, remoting.Credentials), and the topic and
+// group permissions the request code needs; refused requests get NO_PERMISSION (16) with
+// RocketMQ's message. The name server's requests on the name-server listener and the
+// in-process API are not checked. The file is reloaded when it changes
+// (Config.ACLReloadInterval) and by ReloadACL; one that does not parse leaves the rules in
+// force. A slave signs its requests with Config.Credentials. docs/security.md has the rules.
 //
 // # Concurrency
 //

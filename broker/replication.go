@@ -309,8 +309,8 @@ func (b *Broker) replicateOnce() error {
 		}
 		opaque++
 		nc.SetDeadline(time.Now().Add(15 * time.Second))
-		resp, err := remoting.RoundTrip(nc, &remoting.Command{Code: codeReplFetch, Language: "GO", Version: 479,
-			Opaque: opaque, ExtFields: ext}, b.cfg.MaxFrameSize)
+		resp, err := remoting.RoundTrip(nc, b.signed(&remoting.Command{Code: codeReplFetch, Language: "GO", Version: 479,
+			Opaque: opaque, ExtFields: ext}), b.cfg.MaxFrameSize)
 		if err != nil {
 			return err
 		}
@@ -443,7 +443,7 @@ func (b *Broker) syncMetadataOnce() error {
 	defer nc.Close()
 	call := func(code int16) ([]byte, error) {
 		nc.SetDeadline(time.Now().Add(10 * time.Second))
-		r, err := remoting.RoundTrip(nc, &remoting.Command{Code: code, Language: "GO", Version: 479, Opaque: int32(code)}, b.cfg.MaxFrameSize)
+		r, err := remoting.RoundTrip(nc, b.signed(&remoting.Command{Code: code, Language: "GO", Version: 479, Opaque: int32(code)}), b.cfg.MaxFrameSize)
 		if err != nil {
 			return nil, err
 		}

@@ -40,6 +40,8 @@ type netServer struct {
 
 	filters filterCache
 
+	acl *acl // nil: access control off
+
 	stopped atomic.Pointer[stoppedErr] // why a listener stopped accepting, if one did
 }
 
@@ -68,6 +70,8 @@ type conn struct {
 	// Guarded by wmu.
 	wdead  bool
 	remote netip.AddrPort
+	// namesrv: accepted on the name-server listener (its requests are not ACL-checked).
+	namesrv bool
 }
 
 func (c *conn) close() {
@@ -120,6 +124,13 @@ func (b *Broker) Serve(namesrvAddr, brokerAddr string) error {
 	s := &netServer{b: b, conns: map[*conn]struct{}{}, done: make(chan struct{}),
 		groups: map[string]*consumerGroup{}, producers: map[string]map[string]*clientInfo{},
 		locks: map[string]map[string]*mqLock{}}
+	if b.cfg.ACLFile != "" {
+		a, err := openACL(b.cfg.ACLFile, b.cfg.ACLReloadInterval, b.cfg.Logger)
+		if err != nil {
+			return err
+		}
+		s.acl = a
+	}
 	bl, err := net.Listen("tcp", brokerAddr)
 	if err != nil {
 		return fmt.Errorf("broker: listen on broker address %s: %w", brokerAddr, err)
@@ -146,6 +157,10 @@ func (b *Broker) Serve(namesrvAddr, brokerAddr string) error {
 	s.wg.Add(2)
 	go s.expireClients()
 	go s.checkTransactions()
+	if s.acl != nil {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.acl.watch(s.done) }()
+	}
 	return nil
 }
 
@@ -198,7 +213,7 @@ func (s *netServer) accept(ln net.Listener) {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
-		c := &conn{c: nc, done: make(chan struct{})}
+		c := &conn{c: nc, done: make(chan struct{}), namesrv: ln == s.lns[0]}
 		c.remote, _ = netip.ParseAddrPort(nc.RemoteAddr().String())
 		s.mu.Lock()
 		s.conns[c] = struct{}{}
@@ -240,6 +255,14 @@ func (s *netServer) serveConn(c *conn) {
 		}
 		if cmd.IsResponse() {
 			continue // replies to our notifications
+		}
+		if s.acl != nil {
+			if reason := s.acl.check(cmd, c.remote.Addr(), c.namesrv); reason != "" {
+				if resp := s.acl.refusal(cmd, c.remote.Addr(), reason); resp != nil {
+					c.send(resp)
+				}
+				continue
+			}
 		}
 		if isSend(cmd.Code) {
 			// Sends are appended in the order they arrive on a connection (a producer that

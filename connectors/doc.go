@@ -27,9 +27,11 @@
 //   - Topics: BrokerSource/BrokerSink (the bundled broker in process) and
 //     RocketMQSource/RocketMQSink (any name server, rocketmq-client-go) pass one conformance
 //     test body. A missing topic is created with RocketMQConfig.CreateTopics on the master
-//     brokers the name server's cluster info names. GroupOffsets reads and commits a
-//     consumer group's offsets synchronously (rocketmq_admin.go, docs/broker.md "Protocol
-//     notes").
+//     brokers the name server's cluster info names (with a request of rsql's own, signed
+//     and checked: rocketmq-client-go's admin client does neither). GroupOffsets reads and
+//     commits a consumer group's offsets synchronously (rocketmq_admin.go, docs/broker.md
+//     "Protocol notes"). RocketMQConfig.Credentials sign every request of these, clients
+//     and admin calls alike, for brokers with access control (docs/security.md).
 //   - OpenNexmarkSource(options, schema, columns) generates the Nexmark benchmark's events
 //     (docs/nexmark.md): deterministic for its options, split by epochs of 50 events,
 //     bounded when events > 0. It is a RowSource: OpenRows hands over typed rows of the

@@ -18,6 +18,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
+
+	"rsql/broker/remoting"
 )
 
 // RocketMQConfig says how to reach a RocketMQ cluster (any name server: the bundled broker's
@@ -40,6 +42,9 @@ type RocketMQConfig struct {
 	Wait time.Duration
 	// SendTimeout bounds one send (default 10s).
 	SendTimeout time.Duration
+	// Credentials sign every request (clients and admin calls) for a broker with access
+	// control (docs/security.md); zero: unsigned.
+	Credentials remoting.Credentials
 }
 
 func (c RocketMQConfig) withDefaults() RocketMQConfig {
@@ -54,6 +59,13 @@ func (c RocketMQConfig) withDefaults() RocketMQConfig {
 		c.SendTimeout = 10 * time.Second
 	}
 	return c
+}
+
+// clientCredentials are Credentials for rocketmq-client-go (which signs when both keys
+// are set).
+func (c RocketMQConfig) clientCredentials() primitive.Credentials {
+	return primitive.Credentials{AccessKey: c.Credentials.AccessKey, SecretKey: c.Credentials.SecretKey,
+		SecurityToken: c.Credentials.SecurityToken}
 }
 
 // instanceSeq makes each client's instance name unique: rocketmq-client-go shares one client
@@ -80,7 +92,8 @@ func sortQueues(mqs []*primitive.MessageQueue) []*primitive.MessageQueue {
 // ensureRocketMQTopic returns the topic's queues, creating the topic with queues queues on
 // each master broker of the cluster (cfg.CreateTopics) when it has no route.
 func ensureRocketMQTopic(ctx context.Context, cfg RocketMQConfig, topic string, queues int) ([]*primitive.MessageQueue, error) {
-	a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{cfg.NameServer})))
+	a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{cfg.NameServer})),
+		admin.WithCredentials(cfg.clientCredentials()))
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: admin client for name server %s: %w", topic, cfg.NameServer, err)
 	}
@@ -95,7 +108,7 @@ func ensureRocketMQTopic(ctx context.Context, cfg RocketMQConfig, topic string, 
 		}
 		return nil, fmt.Errorf("topic %s has no route at name server %s (create it first): %v", topic, cfg.NameServer, err)
 	}
-	masters, err := masterBrokers(ctx, cfg.NameServer, cfg.Cluster)
+	masters, err := masterBrokers(ctx, cfg.Credentials, cfg.NameServer, cfg.Cluster)
 	if err != nil {
 		return nil, fmt.Errorf("topic %s does not exist and cannot be created: %w", topic, err)
 	}
@@ -103,8 +116,7 @@ func ensureRocketMQTopic(ctx context.Context, cfg RocketMQConfig, topic string, 
 		queues = 4
 	}
 	for _, addr := range masters {
-		if err := a.CreateTopic(ctx, admin.WithTopicCreate(topic), admin.WithBrokerAddrCreate(addr),
-			admin.WithReadQueueNums(queues), admin.WithWriteQueueNums(queues)); err != nil {
+		if err := createTopicOn(ctx, cfg.Credentials, addr, topic, queues); err != nil {
 			return nil, fmt.Errorf("topic %s: create on broker %s: %w", topic, addr, err)
 		}
 	}
@@ -148,7 +160,7 @@ func OpenRocketMQSource(ctx context.Context, cfg RocketMQConfig, topic string, q
 	pc, err := rocketmq.NewPullConsumer(
 		consumer.WithNsResolver(primitive.NewPassthroughResolver([]string{cfg.NameServer})),
 		consumer.WithGroupName(cfg.Group), consumer.WithInstance(instanceName("source")),
-		consumer.WithAutoCommit(false))
+		consumer.WithAutoCommit(false), consumer.WithCredentials(cfg.clientCredentials()))
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: pull consumer: %w", topic, err)
 	}
@@ -420,7 +432,8 @@ func OpenRocketMQSink(ctx context.Context, cfg RocketMQConfig, topic string, que
 	p, err := rocketmq.NewProducer(
 		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{cfg.NameServer})),
 		producer.WithGroupName(cfg.Group), producer.WithInstanceName(instanceName("sink")),
-		producer.WithQueueSelector(sel), producer.WithRetry(2), producer.WithSendMsgTimeout(cfg.SendTimeout))
+		producer.WithQueueSelector(sel), producer.WithRetry(2), producer.WithSendMsgTimeout(cfg.SendTimeout),
+		producer.WithCredentials(cfg.clientCredentials()))
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: producer: %w", topic, err)
 	}

@@ -19,6 +19,7 @@ import (
 const (
 	reqQueryConsumerOffset  = 14
 	reqUpdateConsumerOffset = 15
+	reqUpdateCreateTopic    = 17
 	reqGetMaxOffset         = 30
 	reqGetRoute             = 105
 	reqGetClusterInfo       = 106
@@ -32,9 +33,9 @@ const adminMaxFrame = 16 << 20
 
 var adminOpaque atomic.Int32
 
-// rmqCall sends one request to addr and returns its response: a new connection per call,
-// bounded by ctx (and 10 s at most).
-func rmqCall(ctx context.Context, addr string, code int16, ext map[string]string) (*remoting.Command, error) {
+// rmqCall sends one request to addr, signed with creds (when set), and returns its
+// response: a new connection per call, bounded by ctx (and 10 s at most).
+func rmqCall(ctx context.Context, creds remoting.Credentials, addr string, code int16, ext map[string]string) (*remoting.Command, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var d net.Dialer
@@ -49,7 +50,25 @@ func rmqCall(ctx context.Context, addr string, code int16, ext map[string]string
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Now()) })
 	defer stop()
 	req := &remoting.Command{Code: code, Language: "GO", Version: 479, Opaque: adminOpaque.Add(1), ExtFields: ext}
+	creds.Sign(req)
 	return remoting.RoundTrip(c, req, adminMaxFrame)
+}
+
+// createTopicOn creates (or widens) topic with queues read and write queues on the broker
+// at addr, as rocketmq-client-go's admin CreateTopic does, but signed with creds and
+// failing on a refusal (that client neither signs this request nor reads its answer).
+func createTopicOn(ctx context.Context, creds remoting.Credentials, addr, topic string, queues int) error {
+	n := strconv.Itoa(queues)
+	resp, err := rmqCall(ctx, creds, addr, reqUpdateCreateTopic, map[string]string{"topic": topic,
+		"defaultTopic": "TBW102", "readQueueNums": n, "writeQueueNums": n, "perm": "6",
+		"topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
+	if err != nil {
+		return err
+	}
+	if resp.Code != respSuccess {
+		return fmt.Errorf("code %d: %s", resp.Code, resp.Remark)
+	}
+	return nil
 }
 
 // topicRoute is what a name server answers for a topic: its brokers' addresses by broker
@@ -148,8 +167,8 @@ func quoteNumberKeys(b []byte) []byte {
 }
 
 // fetchRoute asks the name server ns for topic's route.
-func fetchRoute(ctx context.Context, ns, topic string) (*topicRoute, error) {
-	resp, err := rmqCall(ctx, ns, reqGetRoute, map[string]string{"topic": topic})
+func fetchRoute(ctx context.Context, creds remoting.Credentials, ns, topic string) (*topicRoute, error) {
+	resp, err := rmqCall(ctx, creds, ns, reqGetRoute, map[string]string{"topic": topic})
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: route from name server %s: %w", topic, ns, err)
 	}
@@ -163,8 +182,8 @@ func fetchRoute(ctx context.Context, ns, topic string) (*topicRoute, error) {
 // master broker (broker id 0) of cluster, sorted by broker name: where RocketMQ's admin tool
 // (`mqadmin updateTopic -c CLUSTER`) creates a topic. cluster "" is the only cluster the
 // name server knows.
-func masterBrokers(ctx context.Context, ns, cluster string) ([]string, error) {
-	resp, err := rmqCall(ctx, ns, reqGetClusterInfo, nil)
+func masterBrokers(ctx context.Context, creds remoting.Credentials, ns, cluster string) ([]string, error) {
+	resp, err := rmqCall(ctx, creds, ns, reqGetClusterInfo, nil)
 	if err != nil {
 		return nil, fmt.Errorf("cluster info from name server %s: %w", ns, err)
 	}
@@ -207,6 +226,7 @@ func masterBrokers(ctx context.Context, ns, cluster string) ([]string, error) {
 // numbered as the splits of RocketMQSource.
 type GroupOffsets struct {
 	group, topic string
+	creds        remoting.Credentials
 	queues       []groupQueue // by split number
 }
 
@@ -218,7 +238,7 @@ type groupQueue struct {
 // OpenGroupOffsets looks up topic's route at cfg's name server.
 func OpenGroupOffsets(ctx context.Context, cfg RocketMQConfig, group, topic string) (*GroupOffsets, error) {
 	cfg = cfg.withDefaults()
-	r, err := fetchRoute(ctx, cfg.NameServer, topic)
+	r, err := fetchRoute(ctx, cfg.Credentials, cfg.NameServer, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +246,7 @@ func OpenGroupOffsets(ctx context.Context, cfg RocketMQConfig, group, topic stri
 	for _, b := range r.BrokerDatas {
 		addrs[b.BrokerName] = b.BrokerAddrs["0"]
 	}
-	g := &GroupOffsets{group: group, topic: topic}
+	g := &GroupOffsets{group: group, topic: topic, creds: cfg.Credentials}
 	// The order of sortQueues: broker name, then queue id.
 	qd := r.QueueDatas
 	sort.Slice(qd, func(i, j int) bool { return qd[i].BrokerName < qd[j].BrokerName })
@@ -258,7 +278,7 @@ func (g *GroupOffsets) Committed(ctx context.Context, split int) (off int64, ok 
 	if err != nil {
 		return 0, false, err
 	}
-	resp, err := rmqCall(ctx, q.addr, reqQueryConsumerOffset, map[string]string{
+	resp, err := rmqCall(ctx, g.creds, q.addr, reqQueryConsumerOffset, map[string]string{
 		"consumerGroup": g.group, "topic": g.topic, "queueId": strconv.Itoa(q.id)})
 	if err != nil {
 		return 0, false, fmt.Errorf("group %s, topic %s queue %d: query offset at %s: %w", g.group, g.topic, split, q.addr, err)
@@ -282,7 +302,7 @@ func (g *GroupOffsets) End(ctx context.Context, split int) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	resp, err := rmqCall(ctx, q.addr, reqGetMaxOffset, map[string]string{"topic": g.topic, "queueId": strconv.Itoa(q.id)})
+	resp, err := rmqCall(ctx, g.creds, q.addr, reqGetMaxOffset, map[string]string{"topic": g.topic, "queueId": strconv.Itoa(q.id)})
 	if err != nil {
 		return 0, fmt.Errorf("topic %s queue %d: end offset at %s: %w", g.topic, split, q.addr, err)
 	}
@@ -299,7 +319,7 @@ func (g *GroupOffsets) Commit(ctx context.Context, split int, off int64) error {
 	if err != nil {
 		return err
 	}
-	resp, err := rmqCall(ctx, q.addr, reqUpdateConsumerOffset, map[string]string{
+	resp, err := rmqCall(ctx, g.creds, q.addr, reqUpdateConsumerOffset, map[string]string{
 		"consumerGroup": g.group, "topic": g.topic, "queueId": strconv.Itoa(q.id), "commitOffset": strconv.FormatInt(off, 10)})
 	if err != nil {
 		return fmt.Errorf("group %s, topic %s queue %d: commit offset %d at %s: %w", g.group, g.topic, split, off, q.addr, err)

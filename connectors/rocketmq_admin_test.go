@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"rsql/broker"
+	"rsql/broker/remoting"
 )
 
 // Apache RocketMQ's name server writes maps with number keys unquoted (fastjson); the
@@ -60,11 +61,11 @@ func TestMasterBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns, addr := b.Addrs()
-	got, err := masterBrokers(context.Background(), ns, "")
+	got, err := masterBrokers(context.Background(), remoting.Credentials{}, ns, "")
 	if err != nil || !reflect.DeepEqual(got, []string{addr}) {
 		t.Fatalf("masters = %v, %v; want [%s]", got, err, addr)
 	}
-	if got, err := masterBrokers(context.Background(), ns, "other"); err == nil {
+	if got, err := masterBrokers(context.Background(), remoting.Credentials{}, ns, "other"); err == nil {
 		t.Fatalf("masters of an unknown cluster: %v", got)
 	}
 	// A missing topic is created through them, not through a configured address.

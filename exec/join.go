@@ -62,14 +62,12 @@ type joinOp struct {
 
 // WatermarkHold is how far behind the watermark the event times of the rows the join emits
 // may be: an interval join emits a match when its second row arrives, the first kept up to
-// the interval; a regular join keeps rows for the state TTL.
+// the interval. A regular join does not hold the watermark back: holding it by the state
+// TTL (hours, days) would stall every event-time operator after it that long; its rows'
+// times are not event times (as in Flink SQL), see docs/sql.md "Joins".
 func (j *joinOp) WatermarkHold() int64 {
-	n := j.node
-	switch n.Mode {
-	case planner.JoinInterval:
+	if n := j.node; n.Mode == planner.JoinInterval {
 		return max(n.Upper, -n.Lower, 0)
-	case planner.JoinRegular:
-		return n.TTL
 	}
 	return 0
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"rsql/broker"
+	"rsql/broker/remoting"
 	"rsql/connectors"
 	"rsql/exec"
 	"rsql/sql"
@@ -45,6 +46,14 @@ type SystemConfig struct {
 	// Postgres, when set, is the URL of the checkpoint store, catalog and membership that
 	// several instances share (cluster mode, cluster.go).
 	Postgres string
+	// BrokerACLFile turns the bundled broker's access control on (broker.Config.ACLFile;
+	// docs/security.md): requests from the network must be signed by an account of the
+	// file. The engine reaches the bundled broker in process, unchecked. Its log lines
+	// (refusals, reloads) go to Log.
+	BrokerACLFile string
+	// BrokerCredentials sign the engine's requests to ExternalNamesrv's cluster, for
+	// brokers with access control.
+	BrokerCredentials remoting.Credentials
 
 	// Security (docs/security.md).
 
@@ -122,9 +131,14 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 	if cfg.ExternalNamesrv != "" {
 		// Missing topics (a job's sink or shuffle topic) are created on the cluster's masters,
 		// which the name server names.
-		eng.cfg.RocketMQ = &connectors.RocketMQConfig{NameServer: cfg.ExternalNamesrv, CreateTopics: true, Group: "rsql-server"}
+		eng.cfg.RocketMQ = &connectors.RocketMQConfig{NameServer: cfg.ExternalNamesrv, CreateTopics: true, Group: "rsql-server",
+			Credentials: cfg.BrokerCredentials}
 	} else {
-		b, err = broker.Open(broker.Config{Dir: filepath.Join(cfg.DataDir, "broker")})
+		bcfg := broker.Config{Dir: filepath.Join(cfg.DataDir, "broker"), ACLFile: cfg.BrokerACLFile}
+		if cfg.BrokerACLFile != "" {
+			bcfg.Logger = slog.New(slog.NewTextHandler(cfg.Log, nil)).With("component", "broker")
+		}
+		b, err = broker.Open(bcfg)
 		if err != nil {
 			eng.Close()
 			return nil, fmt.Errorf("open broker store: %w", err)

@@ -33,7 +33,22 @@ type BenchBrokerCmd struct {
 	Consumers  int    `name:"consumers" default:"2" help:"Push consumers in the consuming group."`
 	Flush      string `name:"flush" enum:"async,sync" default:"async" help:"Flush mode of the in-process broker."`
 	Namesrv    string `name:"namesrv" env:"RSQL_NAMESRV" help:"Measure this external RocketMQ name server's cluster instead of an in-process broker."`
+	ACL        bool   `name:"acl" help:"Turn access control on in the in-process broker and sign every request (measures the cost of the checks)."`
+
+	creds, adminCreds primitive.Credentials // with --acl
 }
+
+// benchACL is the ACL file of --acl: an admin account creates the topics, the clients use
+// one with default permissions (so each request goes through the permission checks).
+const benchACL = `accounts:
+  - accessKey: bench-admin
+    secretKey: bench-admin-secret
+    admin: true
+  - accessKey: bench-client
+    secretKey: bench-client-secret
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: SUB
+`
 
 type benchResult struct {
 	name               string
@@ -66,7 +81,16 @@ func (c *BenchBrokerCmd) Run() error {
 		}
 		defer os.RemoveAll(dir)
 		mode, _ := broker.ParseFlushMode(c.Flush)
-		b, err := broker.Open(broker.Config{Dir: filepath.Join(dir, "broker"), FlushMode: mode, SegmentSize: 256 << 20})
+		cfg := broker.Config{Dir: filepath.Join(dir, "broker"), FlushMode: mode, SegmentSize: 256 << 20}
+		if c.ACL {
+			cfg.ACLFile = filepath.Join(dir, "acl.yml")
+			if err := os.WriteFile(cfg.ACLFile, []byte(benchACL), 0o600); err != nil {
+				return err
+			}
+			c.creds = primitive.Credentials{AccessKey: "bench-client", SecretKey: "bench-client-secret"}
+			c.adminCreds = primitive.Credentials{AccessKey: "bench-admin", SecretKey: "bench-admin-secret"}
+		}
+		b, err := broker.Open(cfg)
 		if err != nil {
 			return err
 		}
@@ -75,7 +99,9 @@ func (c *BenchBrokerCmd) Run() error {
 			return err
 		}
 		ns, brokerAddr = b.Addrs()
-		fmt.Fprintf(os.Stderr, "in-process broker at %s (flush %s)\n", ns, c.Flush)
+		fmt.Fprintf(os.Stderr, "in-process broker at %s (flush %s, access control %v)\n", ns, c.Flush, c.ACL)
+	} else if c.ACL {
+		return &exitError{"--acl is for the in-process broker (not --namesrv)"}
 	} else if _, err := nameServer(&BrokerClientFlags{Namesrv: c.Namesrv}); err != nil {
 		return err
 	}
@@ -109,7 +135,7 @@ func (c *BenchBrokerCmd) runOne(ns, brokerAddr string, size int, batched bool) (
 	topic := fmt.Sprintf("bench-%d-%d-%d", size, batch, time.Now().UnixNano()%1e9)
 	res := benchResult{name: name, n: n}
 	resolver := primitive.NewPassthroughResolver([]string{ns})
-	if err := createBenchTopic(ns, brokerAddr, topic, c.Queues); err != nil {
+	if err := createBenchTopic(ns, brokerAddr, topic, c.Queues, c.adminCreds); err != nil {
 		return res, err
 	}
 	body := make([]byte, size)
@@ -130,7 +156,8 @@ func (c *BenchBrokerCmd) runOne(ns, brokerAddr string, size int, batched bool) (
 	start := time.Now()
 	for w := 0; w < c.Producers; w++ {
 		p, err := rocketmq.NewProducer(producer.WithNsResolver(resolver), producer.WithGroupName("rsql-bench"),
-			producer.WithInstanceName(fmt.Sprintf("bench-%d-%d", w, time.Now().UnixNano())), producer.WithRetry(2))
+			producer.WithInstanceName(fmt.Sprintf("bench-%d-%d", w, time.Now().UnixNano())), producer.WithRetry(2),
+			producer.WithCredentials(c.creds))
 		if err != nil {
 			return res, err
 		}
@@ -197,7 +224,7 @@ func (c *BenchBrokerCmd) runOne(ns, brokerAddr string, size int, batched bool) (
 			consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithPullBatchSize(1024),
 			consumer.WithConsumeMessageBatchMaxSize(1024), consumer.WithPullThresholdForQueue(16384),
 			consumer.WithPullThresholdSizeForQueue(256), consumer.WithConsumeConcurrentlyMaxSpan(65535),
-			consumer.WithInstance(fmt.Sprintf("bench-c%d-%s", i, topic)))
+			consumer.WithInstance(fmt.Sprintf("bench-c%d-%s", i, topic)), consumer.WithCredentials(c.creds))
 		if err != nil {
 			return res, err
 		}
@@ -219,17 +246,17 @@ func (c *BenchBrokerCmd) runOne(ns, brokerAddr string, size int, batched bool) (
 
 	// End-to-end latency at a moderate rate: born time to delivery, one consumer running.
 	var err error
-	res.e2eP50, res.e2eP99, err = liveLatency(resolver, topic+"-live", size, batched)
+	res.e2eP50, res.e2eP99, err = liveLatency(resolver, c.creds, topic+"-live", size, batched)
 	return res, err
 }
 
 // createBenchTopic creates the topic with the admin client when the broker address is
 // known (in-process broker); otherwise the first send auto-creates it.
-func createBenchTopic(ns, brokerAddr, topic string, queues int) error {
+func createBenchTopic(ns, brokerAddr, topic string, queues int, creds primitive.Credentials) error {
 	if brokerAddr == "" {
 		return nil
 	}
-	a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{ns})))
+	a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{ns})), admin.WithCredentials(creds))
 	if err != nil {
 		return err
 	}
@@ -256,19 +283,20 @@ func percentile(d []time.Duration, q float64) time.Duration {
 
 // liveLatency sends 2,000 messages at about 2,000 per second (in batches of 20 when
 // batched) while a consumer runs, and measures born-to-delivery latency.
-func liveLatency(resolver primitive.NsResolver, topic string, size int, batched bool) (time.Duration, time.Duration, error) {
+func liveLatency(resolver primitive.NsResolver, creds primitive.Credentials, topic string, size int, batched bool) (time.Duration, time.Duration, error) {
 	const n = 2000
 	var mu sync.Mutex
 	var lats []time.Duration
 	done := make(chan struct{})
 	var once sync.Once
 	pc, err := rocketmq.NewPushConsumer(consumer.WithNsResolver(resolver), consumer.WithGroupName("bench-live-"+topic),
-		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithInstance("bench-live-"+topic))
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithInstance("bench-live-"+topic),
+		consumer.WithCredentials(creds))
 	if err != nil {
 		return 0, 0, err
 	}
 	p, err := rocketmq.NewProducer(producer.WithNsResolver(resolver), producer.WithGroupName("rsql-bench-live"),
-		producer.WithInstanceName("bench-live-"+topic))
+		producer.WithInstanceName("bench-live-"+topic), producer.WithCredentials(creds))
 	if err != nil {
 		return 0, 0, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -94,12 +95,34 @@ func parseBytes(s string) (int64, error) {
 	return n * mult, nil
 }
 
+// reloadACLOnHangup reloads b's ACL file on every SIGHUP until ctx ends (the broker logs
+// the outcome; a file that does not parse leaves the rules in force).
+func reloadACLOnHangup(ctx context.Context, b *broker.Broker) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				b.ReloadACL()
+			}
+		}
+	}()
+}
+
 // BrokerCmd runs only the bundled broker.
 type BrokerCmd struct {
 	DataDirFlag
 	NamesrvAddr string `name:"namesrv-addr" env:"RSQL_NAMESRV_ADDR" default:"127.0.0.1:9876" help:"Name-server listen address."`
 	BrokerAddr  string `name:"broker-addr" env:"RSQL_BROKER_ADDR" default:"127.0.0.1:10911" help:"Broker listen address."`
 	BrokerFlags `embed:""`
+	BrokerACLFlags
+	// A slave signs its requests to the master with these (replication needs an admin
+	// account of the master's ACL).
+	CredentialFlags
 }
 
 func (c *BrokerCmd) Run() error {
@@ -109,6 +132,10 @@ func (c *BrokerCmd) Run() error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg.Logger = log
+	cfg.ACLFile = c.ACLFile
+	if cfg.Credentials, err = c.Credentials(); err != nil {
+		return err
+	}
 	b, err := broker.Open(cfg)
 	if err != nil {
 		return &exitError{fmt.Sprintf("cannot open the broker store in %s: %v", cfg.Dir, err)}
@@ -120,9 +147,15 @@ func (c *BrokerCmd) Run() error {
 	ns, ba := b.Addrs()
 	log.Info("broker ready", "namesrv", ns, "broker", ba, "dir", cfg.Dir, "flush", cfg.FlushMode.String(),
 		"role", cfg.Role.String(), "master", cfg.MasterAddr)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	<-sig
+	if acl := b.ACL(); acl.File != "" {
+		log.Info("access control on", "acl_file", acl.File, "accounts", acl.Accounts)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if c.ACLFile != "" {
+		reloadACLOnHangup(ctx, b)
+	}
+	<-ctx.Done()
 	log.Info("stopping broker")
 	if err := b.Close(); err != nil {
 		return fmt.Errorf("closing the broker: %w", err)

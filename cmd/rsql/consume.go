@@ -81,7 +81,8 @@ func (c *ConsumeCmd) Run() error {
 // after each batch) until c.Max records, c.IdleExit without records or ctx's end; then, with
 // c.Group, it commits what was emitted. It returns the number of records emitted.
 func consumeTopic(ctx context.Context, ns string, c *ConsumeCmd, emit func([]byte), flush func()) (int, error) {
-	cfg := connectors.RocketMQConfig{NameServer: ns, Group: "rsql-consume"}
+	creds, _ := c.Credentials() // checked by nameServer
+	cfg := connectors.RocketMQConfig{NameServer: ns, Group: "rsql-consume", Credentials: creds}
 	src, err := connectors.OpenRocketMQSource(ctx, cfg, c.Topic, 0)
 	if err != nil {
 		return 0, &exitError{fmt.Sprintf("cannot consume %s: %v (does the topic exist?)", c.Topic, err)}
@@ -210,7 +211,8 @@ func (c *ConsumeCmd) lookup(ns string, tbl *recordTable) error {
 	if c.Max > 0 {
 		limit = min(c.Max, 64)
 	}
-	msgs, err := lookupMessages(ns, c.Topic, c.Key, c.MsgID, limit)
+	creds, _ := c.Credentials() // checked by nameServer
+	msgs, err := lookupMessages(ns, creds, c.Topic, c.Key, c.MsgID, limit)
 	if err != nil {
 		return err
 	}

@@ -26,8 +26,8 @@ import (
 
 var lookupOpaque atomic.Int32
 
-// remoteCall sends one request to addr and returns the reply.
-func remoteCall(addr string, req *remoting.Command) (*remoting.Command, error) {
+// remoteCall sends one request to addr, signed with creds when set, and returns the reply.
+func remoteCall(addr string, creds remoting.Credentials, req *remoting.Command) (*remoting.Command, error) {
 	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
 	if err != nil {
 		return nil, err
@@ -35,12 +35,13 @@ func remoteCall(addr string, req *remoting.Command) (*remoting.Command, error) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	req.Language, req.Version, req.Opaque = "GO", 479, lookupOpaque.Add(1)
+	creds.Sign(req)
 	return remoting.RoundTrip(c, req, 64<<20)
 }
 
 // topicBrokers returns the master addresses serving a topic, from the name server.
-func topicBrokers(ns, topic string) ([]string, error) {
-	resp, err := remoteCall(ns, &remoting.Command{Code: 105, ExtFields: map[string]string{"topic": topic}})
+func topicBrokers(ns string, creds remoting.Credentials, topic string) ([]string, error) {
+	resp, err := remoteCall(ns, creds, &remoting.Command{Code: 105, ExtFields: map[string]string{"topic": topic}})
 	if err != nil {
 		return nil, fmt.Errorf("asking %s for the route of %s: %w", ns, topic, err)
 	}
@@ -72,8 +73,8 @@ func topicBrokers(ns, topic string) ([]string, error) {
 
 // lookupMessages finds a topic's messages by key, or the one with a message id (an
 // offsetMsgId, else a client message id), sorted by store time.
-func lookupMessages(ns, topic, key, msgID string, limit int) ([]broker.Message, error) {
-	addrs, err := topicBrokers(ns, topic)
+func lookupMessages(ns string, creds remoting.Credentials, topic, key, msgID string, limit int) ([]broker.Message, error) {
+	addrs, err := topicBrokers(ns, creds, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +84,7 @@ func lookupMessages(ns, topic, key, msgID string, limit int) ([]broker.Message, 
 				if a != addr {
 					continue
 				}
-				resp, err := remoteCall(a, &remoting.Command{Code: 33, ExtFields: map[string]string{"offset": strconv.FormatInt(off, 10)}})
+				resp, err := remoteCall(a, creds, &remoting.Command{Code: 33, ExtFields: map[string]string{"offset": strconv.FormatInt(off, 10)}})
 				if err != nil {
 					return nil, err
 				}
@@ -107,7 +108,7 @@ func lookupMessages(ns, topic, key, msgID string, limit int) ([]broker.Message, 
 		if msgID != "" {
 			ext["_UNIQUE_KEY_QUERY"] = "true"
 		}
-		resp, err := remoteCall(a, &remoting.Command{Code: 12, ExtFields: ext})
+		resp, err := remoteCall(a, creds, &remoting.Command{Code: 12, ExtFields: ext})
 		if err != nil {
 			return nil, fmt.Errorf("querying %s: %w", a, err)
 		}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+
+	"rsql/broker/remoting"
 )
 
 // The flag groups below are embedded by the subcommands that take them, so each
@@ -28,6 +30,29 @@ type ListenFlags struct {
 type ClusterFlags struct {
 	Namesrv  string `name:"namesrv" env:"RSQL_NAMESRV" help:"External RocketMQ name server to use instead of the bundled broker; topics are created on the master brokers of its cluster."`
 	Postgres string `name:"postgres" env:"RSQL_POSTGRES" help:"Postgres URL: remote checkpoint store and shared catalog (several instances)."`
+	CredentialFlags
+}
+
+// CredentialFlags sign a RocketMQ client's requests for brokers with access control
+// (docs/security.md, "Broker access control"). The environment variables keep the secret
+// out of the process list; neither key is ever printed.
+type CredentialFlags struct {
+	AccessKey string `name:"access-key" env:"RSQL_ACCESS_KEY" placeholder:"KEY" help:"Access key of a broker ACL account: sign RocketMQ requests with it (with --secret-key)."`
+	SecretKey string `name:"secret-key" env:"RSQL_SECRET_KEY" placeholder:"KEY" help:"Secret key of that account (prefer the environment variable)."`
+}
+
+// Credentials returns the configured credentials (zero: sign nothing), or an error when
+// only one of the two keys is given.
+func (f CredentialFlags) Credentials() (remoting.Credentials, error) {
+	if (f.AccessKey == "") != (f.SecretKey == "") {
+		return remoting.Credentials{}, &exitError{"--access-key and --secret-key (RSQL_ACCESS_KEY, RSQL_SECRET_KEY) go together: give both or neither"}
+	}
+	return remoting.Credentials{AccessKey: f.AccessKey, SecretKey: f.SecretKey}, nil
+}
+
+// BrokerACLFlags turn on the access control of a broker this process serves.
+type BrokerACLFlags struct {
+	ACLFile string `name:"acl-file" env:"RSQL_ACL_FILE" type:"existingfile" placeholder:"FILE" help:"RocketMQ plain_acl.yml: the broker serves only requests signed by its accounts, with their permissions; reloaded when it changes or on SIGHUP (docs/security.md)."`
 }
 
 // SecurityFlags are the protections of a process that serves the Postgres wire (rsql
@@ -63,6 +88,7 @@ type LimitFlags struct {
 type BrokerClientFlags struct {
 	NamesrvAddr string `name:"namesrv-addr" env:"RSQL_NAMESRV_ADDR" default:"127.0.0.1:9876" help:"Name server of the bundled broker to talk to."`
 	Namesrv     string `name:"namesrv" env:"RSQL_NAMESRV" help:"External RocketMQ name server to talk to instead (overrides --namesrv-addr)."`
+	CredentialFlags
 }
 
 // CLI is the whole command line. Each subcommand's type lives in its own file; the hidden

@@ -51,6 +51,9 @@ func (quietLogger) OutputPath(string) error                { return nil }
 // nameServer resolves the name server to use and checks that something answers there.
 func nameServer(cm *BrokerClientFlags) (string, error) {
 	rlog.SetLogger(quietLogger{})
+	if _, err := cm.Credentials(); err != nil {
+		return "", err
+	}
 	addr, hint := cm.NamesrvAddr, "start one with `rsql server` (or `rsql broker`)"
 	if cm.Namesrv != "" {
 		addr, hint = strings.TrimPrefix(cm.Namesrv, "http://"), "check --namesrv"
@@ -271,7 +274,8 @@ func (c *ProduceCmd) Run() error {
 	sel := &keyQueueSelector{}
 	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
 		producer.WithGroupName("rsql-produce"), producer.WithRetry(2), producer.WithQueueSelector(sel),
-		producer.WithSendMsgTimeout(10*time.Second))
+		producer.WithSendMsgTimeout(10*time.Second), producer.WithCredentials(primitive.Credentials{
+			AccessKey: c.AccessKey, SecretKey: c.SecretKey}))
 	if err != nil {
 		return err
 	}

@@ -20,17 +20,24 @@ type ServerCmd struct {
 	ListenFlags
 	ClusterFlags
 	SecurityFlags
+	BrokerACLFlags
 	StateBackend string `name:"state-backend" default:"rocksdb" enum:"rocksdb,memory" help:"Where operator state lives."`
 }
 
 func (c *ServerCmd) Run() error {
-	sys, err := startSystem(c.DataDir, c.ListenFlags, c.ClusterFlags, c.SecurityFlags, nil, c.StateBackend)
+	if c.ACLFile != "" && c.Namesrv != "" {
+		return &exitError{"--acl-file protects the bundled broker, which --namesrv replaces: set access control on that cluster's brokers"}
+	}
+	sys, err := startSystem(c.DataDir, c.ListenFlags, c.ClusterFlags, c.SecurityFlags, c.ACLFile, nil, c.StateBackend)
 	if err != nil {
 		return err
 	}
 	banner(os.Stderr, c.DataDir, c.ListenFlags, c.ClusterFlags, sys)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if sys.Broker != nil && c.ACLFile != "" {
+		reloadACLOnHangup(ctx, sys.Broker)
+	}
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "rsql: stopping (checkpointing jobs, flushing the broker)")
 	if err := sys.Close(); err != nil {
@@ -40,16 +47,21 @@ func (c *ServerCmd) Run() error {
 }
 
 // startSystem starts the whole system. fileRoots are the file roots when --file-root is
-// not given (nil: the engine's default, the data directory's files/).
-func startSystem(dataDir string, l ListenFlags, cf ClusterFlags, sf SecurityFlags, fileRoots []string, backend string) (*server.System, error) {
+// not given (nil: the engine's default, the data directory's files/); aclFile turns the
+// bundled broker's access control on.
+func startSystem(dataDir string, l ListenFlags, cf ClusterFlags, sf SecurityFlags, aclFile string, fileRoots []string, backend string) (*server.System, error) {
 	if len(sf.FileRoot) > 0 {
 		fileRoots = sf.FileRoot
+	}
+	creds, err := cf.Credentials()
+	if err != nil {
+		return nil, err
 	}
 	lf := sf.LimitFlags
 	sys, err := server.StartSystem(server.SystemConfig{
 		DataDir: dataDir, PgAddr: l.PgAddr, NamesrvAddr: l.NamesrvAddr, BrokerAddr: l.BrokerAddr,
 		HTTPAddr: l.HTTPAddr, StateBackend: backend, Version: version,
-		ExternalNamesrv: cf.Namesrv, Postgres: cf.Postgres,
+		ExternalNamesrv: cf.Namesrv, Postgres: cf.Postgres, BrokerACLFile: aclFile, BrokerCredentials: creds,
 		Auth: sf.Auth, AdminPassword: sf.AdminPassword,
 		TLSCert: sf.TLSCert, TLSKey: sf.TLSKey, TLSSelfSigned: sf.TLSSelfSigned, TLSRequire: sf.TLSRequire,
 		FileRoots: fileRoots,
@@ -92,6 +104,9 @@ func banner(w *os.File, dataDir string, l ListenFlags, cf ClusterFlags, sys *ser
 		fmt.Fprintf(w, "  clients         trust: no password, from this machine only (docs/security.md)\n")
 	default:
 		fmt.Fprintf(w, "  clients         password (scram-sha-256); admin user %s\n", server.AdminUser)
+	}
+	if st := sys.Broker; st != nil && st.ACL().File != "" {
+		fmt.Fprintf(w, "  broker ACL      %s (%d accounts; reloaded when it changes or on SIGHUP)\n", st.ACL().File, st.ACL().Accounts)
 	}
 	if sys.TLSCertFile != "" {
 		fmt.Fprintf(w, "  TLS             %s\n", sys.TLSCertFile)
