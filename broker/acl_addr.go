@@ -10,11 +10,11 @@ import (
 
 // addrPattern is a white-listed remote address of RocketMQ's ACL file, in one of its forms:
 //
-//	*   *.*.*.*   *:*:*:*:*:*:*:*        every address
-//	192.168.0.1   ::1                    one address
-//	192.168.0.1,192.168.0.2              a list
-//	192.168.0.{1,2}   1050::5:{1,2}      a list sharing a prefix
-//	192.168.*.*   192.168.1-10.*   192.168.*.   1050::5:600:300c:*   ranges per segment
+//   - *.*.*.*   *:*:*:*:*:*:*:*        every address
+//     192.168.0.1   ::1                    one address
+//     192.168.0.1,192.168.0.2              a list
+//     192.168.0.{1,2}   1050::5:{1,2}      a list sharing a prefix
+//     192.168.*.*   192.168.1-10.*   192.168.*.   1050::5:600:300c:*   ranges per segment
 //
 // A segment of a range is a number, *, or low-high (IPv6 segments in hex). Missing
 // trailing segments are *. An IPv4-mapped IPv6 remote address matches as IPv4.

@@ -169,5 +169,5 @@ func benchACLCheck(b *testing.B, body int) {
 	}
 }
 
-func BenchmarkACLCheckSend100(b *testing.B)       { benchACLCheck(b, 100) }
+func BenchmarkACLCheckSend100(b *testing.B)      { benchACLCheck(b, 100) }
 func BenchmarkACLCheckSendBatch128(b *testing.B) { benchACLCheck(b, 128*(100+22)) }

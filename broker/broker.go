@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -30,6 +31,8 @@ var (
 	// EndTransaction: no prepared message there, or not the one described.
 	ErrTxnNotFound = errors.New("broker: no prepared transactional message at that commit-log offset")
 	ErrTxnMismatch = errors.New("broker: end of transaction does not match its prepared message")
+	// SetTransactionChecker: the producer group has an in-process checker already.
+	ErrTxnChecker = errors.New("broker: the producer group already has an in-process transaction checker")
 	// Replication: a slave refuses writes; with sync replication an append is stored but
 	// not (yet) on a slave.
 	ErrReadOnly          = errors.New("broker: this broker is a slave and takes no writes")
@@ -104,6 +107,9 @@ type Broker struct {
 	idx      *indexService // nil when Config.DisableIndex
 
 	net *netServer
+	// topicsChanged is poked (never blocking) when the topic table changes, so that a
+	// broker registered with name servers registers again at once (register.go).
+	topicsChanged chan struct{}
 }
 
 // Open opens (creating if needed) the store in cfg.Dir and recovers it.
@@ -115,7 +121,7 @@ func Open(cfg Config) (*Broker, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	b := &Broker{cfg: cfg, topics: map[string]*topic{}, txn: newTxnStore(), stats: newBrokerStats(), replM: newReplMaster(),
+	b := &Broker{cfg: cfg, topics: map[string]*topic{}, topicsChanged: make(chan struct{}, 1), txn: newTxnStore(), stats: newBrokerStats(), replM: newReplMaster(),
 		fkick: make(chan struct{}, 1), done: make(chan struct{})}
 	b.fcond = sync.NewCond(&b.fmu)
 	b.storeHost.Store(netip.MustParseAddrPort("127.0.0.1:10911"))
@@ -147,6 +153,10 @@ func Open(cfg Config) (*Broker, error) {
 	}
 	b.wg.Add(4)
 	go b.every(time.Second, "statistics", func() error { b.stats.sample(time.Now(), b.served.Load()); return nil })
+	if b.cfg.ReleaseInterval > 0 {
+		b.wg.Add(1)
+		go b.every(b.cfg.ReleaseInterval, "releasing mapped pages", b.releaseMapped)
+	}
 	go b.flusher()
 	go b.every(b.cfg.CheckpointInterval, "checkpoint", b.checkpoint)
 	go b.every(b.cfg.RetentionCheckInterval, "retention", b.EnforceRetention)
@@ -179,7 +189,7 @@ func (b *Broker) load() (map[int64]bool, error) {
 	if b.subs, err = openSubGroups(b.path("subscriptionGroups.json")); err != nil {
 		return nil, err
 	}
-	cl, err := openCommitLog(b.path("commitlog"), b.cfg.SegmentSize)
+	cl, err := openCommitLog(b.cfg.fs, b.path("commitlog"), b.cfg.SegmentSize)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +246,15 @@ func (b *Broker) load() (map[int64]bool, error) {
 			q.dropBelow(minPhys)
 		}
 	}
-	return committed, b.saveTopics()
+	if err := b.saveTopics(); err != nil {
+		if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
+			return nil, err
+		}
+		// On a full disk the broker still opens, to serve reads: topics.json is rewritten
+		// at the next change, and recovery derives what it lacks from the log meanwhile.
+		b.cfg.Logger.Warn("no space to rewrite topics.json; serving reads, sends fail until space returns", "err", err)
+	}
+	return committed, nil
 }
 
 // dispatch writes the consume-queue entry of a record found in the log (by recovery, or
@@ -266,7 +284,7 @@ func (b *Broker) openTopic(ti TopicInfo) (*topic, error) {
 		t = &topic{info: ti}
 	}
 	for i := len(t.queues); i < ti.Queues; i++ {
-		q, err := openConsumeQueue(b.path("consumequeue"), ti.Name, i, b.cfg.QueueFileEntries)
+		q, err := openConsumeQueue(b.cfg.fs, b.path("consumequeue"), ti.Name, i, b.cfg.QueueFileEntries)
 		if err != nil {
 			return nil, err
 		}
@@ -286,6 +304,10 @@ func (b *Broker) saveTopics() error {
 		infos = append(infos, t.info)
 	}
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Name < infos[j].Name })
+	select {
+	case b.topicsChanged <- struct{}{}:
+	default:
+	}
 	return writeJSON(b.path("topics.json"), infos)
 }
 
@@ -777,7 +799,7 @@ type checkpointData struct {
 
 // openIndex opens the key index and sets where the indexer resumes.
 func (b *Broker) openIndex() error {
-	idx, rebuildFrom, err := openIndex(b.path("index"), b.cfg.IndexSlots, b.cfg.IndexEntries, b.cfg.IndexSpan,
+	idx, rebuildFrom, err := openIndex(b.cfg.fs, b.path("index"), b.cfg.IndexSlots, b.cfg.IndexEntries, b.cfg.IndexSpan,
 		func(msg string, args ...any) { b.cfg.Logger.Warn(msg, args...) })
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -12,18 +13,26 @@ import (
 	"syscall"
 )
 
-// segment is one commit-log file, mapped read-write over its whole size.
+// segment is one commit-log file, mapped read-write over its whole size. res is the
+// writer's: the bytes reserved on disk (fsys.go); nothing past it is written.
 type segment struct {
 	base int64
 	f    *os.File
 	data []byte
+	// touched: pages of the mapping may have become resident since the last release
+	// (resident.go).
+	touched atomic.Bool
+	res     reservation
 }
 
 func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
 
-func openSegment(dir string, base, size int64) (*segment, error) {
+// segmentReserveChunk is how far ahead of the writer a segment's blocks are reserved.
+const segmentReserveChunk = 4 << 20
+
+func openSegment(fs storeFS, dir string, base, size int64) (*segment, error) {
 	path := filepath.Join(dir, segmentName(base))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("broker: open segment: %w", err)
 	}
@@ -47,7 +56,14 @@ func openSegment(dir string, base, size int64) (*segment, error) {
 		f.Close()
 		return nil, fmt.Errorf("broker: map segment %s: %w", path, err)
 	}
-	return &segment{base: base, f: f, data: data}, nil
+	s := &segment{base: base, f: f, data: data, res: reservation{size: size, chunk: segmentReserveChunk}}
+	s.touched.Store(true)
+	return s, nil
+}
+
+// reserve backs the segment's bytes up to rel+n on disk before the writer writes them.
+func (s *segment) reserve(fs storeFS, rel, n int64) error {
+	return s.res.ensure(fs, s.f, "commit-log segment "+segmentName(s.base), rel+n)
 }
 
 func (s *segment) close() error {
@@ -63,6 +79,7 @@ func (s *segment) close() error {
 type commitLog struct {
 	dir     string
 	segSize int64
+	fs      storeFS
 
 	mu   sync.RWMutex
 	segs []*segment
@@ -72,7 +89,7 @@ type commitLog struct {
 	flushed   atomic.Int64 // records below are fsynced
 }
 
-func openCommitLog(dir string, segSize int64) (*commitLog, error) {
+func openCommitLog(fs storeFS, dir string, segSize int64) (*commitLog, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -80,7 +97,7 @@ func openCommitLog(dir string, segSize int64) (*commitLog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	cl := &commitLog{dir: dir, segSize: segSize}
+	cl := &commitLog{dir: dir, segSize: segSize, fs: fs}
 	var bases []int64
 	for _, e := range ents {
 		base, err := strconv.ParseInt(e.Name(), 10, 64)
@@ -94,7 +111,7 @@ func openCommitLog(dir string, segSize int64) (*commitLog, error) {
 	}
 	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 	for _, b := range bases {
-		s, err := openSegment(dir, b, segSize)
+		s, err := openSegment(fs, dir, b, segSize)
 		if err != nil {
 			cl.close()
 			return nil, err
@@ -140,17 +157,22 @@ func (cl *commitLog) segFor(off int64) *segment {
 }
 
 // reserve returns the bytes for a record of n bytes at cl.wpos, rolling to a new segment
-// (after a blank marker) when the current one cannot hold n plus a blank marker.
-// Called by the writer only.
+// (after a blank marker) when the current one cannot hold n plus a blank marker. The bytes
+// (and room for the blank marker after them) are reserved on disk first: on a full disk it
+// fails with ErrNoSpace and the write position stays. Called by the writer only.
 func (cl *commitLog) reserve(n int) ([]byte, int64, error) {
 	pos := cl.wpos
 	rel := pos % cl.segSize
 	if rel+int64(n)+blankSize > cl.segSize {
-		// Mark the rest of this segment as blank and move on.
+		// Mark the rest of this segment as blank and move on. The marker's bytes were
+		// reserved with the record before it (or with the segment's recovery).
 		cl.mu.RLock()
 		s := cl.segFor(pos)
 		cl.mu.RUnlock()
 		if s != nil {
+			if err := s.reserve(cl.fs, rel, blankSize); err != nil {
+				return nil, 0, err
+			}
 			binary.BigEndian.PutUint32(s.data[rel:], uint32(cl.segSize-rel))
 			binary.BigEndian.PutUint32(s.data[rel+4:], magicBlank)
 		}
@@ -162,7 +184,7 @@ func (cl *commitLog) reserve(n int) ([]byte, int64, error) {
 	s := cl.segFor(pos)
 	cl.mu.RUnlock()
 	if s == nil {
-		ns, err := openSegment(cl.dir, pos-rel, cl.segSize)
+		ns, err := openSegment(cl.fs, cl.dir, pos-rel, cl.segSize)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -170,6 +192,9 @@ func (cl *commitLog) reserve(n int) ([]byte, int64, error) {
 		cl.segs = append(cl.segs, ns)
 		cl.mu.Unlock()
 		s = ns
+	}
+	if err := s.reserve(cl.fs, rel, min(int64(n)+blankSize, cl.segSize-rel)); err != nil {
+		return nil, 0, err
 	}
 	cl.wpos = pos + int64(n)
 	return s.data[rel : rel+int64(n)], pos, nil
@@ -184,7 +209,9 @@ func (cl *commitLog) rollback(start int64) {
 	s := cl.segFor(start)
 	cl.mu.RUnlock()
 	if s != nil {
-		end := min(cl.wpos-s.base, cl.segSize)
+		// Only reserved bytes were written (a blank marker and the records before a failed
+		// reservation); the rest may have no blocks.
+		end := min(cl.wpos-s.base, cl.segSize, s.res.reserved)
 		if rel := start - s.base; end > rel {
 			clear(s.data[rel:end])
 		}
@@ -207,6 +234,9 @@ func (cl *commitLog) read(dst []byte, off int64, size int) ([]byte, error) {
 	rel := off - s.base
 	if rel+int64(size) > cl.segSize {
 		return dst, fmt.Errorf("broker: commit-log range %d+%d crosses a segment", off, size)
+	}
+	if !s.touched.Load() {
+		s.touched.Store(true)
 	}
 	return append(dst, s.data[rel:rel+int64(size)]...), nil
 }
@@ -264,6 +294,10 @@ func (cl *commitLog) recover(start int64, fn func(r *recordView, off int64)) (in
 		start = last.base
 	}
 	pos := start
+	// The scan reads through the files, not the mappings: past the log's end a page may
+	// have no blocks, and on some file systems (tmpfs) even reading such a page through a
+	// mapping faults when the disk is full.
+	var rd segReader
 	for {
 		s := cl.segFor(pos)
 		if s == nil {
@@ -274,32 +308,52 @@ func (cl *commitLog) recover(start int64, fn func(r *recordView, off int64)) (in
 			pos = s.base + cl.segSize
 			continue
 		}
-		if binary.BigEndian.Uint32(s.data[rel+4:]) == magicBlank {
-			n := int64(binary.BigEndian.Uint32(s.data[rel:]))
+		hdr, ok := rd.bytes(s, rel, 8)
+		if !ok {
+			break
+		}
+		if binary.BigEndian.Uint32(hdr[4:]) == magicBlank {
+			n := int64(binary.BigEndian.Uint32(hdr))
 			if n == cl.segSize-rel {
 				pos = s.base + cl.segSize
 				continue
 			}
 			break
 		}
-		r, err := parseRecord(s.data[rel:], pos)
+		size := int64(binary.BigEndian.Uint32(hdr))
+		if size < recordFixedSize || rel+size > cl.segSize {
+			break
+		}
+		rec, ok := rd.bytes(s, rel, size)
+		if !ok {
+			break
+		}
+		r, err := parseRecord(rec, pos)
 		if err != nil || r.physOffset != pos {
 			break
 		}
 		fn(&r, pos)
 		pos += int64(r.size)
 	}
-	// Truncate the torn tail: zero the rest of the end segment, drop later ones.
+	// Truncate the torn tail: zero the rest of the end segment, drop later ones. Nothing is
+	// written through the mapping beyond the page of the log's end (those pages may have no
+	// blocks on a full disk): the hole punched frees them, and where punching is not
+	// supported zeros are written through the file, where a full disk is an error.
 	if s := cl.segFor(pos); s != nil {
 		rel := pos - s.base
 		const punch = 0x1 | 0x2 // FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
 		if err := syscall.Fallocate(int(s.f.Fd()), punch, rel, cl.segSize-rel); err != nil {
-			clear(s.data[rel:])
+			if err := zeroTail(s.f, rel, cl.segSize); err != nil {
+				return 0, fmt.Errorf("broker: zeroing the torn tail of segment %s: %w", segmentName(s.base), err)
+			}
 		}
 		// Fallocate does not zero a partial page reliably through an existing mapping on all
-		// filesystems; zero the bytes up to the next page boundary by hand.
-		end := min(cl.segSize, (rel+4096)&^4095)
-		clear(s.data[rel:end])
+		// filesystems; zero the rest of the end's page by hand. That page holds the last
+		// record's bytes, so it has its blocks.
+		if rel%pageSize != 0 {
+			clear(s.data[rel:min(cl.segSize, roundUpPage(rel))])
+		}
+		s.res.reserved = rel
 		keep := 0
 		for i, t := range cl.segs {
 			if t == s {
@@ -350,6 +404,49 @@ func (cl *commitLog) retentionInfo() (int64, int64, int) {
 	return ts, int64(len(cl.segs)) * cl.segSize, len(cl.segs)
 }
 
+// segReader reads segments through their files in windows of 1 MiB (recovery).
+type segReader struct {
+	s   *segment
+	at  int64 // buf holds the segment's bytes [at, at+len(buf))
+	buf []byte
+}
+
+// bytes returns n bytes of s from rel, valid until the next call; false when the file
+// holds fewer.
+func (r *segReader) bytes(s *segment, rel, n int64) ([]byte, bool) {
+	if r.s == s && rel >= r.at && rel+n <= r.at+int64(len(r.buf)) {
+		return r.buf[rel-r.at : rel-r.at+n], true
+	}
+	size := max(n, 1<<20)
+	if cap(r.buf) < int(size) {
+		r.buf = make([]byte, size)
+	}
+	k, _ := s.f.ReadAt(r.buf[:size], rel)
+	r.s, r.at, r.buf = s, rel, r.buf[:k]
+	if int64(k) < n {
+		return nil, false
+	}
+	return r.buf[:n], true
+}
+
+// zeroTail writes zeros over [from, to) of f through the file (not the mapping), skipping
+// 1 MiB blocks that already read as zeros.
+func zeroTail(f *os.File, from, to int64) error {
+	const block = 1 << 20
+	buf := make([]byte, block)
+	zeros := make([]byte, block)
+	for at := from; at < to; at += block {
+		n := min(block, to-at)
+		if _, err := f.ReadAt(buf[:n], at); err == nil && bytes.Equal(buf[:n], zeros[:n]) {
+			continue
+		}
+		if _, err := f.WriteAt(zeros[:n], at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // appendRaw writes bytes copied from a master's log at pos, which must be the write
 // position; they must lie in one segment. A slave's replicator (the single writer) only.
 func (cl *commitLog) appendRaw(pos int64, data []byte) error {
@@ -364,7 +461,7 @@ func (cl *commitLog) appendRaw(pos int64, data []byte) error {
 	s := cl.segFor(pos)
 	cl.mu.RUnlock()
 	if s == nil {
-		ns, err := openSegment(cl.dir, pos-rel, cl.segSize)
+		ns, err := openSegment(cl.fs, cl.dir, pos-rel, cl.segSize)
 		if err != nil {
 			return err
 		}
@@ -377,6 +474,9 @@ func (cl *commitLog) appendRaw(pos int64, data []byte) error {
 		cl.segs = append(cl.segs, ns)
 		cl.mu.Unlock()
 		s = ns
+	}
+	if err := s.reserve(cl.fs, rel, int64(len(data))); err != nil {
+		return err
 	}
 	copy(s.data[rel:], data)
 	cl.wpos = pos + int64(len(data))

@@ -117,6 +117,10 @@ type Config struct {
 	// CheckpointInterval is how often consume queues and offsets are flushed and the recovery
 	// checkpoint advanced (default 5 s).
 	CheckpointInterval time.Duration
+	// ReleaseInterval is how often the pages of the mapped store files that are complete and
+	// not being written leave the process's resident set (default 100 ms; negative: never;
+	// resident.go).
+	ReleaseInterval time.Duration
 	// RetentionAge deletes commit-log segments whose newest record is older (default 72 h;
 	// negative = keep forever).
 	RetentionAge time.Duration
@@ -170,6 +174,15 @@ type Config struct {
 	Replication ReplicationMode
 	// ReplicationTimeout bounds a sync-replicated send's wait for a slave (default 5 s).
 	ReplicationTimeout time.Duration
+	// NameServers are the name servers (host:port) a broker serving without a name-server
+	// listener of its own registers with (register.go); empty: none.
+	NameServers []string
+	// RegisterInterval is the period of the registrations that keep the broker alive at
+	// its name servers (default 30 s, RocketMQ's; name servers forget it after 120 s).
+	RegisterInterval time.Duration
+	// AdvertiseAddr is the broker address routes give clients (default: the bound address,
+	// 127.0.0.1 for an unspecified host), for a broker reached through another name.
+	AdvertiseAddr string
 	// ACLFile turns access control on: RocketMQ's plain_acl.yml, checked against every
 	// request from the network (acl.go; docs/security.md). "" (default): off.
 	ACLFile string
@@ -181,6 +194,9 @@ type Config struct {
 	Credentials remoting.Credentials
 	// Logger receives operational messages (default: discard).
 	Logger *slog.Logger
+	// fs is the file-system seam of the mapped files (default: the real one; tests inject
+	// failures, fsys.go).
+	fs storeFS
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -196,6 +212,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = 5 * time.Second
+	}
+	if c.ReleaseInterval == 0 {
+		c.ReleaseInterval = 100 * time.Millisecond
 	}
 	if c.RetentionAge == 0 {
 		c.RetentionAge = 72 * time.Hour
@@ -251,11 +270,17 @@ func (c *Config) EnsureDefaults() {
 	if c.ReplicationTimeout == 0 {
 		c.ReplicationTimeout = 5 * time.Second
 	}
+	if c.RegisterInterval == 0 {
+		c.RegisterInterval = 30 * time.Second
+	}
 	if c.ACLReloadInterval == 0 {
 		c.ACLReloadInterval = 500 * time.Millisecond
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.fs == nil {
+		c.fs = osFS{}
 	}
 }
 
@@ -300,6 +325,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Role != RoleMaster && c.Role != RoleSlave || c.Replication != ReplicationAsync && c.Replication != ReplicationSync {
 		errs = append(errs, fmt.Errorf("broker: Config.Role %d or Config.Replication %d is unknown", c.Role, c.Replication))
+	}
+	if c.RegisterInterval < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("broker: Config.RegisterInterval %v is below 10 ms", c.RegisterInterval))
 	}
 	if c.MaxFrameSize < 1024 {
 		errs = append(errs, fmt.Errorf("broker: Config.MaxFrameSize %d is below 1 KiB", c.MaxFrameSize))

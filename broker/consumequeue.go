@@ -19,7 +19,12 @@ type cqFile struct {
 	f     *os.File
 	data  []byte
 	dirty atomic.Bool
+	res   reservation // the writer's: bytes backed on disk (fsys.go)
 }
+
+// cqReserveChunk is how far ahead of the writer a consume-queue file is reserved (3,276
+// entries): the files stay sparse beyond what is written.
+const cqReserveChunk = 64 << 10
 
 // consumeQueue indexes one (topic, queue): entry L is at byte L*20 of the queue's files.
 // put is called by the writer only; files is guarded by mu; min and max are published
@@ -29,6 +34,7 @@ type consumeQueue struct {
 	id    int
 	dir   string
 	per   int64
+	fs    storeFS
 
 	mu     sync.RWMutex
 	files  []*cqFile
@@ -41,8 +47,8 @@ type consumeQueue struct {
 	wait chan struct{} // closed when max grows; nil when nobody waits
 }
 
-func openConsumeQueue(root, topic string, id, per int) (*consumeQueue, error) {
-	q := &consumeQueue{topic: topic, id: id, per: int64(per), dir: filepath.Join(root, topic, strconv.Itoa(id))}
+func openConsumeQueue(fs storeFS, root, topic string, id, per int) (*consumeQueue, error) {
+	q := &consumeQueue{topic: topic, id: id, per: int64(per), fs: fs, dir: filepath.Join(root, topic, strconv.Itoa(id))}
 	if err := os.MkdirAll(q.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -70,21 +76,51 @@ func openConsumeQueue(root, topic string, id, per int) (*consumeQueue, error) {
 		}
 		q.files = append(q.files, f)
 	}
-	if len(q.files) > 0 {
-		q.min.Store(q.files[0].first)
-		last := q.files[len(q.files)-1]
-		n := q.per
-		for n > 0 && binary.BigEndian.Uint32(last.data[(n-1)*cqEntrySize+8:]) == 0 {
-			n--
+	for i, f := range q.files {
+		n, err := writtenEntries(f.f, q.per)
+		if err != nil {
+			q.close()
+			return nil, fmt.Errorf("broker: read consume queue %s: %w", q.dir, err)
 		}
-		q.max.Store(last.first + n)
+		// Every page holding a written entry has its blocks; beyond the last one the file
+		// may be sparse, and nothing beyond it needs clearing.
+		f.res.reserved = min(f.res.size, roundUpPage(n*cqEntrySize))
+		if i == 0 {
+			q.min.Store(f.first)
+		}
+		if i == len(q.files)-1 {
+			q.max.Store(f.first + n)
+		}
 	}
 	return q, nil
 }
 
+// writtenEntries returns the number of entries of a consume-queue file up to its last
+// written one (size not 0). It reads through the file, from the end, not through the
+// mapping: the unwritten part may have no blocks, and on some file systems (tmpfs) reading
+// such a page through a mapping faults when the disk is full.
+func writtenEntries(f *os.File, per int64) (int64, error) {
+	const chunk = 3276 // entries per read (64 KiB)
+	buf := make([]byte, chunk*cqEntrySize)
+	for end := per; end > 0; {
+		from := max(0, end-chunk)
+		b := buf[:(end-from)*cqEntrySize]
+		if _, err := f.ReadAt(b, from*cqEntrySize); err != nil {
+			return 0, err
+		}
+		for n := end; n > from; n-- {
+			if binary.BigEndian.Uint32(b[(n-1-from)*cqEntrySize+8:]) != 0 {
+				return n, nil
+			}
+		}
+		end = from
+	}
+	return 0, nil
+}
+
 func (q *consumeQueue) openFile(first int64) (*cqFile, error) {
 	path := filepath.Join(q.dir, fmt.Sprintf("%020d", first*cqEntrySize))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := q.fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("broker: open consume queue: %w", err)
 	}
@@ -100,7 +136,7 @@ func (q *consumeQueue) openFile(first int64) (*cqFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("broker: map consume queue %s: %w", path, err)
 	}
-	return &cqFile{first: first, f: f, data: data}, nil
+	return &cqFile{first: first, f: f, data: data, res: reservation{size: size, chunk: cqReserveChunk}}, nil
 }
 
 func (q *consumeQueue) close() {
@@ -148,7 +184,11 @@ func (q *consumeQueue) put(off, phys int64, size int32, tags int64) error {
 		q.mu.Unlock()
 		f = nf
 	}
-	b := f.data[(off-f.first)*cqEntrySize:]
+	at := (off - f.first) * cqEntrySize
+	if err := f.res.ensure(q.fs, f.f, fmt.Sprintf("consume queue %s/%d", q.topic, q.id), at+cqEntrySize); err != nil {
+		return err
+	}
+	b := f.data[at:]
 	binary.BigEndian.PutUint64(b, uint64(phys))
 	binary.BigEndian.PutUint32(b[8:], uint32(size))
 	binary.BigEndian.PutUint64(b[12:], uint64(tags))
@@ -178,8 +218,10 @@ func (q *consumeQueue) truncate(off int64) {
 	for len(q.files) > 0 {
 		f := q.files[len(q.files)-1]
 		if f.first < off {
-			if off < f.first+q.per {
-				clear(f.data[(off-f.first)*cqEntrySize:])
+			// Only the reserved part can hold entries; the rest reads as zeros and may
+			// have no blocks.
+			if at := (off - f.first) * cqEntrySize; at < f.res.reserved {
+				clear(f.data[at:f.res.reserved])
 				f.dirty.Store(true)
 			}
 			break

@@ -36,6 +36,10 @@
 // Dir/commitlog holds fixed-size segments named by their first byte's offset (20 digits);
 // every record is in RocketMQ's stored format, so a pull reply is a copy of log bytes.
 // Dir/consumequeue/<topic>/<queue> holds 20-byte entries (commit-log offset, size, tag hash).
+// These files are mapped; every Config.ReleaseInterval the pages that are complete and not
+// being written leave the process's resident set (madvise, resident.go): the commit log
+// keeps only its last few MiB and what was read since the last release mapped, so the
+// broker's resident memory does not grow with the data it holds.
 // topics.json, offsets.json (a snapshot) and checkpoint are replaced atomically; every offset
 // commit is appended to the journal offsets.log before it is visible, so a process crash
 // loses none. On Open, records from the checkpoint on are validated (magic, lengths, body
@@ -47,7 +51,11 @@
 // A message with TRAN_MSG=true is stored as a half message (RMQ_SYS_TRANS_HALF_TOPIC) and
 // reaches its topic only when EndTransaction commits it; rollback and the check-backs are
 // op records (RMQ_SYS_TRANS_OP_HALF_TOPIC), so open transactions survive a restart.
-// OpenTransactions counts them. transaction.go describes the records.
+// OpenTransactions counts them. transaction.go describes the records. In process
+// (txn_local.go), Prepare stores a batch of half messages of a producer group in one
+// append, EndTransactions decides them in chunks of 1,024 (skipping any already decided),
+// and SetTransactionChecker registers a group's check-back function: it decides the
+// group's open messages at once, then on the same schedule as a network producer's.
 //
 // # Key index
 //
@@ -78,6 +86,13 @@
 // reply that cannot be written does not end a connection: what the peer sent before it
 // closed is still read and handled.
 //
+// # Clusters
+//
+// Serve with an empty name-server address and Config.NameServers set runs a broker of a
+// cluster: it registers with those name servers (package broker/namesrv, or Apache
+// RocketMQ's) at start, every Config.RegisterInterval and whenever its topic table changes,
+// and unregisters on Close (register.go). Routes then come from the name servers, which
+// merge the queues of every broker of a topic.
 // # Access control
 //
 // With Config.ACLFile (RocketMQ's plain_acl.yml), every request from the network is

@@ -325,8 +325,13 @@ func (s *netServer) sendAppend(c *conn, req *remoting.Command) (*remoting.Comman
 	res, end, err := s.b.appendMsgs(ins)
 	if err != nil {
 		code := int16(respSystemError)
-		if errors.Is(err, ErrMessageTooLarge) || errors.Is(err, ErrInvalidTopic) {
+		switch {
+		case errors.Is(err, ErrMessageTooLarge) || errors.Is(err, ErrInvalidTopic):
 			code = respMessageIllegal
+		case errors.Is(err, ErrNoSpace):
+			// As RocketMQ answers a send when its disk is full: nothing is stored, the
+			// broker serves reads, and a send after space returns succeeds.
+			code = respServiceUnavailable
 		}
 		return req.Reply(code, err.Error()), 0
 	}

@@ -120,6 +120,23 @@ type indexFile struct {
 	// beginTS and endTS are published for lookups choosing files by time.
 	beginTS, endTS atomic.Int64
 	dirty          atomic.Bool
+	// The writer's: the bytes backed on disk (fsys.go) — the header and slots from the
+	// start, the entries as they are added — and fs to reserve more; a file whose slots
+	// could not be reserved takes no entries (readOnly).
+	res      reservation
+	fs       storeFS
+	readOnly bool
+}
+
+// indexReserveChunk is how far ahead of the writer an index file's entries are reserved.
+const indexReserveChunk = 64 << 10
+
+// reserve backs the file's bytes up to end (nothing for an in-memory file).
+func (x *indexFile) reserve(end int64) error {
+	if x.f == nil {
+		return nil
+	}
+	return x.res.ensure(x.fs, x.f, "index file "+filepath.Base(x.path), end)
 }
 
 func keyHash(topicName, key string) uint32 {
@@ -130,11 +147,15 @@ func keyHash(topicName, key string) uint32 {
 	return h.Sum32()
 }
 
-// add appends an entry. The writer only; false when the file is full.
-func (x *indexFile) add(hash uint32, phys, storeTS int64) bool {
+// add appends an entry. The writer only; false when the file is full, an error when the
+// entry's bytes cannot be reserved on disk.
+func (x *indexFile) add(hash uint32, phys, storeTS int64) (bool, error) {
 	h := &x.hdr
-	if h.count >= h.capacity {
-		return false
+	if h.count >= h.capacity || x.readOnly {
+		return false, nil
+	}
+	if err := x.reserve(indexHeaderSize + int64(h.slots)*4 + int64(h.count+1)*indexEntrySize); err != nil {
+		return false, err
 	}
 	if h.count == 0 && h.beginTS == 0 {
 		h.beginTS = storeTS
@@ -158,11 +179,15 @@ func (x *indexFile) add(hash uint32, phys, storeTS int64) bool {
 	x.endTS.Store(h.endTS)
 	x.count.Store(h.count)
 	x.dirty.Store(true)
-	return true
+	return true, nil
 }
 
-// setRange records that records up to endPhys are covered, and writes the header.
+// setRange records that records up to endPhys are covered, and writes the header (of a
+// file that takes entries: the header of one that does not may have no blocks).
 func (x *indexFile) setRange(endPhys int64) {
+	if x.readOnly {
+		return
+	}
 	x.hdr.endPhys = endPhys
 	encodeIndexHeader(x.data, &x.hdr)
 	x.dirty.Store(true)
@@ -176,7 +201,19 @@ func (x *indexFile) lookup(hash uint32, begin, end int64, limit int, out []int64
 	count := x.count.Load()
 	slots := x.hdr.slots
 	be := binary.BigEndian
-	n := be.Uint32(x.data[indexHeaderSize+int64(hash%slots)*4:])
+	slot := indexHeaderSize + int64(hash%slots)*4
+	var n uint32
+	if x.readOnly && x.f != nil {
+		// The slots of a file opened on a full disk may have no blocks: read them through
+		// the file (on tmpfs, reading such a page through the mapping faults).
+		var b [4]byte
+		if _, err := x.f.ReadAt(b[:], slot); err != nil {
+			return out
+		}
+		n = be.Uint32(b[:])
+	} else {
+		n = be.Uint32(x.data[slot:])
+	}
 	base := x.beginTS.Load()
 	for n > 0 && n <= count && len(out) < limit {
 		e := x.data[indexHeaderSize+int64(slots)*4+int64(n-1)*indexEntrySize:]
@@ -217,6 +254,7 @@ func (x *indexFile) close() {
 // indexService owns the index files. mu guards files. One writer adds entries: the
 // indexer goroutine until it has caught up (live false), then whoever holds Broker.wmu.
 type indexService struct {
+	fs               storeFS
 	dir              string
 	slots, capacity  uint32
 	span             time.Duration
@@ -234,8 +272,8 @@ type indexService struct {
 
 // openIndex opens the index files. rebuildFrom is the commit-log offset from which
 // entries were lost (files that did not decode were deleted), or -1.
-func openIndex(dir string, slots, capacity int, span time.Duration, log func(string, ...any)) (x *indexService, rebuildFrom int64, err error) {
-	x = &indexService{dir: dir, slots: uint32(slots), capacity: uint32(capacity), span: span, kick: make(chan struct{}, 1)}
+func openIndex(fs storeFS, dir string, slots, capacity int, span time.Duration, log func(string, ...any)) (x *indexService, rebuildFrom int64, err error) {
+	x = &indexService{fs: fs, dir: dir, slots: uint32(slots), capacity: uint32(capacity), span: span, kick: make(chan struct{}, 1)}
 	rebuildFrom = -1
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, 0, fmt.Errorf("broker: %w", err)
@@ -252,7 +290,7 @@ func openIndex(dir string, slots, capacity int, span time.Duration, log func(str
 	}
 	sort.Strings(names)
 	for i, name := range names {
-		f, err := openIndexFile(filepath.Join(dir, name))
+		f, err := openIndexFile(fs, filepath.Join(dir, name))
 		if err != nil {
 			// Drop it and everything after: the indexer covers that range again.
 			log("index file unreadable; it is rebuilt from the commit log", "err", err)
@@ -267,8 +305,8 @@ func openIndex(dir string, slots, capacity int, span time.Duration, log func(str
 	return x, rebuildFrom, nil
 }
 
-func openIndexFile(path string) (*indexFile, error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0o644)
+func openIndexFile(fs storeFS, path string) (*indexFile, error) {
+	f, err := fs.OpenFile(path, os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +330,15 @@ func openIndexFile(path string) (*indexFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("broker: map index %s: %w", path, err)
 	}
-	x := &indexFile{path: path, f: f, data: data, hdr: h}
+	x := &indexFile{path: path, f: f, data: data, hdr: h, fs: fs, res: reservation{size: st.Size(), chunk: indexReserveChunk}}
+	// The slots are written at random: back them all before taking entries. On a full disk
+	// the file serves lookups and takes nothing more (a new file takes over when there is
+	// space).
+	if err := x.reserve(indexHeaderSize + int64(h.slots)*4); err != nil {
+		x.readOnly = true
+	} else {
+		x.res.reserved = max(x.res.reserved, min(x.res.size, roundUpPage(indexHeaderSize+int64(h.slots)*4+int64(h.count)*indexEntrySize)))
+	}
 	x.count.Store(h.count)
 	x.beginTS.Store(h.beginTS)
 	x.endTS.Store(h.endTS)
@@ -302,7 +348,7 @@ func openIndexFile(path string) (*indexFile, error) {
 func (s *indexService) newFile(beginPhys int64) (*indexFile, error) {
 	path := filepath.Join(s.dir, fmt.Sprintf("%020d", beginPhys))
 	size := indexFileSize(s.slots, s.capacity)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := s.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("broker: create index: %w", err)
 	}
@@ -310,12 +356,19 @@ func (s *indexService) newFile(beginPhys int64) (*indexFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("broker: size index %s: %w", path, err)
 	}
+	x := &indexFile{path: path, f: f, hdr: indexHeader{slots: s.slots, capacity: s.capacity, beginPhys: beginPhys, endPhys: beginPhys},
+		fs: s.fs, res: reservation{size: size, chunk: indexReserveChunk}}
+	if err := x.reserve(indexHeaderSize + int64(s.slots)*4); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, err
+	}
 	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("broker: map index %s: %w", path, err)
 	}
-	x := &indexFile{path: path, f: f, data: data, hdr: indexHeader{slots: s.slots, capacity: s.capacity, beginPhys: beginPhys, endPhys: beginPhys}}
+	x.data = data
 	encodeIndexHeader(data, &x.hdr)
 	return x, nil
 }
@@ -329,7 +382,7 @@ func (s *indexService) current(phys, storeTS int64) (*indexFile, error) {
 		last = s.files[len(s.files)-1]
 	}
 	s.mu.RUnlock()
-	if last != nil && last.hdr.count < last.hdr.capacity &&
+	if last != nil && last.hdr.count < last.hdr.capacity && !last.readOnly &&
 		(last.hdr.count == 0 || storeTS-last.hdr.beginTS < s.span.Milliseconds()) {
 		return last, nil
 	}
@@ -372,7 +425,11 @@ func (s *indexService) add(topicName, key string, phys, storeTS int64) error {
 		if err != nil {
 			return err
 		}
-		if f.add(keyHash(topicName, key), phys, storeTS) {
+		ok, err := f.add(keyHash(topicName, key), phys, storeTS)
+		if err != nil {
+			return err
+		}
+		if ok {
 			return nil
 		}
 		if attempt > 0 {

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"syscall"
 )
 
 // Consumer-group offsets live in three files of the store directory:
@@ -48,6 +49,10 @@ type offsetStore struct {
 	j    *os.File
 	jlen int64 // bytes in the current journal
 	buf  []byte
+	// keptJournals: the store opened on a full disk, so the snapshot on disk lacks what
+	// the journals hold (offsets.log.old too); the next compaction writes the snapshot
+	// before it drops any journal.
+	keptJournals bool
 }
 
 func openOffsets(dir string) (*offsetStore, error) {
@@ -58,6 +63,7 @@ func openOffsets(dir string) (*offsetStore, error) {
 	if s.m == nil {
 		s.m = map[string]map[string]int64{}
 	}
+	valid := int64(0) // the journal's records that decode
 	for _, name := range []string{offsetsJournalOld, offsetsJournal} {
 		data, err := os.ReadFile(s.path(name))
 		if errors.Is(err, os.ErrNotExist) {
@@ -66,14 +72,36 @@ func openOffsets(dir string) (*offsetStore, error) {
 		if err != nil {
 			return nil, fmt.Errorf("broker: %w", err)
 		}
-		recs, _, _ := decodeOffsetJournal(data)
+		recs, n, _ := decodeOffsetJournal(data)
 		for _, r := range recs {
 			s.set(r.group, r.key, r.offset)
+		}
+		if name == offsetsJournal {
+			valid = int64(n)
 		}
 	}
 	// Start from a clean snapshot and an empty journal.
 	if err := s.writeSnapshot(s.snapshotLocked()); err != nil {
-		return nil, err
+		if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
+			return nil, err
+		}
+		// A full disk: keep the journals as they are and go on appending to the current
+		// one, after its last whole record (cutting a torn tail needs no space).
+		os.Remove(s.path(offsetsSnapshot) + ".tmp")
+		j, err := os.OpenFile(s.path(offsetsJournal), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+		if err := j.Truncate(valid); err != nil {
+			j.Close()
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+		if _, err := j.Seek(valid, 0); err != nil {
+			j.Close()
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+		s.j, s.jlen, s.keptJournals = j, valid, true
+		return s, nil
 	}
 	os.Remove(s.path(offsetsJournalOld))
 	j, err := os.Create(s.path(offsetsJournal))
@@ -150,6 +178,23 @@ func (s *offsetStore) compact(force bool) error {
 		return nil
 	}
 	data := s.snapshotLocked()
+	if s.keptJournals {
+		// The journals hold records the snapshot lacks: write it before dropping them,
+		// holding the lock so that no commit falls between.
+		defer s.mu.Unlock()
+		if err := s.writeSnapshot(data); err != nil {
+			return err
+		}
+		os.Remove(s.path(offsetsJournalOld))
+		if err := s.j.Truncate(0); err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
+		if _, err := s.j.Seek(0, 0); err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
+		s.jlen, s.keptJournals = 0, false
+		return nil
+	}
 	if s.jlen > 0 {
 		if err := os.Rename(s.path(offsetsJournal), s.path(offsetsJournalOld)); err != nil {
 			s.mu.Unlock()

@@ -56,9 +56,14 @@ type Message struct {
 	Tags string
 	// Properties holds the other user properties (never KEYS or TAGS).
 	Properties map[string]string
-	Body       []byte
-	Flag       int32
-	SysFlag    int32
+	// Body is the message body. A body stored compressed (SysFlagCompressed) is returned
+	// inflated, with the flag cleared; one that does not inflate keeps the flag and its
+	// stored bytes, and BodyErr says why (wrapping ErrBadBody). On Append, a body with
+	// SysFlagCompressed set is taken as zlib-compressed already and stored as it is.
+	Body    []byte
+	BodyErr error
+	Flag    int32
+	SysFlag int32
 	// BornTimestamp is set by the producer; StoreTimestamp by the broker (epoch ms).
 	BornTimestamp  int64
 	StoreTimestamp int64
@@ -322,7 +327,6 @@ func (r *recordView) message() Message {
 	m := Message{
 		Topic:          r.topic,
 		Queue:          int(r.queue),
-		Body:           append([]byte(nil), r.body...),
 		Flag:           r.flag,
 		SysFlag:        r.sysFlag,
 		BornTimestamp:  r.bornTS,
@@ -332,6 +336,18 @@ func (r *recordView) message() Message {
 		ReconsumeTimes: r.reconsume,
 		BornHost:       r.bornHost,
 		StoreHost:      r.storeHost,
+	}
+	if r.sysFlag&SysFlagCompressed != 0 {
+		body, err := DecompressBody(r.body, MaxBodySize)
+		if err != nil {
+			m.Body = append([]byte(nil), r.body...)
+			m.BodyErr = fmt.Errorf("message at queue offset %d of %s queue %d (commit-log offset %d): %w", r.queueOffset, r.topic, r.queue, r.physOffset, err)
+		} else {
+			m.Body = body
+			m.SysFlag &^= SysFlagCompressed
+		}
+	} else {
+		m.Body = append([]byte(nil), r.body...)
 	}
 	if len(r.props) > 0 {
 		p := DecodeProperties(r.props)
@@ -346,7 +362,8 @@ func (r *recordView) message() Message {
 	return m
 }
 
-// DecodeRecords decodes stored records laid end to end (the body of a pull answer).
+// DecodeRecords decodes stored records laid end to end (the body of a pull answer);
+// compressed bodies are inflated as Message.Body says.
 func DecodeRecords(b []byte) ([]Message, error) {
 	var out []Message
 	at := int64(0)

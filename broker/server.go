@@ -112,8 +112,9 @@ func (c *conn) send(cmd *remoting.Command) error {
 
 // Serve starts the name-server listener on namesrvAddr and the broker listener on
 // brokerAddr (both serve every request code; routes advertise the broker listener). Use
-// port 0 for a free port and read the bound addresses with Addrs. It returns once both
-// listen.
+// port 0 for a free port and read the bound addresses with Addrs. An empty namesrvAddr
+// starts the broker listener alone (a broker that registers with name servers of its own,
+// Config.NameServers). It returns once they listen.
 func (b *Broker) Serve(namesrvAddr, brokerAddr string) error {
 	if b.closed.Load() {
 		return ErrClosed
@@ -135,20 +136,29 @@ func (b *Broker) Serve(namesrvAddr, brokerAddr string) error {
 	if err != nil {
 		return fmt.Errorf("broker: listen on broker address %s: %w", brokerAddr, err)
 	}
-	nl, err := net.Listen("tcp", namesrvAddr)
-	if err != nil {
-		bl.Close()
-		return fmt.Errorf("broker: listen on name-server address %s: %w", namesrvAddr, err)
+	s.lns = []net.Listener{bl}
+	if namesrvAddr != "" {
+		nl, err := net.Listen("tcp", namesrvAddr)
+		if err != nil {
+			bl.Close()
+			return fmt.Errorf("broker: listen on name-server address %s: %w", namesrvAddr, err)
+		}
+		s.nsAddr = nl.Addr().String()
+		s.lns = append(s.lns, nl)
 	}
 	ap, _ := netip.ParseAddrPort(bl.Addr().String())
 	if ap.Addr().IsUnspecified() {
 		ap = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), ap.Port())
 	}
 	s.brokerAddr = ap.String()
-	s.nsAddr = nl.Addr().String()
+	if b.cfg.AdvertiseAddr != "" {
+		s.brokerAddr = b.cfg.AdvertiseAddr
+		if a, err := netip.ParseAddrPort(b.cfg.AdvertiseAddr); err == nil {
+			ap = a // message ids name the address clients reach
+		}
+	}
 	b.storeHost.Store(ap)
 	b.repl.advertise.Store(s.brokerAddr)
-	s.lns = []net.Listener{nl, bl}
 	b.net = s
 	for _, ln := range s.lns {
 		s.wg.Add(1)
@@ -157,6 +167,10 @@ func (b *Broker) Serve(namesrvAddr, brokerAddr string) error {
 	s.wg.Add(2)
 	go s.expireClients()
 	go s.checkTransactions()
+	if len(b.cfg.NameServers) > 0 {
+		s.wg.Add(1)
+		go s.registerLoop()
+	}
 	if s.acl != nil {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.acl.watch(s.done) }()
@@ -213,7 +227,8 @@ func (s *netServer) accept(ln net.Listener) {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
-		c := &conn{c: nc, done: make(chan struct{}), namesrv: ln == s.lns[0]}
+		// The name-server listener, when there is one, is the second (Serve).
+		c := &conn{c: nc, done: make(chan struct{}), namesrv: len(s.lns) > 1 && ln == s.lns[1]}
 		c.remote, _ = netip.ParseAddrPort(nc.RemoteAddr().String())
 		s.mu.Lock()
 		s.conns[c] = struct{}{}
@@ -226,11 +241,14 @@ func (s *netServer) accept(ln net.Listener) {
 func (s *netServer) serveConn(c *conn) {
 	defer s.wg.Done()
 	defer func() {
+		// The connection's clients leave their groups before it is closed, so a client
+		// that sees the close finds the groups without them (as RocketMQ's channel close
+		// event unregisters them).
+		s.dropConn(c)
 		c.close()
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
-		s.dropConn(c)
 	}()
 	log := s.b.cfg.Logger
 	// At most maxInFlight requests of one connection run at once; beyond that the reader

@@ -60,6 +60,7 @@ type txnStore struct {
 	pending map[int64]*halfEntry // half queue offset -> entry
 	byPhys  map[int64]int64      // half commit-log offset -> half queue offset (open only)
 	doneOps map[int64]int64      // closed half queue offset -> op-queue offset of its "d" record
+	local   localTxn             // in-process producers' checkers (txn_local.go); own mutex
 }
 
 func newTxnStore() *txnStore {

@@ -119,7 +119,7 @@ func (r *brokerReader) Read(ctx context.Context, buf []Message, max int) ([]Mess
 	for i := range msgs {
 		m := &msgs[i]
 		buf = append(buf, Message{Offset: m.QueueOffset, Key: []byte(m.Key), Body: m.Body, Timestamp: m.StoreTimestamp,
-			ID: m.Properties[PropMessageID], Split: r.split})
+			ID: m.Properties[PropMessageID], Split: r.split, Err: m.BodyErr})
 	}
 	r.next.Store(next)
 	return buf, nil
@@ -182,7 +182,7 @@ func (s *BrokerSink) Write(ctx context.Context, msgs []Message) error {
 	}
 	for _, m := range msgs {
 		q := pickQueue(m.Key, s.queues, &s.rr)
-		bm := broker.Message{Key: string(m.Key), Body: m.Body}
+		bm := brokerMessage(m)
 		if m.ID != "" {
 			bm.Properties = map[string]string{PropMessageID: m.ID}
 		}
@@ -209,12 +209,24 @@ func (s *BrokerSink) WriteQueue(ctx context.Context, queue int, msgs []Message) 
 	}
 	batch := make([]broker.Message, len(msgs))
 	for i, m := range msgs {
-		batch[i] = broker.Message{Key: string(m.Key), Body: m.Body}
+		batch[i] = brokerMessage(m)
 	}
 	if _, err := s.b.Append(s.topic, queue, batch); err != nil {
 		return fmt.Errorf("topic %s queue %d: %w", s.topic, queue, err)
 	}
 	return nil
+}
+
+// brokerMessage converts m for Append. A body of broker.CompressThreshold bytes or more is
+// stored zlib-compressed with the compressed flag, as RocketMQ's clients send it: every
+// reader (in process, or any client over the protocol) gets it back inflated.
+func brokerMessage(m Message) broker.Message {
+	bm := broker.Message{Key: string(m.Key), Body: m.Body}
+	if len(m.Body) >= broker.CompressThreshold {
+		bm.Body = broker.CompressBody(nil, m.Body)
+		bm.SysFlag = broker.SysFlagCompressed
+	}
+	return bm
 }
 
 // PropMessageID is the message property that holds connectors.Message.ID on the broker.

@@ -21,10 +21,33 @@ type Message struct {
 	ID string
 	// Split is the split a source read the message from (set by every source's reader).
 	Split string
+	// Err is set when the record is there but its body cannot be read (a compressed body
+	// that does not inflate): Body then holds the stored bytes, and the reader of the
+	// record counts it as a bad record instead of decoding it.
+	Err error
 }
 
 // ErrEndOfSplit is returned by SplitReader.Read when a bounded split has no more records.
 var ErrEndOfSplit = errors.New("end of split")
+
+// ErrUnavailable marks a failure of the service behind a connector that passes with time:
+// the broker unreachable or restarting, a topic's route missing for now, a request timing
+// out, the broker's disk full. A job that stops on it is started again with backoff rather
+// than failed. Match it with errors.Is; Unavailable marks an error so.
+var ErrUnavailable = errors.New("unavailable for now")
+
+// Unavailable marks err as ErrUnavailable, keeping its message and its chain (nil stays nil).
+func Unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return unavailableError{err}
+}
+
+type unavailableError struct{ err error }
+
+func (e unavailableError) Error() string   { return e.err.Error() }
+func (e unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
 
 // ErrFileChanged says a file sink's file no longer holds what its job wrote (it was cut
 // or replaced by something else).

@@ -32,6 +32,13 @@
 //     commits a consumer group's offsets synchronously (rocketmq_admin.go, docs/broker.md
 //     "Protocol notes"). RocketMQConfig.Credentials sign every request of these, clients
 //     and admin calls alike, for brokers with access control (docs/security.md).
+//   - Both topic sinks are TxSinks (tx.go): Transactional gives a TxWriter that prepares
+//     messages invisibly, commits or rolls back a transaction (a key's messages in
+//     prepare order), records what it prepared so that a later writer of the same
+//     producer group can end it (EndRecord; decoding a bad record wraps ErrBadTxRecord),
+//     and answers the broker's check-backs through a TxCheck (broker_tx.go in process,
+//     rocketmq_tx.go over the protocol, with its own connection per broker for its
+//     pipelined sends, END_TRANSACTION and CHECK_TRANSACTION_STATE).
 //   - OpenNexmarkSource(options, schema, columns) generates the Nexmark benchmark's events
 //     (docs/nexmark.md): deterministic for its options, split by epochs of 50 events,
 //     bounded when events > 0. It is a RowSource: OpenRows hands over typed rows of the

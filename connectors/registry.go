@@ -118,6 +118,7 @@ func KindNames() []string {
 var builtinKinds = []Kind{
 	{
 		Name: "broker", Doc: "a topic of the bundled broker, or of the RocketMQ cluster given with --namesrv",
+		Options: []string{"delivery"},
 		OpenSource: func(ctx context.Context, d Deps, s Spec) (Source, error) {
 			if d.Broker == nil && d.RocketMQ != nil {
 				return OpenRocketMQSource(ctx, *d.RocketMQ, s.Options.TopicOf(s.Stream), s.Options.Queues)
@@ -164,6 +165,12 @@ var builtinKinds = []Kind{
 	},
 }
 
+// The values of the delivery option.
+const (
+	DeliveryOutbox        = "outbox"
+	DeliveryTransactional = "transactional"
+)
+
 // CommonOptions are the WITH options every connector accepts.
 var CommonOptions = []string{"connector", "topic", "format", "queues", "key", "partitioned_by",
 	"idle_timeout", "checkpoint_interval", "late_topic", "late_path", "dlq_topic", "dlq_path"}
@@ -186,6 +193,9 @@ type StreamOptions struct {
 	LatePath           string
 	DLQTopic           string
 	DLQPath            string
+	// Delivery is how a job's rows reach the topic exactly once: DeliveryOutbox ("": not
+	// given) or DeliveryTransactional (docs/guarantees.md).
+	Delivery string
 	// Raw are the options as given (lower-case keys).
 	Raw map[string]string
 }
@@ -276,6 +286,11 @@ func parseOptions(raw map[string]string, strict bool) (StreamOptions, error) {
 			o.DLQTopic = v
 		case "dlq_path":
 			o.DLQPath = v
+		case "delivery":
+			if v = strings.ToLower(strings.TrimSpace(v)); v != DeliveryOutbox && v != DeliveryTransactional {
+				return o, &OptionError{Option: k, Value: raw[k], Reason: "want 'outbox' or 'transactional'"}
+			}
+			o.Delivery = v
 		}
 	}
 	key := raw["partitioned_by"]

@@ -31,19 +31,31 @@ func TestParseStreamOptions(t *testing.T) {
 		t.Errorf("parsed %+v", o)
 	}
 	for raw, want := range map[string]map[string]string{
-		"unknown option":      {"colour": "red"},
-		"unknown connector":   {"connector": "kafka"},
-		"want a whole number": {"queues": "0"},
-		"want a duration":     {"idle_timeout": "soon"},
-		"needs a path option": {"connector": "file"},
-		"unknown format":      {"format": "xml"},
-		"path\" in WITH":      {"connector": "broker", "path": "x"},
+		"unknown option":              {"colour": "red"},
+		"unknown connector":           {"connector": "kafka"},
+		"want a whole number":         {"queues": "0"},
+		"want a duration":             {"idle_timeout": "soon"},
+		"needs a path option":         {"connector": "file"},
+		"unknown format":              {"format": "xml"},
+		"path\" in WITH":              {"connector": "broker", "path": "x"},
+		"'outbox' or 'transactional'": {"delivery": "twice"},
+		"unknown option \"delivery\"": {"path": "x", "delivery": "transactional"},
 	} {
 		_, err := ParseStreamOptions(want)
 		var oe *OptionError
 		if !errors.As(err, &oe) || !strings.Contains(err.Error(), raw) {
 			t.Errorf("%v: error %v, want one containing %q", want, err, raw)
 		}
+	}
+	// delivery: a topic's only, case-insensitive.
+	for v, want := range map[string]string{"transactional": DeliveryTransactional, " Outbox ": DeliveryOutbox} {
+		o, err := ParseStreamOptions(map[string]string{"delivery": v})
+		if err != nil || o.Delivery != want {
+			t.Errorf("delivery = %q: %q, %v; want %q", v, o.Delivery, err, want)
+		}
+	}
+	if o, err := ParseStreamOptions(map[string]string{}); err != nil || o.Delivery != "" {
+		t.Errorf("no delivery option: %q, %v", o.Delivery, err)
 	}
 	// Options of a declared stream as a plan carries them: extra keys are skipped, bad
 	// values still fail.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
-	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
@@ -27,10 +25,11 @@ import (
 type RocketMQConfig struct {
 	// NameServer is the name server's host:port (an "http://" prefix is ignored).
 	NameServer string
-	// CreateTopics creates a missing topic (admin UPDATE_AND_CREATE_TOPIC) on every master
-	// broker of the cluster, found from the name server's cluster info as RocketMQ's admin
-	// tool does (mqadmin updateTopic -c); a topic's queue count is then per broker. When
-	// false, a missing topic is an error.
+	// CreateTopics creates a missing topic (admin UPDATE_AND_CREATE_TOPIC) on the master
+	// brokers of the cluster, found from the name server's cluster info as RocketMQ's admin
+	// tool does (mqadmin updateTopic -c): its queues spread over them and its layout recorded
+	// as the topic's ordered-topic configuration (rocketmq_layout.go). When false, a missing
+	// topic is an error.
 	CreateTopics bool
 	// Cluster is the cluster whose masters CreateTopics uses; "" is the name server's only
 	// cluster (several are an error).
@@ -76,78 +75,17 @@ func instanceName(kind string) string {
 	return fmt.Sprintf("rsql-%s-%d-%d", kind, os.Getpid(), instanceSeq.Add(1))
 }
 
-// sortQueues orders a topic's queues by broker then queue id: split i (and the queue a key
-// hashes to, QueueOf) is the i-th. With one broker, split i is queue id i.
-func sortQueues(mqs []*primitive.MessageQueue) []*primitive.MessageQueue {
-	out := append([]*primitive.MessageQueue(nil), mqs...)
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].BrokerName != out[j].BrokerName {
-			return out[i].BrokerName < out[j].BrokerName
-		}
-		return out[i].QueueId < out[j].QueueId
-	})
-	return out
-}
-
-// ensureRocketMQTopic returns the topic's queues, creating the topic with queues queues on
-// each master broker of the cluster (cfg.CreateTopics) when it has no route.
-func ensureRocketMQTopic(ctx context.Context, cfg RocketMQConfig, topic string, queues int) ([]*primitive.MessageQueue, error) {
-	a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{cfg.NameServer})),
-		admin.WithCredentials(cfg.clientCredentials()))
-	if err != nil {
-		return nil, fmt.Errorf("topic %s: admin client for name server %s: %w", topic, cfg.NameServer, err)
-	}
-	defer a.Close()
-	mqs, err := a.FetchPublishMessageQueues(ctx, topic)
-	if err == nil && len(mqs) > 0 {
-		return sortQueues(mqs), nil
-	}
-	if !cfg.CreateTopics {
-		if err == nil {
-			err = errors.New("no queues")
-		}
-		return nil, fmt.Errorf("topic %s has no route at name server %s (create it first): %v", topic, cfg.NameServer, err)
-	}
-	masters, err := masterBrokers(ctx, cfg.Credentials, cfg.NameServer, cfg.Cluster)
-	if err != nil {
-		return nil, fmt.Errorf("topic %s does not exist and cannot be created: %w", topic, err)
-	}
-	if queues <= 0 {
-		queues = 4
-	}
-	for _, addr := range masters {
-		if err := createTopicOn(ctx, cfg.Credentials, addr, topic, queues); err != nil {
-			return nil, fmt.Errorf("topic %s: create on broker %s: %w", topic, addr, err)
-		}
-	}
-	// The name server learns the route from the brokers; ask until it has every broker's.
-	var last error
-	for i := 0; i < 50; i++ {
-		mqs, err := a.FetchPublishMessageQueues(ctx, topic)
-		if err == nil && len(mqs) >= queues*len(masters) {
-			return sortQueues(mqs), nil
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("topic %s: %w", topic, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return nil, fmt.Errorf("topic %s was created on %v but has no full route at name server %s: %v", topic, masters, cfg.NameServer, last)
-}
-
 // RocketMQSource reads a topic over the RocketMQ protocol with rocketmq-client-go's pull
-// consumer. Its splits are the topic's queues ("0", "1", ...; see sortQueues), offsets are
-// queue offsets, and it never ends (unbounded). Safe for concurrent use; each SplitReader is
-// used by one goroutine.
+// consumer. Its splits are the queues of the topic's layout ("0", "1", ...; see
+// rocketmq_layout.go), offsets are queue offsets, and it never ends (unbounded). Safe for
+// concurrent use; each SplitReader is used by one goroutine.
 type RocketMQSource struct {
 	cfg   RocketMQConfig
 	topic string
 	pc    rocketmq.PullConsumer
 
-	mu  sync.Mutex
-	mqs []*primitive.MessageQueue
+	mu     sync.Mutex
+	layout []queueRef
 }
 
 // OpenRocketMQSource opens topic on the cluster behind cfg.NameServer, creating it with
@@ -170,7 +108,7 @@ func OpenRocketMQSource(ctx context.Context, cfg RocketMQConfig, topic string, q
 		return nil, fmt.Errorf("topic %s: pull consumer: %w", topic, err)
 	}
 	if err := pc.Start(); err != nil {
-		return nil, fmt.Errorf("topic %s: start the pull consumer at %s: %w", topic, cfg.NameServer, err)
+		return nil, Unavailable(fmt.Errorf("topic %s: start the pull consumer at %s: %w", topic, cfg.NameServer, err))
 	}
 	s := &RocketMQSource{cfg: cfg, topic: topic, pc: pc}
 	if _, err := s.Splits(ctx); err != nil {
@@ -180,27 +118,19 @@ func OpenRocketMQSource(ctx context.Context, cfg RocketMQConfig, topic string, q
 	return s, nil
 }
 
-func (s *RocketMQSource) queues() ([]*primitive.MessageQueue, error) {
-	mqs, err := s.pc.GetTopicRouteInfo(s.topic)
-	if err != nil {
-		return nil, fmt.Errorf("topic %s: route at name server %s: %w", s.topic, s.cfg.NameServer, err)
-	}
-	if len(mqs) == 0 {
-		return nil, fmt.Errorf("topic %s has no queues at name server %s", s.topic, s.cfg.NameServer)
-	}
-	return sortQueues(mqs), nil
-}
-
-// Splits lists the topic's queues as "0".."n-1".
+// Splits lists the queues of the topic's layout as "0".."n-1".
 func (s *RocketMQSource) Splits(ctx context.Context) ([]string, error) {
-	mqs, err := s.queues()
+	qs, _, err := topicLayout(ctx, s.cfg.Credentials, s.cfg.NameServer, s.topic)
 	if err != nil {
 		return nil, err
 	}
+	if len(qs) == 0 {
+		return nil, Unavailable(fmt.Errorf("topic %s has no queues at name server %s", s.topic, s.cfg.NameServer))
+	}
 	s.mu.Lock()
-	s.mqs = mqs
+	s.layout = qs
 	s.mu.Unlock()
-	out := make([]string, len(mqs))
+	out := make([]string, len(qs))
 	for i := range out {
 		out[i] = strconv.Itoa(i)
 	}
@@ -215,19 +145,25 @@ func (s *RocketMQSource) Close() error { return s.pc.Shutdown() }
 // Open reads split from offset (the first offset not yet processed).
 func (s *RocketMQSource) Open(ctx context.Context, split string, offset int64) (SplitReader, error) {
 	s.mu.Lock()
-	mqs := s.mqs
+	qs := s.layout
 	s.mu.Unlock()
 	q, err := strconv.Atoi(split)
-	if err != nil || q < 0 || q >= len(mqs) {
-		return nil, fmt.Errorf("topic %s has no queue %q (it has %d)", s.topic, split, len(mqs))
+	if err != nil || q < 0 || q >= len(qs) {
+		return nil, fmt.Errorf("topic %s has no queue %q (it has %d)", s.topic, split, len(qs))
 	}
 	if offset < 0 {
 		return nil, fmt.Errorf("topic %s queue %d: offset %d is negative", s.topic, q, offset)
 	}
-	mq := *mqs[q]
-	r := &rocketMQReader{s: s, split: q, splitName: split, mq: &mq, next: offset, fetch: offset}
+	mq := s.messageQueue(qs[q])
+	r := &rocketMQReader{s: s, split: q, splitName: split, mq: mq, next: offset, fetch: offset}
 	r.maxSeen.Store(-1)
+	r.returned.Store(offset)
 	return r, nil
+}
+
+// messageQueue is the client library's name of a queue of the layout.
+func (s *RocketMQSource) messageQueue(q queueRef) *primitive.MessageQueue {
+	return &primitive.MessageQueue{Topic: s.topic, BrokerName: q.broker, QueueId: q.id}
 }
 
 type pullOutcome struct {
@@ -251,7 +187,49 @@ type rocketMQReader struct {
 	held        []Message
 	pending     chan pullOutcome // nil when no pull is in flight
 	maxSeen     atomic.Int64     // the queue's max offset in the latest answer; -1 before one
-	closed      bool
+	// returned mirrors next for Lag, which another goroutine calls.
+	returned atomic.Int64
+	closed   bool
+	// The pull in flight: when it started, when the broker was last probed about it, and
+	// how many probes in a row found records it should have answered with (probe).
+	pendingSince, probedAt time.Time
+	suspect                int
+}
+
+// probeEvery is how long a pull may go unanswered before the reader asks the broker, on a
+// connection of its own, whether it is alive and what the queue holds. The client library
+// does not fail a request whose connection closed: without the probe, a broker killed and
+// started again would leave the pull waiting out its 30 s timeout.
+const probeEvery = 3 * time.Second
+
+// probe checks a pull that has gone unanswered for probeEvery: an error when the broker does
+// not answer, or when twice in a row the queue held records beyond the pull's offset (the
+// broker started again and the pull is lost with its old connection); nil while the queue
+// is simply empty there.
+func (r *rocketMQReader) probe(ctx context.Context) error {
+	now := time.Now()
+	if now.Sub(r.pendingSince) < probeEvery || now.Sub(r.probedAt) < probeEvery {
+		return nil
+	}
+	r.probedAt = now
+	ctx, cancel := context.WithTimeout(ctx, probeEvery)
+	defer cancel()
+	end, err := r.s.maxOffset(ctx, r.split)
+	if err != nil {
+		r.pending = nil // the lost pull's answer, if any, is dropped
+		return fmt.Errorf("topic %s queue %d (broker %s queue %d) offset %d: no answer to a pull for %v, and the broker does not answer: %w",
+			r.s.topic, r.split, r.mq.BrokerName, r.mq.QueueId, r.next, now.Sub(r.pendingSince).Round(time.Second), err)
+	}
+	if end <= r.fetch {
+		r.suspect = 0
+		return nil
+	}
+	if r.suspect++; r.suspect < 2 {
+		return nil
+	}
+	r.pending = nil
+	return Unavailable(fmt.Errorf("topic %s queue %d (broker %s queue %d) offset %d: no answer to a pull for %v while the queue holds records up to %d (the broker started again?)",
+		r.s.topic, r.split, r.mq.BrokerName, r.mq.QueueId, r.next, now.Sub(r.pendingSince).Round(time.Second), end))
 }
 
 func (r *rocketMQReader) errorf(format string, args ...any) error {
@@ -274,6 +252,7 @@ func (r *rocketMQReader) start(max int) {
 		ch <- pullOutcome{res: res, err: err, at: at}
 	}()
 	r.pending = ch
+	r.pendingSince = time.Now()
 }
 
 // take moves up to max held messages to buf.
@@ -286,6 +265,7 @@ func (r *rocketMQReader) take(buf []Message, max int) []Message {
 		r.held = nil
 		r.next = r.fetch
 	}
+	r.returned.Store(r.next)
 	return buf
 }
 
@@ -310,9 +290,9 @@ func (r *rocketMQReader) Read(ctx context.Context, buf []Message, max int) ([]Me
 		var out pullOutcome
 		select {
 		case out = <-r.pending:
-			r.pending = nil
+			r.pending, r.suspect = nil, 0
 		case <-timer.C:
-			return buf, nil
+			return buf, r.probe(ctx)
 		case <-ctx.Done():
 			return buf, ctx.Err()
 		}
@@ -320,7 +300,10 @@ func (r *rocketMQReader) Read(ctx context.Context, buf []Message, max int) ([]Me
 			continue // an answer for another offset; ask again
 		}
 		if out.err != nil {
-			return buf, r.errorf("pull: %v", out.err)
+			// The broker unreachable, restarting, not in the route now, or slow: the job
+			// starts again from its checkpoint once it answers.
+			return buf, Unavailable(fmt.Errorf("topic %s queue %d (broker %s queue %d) offset %d: pull: %w",
+				r.s.topic, r.split, r.mq.BrokerName, r.mq.QueueId, r.next, out.err))
 		}
 		res := out.res
 		switch res.Status {
@@ -338,17 +321,20 @@ func (r *rocketMQReader) Read(ctx context.Context, buf []Message, max int) ([]Me
 			}
 			if res.NextBeginOffset > r.fetch {
 				r.fetch, r.next = res.NextBeginOffset, res.NextBeginOffset
+				r.returned.Store(r.next)
 			}
 		case primitive.PullNoNewMsg:
 			// The broker's long poll ended without data; wait on within this Read's time.
 		case primitive.PullNoMsgMatched:
 			if res.NextBeginOffset > r.fetch {
 				r.fetch, r.next = res.NextBeginOffset, res.NextBeginOffset
+				r.returned.Store(r.next)
 			}
 		case primitive.PullOffsetIllegal:
 			if r.fetch < res.MinOffset {
 				// Retention removed what was asked for: start at the oldest kept message.
 				r.fetch, r.next = res.MinOffset, res.MinOffset
+				r.returned.Store(r.next)
 				continue
 			}
 			return buf, r.errorf("offset out of range (the queue holds offsets %d to %d)", res.MinOffset, res.MaxOffset)
@@ -372,7 +358,7 @@ func (r *rocketMQReader) Lag() int64 {
 	if max < 0 {
 		return -1
 	}
-	if l := max - r.next; l > 0 {
+	if l := max - r.returned.Load(); l > 0 {
 		return l
 	}
 	return 0
@@ -391,11 +377,12 @@ func (r *rocketMQReader) Close() error {
 // key travels as the message's KEYS property, Message.ID as property RSQL_ID (PropMessageID), so
 // Position and IDsSince make it a de-duplicating sink like BrokerSink. Safe for concurrent use.
 type RocketMQSink struct {
-	cfg   RocketMQConfig
-	topic string
-	p     rocketmq.Producer
-	sel   *forcedQueueSelector
-	n     int
+	cfg    RocketMQConfig
+	topic  string
+	p      rocketmq.Producer
+	sel    *forcedQueueSelector
+	layout []queueRef
+	n      int
 
 	mu  sync.Mutex
 	rr  int
@@ -405,26 +392,29 @@ type RocketMQSink struct {
 	src *RocketMQSource // opened on first Position/IDsSince
 }
 
-// forcedQueueSelector picks the queue of the batch being sent (set under the sink's lock).
+// forcedQueueSelector picks the queue of the batch being sent (set under the sink's lock):
+// that queue of the layout or, when the producer's route lacks it (its broker is down),
+// none — the send then fails instead of going to another queue.
 type forcedQueueSelector struct {
-	queue int // index into the sorted queues
+	queue queueRef
 	err   error
 }
 
 func (f *forcedQueueSelector) Select(_ *primitive.Message, mqs []*primitive.MessageQueue, _ string) *primitive.MessageQueue {
-	sorted := sortQueues(mqs)
-	if f.queue < len(sorted) {
-		return sorted[f.queue]
+	for _, mq := range mqs {
+		if mq.BrokerName == f.queue.broker && mq.QueueId == f.queue.id {
+			return mq
+		}
 	}
-	f.err = fmt.Errorf("the producer sees %d queues, fewer than the %d the sink partitions over", len(sorted), f.queue+1)
-	return sorted[f.queue%len(sorted)]
+	f.err = Unavailable(fmt.Errorf("queue %d of broker %s is not in the route now (the broker is down?)", f.queue.id, f.queue.broker))
+	return nil
 }
 
 // OpenRocketMQSink opens topic for writing, creating it with queues queues (cfg.CreateTopics)
 // when it does not exist.
 func OpenRocketMQSink(ctx context.Context, cfg RocketMQConfig, topic string, queues int) (*RocketMQSink, error) {
 	cfg = cfg.withDefaults()
-	mqs, err := ensureRocketMQTopic(ctx, cfg, topic, queues)
+	layout, err := ensureRocketMQTopic(ctx, cfg, topic, queues)
 	if err != nil {
 		return nil, err
 	}
@@ -432,15 +422,19 @@ func OpenRocketMQSink(ctx context.Context, cfg RocketMQConfig, topic string, que
 	p, err := rocketmq.NewProducer(
 		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{cfg.NameServer})),
 		producer.WithGroupName(cfg.Group), producer.WithInstanceName(instanceName("sink")),
-		producer.WithQueueSelector(sel), producer.WithRetry(2), producer.WithSendMsgTimeout(cfg.SendTimeout),
+		// No retries inside the client: a send that failed after reaching the broker (a
+		// timeout, a broker killed before it answered) may be stored, and sending it again
+		// would store it twice. The error goes to the caller, whose restart checks what the
+		// topic holds (IDsSince) before it sends again.
+		producer.WithQueueSelector(sel), producer.WithRetry(0), producer.WithSendMsgTimeout(cfg.SendTimeout),
 		producer.WithCredentials(cfg.clientCredentials()))
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: producer: %w", topic, err)
 	}
 	if err := p.Start(); err != nil {
-		return nil, fmt.Errorf("topic %s: start the producer at %s: %w", topic, cfg.NameServer, err)
+		return nil, Unavailable(fmt.Errorf("topic %s: start the producer at %s: %w", topic, cfg.NameServer, err))
 	}
-	return &RocketMQSink{cfg: cfg, topic: topic, p: p, sel: sel, n: len(mqs), byQ: make([][]*primitive.Message, len(mqs))}, nil
+	return &RocketMQSink{cfg: cfg, topic: topic, p: p, sel: sel, layout: layout, n: len(layout), byQ: make([][]*primitive.Message, len(layout))}, nil
 }
 
 // Queues is the number of queues the sink partitions over.
@@ -543,17 +537,16 @@ func (s *RocketMQSink) Position(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	src.mu.Lock()
-	mqs := src.mqs
+	qs := src.layout
 	src.mu.Unlock()
-	if len(mqs) != s.n {
-		return nil, fmt.Errorf("topic %s: the source sees %d queues, the sink %d", s.topic, len(mqs), s.n)
+	if len(qs) != s.n {
+		return nil, fmt.Errorf("topic %s: the source sees %d queues, the sink %d", s.topic, len(qs), s.n)
 	}
 	out := binary.AppendUvarint(nil, uint64(s.n))
-	for q, mq := range mqs {
-		m := *mq
-		off, err := src.pc.OffsetForTimestamp(&m, farFuture)
+	for q, ref := range qs {
+		off, err := src.pc.OffsetForTimestamp(src.messageQueue(ref), farFuture)
 		if err != nil {
-			return nil, fmt.Errorf("topic %s queue %d: end offset: %w", s.topic, q, err)
+			return nil, Unavailable(fmt.Errorf("topic %s queue %d: end offset: %w", s.topic, q, err))
 		}
 		out = binary.AppendVarint(out, max(off, 0))
 	}
@@ -561,8 +554,9 @@ func (s *RocketMQSink) Position(ctx context.Context) ([]byte, error) {
 }
 
 // IDsSince calls fn with the ID (property RSQL_ID) of every message stored after pos (a
-// Position of this topic) whose ID starts with prefix. It reads each queue from pos until a
-// read finds nothing within the source's wait.
+// Position of this topic) whose ID starts with prefix. It reads each queue from pos to the
+// end the broker reports when asked (GET_MAX_OFFSET): a slow answer — a broker just started
+// again — is waited for, never taken for the end.
 func (s *RocketMQSink) IDsSince(ctx context.Context, pos []byte, prefix string, fn func(id string)) error {
 	offs, err := decodePosition(pos)
 	if err != nil {
@@ -572,33 +566,70 @@ func (s *RocketMQSink) IDsSince(ctx context.Context, pos []byte, prefix string, 
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	var buf []Message
 	for q, from := range offs {
 		if q >= s.n {
+			continue
+		}
+		end, err := src.maxOffset(ctx, q)
+		if err != nil {
+			return err
+		}
+		if from >= end {
 			continue
 		}
 		r, err := src.Open(ctx, strconv.Itoa(q), from)
 		if err != nil {
 			return err
 		}
-		for {
+		for next := from; next < end; {
 			buf, err = r.Read(ctx, buf[:0], 256)
+			if err == nil && ctx.Err() != nil {
+				err = Unavailable(fmt.Errorf("topic %s queue %d: reading offsets %d to %d for the ids written: %w", s.topic, q, next, end, ctx.Err()))
+			}
 			if err != nil {
 				r.Close()
 				return err
-			}
-			if len(buf) == 0 {
-				break
 			}
 			for i := range buf {
 				if id := buf[i].ID; id != "" && strings.HasPrefix(id, prefix) {
 					fn(id)
 				}
+				next = buf[i].Offset + 1
 			}
 		}
 		r.Close()
 	}
 	return nil
+}
+
+// maxOffset asks the broker of queue q (split number) for its end: the offset the next
+// message gets.
+func (s *RocketMQSource) maxOffset(ctx context.Context, q int) (int64, error) {
+	s.mu.Lock()
+	qs := s.layout
+	s.mu.Unlock()
+	if q < 0 || q >= len(qs) {
+		return 0, fmt.Errorf("topic %s has no queue %d (it has %d)", s.topic, q, len(qs))
+	}
+	route, err := fetchRoute(ctx, s.cfg.Credentials, s.cfg.NameServer, s.topic)
+	if err != nil {
+		return 0, err
+	}
+	addr := route.masterAddrs()[qs[q].broker]
+	if addr == "" {
+		return 0, Unavailable(fmt.Errorf("topic %s queue %d: broker %s has no route now", s.topic, q, qs[q].broker))
+	}
+	resp, err := rmqCall(ctx, s.cfg.Credentials, addr, reqGetMaxOffset, map[string]string{"topic": s.topic, "queueId": strconv.Itoa(qs[q].id)})
+	if err != nil {
+		return 0, Unavailable(fmt.Errorf("topic %s queue %d: end offset at %s: %w", s.topic, q, addr, err))
+	}
+	if resp.Code != respSuccess {
+		return 0, Unavailable(fmt.Errorf("topic %s queue %d: end offset at %s: code %d: %s", s.topic, q, addr, resp.Code, resp.Remark))
+	}
+	return resp.ExtInt("offset")
 }
 
 // decodePosition reads a Position mark: the queue count, then each queue's offset (varints).
@@ -624,18 +655,35 @@ func decodePosition(pos []byte) ([]int64, error) {
 }
 
 func (s *RocketMQSink) send(ctx context.Context, q int, batch []*primitive.Message) error {
-	s.sel.queue, s.sel.err = q, nil
+	s.sel.queue, s.sel.err = s.layout[q], nil
 	res, err := s.p.SendSync(ctx, batch...)
-	if err == nil && s.sel.err != nil {
+	if s.sel.err != nil {
 		err = s.sel.err
 	}
 	if err == nil && res.Status != primitive.SendOK {
-		err = fmt.Errorf("send status %v", res.Status)
+		// Stored, but not as durable as asked (a slave missing): sent again on retry.
+		err = Unavailable(fmt.Errorf("send status %v", res.Status))
 	}
 	if err != nil {
-		return fmt.Errorf("topic %s queue %d: send %d messages: %w", s.topic, q, len(batch), err)
+		return sendError(fmt.Errorf("topic %s queue %d (broker %s queue %d): send %d messages: %w", s.topic, q, s.layout[q].broker, s.layout[q].id, len(batch), err))
 	}
 	return nil
+}
+
+// sendError marks a failed send ErrUnavailable unless the broker refused the messages
+// themselves: MESSAGE_ILLEGAL (13, too large), INVALID_PARAMETER (29) or a code it does not
+// support (3), which a retry would meet again. The client library reports a broker's refusal
+// only as text ("CODE: 13, DESC: ..."); everything else — connections, timeouts, routes,
+// SYSTEM_ERROR, SERVICE_NOT_AVAILABLE (a full disk), NO_PERMISSION (a slave standing in) —
+// can pass.
+func sendError(err error) error {
+	msg := err.Error()
+	for _, code := range []string{"13", "29", "3"} {
+		if strings.Contains(msg, "CODE: "+code+",") || strings.Contains(msg, "CODE: "+code+" ") {
+			return err
+		}
+	}
+	return Unavailable(err)
 }
 
 // Flush is a no-op: Write returns after the broker acknowledged the sends, and the broker's

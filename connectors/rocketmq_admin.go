@@ -25,6 +25,7 @@ const (
 	reqGetClusterInfo       = 106
 
 	respSuccess       = 0
+	respNotSupported  = 3
 	respQueryNotFound = 22
 )
 
@@ -74,8 +75,11 @@ func createTopicOn(ctx context.Context, creds remoting.Credentials, addr, topic 
 // topicRoute is what a name server answers for a topic: its brokers' addresses by broker
 // name and broker id ("0" is the master), and its queues per broker.
 type topicRoute struct {
-	BrokerDatas []brokerData `json:"brokerDatas"`
-	QueueDatas  []struct {
+	// OrderTopicConf is the topic's fixed layout when it is an ordered topic
+	// (rocketmq_layout.go).
+	OrderTopicConf string       `json:"orderTopicConf"`
+	BrokerDatas    []brokerData `json:"brokerDatas"`
+	QueueDatas     []struct {
 		BrokerName     string `json:"brokerName"`
 		ReadQueueNums  int    `json:"readQueueNums"`
 		WriteQueueNums int    `json:"writeQueueNums"`
@@ -166,26 +170,30 @@ func quoteNumberKeys(b []byte) []byte {
 	return out
 }
 
-// fetchRoute asks the name server ns for topic's route.
+// fetchRoute asks the name server ns for topic's route. An unreachable name server and a
+// topic without a route (its brokers down, or not created yet) are ErrUnavailable.
 func fetchRoute(ctx context.Context, creds remoting.Credentials, ns, topic string) (*topicRoute, error) {
 	resp, err := rmqCall(ctx, creds, ns, reqGetRoute, map[string]string{"topic": topic})
 	if err != nil {
-		return nil, fmt.Errorf("topic %s: route from name server %s: %w", topic, ns, err)
+		return nil, Unavailable(fmt.Errorf("topic %s: route from name server %s: %w", topic, ns, err))
 	}
 	if resp.Code != respSuccess {
-		return nil, fmt.Errorf("topic %s: name server %s has no route (code %d: %s)", topic, ns, resp.Code, resp.Remark)
+		return nil, Unavailable(fmt.Errorf("topic %s: name server %s has no route (code %d: %s)", topic, ns, resp.Code, resp.Remark))
 	}
 	return decodeRoute(resp.Body)
 }
 
-// masterBrokers asks the name server ns for its cluster and returns the address of every
-// master broker (broker id 0) of cluster, sorted by broker name: where RocketMQ's admin tool
-// (`mqadmin updateTopic -c CLUSTER`) creates a topic. cluster "" is the only cluster the
-// name server knows.
-func masterBrokers(ctx context.Context, creds remoting.Credentials, ns, cluster string) ([]string, error) {
+// brokerRef is a master broker: its name and address.
+type brokerRef struct{ name, addr string }
+
+// masterBrokers asks the name server ns for its cluster and returns every master broker
+// (broker id 0) of cluster, sorted by broker name: where RocketMQ's admin tool (`mqadmin
+// updateTopic -c CLUSTER`) creates a topic. cluster "" is the only cluster the name server
+// knows.
+func masterBrokers(ctx context.Context, creds remoting.Credentials, ns, cluster string) ([]brokerRef, error) {
 	resp, err := rmqCall(ctx, creds, ns, reqGetClusterInfo, nil)
 	if err != nil {
-		return nil, fmt.Errorf("cluster info from name server %s: %w", ns, err)
+		return nil, Unavailable(fmt.Errorf("cluster info from name server %s: %w", ns, err))
 	}
 	if resp.Code != respSuccess {
 		return nil, fmt.Errorf("name server %s gives no cluster info (code %d: %s)", ns, resp.Code, resp.Remark)
@@ -209,14 +217,14 @@ func masterBrokers(ctx context.Context, creds remoting.Credentials, ns, cluster 
 	}
 	names := append([]string(nil), ci.ClusterAddrTable[cluster]...)
 	sort.Strings(names)
-	var out []string
+	var out []brokerRef
 	for _, n := range names {
 		if a := ci.BrokerAddrTable[n].BrokerAddrs["0"]; a != "" {
-			out = append(out, a)
+			out = append(out, brokerRef{name: n, addr: a})
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("name server %s knows no master broker (no broker has registered)", ns)
+		return nil, Unavailable(fmt.Errorf("name server %s knows no master broker (no broker has registered)", ns))
 	}
 	return out, nil
 }
@@ -238,26 +246,18 @@ type groupQueue struct {
 // OpenGroupOffsets looks up topic's route at cfg's name server.
 func OpenGroupOffsets(ctx context.Context, cfg RocketMQConfig, group, topic string) (*GroupOffsets, error) {
 	cfg = cfg.withDefaults()
-	r, err := fetchRoute(ctx, cfg.Credentials, cfg.NameServer, topic)
+	qs, r, err := topicLayout(ctx, cfg.Credentials, cfg.NameServer, topic)
 	if err != nil {
 		return nil, err
 	}
-	addrs := map[string]string{}
-	for _, b := range r.BrokerDatas {
-		addrs[b.BrokerName] = b.BrokerAddrs["0"]
-	}
+	addrs := r.masterAddrs()
 	g := &GroupOffsets{group: group, topic: topic, creds: cfg.Credentials}
-	// The order of sortQueues: broker name, then queue id.
-	qd := r.QueueDatas
-	sort.Slice(qd, func(i, j int) bool { return qd[i].BrokerName < qd[j].BrokerName })
-	for _, q := range qd {
-		a := addrs[q.BrokerName]
+	for _, q := range qs {
+		a := addrs[q.broker]
 		if a == "" {
-			return nil, fmt.Errorf("topic %s: the route names broker %s without a master address", topic, q.BrokerName)
+			return nil, Unavailable(fmt.Errorf("topic %s: broker %s, which holds %d of its queues, has no route now", topic, q.broker, len(qs)))
 		}
-		for i := 0; i < q.ReadQueueNums; i++ {
-			g.queues = append(g.queues, groupQueue{addr: a, id: i})
-		}
+		g.queues = append(g.queues, groupQueue{addr: a, id: q.id})
 	}
 	return g, nil
 }

@@ -62,7 +62,7 @@ func TestMasterBrokers(t *testing.T) {
 	}
 	ns, addr := b.Addrs()
 	got, err := masterBrokers(context.Background(), remoting.Credentials{}, ns, "")
-	if err != nil || !reflect.DeepEqual(got, []string{addr}) {
+	if err != nil || !reflect.DeepEqual(got, []brokerRef{{name: "bk", addr: addr}}) {
 		t.Fatalf("masters = %v, %v; want [%s]", got, err, addr)
 	}
 	if got, err := masterBrokers(context.Background(), remoting.Credentials{}, ns, "other"); err == nil {

@@ -52,6 +52,8 @@ type aggOp struct {
 	rowErr  *sql.Error // the current row's failure in an aggregate
 	enc     []byte     // scratch encodings
 	kbuf    []byte     // scratch state keys
+	dkey    []byte     // scratch distinct chunk keys
+	chunk   []byte     // scratch distinct chunk
 	lateB   Batch
 	lateRow []sql.Row
 }
@@ -62,13 +64,13 @@ type accum = sql.AggState
 
 // win is one tumble/hop window of one split, or the single pseudo-window of a non-windowed
 // aggregation. Groups are found by key hash (collisions chained through group.next); the
-// keys of group g are keys[g*nk:(g+1)*nk], its accumulators accs[g*na:(g+1)*na].
+// keys of group g are keys.at(g), its accumulators accs.at(g).
 type win struct {
 	start, end int64
 	index      map[uint64]int32
 	groups     []group
-	keys       []sql.Value
-	accs       []accum
+	keys       pagedRows[sql.Value]
+	accs       pagedRows[accum]
 	dead       bool
 }
 
@@ -103,8 +105,9 @@ type session struct {
 }
 
 type aggSplit struct {
-	name string
-	wm   int64 // the split's watermark
+	name   string
+	nk, na int   // key values and aggregates per group
+	wm     int64 // the split's watermark
 	// with a state TTL: the watermark at the last sweep of expired groups
 	swept int64
 	// tumble, hop, given, none
@@ -158,7 +161,7 @@ func (a *aggOp) split(name string) *aggSplit {
 	}
 	sp := a.splits[name]
 	if sp == nil {
-		sp = &aggSplit{name: name, wm: MinWatermark, swept: MinWatermark, wins: map[[2]int64]*win{}, skIndex: map[uint64]int32{}}
+		sp = &aggSplit{name: name, nk: a.nk, na: a.na, wm: MinWatermark, swept: MinWatermark, wins: map[[2]int64]*win{}, skIndex: map[uint64]int32{}}
 		a.splits[name] = sp
 	}
 	a.cur = sp
@@ -318,9 +321,11 @@ func (sp *aggSplit) window(start, end int64) *win {
 			sp.free = sp.free[:n-1]
 			clear(w.index)
 			w.start, w.end, w.dead = start, end, false
-			w.groups, w.keys, w.accs = w.groups[:0], w.keys[:0], w.accs[:0]
+			w.groups = w.groups[:0]
+			w.keys.reset()
+			w.accs.reset()
 		} else {
-			w = &win{start: start, end: end, index: map[uint64]int32{}}
+			w = sp.newWin(start, end)
 		}
 		sp.wins[[2]int64{start, end}] = w
 		if start != end {
@@ -331,6 +336,10 @@ func (sp *aggSplit) window(start, end int64) *win {
 	return w
 }
 
+func (sp *aggSplit) newWin(start, end int64) *win {
+	return &win{start: start, end: end, index: map[uint64]int32{}, keys: newPagedRows[sql.Value](sp.nk), accs: newPagedRows[accum](sp.na)}
+}
+
 // lookup finds or creates the group of a.keys (hash h) in w and marks it dirty; created
 // says it is new.
 func (a *aggOp) lookup(sp *aggSplit, w *win, h uint64) (g int32, created bool) {
@@ -338,7 +347,7 @@ func (a *aggOp) lookup(sp *aggSplit, w *win, h uint64) (g int32, created bool) {
 	created = false
 	if ok {
 		for ; g >= 0; g = w.groups[g].next {
-			if w.groups[g].hash == h && a.keysEqual(w.keys[int(g)*a.nk:int(g+1)*a.nk]) {
+			if w.groups[g].hash == h && a.keysEqual(w.keys.at(int(g))) {
 				break
 			}
 		}
@@ -353,12 +362,11 @@ func (a *aggOp) lookup(sp *aggSplit, w *win, h uint64) (g int32, created bool) {
 		}
 		w.groups = append(w.groups, group{hash: h, next: head})
 		w.index[h] = g
-		for _, v := range a.keys {
-			w.keys = append(w.keys, ownValue(v))
+		ks := w.keys.add()
+		for i, v := range a.keys {
+			ks[i] = ownValue(v)
 		}
-		for range a.na {
-			w.accs = append(w.accs, accum{})
-		}
+		w.accs.add()
 		created = true
 	}
 	if gr := &w.groups[g]; !gr.dirty {
@@ -386,7 +394,7 @@ func ownValue(v sql.Value) sql.Value {
 }
 
 func (a *aggOp) update(w *win, g int32) {
-	a.updateAccs(w.accs[int(g)*a.na : int(g+1)*a.na])
+	a.updateAccs(w.accs.at(int(g)))
 }
 
 // place folds the current row into its group of w (created when new). When an aggregate
@@ -408,8 +416,8 @@ func (a *aggOp) place(sp *aggSplit, w *win, h uint64) (g int32, created, ok bool
 			delete(w.index, gr.hash)
 		}
 		w.groups = w.groups[:g]
-		w.keys = w.keys[:int(g)*a.nk]
-		w.accs = w.accs[:int(g)*a.na]
+		w.keys.truncate(int(g))
+		w.accs.truncate(int(g))
 		if n := len(sp.dirty); n > 0 && sp.dirty[n-1] == (dirtyRef{w, g}) {
 			sp.dirty = sp.dirty[:n-1]
 		}
@@ -481,11 +489,11 @@ func (a *aggOp) reportBad(split string, r sql.Row, cause *sql.Error) error {
 }
 
 func (a *aggOp) emitGroup(w *win, g int32) {
-	a.out.vals = append(a.out.vals, w.keys[int(g)*a.nk:int(g+1)*a.nk]...)
+	a.out.vals = append(a.out.vals, w.keys.at(int(g))...)
 	if a.node.Window.Kind != planner.WindowNone {
 		a.out.vals = append(a.out.vals, sql.Timestamp(w.start), sql.Timestamp(w.end))
 	}
-	accs := w.accs[int(g)*a.na : int(g+1)*a.na]
+	accs := w.accs.at(int(g))
 	for j := range accs {
 		a.out.vals = append(a.out.vals, a.result(j, &accs[j]))
 	}
@@ -548,7 +556,7 @@ func (a *aggOp) session(sp *aggSplit, h uint64, t int64) (*session, sessUndo) {
 				a.mergeAccs(merged.accs, s.accs)
 				s.dead = true
 				if s.persisted {
-					sp.deleteKey(a, sp.sks[k].keys, s.pStart, s.pEnd)
+					sp.deleteKey(a, sp.sks[k].keys, s.pStart, s.pEnd, s.accs)
 				}
 				ss = append(ss[:i], ss[i+1:]...)
 				sp.sks[k].sessions = ss
@@ -571,11 +579,25 @@ func (a *aggOp) session(sp *aggSplit, h uint64, t int64) (*session, sessUndo) {
 	return merged, u
 }
 
-// deleteKey records the deletion of a persisted group's state key.
-func (sp *aggSplit) deleteKey(a *aggOp, keys []sql.Value, start, end int64) {
+// deleteKey records the deletion of a persisted group's state key and of the chunks of
+// its distinct values (statecodec.go), which accs holds.
+func (sp *aggSplit) deleteKey(a *aggOp, keys []sql.Value, start, end int64, accs []accum) {
 	a.enc = sql.AppendRow(a.enc[:0], keys)
+	at := len(sp.delBuf)
 	sp.delBuf = state.Key(sp.delBuf, a.job, a.id, sp.name, a.enc, start, end)
 	sp.delEnds = append(sp.delEnds, len(sp.delBuf))
+	a.kbuf = append(a.kbuf[:0], sp.delBuf[at:]...) // the group's key
+	for j := range accs {
+		set := accs[j].Set
+		if set == nil {
+			continue
+		}
+		for c := 0; c < set.Chunks; c++ {
+			sp.delBuf = distinctKey(sp.delBuf, a.kbuf, j, c)
+			sp.delEnds = append(sp.delEnds, len(sp.delBuf))
+		}
+		set.Chunks = 0
+	}
 }
 
 func (a *aggOp) Watermark(split string, wm int64, out Emitter) error {
@@ -623,7 +645,7 @@ func (a *aggOp) fire(sp *aggSplit, out Emitter) error {
 				}
 			}
 			if w.groups[g].persisted {
-				sp.deleteKey(a, w.keys[g*a.nk:(g+1)*a.nk], w.start, w.end)
+				sp.deleteKey(a, w.keys.at(g), w.start, w.end, w.accs.at(g))
 			}
 		}
 		w.dead = true
@@ -658,7 +680,7 @@ func (a *aggOp) fire(sp *aggSplit, out Emitter) error {
 			}
 		}
 		if s.persisted {
-			sp.deleteKey(a, ke.keys, s.pStart, s.pEnd)
+			sp.deleteKey(a, ke.keys, s.pStart, s.pEnd, s.accs)
 		}
 	}
 	return a.out.flush(sp.name, out)
@@ -680,15 +702,16 @@ func (a *aggOp) expire(sp *aggSplit, horizon int64) {
 	if keep == len(w.groups) {
 		return
 	}
-	nw := &win{index: make(map[uint64]int32, keep)}
+	nw := sp.newWin(0, 0)
+	nw.index = make(map[uint64]int32, keep)
 	moved := make([]int32, len(w.groups)) // old group -> new group, -1 when dropped
 	for g := range w.groups {
 		gr := w.groups[g]
-		keys := w.keys[g*a.nk : (g+1)*a.nk]
+		keys := w.keys.at(g)
 		if gr.seen < horizon {
 			moved[g] = -1
 			if gr.persisted {
-				sp.deleteKey(a, keys, 0, 0)
+				sp.deleteKey(a, keys, 0, 0, w.accs.at(g))
 			}
 			continue
 		}
@@ -701,8 +724,8 @@ func (a *aggOp) expire(sp *aggSplit, horizon int64) {
 		gr.next = head
 		nw.groups = append(nw.groups, gr)
 		nw.index[gr.hash] = ng
-		nw.keys = append(nw.keys, keys...)
-		nw.accs = append(nw.accs, w.accs[g*a.na:(g+1)*a.na]...)
+		copy(nw.keys.add(), keys)
+		copy(nw.accs.add(), w.accs.at(g))
 	}
 	// Dirty references into the old window follow their groups.
 	dirty := sp.dirty[:0]
@@ -749,22 +772,29 @@ func (a *aggOp) Control(c *Control, _ Emitter) error {
 	return nil
 }
 
-// save writes sp's changed groups and pending deletions to b.
-func (a *aggOp) save(sp *aggSplit, b *state.Batch) error {
+// flushDeletes adds sp's pending deletions to b.
+func (sp *aggSplit) flushDeletes(b *state.Batch) {
 	start := 0
 	for _, e := range sp.delEnds {
 		b.Delete(sp.delBuf[start:e])
 		start = e
 	}
 	sp.delBuf, sp.delEnds = sp.delBuf[:0], sp.delEnds[:0]
+}
+
+// save writes sp's changed groups and pending deletions to b. A session whose bounds moved
+// is stored under its new bounds and its old copy deleted in the same batch: a checkpoint
+// holding the new copy and not yet the deletion would bring the old one back after a crash
+// (as a second, partial session).
+func (a *aggOp) save(sp *aggSplit, b *state.Batch) error {
+	sp.flushDeletes(b)
 	for _, d := range sp.dirty {
 		gr := &d.w.groups[d.g]
 		gr.dirty = false
 		if d.w.dead {
 			continue
 		}
-		keys := d.w.keys[int(d.g)*a.nk : int(d.g+1)*a.nk]
-		if err := a.putGroup(sp, b, keys, d.w.start, d.w.end, d.w.accs[int(d.g)*a.na:int(d.g+1)*a.na]); err != nil {
+		if err := a.putGroup(sp, b, d.w.keys.at(int(d.g)), d.w.start, d.w.end, d.w.accs.at(int(d.g))); err != nil {
 			return err
 		}
 		gr.persisted = true
@@ -780,9 +810,12 @@ func (a *aggOp) save(sp *aggSplit, b *state.Batch) error {
 		}
 		keys := sp.sks[s.key].keys
 		if s.persisted && (s.pStart != s.start || s.pEnd != s.end) {
-			a.enc = sql.AppendRow(a.enc[:0], keys)
-			a.kbuf = state.Key(a.kbuf[:0], a.job, a.id, sp.name, a.enc, s.pStart, s.pEnd)
-			b.Delete(a.kbuf)
+			// The session's bounds moved: its stored copy goes, distinct values included,
+			// and all of it is written under the new bounds.
+			sp.deleteKey(a, keys, s.pStart, s.pEnd, s.accs)
+			for j := range s.accs {
+				s.accs[j].Set.MarkAllFresh()
+			}
 		}
 		if err := a.putGroup(sp, b, keys, s.start, s.end, s.accs); err != nil {
 			return err
@@ -790,6 +823,7 @@ func (a *aggOp) save(sp *aggSplit, b *state.Batch) error {
 		s.persisted, s.pStart, s.pEnd = true, s.start, s.end
 	}
 	sp.sdirty = sp.sdirty[:0]
+	sp.flushDeletes(b) // the old copies of sessions whose bounds moved (keys unlike the new ones)
 	return nil
 }
 
@@ -803,6 +837,26 @@ func (a *aggOp) putGroup(sp *aggSplit, b *state.Batch, keys []sql.Value, start, 
 	a.kbuf = state.Key(a.kbuf[:0], a.job, a.id, sp.name, a.enc, start, end)
 	a.enc = appendGroupState(a.enc[:0], keys, start, end, accs)
 	b.Put(a.kbuf, a.enc)
+	for j := range accs {
+		set := accs[j].Set
+		if !set.HasFresh() {
+			continue
+		}
+		if set.Chunks >= maxDistinctChunks || set.Len() <= smallDistinctSet {
+			// Rewrite the set as chunk 0; the other chunks go.
+			for c := 1; c < set.Chunks; c++ {
+				b.Delete(distinctKey(a.dkey[:0], a.kbuf, j, c))
+			}
+			a.chunk = set.AppendChunk(a.chunk[:0])
+			b.Put(distinctKey(a.dkey[:0], a.kbuf, j, 0), a.chunk)
+			set.Chunks = 1
+		} else {
+			a.dkey = distinctKey(a.dkey[:0], a.kbuf, j, set.Chunks)
+			b.Put(a.dkey, set.FreshChunk())
+			set.Chunks++
+		}
+		set.ClearFresh()
+	}
 	return nil
 }
 
@@ -813,7 +867,29 @@ func (a *aggOp) load(split string) error {
 	}
 	sp := a.split(split)
 	prefix := state.SplitPrefix(nil, a.job, a.id, split)
+	// The group last read, whose distinct chunks (keys extending its key) follow it.
+	var lastKey []byte
+	var lastAccs []accum
+	var legacy []func() // groups whose distinct values came inline (earlier versions)
 	err := a.store.Scan(prefix, func(key, value []byte) error {
+		if lastAccs != nil && len(key) > len(lastKey) && string(key[:len(lastKey)]) == string(lastKey) {
+			j, c, err := parseDistinctKey(key[len(lastKey):], a.na)
+			if err == nil {
+				if lastAccs[j].Set == nil {
+					lastAccs[j].Set = &sql.DistinctSet{}
+				}
+				set := lastAccs[j].Set
+				set.Chunks = max(set.Chunks, c+1)
+				if err = set.AddChunk(value); err != nil {
+					err = fmt.Errorf("%w: distinct chunk %d: %v", errBadState, c, err)
+				}
+			}
+			if err != nil {
+				return &StateError{Op: a.id, Split: split, Err: err}
+			}
+			return nil
+		}
+		lastKey = append(lastKey[:0], key...)
 		keys, start, end, accs, err := decodeGroupState(value, a.nk, a.na)
 		if err != nil {
 			return &StateError{Op: a.id, Split: split, Err: err}
@@ -834,21 +910,42 @@ func (a *aggOp) load(split string) error {
 			s := &session{key: k, start: start, end: end, accs: accs, persisted: true, pStart: start, pEnd: end}
 			sp.sks[k].sessions = append(sp.sks[k].sessions, s)
 			heap.Push(&sp.sheap, sessEntry{end, s})
+			lastAccs = s.accs
+			if hasFresh(accs) {
+				legacy = append(legacy, func() { s.dirty = true; sp.sdirty = append(sp.sdirty, s) })
+			}
 		default:
 			w := sp.window(start, end)
 			g, _ := a.lookup(sp, w, h)
-			copy(w.accs[int(g)*a.na:], accs)
+			copy(w.accs.at(int(g)), accs)
 			w.groups[g].persisted = true
 			w.groups[g].seen = sp.wm
+			lastAccs = w.accs.at(int(g))
+			if hasFresh(accs) {
+				legacy = append(legacy, func() { w.groups[g].dirty = true; sp.dirty = append(sp.dirty, dirtyRef{w, g}) })
+			}
 		}
 		return nil
 	})
-	// What was just loaded is what the store holds: nothing to write back.
+	// What was just loaded is what the store holds: nothing to write back, except the
+	// distinct values an earlier version kept inline, which go under their own keys.
 	for _, d := range sp.dirty {
 		d.w.groups[d.g].dirty = false
 	}
 	sp.dirty = sp.dirty[:0]
+	for _, f := range legacy {
+		f()
+	}
 	return err
+}
+
+func hasFresh(accs []accum) bool {
+	for j := range accs {
+		if accs[j].Set.HasFresh() {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *aggOp) Close() error { return nil }
@@ -882,4 +979,81 @@ func (h *sessHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// pagedRows is a growable array of rows of width values each (a window's group keys or
+// accumulators), kept in pages of pageRows rows: past the first page, growing it never
+// copies what it holds, so a window of many groups does not briefly hold its state twice
+// while a slice doubles (and leave the old copy to the garbage collector). The first page
+// grows by appending, so a window of few groups stays small.
+type pagedRows[T any] struct {
+	width int
+	n     int
+	pages [][]T
+}
+
+const pageRows = 1024
+
+func newPagedRows[T any](width int) pagedRows[T] { return pagedRows[T]{width: width} }
+
+// at returns row i (a view into its page).
+func (r *pagedRows[T]) at(i int) []T {
+	if r.width == 0 {
+		return nil
+	}
+	p := r.pages[i/pageRows]
+	o := (i % pageRows) * r.width
+	return p[o : o+r.width : o+r.width]
+}
+
+// add appends a row of zero values and returns it.
+func (r *pagedRows[T]) add() []T {
+	r.n++
+	if r.width == 0 {
+		return nil
+	}
+	last := len(r.pages) - 1
+	if last < 0 || len(r.pages[last]) == pageRows*r.width {
+		var p []T
+		if last >= 0 {
+			p = make([]T, 0, pageRows*r.width)
+		}
+		r.pages = append(r.pages, p)
+		last++
+	}
+	var zero T
+	p := r.pages[last]
+	for range r.width {
+		p = append(p, zero)
+	}
+	r.pages[last] = p
+	return p[len(p)-r.width : len(p) : len(p)]
+}
+
+// truncate drops the rows from n on (zeroing them, so they hold no references).
+func (r *pagedRows[T]) truncate(n int) {
+	for r.n > n {
+		r.n--
+		if r.width == 0 {
+			continue
+		}
+		last := len(r.pages) - 1
+		p := r.pages[last]
+		clear(p[len(p)-r.width:])
+		p = p[:len(p)-r.width]
+		if len(p) == 0 && last > 0 {
+			r.pages = r.pages[:last]
+			continue
+		}
+		r.pages[last] = p
+	}
+}
+
+// reset empties r, keeping its first page for reuse.
+func (r *pagedRows[T]) reset() {
+	if len(r.pages) > 0 {
+		clear(r.pages[0])
+		r.pages = append(r.pages[:0], r.pages[0][:0])
+	}
+	r.n = 0
 }

@@ -144,3 +144,54 @@ func BenchmarkTumbleCountSumRocksDB(b *testing.B) {
 	defer s.Close()
 	benchTumble(b, s)
 }
+
+// BenchmarkCountDistinctCheckpoints is q16's shape: an aggregation without window, COUNT(*)
+// and COUNT(DISTINCT n) per key (100 keys, so each set grows to thousands of values), with a
+// checkpoint to the memory store every 200,000 events. A checkpoint writes only the values
+// added since the previous one (docs/benchmarks.md, Nexmark).
+func BenchmarkCountDistinctCheckpoints(b *testing.B) {
+	rows := benchRows(1<<16, 100)
+	node := &planner.AggregateNode{
+		Keys: []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar},
+		Aggs: []planner.AggSpec{
+			builtinAgg("COUNT(*)", nil, sql.TypeNull, sql.TypeBigInt),
+			builtinAgg("COUNT(DISTINCT)", col(3), sql.TypeBigInt, sql.TypeBigInt),
+		},
+	}
+	store := state.NewMemory()
+	var cnt counters
+	a := newOpChain(&discard{}, newAggOp(node, "bench", "agg", store, nil, &cnt))
+	if err := a.Control(&Control{Kind: NewSplit, Split: "0"}); err != nil {
+		b.Fatal(err)
+	}
+	batch := &Batch{Split: "0", Rows: make([]sql.Row, 0, benchBatch)}
+	ckpt := &state.Batch{}
+	sinceCkpt := 0
+	report := startRate(b)
+	for done := 0; done < b.N; {
+		n := min(benchBatch, b.N-done)
+		off := done % len(rows)
+		if off+n > len(rows) {
+			n = len(rows) - off
+		}
+		batch.Rows = append(batch.Rows[:0], rows[off:off+n]...)
+		for i, r := range batch.Rows {
+			r[3].I = int64(done+i) % 1_000_000 // sets grow to 10,000 values per key
+		}
+		if err := a.Process(batch); err != nil {
+			b.Fatal(err)
+		}
+		done += n
+		if sinceCkpt += n; sinceCkpt >= 200_000 {
+			sinceCkpt = 0
+			ckpt.Reset()
+			if err := a.Control(&Control{Kind: Checkpoint, State: ckpt}); err != nil {
+				b.Fatal(err)
+			}
+			if err := store.Write(ckpt); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	report()
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,5 +160,72 @@ func TestCommitOffStageGoroutine(t *testing.T) {
 	}
 	if len(outAt) < 2 || outAt[0] != 0 {
 		t.Fatalf("rows in the sink topic at each commit: %v", outAt)
+	}
+}
+
+// With a minimum interval the checkpoint interval adapts to what commits cost: a job whose
+// commits are cheap checkpoints again and again although its (maximum) interval is an hour.
+func TestAdaptiveCheckpointInterval(t *testing.T) {
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	fillTopic(t, b, 100)
+	store := state.NewMemory()
+	env := brokerEnv(b, store, true)
+	env.CheckpointInterval, env.MinCheckpointInterval = time.Hour, time.Millisecond
+	var commits atomic.Int64
+	env.Commit = func(cp *CheckpointInfo) error {
+		commits.Add(1)
+		time.Sleep(2 * time.Millisecond) // the cost the interval adapts to
+		return store.Write(cp.State)
+	}
+	j, err := Start(context.Background(), "aj", brokerPlan(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Stop()
+	waitFor(t, "ten epochs", func() bool { return j.Stats().Epoch >= 10 })
+	if commits.Load() < 10 {
+		t.Fatalf("%d commits for epoch %d", commits.Load(), j.Stats().Epoch)
+	}
+}
+
+func TestNextCheckpointWait(t *testing.T) {
+	for _, c := range []struct{ cost, want time.Duration }{
+		{0, 10 * time.Millisecond},                      // the minimum
+		{3 * time.Millisecond, 30 * time.Millisecond},   // ten times the cost
+		{500 * time.Millisecond, time.Second},           // the maximum
+		{time.Millisecond / 2, 10 * time.Millisecond},   // the minimum again
+		{50 * time.Millisecond, 500 * time.Millisecond}, // in between
+	} {
+		if got := nextCheckpointWait(c.cost, 10*time.Millisecond, time.Second); got != c.want {
+			t.Errorf("cost %v: wait %v, want %v", c.cost, got, c.want)
+		}
+	}
+}
+
+// An outbox that reaches its bound asks for a checkpoint at once: with an interval of an
+// hour, the output is still published.
+func TestFullOutboxCheckpoints(t *testing.T) {
+	defer func(n int) { maxOutboxBytes = n }(maxOutboxBytes)
+	maxOutboxBytes = 1
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	fillTopic(t, b, 500)
+	env := brokerEnv(b, state.NewMemory(), true)
+	env.CheckpointInterval = time.Hour
+	j, err := Start(context.Background(), "fj", brokerPlan(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Stop()
+	waitFor(t, "output published", func() bool { return len(topicBodies(t, b, "out")) > 0 })
+	if j.Stats().Epoch == 0 {
+		t.Fatal("output published without a checkpoint")
 	}
 }

@@ -29,9 +29,16 @@
 //     order, and aligns checkpoint barriers across in-process edges.
 //   - Inputs are a stream's splits (input.go: sourceInput), an upstream stage's shuffle
 //     topic (shuffleInput), or an in-process edge (the upstream's exchangeOut sends its
-//     events). Outputs are a sink (sinkOp, with the exactly-once outbox), the client
+//     events). A source that is a connectors.RowSource hands typed rows straight into the
+//     split's batches (no message bodies, no format); others are read as messages and
+//     decoded with the stream's format. Each split reader and exchange recycles its batches
+//     through a bounded pool (batchPool): it has at most splitBatches (exchangeBatches plus
+//     two per queue) batches of at most Env.BatchSize rows in flight and waits for the
+//     stage to release one rather than allocating more, so a fast reader costs no garbage
+//     and no unbounded queue. Outputs are a sink (sinkOp, with the exactly-once outbox), the client
 //     (callbackOp), an in-process exchange (output.go) or a shuffle topic (shuffle.go).
-//   - A bad record (undecodable, wrong type, missing event time) is counted, its error names
+//   - A bad record (undecodable, wrong type, missing event time, or a body its source could
+//     not read: connectors.Message.Err) is counted, its error names
 //     the stream, split and offset (line for files) and is kept in JobStats.BadErrors and
 //     passed to Env.Logf; its raw body goes to the dead-letter output when the stream has
 //     dlq_topic or dlq_path; the job goes on.
@@ -73,8 +80,10 @@
 //     epoch atomically (Env.Commit) once every stage of the group added its part: state
 //     delta and split positions. Commits run off the stages' goroutines, one at a time in
 //     epoch order; a stage waits for its last commit before its next barrier, a split
-//     change and its end. Checkpoints run every Env.CheckpointInterval (default 10s; the
-//     server's jobs: 1s), on Job.Checkpoint, and when a bounded job finishes. A restarted
+//     change and its end. Checkpoints run every Env.CheckpointInterval (default 10s), or,
+//     with Env.MinCheckpointInterval, at an interval that adapts to what commits cost (the
+//     server's jobs: ten times the last commit's duration, 10 ms to 1 s), on
+//     Job.Checkpoint, and when a bounded job finishes. A restarted
 //     job resumes each split from its committed position with its committed state, so each
 //     record affects committed state once.
 //   - NewSplit loads a split's state and gives the operators its checkpointed watermark;
@@ -89,11 +98,19 @@
 //     and carry ids "<job>/<epoch>/<seq>"; on start, committed outbox entries are published
 //     again, skipping ids the sink holds (outbox.go, docs/guarantees.md). Side outputs and
 //     other sinks are at-least-once.
+//   - Transactional output (the sink's option delivery = 'transactional', a
+//     connectors.TxSink, sink_tx.go): rows are sent at once as prepared messages of their
+//     epoch's transaction "<run>/<epoch>"; the transaction's record goes into the
+//     checkpoint (TxKey) and it is committed after the checkpoint commits; on start,
+//     recorded transactions are committed again before anything is read, and check-backs
+//     about other runs' transactions are answered "rollback". A sink that cannot write
+//     transactionally is a SinkError at Start.
 //   - Split readers stay within Env.AlignmentWindow of event time of the slowest live split
 //     of the job's root stages (idle and finished splits do not hold them back).
 //   - Joins (join.go) judge a row late by its own input's watermark (inputWatermarker), keep
 //     each side's rows per key and split until they can no longer match, and report the
-//     rows they hold (JobStats.StateRows).
+//     rows they hold (JobStats.StateRows). A checkpoint writes a key's rows appended since
+//     the last one as a new chunk; a key whose older rows changed is rewritten.
 //     A stage opens all its splits and restores their positions before any reader starts.
 //   - Lookup joins (lookup.go): one query per batch for the distinct keys the operator's
 //     cache lacks (Env.OpenLookup opens the table), rows out in input order; a lookup the

@@ -114,6 +114,15 @@ func (in *sourceInput) open(ctx context.Context, st *stage, sp *split, rd *reade
 	if err != nil {
 		return &SourceError{Stream: in.spec.Stream, Split: rd.raw, Err: err}
 	}
+	if rs, ok := in.src.(connectors.RowSource); ok {
+		// The source hands typed rows of the stage's columns: nothing to encode or decode.
+		rr, err := rs.OpenRows(ctx, rd.raw, rd.next)
+		if err != nil {
+			return &SourceError{Stream: in.spec.Stream, Split: rd.raw, Err: err}
+		}
+		setReader(ctx, rd, rr, func(rctx context.Context) { in.readRows(rctx, st, sp, rd, rr) })
+		return nil
+	}
 	r, err := in.src.Open(ctx, rd.raw, rd.next)
 	if err != nil {
 		return &SourceError{Stream: in.spec.Stream, Split: rd.raw, Err: err}
@@ -122,11 +131,103 @@ func (in *sourceInput) open(ctx context.Context, st *stage, sp *split, rd *reade
 	return nil
 }
 
+// readRows is the split reader of a RowSource: the source appends its rows straight into
+// the split's pooled batches. Its rows hold the stage's columns (spec.Columns), so the
+// event time is the row's EventTime column.
+func (in *sourceInput) readRows(ctx context.Context, st *stage, sp *split, rd *reader, r connectors.RowReader) {
+	defer close(rd.readerDone)
+	defer r.Close()
+	spec := in.spec
+	env := &st.job.env
+	shuffles := st.plan.Exchange != nil && st.job.shuffleOut(st.plan.ID)
+	readMax := MinWatermark
+	width := len(spec.Schema)
+	if spec.Columns != nil {
+		width = len(spec.Columns)
+	}
+	var rb connectors.RowBatch
+	for {
+		ob := rd.pool.get(ctx)
+		if ob == nil {
+			return
+		}
+		ob.Split = sp.name
+		rb.Width, rb.Values, rb.Offsets = width, ob.vals[:0], ob.offs[:0]
+		err := r.ReadRows(ctx, &rb, env.BatchSize)
+		ob.vals, ob.offs = rb.Values, rb.Offsets
+		n := rb.Len()
+		if rb.Width != width || len(rb.Values) != n*width {
+			ob.release()
+			select {
+			case st.in <- event{kind: evError, err: &SourceError{Stream: spec.Stream, Split: rd.raw,
+				Err: fmt.Errorf("%w: the source's rows have %d values of width %d; the stage reads %d columns", ErrBadPlan, len(rb.Values), rb.Width, width)}}:
+			case <-ctx.Done():
+			}
+			return
+		}
+		if n > 0 {
+			for i := 1; i <= n; i++ {
+				ob.ends = append(ob.ends, i*width)
+			}
+			if spec.EventTime >= 0 {
+				et := spec.EventTime
+				for i := 0; i < n; i++ {
+					v := ob.vals[i*width+et]
+					if v.K == sql.KindNull {
+						continue
+					}
+					if v.I > ob.maxTs {
+						ob.maxTs = v.I
+					}
+				}
+			} else {
+				ob.maxTs = env.Now().UnixMilli()
+			}
+			ob.lastOffset = ob.offs[n-1]
+			ob.cut()
+			if shuffles {
+				ob.Offsets = ob.offs
+			}
+			sentMax := ob.maxTs
+			select {
+			case st.in <- event{kind: evData, input: rd.input, split: sp, rd: rd, data: ob}:
+			case <-ctx.Done():
+				return
+			}
+			if spec.EventTime >= 0 {
+				readMax = max(readMax, sentMax)
+				st.waitAligned(ctx, readMax)
+			}
+		} else {
+			ob.release()
+		}
+		if errors.Is(err, connectors.ErrEndOfSplit) {
+			select {
+			case st.in <- event{kind: evEnd, input: rd.input, split: sp, rd: rd}:
+			case <-ctx.Done():
+			}
+			return
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				select {
+				case st.in <- event{kind: evError, err: &SourceError{Stream: spec.Stream, Split: rd.raw, Err: err}}:
+				case <-ctx.Done():
+				}
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
 // setReader prepares rd: until the stage starts it, the reader is only open and the
 // stage's end (or the split's removal) closes it.
-func setReader(ctx context.Context, rd *reader, r connectors.SplitReader, run func(context.Context)) {
+func setReader(ctx context.Context, rd *reader, r interface{ Close() error }, run func(context.Context)) {
 	rctx, cancel := context.WithCancel(ctx)
-	rd.cancel, rd.readerDone, rd.pool = cancel, make(chan struct{}), make(chan *ownedBatch, 4)
+	rd.cancel, rd.readerDone, rd.pool = cancel, make(chan struct{}), newBatchPool(splitBatches)
 	if l, ok := r.(interface{ Lag() int64 }); ok {
 		rd.lag = l.Lag
 	}
@@ -165,24 +266,23 @@ func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, rd *reade
 				nb += int64(len(msgs[i].Body))
 			}
 			st.job.cnt.bytesIn.Add(nb)
-			var ob *ownedBatch
-			select {
-			case ob = <-rd.pool:
-			default:
-				ob = &ownedBatch{pool: rd.pool}
+			ob := rd.pool.get(ctx)
+			if ob == nil {
+				return
 			}
-			ob.reset()
 			ob.Split = sp.name
 			for i := range msgs {
 				m := &msgs[i]
-				var derr error
-				if len(m.Body) == 0 && len(m.Key) > 0 && len(spec.PrimaryKey) > 0 {
+				derr := m.Err // a body the source could not read (one that does not inflate)
+				switch {
+				case derr != nil:
+				case len(m.Body) == 0 && len(m.Key) > 0 && len(spec.PrimaryKey) > 0:
 					at := max(readMax, ob.maxTs)
 					if at == MinWatermark {
 						at = m.Timestamp
 					}
 					full, derr = tombstone(spec, m.Key, at, full[:0])
-				} else {
+				default:
 					full, derr = format.Decode(m.Body, full[:0])
 				}
 				ts := int64(0)
@@ -352,22 +452,26 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, rd *read
 	qwm := q.watermark()
 	readMax := qwm
 	var ob *ownedBatch
-	newBatch := func() {
-		select {
-		case ob = <-rd.pool:
-		default:
-			ob = &ownedBatch{pool: rd.pool}
+	newBatch := func() bool {
+		if ob = rd.pool.get(ctx); ob == nil {
+			return false
 		}
-		ob.reset()
 		ob.Split = sp.name
+		return true
 	}
 	for {
 		var err error
 		msgs, err = r.Read(ctx, msgs[:0], env.BatchSize)
 		if len(msgs) > 0 {
-			newBatch()
+			if !newBatch() {
+				return
+			}
 			for i := range msgs {
 				msg := &msgs[i]
+				if msg.Err != nil {
+					st.job.recordBad(&RecordError{Stream: in.spec.Stream, Split: rd.raw, Offset: msg.Offset, Err: msg.Err})
+					continue
+				}
 				if derr := decodeShuffle(msg.Body, &m); derr != nil {
 					st.job.recordBad(&RecordError{Stream: in.spec.Stream, Split: rd.raw, Offset: msg.Offset, Err: derr})
 					continue
@@ -398,7 +502,9 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, rd *read
 					}
 					readMax = max(readMax, w)
 					st.waitAligned(ctx, readMax)
-					newBatch()
+					if !newBatch() {
+						return
+					}
 					continue
 				}
 				mk, seen := q.marks[m.split]
@@ -414,6 +520,15 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, rd *read
 				if kept {
 					q.marks[m.split] = mk
 					ob.marks = append(ob.marks, markUpd{split: m.split, mark: mk})
+				}
+				if len(ob.ends) >= env.BatchSize && i < len(msgs)-1 {
+					// A message holds many rows: batches end at a message boundary once
+					// they hold BatchSize rows, so each stays within the pool's bound.
+					ob.lastOffset = msg.Offset
+					ob.cut()
+					if !send(event{kind: evData, input: rd.input, split: sp, rd: rd, data: ob}) || !newBatch() {
+						return
+					}
 				}
 			}
 			ob.lastOffset = msgs[len(msgs)-1].Offset

@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"container/heap"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -33,7 +32,9 @@ import (
 //
 // A row older than its own input's watermark (interval, temporal, a version) or of a closed
 // window is late: counted and sent to the late output, never applied. State is written at
-// checkpoints under the operator's id, one key per (side, join key).
+// checkpoints under the operator's id, per (side, join key) in chunks: a checkpoint
+// writes the rows appended since the last one as a new chunk and rewrites a key only when
+// its older rows changed (jkey).
 type joinOp struct {
 	node  *planner.JoinNode
 	job   string
@@ -107,13 +108,27 @@ type jrow struct {
 	k       *jkey
 }
 
+// jkey is one side's rows of one join key. Its rows are stored in chunks, one store entry
+// each (the key with the chunk's number): a checkpoint after rows were only appended
+// writes a new chunk of the appended rows, so a key that keeps growing (a hot key of a
+// regular join, a window's rows) costs each checkpoint its new rows, not all of them.
+// Any other change (a row removed or its flags changed, versions replaced) rewrites the
+// key as one chunk, as does reaching maxJoinChunks.
 type jkey struct {
-	key       string
-	side      int
-	rows      []*jrow
-	dirty     bool
-	persisted bool
+	key     string
+	side    int
+	rows    []*jrow
+	dirty   bool
+	dead    int   // rows removed but still in rows (skipped; compacted away in bulk)
+	rewrite bool  // rows other than appended ones changed since the last save
+	saved   int   // rows[:saved] are stored, in chunks 0..chunks-1
+	chunks  int64 // stored chunks
+	emptied bool  // in joinSplit.emptied, to leave the map at the next sweep
 }
+
+// maxJoinChunks is how many chunks a key is stored in at most before a save rewrites it
+// as one.
+const maxJoinChunks = 64
 
 type joinSplit struct {
 	name  string
@@ -124,6 +139,9 @@ type joinSplit struct {
 	exp   [2]rowHeap // rows by the time they stop being needed (or, temporal left, are due)
 	dirty []*jkey
 	dels  [][]byte
+	// emptied are keys whose last row went: they leave keys at the next checkpoint
+	// (sweep) unless rows came back.
+	emptied []*jkey
 }
 
 func newJoinOp(n *planner.JoinNode, job, id string, store state.Store, late *sideOutput, cnt *counters) *joinOp {
@@ -153,11 +171,33 @@ func (j *joinOp) InputWatermark(split string, in int, wm int64) {
 // lateBound is the time below which a row of input in is late: its input's watermark.
 func (sp *joinSplit) lateBound(in int) int64 { return max(sp.wm, sp.inWM[in]) }
 
+// markDirty notes that rows were appended to k since the last checkpoint.
 func (j *joinOp) markDirty(sp *joinSplit, k *jkey) {
 	if !k.dirty {
 		k.dirty = true
 		sp.dirty = append(sp.dirty, k)
 	}
+}
+
+// markChanged notes that rows of k other than appended ones changed (removed, replaced,
+// flags set): the next checkpoint rewrites the key.
+func (j *joinOp) markChanged(sp *joinSplit, k *jkey) {
+	k.rewrite = true
+	j.markDirty(sp, k)
+}
+
+// outerSide reports whether side's unmatched rows are emitted (with NULLs): only then is
+// a row's matched flag kept.
+func (j *joinOp) outerSide(side int) bool {
+	switch j.node.Kind {
+	case sql.JoinLeft:
+		return side == 0
+	case sql.JoinRight:
+		return side == 1
+	case sql.JoinFull:
+		return true
+	}
+	return false
 }
 
 // keyOf encodes side's join key values of r into j.keyBuf.
@@ -221,10 +261,11 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 		case planner.JoinInterval, planner.JoinRegular:
 			j.probe(sp, in, key, r)
 		case planner.JoinWindow:
-			end := r[n.LeftEnd]
+			endCol := n.LeftEnd
 			if in == 1 {
-				end = r[n.RightEnd]
+				endCol = n.RightEnd
 			}
+			end := r[endCol]
 			if end.IsNull() || end.I <= sp.lateBound(in) {
 				j.lateRow = append(j.lateRow, r)
 				continue
@@ -232,7 +273,7 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 			k := j.getKey(sp, in, key)
 			jr := j.newRow(r, end.I, k)
 			k.rows = append(k.rows, jr)
-			heap.Push(&sp.exp[in], jr)
+			sp.exp[in].push(jr)
 			j.markDirty(sp, k)
 		case planner.JoinTemporal:
 			j.temporal(sp, in, key, r)
@@ -293,9 +334,9 @@ func (j *joinOp) probe(sp *joinSplit, in int, key string, r sql.Row) {
 			}
 			if j.emit(l, rr, false) {
 				matched = true
-				if !o.matched {
+				if !o.matched && j.outerSide(1-in) {
 					o.matched = true
-					j.markDirty(sp, other)
+					j.markChanged(sp, other)
 				}
 			}
 		}
@@ -304,7 +345,7 @@ func (j *joinOp) probe(sp *joinSplit, in int, key string, r sql.Row) {
 	jr := j.newRow(r, ts, k)
 	jr.matched = matched
 	k.rows = append(k.rows, jr)
-	heap.Push(&sp.exp[in], jr)
+	sp.exp[in].push(jr)
 	j.markDirty(sp, k)
 }
 
@@ -360,7 +401,7 @@ func (j *joinOp) temporal(sp *joinSplit, in int, key string, r sql.Row) {
 			k.rows[i] = v
 		}
 		j.pruneVersions(sp, k, j.pendingFloor(sp))
-		j.markDirty(sp, k)
+		j.markChanged(sp, k)
 		return
 	}
 	tv := r[n.AsOf]
@@ -371,7 +412,7 @@ func (j *joinOp) temporal(sp *joinSplit, in int, key string, r sql.Row) {
 	k := j.getKey(sp, 0, key)
 	jr := j.newRow(r, tv.I, k)
 	k.rows = append(k.rows, jr)
-	heap.Push(&sp.exp[0], jr)
+	sp.exp[0].push(jr)
 	j.markDirty(sp, k)
 }
 
@@ -395,7 +436,7 @@ func (j *joinOp) pruneVersions(sp *joinSplit, k *jkey, t int64) {
 	if base > 0 {
 		k.rows = slices.Delete(k.rows, 0, base)
 		j.kept.Add(-int64(base))
-		j.markDirty(sp, k)
+		j.markChanged(sp, k)
 	}
 }
 
@@ -430,7 +471,7 @@ func (j *joinOp) current(sp *joinSplit, in int, key string, r sql.Row) {
 		if !j.isDelete(r) {
 			k.rows = append(k.rows, j.newRow(r, 0, k))
 		}
-		j.markDirty(sp, k)
+		j.markChanged(sp, k)
 		return
 	}
 	var v sql.Row
@@ -455,7 +496,7 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 	case planner.JoinInterval, planner.JoinRegular:
 		for side := 0; side < 2; side++ {
 			for len(sp.exp[side]) > 0 && j.expired(side, sp.exp[side][0], wm) {
-				r := heap.Pop(&sp.exp[side]).(*jrow)
+				r := sp.exp[side].pop()
 				if r.dead {
 					continue
 				}
@@ -478,7 +519,7 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 	case planner.JoinWindow:
 		for side := 0; side < 2; side++ {
 			for len(sp.exp[side]) > 0 && sp.exp[side][0].ts <= wm {
-				r := heap.Pop(&sp.exp[side]).(*jrow)
+				r := sp.exp[side].pop()
 				if r.dead {
 					continue
 				}
@@ -492,7 +533,7 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 		}
 	case planner.JoinTemporal:
 		for len(sp.exp[0]) > 0 && sp.exp[0][0].ts < wm {
-			r := heap.Pop(&sp.exp[0]).(*jrow)
+			r := sp.exp[0].pop()
 			if r.dead {
 				continue
 			}
@@ -572,37 +613,79 @@ func (j *joinOp) closeWindow(sp *joinSplit, key string) {
 	}
 }
 
-// remove takes one row out of its key's list.
+// remove takes one row out of its key's list: it is marked dead (readers of the list skip
+// it) and the list compacted once half of it is dead, so removing a hot key's rows one by
+// one does not move the list each time.
 func (j *joinOp) remove(sp *joinSplit, r *jrow) {
-	r.dead = true
-	k := r.k
-	for i, x := range k.rows {
-		if x == r {
-			k.rows = slices.Delete(k.rows, i, i+1)
-			j.kept.Add(-1)
-			break
-		}
-	}
-	if len(k.rows) == 0 && (j.node.Mode != planner.JoinTemporal || k.side == 0) {
-		delete(sp.keys[k.side], k.key)
-		j.forget(sp, k)
+	if r.dead {
 		return
 	}
-	j.markDirty(sp, k)
+	r.dead = true
+	j.kept.Add(-1)
+	k := r.k
+	k.dead++
+	if k.dead == len(k.rows) && (j.node.Mode != planner.JoinTemporal || k.side == 0) {
+		// The key leaves the map at the next checkpoint if it is still empty then: a key
+		// whose rows come and go (one live row per key is common) is not deleted from and
+		// inserted into the map again for each.
+		clear(k.rows)
+		k.rows, k.dead = k.rows[:0], 0
+		j.forget(sp, k)
+		if !k.emptied {
+			k.emptied = true
+			sp.emptied = append(sp.emptied, k)
+			if len(sp.emptied) >= 1<<16 { // bounded without checkpoints too
+				sp.sweep()
+			}
+		}
+		return
+	}
+	if k.dead*2 > len(k.rows) {
+		k.compact()
+	}
+	j.markChanged(sp, k)
+}
+
+// compact drops k's dead rows from its list.
+func (k *jkey) compact() {
+	if k.dead == 0 {
+		return
+	}
+	live := k.rows[:0]
+	for _, r := range k.rows {
+		if !r.dead {
+			live = append(live, r)
+		}
+	}
+	clear(k.rows[len(live):])
+	k.rows, k.dead = live, 0
+}
+
+// sweep takes the keys left without rows since the last sweep out of the map.
+func (sp *joinSplit) sweep() {
+	for _, k := range sp.emptied {
+		k.emptied = false
+		if len(k.rows) == 0 && sp.keys[k.side][k.key] == k {
+			delete(sp.keys[k.side], k.key)
+		}
+	}
+	clear(sp.emptied)
+	sp.emptied = sp.emptied[:0]
 }
 
 // forget deletes a key's stored state at the next checkpoint.
 func (j *joinOp) forget(sp *joinSplit, k *jkey) {
-	if k.persisted {
-		sp.dels = append(sp.dels, j.stateKey(sp, k.side, k.key))
-		k.persisted = false
+	for c := range k.chunks {
+		sp.dels = append(sp.dels, j.stateKey(sp, k.side, k.key, c))
 	}
-	k.dirty = false
+	k.chunks, k.saved, k.dirty, k.rewrite = 0, 0, false, false
 }
 
-func (j *joinOp) stateKey(sp *joinSplit, side int, key string) []byte {
+// stateKey is the store key of chunk c of side's rows of key: the side, the key, and the
+// chunk number in the window slot of state.Key (start 0, end c).
+func (j *joinOp) stateKey(sp *joinSplit, side int, key string, c int64) []byte {
 	kb := append([]byte{byte(side)}, key...)
-	return state.Key(nil, j.job, j.id, sp.name, kb, 0, 0)
+	return state.Key(nil, j.job, j.id, sp.name, kb, 0, c)
 }
 
 func (j *joinOp) Control(c *Control, _ Emitter) error {
@@ -612,13 +695,14 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 	case Checkpoint:
 		for _, sp := range j.splits {
 			j.save(sp, c.State)
+			sp.sweep()
 		}
 	case RemoveSplit:
 		if sp := j.splits[c.Split]; sp != nil {
 			j.save(sp, c.State)
 			for side := range sp.keys {
 				for _, k := range sp.keys[side] {
-					j.kept.Add(-int64(len(k.rows)))
+					j.kept.Add(-int64(len(k.rows) - k.dead))
 				}
 			}
 			delete(j.splits, c.Split)
@@ -627,8 +711,8 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 	return nil
 }
 
-// Key state: uvarint count, then per row: a flags byte (1 matched, 2 deleted), varint
-// time, the row (sql.AppendRow).
+// Key state, per chunk: uvarint count, then per row: a flags byte (1 matched, 2 deleted),
+// varint time, the row (sql.AppendRow). A key's rows are its chunks' rows in chunk order.
 func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
 	for _, k := range sp.dels {
 		b.Delete(k)
@@ -639,15 +723,30 @@ func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
 			continue
 		}
 		k.dirty = false
+		if k.dead > 0 {
+			k.compact() // (a removal marked the key for a rewrite)
+		}
 		if len(k.rows) == 0 {
-			if k.persisted {
-				b.Delete(j.stateKey(sp, k.side, k.key))
-				k.persisted = false
+			j.forget(sp, k)
+			for _, d := range sp.dels {
+				b.Delete(d)
 			}
+			sp.dels = sp.dels[:0]
 			continue
 		}
-		j.enc = binary.AppendUvarint(j.enc[:0], uint64(len(k.rows)))
-		for _, r := range k.rows {
+		from, c := k.saved, k.chunks
+		if k.rewrite || k.saved > len(k.rows) || k.chunks >= maxJoinChunks {
+			for c := int64(1); c < k.chunks; c++ {
+				b.Delete(j.stateKey(sp, k.side, k.key, c))
+			}
+			from, c, k.chunks = 0, 0, 0
+		}
+		k.rewrite = false
+		if from == len(k.rows) {
+			continue
+		}
+		j.enc = binary.AppendUvarint(j.enc[:0], uint64(len(k.rows)-from))
+		for _, r := range k.rows[from:] {
 			var f byte
 			if r.matched {
 				f |= 1
@@ -659,8 +758,8 @@ func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
 			j.enc = binary.AppendVarint(j.enc, r.ts)
 			j.enc = sql.AppendRow(j.enc, r.row)
 		}
-		b.Put(j.stateKey(sp, k.side, k.key), j.enc)
-		k.persisted = true
+		b.Put(j.stateKey(sp, k.side, k.key, c), j.enc)
+		k.chunks, k.saved = c+1, len(k.rows)
 	}
 	sp.dirty = sp.dirty[:0]
 }
@@ -719,7 +818,15 @@ func (j *joinOp) load(split string) error {
 		if side > 1 {
 			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
 		}
-		k := &jkey{key: string(kb[1:]), side: side, persisted: true}
+		// A key's chunks come in chunk order (other keys' entries may come between).
+		c := int64(binary.BigEndian.Uint64(key[len(key)-8:]) ^ (1 << 63))
+		k := sp.keys[side][string(kb[1:])]
+		if k == nil {
+			k = &jkey{key: string(kb[1:]), side: side}
+		}
+		if c != k.chunks {
+			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
+		}
 		width := j.node.LeftWidth
 		if side == 1 {
 			width = j.node.RightWidth
@@ -729,12 +836,14 @@ func (j *joinOp) load(split string) error {
 			r.matched, r.deleted = f&1 != 0, f&2 != 0
 			k.rows = append(k.rows, r)
 			if !(j.node.Mode == planner.JoinTemporal && side == 1) && j.node.Mode != planner.JoinCurrent {
-				heap.Push(&sp.exp[side], r)
+				sp.exp[side].push(r)
 			}
 		})
 		if err != nil {
 			return &StateError{Op: j.id, Split: split, Err: err}
 		}
+		k.chunks++
+		k.saved = len(k.rows)
 		sp.keys[side][k.key] = k
 		return nil
 	})
@@ -742,17 +851,51 @@ func (j *joinOp) load(split string) error {
 
 func (j *joinOp) Close() error { return nil }
 
-// rowHeap orders rows by the time they expire or are due (window end, interval end, ...).
-// The interval mode's expiry depends on the side; it is monotone in ts, so ts orders it.
+// rowHeap orders rows by the time they expire or are due (window end, interval end, ...):
+// a binary min-heap on ts, typed (container/heap's interface calls cost a join a tenth of
+// its time; docs/benchmarks.md "Joins").
 type rowHeap []*jrow
 
-func (h rowHeap) Len() int           { return len(h) }
-func (h rowHeap) Less(i, j int) bool { return h[i].ts < h[j].ts }
-func (h rowHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *rowHeap) Push(x any)        { *h = append(*h, x.(*jrow)) }
-func (h *rowHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+func (h *rowHeap) push(r *jrow) {
+	a := append(*h, r)
+	i := len(a) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if a[p].ts <= r.ts {
+			break
+		}
+		a[i] = a[p]
+		i = p
+	}
+	a[i] = r
+	*h = a
+}
+
+func (h *rowHeap) pop() *jrow {
+	a := *h
+	top := a[0]
+	n := len(a) - 1
+	last := a[n]
+	a[n] = nil
+	a = a[:n]
+	i := 0
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n && a[c+1].ts < a[c].ts {
+			c++
+		}
+		if last.ts <= a[c].ts {
+			break
+		}
+		a[i] = a[c]
+		i = c
+	}
+	if n > 0 {
+		a[i] = last
+	}
+	*h = a
+	return top
 }

@@ -3,7 +3,9 @@ package exec
 import (
 	"bytes"
 	"encoding/binary"
+	"math/rand"
 	"reflect"
+	"slices"
 	"testing"
 
 	"rsql/sql"
@@ -108,4 +110,37 @@ func FuzzDecodeSplitPos(f *testing.F) {
 			t.Fatalf("%+v re-encoded: %+v, %v", p, again, err)
 		}
 	})
+}
+
+// The expiry heap pops rows in time order whatever order they were pushed in, interleaved
+// with pops.
+func TestRowHeapOrder(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	for round := 0; round < 200; round++ {
+		var h rowHeap
+		var want []int64
+		for i := 0; i < r.Intn(300); i++ {
+			if len(h) > 0 && r.Intn(4) == 0 {
+				slices.Sort(want)
+				got := h.pop().ts
+				if got != want[0] {
+					t.Fatalf("round %d: popped %d, want %d", round, got, want[0])
+				}
+				want = want[1:]
+				continue
+			}
+			ts := r.Int63n(50)
+			h.push(&jrow{ts: ts})
+			want = append(want, ts)
+		}
+		slices.Sort(want)
+		for _, w := range want {
+			if got := h.pop().ts; got != w {
+				t.Fatalf("round %d: drained %d, want %d", round, got, w)
+			}
+		}
+		if len(h) != 0 {
+			t.Fatalf("round %d: %d rows left", round, len(h))
+		}
+	}
 }

@@ -29,10 +29,11 @@ import (
 //	                                 held for their checkpoint), + 8-byte epoch
 //	"wm"                "<stage>"    the stage's output watermark (varint)
 //	"out"               "<stage>"    outbox entries written before "out<stage>" (recovered)
+//	"out"               "<stage>.tx" transaction records of its transactional sink, + 8-byte epoch
 //	"job"               "epoch"      the last committed epoch (state.JobOperator)
 //
 // The first five are per split — the unit (Unit: stage, split) an instance can own — and
-// move with it (KeyUnit tells which unit a key belongs to); the last three belong to the
+// move with it (KeyUnit tells which unit a key belongs to); the last four belong to the
 // instance running the stage (see docs/checkpoints.md).
 
 // Operator names of the keys above that belong to no split of a source.
@@ -60,6 +61,18 @@ func EpochKey(job string) []byte { return state.SplitPrefix(nil, job, state.JobO
 // OutboxPrefix is the store prefix of a stage's outbox entries.
 func OutboxPrefix(job string, stage int) []byte {
 	return state.SplitPrefix(nil, job, OutboxOperator, strconv.Itoa(stage))
+}
+
+// TxPrefix is the store prefix of the transaction records of a stage's transactional sink
+// (sink_tx.go).
+func TxPrefix(job string, stage int) []byte {
+	return state.SplitPrefix(nil, job, OutboxOperator, strconv.Itoa(stage)+".tx")
+}
+
+// TxKey is the store key of the record of a stage's transaction of epoch: TxPrefix and the
+// epoch as 8 big-endian bytes.
+func TxKey(job string, stage int, epoch int64) []byte {
+	return binary.BigEndian.AppendUint64(TxPrefix(job, stage), uint64(epoch))
 }
 
 // DedupKey is the store key of a shuffle queue's de-duplication marks as written before

@@ -47,7 +47,15 @@ type outbox struct {
 	// recovered: splits whose entries the start-up recovery published (their NewSplit
 	// has nothing left to do).
 	recovered map[string]bool
+	// pendingBytes is the size of pending's keys and bodies; past maxOutboxBytes the sink
+	// calls full (the job's kickCheckpoint), so the rows held back stay bounded in bytes
+	// whatever the checkpoint interval.
+	pendingBytes int
+	full         func()
 }
+
+// maxOutboxBytes is how much output an outbox holds back before it asks for a checkpoint.
+var maxOutboxBytes = 32 << 20 // a variable for tests
 
 type outboxEntry struct {
 	split string
@@ -312,6 +320,12 @@ func (o *outbox) add(split string, msgs []connectors.Message) {
 		o.pending = map[string][]connectors.Message{}
 	}
 	o.pending[split] = append(o.pending[split], msgs...)
+	for i := range msgs {
+		o.pendingBytes += len(msgs[i].Key) + len(msgs[i].Body)
+	}
+	if o.pendingBytes >= maxOutboxBytes && o.full != nil {
+		o.full()
+	}
 }
 
 // checkpoint stores the rows produced since the last checkpoint in the checkpoint's batch,
@@ -343,6 +357,7 @@ func (o *outbox) checkpoint(ctx context.Context, c *Control) error {
 		o.staged = append(o.staged, outboxEntry{split: sp, msgs: o.pending[sp]})
 		o.pending[sp] = nil
 	}
+	o.pendingBytes = 0
 	o.epoch = c.Epoch
 	if len(o.staged) == 0 {
 		return nil

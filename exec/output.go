@@ -19,7 +19,7 @@ type exchangeOut struct {
 	cols  []int // columns the downstream stage reads, nil for all
 	down  chan event
 	input int // the downstream stage's input index of this edge
-	pool  chan *ownedBatch
+	pool  *batchPool
 	bufs  []*ownedBatch
 }
 
@@ -35,12 +35,9 @@ func (x *exchangeOut) Process(b *Batch) error {
 		q := int(h % uint64(x.n))
 		ob := x.bufs[q]
 		if ob == nil {
-			select {
-			case ob = <-x.pool:
-			default:
-				ob = &ownedBatch{pool: x.pool}
+			if ob = x.pool.get(x.ctx); ob == nil {
+				return x.ctx.Err()
 			}
-			ob.reset()
 			ob.Split = strconv.Itoa(q)
 			x.bufs[q] = ob
 		}

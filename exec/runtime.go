@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +43,15 @@ type Env struct {
 	// request and when a bounded job finishes). Between checkpoints operators remember what
 	// changed, so this also bounds that bookkeeping.
 	CheckpointInterval time.Duration
+	// MinCheckpointInterval, when positive and below CheckpointInterval, makes the interval
+	// adaptive: each checkpoint starts CheckpointCostFactor times as long after the previous
+	// one as committing that one cost (writing its batch, over every commit group; not
+	// publishing its outbox, which the rows cost however often the job checkpoints), clamped
+	// to [MinCheckpointInterval, CheckpointInterval]. A job
+	// whose checkpoints are cheap (little state changes: a filter) thus checkpoints, and
+	// publishes exactly-once output, every few milliseconds, while one with a large state
+	// delta spends about a tenth of its time committing at most.
+	MinCheckpointInterval time.Duration
 	// AtLeastOnce turns off exactly-once output: rows go to the sink as they are produced
 	// instead of after the checkpoint that covers them (see DedupSink). Output is always
 	// at-least-once when CheckpointInterval is negative.
@@ -72,6 +82,10 @@ type Env struct {
 	Now func() time.Time
 	// Logf receives bad-record and other notices (default: discarded).
 	Logf func(format string, args ...any)
+	// Instance names the process running the job where several run parts of it (a
+	// cluster): it is part of names that must differ between them, such as the producer
+	// group of a transactional sink (TxGroup).
+	Instance string
 }
 
 // DefaultExchangeQueues is the number of queues of an exchange when neither the plan nor
@@ -174,8 +188,13 @@ type counters struct {
 
 // Job is a running continuous query.
 type Job struct {
-	name   string
-	env    Env
+	name string
+	env  Env
+	// commitNanos is the time commits took since the adaptive checkpoint loop last looked
+	// (commit groups add to it, the loop swaps it).
+	commitNanos atomic.Int64
+	// kick asks the checkpoint loop for a checkpoint now (an outbox reached its bound).
+	kick   chan struct{}
 	plan   *planner.Physical
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -242,7 +261,7 @@ func Start(ctx context.Context, job string, plan *planner.Physical, env Env) (*J
 		return nil, fmt.Errorf("%w: no stages", ErrBadPlan)
 	}
 	jctx, cancel := context.WithCancel(ctx)
-	j := &Job{name: job, env: env, plan: plan, cancel: cancel, done: make(chan struct{}), alignCh: make(chan struct{})}
+	j := &Job{name: job, env: env, plan: plan, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1), alignCh: make(chan struct{})}
 	if err := j.build(jctx); err != nil {
 		cancel()
 		for _, st := range j.stages {
@@ -404,7 +423,7 @@ func (j *Job) build(ctx context.Context) error {
 		if err := j.buildOutput(ctx, st, downstream[st.plan.ID].st, downstream[st.plan.ID].in); err != nil {
 			return err
 		}
-		if st.sink != nil && st.sink.eo != nil {
+		if st.sink != nil && (st.sink.eo != nil || st.sink.tx != nil) {
 			st.group.sinks = append(st.group.sinks, st.sink)
 		}
 		switch {
@@ -495,8 +514,14 @@ func shuffleEdges(plan *planner.Physical, down *planner.Stage) bool {
 			}
 		}
 		for _, op := range up.Ops {
-			switch op.Node.(type) {
+			switch n := op.Node.(type) {
 			case *planner.FilterNode, *planner.ProjectNode, *planner.WindowAssignNode, *planner.UnionNode:
+			case *planner.TableFuncNode:
+				// Its rows share their input row's offset and are told apart by their order,
+				// which a replay must give again.
+				if !n.Deterministic {
+					return false
+				}
 			default:
 				return false
 			}
@@ -556,7 +581,7 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 	case ps.Exchange != nil:
 		src := down.plan.Inputs[in]
 		q := exchangeQueues(ps.Exchange, env.ExchangeQueues)
-		x := &exchangeOut{ctx: ctx, keys: ps.Exchange.Keys, n: q, down: down.in, input: in, pool: make(chan *ownedBatch, 4*q)}
+		x := &exchangeOut{ctx: ctx, keys: ps.Exchange.Keys, n: q, down: down.in, input: in, pool: newBatchPool(2*q + exchangeBatches)}
 		if cols := src.Columns; cols != nil && !identity(cols, outWidth) {
 			x.cols = cols
 		}
@@ -575,8 +600,20 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 			return err
 		}
 		op.bad, op.schema = st.bad(), ps.Sink.Schema
-		if ds, ok := op.sink.(DedupSink); ok && !env.AtLeastOnce && env.CheckpointInterval > 0 {
-			op.eo = &outbox{job: j.name, stage: ps.ID, store: env.Store, ds: ds}
+		if strings.EqualFold(strings.TrimSpace(ps.Sink.Options[DeliveryOption]), DeliveryTransactional) && !env.AtLeastOnce && env.CheckpointInterval > 0 {
+			ts, ok := op.sink.(connectors.TxSink)
+			if !ok {
+				op.Close()
+				return &SinkError{Sink: op.what, Err: fmt.Errorf("delivery '%s' needs a topic sink: this sink cannot write transactionally", DeliveryTransactional)}
+			}
+			tx, err := openTx(ctx, env, j.name, ps.ID, ts)
+			if err != nil {
+				op.Close()
+				return &SinkError{Sink: op.what, Err: err}
+			}
+			op.tx = tx
+		} else if ds, ok := op.sink.(DedupSink); ok && !env.AtLeastOnce && env.CheckpointInterval > 0 {
+			op.eo = &outbox{job: j.name, stage: ps.ID, store: env.Store, ds: ds, full: j.kickCheckpoint}
 			var owns func(string) bool
 			if env.OwnsUnit != nil {
 				owns = func(split string) bool { return env.OwnsUnit(Unit{Stage: ps.ID, Split: split}) }
@@ -592,19 +629,64 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 	return nil
 }
 
+// kickCheckpoint asks for a checkpoint now (when the job checkpoints periodically); it does
+// not wait.
+func (j *Job) kickCheckpoint() {
+	select {
+	case j.kick <- struct{}{}:
+	default:
+	}
+}
+
+// CheckpointCostFactor is how many times as long as a checkpoint took the adaptive
+// interval waits before the next one (Env.MinCheckpointInterval).
+const CheckpointCostFactor = 10
+
 func (j *Job) checkpointLoop(ctx context.Context) {
-	t := time.NewTicker(j.env.CheckpointInterval)
+	max, min := j.env.CheckpointInterval, j.env.MinCheckpointInterval
+	adaptive := min > 0 && min < max
+	wait := max
+	if adaptive {
+		wait = min
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-j.kick:
+			t.Reset(0) // (Go 1.23 timers: no stale tick to drain)
 		case <-t.C:
+			start := time.Now()
 			if _, err := j.Checkpoint(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, errJobEnded) {
 				j.env.Logf("job %s: checkpoint: %v", j.name, err)
 			}
+			took := time.Since(start)
+			if adaptive {
+				wait = nextCheckpointWait(time.Duration(j.commitNanos.Swap(0)), min, max)
+			} else {
+				// A fixed interval counts from the last start, like a ticker.
+				wait = max - took
+			}
+			t.Reset(wait)
 		}
 	}
+}
+
+// nextCheckpointWait is the adaptive wait after a checkpoint whose commit cost cost.
+func nextCheckpointWait(cost, min, max time.Duration) time.Duration {
+	return clampDuration(CheckpointCostFactor*cost, min, max)
+}
+
+func clampDuration(d, lo, hi time.Duration) time.Duration {
+	if d < lo {
+		return lo
+	}
+	if d > hi {
+		return hi
+	}
+	return d
 }
 
 func (j *Job) fail(err error) {

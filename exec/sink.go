@@ -25,6 +25,9 @@ type sinkOp struct {
 	what    string // for errors
 	// eo is set for exactly-once output: rows wait for the checkpoint that covers them.
 	eo *outbox
+	// tx is set instead for transactional output (sink_tx.go): rows are sent prepared at
+	// once and committed after the checkpoint that covers them.
+	tx *txOutput
 	// publishOnClose: the job ended normally without a last checkpoint (LIMIT): what eo
 	// holds is written out at Close.
 	publishOnClose bool
@@ -94,6 +97,9 @@ func (s *sinkOp) removed(split string) error {
 
 // committed is called once the checkpoint of epoch is durable.
 func (s *sinkOp) committed(epoch int64) error {
+	if s.tx != nil {
+		return s.tx.committed(s.ctx, s, epoch)
+	}
 	if s.eo == nil {
 		return nil
 	}
@@ -145,6 +151,12 @@ func (s *sinkOp) Process(b *Batch) error {
 		s.eo.add(b.Split, s.msgs)
 		return nil
 	}
+	if s.tx != nil {
+		if err := s.tx.prepare(s.ctx, s.msgs); err != nil {
+			return &SinkError{Sink: s.what, Err: err}
+		}
+		return nil
+	}
 	if err := s.sink.Write(s.ctx, s.msgs); err != nil {
 		return &SinkError{Sink: s.what, Err: err}
 	}
@@ -157,6 +169,10 @@ func (s *sinkOp) Watermark(int64) error { return nil }
 func (s *sinkOp) End() error            { return nil }
 
 func (s *sinkOp) Control(c *Control) error {
+	if c.Kind == Checkpoint && s.tx != nil {
+		s.tx.checkpoint(c)
+		return nil
+	}
 	if s.eo != nil {
 		var err error
 		switch c.Kind {
@@ -181,6 +197,10 @@ func (s *sinkOp) Control(c *Control) error {
 }
 
 func (s *sinkOp) Close() error {
+	var txErr error
+	if s.tx != nil {
+		txErr = s.tx.close(s, s.publishOnClose)
+	}
 	if s.eo != nil && s.publishOnClose {
 		s.ctx = context.Background()
 		var all []connectors.Message
@@ -205,6 +225,9 @@ func (s *sinkOp) Close() error {
 	err := s.sink.Flush(context.Background())
 	if cerr := s.sink.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = txErr
 	}
 	if err != nil {
 		return &SinkError{Sink: s.what, Err: err}

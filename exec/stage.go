@@ -100,6 +100,48 @@ func (o *ownedBatch) release() {
 	}
 }
 
+// batchPool recycles the batches of one producer (a split reader, an exchange) and bounds
+// how many it has out at once: get blocks while limit batches are in flight (queued for
+// the stage, held back behind a barrier, or being processed), so a producer faster than its
+// stage waits instead of allocating. Each batch holds at most the producer's batch size of
+// rows, so the bound is limit × that many rows. Every batch handed to a stage is released
+// by it (handle), which puts it back; a producer whose stage stopped gives up on ctx.
+// get is called from the producer's goroutine only.
+type batchPool struct {
+	free chan *ownedBatch
+	made int
+}
+
+// Batches a split reader or an exchange may have in flight: enough to keep the producer
+// busy while the stage works through the previous ones.
+const (
+	splitBatches    = 8
+	exchangeBatches = 16
+)
+
+func newBatchPool(limit int) *batchPool { return &batchPool{free: make(chan *ownedBatch, limit)} }
+
+// get returns a reset batch, or nil when ctx ended while waiting for one.
+func (p *batchPool) get(ctx context.Context) *ownedBatch {
+	var ob *ownedBatch
+	select {
+	case ob = <-p.free:
+	default:
+		if p.made < cap(p.free) {
+			p.made++
+			ob = &ownedBatch{pool: p.free}
+		} else {
+			select {
+			case ob = <-p.free:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
+	ob.reset()
+	return ob
+}
+
 // split is one split of a stage: the unit (Unit) an instance can own.
 type split struct {
 	name  string // the stage's name of it (keys.go: qualifySplit)
@@ -132,7 +174,7 @@ type reader struct {
 
 	cancel     context.CancelFunc
 	readerDone chan struct{}
-	pool       chan *ownedBatch
+	pool       *batchPool
 	lag        func() int64
 	start      func() // starts the reader (set until startReaders runs it)
 	abort      func() // closes the reader never started
@@ -273,6 +315,8 @@ type stage struct {
 
 	// commit of the last epoch this stage added to its group
 	lastCommit *groupEpoch
+	// the batches of the stage's last checkpoint (spare), reused once it committed
+	batches [2]*state.Batch
 
 	// Event-time alignment of split readers: floor is the smallest max event time of the
 	// live splits that have data (MaxWatermark: no constraint); a reader whose split is more
@@ -399,6 +443,8 @@ func (st *stage) portSchema(p planner.Port, ops []sql.Schema) sql.Schema {
 		return n.Schema
 	case *planner.WindowAssignNode:
 		return n.Schema
+	case *planner.TableFuncNode:
+		return n.Schema
 	case *planner.AggregateNode:
 		return n.Schema
 	}
@@ -450,6 +496,8 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		return &filterOp{pred: n.Pred, bad: st.bad(), schema: in, ctx: ctx}, nil
 	case *planner.ProjectNode:
 		return &projectOp{exprs: n.Exprs, bad: st.bad(), schema: in, ctx: ctx}, nil
+	case *planner.TableFuncNode:
+		return &tableFuncOp{n: n, bad: st.bad(), schema: in, ctx: ctx}, nil
 	case *planner.WindowAssignNode:
 		if n.Window.Kind != planner.WindowTumble && n.Window.Kind != planner.WindowHop {
 			return nil, fmt.Errorf("%w: stage %d: window assignment needs TUMBLE or HOP", ErrBadPlan, id)
@@ -1096,7 +1144,9 @@ func (st *stage) checkpoint(ctx context.Context, epoch int64, r *request) error 
 		}
 		return err
 	}
-	c := &Control{Kind: Checkpoint, Epoch: epoch, State: &state.Batch{}}
+	// The previous epoch is committed: its batches are free to be reused, so the state
+	// delta of every checkpoint does not grow a new buffer from nothing.
+	c := &Control{Kind: Checkpoint, Epoch: epoch, State: st.spare(0)}
 	offs := st.positions(c.State)
 	st.saveWatermark(c.State)
 	if err := st.flushSides(); err != nil {
@@ -1112,13 +1162,25 @@ func (st *stage) checkpoint(ctx context.Context, epoch int64, r *request) error 
 	// The group gets this stage's part before the barrier goes downstream, so the
 	// downstream stage's part completes the epoch after it.
 	part := c.State
-	c.State = &state.Batch{}
+	c.State = st.spare(1)
 	if err := st.out.Control(c); err != nil {
 		return err
 	}
 	part.Append(c.State)
 	st.lastCommit = st.group.add(epoch, part, offs, r)
 	return nil
+}
+
+// spare returns checkpoint batch i of the stage, empty; the stage reuses it at its next
+// checkpoint, after the commit of this one (checkpoint awaits it first).
+func (st *stage) spare(i int) *state.Batch {
+	b := st.batches[i]
+	if b == nil {
+		b = &state.Batch{}
+		st.batches[i] = b
+	}
+	b.Reset()
+	return b
 }
 
 func (st *stage) flushSides() error {

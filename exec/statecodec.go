@@ -17,6 +17,18 @@ import (
 //	uvarint length + its sql.AppendValue bytes.
 //
 // The key repeats what the state key holds so a split can be restored from values alone.
+//
+// The distinct values of a DISTINCT aggregate are not in the group's value (its distinct
+// count is 0; values written by earlier versions with the values inline still decode):
+// they are chunks under keys of their own, the group's state key followed by uvarint
+// aggregate index and 4-byte big-endian chunk number (distinctKey), each chunk the values
+// added between two checkpoints (sql.DistinctSet.FreshChunk: per value uvarint length and
+// AppendValue bytes). A checkpoint thus writes only what is new; after maxDistinctChunks
+// chunks the next checkpoint rewrites the set as chunk 0 and deletes the others. A set of
+// at most smallDistinctSet values is always written whole as chunk 0: rewriting it costs
+// less than the keys of more chunks would. A group's
+// chunk keys sort right after its state key (they extend it), so a scan of a split meets
+// a group before its chunks.
 
 // errBadState is wrapped by group-state decoding errors.
 var errBadState = errors.New("corrupt group state")
@@ -43,13 +55,35 @@ func appendGroupState(dst []byte, keys []sql.Value, start, end int64, accs []acc
 		dst = binary.AppendVarint(dst, a.I)
 		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(a.F))
 		dst = sql.AppendValue(dst, a.V)
-		dst = binary.AppendUvarint(dst, uint64(len(a.Set)))
-		for k := range a.Set {
-			dst = binary.AppendUvarint(dst, uint64(len(k)))
-			dst = append(dst, k...)
-		}
+		dst = append(dst, 0) // distinct values: under keys of their own (distinctKey)
 	}
 	return dst
+}
+
+// maxDistinctChunks is how many chunks a distinct set may have before a checkpoint
+// rewrites it as one: a set that changes at every checkpoint is written whole once every
+// that many checkpoints instead of every time.
+const maxDistinctChunks = 16
+
+// smallDistinctSet is the size up to which a distinct set is one chunk.
+const smallDistinctSet = 64
+
+// distinctKey appends to dst the state key of chunk c of the distinct values of aggregate
+// j of the group whose state key is groupKey.
+func distinctKey(dst, groupKey []byte, j, c int) []byte {
+	dst = append(dst, groupKey...)
+	dst = binary.AppendUvarint(dst, uint64(j))
+	return binary.BigEndian.AppendUint32(dst, uint32(c))
+}
+
+// parseDistinctKey splits the part of a distinct chunk's key after its group's state key
+// into the aggregate index and the chunk number.
+func parseDistinctKey(rest []byte, na int) (j, c int, err error) {
+	u, n := binary.Uvarint(rest)
+	if n <= 0 || u >= uint64(na) || len(rest)-n != 4 {
+		return 0, 0, fmt.Errorf("%w: bad distinct chunk key (%d bytes after the group's key)", errBadState, len(rest))
+	}
+	return int(u), int(binary.BigEndian.Uint32(rest[n:])), nil
 }
 
 // decodeGroupState decodes a group state value of nk keys and na aggregates.
@@ -101,7 +135,9 @@ func decodeGroupState(b []byte, nk, na int) (keys sql.Row, start, end int64, acc
 		}
 		p += n
 		if cnt > 0 {
-			a.Set = make(map[string]struct{}, cnt)
+			// Written by an earlier version: the values are fresh, so the next checkpoint
+			// writes them under their own keys.
+			a.Set = &sql.DistinctSet{}
 		}
 		for j := uint64(0); j < cnt; j++ {
 			l, n := binary.Uvarint(b[p:])
@@ -110,7 +146,12 @@ func decodeGroupState(b []byte, nk, na int) (keys sql.Row, start, end int64, acc
 				break
 			}
 			p += n
-			a.Set[string(b[p:p+int(l)])] = struct{}{}
+			v, vn, verr := sql.DecodeValue(b[p : p+int(l)])
+			if verr != nil || vn != int(l) {
+				err = fmt.Errorf("%w: bad distinct value at byte %d", errBadState, p)
+				break
+			}
+			a.Set.Add(v)
 			p += int(l)
 		}
 	}

@@ -255,6 +255,18 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 		}
 		return b.addOp(s, &WindowAssignNode{Window: windowSpec(n.Window), Schema: n.Schema()}, n.Schema()), nil
 
+	case *TableFunc:
+		s, err := b.build(n.Input)
+		if err != nil {
+			return s, err
+		}
+		t, err := tableFuncNode(n)
+		if err != nil {
+			return s, err
+		}
+		// The input's columns keep their places: partitioning and time carry over.
+		return b.addOp(s, t, t.Schema), nil
+
 	case *Aggregate:
 		s, err := b.build(n.Input)
 		if err != nil {

@@ -4,6 +4,7 @@
 //
 //	Logical(q)          the logical plan: an immutable tree of LogicalNode values; per query
 //	                    block FROM (Scan | the block of a derived table or CTE | Union) →
+//	                    [TableFunc ...] (JOIN LATERAL, JOIN UNNEST: stateless, no exchange) →
 //	                    [WindowAssign] → [Filter] → [Aggregate → [Filter]] → Project →
 //	                    [DISTINCT: Aggregate → Project] → [Sort] → [Limit], a derived table
 //	                    with ROW_NUMBER() becoming a TopN; a Sink on top

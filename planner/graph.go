@@ -37,7 +37,8 @@ type GraphNode struct {
 	ID    string `json:"id"`
 	Stage int    `json:"stage"`
 	// Kind is source (a stream input), edge (an input from an upstream stage), filter,
-	// project, window_assign, aggregate, topn, sort, limit, union, exchange or sink.
+	// project, table_function, window_assign, join, lookup_join, aggregate, topn, sort,
+	// limit, union, exchange or sink.
 	Kind string `json:"kind"`
 	// Label is the node's name as EXPLAIN prints it ("Filter", "Source orders",
 	// "Sink client"); Detail the rest of EXPLAIN's line (predicate, keys, options...).
@@ -199,6 +200,8 @@ func nodeKind(n Node) string {
 		return "project"
 	case *WindowAssignNode:
 		return "window_assign"
+	case *TableFuncNode:
+		return "table_function"
 	case *AggregateNode:
 		return "aggregate"
 	case *LimitNode:

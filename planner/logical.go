@@ -448,6 +448,12 @@ func (b *logicalBuilder) from(f sql.From, where sql.Expr) (LogicalNode, sql.Expr
 		}
 		j, err := b.join(f, left, right)
 		return j, where, err
+	case *sql.FromLateral:
+		in, _, err := b.from(f.Input, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &TableFunc{Input: in, Func: f.Func, Args: f.Args, Cols: f.Cols, Outer: f.Outer, Ordinality: f.Ordinality, Name: f.Name}, where, nil
 	case *sql.FromUnion:
 		u := &Union{Out: f.Schema()}
 		for _, in := range f.Inputs {

@@ -155,6 +155,21 @@ func pushFilter(in LogicalNode, preds []sql.Expr) LogicalNode {
 			return withFilter(n, stay)
 		}
 		return withFilter(n.WithChildren([]LogicalNode{pushFilter(n.Input, below)}), stay)
+	case *TableFunc:
+		// Conditions on the input's columns filter before the calls.
+		width := len(n.Input.Schema())
+		var below, stay []sql.Expr
+		for _, p := range preds {
+			if usesOnly(p, width) {
+				below = append(below, p)
+			} else {
+				stay = append(stay, p)
+			}
+		}
+		if len(below) == 0 {
+			return withFilter(n, stay)
+		}
+		return withFilter(n.WithChildren([]LogicalNode{pushFilter(n.Input, below)}), stay)
 	case *Join:
 		lw := len(n.Left.Schema())
 		shift := make([]int, len(n.Schema()))
@@ -486,6 +501,33 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 		}
 		return &Project{Input: child, Exprs: exprs, Names: names}, out, nil
 
+	case *TableFunc:
+		width := len(n.Input.Schema())
+		in := map[int]bool{}
+		for c := range need {
+			if c < width {
+				in[c] = true
+			}
+		}
+		addUsed(in, n.Args...)
+		child, m, err := p.prune(n.Input, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		args, err := remapAll(n.Args, m)
+		if err != nil {
+			return nil, nil, wrapf(err, "pruning table function")
+		}
+		nw := len(child.Schema())
+		out := make([]int, width+len(n.Cols))
+		copy(out, m)
+		for i := range n.Cols {
+			out[width+i] = nw + i
+		}
+		t := *n
+		t.Input, t.Args = child, args
+		return &t, out, nil
+
 	case *WindowAssign:
 		width := len(n.Input.Schema())
 		in := map[int]bool{n.Window.TimeCol: true}
@@ -638,6 +680,13 @@ func FoldConstants(l LogicalNode) (LogicalNode, error) {
 			exprs[i] = foldExpr(e)
 		}
 		return &Project{Input: n.Input, Exprs: exprs, Names: n.Names}, nil
+	case *TableFunc:
+		c := *n
+		c.Args = make([]sql.Expr, len(n.Args))
+		for i, e := range n.Args {
+			c.Args[i] = foldExpr(e)
+		}
+		return &c, nil
 	case *Aggregate:
 		c := *n
 		c.Keys = make([]sql.Expr, len(n.Keys))

@@ -62,6 +62,8 @@ func validate(l LogicalNode) error {
 		return check(n.Exprs...)
 	case *WindowAssign:
 		return checkTime(&n.Window)
+	case *TableFunc:
+		return check(n.Args...)
 	case *Aggregate:
 		if err := check(n.Keys...); err != nil {
 			return err

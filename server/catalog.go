@@ -124,14 +124,16 @@ func columnDefs(s sql.Schema) []ColumnDef {
 // FUNCTION / CREATE AGGREGATE). A wasm function's module bytes are in the catalog, so a
 // restart or another instance of a cluster runs the same code.
 type FunctionDef struct {
-	Name      string            `json:"name"`
-	Aggregate bool              `json:"aggregate,omitempty"`
-	Params    []ColumnDef       `json:"params"`
-	Returns   ColumnDef         `json:"returns"`
-	Language  string            `json:"language"`
-	Body      string            `json:"body"`
-	Module    []byte            `json:"module,omitempty"`
-	Options   map[string]string `json:"options,omitempty"`
+	Name      string      `json:"name"`
+	Aggregate bool        `json:"aggregate,omitempty"`
+	Params    []ColumnDef `json:"params"`
+	Returns   ColumnDef   `json:"returns"`
+	// Table, for a table function (RETURNS TABLE (...)), is the columns of its rows.
+	Table    []ColumnDef       `json:"table,omitempty"`
+	Language string            `json:"language"`
+	Body     string            `json:"body"`
+	Module   []byte            `json:"module,omitempty"`
+	Options  map[string]string `json:"options,omitempty"`
 	// Statement is the CREATE text, for DESCRIBE FUNCTION.
 	Statement string `json:"statement"`
 }
@@ -142,7 +144,11 @@ func (d *FunctionDef) Spec() udf.Spec {
 	for i, c := range d.Params {
 		ps[i] = sql.Column{Name: c.Name, Type: c.typ()}
 	}
-	return udf.Spec{Name: d.Name, Aggregate: d.Aggregate, Params: ps, Returns: d.Returns.typ(), Language: d.Language,
+	var table sql.Schema
+	for _, c := range d.Table {
+		table = append(table, sql.Column{Name: c.Name, Type: c.typ()})
+	}
+	return udf.Spec{Name: d.Name, Aggregate: d.Aggregate, Params: ps, Returns: d.Returns.typ(), Table: table, Language: d.Language,
 		Body: d.Body, Module: d.Module, Options: d.Options}
 }
 

@@ -281,6 +281,7 @@ func (c *cluster) prepare(ctx context.Context, job string, plan *planner.Physica
 		env.OwnsUnit = func(u exec.Unit) bool { return owns[u] }
 	}
 	env.Commit = func(ci *exec.CheckpointInfo) error { return c.commit(job, ci) }
+	env.Instance = c.self.Name
 	return unitNames(all), unitNames(take), whole, true, nil
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
@@ -123,7 +124,8 @@ func (e *Engine) running(id string) *runningJob {
 // jobSummary describes def with the live counters of rj (nil: not running here) and the
 // last sample of its history.
 func (c *console) jobSummary(def JobDef, rj *runningJob, v jobView) jobJSON {
-	j := jobJSON{ID: def.ID, Statement: def.Statement, State: def.State, Error: def.Error, Sink: def.Sink,
+	state, errText := c.e.displayState(def)
+	j := jobJSON{ID: def.ID, Statement: def.Statement, State: state, Error: errText, Sink: def.Sink,
 		Sources: def.Sources, Running: rj != nil, Instances: c.instances(def, rj)}
 	if j.Sources == nil {
 		j.Sources = []string{}
@@ -324,6 +326,10 @@ func (c *console) jobAction(w http.ResponseWriter, r *http.Request) {
 	action := strings.ToUpper(r.PathValue("action"))
 	if !slices.Contains([]string{"PAUSE", "RESUME", "TERMINATE"}, action) {
 		apiError(w, http.StatusNotFound, "", "no job action "+strconv.Quote(r.PathValue("action"))+" (pause, resume or terminate)")
+		return
+	}
+	if u := consoleUser(r.Context()); u.Role != RoleAdmin {
+		apiError(w, http.StatusForbidden, codeInsufficientPrivilege, fmt.Sprintf("permission denied: user %q is %s and may not %s a job (an admin may)", u.Name, roleText(u.Role), strings.ToLower(action)))
 		return
 	}
 	def, ok := c.jobDef(w, r.PathValue("id"))

@@ -64,7 +64,10 @@ func (c *console) runSQL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	results, err := c.e.Execute(ctx, NewSession(), req.SQL, nil)
+	sess := NewSession()
+	u := consoleUser(ctx)
+	sess.User, sess.Role = u.Name, u.Role
+	results, err := c.e.Execute(ctx, sess, req.SQL, nil)
 	defer func() {
 		for _, res := range results {
 			if res.Rows != nil {

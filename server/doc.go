@@ -45,7 +45,10 @@
 // Web console (console*.go, pages in console/ embedded): on the HTTP address, `/` serves
 // the pages and /api/v1/ the JSON API they use (docs/operations.md, "Web console"). GET
 // requests change nothing; POSTs (SQL, job actions) go through the engine like any
-// statement and are refused when a browser says they come from another origin. One
+// statement and are refused when a browser says they come from another origin. Every
+// request answers to the wire's authentication (console_auth.go: loopback only under
+// trust, HTTP Basic against the users' SCRAM secrets otherwise) and runs with the user's
+// role; /metrics and /healthz are outside it. One
 // sampler goroutine keeps each running job's counters every 2 s for 15 minutes, from which
 // rates are computed; it stops with the System.
 //

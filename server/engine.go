@@ -72,10 +72,20 @@ func (c *Config) ensureDefaults() {
 	c.Limits = c.Limits.WithDefaults()
 }
 
-// DefaultCheckpointInterval is how often a job checkpoints when its sink stream's WITH has no
-// checkpoint_interval. It is also the latency of exactly-once output: rows reach a sink
-// topic after the checkpoint that covers them.
-const DefaultCheckpointInterval = time.Second
+// DefaultCheckpointInterval and DefaultMinCheckpointInterval bound how often a job
+// checkpoints when its sink stream's WITH has no checkpoint_interval: the interval adapts to
+// what checkpoints cost (exec.Env.MinCheckpointInterval), from every 10 ms for a job whose
+// checkpoints are cheap (a filter) to every second for one with much state to write. Since
+// rows reach a sink topic after the checkpoint that covers them (exactly-once output), this
+// is also the latency of the output (docs/guarantees.md). A checkpoint_interval in the WITH
+// fixes the interval.
+const (
+	DefaultCheckpointInterval    = time.Second
+	DefaultMinCheckpointInterval = 10 * time.Millisecond
+	// ClusterMinCheckpointInterval is the least adaptive interval in cluster mode, where
+	// every checkpoint is a transaction on the shared Postgres.
+	ClusterMinCheckpointInterval = 100 * time.Millisecond
+)
 
 // Engine is the SQL engine of one rsql process: the catalog, the state store and the
 // running jobs. It implements Executor. mu guards jobs; the catalog has its own lock.
@@ -90,6 +100,10 @@ type Engine struct {
 	jobs  map[string]*runningJob
 	views map[string]*viewTable
 	idle  *sync.Cond // signalled whenever a job stops
+	// retries are the jobs waiting to start again after a transient error (jobretry.go);
+	// closing is set by Close, after which none is scheduled or started.
+	retries map[string]*jobRetry
+	closing bool
 
 	// dlq shares dead-letter outputs between the jobs reading a stream (dlq.go).
 	dlq dlqWriters
@@ -124,6 +138,10 @@ type runningJob struct {
 	whole        bool
 	// out is how the job writes its file sink, or nil (fileout.go).
 	out *fileOutput
+	// attempt counts the starts since the job last ran without a transient error for
+	// retryResetAfter (jobretry.go); started is when this run started.
+	attempt int
+	started time.Time
 }
 
 // stop stops the job on behalf of the engine and waits for it to end.
@@ -177,7 +195,7 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("unknown state backend %q (want rocksdb or memory)", cfg.StateBackend)
 	}
 	e := &Engine{cfg: cfg, lock: lock, cat: cat, store: store, files: files, udf: udf.NewRuntime(),
-		jobs: map[string]*runningJob{}, views: map[string]*viewTable{}}
+		jobs: map[string]*runningJob{}, views: map[string]*viewTable{}, retries: map[string]*jobRetry{}}
 	e.idle = sync.NewCond(&e.mu)
 	if !cfg.deferJobs {
 		e.startRecordedJobs()
@@ -185,15 +203,16 @@ func Open(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-// startRecordedJobs starts again the jobs the catalog lists as RUNNING.
+// startRecordedJobs starts again the jobs the catalog lists as RUNNING. One that cannot
+// start for now is retried (jobretry.go); one this process cannot run (it has no broker)
+// is left as it is.
 func (e *Engine) startRecordedJobs() {
 	for _, j := range e.cat.Jobs() {
 		if j.State != "RUNNING" {
 			continue
 		}
 		if err := e.restartJob(j); err != nil {
-			fmt.Fprintf(e.cfg.Log, "job %s failed to restart: %v\n", j.ID, err)
-			e.cat.SetJobState(j.ID, "FAILED", err.Error())
+			e.restartFailed(j, 1, err)
 		}
 	}
 }
@@ -207,6 +226,11 @@ func (e *Engine) Close() error {
 		e.cluster.close()
 	}
 	e.mu.Lock()
+	e.closing = true
+	for id, r := range e.retries {
+		r.timer.Stop()
+		delete(e.retries, id)
+	}
 	jobs := make([]*runningJob, 0, len(e.jobs))
 	for _, j := range e.jobs {
 		jobs = append(jobs, j)
@@ -613,7 +637,7 @@ func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, funcs []st
 		return "", err
 	}
 	def.ID = id
-	if err := e.startJob(def, q, sink, true); err != nil {
+	if err := e.startJob(def, q, sink, true, 0); err != nil {
 		e.cat.SetJobState(id, "FAILED", err.Error())
 		return id, err
 	}
@@ -621,12 +645,15 @@ func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, funcs []st
 }
 
 // restartJob starts a job recorded in the catalog again, from its statement text.
-func (e *Engine) restartJob(def JobDef) error {
+func (e *Engine) restartJob(def JobDef) error { return e.restartAttempt(def, 0) }
+
+// restartAttempt is restartJob for the attempt-th start after transient errors.
+func (e *Engine) restartAttempt(def JobDef, attempt int) error {
 	q, sink, err := e.jobQuery(def)
 	if err != nil {
 		return err
 	}
-	return e.startJob(def, q, sink, false)
+	return e.startJob(def, q, sink, false, attempt)
 }
 
 // jobQuery binds a recorded job's statement again and names its sink.
@@ -663,15 +690,16 @@ func (e *Engine) jobQuery(def JobDef) (*sql.Query, planner.SinkSpec, error) {
 }
 
 // startJob plans and starts a job and watches it until it ends. fresh says the job is new
-// (startNewJob) rather than started again from the catalog.
-func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh bool) error {
-	interval := DefaultCheckpointInterval
+// (startNewJob) rather than started again from the catalog; attempt counts the starts
+// after transient errors (jobretry.go).
+func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh bool, attempt int) error {
+	interval, minInterval := DefaultCheckpointInterval, DefaultMinCheckpointInterval
 	if v := sink.Options["checkpoint_interval"]; v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
 			return fmt.Errorf("checkpoint_interval = %q: %w", v, err)
 		}
-		interval = d
+		interval, minInterval = d, 0
 	}
 	isView := sink.Connector == "view"
 	if isView {
@@ -684,7 +712,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	env := e.env(def.ID)
-	env.CheckpointInterval = interval
+	env.CheckpointInterval, env.MinCheckpointInterval = interval, minInterval
 	var out *fileOutput
 	if !isView {
 		target, _ := e.cat.Stream(def.Sink)
@@ -719,6 +747,11 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 			return err
 		}
 	}
+	if e.cluster != nil && env.MinCheckpointInterval > 0 {
+		// Checkpoints commit to the shared Postgres: no more often than ten a second per
+		// job, however cheap each is.
+		env.MinCheckpointInterval = max(env.MinCheckpointInterval, ClusterMinCheckpointInterval)
+	}
 	cps := &checkpointStats{}
 	env.Commit = cps.measure(env.Commit)
 	job, err := exec.Start(ctx, def.ID, plan, env)
@@ -726,7 +759,8 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 		cancel()
 		return err
 	}
-	rj := &runningJob{def: def, job: job, cancel: cancel, done: make(chan struct{}), units: units, owned: owned, whole: whole, checkpoints: cps, out: out}
+	rj := &runningJob{def: def, job: job, cancel: cancel, done: make(chan struct{}), units: units, owned: owned, whole: whole,
+		checkpoints: cps, out: out, attempt: attempt, started: time.Now()}
 	go rj.rate.run(rj.done, func() int64 { return job.Stats().RecordsIn })
 	e.mu.Lock()
 	e.jobs[def.ID] = rj
@@ -759,7 +793,23 @@ func (e *Engine) watch(rj *runningJob) {
 			err = ferr
 		}
 	}
+	retry := false
+	if err != nil && !cancelled && (retryable(err) || notRunnableHere(err)) {
+		// Paused, not ended: started again from its last checkpoint after a backoff
+		// (jobretry.go), its file output kept as a paused job's is.
+		attempt := 1
+		if time.Since(rj.started) < retryResetAfter {
+			attempt = rj.attempt + 1
+		}
+		if notRunnableHere(err) {
+			fmt.Fprintf(e.cfg.Log, "job %s stopped in this process: %v (%s)\n", rj.def.ID, err, summary)
+			retry = true
+		} else {
+			retry = e.scheduleRetry(rj.def, attempt, fmt.Errorf("%w (%s)", err, summary))
+		}
+	}
 	switch {
+	case retry:
 	case err != nil && !cancelled:
 		fmt.Fprintf(e.cfg.Log, "job %s failed: %v (%s)\n", rj.def.ID, err, summary)
 		var pe *exec.PanicError
@@ -904,10 +954,18 @@ func (e *Engine) deps() connectors.Deps {
 
 func (e *Engine) needBroker(stream string) (*broker.Broker, error) {
 	if e.cfg.Broker == nil {
-		return nil, sql.Errorf(sql.CodeNotSupported, "stream %s lives on a broker, and this rsql runs none (rsql -c/-f without --server runs an engine of its own, without a broker): send the statements to a running server with --server ADDR (or use connector = 'file')", stream)
+		return nil, noBrokerError{err: sql.Errorf(sql.CodeNotSupported, "stream %s lives on a broker, and this rsql runs none (rsql -c/-f without --server runs an engine of its own, without a broker): send the statements to a running server with --server ADDR (or use connector = 'file')", stream)}
 	}
 	return e.cfg.Broker, nil
 }
+
+// noBrokerError is the SQL error of a statement or job that needs a broker this engine
+// lacks; it is also connectors.ErrNoBroker, so a recorded job that meets it is left as it
+// was (jobretry.go).
+type noBrokerError struct{ err *sql.Error }
+
+func (e noBrokerError) Error() string   { return e.err.Error() }
+func (e noBrokerError) Unwrap() []error { return []error{e.err, connectors.ErrNoBroker} }
 
 func topicOf(stream string, opts map[string]string) string {
 	if t := opts["topic"]; t != "" {
@@ -922,6 +980,7 @@ func queuesOf(opts map[string]string) int {
 }
 
 func (e *Engine) stopJob(id, state string) error {
+	e.cancelRetry(id)
 	e.mu.Lock()
 	rj := e.jobs[id]
 	e.mu.Unlock()
@@ -952,10 +1011,13 @@ func (e *Engine) jobControl(s *sql.JobControl) (*Result, error) {
 			return nil, err
 		}
 	case "RESUME":
-		if def.State != "PAUSED" {
-			return nil, sql.Errorf(sql.CodeInvalidValue, "job %s is %s, not PAUSED", def.ID, def.State)
+		// A paused or failed job starts again from its last checkpoint; one waiting to
+		// start again after a transient error starts now.
+		waiting := def.State == "RUNNING" && e.cancelRetry(def.ID)
+		if def.State != "PAUSED" && def.State != "FAILED" && !waiting {
+			return nil, sql.Errorf(sql.CodeInvalidValue, "job %s is %s: RESUME takes a PAUSED or FAILED job (or one RETRYING)", def.ID, def.State)
 		}
-		def.State = "RUNNING"
+		def.State, def.Error = "RUNNING", ""
 		if e.cluster != nil {
 			e.startMu.Lock()
 			defer e.startMu.Unlock()
@@ -964,6 +1026,9 @@ func (e *Engine) jobControl(s *sql.JobControl) (*Result, error) {
 			return nil, err
 		}
 		if err := e.restartJob(def); err != nil {
+			if retryable(err) && e.scheduleRetry(def, 1, err) {
+				return &Result{Tag: s.Action + " JOB", Notice: &Notice{Message: fmt.Sprintf("job %s cannot start now (%v); it starts again with backoff (SHOW JOBS)", def.ID, err)}}, nil
+			}
 			e.cat.SetJobState(def.ID, "FAILED", err.Error())
 			return nil, err
 		}
@@ -986,6 +1051,7 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 		return nil, err
 	}
 	if d.Job != "" {
+		e.cancelRetry(d.Job)
 		e.mu.Lock()
 		rj := e.jobs[d.Job]
 		e.mu.Unlock()

@@ -36,7 +36,7 @@ func (c *stmtCatalog) Relation(name string) (*sql.Relation, bool) { return c.e.c
 // Function implements sql.FuncCatalog.
 func (c *stmtCatalog) Function(name string) (*sql.FuncDef, bool) {
 	d, ok := c.e.cat.Function(name)
-	if !ok || d.Aggregate {
+	if !ok || d.Aggregate || d.Table != nil {
 		return nil, false
 	}
 	c.used[key(d.Name)] = d.Name
@@ -60,6 +60,21 @@ func (c *stmtCatalog) Aggregate(name string) (*sql.AggDef, bool) {
 			Check: func([]sql.Expr, bool) (sql.Type, []sql.Expr, error) { return sql.TypeNull, nil, err }}, true
 	}
 	return ad, true
+}
+
+// TableFunction implements sql.TableFuncCatalog.
+func (c *stmtCatalog) TableFunction(name string) (*sql.TableFuncDef, bool) {
+	d, ok := c.e.cat.Function(name)
+	if !ok || d.Table == nil {
+		return nil, false
+	}
+	c.used[key(d.Name)] = d.Name
+	td, err := c.e.udf.TableFunc(d.Spec())
+	if err != nil {
+		return &sql.TableFuncDef{Name: d.Name,
+			Check: func([]sql.Expr) (sql.Schema, []sql.Expr, error) { return nil, nil, err }}, true
+	}
+	return td, true
 }
 
 // failingFunc stands for a stored function that no longer compiles: calls of it fail to
@@ -101,12 +116,15 @@ func (e *Engine) createFunction(s *sql.CreateFunction) (*Result, error) {
 		if !s.OrReplace {
 			return nil, sql.Errorf(sql.CodeDuplicateFunction, "%s %q already exists (CREATE OR REPLACE replaces it, IF NOT EXISTS keeps it)", what, old.Name)
 		}
-		if old.Aggregate != s.Aggregate {
-			return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is %s: DROP it first", old.Name, map[bool]string{true: "an aggregate", false: "a scalar function"}[old.Aggregate])
+		if old.Aggregate != s.Aggregate || (old.Table != nil) != (s.Table != nil) {
+			return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is %s: DROP it first", old.Name, map[string]string{"aggregate": "an aggregate", "scalar": "a scalar function", "table": "a table function"}[functionKind(old)])
 		}
 	}
 	d := FunctionDef{Name: s.Name, Aggregate: s.Aggregate, Params: columnDefs(s.Params), Returns: columnDefs(sql.Schema{{Type: s.Returns}})[0],
 		Language: s.Language, Body: s.Body, Options: s.Options, Statement: s.Text}
+	if s.Table != nil {
+		d.Returns, d.Table = ColumnDef{}, columnDefs(s.Table)
+	}
 	if len(d.Options) == 0 {
 		d.Options = nil
 	}
@@ -177,6 +195,9 @@ func (e *Engine) showFunctions() *Result {
 	for _, d := range sql.Aggs() {
 		rows = append(rows, sql.Row{sql.Varchar(strings.ToLower(d.Name)), sql.Varchar("aggregate"), sql.Varchar("built-in"), sql.Varchar(d.Sig)})
 	}
+	for _, d := range sql.TableFuncs() {
+		rows = append(rows, sql.Row{sql.Varchar(strings.ToLower(d.Name)), sql.Varchar("table"), sql.Varchar("built-in"), sql.Varchar(d.Sig)})
+	}
 	for _, d := range e.cat.Functions() {
 		rows = append(rows, sql.Row{sql.Varchar(d.Name), sql.Varchar(functionKind(d)), sql.Varchar(d.Language), sql.Varchar(d.Spec().Signature())})
 	}
@@ -186,6 +207,9 @@ func (e *Engine) showFunctions() *Result {
 func functionKind(d FunctionDef) string {
 	if d.Aggregate {
 		return "aggregate"
+	}
+	if d.Table != nil {
+		return "table"
 	}
 	return "scalar"
 }
@@ -232,6 +256,14 @@ func (e *Engine) describeFunction(s *sql.Describe) (*Result, error) {
 	if d, ok := sql.LookupFunc(s.Name); ok && !d.Hidden {
 		add("name", strings.ToLower(d.Name))
 		add("kind", "scalar")
+		add("language", "built-in")
+		add("signature", d.Sig)
+		add("notes", d.Doc)
+		return &Result{Columns: cols, Rows: &sliceRows{rows: rows}, Tag: "DESCRIBE"}, nil
+	}
+	if d, ok := sql.LookupTableFunc(s.Name); ok {
+		add("name", strings.ToLower(d.Name))
+		add("kind", "table")
 		add("language", "built-in")
 		add("signature", d.Sig)
 		add("notes", d.Doc)

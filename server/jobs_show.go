@@ -70,7 +70,8 @@ func (e *Engine) showJobs() *Result {
 	var rows []sql.Row
 	for _, j := range e.cat.Jobs() {
 		row := make(sql.Row, len(cols))
-		row[0], row[1], row[2], row[11] = sql.Varchar(j.ID), sql.Varchar(j.Statement), sql.Varchar(j.State), nullable(j.Error)
+		state, errText := e.displayState(j)
+		row[0], row[1], row[2], row[11] = sql.Varchar(j.ID), sql.Varchar(j.Statement), sql.Varchar(state), nullable(errText)
 		e.mu.Lock()
 		rj := e.jobs[j.ID]
 		e.mu.Unlock()

@@ -41,6 +41,7 @@ func (e *Engine) replace(d StreamDef, j *JobDef, q *sql.Query, sink planner.Sink
 		return nil, err
 	}
 	if oldJob != "" {
+		e.cancelRetry(oldJob)
 		e.mu.Lock()
 		rj := e.jobs[oldJob]
 		e.mu.Unlock()
@@ -54,7 +55,7 @@ func (e *Engine) replace(d StreamDef, j *JobDef, q *sql.Query, sink planner.Sink
 	res := &Result{Tag: tag}
 	if newJob != "" {
 		def.ID = newJob
-		if err := e.startJob(def, q, sink, true); err != nil {
+		if err := e.startJob(def, q, sink, true, 0); err != nil {
 			e.cat.SetJobState(newJob, "FAILED", err.Error())
 			return nil, err
 		}

@@ -136,29 +136,8 @@ func ttlValue(v string) (string, bool) {
 	return d.String(), true
 }
 
-func parseTTL(v string) (time.Duration, bool) {
-	v = strings.TrimSpace(strings.ToLower(v))
-	if v == "0" || v == "" {
-		return 0, true
-	}
-	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-		return d, true
-	}
-	f := strings.Fields(v)
-	if len(f) != 2 {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(f[0], 10, 64)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	unit := map[string]time.Duration{"millisecond": time.Millisecond, "second": time.Second, "minute": time.Minute,
-		"hour": time.Hour, "day": 24 * time.Hour}[strings.TrimSuffix(f[1], "s")]
-	if unit == 0 {
-		return 0, false
-	}
-	return time.Duration(n) * unit, true
-}
+// parseTTL reads a state TTL (sql.ParseStateTTL).
+func parseTTL(v string) (time.Duration, bool) { return sql.ParseStateTTL(v) }
 
 // stateTTL is the session's state_ttl in milliseconds.
 func stateTTL(sess *Session) int64 {

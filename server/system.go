@@ -191,7 +191,8 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", s.healthz)
 		s.console = newConsole(eng, b) // the web console and its API: console.go
-		mux.Handle("/", s.console)
+		// The console and its API answer to the wire's authentication (console_auth.go).
+		mux.Handle("/", &consoleAuth{method: s.Auth, users: eng.cat, next: s.console})
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			ErrorLog: slog.NewLogLogger(slog.NewTextHandler(cfg.Log, nil).WithAttrs([]slog.Attr{slog.String("listener", "http")}), slog.LevelWarn)}
 		go func() {

@@ -31,7 +31,7 @@ type AggDef struct {
 
 // AggState is the state of one aggregate call in one group. Every aggregate keeps its
 // state in these fields (the built-ins: N rows, I and F integer and float sums, V a
-// value, Set the distinct values in AppendValue form); the state codec of the executor
+// value, Set the distinct values of a DISTINCT aggregate); the state codec of the executor
 // stores N, I, F, V and Set and nothing else, so an aggregate whose working form is
 // something else (Obj) writes it into them in Encode and reads it back in Decode.
 type AggState struct {
@@ -39,7 +39,7 @@ type AggState struct {
 	I   int64
 	F   float64
 	V   Value
-	Set map[string]struct{}
+	Set *DistinctSet
 	// Obj is an aggregate's in-memory working state (a user aggregate's script value);
 	// it is never stored.
 	Obj any
@@ -299,37 +299,30 @@ func (count) Merge(d, s *AggState)     { mergeCounts(d, s) }
 func (count) Result(s *AggState) Value { return BigInt(s.N) }
 
 // countDistinct is COUNT(DISTINCT x): the distinct non-NULL values in Set.
-type countDistinct struct {
-	builtin
-	enc []byte
-}
+type countDistinct struct{ builtin }
 
 func (c *countDistinct) Add(s *AggState, a []Value) *Error {
-	v := a[0]
-	if v.K == KindNull {
+	if a[0].K == KindNull {
 		return nil
 	}
-	c.enc = AppendValue(c.enc[:0], v)
-	if _, ok := s.Set[string(c.enc)]; !ok {
-		if s.Set == nil {
-			s.Set = map[string]struct{}{}
-		}
-		s.Set[string(c.enc)] = struct{}{}
+	if s.Set == nil {
+		s.Set = &DistinctSet{}
 	}
+	s.Set.Add(a[0])
 	return nil
 }
 
 func (c *countDistinct) Merge(d, s *AggState) {
-	for k := range s.Set {
+	if s.Set.Len() > 0 {
 		if d.Set == nil {
-			d.Set = map[string]struct{}{}
+			d.Set = &DistinctSet{}
 		}
-		d.Set[k] = struct{}{}
+		d.Set.AddSet(s.Set)
 	}
 	mergeCounts(d, s)
 }
 
-func (c *countDistinct) Result(s *AggState) Value { return BigInt(int64(len(s.Set))) }
+func (c *countDistinct) Result(s *AggState) Value { return BigInt(int64(s.Set.Len())) }
 
 // sum is SUM(x) and AVG(x): N values, their sum in I (integers), F (DOUBLE) or V
 // (NUMERIC, exact at any scale). t is the result kind.

@@ -25,7 +25,7 @@ func Bind(s *Select, cat Catalog) (q *Query, err error) {
 			err = Errorf(CodeInternal, "bind: %v", r)
 		}
 	}()
-	ctx := &bindCtx{input: s.input, rw: s.rw, params: s.Params, casts: s.casts, tvfs: s.tvfs, cat: cat, emitPos: s.emitPos}
+	ctx := &bindCtx{input: s.input, rw: s.rw, params: s.Params, casts: s.casts, tvfs: s.tvfs, tfns: s.tfns, cat: cat, emitPos: s.emitPos}
 	b := ctx.newBinder()
 	markUserAggs(s.stmt, cat)
 	q, err = b.bindQuery(s.stmt)
@@ -48,6 +48,7 @@ type bindCtx struct {
 	params  []Value
 	casts   []Type
 	tvfs    []*windowCall
+	tfns    []*tableCall
 	cat     Catalog
 	emitPos int
 	// ctes are the common table expressions in scope, innermost last.

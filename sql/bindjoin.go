@@ -21,7 +21,10 @@ func (b *binder) bindJoinFrom(j *ast.Join) error {
 	return nil
 }
 
-func (b *binder) bindJoin(j *ast.Join) (*FromJoin, Schema, [][]string, []ColAttr, error) {
+func (b *binder) bindJoin(j *ast.Join) (From, Schema, [][]string, []ColAttr, error) {
+	if tc, fc, ok := b.tableCallOf(j.Right); ok {
+		return b.bindLateral(j, tc, fc)
+	}
 	switch {
 	case j.NaturalJoin:
 		b.setPos(j)

@@ -55,7 +55,9 @@
 // tokens.
 //
 // The pre-pass rewrites what the MySQL grammar rejects (INTERVAL literals anywhere, window
-// table functions in FROM, TUMBLE/HOP/SESSION group-by calls, CAST to rsql's types,
+// table functions in FROM, table function calls after JOIN (JOIN LATERAL f(...) AS t(c),
+// JOIN UNNEST(...): a derived table the binder recognizes, the call recorded),
+// TUMBLE/HOP/SESSION group-by calls, CAST to rsql's types,
 // TIMESTAMP '...' literals, EMIT clauses, $n parameters) into text tidb accepts and keeps a
 // map from every rewritten offset back to the user's text, so errors reported by tidb and
 // by Bind point into what the user typed. Identifiers keep their spelling and compare
@@ -93,6 +95,10 @@
 // supplies user-defined functions and aggregates, which the binder consults after the
 // built-ins: a call of one is a Call with Def set (an AggCall with Def), and a SQL
 // function's call is replaced by its body (FuncDef.Inline; BindFunctionBody binds a body).
+// Table functions (TableFuncDef in tablefuncs.go: name, type rule giving the columns, a
+// TableEvaluator builder, docs line; LookupTableFunc, TableFuncs, TableFuncTable) are
+// called in FROM: the binder makes a FromLateral whose arguments are over the left side's
+// row; a Catalog that implements TableFuncCatalog supplies user table functions.
 // Dollar-quoted strings ($$...$$) are string literals; Complete tells whether a text ends
 // a statement. Operators are typed in types.go and compiled in compile.go.
 //

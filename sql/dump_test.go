@@ -185,6 +185,17 @@ func dumpFrom(f From) string {
 			out += " AS OF " + exprRefs(f.AsOf)
 		}
 		return out
+	case *FromLateral:
+		args := make([]string, len(f.Args))
+		for i, a := range f.Args {
+			args[i] = exprRefs(a)
+		}
+		cols := make([]string, len(f.Cols))
+		for i, c := range f.Cols {
+			cols[i] = c.Name + " " + c.Type.String()
+		}
+		return fmt.Sprintf("%s LATERAL(outer=%v) %s(%s) AS %s(%s)", dumpFrom(f.Input), f.Outer, strings.ToLower(f.Func.Name),
+			strings.Join(args, ", "), f.Name, strings.Join(cols, ", "))
 	}
 	return "?"
 }

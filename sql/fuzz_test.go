@@ -21,6 +21,7 @@ func FuzzParse(f *testing.F) {
 		"SELECT 'unterminated",
 		"SELECT a FROM t WHERE /* comment",
 		"SELECT CASE WHEN qty IN (1, NULL) THEN -qty ELSE ABS(qty) END FROM orders",
+		"SELECT o.order_id, t.tag, u.x FROM orders AS o CROSS JOIN LATERAL string_to_table(o.user_id, ',') AS t(tag) LEFT JOIN UNNEST(o.payload->'a', '{1,2}') u(x, y) ON TRUE, LATERAL generate_series(1, o.qty) g",
 	} {
 		f.Add(s)
 	}

@@ -500,7 +500,35 @@ func (p *stmtParser) createFunction(orReplace, agg bool) (Statement, error) {
 	if err := p.expect("RETURNS"); err != nil {
 		return nil, err
 	}
-	if cf.Returns, err = p.typeName(); err != nil {
+	if p.peek().is("TABLE") && p.peekN(1).isP("(") {
+		// RETURNS TABLE (c TYPE, ...): a table function.
+		p.next()
+		p.next()
+		for {
+			nt := p.peek()
+			name, err := p.ident("a column name")
+			if err != nil {
+				return nil, err
+			}
+			if cf.Table.Index(name) >= 0 {
+				return nil, errAt(p.src, nt.Pos, CodeDuplicateColumn, "column %s is declared twice", name)
+			}
+			t, err := p.typeName()
+			if err != nil {
+				return nil, err
+			}
+			cf.Table = append(cf.Table, Column{Name: name, Type: t})
+			if p.acceptP(")") {
+				break
+			}
+			if err := p.expectP(","); err != nil {
+				return nil, err
+			}
+		}
+		if agg {
+			return nil, errAt(p.src, p.toks[p.i-1].Pos, CodeSyntax, "an aggregate returns one value, not a table")
+		}
+	} else if cf.Returns, err = p.typeName(); err != nil {
 		return nil, err
 	}
 	seen := map[string]bool{}
@@ -1020,7 +1048,7 @@ func (p *stmtParser) selectFrom(start int, src Src) (*Select, error) {
 	default:
 		return nil, errAt(p.src, first.Pos, CodeSyntax, "expected a SELECT")
 	}
-	s := &Select{Src: src, Emit: pre.emit, Params: p.params, stmt: stmt, rw: rw, input: p.src, tvfs: pre.tvfs, casts: pre.casts, emitPos: pre.emitPos}
+	s := &Select{Src: src, Emit: pre.emit, Params: p.params, stmt: stmt, rw: rw, input: p.src, tvfs: pre.tvfs, tfns: pre.tfns, casts: pre.casts, emitPos: pre.emitPos}
 	s.From = firstRelation(stmt, pre.tvfs)
 	return s, nil
 }

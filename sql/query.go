@@ -222,6 +222,29 @@ type FromJoin struct {
 	LeftAttrs, RightAttrs []ColAttr
 }
 
+// FromLateral calls a table function once per row of Input (JOIN LATERAL f(args) AS
+// t(c, ...), JOIN UNNEST(...)); its row is Input's columns, then the function's Cols
+// (named by the alias's column list). Args are over Input's row. Outer (LEFT JOIN
+// LATERAL ... ON TRUE) keeps an input row its call gives no rows for, with NULLs.
+// Ordinality (WITH ORDINALITY): the last of Cols numbers a call's rows from 1.
+type FromLateral struct {
+	Input      From
+	Func       *TableFuncDef
+	Args       []Expr
+	Cols       Schema
+	Outer      bool
+	Ordinality bool
+	Name       string // the alias
+	InputAttrs []ColAttr
+}
+
+func (f *FromLateral) Schema() Schema {
+	in := f.Input.Schema()
+	out := make(Schema, 0, len(in)+len(f.Cols))
+	return append(append(out, in...), f.Cols...)
+}
+func (*FromLateral) isFrom() {}
+
 func (f *FromRelation) Schema() Schema { return f.Rel.Schema }
 func (f *FromQuery) Schema() Schema    { return f.Query.OutputSchema() }
 func (f *FromUnion) Schema() Schema {
@@ -319,6 +342,8 @@ func (q *Query) Relations() []*Relation {
 		case *FromJoin:
 			walkFrom(f.Left, walk, seen, &out)
 			walkFrom(f.Right, walk, seen, &out)
+		case *FromLateral:
+			walkFrom(f.Input, walk, seen, &out)
 		}
 	}
 	walk(q)
@@ -342,6 +367,8 @@ func walkFrom(f From, walk func(*Query), seen map[*Relation]bool, out *[]*Relati
 	case *FromJoin:
 		walkFrom(f.Left, walk, seen, out)
 		walkFrom(f.Right, walk, seen, out)
+	case *FromLateral:
+		walkFrom(f.Input, walk, seen, out)
 	}
 }
 

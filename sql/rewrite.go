@@ -12,6 +12,8 @@ import (
 //	INTERVAL '10' SECOND           -> __rsql_interval(10000)
 //	FROM TUMBLE(s, ts, size) [AS a] -> FROM `s` AS `__rsql_tvf_N`     (window N recorded)
 //	FROM TUMBLE((SELECT ...), ts, size) -> FROM (SELECT ...) AS `__rsql_tvf_N`
+//	JOIN LATERAL f(args) [WITH ORDINALITY] [AS] t[(c, ...)] -> JOIN (SELECT __rsql_tfn_N(args)) AS `t`  (call N recorded)
+//	JOIN UNNEST(args) [AS] t[(c, ...)] -> JOIN (SELECT __rsql_tfn_N(args)) AS `t`
 //	TUMBLE(ts, size) elsewhere     -> __rsql_tumble(ts, size)   (HOP, SESSION alike)
 //	CAST(x AS type)                -> __rsql_cast_N(x)   (type N recorded)
 //	TIMESTAMP '...'                -> __rsql_ts('...')
@@ -90,8 +92,13 @@ type prepassResult struct {
 	emit    EmitMode
 	emitPos int
 	tvfs    []*windowCall // window table functions, by N of `__rsql_tvf_N`
+	tfns    []*tableCall  // table function calls, by N of `__rsql_tfn_N`
 	casts   []Type
 }
+
+// tfnCall is the name of the call that stands for table function call N in the
+// rewritten text.
+const tfnCall = "__rsql_tfn_"
 
 // tvfAlias is the alias a window table function's relation gets in the rewritten text.
 const tvfAlias = "__rsql_tvf_"
@@ -203,6 +210,79 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			res.emit, res.emitPos = mode, t.Pos
 			edits = append(edits, edit{t.Pos, toks[end-1].End, " ", 0})
 			i = end - 1
+		case (t.is("JOIN") || t.isP(",")) && toks[i+1].is("LATERAL") && (toks[i+2].Kind == tokIdent || toks[i+2].Kind == tokQIdent) && toks[i+3].isP("("),
+			t.is("JOIN") && toks[i+1].is("UNNEST") && toks[i+2].isP("("):
+			// A table function call: its arguments stay in the text (inside a derived
+			// table the binder recognizes), the alias and its column list are recorded.
+			nameIdx := i + 2
+			if toks[i+1].is("UNNEST") {
+				nameIdx = i + 1
+			}
+			open := nameIdx + 1
+			closeIdx := matchParen(toks, open)
+			if closeIdx < 0 {
+				continue // let the tidb parser report it
+			}
+			tc := &tableCall{name: toks[nameIdx].Val, pos: toks[nameIdx].Pos, alias: toks[nameIdx].Val, colsPos: -1}
+			if toks[nameIdx].Kind == tokIdent {
+				tc.alias = strings.ToLower(tc.alias)
+			}
+			end := closeIdx // the last token of the call and its alias
+			a := closeIdx + 1
+			if toks[a].is("WITH") && toks[a+1].is("ORDINALITY") {
+				tc.ordinality, end, a = true, a+1, a+2
+			}
+			if toks[a].is("AS") {
+				a++
+			}
+			if at := toks[a]; at.Kind == tokQIdent || at.Kind == tokIdent && !isClauseWord(at) && !at.is("AS") && !at.is("WITH") {
+				tc.alias, end = at.Val, a
+				if at.Kind == tokIdent {
+					tc.alias = strings.ToLower(at.Val)
+				}
+				if toks[a+1].isP("(") {
+					colsClose := matchParen(toks, a+1)
+					if colsClose < 0 {
+						return nil, nil, errAt(p.src, toks[a+1].Pos, CodeSyntax, "the column list of %s is not closed", at.Val)
+					}
+					tc.colsPos = toks[a+2].Pos
+					for k := a + 2; k < colsClose; k++ {
+						c := toks[k]
+						if c.Kind != tokIdent && c.Kind != tokQIdent {
+							return nil, nil, p.errNear(c, "a column name")
+						}
+						name := c.Val
+						if c.Kind == tokIdent {
+							name = strings.ToLower(name)
+						}
+						tc.cols = append(tc.cols, name)
+						if k+1 < colsClose {
+							if !toks[k+1].isP(",") {
+								return nil, nil, p.errNear(toks[k+1], `"," or ")"`)
+							}
+							k++
+						}
+					}
+					if len(tc.cols) == 0 {
+						return nil, nil, p.errNear(toks[colsClose], "a column name")
+					}
+					end = colsClose
+				}
+			} else if toks[a-1].is("AS") {
+				return nil, nil, p.errNear(toks[a], "an alias after AS")
+			}
+			call := tfnCall + strconv.Itoa(len(res.tfns))
+			res.tfns = append(res.tfns, tc)
+			repl := " CROSS JOIN"
+			if t.is("JOIN") {
+				repl = "JOIN"
+			}
+			edits = append(edits, edit{t.Pos, toks[open].End, repl + " (SELECT " + call + "(", 0},
+				edit{toks[closeIdx].End, toks[end].End, ") AS `" + strings.ReplaceAll(tc.alias, "`", "``") + "`", 0})
+			if end > closeIdx {
+				skip[closeIdx+1] = end
+			}
+			i = open - 1 // the loop goes on at the call's "(", through the arguments
 		case (t.is("FROM") || t.is("JOIN")) && isWindowFunc(toks[i+1]) && toks[i+2].isP("("):
 			w, closeIdx, err := p.windowTVF(i + 1)
 			if err != nil {

@@ -69,10 +69,13 @@ type CreateFunction struct {
 	IfNotExists bool
 	Params      Schema
 	Returns     Type
-	Language    string
-	Body        string
-	BodyPos     int
-	Options     map[string]string // lower-case keys, unquoted values; never nil
+	// Table, for RETURNS TABLE (c TYPE, ...): the columns of a table function's rows
+	// (Returns is then unset).
+	Table    Schema
+	Language string
+	Body     string
+	BodyPos  int
+	Options  map[string]string // lower-case keys, unquoted values; never nil
 
 	input string // the whole text given to Parse, for positions (BodyError)
 }
@@ -193,8 +196,22 @@ type Select struct {
 	rw      *rewrite
 	input   string // the whole text given to Parse, for positions
 	tvfs    []*windowCall
+	tfns    []*tableCall
 	casts   []Type
 	emitPos int
+}
+
+// tableCall is a table function call of FROM (JOIN LATERAL f(...) or JOIN UNNEST(...)) as
+// the pre-pass found it: the function's name and where, and the alias with its column
+// names (nil: none given).
+type tableCall struct {
+	name    string
+	pos     int
+	alias   string
+	cols    []string
+	colsPos int
+	// ordinality: WITH ORDINALITY, a last column numbering the call's rows from 1.
+	ordinality bool
 }
 
 // windowCall is a window table function of FROM, as the pre-pass found it: over the

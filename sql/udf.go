@@ -25,6 +25,9 @@ func CheckFunctionName(name string) error {
 	if _, ok := LookupAgg(name); ok {
 		return Errorf(CodeDuplicateFunction, "aggregate %s is built in: choose another name", lname)
 	}
+	if _, ok := LookupTableFunc(name); ok {
+		return Errorf(CodeDuplicateFunction, "table function %s is built in: choose another name", lname)
+	}
 	if _, ok := sessionFuncs[strings.ToUpper(name)]; ok {
 		return Errorf(CodeDuplicateFunction, "function %s is built in: choose another name", lname)
 	}

@@ -300,7 +300,7 @@ func TestEngineJobOverACLBroker(t *testing.T) {
     secretKey: io-secret-01
     defaultTopicPerm: DENY
     defaultGroupPerm: DENY
-    topicPerms: [acl_in=PUB, acl_out=SUB]
+    topicPerms: [acl_in=PUB, acl_out=SUB, acl_tx=SUB]
     groupPerms: [rsql-consume=SUB]
 `
 	b, _ := startACLBroker(t, acl)
@@ -321,7 +321,8 @@ func TestEngineJobOverACLBroker(t *testing.T) {
 	waitListening(t, srv, pg)
 
 	ddl := `CREATE STREAM acl_in (id BIGINT, v VARCHAR) WITH (topic = 'acl_in', queues = 2);
-CREATE STREAM acl_out WITH (topic = 'acl_out', queues = 2) AS SELECT id, UPPER(v) AS v FROM acl_in WHERE id % 2 = 0;`
+CREATE STREAM acl_out WITH (topic = 'acl_out', queues = 2) AS SELECT id, UPPER(v) AS v FROM acl_in WHERE id % 2 = 0;
+CREATE STREAM acl_tx WITH (topic = 'acl_tx', queues = 2, delivery = 'transactional') AS SELECT id, v FROM acl_in WHERE id % 2 = 1;`
 	if out, errOut, err := runRsql(t, "", "--server", pg, "-c", ddl); err != nil {
 		t.Fatalf("DDL: %v\n%s\n%s\nserver:\n%s", err, out, errOut, srv.Stderr.String())
 	}
@@ -358,6 +359,24 @@ CREATE STREAM acl_out WITH (topic = 'acl_out', queues = 2) AS SELECT id, UPPER(v
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("acl_out:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
 	}
+	// The transactional output signs its own requests too (registration, commits).
+	out, errOut, err = runRsqlEnv(t, ioEnv, "", "consume", "acl_tx", "--from-beginning", "--max", "10", "--idle-exit", "20s", "--namesrv", b.NS)
+	if err != nil {
+		t.Fatalf("signed rsql consume of the transactional output: %v\n%s\nserver:\n%s", err, errOut, srv.Stderr.String())
+	}
+	lines = nil
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		lines = append(lines, strings.ReplaceAll(l, " ", ""))
+	}
+	sort.Strings(lines)
+	want = nil
+	for i := 1; i < 20; i += 2 {
+		want = append(want, fmt.Sprintf(`{"id":%d,"v":"row%d"}`, i, i))
+	}
+	sort.Strings(want)
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("acl_tx:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
 	for _, secret := range []string{"engine-secret-1", "io-secret-01"} {
 		if strings.Contains(srv.Stderr.String()+srv.Stdout.String()+errOut+b.p.Stderr.String(), secret) {
 			t.Fatalf("the secret %q shows in an output", secret)
@@ -378,7 +397,9 @@ func TestServerACLFile(t *testing.T) {
 		"--broker-addr", br, "--http-addr", freePort(t), "--acl-file", file)
 	waitListening(t, p, pg)
 	waitListening(t, p, br)
-	if !strings.Contains(p.Stderr.String(), "broker ACL      "+file+" (3 accounts;") {
+	// The banner is written once every listener is up; the ports may answer a moment
+	// before it reaches the captured stderr.
+	if !waitFor(10*time.Second, func() bool { return strings.Contains(p.Stderr.String(), "broker ACL      "+file+" (3 accounts;") }) {
 		t.Fatalf("banner:\n%s", p.Stderr.String())
 	}
 	sql := `CREATE STREAM orders (id BIGINT, v VARCHAR) WITH (topic = 'orders', queues = 1);

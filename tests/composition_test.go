@@ -213,22 +213,7 @@ func TestCompositionMatchesPostgres(t *testing.T) {
 			if got, ok := lateGot[i]; !ok || got != lateWant {
 				t.Errorf("late=%d, want %d\n%s", got, lateWant, out)
 			}
-			cols, want := pgRows(t, conn, c.postgres)
-			got := readJSONLines(t, filepath.Join(dir, c.name+".jsonl"))
-			if len(want) == 0 {
-				t.Fatal("the PostgreSQL query returned no rows: the case tests nothing")
-			}
-			var ws, gs []string
-			for _, r := range want {
-				ws = append(ws, canon(t, cols, r, nil))
-			}
-			for _, r := range got {
-				if len(r) != len(cols) {
-					t.Fatalf("output row has %d keys, want %d (%v): %v", len(r), len(cols), cols, r)
-				}
-				gs = append(gs, canon(t, cols, r, c.tsCols))
-			}
-			compareMultisets(t, c.name, ws, gs)
+			compareFileCase(t, conn, dir, c)
 		})
 	}
 }

@@ -60,16 +60,28 @@ func TestComposedJobsSurviveKill9(t *testing.T) {
 	}
 	s.sql(ddl.String())
 
+	produceWithKills(t, s, orders, payments)
+	// The topics are a replay: a record at the end of the last window, to every queue of
+	// both streams, closes every window of the input (their own never closes).
+	closeInput(t, s, lastEnd)
+	waitAllJobs(t, s, lastEnd)
+
+	checkTopicCases(t, s, conn, cases, topicCases)
+}
+
+// produceWithKills produces orders and payments in three chunks, both streams at once as
+// their producers would (a stream that stops while the other goes on goes idle and its
+// later records are late), and kills the server with SIGKILL at a random moment after each
+// chunk, starting it again (RSQL_NOKILL=1: no kills).
+func produceWithKills(t *testing.T, s *jobsServer, orders, payments []event) {
+	t.Helper()
 	seed := time.Now().UnixNano()
 	r := rand.New(rand.NewSource(seed))
 	t.Logf("kill timing seed %d", seed)
-	third := len(orders) / 3
 	for i := 0; i < 3; i++ {
-		// Both streams at once, as their producers would: a stream that stops while the
-		// other goes on goes idle (idle_timeout) and its later records are late.
 		done := make(chan error, 1)
 		go func() { done <- produce(s.ns, "payments", payments[i*len(payments)/3:(i+1)*len(payments)/3]) }()
-		produceTo(t, s.ns, "orders", orders[i*third:min((i+1)*third, len(orders))])
+		produceTo(t, s.ns, "orders", orders[i*len(orders)/3:(i+1)*len(orders)/3])
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
@@ -82,17 +94,25 @@ func TestComposedJobsSurviveKill9(t *testing.T) {
 		s.p.Kill()
 		s.start()
 	}
-	// The topics are a replay: a record at the end of the last window, to every queue of
-	// both streams, closes every window of the input (their own never closes).
+}
+
+// closeInput appends a record at ts to every queue of orders and payments (64 users named
+// ~close-N), so the watermarks of both pass ts (closingRow tells their result rows).
+func closeInput(t *testing.T, s *jobsServer, ts int64) {
+	t.Helper()
 	var closing []event
 	for i := 0; i < 64; i++ {
-		closing = append(closing, event{OrderID: int64(-1 - i), UserID: fmt.Sprintf("~close-%d", i), TsMs: lastEnd, Category: "none"})
+		closing = append(closing, event{OrderID: int64(-1 - i), UserID: fmt.Sprintf("~close-%d", i), TsMs: ts, Category: "none"})
 	}
 	produceTo(t, s.ns, "orders", closing)
 	produceTo(t, s.ns, "payments", closing)
-	waitAllJobs(t, s, lastEnd)
+}
 
-	for _, name := range topicCases {
+// checkTopicCases compares the result topic of each named case (the topic has the case's
+// name) with PostgreSQL's result of the case, without the rows of the closing records.
+func checkTopicCases(t *testing.T, s *jobsServer, conn *pgx.Conn, cases map[string]windowCase, names []string) {
+	t.Helper()
+	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			c := cases[name]
 			cols, want := pgRows(t, conn, c.postgres)
@@ -107,7 +127,7 @@ func TestComposedJobsSurviveKill9(t *testing.T) {
 				if err := dec.Decode(&m); err != nil {
 					t.Fatalf("%s: not a row: %v: %s", name, err, line)
 				}
-				if u, _ := m["user_id"].(string); strings.HasPrefix(u, "~close") {
+				if closingRow(m) {
 					continue
 				}
 				gs = append(gs, canon(t, cols, m, c.tsCols))

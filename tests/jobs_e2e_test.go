@@ -24,8 +24,11 @@ type jobsServer struct {
 	t                *testing.T
 	dir              string
 	pg, ns, br, http string
-	p                *proc
-	starts           int
+	// external, when set, is the name server of the brokers the server uses (--namesrv)
+	// instead of its bundled broker; ns is then the same address.
+	external string
+	p        *proc
+	starts   int
 }
 
 func newJobsServer(t *testing.T) *jobsServer {
@@ -37,10 +40,25 @@ func newJobsServer(t *testing.T) *jobsServer {
 func (s *jobsServer) start() {
 	s.t.Helper()
 	s.starts++
+	if s.external != "" {
+		s.ns = s.external
+		s.p = startProc(s.t, buildRsql(s.t), "server", "--data-dir", s.dir, "--pg-addr", s.pg,
+			"--namesrv", s.external, "--http-addr", s.http)
+		waitListening(s.t, s.p, s.pg)
+		return
+	}
 	s.p = startProc(s.t, buildRsql(s.t), "server", "--data-dir", s.dir, "--pg-addr", s.pg,
 		"--namesrv-addr", s.ns, "--broker-addr", s.br, "--http-addr", s.http)
 	waitListening(s.t, s.p, s.pg)
 	waitListening(s.t, s.p, s.ns)
+}
+
+// newExternalJobsServer starts an `rsql server --namesrv ns`: its topics live on the
+// brokers that name server knows.
+func newExternalJobsServer(t *testing.T, ns string) *jobsServer {
+	s := &jobsServer{t: t, dir: t.TempDir(), pg: freePort(t), http: freePort(t), external: ns}
+	s.start()
+	return s
 }
 
 func (s *jobsServer) sql(text string) string {

@@ -286,19 +286,7 @@ func TestJoinsMatchPostgres(t *testing.T) {
 	t.Logf("rsql -f ran %d join jobs in %v", len(joinCases), time.Since(start))
 	for _, c := range joinCases {
 		t.Run(c.name, func(t *testing.T) {
-			cols, want := pgRows(t, conn, c.postgres)
-			got := readJSONLines(t, filepath.Join(dir, c.name+".jsonl"))
-			if len(want) == 0 {
-				t.Fatal("the PostgreSQL query returned no rows: the case tests nothing")
-			}
-			var ws, gs []string
-			for _, r := range want {
-				ws = append(ws, canon(t, cols, r, nil))
-			}
-			for _, r := range got {
-				gs = append(gs, canon(t, cols, r, c.tsCols))
-			}
-			compareMultisets(t, c.name, ws, gs)
+			compareFileCase(t, conn, dir, c)
 		})
 	}
 }

@@ -424,22 +424,29 @@ func TestWindowedQueriesMatchPostgres(t *testing.T) {
 
 	for _, c := range windowCases {
 		t.Run(c.name, func(t *testing.T) {
-			cols, want := pgRows(t, conn, c.postgres)
-			got := readJSONLines(t, filepath.Join(dir, c.name+".jsonl"))
-			if len(want) == 0 {
-				t.Fatal("the PostgreSQL query returned no rows: the case tests nothing")
-			}
-			var ws, gs []string
-			for _, r := range want {
-				ws = append(ws, canon(t, cols, r, nil))
-			}
-			for _, r := range got {
-				if len(r) != len(cols) {
-					t.Fatalf("output row has %d keys, want %d (%v): %v", len(r), len(cols), cols, r)
-				}
-				gs = append(gs, canon(t, cols, r, c.tsCols))
-			}
-			compareMultisets(t, c.name, ws, gs)
+			compareFileCase(t, conn, dir, c)
 		})
 	}
+}
+
+// compareFileCase compares the JSON lines rsql -f wrote for case c (dir/<name>.jsonl) with
+// PostgreSQL's result of the case, row for row as multisets.
+func compareFileCase(t *testing.T, conn *pgx.Conn, dir string, c windowCase) {
+	t.Helper()
+	cols, want := pgRows(t, conn, c.postgres)
+	got := readJSONLines(t, filepath.Join(dir, c.name+".jsonl"))
+	if len(want) == 0 {
+		t.Fatal("the PostgreSQL query returned no rows: the case tests nothing")
+	}
+	var ws, gs []string
+	for _, r := range want {
+		ws = append(ws, canon(t, cols, r, nil))
+	}
+	for _, r := range got {
+		if len(r) != len(cols) {
+			t.Fatalf("output row has %d keys, want %d (%v): %v", len(r), len(cols), cols, r)
+		}
+		gs = append(gs, canon(t, cols, r, c.tsCols))
+	}
+	compareMultisets(t, c.name, ws, gs)
 }

@@ -6,6 +6,8 @@
 // Contract:
 //   - A Runtime compiles each script and module once (keyed by content) and builds the
 //     sql package's definitions from a Spec: Func gives a *sql.FuncDef, Agg a *sql.AggDef,
+//     TableFunc a *sql.TableFuncDef (JavaScript: the body returns an array of rows;
+//     wasm: the export returns a JSON array of rows as text),
 //     Check validates a Spec as CREATE must (errors positioned in the body are
 //     body-relative; sql.CreateFunction.BodyError places them).
 //   - What runs is made per compiled evaluator or aggregator — so per stage of a job — on
@@ -17,7 +19,9 @@
 //     (sql.ErrorValue: 38000, 57014, 53200, 22003); the instance is reset and the next
 //     row runs normally. The limits are enforced by one watchdog goroutine (watchdog.go).
 //   - Sandbox: a VM holds ECMAScript's built-ins only, cut down by a prelude (no buffers,
-//     bounded built-ins); a module gets no imports and a capped memory.
+//     bounded built-ins); a module gets no imports and a capped memory, and is rewritten
+//     when compiled to call back into Go now and then, where a call past its time limit
+//     is stopped (wasmguard.go); a module with a start function is refused.
 //   - A JavaScript aggregate keeps a group's state as a script value while the job runs and
 //     as JSON in sql.AggState.V when the executor stores it (Encode/Decode).
 package udf

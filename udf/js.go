@@ -433,6 +433,9 @@ type jsScalar struct {
 	in   *jsVM
 	err  sql.Value // the VM could not be made
 	args []goja.Value
+	// rowsBuf holds a table function call's rows, len(Table) values each, until all
+	// converted.
+	rowsBuf []sql.Value
 }
 
 // build compiles a call: the evaluator makes its VM on its first row, so each stage that
@@ -453,12 +456,11 @@ func (f *jsFunc) build(_ *sql.Call, args []sql.Evaluator) (sql.Evaluator, error)
 	}, nil
 }
 
-func (st *jsScalar) call(vals []sql.Value) sql.Value {
-	st.mu.Lock()
-	defer st.mu.Unlock()
+// vm returns the call's VM, made on its first use; st.mu must be held.
+func (st *jsScalar) vm() (*jsVM, sql.Value) {
 	if st.in == nil {
 		if st.err.IsError() {
-			return st.err
+			return nil, st.err
 		}
 		in, err := st.f.newVM()
 		if err != nil {
@@ -466,10 +468,19 @@ func (st *jsScalar) call(vals []sql.Value) sql.Value {
 			if _, interrupted := err.(*interruptError); !interrupted {
 				st.err = e // it fails the same way every time
 			}
-			return e
+			return nil, e
 		}
 		st.in = in
 		runtime.AddCleanup(st, unregister, in.w)
+	}
+	return st.in, sql.Null
+}
+
+func (st *jsScalar) call(vals []sql.Value) sql.Value {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if _, failed := st.vm(); failed.IsError() {
+		return failed
 	}
 	for i, v := range vals {
 		st.args[i] = st.in.toJS(v)

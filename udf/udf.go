@@ -39,7 +39,9 @@ type Spec struct {
 	Aggregate bool
 	Params    sql.Schema
 	Returns   sql.Type
-	Language  string // LangSQL, LangJS or LangWasm
+	// Table, set for a table function (RETURNS TABLE (...)), is the columns of its rows.
+	Table    sql.Schema
+	Language string // LangSQL, LangJS or LangWasm
 	// Body is the SQL expression or the JavaScript source; for wasm, the module's path as
 	// written (Module holds its bytes).
 	Body    string
@@ -180,6 +182,10 @@ func (r *Runtime) Check(spec Spec, cat sql.Catalog) error {
 			return sql.Errorf(sql.CodeTypeMismatch, "parameter %s cannot be %s", p.Name, p.Type)
 		}
 	}
+	if spec.Table != nil {
+		_, err := r.TableFunc(spec)
+		return err
+	}
 	switch {
 	case spec.Aggregate && spec.Language != LangJS:
 		return sql.Errorf(sql.CodeNotSupported, "aggregates are written in JavaScript: CREATE AGGREGATE ... LANGUAGE javascript")
@@ -242,6 +248,13 @@ func signature(spec Spec) string {
 	ps := make([]string, len(spec.Params))
 	for i, p := range spec.Params {
 		ps[i] = p.Name + " " + p.Type.String()
+	}
+	if spec.Table != nil {
+		cs := make([]string, len(spec.Table))
+		for i, c := range spec.Table {
+			cs[i] = c.Name + " " + c.Type.String()
+		}
+		return spec.Name + "(" + strings.Join(ps, ", ") + ") RETURNS TABLE (" + strings.Join(cs, ", ") + ")"
 	}
 	return spec.Name + "(" + strings.Join(ps, ", ") + ") RETURNS " + spec.Returns.String()
 }

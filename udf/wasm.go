@@ -21,7 +21,8 @@ import (
 // of a job) instantiates it on its first call. Nothing is imported into the module — no
 // WASI, so no files, sockets, clock or environment — and a module that imports anything
 // is refused. Its linear memory is capped (memory_limit), and a call that runs past the
-// time limit is stopped (the instance is then made again for the next row).
+// time limit is stopped when the module, rewritten to return to Go now and then, next
+// does (wasmguard.go); the instance is then made again for the next row.
 //
 // The calling convention (docs/sql.md, "Functions"):
 //   - BOOLEAN and INT are i32, BIGINT and TIMESTAMP (epoch milliseconds) are i64, DOUBLE
@@ -56,8 +57,13 @@ func (r *Runtime) wasmRuntime(pages uint32) wazero.Runtime {
 	}
 	rt := r.wasmByLimit[pages]
 	if rt == nil {
+		// No WithCloseOnContextDone: it costs a goroutine per call; the module's own checks
+		// (wasmguard.go) stop long calls instead.
 		rt = wazero.NewRuntimeWithConfig(context.Background(),
-			wazero.NewRuntimeConfig().WithCloseOnContextDone(true).WithMemoryLimitPages(pages))
+			wazero.NewRuntimeConfig().WithMemoryLimitPages(pages))
+		if err := instantiateYield(rt); err != nil {
+			panic("udf: the yield host module: " + err.Error()) // only fails on a bug
+		}
 		r.wasmByLimit[pages] = rt
 	}
 	return rt
@@ -100,16 +106,28 @@ func (r *Runtime) wasmFunc(spec Spec) (*wasmFunc, error) {
 	mod := r.mods[key]
 	if mod == nil {
 		rt := r.wasmRuntime(pages)
-		c, err := rt.CompileModule(context.Background(), spec.Module)
+		// The module as given is compiled first, for its own errors (and the sandbox's),
+		// then instrumented and compiled again: that is what runs.
+		orig, err := rt.CompileModule(context.Background(), spec.Module)
 		if err != nil {
 			return nil, sql.Errorf(sql.CodeInvalidValue, "function %s: the module does not compile: %v", spec.Name, err)
 		}
-		if imp := c.ImportedFunctions(); len(imp) > 0 {
-			m, n, _ := imp[0].Import()
+		imports, memories := orig.ImportedFunctions(), orig.ImportedMemories()
+		orig.Close(context.Background())
+		if len(imports) > 0 {
+			m, n, _ := imports[0].Import()
 			return nil, sql.Errorf(sql.CodeInvalidValue, "function %s: the module imports %s.%s: rsql gives modules no imports (no WASI: no files, sockets, clock or environment)", spec.Name, m, n)
 		}
-		if imp := c.ImportedMemories(); len(imp) > 0 {
+		if len(memories) > 0 {
 			return nil, sql.Errorf(sql.CodeInvalidValue, "function %s: the module imports a memory: it must define its own", spec.Name)
+		}
+		guarded, err := instrument(spec.Module)
+		if err != nil {
+			return nil, sql.Errorf(sql.CodeInvalidValue, "function %s: %v", spec.Name, err)
+		}
+		c, err := rt.CompileModule(context.Background(), guarded)
+		if err != nil {
+			return nil, sql.Errorf(sql.CodeInternal, "function %s: the module does not compile once its time-limit checks are added: %v", spec.Name, err)
 		}
 		mod = &wasmModule{compiled: c, rt: rt}
 		r.mods[key] = mod
@@ -179,14 +197,12 @@ func typeList(ts []api.ValueType) string {
 	return strings.Join(s, ", ")
 }
 
-// wasmInstance is one instance of the module with its context (cancelled to stop a call).
+// wasmInstance is one instance of the module.
 type wasmInstance struct {
-	mod    api.Module
-	fn     api.Function
-	alloc  api.Function
-	mem    api.Memory
-	cancel context.CancelFunc
-	ctx    context.Context
+	mod   api.Module
+	fn    api.Function
+	alloc api.Function
+	mem   api.Memory
 }
 
 // wasmCall is the state of one compiled call: the instance it made on its first row.
@@ -195,18 +211,16 @@ type wasmCall struct {
 	mu    sync.Mutex
 	inst  *wasmInstance
 	w     *watch
-	stop  *atomic.Pointer[context.CancelFunc] // cancels the current instance's context
+	stop  *atomic.Bool    // set by the watchdog: the running call is to stop
+	ctx   context.Context // of every call: carries stop to yield (wasmguard.go)
 	stack []uint64
+	one   [1]uint64 // alloc's stack
 }
 
 func (f *wasmFunc) build(_ *sql.Call, args []sql.Evaluator) (sql.Evaluator, error) {
-	c := &wasmCall{f: f, stop: &atomic.Pointer[context.CancelFunc]{}}
-	stop := c.stop // the watch must not hold c, or c would never be collected
-	c.w = newWatch(f.lim.timeout, 0, func(int32) {
-		if cancel := stop.Load(); cancel != nil {
-			(*cancel)()
-		}
-	})
+	stop := &atomic.Bool{} // the watch must not hold c, or c would never be collected
+	c := &wasmCall{f: f, stop: stop, ctx: context.WithValue(context.Background(), stopKey{}, stop)}
+	c.w = newWatch(f.lim.timeout, 0, func(int32) { stop.Store(true) })
 	register(c.w)
 	runtime.AddCleanup(c, unregister, c.w)
 	n := 1
@@ -236,15 +250,12 @@ func (c *wasmCall) instance() (*wasmInstance, error) {
 	if c.inst != nil {
 		return c.inst, nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m, err := c.f.mod.rt.InstantiateModule(ctx, c.f.mod.compiled, wazero.NewModuleConfig().WithName(""))
+	m, err := c.f.mod.rt.InstantiateModule(context.Background(), c.f.mod.compiled, wazero.NewModuleConfig().WithName(""))
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	in := &wasmInstance{mod: m, fn: m.ExportedFunction(c.f.lim.export), alloc: m.ExportedFunction("alloc"), mem: m.Memory(), cancel: cancel, ctx: ctx}
+	in := &wasmInstance{mod: m, fn: m.ExportedFunction(c.f.lim.export), alloc: m.ExportedFunction("alloc"), mem: m.Memory()}
 	c.inst = in
-	c.stop.Store(&cancel)
 	runtime.AddCleanup(c, func(m api.Module) { m.Close(context.Background()) }, m)
 	return in, nil
 }
@@ -282,7 +293,7 @@ func (c *wasmCall) call(vals []sql.Value) sql.Value {
 	if len(st) == 0 {
 		st = c.stack[:1]
 	}
-	err = in.fn.CallWithStack(in.ctx, st)
+	err = in.fn.CallWithStack(c.ctx, st)
 	if reason := c.w.end(); reason != reasonNone {
 		c.drop()
 		return interrupted(name, reason, c.f.lim)
@@ -340,9 +351,9 @@ func (c *wasmCall) call(vals []sql.Value) sql.Value {
 
 // writeString copies s into memory the module's alloc gives.
 func (c *wasmCall) writeString(in *wasmInstance, s string) (uint32, bool) {
-	var st [1]uint64
+	st := c.one[:]
 	st[0] = api.EncodeI32(int32(len(s)))
-	if err := in.alloc.CallWithStack(in.ctx, st[:]); err != nil {
+	if err := in.alloc.CallWithStack(c.ctx, st); err != nil {
 		return 0, false
 	}
 	ptr := api.DecodeU32(st[0])
@@ -358,8 +369,8 @@ func (c *wasmCall) failed(in *wasmInstance, msg string) sql.Value {
 // drop forgets the instance after a trap or an interrupt: its state may be anything.
 func (c *wasmCall) drop() {
 	if c.inst != nil {
-		c.inst.cancel()
 		c.inst.mod.Close(context.Background())
 		c.inst = nil
 	}
+	c.stop.Store(false) // end() has returned: no interrupt of the last call is pending
 }

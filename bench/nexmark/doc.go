@@ -5,7 +5,8 @@
 //
 // Contract:
 //   - Queries lists every embedded query in numeric order (q0, q1, q2, q10, ...). Each
-//     file holds comments and one SELECT over the streams of ddl.sql.
+//     file holds comments, optionally SET state_ttl = '...' (the job's state TTL, as a
+//     server session's setting), and one SELECT over the streams of ddl.sql.
 //   - Run starts the query over Config's events (bounded; the same event sequence for the
 //     same Seed and EventRate, whatever Splits) and returns when every event is read and
 //     every window has fired. OnRow sees every result row (valid only during the call);

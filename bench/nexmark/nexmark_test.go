@@ -103,10 +103,10 @@ func TestQueriesEmbedded(t *testing.T) {
 	for _, q := range Queries() {
 		names = append(names, q.Name)
 	}
-	if got := strings.Join(names, ","); got != "q0,q1,q2,q10,q11,q12,q14,q15,q16,q17,q21,q22" {
+	if got := strings.Join(names, ","); got != "q0,q1,q2,q3,q5,q7,q8,q10,q11,q12,q14,q15,q16,q17,q18,q19,q20,q21,q22,q23" {
 		t.Fatalf("queries %s", got)
 	}
-	if _, err := Select("q0,3"); err == nil || !strings.Contains(err.Error(), "no query q3") {
+	if _, err := Select("q0,4"); err == nil || !strings.Contains(err.Error(), "no query q4") {
 		t.Fatalf("Select of a missing query: %v", err)
 	}
 	if qs, err := Select("2, q11"); err != nil || len(qs) != 2 || qs[0].Name != "q2" || qs[1].Name != "q11" {
@@ -114,16 +114,22 @@ func TestQueriesEmbedded(t *testing.T) {
 	}
 }
 
+// q0 runs through each way the source can hand events over: typed rows (the runtime's
+// RowSource path), nexmark messages and JSON messages (the decoders).
 func TestQ0PassThrough(t *testing.T) {
-	cfg := Config{Events: testEvents, Splits: 2}
-	got, res := runQuery(t, "q0", cfg)
-	var want []string
-	for _, b := range testBids(cfg) {
-		want = append(want, render(bi(b.Auction), bi(b.Bidder), bi(b.Price), ts(b.DateTime), str(b.Extra)))
-	}
-	sameRows(t, "q0", got, want)
-	if res.RecordsIn != int64(len(want)) {
-		t.Fatalf("q0 read %d rows, want %d bids", res.RecordsIn, len(want))
+	for _, format := range []string{"rows", "nexmark", "json"} {
+		t.Run(format, func(t *testing.T) {
+			cfg := Config{Events: testEvents, Splits: 2, Format: format}
+			got, res := runQuery(t, "q0", cfg)
+			var want []string
+			for _, b := range testBids(cfg) {
+				want = append(want, render(bi(b.Auction), bi(b.Bidder), bi(b.Price), ts(b.DateTime), str(b.Extra)))
+			}
+			sameRows(t, "q0", got, want)
+			if res.RecordsIn != int64(len(want)) {
+				t.Fatalf("q0 read %d rows, want %d bids", res.RecordsIn, len(want))
+			}
+		})
 	}
 }
 
@@ -482,4 +488,27 @@ func TestQ22URLDirectories(t *testing.T) {
 		want = append(want, render(bi(b.Auction), bi(b.Bidder), bi(b.Price), str(b.Channel), str(p[3]), str(p[4]), str(p[5])))
 	}
 	sameRows(t, "q22", got, want)
+}
+
+// Through the broker the queries read the same events from topics, and give the same rows
+// as in process: q0 (every bid), q11 (session windows, which fire when the bounded topics
+// end).
+func TestThroughBroker(t *testing.T) {
+	for _, name := range []string{"q0", "q11"} {
+		t.Run(name, func(t *testing.T) {
+			cfg := Config{Events: testEvents / 4, Splits: 2}
+			want, _ := runQuery(t, name, cfg)
+			cfg.ThroughBroker = true
+			started := false
+			cfg.Started = func() { started = true }
+			got, res := runQuery(t, name, cfg)
+			if !started {
+				t.Fatal("Started was not called")
+			}
+			sameRows(t, name+" through the broker", got, want)
+			if res.RecordsIn == 0 {
+				t.Fatal("the job read nothing")
+			}
+		})
+	}
 }

@@ -89,8 +89,12 @@ func DDL(cfg Config) string {
 		panic(err)
 	}
 	cfg.defaults()
+	format := cfg.Format
+	if format == "rows" {
+		format = "nexmark" // the stream's format; the rows bypass it
+	}
 	opts := fmt.Sprintf("events = %d, splits = %d, seed = %d, event_rate = %d, format = '%s'",
-		cfg.Events, cfg.Splits, cfg.Seed, cfg.EventRate, cfg.Format)
+		cfg.Events, cfg.Splits, cfg.Seed, cfg.EventRate, format)
 	if cfg.BaseTime != 0 {
 		opts += fmt.Sprintf(", base_time = %d", cfg.BaseTime)
 	}

@@ -38,8 +38,9 @@ type Config struct {
 	Rate int64
 	// BaseTime is the event time of the first event, epoch ms (0: the connector's default).
 	BaseTime int64
-	// Format is how the source hands events to the runtime, which reads message bodies:
-	// "nexmark" (default: event numbers, which the format of that name generates) or "json"
+	// Format is how the source hands events to the runtime: "rows" (default: typed rows,
+	// through connectors.RowSource, nothing encoded or decoded), "nexmark" (message bodies
+	// holding event numbers, which the format of that name turns into rows) or "json"
 	// (generated rows written as JSON and parsed again).
 	Format string
 	// State is "memory" (default) or "rocksdb".
@@ -50,6 +51,12 @@ type Config struct {
 	// OnRow, when set, sees every result row (valid only during the call), from one
 	// goroutine.
 	OnRow func(sql.Row) error
+	// ThroughBroker puts the streams on topics of a bundled broker first and has the job
+	// read them there (broker.go).
+	ThroughBroker bool
+	// Started, when set, is called right before the job starts (after the topics are
+	// written, with ThroughBroker), so a caller can time the job alone.
+	Started func()
 }
 
 func (c *Config) defaults() {
@@ -66,7 +73,7 @@ func (c *Config) defaults() {
 		c.State = "memory"
 	}
 	if c.Format == "" {
-		c.Format = "nexmark"
+		c.Format = "rows"
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = time.Second
@@ -126,8 +133,22 @@ func Plan(q Query, cfg Config) (*planner.Physical, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nexmark %s: %w", q.Name, err)
 	}
+	// SET state_ttl statements, then one SELECT.
+	var ttl int64
+	for len(stmts) > 1 {
+		set, ok := stmts[0].(*sql.SetStmt)
+		if !ok || set.Name != "state_ttl" {
+			break
+		}
+		d, ok := sql.ParseStateTTL(set.Value)
+		if !ok {
+			return nil, fmt.Errorf("nexmark %s: SET state_ttl = %q: not a duration", q.Name, set.Value)
+		}
+		ttl = d.Milliseconds()
+		stmts = stmts[1:]
+	}
 	if len(stmts) != 1 {
-		return nil, fmt.Errorf("nexmark %s: want one SELECT, have %d statements", q.Name, len(stmts))
+		return nil, fmt.Errorf("nexmark %s: want SET state_ttl statements and one SELECT, have %d other statements", q.Name, len(stmts))
 	}
 	sel, ok := stmts[0].(*sql.Select)
 	if !ok {
@@ -137,7 +158,7 @@ func Plan(q Query, cfg Config) (*planner.Physical, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nexmark %s: %w", q.Name, err)
 	}
-	_, plan, err := planner.Plan(bound, planner.Options{Job: "nexmark-" + q.Name})
+	_, plan, err := planner.Plan(bound, planner.Options{Job: "nexmark-" + q.Name, StateTTL: ttl})
 	if err != nil {
 		return nil, fmt.Errorf("nexmark %s: %w", q.Name, err)
 	}
@@ -151,8 +172,8 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 	if cfg.State != "memory" && cfg.State != "rocksdb" {
 		return res, fmt.Errorf("%w: state %q (memory or rocksdb)", ErrBadConfig, cfg.State)
 	}
-	if cfg.Format != "nexmark" && cfg.Format != "json" {
-		return res, fmt.Errorf("%w: format %q (nexmark or json)", ErrBadConfig, cfg.Format)
+	if cfg.Format != "rows" && cfg.Format != "nexmark" && cfg.Format != "json" {
+		return res, fmt.Errorf("%w: format %q (rows, nexmark or json)", ErrBadConfig, cfg.Format)
 	}
 	plan, err := Plan(q, cfg)
 	if err != nil {
@@ -172,6 +193,13 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 		defer rs.Close()
 		store = rs
 	}
+	var topics *brokerStreams
+	if cfg.ThroughBroker {
+		if topics, err = openBrokerStreams(ctx, plan, cfg.Splits); err != nil {
+			return res, err
+		}
+		defer topics.close()
+	}
 	onRow := cfg.OnRow
 	if onRow == nil {
 		onRow = func(sql.Row) error { return nil }
@@ -181,12 +209,23 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 			if spec.Connector != "nexmark" {
 				return nil, fmt.Errorf("nexmark %s: stream %s is not a nexmark stream", q.Name, spec.Stream)
 			}
-			return connectors.OpenNexmarkSource(spec.Options, spec.Schema, spec.Columns)
+			if topics != nil {
+				return topics.source(spec)
+			}
+			src, err := connectors.OpenNexmarkSource(spec.Options, spec.Schema, spec.Columns)
+			if err != nil || cfg.Format == "rows" {
+				return src, err
+			}
+			// Messages: hide the RowSource capability so the runtime reads message bodies.
+			return struct{ connectors.Source }{src}, nil
 		},
 		NewFormat:          connectors.NewFormat,
 		OnRow:              onRow,
 		Store:              store,
 		CheckpointInterval: cfg.CheckpointInterval,
+	}
+	if cfg.Started != nil {
+		cfg.Started()
 	}
 	job, err := exec.Start(ctx, "nexmark-"+q.Name, plan, env)
 	if err != nil {

@@ -140,40 +140,22 @@ func asBool(n node, pos int) (node, error) {
 	return nil, errAt(pos, "%s will not result in a boolean value", n)
 }
 
-func (p *parser) or() (node, error) {
-	pos := p.peek().pos
-	l, err := p.and()
-	if err != nil {
-		return nil, err
-	}
-	for p.peek().kind == tOr {
-		p.next()
-		rpos := p.peek().pos
-		r, err := p.and()
-		if err != nil {
-			return nil, err
-		}
-		if l, err = asBool(l, pos); err != nil {
-			return nil, err
-		}
-		if r, err = asBool(r, rpos); err != nil {
-			return nil, err
-		}
-		l = logic{and: false, l: l, r: r}
-	}
-	return l, nil
-}
+func (p *parser) or() (node, error) { return p.logicChain(tOr, false, p.and) }
 
-func (p *parser) and() (node, error) {
+func (p *parser) and() (node, error) { return p.logicChain(tAnd, true, p.equality) }
+
+// logicChain parses operands (next) joined by the operator op, left-associative; each
+// operand must be boolean.
+func (p *parser) logicChain(op tokKind, and bool, next func() (node, error)) (node, error) {
 	pos := p.peek().pos
-	l, err := p.equality()
+	l, err := next()
 	if err != nil {
 		return nil, err
 	}
-	for p.peek().kind == tAnd {
+	for p.peek().kind == op {
 		p.next()
 		rpos := p.peek().pos
-		r, err := p.equality()
+		r, err := next()
 		if err != nil {
 			return nil, err
 		}
@@ -183,7 +165,7 @@ func (p *parser) and() (node, error) {
 		if r, err = asBool(r, rpos); err != nil {
 			return nil, err
 		}
-		l = logic{and: true, l: l, r: r}
+		l = logic{and: and, l: l, r: r}
 	}
 	return l, nil
 }

@@ -5,4 +5,6 @@ type BenchCmd struct {
 	Broker   BenchBrokerCmd   `cmd:"" help:"Produce and consume throughput and latency of the bundled broker."`
 	Pipeline BenchPipelineCmd `cmd:"" help:"End-to-end job throughput (topic -> tumbling COUNT/SUM -> topic), checkpoint cost and recovery time."`
 	Nexmark  BenchNexmarkCmd  `cmd:"" help:"Nexmark queries as in-process jobs: events per second and per CPU-second, peak RSS."`
+	Memory   BenchMemoryCmd   `cmd:"" help:"Memory of rsql server running a topic -> tumble -> topic job (peak RSS, anonymous and mapped)."`
+	Latency  BenchLatencyCmd  `cmd:"" help:"Born-to-delivery latency through a job with exactly-once topic output (p50/p90/p99/max)."`
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/pprof"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,7 +30,7 @@ type BenchPipelineCmd struct {
 	Queues       int    `name:"queues" default:"4" help:"Queues of the event topic (the job's splits)."`
 	EventRate    int    `name:"event-rate" default:"100000" help:"Events per second of event time (so events/this = windows of 1 s)."`
 	RecoveryKeys int    `name:"recovery-keys" default:"1000000" help:"Keys of state when the server is killed (0: skip the recovery run)."`
-	Runs         int    `name:"runs" default:"1" help:"Throughput runs per mode (the table shows each)."`
+	Runs         int    `name:"runs" default:"3" help:"Throughput runs per mode, alternating (the table shows each; the summary their medians)."`
 	CPUProfile   string `name:"cpuprofile" help:"Write CPU profiles of the timed part of the throughput runs to FILE.on and FILE.off."`
 	Only         string `name:"only" enum:",on,off" default:"" help:"Run only the throughput runs with checkpoints on or off (for profiling)."`
 	ChildDir     string `name:"child-dir" hidden:"" help:"Internal: run the to-be-killed side of the recovery run in this directory."`
@@ -182,7 +183,11 @@ func (c *BenchPipelineCmd) Run() error {
 		c.Events, c.Keys, c.Queues, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
 	var runs []pipelineRun
 	for i := 0; i < c.Runs; i++ {
-		for _, on := range []bool{true, false} {
+		order := []bool{true, false}
+		if i%2 == 1 {
+			order = []bool{false, true} // alternate which mode goes first
+		}
+		for _, on := range order {
 			if c.Only == "on" && !on || c.Only == "off" && on {
 				continue
 			}
@@ -195,28 +200,26 @@ func (c *BenchPipelineCmd) Run() error {
 		}
 	}
 	fmt.Printf("%-18s %9s %7s %10s %7s %10s %8s %11s %9s\n", "run", "events", "read s", "read ev/s", "out s", "out ev/s", "cpu µs/ev", "checkpoints", "rows out")
-	var on, off, onOut, offOut, onCPU, offCPU float64
-	var non, noff int
+	var on, off, onOut, offOut, onCPU, offCPU []float64
 	for _, r := range runs {
 		fmt.Printf("%-18s %9d %7.2f %10.0f %7.2f %10.0f %9.2f %11d %9d\n", r.mode, r.events, r.readSecs, r.readRate, r.secs, r.rate, r.cpuPerEvent, r.checkpoints, r.out)
 		if strings.HasPrefix(r.mode, "checkpoints 1s") {
-			on, onOut, onCPU = on+r.readRate, onOut+r.rate, onCPU+r.cpuPerEvent
-			non++
+			on, onOut, onCPU = append(on, r.readRate), append(onOut, r.rate), append(onCPU, r.cpuPerEvent)
 		} else {
-			off, offOut, offCPU = off+r.readRate, offOut+r.rate, offCPU+r.cpuPerEvent
-			noff++
+			off, offOut, offCPU = append(off, r.readRate), append(offOut, r.rate), append(offCPU, r.cpuPerEvent)
 		}
 	}
-	if non == 0 || noff == 0 {
+	if len(on) == 0 || len(off) == 0 {
 		return nil
 	}
-	on, off, onOut, offOut = on/float64(non), off/float64(noff), onOut/float64(non), offOut/float64(noff)
 	fmt.Printf("\nread s: until the job has read every event; out s: until it has also written the rows of\n")
 	fmt.Printf("every window that must have fired (with checkpoints on, rows are published after the\n")
 	fmt.Printf("checkpoint that covers them, so out s includes up to one checkpoint interval).\n")
-	fmt.Printf("sustained with 1 s checkpoints: %.0f events/s read, %.0f events/s to the sink (target >= 300000)\n", on, onOut)
+	mOn, mOff, mOnOut, mOffOut := median(on), median(off), median(onOut), median(offOut)
+	fmt.Printf("medians of %d alternating runs per mode:\n", len(on))
+	fmt.Printf("sustained with 1 s checkpoints: %.0f events/s read, %.0f events/s to the sink (target >= 300000)\n", mOn, mOnOut)
 	fmt.Printf("checkpoint cost: %.1f %% read, %.1f %% to the sink (1 - on/off; target <= 10 %%); CPU per event %+.1f %%\n",
-		100*(1-on/off), 100*(1-onOut/offOut), 100*(onCPU/offCPU-1))
+		100*(1-mOn/mOff), 100*(1-mOnOut/mOffOut), 100*(median(onCPU)/median(offCPU)-1))
 	if c.RecoveryKeys > 0 {
 		if err := c.recovery(); err != nil {
 			return err
@@ -438,4 +441,18 @@ func (c *BenchPipelineCmd) recoveryChild() error {
 		n, built.Seconds(), epoch, cpTime.Seconds(), tail-n)
 	os.Stdout.Sync()
 	select {} // wait for SIGKILL
+}
+
+// median is the middle value of xs (the mean of the two middle ones for an even count).
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }

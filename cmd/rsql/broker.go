@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -113,16 +114,31 @@ func reloadACLOnHangup(ctx context.Context, b *broker.Broker) {
 	}()
 }
 
-// BrokerCmd runs only the bundled broker.
+// BrokerCmd runs only the bundled broker: with its own name server (the default), or
+// registered with the name servers of a cluster (--namesrv).
 type BrokerCmd struct {
 	DataDirFlag
-	NamesrvAddr string `name:"namesrv-addr" env:"RSQL_NAMESRV_ADDR" default:"127.0.0.1:9876" help:"Name-server listen address."`
-	BrokerAddr  string `name:"broker-addr" env:"RSQL_BROKER_ADDR" default:"127.0.0.1:10911" help:"Broker listen address."`
+	NamesrvAddr string        `name:"namesrv-addr" env:"RSQL_NAMESRV_ADDR" default:"127.0.0.1:9876" help:"Name-server listen address (none when the broker registers with name servers)."`
+	BrokerAddr  string        `name:"broker-addr" env:"RSQL_BROKER_ADDR" default:"127.0.0.1:10911" help:"Broker listen address."`
+	Namesrv     string        `name:"namesrv" env:"RSQL_NAMESRV" placeholder:"HOST:PORT[;HOST:PORT]" help:"Register with these name servers (rsql namesrv, or Apache RocketMQ's) instead of running one: the broker joins their cluster."`
+	BrokerName  string        `name:"broker-name" default:"broker-a" help:"The broker's name in routes (unique in the cluster; a slave takes its master's)."`
+	Cluster     string        `name:"cluster" default:"DefaultCluster" help:"The cluster the broker registers in."`
+	Advertise   string        `name:"advertise-addr" help:"Broker address given to clients in routes (default: --broker-addr; set it when clients reach the broker by another name)."`
+	RegisterInt time.Duration `name:"register-interval" default:"30s" help:"With --namesrv: how often the broker registers again (its heartbeat; name servers forget a broker silent for their expiry)."`
 	BrokerFlags `embed:""`
 	BrokerACLFlags
 	// A slave signs its requests to the master with these (replication needs an admin
 	// account of the master's ACL).
 	CredentialFlags
+}
+
+// nameServers splits a RocketMQ name-server list ("a:9876;b:9876", commas allowed too).
+func nameServers(list string) []string {
+	var out []string
+	for _, a := range strings.FieldsFunc(list, func(r rune) bool { return r == ';' || r == ',' || r == ' ' }) {
+		out = append(out, a)
+	}
+	return out
 }
 
 func (c *BrokerCmd) Run() error {
@@ -132,6 +148,19 @@ func (c *BrokerCmd) Run() error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg.Logger = log
+	cfg.BrokerName, cfg.ClusterName, cfg.AdvertiseAddr = c.BrokerName, c.Cluster, c.Advertise
+	nsListen := c.NamesrvAddr
+	if c.Namesrv != "" {
+		cfg.NameServers = nameServers(c.Namesrv)
+		cfg.RegisterInterval = c.RegisterInt
+		if len(cfg.NameServers) == 0 {
+			return &exitError{fmt.Sprintf("--namesrv %q names no name server (want host:port[;host:port])", c.Namesrv)}
+		}
+		if c.RegisterInt < 100*time.Millisecond {
+			return &exitError{fmt.Sprintf("--register-interval %v: want at least 100ms", c.RegisterInt)}
+		}
+		nsListen = ""
+	}
 	cfg.ACLFile = c.ACLFile
 	if cfg.Credentials, err = c.Credentials(); err != nil {
 		return err
@@ -140,13 +169,16 @@ func (c *BrokerCmd) Run() error {
 	if err != nil {
 		return &exitError{fmt.Sprintf("cannot open the broker store in %s: %v", cfg.Dir, err)}
 	}
-	if err := b.Serve(c.NamesrvAddr, c.BrokerAddr); err != nil {
+	if err := b.Serve(nsListen, c.BrokerAddr); err != nil {
 		b.Close()
 		return &exitError{fmt.Sprintf("%v (is another rsql running? pick free ports with --namesrv-addr and --broker-addr)", err)}
 	}
 	ns, ba := b.Addrs()
-	log.Info("broker ready", "namesrv", ns, "broker", ba, "dir", cfg.Dir, "flush", cfg.FlushMode.String(),
-		"role", cfg.Role.String(), "master", cfg.MasterAddr)
+	if ns == "" {
+		ns = "registers with " + strings.Join(cfg.NameServers, ";")
+	}
+	log.Info("broker ready", "namesrv", ns, "broker", ba, "name", cfg.BrokerName, "cluster", cfg.ClusterName,
+		"dir", cfg.Dir, "flush", cfg.FlushMode.String(), "role", cfg.Role.String(), "master", cfg.MasterAddr)
 	if acl := b.ACL(); acl.File != "" {
 		log.Info("access control on", "acl_file", acl.File, "accounts", acl.Accounts)
 	}

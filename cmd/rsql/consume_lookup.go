@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"compress/zlib"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"net/netip"
@@ -171,15 +168,8 @@ func parseOffsetMsgID(id string) (string, int64, bool) {
 	return netip.AddrPortFrom(ip, uint16(port)).String(), off, true
 }
 
-// messageBody is a message's body, decompressed when its system flag says zlib.
+// messageBody is a message's body: DecodeRecords has inflated a compressed one, or says
+// why it could not.
 func messageBody(m broker.Message) ([]byte, error) {
-	if m.SysFlag&broker.SysFlagCompressed == 0 {
-		return m.Body, nil
-	}
-	r, err := zlib.NewReader(bytes.NewReader(m.Body))
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return io.ReadAll(r)
+	return m.Body, m.BodyErr
 }

@@ -96,7 +96,8 @@ type BrokerClientFlags struct {
 type CLI struct {
 	Shell   ShellCmd   `cmd:"" default:"withargs" help:"The default command (the name may be left out): start the whole system here and open the shell; with -c/-f, run statements and exit."`
 	Serve   ServerCmd  `cmd:"" name:"server" help:"Run broker, engine and Postgres-wire server until SIGINT/SIGTERM."`
-	Broker  BrokerCmd  `cmd:"" help:"Run only the bundled broker (name server + broker, RocketMQ protocol)."`
+	Broker  BrokerCmd  `cmd:"" help:"Run only the bundled broker (name server + broker, RocketMQ protocol), or a broker of a cluster (--namesrv)."`
+	Namesrv NamesrvCmd `cmd:"" help:"Run only a name server, for brokers started with rsql broker --namesrv."`
 	Produce ProduceCmd `cmd:"" help:"Append records (JSON lines or CSV) to a topic."`
 	Consume ConsumeCmd `cmd:"" help:"Print a topic's records as JSON lines."`
 	Bench   BenchCmd   `cmd:"" help:"Benchmarks."`

@@ -52,12 +52,13 @@ func TestSubcommandHelpShowsOwnFlags(t *testing.T) {
 	want := map[string][]string{
 		"shell":  sorted("broker-addr", "command", "data-dir", "file", "format", "http-addr", "namesrv", "namesrv-addr", "pg-addr", "postgres", "server", "access-key", "secret-key", "admin-password", "auth", "file-root", "idle-timeout", "max-connections", "max-expr-depth", "max-expr-nodes", "max-insert-rows", "max-message-bytes", "max-params", "max-result-bytes", "max-statement-bytes", "message-timeout", "startup-timeout", "tls-cert", "tls-key", "tls-require", "tls-self-signed"),
 		"server": sorted("broker-addr", "data-dir", "http-addr", "namesrv", "namesrv-addr", "pg-addr", "postgres", "state-backend", "access-key", "secret-key", "acl-file", "admin-password", "auth", "file-root", "idle-timeout", "max-connections", "max-expr-depth", "max-expr-nodes", "max-insert-rows", "max-message-bytes", "max-params", "max-result-bytes", "max-statement-bytes", "message-timeout", "startup-timeout", "tls-cert", "tls-key", "tls-require", "tls-self-signed"),
-		"broker": {"access-key", "acl-file", "broker-addr", "client-expiry", "data-dir", "flush", "flush-interval", "lock-expiry", "master", "namesrv-addr",
-			"replication", "replication-timeout", "retention-age", "retention-bytes", "role", "secret-key", "segment-size",
+		"broker": {"access-key", "acl-file", "advertise-addr", "broker-addr", "broker-name", "client-expiry", "cluster", "data-dir", "flush", "flush-interval", "lock-expiry", "master", "namesrv", "namesrv-addr",
+			"register-interval", "replication", "replication-timeout", "retention-age", "retention-bytes", "role", "secret-key", "segment-size",
 			"transaction-check-interval", "transaction-check-max", "transaction-timeout"},
 		"produce":        {"access-key", "file", "format", "key", "namesrv", "namesrv-addr", "rate", "secret-key"},
 		"consume":        {"access-key", "format", "from-beginning", "group", "idle-exit", "key", "max", "msg-id", "namesrv", "namesrv-addr", "secret-key"},
 		"version":        nil,
+		"namesrv":        {"broker-expiry", "data-dir", "namesrv-addr"},
 		"bench broker":   {"acl", "batch", "consumers", "flush", "messages", "namesrv", "producers", "queues", "sizes"},
 		"bench pipeline": {"cpuprofile", "event-rate", "events", "keys", "only", "queues", "recovery-keys", "runs"},
 	}

@@ -24,12 +24,14 @@ import (
 	"golang.org/x/term"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
+
+	"rsql/connectors"
 )
 
 // ProduceCmd appends records to a topic through the RocketMQ protocol: --format json
 // (default; one object per line) or csv (one record per line, no header).
 type ProduceCmd struct {
-	Topic string `arg:"" help:"Topic to append to (created on first send if the broker allows)."`
+	Topic string `arg:"" help:"Topic to append to (created with 4 queues, spread over the brokers of the name server's cluster, if it does not exist)."`
 	BrokerClientFlags
 	File   string  `short:"f" name:"file" help:"Read the records from this file (default: standard input)." type:"existingfile"`
 	Format string  `name:"format" enum:"json,csv" default:"json" help:"Input format: json (one JSON object per line) or csv (one record per line, no header)."`
@@ -270,6 +272,18 @@ func (c *ProduceCmd) Run() error {
 		if rr.col, err = strconv.Atoi(c.Key); err != nil || rr.col < 1 {
 			return &exitError{fmt.Sprintf("--key %q: for CSV give a 1-based column number", c.Key)}
 		}
+	}
+	// A missing topic is created through the name server, its queues spread over the
+	// cluster's brokers (one broker for the bundled one), as the engine creates its topics.
+	creds, err := c.Credentials()
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	_, err = connectors.EnsureRocketMQTopic(cctx, connectors.RocketMQConfig{NameServer: ns, CreateTopics: true, Credentials: creds}, c.Topic, 4)
+	cancel()
+	if err != nil {
+		return &exitError{fmt.Sprintf("topic %s: %v", c.Topic, err)}
 	}
 	sel := &keyQueueSelector{}
 	p, err := rocketmq.NewProducer(producer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -22,6 +23,7 @@ type ServerCmd struct {
 	SecurityFlags
 	BrokerACLFlags
 	StateBackend string `name:"state-backend" default:"rocksdb" enum:"rocksdb,memory" help:"Where operator state lives."`
+	HeapProfile  string `name:"heap-profile" hidden:"" help:"On SIGUSR1, write a heap profile to this file (rsql bench memory)."`
 }
 
 func (c *ServerCmd) Run() error {
@@ -33,6 +35,21 @@ func (c *ServerCmd) Run() error {
 		return err
 	}
 	banner(os.Stderr, c.DataDir, c.ListenFlags, c.ClusterFlags, sys)
+	if c.HeapProfile != "" {
+		usr1 := make(chan os.Signal, 1)
+		signal.Notify(usr1, syscall.SIGUSR1)
+		go func() {
+			for range usr1 {
+				// The profile, and as text (with the runtime's memory statistics) beside it.
+				for i, name := range []string{c.HeapProfile, c.HeapProfile + ".txt"} {
+					if f, err := os.Create(name); err == nil {
+						pprof.Lookup("heap").WriteTo(f, i)
+						f.Close()
+					}
+				}
+			}
+		}()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if sys.Broker != nil && c.ACLFile != "" {

@@ -15,6 +15,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -102,8 +103,41 @@ func Start() (*Cluster, error) {
 }
 
 // StartServer starts the server of a cluster whose server was stopped with StopServer, on
-// the same data directory and port, and waits until it accepts connections.
+// the same data directory and port, and waits until it accepts connections. While the
+// server was down another socket may have taken the port (an outgoing connection's
+// ephemeral port is drawn from the same range): the start is retried for a while.
 func (c *Cluster) StartServer() error {
+	var err error
+	for try := 0; try < 40; try++ {
+		if err = c.startServer(); err == nil || !strings.Contains(err.Error(), "Address already in use") {
+			return err
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return err
+}
+
+// HoldPort keeps the stopped server's port bound until release is called, refusing the
+// connections it gets (they are accepted and closed at once, so clients see the database
+// down): nothing else can take the port while a test keeps the database away.
+func (c *Cluster) HoldPort() (release func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(c.port))
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	return func() { ln.Close() }, nil
+}
+
+func (c *Cluster) startServer() error {
 	root := c.root
 	logf, err := os.OpenFile(filepath.Join(root, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

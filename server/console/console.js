@@ -156,10 +156,10 @@ function actionButtons(job, after) {
     }
     after();
   };
-  const live = job.state === "RUNNING" || job.state === "PAUSED";
+  const live = job.state === "RUNNING" || job.state === "PAUSED" || job.state === "RETRYING";
   return h("span", { class: "actions" },
     h("button", { id: "pause-" + job.id, "data-action": "pause", disabled: job.state !== "RUNNING", onclick: () => act("pause") }, "Pause"),
-    h("button", { id: "resume-" + job.id, "data-action": "resume", disabled: job.state !== "PAUSED", onclick: () => act("resume") }, "Resume"),
+    h("button", { id: "resume-" + job.id, "data-action": "resume", disabled: job.state !== "PAUSED" && job.state !== "FAILED" && job.state !== "RETRYING", onclick: () => act("resume") }, "Resume"),
     h("button", { id: "terminate-" + job.id, class: "danger", "data-action": "terminate", disabled: !live, onclick: () => act("terminate") }, "Terminate"));
 }
 
@@ -268,7 +268,7 @@ function jobPage(main, id) {
         h("td", { text: sp.done ? "done" : sp.idle ? "idle" : "active" })))))
       : h("p", { class: "muted", text: j.running ? "No splits yet." : "The job is not running here: no splits." }));
     const errs = [];
-    if (j.error) errs.push(h("div", { class: "error-box" }, h("span", { class: "code", text: "FAILED" }), j.error));
+    if (j.error) errs.push(h("div", { class: "error-box" }, h("span", { class: "code", text: j.state === "RETRYING" ? "RETRYING" : "FAILED" }), j.error));
     for (const b of d.bad_errors.slice().reverse()) errs.push(h("div", { class: "error-box mono", text: b }));
     fill(errors, ...(errs.length ? errs : [h("p", { class: "muted", text: "No failures and no bad records." })]));
   });

@@ -121,6 +121,98 @@
     i64.extend_i32_u
     i64.or)
 
+  ;; split(s VARCHAR) RETURNS TABLE (part VARCHAR): the parts of s between commas, as the
+  ;; JSON array a wasm table function returns (["a","b"]; s must hold no quotes or
+  ;; backslashes). The array is written after the argument, in memory alloc gave out.
+  (func (export "split") (param $p i32) (param $len i32) (result i64) (local $i i32) (local $o i32) (local $b i32)
+    local.get $p
+    local.get $len
+    i32.add
+    local.set $o
+    local.get $o
+    i32.const 91
+    i32.store8
+    local.get $o
+    i32.const 34
+    i32.store8 offset=1
+    i32.const 2
+    local.set $b
+    block $done
+      loop $next
+        local.get $i
+        local.get $len
+        i32.ge_u
+        br_if $done
+        local.get $p
+        local.get $i
+        i32.add
+        i32.load8_u
+        i32.const 44
+        i32.eq
+        if
+          local.get $o
+          local.get $b
+          i32.add
+          i32.const 34
+          i32.store8
+          local.get $o
+          local.get $b
+          i32.add
+          i32.const 44
+          i32.store8 offset=1
+          local.get $o
+          local.get $b
+          i32.add
+          i32.const 34
+          i32.store8 offset=2
+          local.get $b
+          i32.const 3
+          i32.add
+          local.set $b
+        else
+          local.get $o
+          local.get $b
+          i32.add
+          local.get $p
+          local.get $i
+          i32.add
+          i32.load8_u
+          i32.store8
+          local.get $b
+          i32.const 1
+          i32.add
+          local.set $b
+        end
+        local.get $i
+        i32.const 1
+        i32.add
+        local.set $i
+        br $next
+      end
+    end
+    local.get $o
+    local.get $b
+    i32.add
+    i32.const 34
+    i32.store8
+    local.get $o
+    local.get $b
+    i32.add
+    i32.const 93
+    i32.store8 offset=1
+    local.get $b
+    i32.const 2
+    i32.add
+    local.set $b
+    call $reset
+    local.get $o
+    i64.extend_i32_u
+    i64.const 32
+    i64.shl
+    local.get $b
+    i64.extend_i32_u
+    i64.or)
+
   ;; Misbehaving functions, for the tests: a trap, a loop that never ends, and one that
   ;; takes memory until there is no more.
   (func (export "boom") (param $x i64) (result i64)
@@ -153,4 +245,23 @@
       unreachable
     end
     local.get $x)
+
+  ;; fan(x) = 2^x by a tree of calls without a loop: only the checks at function entries
+  ;; stop fan(60).
+  (func $fan (export "fan") (param $x i64) (result i64)
+    local.get $x
+    i64.eqz
+    if (result i64)
+      i64.const 1
+    else
+      local.get $x
+      i64.const 1
+      i64.sub
+      call $fan
+      local.get $x
+      i64.const 1
+      i64.sub
+      call $fan
+      i64.add
+    end)
 )

@@ -1,0 +1,106 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// The store maps its commit-log segments, consume queues and index files and writes into
+// the mappings. A file is sized with ftruncate, which allocates nothing: writing a page the
+// file system cannot back (the disk is full) does not fail a write call, it kills the
+// process with SIGBUS, and recovery on the same full disk would die the same way. So no
+// mapped byte is written before its blocks are reserved (fallocate): every mapped file keeps
+// a reserved prefix that grows ahead of its writer in chunks, and a reservation that fails
+// — ENOSPC above all — is an error of the write that needed it (ErrNoSpace). The broker then
+// refuses that send and goes on serving reads; the next send after space returns succeeds.
+
+// storeFS is the store's file-system seam for its mapped files: how they are opened and
+// how their blocks are reserved. The broker uses osFS; tests substitute one that fails on
+// demand (in the style of pebble's vfs and errorfs).
+type storeFS interface {
+	OpenFile(name string, flag int, perm os.FileMode) (*os.File, error)
+	// Allocate reserves blocks for bytes [off, off+n) of f, within its size.
+	Allocate(f *os.File, off, n int64) error
+}
+
+// osFS is the real file system.
+type osFS struct{}
+
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	return os.OpenFile(name, flag, perm)
+}
+
+func (osFS) Allocate(f *os.File, off, n int64) error {
+	for {
+		err := syscall.Fallocate(int(f.Fd()), 0, off, n)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.ENOSYS):
+			return allocateByWriting(f, off, n)
+		}
+		return err
+	}
+}
+
+// allocateByWriting reserves blocks where fallocate is not supported, as the C library's
+// posix_fallocate does: it writes a zero byte into every 4 KiB block of the range whose
+// first byte reads as zero (so data already there is never changed), through the file, where
+// a full disk is an error rather than a signal.
+func allocateByWriting(f *os.File, off, n int64) error {
+	var b [1]byte
+	for at := off &^ (pageSize - 1); at < off+n; at += pageSize {
+		p := max(at, off)
+		if _, err := f.ReadAt(b[:], p); err == nil && b[0] != 0 {
+			continue
+		}
+		if _, err := f.WriteAt([]byte{0}, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func roundUpPage(n int64) int64 { return (n + pageSize - 1) &^ (pageSize - 1) }
+
+// ErrNoSpace says the store's device is full (or the quota spent): the append that needed
+// the space was refused, nothing of it is stored, and reads go on. It wraps the system's
+// error.
+var ErrNoSpace = errors.New("broker: no space left for the store")
+
+// reservation tracks the reserved prefix of one mapped file. Its owner is the file's single
+// writer.
+type reservation struct {
+	reserved int64 // bytes [0, reserved) are backed by blocks
+	size     int64 // the file's size
+	chunk    int64 // how far ahead of a write to reserve
+}
+
+// ensure reserves the file up to end (at least), ahead by the chunk when the disk allows
+// and otherwise exactly to the page after end.
+func (r *reservation) ensure(fs storeFS, f *os.File, name string, end int64) error {
+	if end <= r.reserved {
+		return nil
+	}
+	if end > r.size {
+		return fmt.Errorf("broker: %s: a write up to byte %d exceeds the file's %d bytes", name, end, r.size)
+	}
+	to := min(r.size, roundUpPage(max(end, r.reserved+r.chunk)))
+	err := fs.Allocate(f, r.reserved, to-r.reserved)
+	if err != nil && to > roundUpPage(end) {
+		to = min(r.size, roundUpPage(end))
+		err = fs.Allocate(f, r.reserved, to-r.reserved)
+	}
+	if err != nil {
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			return fmt.Errorf("%w: reserving bytes %d to %d of %s: %w", ErrNoSpace, r.reserved, to, name, err)
+		}
+		return fmt.Errorf("broker: reserving bytes %d to %d of %s: %w", r.reserved, to, name, err)
+	}
+	r.reserved = to
+	return nil
+}

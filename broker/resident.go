@@ -1,0 +1,118 @@
+package broker
+
+import (
+	"os"
+	"syscall"
+)
+
+// Resident memory of the mapped store files. The commit log, the consume queues and the
+// key index are mapped MAP_SHARED, and every page the broker writes or a consumer reads
+// stays in the process's resident set until it is unmapped: a broker holding 500 MiB of
+// messages would count 500 MiB of RSS although the data is in its files. So the broker
+// drops from its resident set the pages of the ranges that are complete and not being
+// written (madvise MADV_DONTNEED): for a shared file mapping that only unmaps the pages —
+// the files keep the data, a dirty page stays dirty in the page cache and is written back
+// as usual, the page cache may keep the pages (and reclaims them under memory pressure,
+// which it cannot do with pages held mapped), and a later read maps them again: a minor
+// fault while they are still cached, a disk read otherwise.
+//
+// Every Config.ReleaseInterval the broker releases (releaseMapped): the commit log below its
+// committed position minus residentTail, in the segments touched since the last release; every
+// consume-queue and index page (their dirty pages stay dirty in the page cache and are
+// written back as usual). What stays resident: the last residentTail bytes of the commit
+// log before its committed position (consumers tailing the log read there), plus what was
+// read or written since the last release.
+
+const (
+	// residentTail is how much of the commit log just below its committed position stays
+	// mapped: consumers that keep up read there right after it was written.
+	residentTail = 4 << 20
+)
+
+var pageSize = int64(os.Getpagesize())
+
+// releaseMapped releases the mapped pages of the commit log, the consume queues and the
+// index that may go (see above).
+func (b *Broker) releaseMapped() error {
+	if err := b.cl.release(); err != nil {
+		return err
+	}
+	b.tmu.RLock()
+	var qs []*consumeQueue
+	for _, t := range b.topics {
+		qs = append(qs, t.queues...)
+	}
+	b.tmu.RUnlock()
+	for _, q := range qs {
+		if err := q.release(); err != nil {
+			return err
+		}
+	}
+	if b.idx != nil {
+		return b.idx.release()
+	}
+	return nil
+}
+
+// releasePages drops the whole pages inside data[from:to) from the resident set. data must
+// be a shared file mapping: the pages' contents stay in the file (dirty ones are written
+// back as usual).
+func releasePages(data []byte, from, to int64) error {
+	from = (from + pageSize - 1) / pageSize * pageSize
+	to = min(to, int64(len(data))) / pageSize * pageSize
+	if to <= from {
+		return nil
+	}
+	return syscall.Madvise(data[from:to], syscall.MADV_DONTNEED)
+}
+
+// release drops the commit log's pages below its committed position minus residentTail, in
+// the segments read or written since the last release.
+func (cl *commitLog) release() error {
+	limit := cl.committed.Load() - residentTail
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	for _, s := range cl.segs {
+		if s.base >= limit {
+			break
+		}
+		if !s.touched.Swap(false) {
+			continue
+		}
+		hi := min(cl.segSize, limit-s.base)
+		if hi < cl.segSize {
+			s.touched.Store(true) // its tail is live: look again next time
+		}
+		if err := releasePages(s.data, 0, hi); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// release drops the queue's mapped pages; the writer maps the page it appends to again.
+func (q *consumeQueue) release() error {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	for _, f := range q.files {
+		if err := releasePages(f.data, 0, int64(len(f.data))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// release drops the index files' mapped pages (files kept in memory have none).
+func (s *indexService) release() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, x := range s.files {
+		if x.f == nil {
+			continue
+		}
+		if err := releasePages(x.data, 0, int64(len(x.data))); err != nil {
+			return err
+		}
+	}
+	return nil
+}

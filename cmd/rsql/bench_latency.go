@@ -1,0 +1,353 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"rsql/broker"
+	"rsql/server"
+)
+
+// BenchLatencyCmd measures born-to-delivery latency through a continuous job with
+// exactly-once output: events are appended to a topic of the bundled broker at a steady
+// rate, each carrying the wall-clock time it was born; a job reads the topic and writes a
+// topic; a consumer long-polls the output topic and, for each row, takes the time from the
+// row's birth to its delivery (stateless job), or from the wall-clock moment its window
+// closed to its delivery (windowed job). Everything runs in one process (rsql server's
+// System), so the clocks are the same.
+type BenchLatencyCmd struct {
+	Rate       int           `name:"rate" default:"100000" help:"Events per second appended to the input topic."`
+	Duration   time.Duration `name:"duration" default:"10s" help:"How long events are appended (the first second is warm-up, not measured)."`
+	Queues     int           `name:"queues" default:"4" help:"Queues of the input and output topics."`
+	Job        string        `name:"job" enum:"filter,window,both" default:"both" help:"filter: a stateless filter topic -> topic; window: a 1 s tumbling COUNT per key; both: one after the other."`
+	Checkpoint string        `name:"checkpoint-interval" default:"" help:"The jobs' checkpoint_interval, e.g. 1s; comma-separated to compare several in one run (default: the server's default)."`
+	Throughput int           `name:"throughput-events" default:"2000000" help:"Also run each setting unpaced over this many pre-appended events and report events/s (0: skip)."`
+	CPUProfile string        `name:"cpuprofile" help:"Write a CPU profile of each paced run to FILE.<job>.<interval>."`
+	Progress   bool          `name:"progress" help:"Print events sent, read, written and delivered every 50,000 events (standard error)."`
+}
+
+type latencyResult struct {
+	Job        string  `json:"job"`
+	Checkpoint string  `json:"checkpoint_interval"`
+	Rate       int     `json:"rate"`
+	Rows       int     `json:"rows"`
+	P50, P90   float64 `json:"-"`
+	P99, Max   float64 `json:"-"`
+	Through    float64 `json:"-"`
+	Epochs     int64   `json:"-"`
+}
+
+func (c *BenchLatencyCmd) Run() error {
+	if c.Rate <= 0 || c.Duration <= time.Second || c.Queues <= 0 {
+		return &exitError{"--rate and --queues must be positive, --duration above 1s"}
+	}
+	jobs := []string{c.Job}
+	if c.Job == "both" {
+		jobs = []string{"filter", "window"}
+	}
+	intervals := []string{""}
+	if c.Checkpoint != "" {
+		intervals = strings.Split(c.Checkpoint, ",")
+	}
+	fmt.Printf("rsql bench latency: %d events/s for %v over %d queues, exactly-once topic output; %s/%s, %d CPUs, %s\n\n",
+		c.Rate, c.Duration, c.Queues, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
+	fmt.Printf("%-7s %-11s %9s %8s %8s %8s %8s %11s %12s\n", "job", "checkpoint", "rows", "p50 ms", "p90 ms", "p99 ms", "max ms", "checkpoints", "unpaced ev/s")
+	for _, job := range jobs {
+		for _, iv := range intervals {
+			r, err := c.runOne(job, strings.TrimSpace(iv))
+			if err != nil {
+				return err
+			}
+			name := r.Checkpoint
+			if name == "" {
+				name = "default"
+			}
+			through := "-"
+			if r.Through > 0 {
+				through = strconv.FormatFloat(r.Through, 'f', 0, 64)
+			}
+			fmt.Printf("%-7s %-11s %9d %8.1f %8.1f %8.1f %8.1f %11d %12s\n", r.Job, name, r.Rows, r.P50, r.P90, r.P99, r.Max, r.Epochs, through)
+		}
+	}
+	fmt.Printf("\nfilter: from an event's birth (appended to the input topic) to its delivery to a consumer of\n")
+	fmt.Printf("the output topic. window: from the wall-clock end of its 1 s window (the watermark has no\n")
+	fmt.Printf("delay) to the delivery of the window's row. unpaced: the same job over pre-appended events.\n")
+	return nil
+}
+
+const (
+	latIn  = "lat_events"
+	latOut = "lat_out"
+)
+
+func latencyDDL(queues int) string {
+	return fmt.Sprintf(`CREATE STREAM lat_events (id BIGINT, k VARCHAR, born BIGINT, ts TIMESTAMP,
+  WATERMARK FOR ts AS ts - INTERVAL '0' SECOND) WITH (topic = '%s', queues = %d, idle_timeout = '100ms')`, latIn, queues)
+}
+
+func latencyJob(job string, queues int, interval string) string {
+	with := fmt.Sprintf("topic = '%s', queues = %d", latOut, queues)
+	if interval != "" {
+		with += fmt.Sprintf(", checkpoint_interval = '%s'", interval)
+	}
+	if job == "window" {
+		return fmt.Sprintf(`CREATE STREAM lat_out WITH (%s) AS
+  SELECT k, window_end, COUNT(*) AS n FROM TUMBLE(lat_events, ts, INTERVAL '1' SECOND) GROUP BY k, window_start, window_end`, with)
+	}
+	return fmt.Sprintf(`CREATE STREAM lat_out WITH (%s) AS SELECT id, born FROM lat_events WHERE id %% 2 = 0`, with)
+}
+
+// appendLatencyEvents appends events [from, to) born now: event i has key k<i mod 100> and
+// goes to queue i mod queues.
+func appendLatencyEvents(b *broker.Broker, queues int, from, to int64, now time.Time) error {
+	byQ := make([][]broker.Message, queues)
+	born := now.UnixMicro()
+	for i := from; i < to; i++ {
+		body := make([]byte, 0, 72)
+		body = strconv.AppendInt(append(body, `{"id":`...), i, 10)
+		body = strconv.AppendInt(append(body, `,"k":"k`...), i%100, 10)
+		body = strconv.AppendInt(append(body, `","born":`...), born, 10)
+		body = strconv.AppendInt(append(body, `,"ts":`...), born/1000, 10)
+		body = append(body, '}')
+		q := int(i % int64(queues))
+		byQ[q] = append(byQ[q], broker.Message{Body: body})
+	}
+	for q, msgs := range byQ {
+		if len(msgs) == 0 {
+			continue
+		}
+		if _, err := b.Append(latIn, q, msgs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *BenchLatencyCmd) runOne(job, interval string) (latencyResult, error) {
+	res := latencyResult{Job: job, Checkpoint: interval, Rate: c.Rate}
+	dir, err := os.MkdirTemp("", "rsql-bench-latency-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	sys, err := server.StartSystem(server.SystemConfig{DataDir: dir, Log: io.Discard, Version: version})
+	if err != nil {
+		return res, err
+	}
+	defer sys.Close()
+	eng, b := sys.Engine, sys.Broker
+	if err := pipelineExec(eng, latencyDDL(c.Queues)); err != nil {
+		return res, err
+	}
+	if err := b.CreateTopic(latOut, c.Queues); err != nil {
+		return res, err
+	}
+	if err := pipelineExec(eng, latencyJob(job, c.Queues, interval)); err != nil {
+		return res, err
+	}
+	id, err := onlyJob(eng, 10*time.Second)
+	if err != nil {
+		return res, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Consumers: one per output queue, long-polling.
+	var mu sync.Mutex
+	var lats []float64
+	measureFrom := time.Now().Add(time.Second) // warm-up
+	var wg sync.WaitGroup
+	for q := 0; q < c.Queues; q++ {
+		wg.Add(1)
+		go func(q int) {
+			defer wg.Done()
+			var off int64
+			for ctx.Err() == nil {
+				msgs, next, err := b.Pull(ctx, latOut, q, off, 1024, 50*time.Millisecond)
+				if err != nil {
+					return
+				}
+				now := time.Now()
+				off = next
+				local := make([]float64, 0, len(msgs))
+				for _, m := range msgs {
+					var at time.Time
+					if job == "window" {
+						t, ok := parseJSONTime(jsonField(m.Body, "window_end"))
+						if !ok {
+							continue
+						}
+						at = t
+					} else {
+						born, err := strconv.ParseInt(string(jsonField(m.Body, "born")), 10, 64)
+						if err != nil {
+							continue
+						}
+						at = time.UnixMicro(born)
+					}
+					if at.Before(measureFrom) {
+						continue
+					}
+					local = append(local, float64(now.Sub(at).Microseconds())/1000)
+				}
+				mu.Lock()
+				lats = append(lats, local...)
+				mu.Unlock()
+			}
+		}(q)
+	}
+	if c.CPUProfile != "" {
+		f, err := os.Create(c.CPUProfile + "." + job + "." + strings.ReplaceAll(interval+"default", "default", ""))
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return res, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	// Producer: every millisecond, the events due by then.
+	start := time.Now()
+	var sent int64
+	for {
+		now := time.Now()
+		el := now.Sub(start)
+		if el >= c.Duration {
+			break
+		}
+		due := int64(el.Seconds() * float64(c.Rate))
+		if c.Progress && due/50000 != sent/50000 {
+			st, _ := eng.JobStats(id)
+			mu.Lock()
+			n := len(lats)
+			mu.Unlock()
+			fmt.Fprintf(os.Stderr, "%6.2fs sent %d in %d out %d delivered %d epoch %d\n", el.Seconds(), sent, st.RecordsIn, st.RecordsOut, n, st.Epoch)
+		}
+		if due > sent {
+			if err := appendLatencyEvents(b, c.Queues, sent, due, now); err != nil {
+				return res, err
+			}
+			sent = due
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Let the last rows (and, for windows, the window closed by the idle timeout) arrive.
+	time.Sleep(2500 * time.Millisecond)
+	cancel()
+	wg.Wait()
+	st, _ := eng.JobStats(id)
+	res.Epochs = st.Epoch
+	if len(lats) == 0 {
+		return res, fmt.Errorf("%s job: no rows delivered (job stats %+v)", job, st)
+	}
+	slices.Sort(lats)
+	pct := func(p float64) float64 { return lats[min(len(lats)-1, int(p*float64(len(lats))))] }
+	res.Rows, res.P50, res.P90, res.P99, res.Max = len(lats), pct(0.5), pct(0.9), pct(0.99), lats[len(lats)-1]
+	if c.Throughput > 0 {
+		t, err := c.throughput(job, interval)
+		if err != nil {
+			return res, err
+		}
+		res.Through = t
+	}
+	return res, nil
+}
+
+// throughput runs the job over Throughput pre-appended events and returns events/s until
+// it has read them all.
+func (c *BenchLatencyCmd) throughput(job, interval string) (float64, error) {
+	dir, err := os.MkdirTemp("", "rsql-bench-latency-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	sys, err := server.StartSystem(server.SystemConfig{DataDir: dir, Log: io.Discard, Version: version})
+	if err != nil {
+		return 0, err
+	}
+	defer sys.Close()
+	eng, b := sys.Engine, sys.Broker
+	if err := pipelineExec(eng, latencyDDL(c.Queues)); err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	for from := int64(0); from < int64(c.Throughput); from += 4096 {
+		// 10,000 events per second of event time, so windows close as they would.
+		if err := appendLatencyEvents(b, c.Queues, from, min(from+4096, int64(c.Throughput)), now.Add(time.Duration(from)*100*time.Microsecond)); err != nil {
+			return 0, err
+		}
+	}
+	runtime.GC()
+	start := time.Now()
+	if err := pipelineExec(eng, latencyJob(job, c.Queues, interval)); err != nil {
+		return 0, err
+	}
+	id, err := onlyJob(eng, 10*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	for {
+		st, ok := eng.JobStats(id)
+		if !ok {
+			return 0, fmt.Errorf("job %s stopped", id)
+		}
+		if st.RecordsIn >= int64(c.Throughput) {
+			break
+		}
+		if time.Since(start) > 5*time.Minute {
+			return 0, fmt.Errorf("job read %d of %d events in 5 minutes", st.RecordsIn, c.Throughput)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return float64(c.Throughput) / time.Since(start).Seconds(), nil
+}
+
+// parseJSONTime reads a timestamp written by the JSON format: epoch milliseconds or text.
+func parseJSONTime(raw json.RawMessage) (time.Time, bool) {
+	if ms, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return time.UnixMilli(ms), true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return time.Time{}, false
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05.999999999", "2006-01-02 15:04:05.999999999Z07:00"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// jsonField returns the raw value of a top-level field of a flat JSON object (the rows the
+// jobs write: no nesting, no escaped quotes in keys), or nil.
+func jsonField(body []byte, name string) []byte {
+	i := bytes.Index(body, []byte(`"`+name+`":`))
+	if i < 0 {
+		return nil
+	}
+	v := body[i+len(name)+3:]
+	end := 0
+	if len(v) > 0 && v[0] == '"' {
+		end = bytes.IndexByte(v[1:], '"') + 2
+		if end < 2 {
+			return nil
+		}
+	} else {
+		for end < len(v) && v[end] != ',' && v[end] != '}' {
+			end++
+		}
+	}
+	return v[:end]
+}

@@ -1,0 +1,278 @@
+package exec
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"rsql/planner"
+	"rsql/sql"
+	"rsql/state"
+)
+
+// lastRows is an Emitter that keeps the last row emitted per first column, rendered.
+type lastRows map[string]string
+
+func (l lastRows) Emit(b *Batch) error {
+	for _, r := range b.Rows {
+		parts := ""
+		for i, v := range r {
+			if i > 0 {
+				parts += ","
+			}
+			parts += v.String()
+		}
+		l[r[0].String()] = parts
+	}
+	return nil
+}
+
+// COUNT(DISTINCT) state is incremental: a checkpoint writes only the values added since
+// the previous one (a chunk under a key of its own), a restore reads them back, and a fired
+// window deletes every chunk.
+func TestDistinctStateIncremental(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store state.Store) {
+		var cnt counters
+		w := planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000}
+		aggs := []planner.AggSpec{
+			builtinAgg("COUNT(*)", nil, sql.TypeNull, sql.TypeBigInt),
+			builtinAgg("COUNT(DISTINCT)", col(3), sql.TypeBigInt, sql.TypeBigInt),
+			builtinAgg("COUNT(DISTINCT)", col(1), sql.TypeVarchar, sql.TypeBigInt),
+		}
+		node := &planner.AggregateNode{Window: w, Keys: []planner.Evaluator{col(0)}, Aggs: aggs, Emit: planner.EmitOnClose}
+		row := func(u string, s string, ts, n int64) sql.Row {
+			return sql.Row{sql.Varchar(u), sql.Varchar(s), sql.Timestamp(ts), sql.BigInt(n)}
+		}
+		must := func(err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		// puts counts a checkpoint's group values and the distinct values in its chunks.
+		puts := func(b *state.Batch) (groups, values int) {
+			must(b.Each(func(kind state.OpKind, k, v []byte) error {
+				if kind != state.OpPut {
+					return nil
+				}
+				if _, _, _, _, err := decodeGroupState(v, 1, 3); err == nil {
+					groups++
+					return nil
+				}
+				var set sql.DistinctSet
+				if err := set.AddChunk(v); err != nil {
+					return err
+				}
+				values += set.Len()
+				return nil
+			}))
+			return
+		}
+		out := lastRows{}
+		a := newOpChain(out, newAggOp(node, "j", "agg", store, nil, &cnt))
+		must(a.Control(&Control{Kind: NewSplit, Split: "s"}))
+		var rows []sql.Row
+		for i := int64(0); i < 300; i++ {
+			rows = append(rows, row("u", fmt.Sprint("s", i%7), 10+i, i%100))
+		}
+		must(a.Process(&Batch{Split: "s", Rows: rows}))
+		c1 := &Control{Kind: Checkpoint, Epoch: 1, State: &state.Batch{}}
+		must(a.Control(c1))
+		if g, v := puts(c1.State); g != 1 || v != 100+7 {
+			t.Fatalf("first checkpoint put %d groups and %d distinct values, want 1 and 107", g, v)
+		}
+		must(store.Write(c1.State))
+		// Values of the large set already saved are not written again, only its new one; the
+		// small set (at most smallDistinctSet values) is written whole.
+		must(a.Process(&Batch{Split: "s", Rows: []sql.Row{row("u", "s3", 500, 5), row("u", "new", 501, 999)}}))
+		c2 := &Control{Kind: Checkpoint, Epoch: 2, State: &state.Batch{}}
+		must(a.Control(c2))
+		if g, v := puts(c2.State); g != 1 || v != 1+8 {
+			t.Fatalf("second checkpoint put %d groups and %d distinct values, want 1 and 9", g, v)
+		}
+		must(store.Write(c2.State))
+		// A fresh operator restores the sets from the store and goes on counting.
+		b := newOpChain(out, newAggOp(node, "j", "agg", store, nil, &cnt))
+		must(b.Control(&Control{Kind: NewSplit, Split: "s"}))
+		must(b.Process(&Batch{Split: "s", Rows: []sql.Row{row("u", "s1", 600, 1), row("u", "newer", 601, 1000)}}))
+		must(b.Watermark("s", MaxWatermark))
+		if got, want := out["u"], "u,1970-01-01T00:00:00.000Z,1970-01-01T00:00:01.000Z,304,102,9"; got != want {
+			t.Fatalf("restored window emitted %q, want %q", got, want)
+		}
+		// Firing deletes the group and every distinct value at the next checkpoint.
+		c3 := &Control{Kind: Checkpoint, Epoch: 3, State: &state.Batch{}}
+		must(b.Control(c3))
+		must(store.Write(c3.State))
+		n := 0
+		must(store.Scan(state.SplitPrefix(nil, "j", "agg", "s"), func(k, v []byte) error { n++; return nil }))
+		if n != 0 {
+			t.Fatalf("%d keys left after the window fired", n)
+		}
+	})
+}
+
+// A distinct chunk whose group is missing from the store fails the restore with a state
+// error instead of being dropped.
+func TestDistinctValueWithoutGroup(t *testing.T) {
+	store := state.NewMemory()
+	key := state.Key(nil, "j", "agg", "s", sql.AppendRow(nil, []sql.Value{sql.Varchar("u")}), 0, 1000)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(store.Put(distinctKey(nil, key, 0, 0), []byte{2, 3, 6}))
+	node := &planner.AggregateNode{Window: planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000},
+		Keys: []planner.Evaluator{col(0)}, Aggs: []planner.AggSpec{builtinAgg("COUNT(DISTINCT)", col(3), sql.TypeBigInt, sql.TypeBigInt)}}
+	var cnt counters
+	a := newAggOp(node, "j", "agg", store, nil, &cnt)
+	err := a.Control(&Control{Kind: NewSplit, Split: "s"}, &discard{})
+	var se *StateError
+	if !errors.As(err, &se) || !errors.Is(err, errBadState) {
+		t.Fatalf("restore: %v, want a StateError wrapping errBadState", err)
+	}
+}
+
+// A chunk of many values is rewritten as one after maxDistinctChunks checkpoints, and the
+// set restores whole from the chunks the store holds at any point.
+func TestDistinctChunksCompact(t *testing.T) {
+	store := state.NewMemory()
+	var cnt counters
+	node := &planner.AggregateNode{Keys: []planner.Evaluator{col(0)}, Emit: planner.EmitOnClose,
+		Aggs: []planner.AggSpec{builtinAgg("COUNT(DISTINCT)", col(3), sql.TypeBigInt, sql.TypeBigInt)}}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	chunks := func() int {
+		n := 0
+		must(store.Scan(state.SplitPrefix(nil, "j", "agg", "s"), func(k, v []byte) error { n++; return nil }))
+		return n - 1 // the group's own key
+	}
+	a := newOpChain(&discard{}, newAggOp(node, "j", "agg", store, nil, &cnt))
+	must(a.Control(&Control{Kind: NewSplit, Split: "s"}))
+	// More values than a set written whole holds.
+	var first []sql.Row
+	for i := int64(0); i < smallDistinctSet; i++ {
+		first = append(first, sql.Row{sql.Varchar("u"), sql.Null, sql.Null, sql.BigInt(-1 - i)})
+	}
+	must(a.Process(&Batch{Split: "s", Rows: first}))
+	most := 0
+	for i := int64(0); i < 3*maxDistinctChunks; i++ {
+		must(a.Process(&Batch{Split: "s", Rows: []sql.Row{{sql.Varchar("u"), sql.Null, sql.Null, sql.BigInt(i)}, {sql.Varchar("u"), sql.Null, sql.Null, sql.BigInt(0)}}}))
+		c := &Control{Kind: Checkpoint, Epoch: i + 1, State: &state.Batch{}}
+		must(a.Control(c))
+		must(store.Write(c.State))
+		n := chunks()
+		if n < 1 || n > maxDistinctChunks {
+			t.Fatalf("after checkpoint %d: %d chunks", i+1, n)
+		}
+		most = max(most, n)
+		if i%7 == 3 {
+			out := lastRows{}
+			b := newOpChain(out, newAggOp(node, "j", "agg", store, nil, &cnt))
+			must(b.Control(&Control{Kind: NewSplit, Split: "s"}))
+			must(b.Watermark("s", MaxWatermark))
+			if got, want := out["u"], fmt.Sprintf("u,%d", smallDistinctSet+i+1); got != want {
+				t.Fatalf("restored after checkpoint %d: %q, want %q", i+1, got, want)
+			}
+		}
+	}
+	if most != maxDistinctChunks {
+		t.Fatalf("at most %d chunks, want the set written in chunks up to %d", most, maxDistinctChunks)
+	}
+}
+
+func FuzzParseDistinctKey(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 3}, 2)
+	f.Add([]byte{1, 0, 0, 1, 0}, 2)
+	f.Add([]byte{9}, 1)
+	f.Fuzz(func(t *testing.T, rest []byte, na int) {
+		if na <= 0 || na > 64 {
+			return
+		}
+		j, c, err := parseDistinctKey(rest, na)
+		if err != nil {
+			if !errors.Is(err, errBadState) {
+				t.Fatalf("error %v does not wrap errBadState", err)
+			}
+			return
+		}
+		if j < 0 || j >= na || c < 0 {
+			t.Fatalf("parsed index %d of %d, chunk %d", j, na, c)
+		}
+	})
+}
+
+func FuzzDistinctChunk(f *testing.F) {
+	var d sql.DistinctSet
+	d.Add(sql.BigInt(7))
+	d.Add(sql.Varchar("x"))
+	f.Add(d.FreshChunk())
+	f.Add([]byte{2, 3, 6})
+	f.Add([]byte{5, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var set sql.DistinctSet
+		if err := set.AddChunk(b); err != nil {
+			if !errors.Is(err, sql.ErrCorrupt) {
+				t.Fatalf("error %v does not wrap sql.ErrCorrupt", err)
+			}
+			return
+		}
+		// What decoded re-encodes into a chunk that decodes to the same set.
+		var again sql.DistinctSet
+		if err := again.AddChunk(set.AppendChunk(nil)); err != nil || again.Len() != set.Len() {
+			t.Fatalf("re-encoded chunk: %v, %d values, want %d", err, again.Len(), set.Len())
+		}
+	})
+}
+
+// pagedRows keeps each row where it was put across page boundaries, truncation and reset.
+func TestPagedRows(t *testing.T) {
+	for _, width := range []int{0, 1, 3} {
+		r := newPagedRows[int64](width)
+		n := 3*pageRows + 5
+		for i := 0; i < n; i++ {
+			row := r.add()
+			for k := range row {
+				row[k] = int64(i*10 + k)
+			}
+		}
+		check := func(upto int) {
+			t.Helper()
+			if r.n != upto {
+				t.Fatalf("width %d: %d rows, want %d", width, r.n, upto)
+			}
+			for i := 0; i < upto; i++ {
+				row := r.at(i)
+				if len(row) != width {
+					t.Fatalf("width %d: row %d has %d values", width, i, len(row))
+				}
+				for k, v := range row {
+					if v != int64(i*10+k) {
+						t.Fatalf("width %d: row %d value %d is %d", width, i, k, v)
+					}
+				}
+			}
+		}
+		check(n)
+		r.truncate(pageRows + 1)
+		check(pageRows + 1)
+		if width > 0 && len(r.pages) != 2 {
+			t.Fatalf("width %d: %d pages after truncating to one row past the first page", width, len(r.pages))
+		}
+		row := r.add()
+		for k := range row {
+			row[k] = int64((pageRows+1)*10 + k)
+		}
+		check(pageRows + 2)
+		r.reset()
+		check(0)
+		if row := r.add(); len(row) != width || width > 0 && row[0] != 0 {
+			t.Fatalf("width %d: row after reset %v", width, row)
+		}
+	}
+}

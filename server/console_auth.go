@@ -1,0 +1,115 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// consoleAuth guards the web console and its API with the authentication of the Postgres
+// wire (docs/security.md, "The web console"):
+//   - trust: as on the wire, only loopback clients are served, as the admin;
+//   - scram-sha-256: HTTP Basic authentication with a user's name and password, checked
+//     against the user's SCRAM secret in the catalog; the session runs with the user's
+//     role, so a read-only user can look and query but not pause, resume or terminate.
+//
+// /metrics and /healthz are not behind it (System serves them beside it).
+type consoleAuth struct {
+	method AuthMethod
+	users  UserStore
+	next   http.Handler
+
+	// Checking a password costs the secret's PBKDF2 iterations (4,096 by default, about a
+	// millisecond), and a page asks several times a second: a login checked once is
+	// remembered for consoleLoginTTL, by a hash of the user, the password and the secret
+	// (so a changed password or secret needs checking again).
+	mu     sync.Mutex
+	logins map[[sha256.Size]byte]consoleLogin
+}
+
+type consoleLogin struct {
+	user    UserDef
+	expires time.Time
+}
+
+const (
+	consoleLoginTTL  = 5 * time.Minute
+	consoleMaxLogins = 1024
+)
+
+type consoleUserKey struct{}
+
+// consoleUser is the authenticated user of a console request (the admin under trust).
+func consoleUser(ctx context.Context) UserDef {
+	if u, ok := ctx.Value(consoleUserKey{}).(UserDef); ok {
+		return u
+	}
+	return UserDef{Name: AdminUser, Role: RoleAdmin}
+}
+
+func (a *consoleAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var u UserDef
+	switch a.method {
+	case AuthSCRAM:
+		name, password, ok := r.BasicAuth()
+		if !ok {
+			a.challenge(w, "the console needs a user and password (the same as psql's)")
+			return
+		}
+		if u, ok = a.check(name, password); !ok {
+			a.challenge(w, "wrong user or password")
+			return
+		}
+	default:
+		if !loopbackAddr(r.RemoteAddr) { // a host:port, as a listen address is
+			apiError(w, http.StatusForbidden, codeInvalidAuthorization,
+				"the server runs with trust authentication, which serves loopback clients only: start it with --auth scram-sha-256 to use the console from "+r.RemoteAddr)
+			return
+		}
+		u = UserDef{Name: AdminUser, Role: RoleAdmin}
+	}
+	a.next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), consoleUserKey{}, u)))
+}
+
+func (a *consoleAuth) challenge(w http.ResponseWriter, msg string) {
+	w.Header().Set("WWW-Authenticate", `Basic realm="rsql", charset="UTF-8"`)
+	apiError(w, http.StatusUnauthorized, codeInvalidPassword, msg)
+}
+
+// check verifies a password against the user's SCRAM secret: the stored key derived from
+// the password with the secret's salt and iterations must equal the stored one.
+func (a *consoleAuth) check(name, password string) (UserDef, bool) {
+	u, found := UserDef{}, false
+	if a.users != nil {
+		u, found = a.users.User(name)
+	}
+	key := sha256.Sum256([]byte(name + "\x00" + password + "\x00" + u.Secret))
+	now := time.Now()
+	a.mu.Lock()
+	if l, ok := a.logins[key]; ok && now.Before(l.expires) {
+		a.mu.Unlock()
+		return l.user, true
+	}
+	a.mu.Unlock()
+	secret, err := parseSCRAMSecret(u.Secret)
+	if !found || err != nil {
+		// The same work as a real check, so that the answer's time does not tell
+		// whether the user exists.
+		deriveSCRAMSecret(password, make([]byte, scramSaltLen), scramIterations)
+		return u, false
+	}
+	got, err := deriveSCRAMSecret(password, secret.salt, secret.iterations)
+	if err != nil || subtle.ConstantTimeCompare(got.storedKey, secret.storedKey) != 1 {
+		return u, false
+	}
+	a.mu.Lock()
+	if a.logins == nil || len(a.logins) >= consoleMaxLogins {
+		a.logins = map[[sha256.Size]byte]consoleLogin{}
+	}
+	a.logins[key] = consoleLogin{user: u, expires: now.Add(consoleLoginTTL)}
+	a.mu.Unlock()
+	return u, true
+}

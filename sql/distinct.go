@@ -1,0 +1,186 @@
+package sql
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// DistinctSet is the set of distinct non-NULL values of a DISTINCT aggregate (COUNT(DISTINCT
+// x)). Two values are the same when their AppendValue forms are equal (so kinds never mix).
+//
+// Integer values of one kind (ids, the common argument) are kept as int64 in a map without
+// pointers, which costs about a quarter of an encoded string's memory and which the garbage
+// collector does not scan; every other value is kept as its AppendValue form.
+//
+// The set remembers the values added since the last ClearFresh (FreshChunk), so a
+// checkpoint writes only those instead of re-encoding the whole set (exec's state codec
+// stores them as a chunk under a key of its own). A DistinctSet is used by one goroutine.
+type DistinctSet struct {
+	kind  Kind // kind of the values in ints (KindNull before the first integer)
+	ints  map[int64]struct{}
+	strs  map[string]struct{}
+	fresh []byte // AppendValue forms added since ClearFresh, each after its uvarint length
+	// Chunks is the number of chunks of the set its owner has stored (exec's state codec
+	// keeps it; the set itself never reads it).
+	Chunks int
+}
+
+func intKind(k Kind) bool {
+	return k == KindInt || k == KindBigInt || k == KindTimestamp || k == KindInterval
+}
+
+// Add inserts v (NULL is ignored) and reports whether it was new.
+func (d *DistinctSet) Add(v Value) bool {
+	if v.K == KindNull {
+		return false
+	}
+	if intKind(v.K) && (d.kind == KindNull || d.kind == v.K) {
+		if d.ints == nil {
+			d.ints, d.kind = map[int64]struct{}{}, v.K
+		}
+		if _, ok := d.ints[v.I]; ok {
+			return false
+		}
+		d.ints[v.I] = struct{}{}
+		d.appendFresh(v)
+		return true
+	}
+	var buf [64]byte
+	enc := AppendValue(buf[:0], v)
+	if _, ok := d.strs[string(enc)]; ok {
+		return false
+	}
+	if d.strs == nil {
+		d.strs = map[string]struct{}{}
+	}
+	d.strs[string(enc)] = struct{}{}
+	d.appendFresh(v)
+	return true
+}
+
+func (d *DistinctSet) appendFresh(v Value) {
+	var buf [64]byte
+	enc := AppendValue(buf[:0], v)
+	d.fresh = binary.AppendUvarint(d.fresh, uint64(len(enc)))
+	d.fresh = append(d.fresh, enc...)
+}
+
+// AddSet inserts every value of src (those new to d are fresh).
+func (d *DistinctSet) AddSet(src *DistinctSet) {
+	src.Range(func(enc []byte) {
+		if v, _, err := DecodeValue(enc); err == nil {
+			d.Add(v)
+		}
+	})
+}
+
+// AddEncoded inserts a value given in AppendValue form (as Range and Fresh hand them out),
+// without marking it fresh: it is what a restore from stored state uses.
+func (d *DistinctSet) AddEncoded(enc []byte) error {
+	v, n, err := DecodeValue(enc)
+	if err != nil {
+		return err
+	}
+	if n != len(enc) {
+		return fmt.Errorf("%w: %d bytes after a distinct value", ErrCorrupt, len(enc)-n)
+	}
+	if intKind(v.K) && (d.kind == KindNull || d.kind == v.K) {
+		if d.ints == nil {
+			d.ints, d.kind = map[int64]struct{}{}, v.K
+		}
+		d.ints[v.I] = struct{}{}
+		return nil
+	}
+	if v.K == KindNull {
+		return nil
+	}
+	if d.strs == nil {
+		d.strs = map[string]struct{}{}
+	}
+	d.strs[string(enc)] = struct{}{}
+	return nil
+}
+
+// Len is the number of distinct values.
+func (d *DistinctSet) Len() int {
+	if d == nil {
+		return 0
+	}
+	return len(d.ints) + len(d.strs)
+}
+
+// Range calls fn with the AppendValue form of every value (valid during the call only), in
+// no particular order.
+func (d *DistinctSet) Range(fn func(enc []byte)) {
+	if d == nil {
+		return
+	}
+	var buf [16]byte
+	for i := range d.ints {
+		fn(AppendValue(buf[:0], Value{K: d.kind, I: i}))
+	}
+	for s := range d.strs {
+		fn([]byte(s))
+	}
+}
+
+// FreshChunk returns the values added since the last ClearFresh as a chunk: each value's
+// AppendValue form after its uvarint length (AddChunk reads it back). It is valid until
+// the set changes.
+func (d *DistinctSet) FreshChunk() []byte {
+	if d == nil {
+		return nil
+	}
+	return d.fresh
+}
+
+// AppendChunk appends every value of the set to dst as one chunk (as FreshChunk).
+func (d *DistinctSet) AppendChunk(dst []byte) []byte {
+	d.Range(func(enc []byte) {
+		dst = binary.AppendUvarint(dst, uint64(len(enc)))
+		dst = append(dst, enc...)
+	})
+	return dst
+}
+
+// AddChunk inserts the values of a chunk (FreshChunk, AppendChunk) without marking them
+// fresh: it is what a restore from stored state uses. It fails on a malformed chunk.
+func (d *DistinctSet) AddChunk(b []byte) error {
+	for p := 0; p < len(b); {
+		n, k := binary.Uvarint(b[p:])
+		if k <= 0 || n == 0 || n > uint64(len(b)-p-k) {
+			return fmt.Errorf("%w: bad distinct value length at byte %d", ErrCorrupt, p)
+		}
+		p += k
+		if err := d.AddEncoded(b[p : p+int(n)]); err != nil {
+			return fmt.Errorf("distinct value at byte %d: %w", p, err)
+		}
+		p += int(n)
+	}
+	return nil
+}
+
+// HasFresh reports whether values were added since the last ClearFresh.
+func (d *DistinctSet) HasFresh() bool { return d != nil && len(d.fresh) > 0 }
+
+// ClearFresh forgets which values were added (they have been saved). A large buffer is
+// dropped rather than kept, so a set that grew fast once does not hold its peak for ever.
+func (d *DistinctSet) ClearFresh() {
+	if d == nil {
+		return
+	}
+	if cap(d.fresh) > 4096 {
+		d.fresh = nil
+		return
+	}
+	d.fresh = d.fresh[:0]
+}
+
+// MarkAllFresh makes every value fresh again (its stored copy is gone: it must be written
+// anew, e.g. under a session window's new bounds).
+func (d *DistinctSet) MarkAllFresh() {
+	if d == nil {
+		return
+	}
+	d.fresh = d.AppendChunk(d.fresh[:0])
+}
