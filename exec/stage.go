@@ -810,7 +810,6 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 						q.marks[u.split] = u.mark
 					}
 				}
-				st.raiseInputWM(sp, ev.input, b.maxTs)
 			} else {
 				st.job.cnt.in.Add(int64(n))
 			}
@@ -818,9 +817,15 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 		if n > 0 {
 			err = st.inEmit[ev.input].Emit(&b.Batch)
 		}
+		// A shuffle batch's rows came before the watermark it carries: the input's
+		// watermark rises once they are applied, never before (they would be late).
+		wm := b.maxTs
 		b.release()
 		if err != nil {
 			return false, err
+		}
+		if sp != nil && st.shuffleIn {
+			st.raiseInputWM(sp, ev.input, wm)
 		}
 		if sp != nil {
 			return false, st.advance()
