@@ -40,13 +40,19 @@ func (s *Memory) Put(key, value []byte) error {
 	return nil
 }
 
-// put stores a copy; s.mu must be held for writing.
+// put stores a copy; s.mu must be held for writing. A value of the same length as the
+// one it replaces is copied over it: one lookup, and no map assignment (which would
+// allocate the key as a string) — an operator's groups mostly keep their size.
 func (s *Memory) put(key, value []byte) {
-	if old, ok := s.m[string(key)]; ok && cap(old) >= len(value) {
+	old, ok := s.m[string(key)]
+	switch {
+	case ok && len(old) == len(value):
+		copy(old, value)
+	case ok && cap(old) >= len(value):
 		s.m[string(key)] = append(old[:0], value...)
-		return
+	default:
+		s.m[string(key)] = append([]byte(nil), value...)
 	}
-	s.m[string(key)] = append([]byte(nil), value...)
 }
 
 func (s *Memory) Delete(key []byte) error {

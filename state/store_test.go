@@ -293,3 +293,28 @@ func FuzzDecodeExport(f *testing.F) {
 		}
 	})
 }
+
+// A key written again holds the last value, whether it is as long as the one before,
+// longer or shorter, and values handed out earlier do not change.
+func TestStoreOverwrite(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s Store) {
+		var first []byte
+		for i, v := range []string{"abc", "xyz", "longer value", "s", "t"} {
+			var b Batch
+			b.Put([]byte("k"), []byte(v))
+			if err := s.Write(&b); err != nil {
+				t.Fatal(err)
+			}
+			got, ok, err := s.Get([]byte("k"))
+			if err != nil || !ok || string(got) != v {
+				t.Fatalf("after writing %q: %q %v %v", v, got, ok, err)
+			}
+			if i == 0 {
+				first = got
+			}
+		}
+		if string(first) != "abc" {
+			t.Fatalf("a value read earlier changed to %q", first)
+		}
+	})
+}
