@@ -73,7 +73,10 @@
 //     outbox, de-duplication marks, operator state), per split where it moves with the
 //     split; Units lists a plan's ownable (stage, split) units. Operator state lives in
 //     memory, per split, and is written through to Env.Store at each checkpoint (changed
-//     groups only, deletions of fired windows).
+//     groups only, deletions of fired windows). A hop aggregation whose aggregates merge
+//     exactly (sql.MergesExactly) and that emits on close keeps its groups per pane
+//     (gcd of size and slide) and merges a window's panes when it closes (agg.go); its
+//     result is the same as computing each window row by row.
 //   - Checkpoints: Job.Checkpoint injects a barrier at every root stage (those reading
 //     streams or shuffle topics); stages behind in-process edges take it when aligned.
 //     Stages joined by in-process edges form a commit group (commit.go) that commits each
