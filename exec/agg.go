@@ -846,7 +846,7 @@ func (a *aggOp) firePanes(sp *aggSplit, out Emitter) error {
 		for g := range p.groups {
 			if p.groups[g].persisted {
 				// The pane's groups (and their distinct chunks) share a key prefix.
-				sp.dropBuf = panePrefix(sp.dropBuf, a.job, a.id, sp.name, p.start, p.end)
+				sp.dropBuf = panePrefix(sp.dropBuf, a.job, a.id, sp.name, p.start)
 				sp.dropEnds = append(sp.dropEnds, len(sp.dropBuf))
 				break
 			}
@@ -1093,8 +1093,8 @@ func (a *aggOp) putGroup(sp *aggSplit, b *state.Batch, keys []sql.Value, start, 
 	}
 	a.enc = sql.AppendRow(a.enc[:0], keys)
 	if a.paneW > 0 && end-start == a.paneW {
-		a.kbuf = append(panePrefix(a.kbuf[:0], a.job, a.id, sp.name, start, end), a.enc...)
-		a.enc = appendAccs(a.enc[:0], accs)
+		a.kbuf = append(panePrefix(a.kbuf[:0], a.job, a.id, sp.name, start), a.enc...)
+		a.enc = appendPaneAccs(a.enc[:0], accs)
 	} else {
 		a.kbuf = state.Key(a.kbuf[:0], a.job, a.id, sp.name, a.enc, start, end)
 		a.enc = appendGroupState(a.enc[:0], keys, start, end, accs)
@@ -1163,7 +1163,10 @@ func (a *aggOp) load(split string) error {
 		var accs []accum
 		var err error
 		if rest := key[len(prefix):]; len(rest) > 0 && rest[0] == paneKeyMark {
-			keys, start, end, accs, err = decodePaneGroup(rest, value, a.nk, a.na)
+			if a.paneW == 0 {
+				return &StateError{Op: a.id, Split: split, Err: fmt.Errorf("%w: a pane's group, and the aggregation does not compute by panes (did the query change?)", errBadState)}
+			}
+			keys, start, end, accs, err = decodePaneGroup(rest, value, a.paneW, a.nk, a.na)
 		} else {
 			keys, start, end, accs, err = decodeGroupState(value, a.nk, a.na)
 		}

@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -279,5 +280,37 @@ func TestAggregationTTLExpires(t *testing.T) {
 	}
 	if n := len(out.rows); n != 6 || out.rows[n-2] != "a,1" || out.rows[n-1] != "c,2" {
 		t.Fatalf("emitted %v", out.rows)
+	}
+}
+
+// State of panes loaded by an aggregation that does not compute by panes (the query
+// changed) is refused with a StateError, not read as windows.
+func TestHopPaneStateRefusedWithoutPanes(t *testing.T) {
+	w := planner.WindowSpec{Kind: planner.WindowHop, Time: 2, Size: 10_000, Slide: 2_000}
+	aggs := hopAggs()
+	node := &planner.AggregateNode{Window: w, Keys: []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar},
+		Aggs: aggs, Emit: planner.EmitOnClose, Schema: aggSchema(1, true, aggs)}
+	store := state.NewMemory()
+	var cnt counters
+	a := newOpChain(&rowStrings{}, newAggOp(node, "j", "agg", store, nil, &cnt))
+	if err := a.Control(&Control{Kind: NewSplit, Split: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Process(&Batch{Split: "s", Rows: []sql.Row{hopRow("k", 1, 5_000, "x")}}); err != nil {
+		t.Fatal(err)
+	}
+	rm := &Control{Kind: RemoveSplit, Split: "s", State: &state.Batch{}}
+	if err := a.Control(rm); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Write(rm.State); err != nil {
+		t.Fatal(err)
+	}
+	op := newAggOp(node, "j", "agg", store, nil, &cnt)
+	op.paneW = 0
+	err := newOpChain(&rowStrings{}, op).Control(&Control{Kind: NewSplit, Split: "s"})
+	var se *StateError
+	if !errors.As(err, &se) || !errors.Is(err, errBadState) {
+		t.Fatalf("loading panes without panes: %v", err)
 	}
 }

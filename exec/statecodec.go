@@ -33,23 +33,116 @@ import (
 
 // The groups of a pane (a hop aggregation computed by panes, agg.go) are keyed pane first:
 //
-//	state.SplitPrefix, paneKeyMark, the pane's 16-byte window (state.AppendWindow), the
-//	sql row of the key values
+//	state.SplitPrefix, paneKeyMark, the pane's start (8 bytes, big-endian with the sign
+//	bit flipped, as in state.AppendWindow; its end is start + the pane width), the sql row
+//	of the key values
 //
 // so that one DropPrefix of panePrefix deletes a closed pane's groups and their distinct
-// chunks, instead of a deletion per group. A pane group's value is the aggregates' part of
-// the group state value alone (appendAccs): its key holds the rest (decodePaneGroup). Other groups' keys follow state.Key (the key
-// values' row, then the window), whose row starts with its length, a byte below
+// chunks, instead of a deletion per group. A pane group's value is its accumulators alone
+// (its key holds the rest), each as a byte of flags saying which of N, I, F and V are not
+// zero (paneN...) and those: varint N, varint I, F's 8 bytes (IEEE, little-endian), the sql
+// value V (appendPaneAccs); a COUNT(*) takes 2–4 bytes. Other groups' keys follow state.Key
+// (the key values' row, then the window), whose row starts with its length, a byte below
 // paneKeyMark (panes are used only for fewer than paneKeyMark key columns), so the two
 // layouts never share a prefix. Loading reads values and does not care which layout a key
 // has.
 const paneKeyMark = 0x80
 
-// panePrefix appends the key prefix of every group of pane [start, end) of a split.
-func panePrefix(dst []byte, job, op, split string, start, end int64) []byte {
+// panePrefix appends the key prefix of every group of the pane starting at start of a
+// split.
+func panePrefix(dst []byte, job, op, split string, start int64) []byte {
 	dst = state.SplitPrefix(dst, job, op, split)
 	dst = append(dst, paneKeyMark)
-	return state.AppendWindow(dst, start, end)
+	return binary.BigEndian.AppendUint64(dst, uint64(start)^(1<<63))
+}
+
+// The flags of an accumulator in a pane group's value.
+const (
+	paneN = 1 << iota
+	paneI
+	paneF
+	paneV
+)
+
+// appendPaneAccs appends the value of a pane group (see paneKeyMark).
+func appendPaneAccs(dst []byte, accs []accum) []byte {
+	for i := range accs {
+		a := &accs[i]
+		var f byte
+		if a.N != 0 {
+			f |= paneN
+		}
+		if a.I != 0 {
+			f |= paneI
+		}
+		if a.F != 0 || math.Signbit(a.F) {
+			f |= paneF
+		}
+		if a.V.K != sql.KindNull || a.V.S != "" {
+			f |= paneV
+		}
+		dst = append(dst, f)
+		if f&paneN != 0 {
+			dst = binary.AppendVarint(dst, a.N)
+		}
+		if f&paneI != 0 {
+			dst = binary.AppendVarint(dst, a.I)
+		}
+		if f&paneF != 0 {
+			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(a.F))
+		}
+		if f&paneV != 0 {
+			dst = sql.AppendValue(dst, a.V)
+		}
+	}
+	return dst
+}
+
+// decodePaneAccs decodes the value of a pane group of na aggregates.
+func decodePaneAccs(b []byte, na int) ([]accum, error) {
+	accs := make([]accum, na)
+	p := 0
+	for i := range accs {
+		a := &accs[i]
+		if p >= len(b) {
+			return nil, fmt.Errorf("%w: pane group value of %d aggregates, want %d", errBadState, i, na)
+		}
+		f := b[p]
+		if f&^(paneN|paneI|paneF|paneV) != 0 {
+			return nil, fmt.Errorf("%w: unknown accumulator flags %#x at byte %d", errBadState, f, p)
+		}
+		p++
+		for _, x := range []struct {
+			flag byte
+			dst  *int64
+		}{{paneN, &a.N}, {paneI, &a.I}} {
+			if f&x.flag == 0 {
+				continue
+			}
+			v, n := binary.Varint(b[p:])
+			if n <= 0 {
+				return nil, fmt.Errorf("%w: bad varint at byte %d", errBadState, p)
+			}
+			*x.dst, p = v, p+n
+		}
+		if f&paneF != 0 {
+			if len(b)-p < 8 {
+				return nil, fmt.Errorf("%w: short float at byte %d", errBadState, p)
+			}
+			a.F, p = math.Float64frombits(binary.LittleEndian.Uint64(b[p:])), p+8
+		}
+		if f&paneV != 0 {
+			v, n, err := sql.DecodeValue(b[p:])
+			if err != nil {
+				return nil, fmt.Errorf("%w: value at byte %d: %v", errBadState, p, err)
+			}
+			a.V, p = v, p+n
+		}
+	}
+	if p != len(b) {
+		return nil, fmt.Errorf("%w: %d trailing bytes", errBadState, len(b)-p)
+	}
+	return accs, nil
 }
 
 // errBadState is wrapped by group-state decoding errors.
@@ -147,31 +240,25 @@ func decodeGroupState(b []byte, nk, na int) (keys sql.Row, start, end int64, acc
 	return keys, start, end, accs, nil
 }
 
-// decodePaneGroup decodes the group of a pane: rest is its state key after the split's
-// prefix (paneKeyMark, the window, the key values' row), value its accumulators.
-func decodePaneGroup(rest, value []byte, nk, na int) (keys sql.Row, start, end int64, accs []accum, err error) {
-	if len(rest) == 0 || rest[0] != paneKeyMark {
+// decodePaneGroup decodes the group of a pane of width paneW: rest is its state key after
+// the split's prefix (paneKeyMark, the pane's start, the key values' row), value its
+// accumulators.
+func decodePaneGroup(rest, value []byte, paneW int64, nk, na int) (keys sql.Row, start, end int64, accs []accum, err error) {
+	if len(rest) < 9 || rest[0] != paneKeyMark {
 		return nil, 0, 0, nil, fmt.Errorf("%w: not a pane group's key", errBadState)
 	}
-	start, end, ok := state.ParseWindow(rest[1:])
-	if !ok {
-		return nil, 0, 0, nil, fmt.Errorf("%w: short pane window in the key", errBadState)
-	}
-	keys, n, err := sql.DecodeRow(rest[17:], nil)
+	start = int64(binary.BigEndian.Uint64(rest[1:]) ^ (1 << 63))
+	keys, n, err := sql.DecodeRow(rest[9:], nil)
 	if err != nil {
 		return nil, 0, 0, nil, fmt.Errorf("%w: pane group key: %v", errBadState, err)
 	}
-	if n != len(rest)-17 || len(keys) != nk {
-		return nil, 0, 0, nil, fmt.Errorf("%w: pane group key of %d values and %d more bytes, want %d values", errBadState, len(keys), len(rest)-17-n, nk)
+	if n != len(rest)-9 || len(keys) != nk {
+		return nil, 0, 0, nil, fmt.Errorf("%w: pane group key of %d values and %d more bytes, want %d values", errBadState, len(keys), len(rest)-9-n, nk)
 	}
-	accs, p, err := decodeAccs(value, 0, na)
-	if err != nil {
+	if accs, err = decodePaneAccs(value, na); err != nil {
 		return nil, 0, 0, nil, err
 	}
-	if p != len(value) {
-		return nil, 0, 0, nil, fmt.Errorf("%w: %d trailing bytes", errBadState, len(value)-p)
-	}
-	return keys, start, end, accs, nil
+	return keys, start, start + paneW, accs, nil
 }
 
 // decodeAccs decodes na aggregates' states from b at p (appendAccs) and returns where they

@@ -3,6 +3,7 @@ package exec
 import (
 	"encoding/hex"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -111,50 +112,59 @@ func TestGroupStateOfEarlierVersionsDecodes(t *testing.T) {
 func TestPaneGroupRoundTrip(t *testing.T) {
 	prefix := state.SplitPrefix(nil, "j", "agg", "0")
 	keys := []sql.Value{sql.Varchar("k"), sql.BigInt(-9)}
-	key := append(panePrefix(nil, "j", "agg", "0", -2000, 0), sql.AppendRow(nil, keys)...)
-	accs := []accum{{N: 3, I: -7, F: 2.5, V: sql.Varchar("m")}, {N: 2}}
-	value := appendAccs(nil, accs)
+	key := append(panePrefix(nil, "j", "agg", "0", -2000), sql.AppendRow(nil, keys)...)
+	accs := []accum{{N: 3, I: -7, F: 2.5, V: sql.Varchar("m")}, {N: 2}, {}, {F: math.Copysign(0, -1)}}
+	value := appendPaneAccs(nil, accs)
 	rest := key[len(prefix):]
-	gk, start, end, got, err := decodePaneGroup(rest, value, 2, 2)
+	gk, start, end, got, err := decodePaneGroup(rest, value, 2000, 2, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sql.EqualRows(gk, keys) || start != -2000 || end != 0 || got[0] != accs[0] || got[1] != accs[1] {
+	if !sql.EqualRows(gk, keys) || start != -2000 || end != 0 || got[0] != accs[0] || got[1] != accs[1] || got[2] != accs[2] || !math.Signbit(got[3].F) {
 		t.Fatalf("got keys %v window %d %d accs %+v", gk, start, end, got)
 	}
+	if n := len(appendPaneAccs(nil, []accum{{N: 300}})); n != 3 {
+		t.Fatalf("a COUNT of 300 takes %d bytes, want 3", n)
+	}
 	for i := range rest {
-		if _, _, _, _, err := decodePaneGroup(rest[:i], value, 2, 2); !errors.Is(err, errBadState) {
+		if _, _, _, _, err := decodePaneGroup(rest[:i], value, 2000, 2, 4); !errors.Is(err, errBadState) {
 			t.Fatalf("key truncated at %d: %v", i, err)
 		}
 	}
 	for i := range value {
-		if _, _, _, _, err := decodePaneGroup(rest, value[:i], 2, 2); !errors.Is(err, errBadState) {
+		if _, _, _, _, err := decodePaneGroup(rest, value[:i], 2000, 2, 4); !errors.Is(err, errBadState) {
 			t.Fatalf("value truncated at %d: %v", i, err)
 		}
 	}
-	if _, _, _, _, err := decodePaneGroup(rest, value, 1, 2); !errors.Is(err, errBadState) {
+	if _, _, _, _, err := decodePaneGroup(rest, value, 2000, 1, 4); !errors.Is(err, errBadState) {
 		t.Fatalf("wrong key count: %v", err)
+	}
+	if _, _, _, _, err := decodePaneGroup(rest, append(value, 0x10), 2000, 2, 5); !errors.Is(err, errBadState) {
+		t.Fatalf("unknown flags: %v", err)
 	}
 }
 
 func FuzzDecodePaneGroup(f *testing.F) {
 	prefix := len(state.SplitPrefix(nil, "j", "agg", "0"))
-	key := append(panePrefix(nil, "j", "agg", "0", 0, 2000), sql.AppendRow(nil, []sql.Value{sql.BigInt(7)})...)
-	f.Add(key[prefix:], appendAccs(nil, []accum{{N: 4}}), 1, 1)
+	key := append(panePrefix(nil, "j", "agg", "0", 0), sql.AppendRow(nil, []sql.Value{sql.BigInt(7)})...)
+	f.Add(key[prefix:], appendPaneAccs(nil, []accum{{N: 4}}), 1, 1)
 	f.Add([]byte{paneKeyMark}, []byte{0}, 0, 0)
 	f.Fuzz(func(t *testing.T, rest, value []byte, nk, na int) {
 		if nk < 0 || na < 0 || nk > 8 || na > 8 {
 			return
 		}
-		keys, start, end, accs, err := decodePaneGroup(rest, value, nk, na)
+		keys, start, end, accs, err := decodePaneGroup(rest, value, 2000, nk, na)
 		if err != nil {
 			if !errors.Is(err, errBadState) {
 				t.Fatalf("error %v does not wrap errBadState", err)
 			}
 			return
 		}
-		k := append(panePrefix(nil, "j", "agg", "0", start, end), sql.AppendRow(nil, keys)...)
-		if _, _, _, _, err := decodePaneGroup(k[prefix:], appendAccs(nil, accs), nk, na); err != nil {
+		if end != start+2000 {
+			t.Fatalf("window %d %d", start, end)
+		}
+		k := append(panePrefix(nil, "j", "agg", "0", start), sql.AppendRow(nil, keys)...)
+		if _, _, _, _, err := decodePaneGroup(k[prefix:], appendPaneAccs(nil, accs), 2000, nk, na); err != nil {
 			t.Fatalf("re-encoded pane group does not decode: %v", err)
 		}
 	})

@@ -38,12 +38,3 @@ func AppendWindow(dst []byte, start, end int64) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, uint64(start)^(1<<63))
 	return binary.BigEndian.AppendUint64(dst, uint64(end)^(1<<63))
 }
-
-// ParseWindow decodes the 16-byte window encoding of AppendWindow at the front of b; ok is
-// false when b is shorter.
-func ParseWindow(b []byte) (start, end int64, ok bool) {
-	if len(b) < 16 {
-		return 0, 0, false
-	}
-	return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)), int64(binary.BigEndian.Uint64(b[8:]) ^ (1 << 63)), true
-}
