@@ -45,6 +45,7 @@ type joinOp struct {
 
 	splits  map[string]*joinSplit
 	keyBuf  []byte
+	grpBuf  []byte
 	enc     []byte
 	out     rowArena
 	lateB   Batch
@@ -124,6 +125,17 @@ type jkey struct {
 	saved   int   // rows[:saved] are stored, in chunks 0..chunks-1
 	chunks  int64 // stored chunks
 	emptied bool  // in joinSplit.emptied, to leave the map at the next sweep
+	// best is the group this key is the running extreme of (a window join's held side
+	// under planner.JoinDominance), nil otherwise.
+	best *jbest
+}
+
+// jbest is the running extreme of one group of a window join's held side
+// (planner.JoinDominance): its value and the key (group + value) holding its rows.
+type jbest struct {
+	group string
+	v     sql.Value
+	k     *jkey
 }
 
 // maxJoinChunks is how many chunks a key is stored in at most before a save rewrites it
@@ -142,6 +154,8 @@ type joinSplit struct {
 	// emptied are keys whose last row went: they leave keys at the next checkpoint
 	// (sweep) unless rows came back.
 	emptied []*jkey
+	// best: the held side's running extreme per group (planner.JoinDominance).
+	best map[string]*jbest
 }
 
 func newJoinOp(n *planner.JoinNode, job, id string, store state.Store, late *sideOutput, cnt *counters) *joinOp {
@@ -270,10 +284,22 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 				j.lateRow = append(j.lateRow, r)
 				continue
 			}
+			var best *jbest
+			if d := n.Dominance; d != nil && d.Side == in {
+				if best = j.admit(sp, r); best == nil {
+					continue // below its group's running extreme: it cannot match
+				}
+			}
 			k := j.getKey(sp, in, key)
+			if best != nil {
+				best.k, k.best = k, best
+			}
 			jr := j.newRow(r, end.I, k)
+			if len(k.rows) == 0 {
+				// One heap entry per key: the window closes all of the key's rows at once.
+				sp.exp[in].push(jr)
+			}
 			k.rows = append(k.rows, jr)
-			sp.exp[in].push(jr)
 			j.markDirty(sp, k)
 		case planner.JoinTemporal:
 			j.temporal(sp, in, key, r)
@@ -296,6 +322,66 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 		}
 	}
 	return j.out.flush(b.Split, out)
+}
+
+// admit decides whether a row of a window join's held side (planner.JoinDominance) is
+// kept: not when its value is past its group's running extreme (below a maximum, above a
+// minimum) — the aggregate side's value for the group is at least that extreme, so the
+// row cannot equal it. A row that moves the extreme drops the rows kept at the old one.
+// It returns the group's entry, whose key the caller sets to the row's, or nil to drop
+// the row.
+func (j *joinOp) admit(sp *joinSplit, r sql.Row) *jbest {
+	d := j.node.Dominance
+	keys := j.node.LeftKeys
+	if d.Side == 1 {
+		keys = j.node.RightKeys
+	}
+	j.grpBuf = j.grpBuf[:0]
+	for i, k := range keys {
+		if i != d.Key {
+			j.grpBuf = sql.AppendKey(j.grpBuf, k(r))
+		}
+	}
+	v := keys[d.Key](r)
+	if sp.best == nil {
+		sp.best = map[string]*jbest{}
+	}
+	b := sp.best[string(j.grpBuf)]
+	if b == nil {
+		b = &jbest{group: string(j.grpBuf), v: ownValue(v)}
+		sp.best[b.group] = b
+		return b
+	}
+	switch c := sql.Compare(v, b.v) * d.Sign; {
+	case c < 0:
+		return nil
+	case c > 0:
+		if b.k != nil {
+			j.dropKey(sp, b.k)
+			b.k = nil
+		}
+		b.v = ownValue(v)
+	}
+	return b
+}
+
+// dropKey forgets one side's key and its rows (their heap entries are skipped as dead).
+func (j *joinOp) dropKey(sp *joinSplit, k *jkey) {
+	for _, r := range k.rows {
+		r.dead = true
+	}
+	j.kept.Add(-int64(len(k.rows)))
+	k.rows = nil
+	if sp.keys[k.side][k.key] == k {
+		delete(sp.keys[k.side], k.key)
+	}
+	if b := k.best; b != nil {
+		k.best = nil
+		if b.k == k {
+			b.k = nil
+		}
+	}
+	j.forget(sp, k)
 }
 
 // probe handles a row of an interval or regular join: it is matched against the other
@@ -599,17 +685,15 @@ func (j *joinOp) closeWindow(sp *joinSplit, key string) {
 			}
 		}
 	}
-	for side, k := range []*jkey{lk, rk} {
+	for _, k := range []*jkey{lk, rk} {
 		if k == nil {
 			continue
 		}
-		for _, r := range k.rows {
-			r.dead = true
+		if b := k.best; b != nil && sp.best[b.group] == b {
+			// The group's window closes with its key: the extreme is not needed again.
+			delete(sp.best, b.group)
 		}
-		j.kept.Add(-int64(len(k.rows)))
-		k.rows = nil
-		delete(sp.keys[side], key)
-		j.forget(sp, k)
+		j.dropKey(sp, k)
 	}
 }
 
@@ -809,7 +893,7 @@ func (j *joinOp) load(split string) error {
 		return nil
 	}
 	prefix := state.SplitPrefix(nil, j.job, j.id, split)
-	return j.store.Scan(prefix, func(key, v []byte) error {
+	err := j.store.Scan(prefix, func(key, v []byte) error {
 		if len(key) < len(prefix)+17 {
 			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
 		}
@@ -834,10 +918,20 @@ func (j *joinOp) load(split string) error {
 		err := decodeJoinRows(v, width, func(f byte, ts int64, row sql.Row) {
 			r := j.newRow(row, ts, k)
 			r.matched, r.deleted = f&1 != 0, f&2 != 0
-			k.rows = append(k.rows, r)
-			if !(j.node.Mode == planner.JoinTemporal && side == 1) && j.node.Mode != planner.JoinCurrent {
+			switch j.node.Mode {
+			case planner.JoinWindow:
+				if len(k.rows) == 0 {
+					sp.exp[side].push(r) // one entry per key, as in Process
+				}
+			case planner.JoinTemporal:
+				if side == 0 {
+					sp.exp[side].push(r)
+				}
+			case planner.JoinCurrent:
+			default:
 				sp.exp[side].push(r)
 			}
+			k.rows = append(k.rows, r)
 		})
 		if err != nil {
 			return &StateError{Op: j.id, Split: split, Err: err}
@@ -847,6 +941,24 @@ func (j *joinOp) load(split string) error {
 		sp.keys[side][k.key] = k
 		return nil
 	})
+	if err != nil || j.node.Dominance == nil {
+		return err
+	}
+	// The held side's running extremes are those of its stored rows (a checkpoint holds
+	// only rows at their group's extreme; should two values of a group be stored, the
+	// lesser is dropped).
+	held := j.node.Dominance.Side
+	for _, k := range sp.keys[held] {
+		if len(k.rows) == 0 || k.best != nil {
+			continue
+		}
+		if b := j.admit(sp, k.rows[0].row); b == nil {
+			j.dropKey(sp, k)
+		} else {
+			b.k, k.best = k, b
+		}
+	}
+	return nil
 }
 
 func (j *joinOp) Close() error { return nil }
