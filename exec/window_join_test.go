@@ -79,3 +79,99 @@ func TestWindowJoinSidesOfDifferentWidths(t *testing.T) {
 		})
 	}
 }
+
+// extremeJoinNode is a window join of rows (g, v, window_start, window_end) with rows
+// (g, top, window_start, window_end) on g, the window and v = top, the left side held
+// under a dominance of the given sign (nil: every row kept).
+func extremeJoinNode(dom *planner.JoinDominance) *planner.JoinNode {
+	col := func(i int) planner.Evaluator { return func(r sql.Row) sql.Value { return r[i] } }
+	keys := []planner.Evaluator{col(0), col(2), col(3), col(1)}
+	return &planner.JoinNode{Kind: sql.JoinInner, Mode: planner.JoinWindow, LeftKeys: keys, RightKeys: keys,
+		LeftTime: -1, RightTime: -1, LeftEnd: 3, RightEnd: 3, AsOf: -1, RightOp: -1, LeftWidth: 4, RightWidth: 4,
+		Dominance: dom}
+}
+
+func windowRows(end int64, gv ...any) *Batch {
+	b := &Batch{Split: "s"}
+	for i := 0; i < len(gv); i += 2 {
+		b.Rows = append(b.Rows, sql.Row{sql.Varchar(gv[i].(string)), sql.BigInt(int64(gv[i+1].(int))), sql.Timestamp(end - 10), sql.Timestamp(end)})
+	}
+	return b
+}
+
+// A window join whose held side is dominated keeps only the rows at each group's running
+// extreme — in memory, in what a checkpoint stores, and after a restore from it — and
+// emits what a join keeping every row emits.
+func TestWindowJoinKeepsOnlyExtremeRows(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		sign int
+		// held rows before and after the checkpoint, the aggregate's rows, the rows held
+		// at the end, the output
+		before, after, agg []any
+		stored, held      int64
+		want              string
+	}{
+		{"max", 1, []any{"a", 5, "a", 7, "b", 2, "a", 7, "a", 1}, []any{"a", 6, "a", 7, "b", 2, "b", 1}, []any{"a", 7, "b", 2},
+			3, 5, "a,7,a,7 a,7,a,7 a,7,a,7 b,2,b,2 b,2,b,2"},
+		{"min", -1, []any{"a", 5, "a", 7, "b", 2, "a", 5}, []any{"a", 6, "a", 4, "b", 2, "b", 3}, []any{"a", 4, "b", 2},
+			3, 3, "a,4,a,4 b,2,b,2 b,2,b,2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var results []string
+			for _, dom := range []*planner.JoinDominance{nil, {Side: 0, Key: 3, Sign: c.sign}} {
+				store := state.NewMemory()
+				j := newJoinOp(extremeJoinNode(dom), "job", "op", store, nil, &counters{})
+				out := &joinedRows{}
+				if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, out); err != nil {
+					t.Fatal(err)
+				}
+				if err := j.Process(0, windowRows(10, c.before...), out); err != nil {
+					t.Fatal(err)
+				}
+				joinCheckpoint(t, j, store)
+				var stored int64
+				err := store.Scan(state.SplitPrefix(nil, "job", "op", "s"), func(_, v []byte) error {
+					return decodeJoinRows(v, 4, func(byte, int64, sql.Row) { stored++ })
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if all := int64(len(c.before)) / 2; dom == nil && stored != all || dom != nil && stored != c.stored {
+					t.Fatalf("dominance %v: %d rows stored", dom, stored)
+				}
+				// A restored join goes on from what the checkpoint stored.
+				j = newJoinOp(extremeJoinNode(dom), "job", "op", store, nil, &counters{})
+				if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, out); err != nil {
+					t.Fatal(err)
+				}
+				if err := j.Process(0, windowRows(10, c.after...), out); err != nil {
+					t.Fatal(err)
+				}
+				if err := j.Process(1, windowRows(10, c.agg...), out); err != nil {
+					t.Fatal(err)
+				}
+				held := j.StateRows() - int64(len(c.agg)/2)
+				if all := int64(len(c.before)+len(c.after)) / 2; dom == nil && held != all || dom != nil && held != c.held {
+					t.Fatalf("dominance %v: %d rows held", dom, held)
+				}
+				if err := j.Watermark("s", 10, out); err != nil {
+					t.Fatal(err)
+				}
+				if j.StateRows() != 0 {
+					t.Fatalf("%d rows held after the window closed", j.StateRows())
+				}
+				var got []string
+				for _, r := range out.rows {
+					f := strings.Split(r, ",")
+					got = append(got, f[0]+","+f[1]+","+f[4]+","+f[5])
+				}
+				sort.Strings(got)
+				results = append(results, strings.Join(got, " "))
+			}
+			if results[0] != c.want || results[1] != c.want {
+				t.Fatalf("every row kept: %s; extremes only: %s; want %s", results[0], results[1], c.want)
+			}
+		})
+	}
+}
