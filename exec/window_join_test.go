@@ -109,8 +109,8 @@ func TestWindowJoinKeepsOnlyExtremeRows(t *testing.T) {
 		// held rows before and after the checkpoint, the aggregate's rows, the rows held
 		// at the end, the output
 		before, after, agg []any
-		stored, held      int64
-		want              string
+		stored, held       int64
+		want               string
 	}{
 		{"max", 1, []any{"a", 5, "a", 7, "b", 2, "a", 7, "a", 1}, []any{"a", 6, "a", 7, "b", 2, "b", 1}, []any{"a", 7, "b", 2},
 			3, 5, "a,7,a,7 a,7,a,7 a,7,a,7 b,2,b,2 b,2,b,2"},
