@@ -46,6 +46,12 @@ type joinOp struct {
 	splits  map[string]*joinSplit
 	keyBuf  []byte
 	grpBuf  []byte
+	// Decoded rows of a closing window (values, and where each row ends) and the sides'
+	// matched flags, reused.
+	dec     []sql.Value
+	decEnds []int
+	decRows []sql.Row
+	matched []bool
 	enc     []byte
 	out     rowArena
 	lateB   Batch
@@ -100,6 +106,17 @@ func (j *joinOp) newRow(r sql.Row, ts int64, k *jkey) *jrow {
 	return jr
 }
 
+// timerRow is a window join key's heap entry: a jrow without a row.
+func (j *joinOp) timerRow(ts int64, k *jkey) *jrow {
+	if len(j.rowSlab) == 0 {
+		j.rowSlab = make([]jrow, 256)
+	}
+	jr := &j.rowSlab[0]
+	j.rowSlab = j.rowSlab[1:]
+	jr.ts, jr.k = ts, k
+	return jr
+}
+
 type jrow struct {
 	row     sql.Row
 	ts      int64
@@ -128,6 +145,19 @@ type jkey struct {
 	// best is the group this key is the running extreme of (a window join's held side
 	// under planner.JoinDominance), nil otherwise.
 	best *jbest
+
+	// A window join's key (planner.JoinWindow) holds its rows encoded in enc, in their
+	// stored form (a flags byte, 0; the varint time; sql.AppendRow), not in rows: one
+	// byte slice per key instead of a slice of boxed values per row for the collector to
+	// scan and a copy of each row. Rows of chunks a committed checkpoint holds leave
+	// memory (spilled) and are read back from the store when the window closes.
+	enc      []byte
+	n        int   // rows in enc
+	encSaved int   // enc[:encSaved], nSaved rows, is in stored chunks not yet spilled
+	nSaved   int   //
+	spilled  int64 // chunks 0..spilled-1 are in the store only
+	spilledN int   // the rows of those chunks
+	timer    *jrow // the key's one heap entry (ts: the window's end)
 }
 
 // jbest is the running extreme of one group of a window join's held side
@@ -156,6 +186,9 @@ type joinSplit struct {
 	emptied []*jkey
 	// best: the held side's running extreme per group (planner.JoinDominance).
 	best map[string]*jbest
+	// saved are the window join keys that wrote a chunk at the last checkpoint: its rows
+	// leave memory at the next one, when that checkpoint has committed.
+	saved []*jkey
 }
 
 func newJoinOp(n *planner.JoinNode, job, id string, store state.Store, late *sideOutput, cnt *counters) *joinOp {
@@ -294,12 +327,16 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 			if best != nil {
 				best.k, k.best = k, best
 			}
-			jr := j.newRow(r, end.I, k)
-			if len(k.rows) == 0 {
+			if k.timer == nil {
 				// One heap entry per key: the window closes all of the key's rows at once.
-				sp.exp[in].push(jr)
+				k.timer = j.timerRow(end.I, k)
+				sp.exp[in].push(k.timer)
 			}
-			k.rows = append(k.rows, jr)
+			k.enc = append(k.enc, 0)
+			k.enc = binary.AppendVarint(k.enc, end.I)
+			k.enc = sql.AppendRow(k.enc, r)
+			k.n++
+			j.kept.Add(1)
 			j.markDirty(sp, k)
 		case planner.JoinTemporal:
 			j.temporal(sp, in, key, r)
@@ -370,8 +407,13 @@ func (j *joinOp) dropKey(sp *joinSplit, k *jkey) {
 	for _, r := range k.rows {
 		r.dead = true
 	}
-	j.kept.Add(-int64(len(k.rows)))
+	if k.timer != nil {
+		k.timer.dead = true
+		k.timer = nil
+	}
+	j.kept.Add(-int64(len(k.rows) + k.n + k.spilledN))
 	k.rows = nil
+	k.enc, k.n, k.encSaved, k.nSaved, k.spilled, k.spilledN = nil, 0, 0, 0, 0, 0
 	if sp.keys[k.side][k.key] == k {
 		delete(sp.keys[k.side], k.key)
 	}
@@ -609,7 +651,9 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 				if r.dead {
 					continue
 				}
-				j.closeWindow(sp, r.k.key)
+				if err := j.closeWindow(sp, r.k.key); err != nil {
+					return err
+				}
 				if j.out.len() >= 1024 {
 					if err := j.out.flush(split, out); err != nil {
 						return err
@@ -652,39 +696,51 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 	return j.out.flush(split, out)
 }
 
-// closeWindow emits the matches of one window's key (both sides' rows), the unmatched rows
-// of outer sides with NULLs, and forgets the key.
-func (j *joinOp) closeWindow(sp *joinSplit, key string) {
+// closeWindow emits the matches of one window's key (both sides' rows, read back from
+// the store where spilled), the unmatched rows of outer sides with NULLs, and forgets the
+// key.
+func (j *joinOp) closeWindow(sp *joinSplit, key string) error {
 	n := j.node
 	lk, rk := sp.keys[0][key], sp.keys[1][key]
-	var ls, rs []*jrow
-	if lk != nil {
-		ls = lk.rows
+	j.dec, j.decEnds = j.dec[:0], j.decEnds[:0]
+	if err := j.windowRows(sp, lk, n.LeftWidth); err != nil {
+		return err
 	}
-	if rk != nil {
-		rs = rk.rows
+	nl := len(j.decEnds)
+	if err := j.windowRows(sp, rk, n.RightWidth); err != nil {
+		return err
 	}
-	for _, l := range ls {
-		for _, r := range rs {
-			if j.emit(l.row, r.row, false) {
-				l.matched, r.matched = true, true
+	j.decRows = j.decRows[:0]
+	from := 0
+	for _, end := range j.decEnds {
+		j.decRows = append(j.decRows, j.dec[from:end:end])
+		from = end
+	}
+	ls, rs := j.decRows[:nl], j.decRows[nl:]
+	j.matched = append(j.matched[:0], make([]bool, len(j.decRows))...)
+	lm, rm := j.matched[:nl], j.matched[nl:]
+	for li, l := range ls {
+		for ri, r := range rs {
+			if j.emit(l, r, false) {
+				lm[li], rm[ri] = true, true
 			}
 		}
 	}
 	if n.Kind == sql.JoinLeft || n.Kind == sql.JoinFull {
-		for _, l := range ls {
-			if !l.matched {
-				j.emit(l.row, nil, true)
+		for li, l := range ls {
+			if !lm[li] {
+				j.emit(l, nil, true)
 			}
 		}
 	}
 	if n.Kind == sql.JoinRight || n.Kind == sql.JoinFull {
-		for _, r := range rs {
-			if !r.matched {
-				j.emit(nil, r.row, true)
+		for ri, r := range rs {
+			if !rm[ri] {
+				j.emit(nil, r, true)
 			}
 		}
 	}
+	clear(j.decRows)
 	for _, k := range []*jkey{lk, rk} {
 		if k == nil {
 			continue
@@ -695,6 +751,35 @@ func (j *joinOp) closeWindow(sp *joinSplit, key string) {
 		}
 		j.dropKey(sp, k)
 	}
+	return nil
+}
+
+// windowRows appends the rows of a window join's key (nil: none) to j.dec and their ends
+// to j.decEnds: the spilled chunks' from the store, then those in memory.
+func (j *joinOp) windowRows(sp *joinSplit, k *jkey, width int) error {
+	if k == nil {
+		return nil
+	}
+	each := func(_ byte, _ int64, row sql.Row) {
+		j.dec = append(j.dec, row...)
+		j.decEnds = append(j.decEnds, len(j.dec))
+	}
+	for c := int64(0); c < k.spilled; c++ {
+		v, ok, err := j.store.Get(j.stateKey(sp, k.side, k.key, c))
+		if err == nil && !ok {
+			err = fmt.Errorf("%w: chunk %d of a window's rows is missing", errBadJoin, c)
+		}
+		if err == nil {
+			err = decodeJoinRows(v, width, each)
+		}
+		if err != nil {
+			return &StateError{Op: j.id, Split: sp.name, Err: err}
+		}
+	}
+	if err := decodeJoinBody(k.enc, uint64(k.n), width, each); err != nil {
+		return &StateError{Op: j.id, Split: sp.name, Err: err}
+	}
+	return nil
 }
 
 // remove takes one row out of its key's list: it is marked dead (readers of the list skip
@@ -786,7 +871,7 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 			j.save(sp, c.State)
 			for side := range sp.keys {
 				for _, k := range sp.keys[side] {
-					j.kept.Add(-int64(len(k.rows) - k.dead))
+					j.kept.Add(-int64(len(k.rows) - k.dead + k.n + k.spilledN))
 				}
 			}
 			delete(j.splits, c.Split)
@@ -797,7 +882,23 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 
 // Key state, per chunk: uvarint count, then per row: a flags byte (1 matched, 2 deleted),
 // varint time, the row (sql.AppendRow). A key's rows are its chunks' rows in chunk order.
+//
+// A window join's key writes the rows appended since the last checkpoint as a new chunk,
+// straight from their encoded form. Its rows of the chunks the last checkpoint wrote leave
+// memory here: that checkpoint has committed (a stage waits for its last commit before its
+// next barrier, doc.go), so the store holds them for the window's close to read back.
 func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
+	for _, k := range sp.saved {
+		if sp.keys[k.side][k.key] != k || k.nSaved == 0 {
+			continue // closed or dropped since
+		}
+		k.spilled, k.spilledN = k.chunks, k.spilledN+k.nSaved
+		k.enc = append([]byte(nil), k.enc[k.encSaved:]...)
+		k.n -= k.nSaved
+		k.encSaved, k.nSaved = 0, 0
+	}
+	clear(sp.saved)
+	sp.saved = sp.saved[:0]
 	for _, k := range sp.dels {
 		b.Delete(k)
 	}
@@ -807,6 +908,20 @@ func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
 			continue
 		}
 		k.dirty = false
+		if j.node.Mode == planner.JoinWindow {
+			if k.n == k.nSaved {
+				continue
+			}
+			cnt, body := k.n-k.nSaved, k.enc[k.encSaved:]
+			v := b.PutValue(j.stateKey(sp, k.side, k.key, k.chunks), uvarintLen(cnt)+len(body))
+			copy(v[binary.PutUvarint(v, uint64(cnt)):], body)
+			k.chunks++
+			k.encSaved, k.nSaved = len(k.enc), k.n
+			if j.store != nil {
+				sp.saved = append(sp.saved, k)
+			}
+			continue
+		}
 		if k.dead > 0 {
 			k.compact() // (a removal marked the key for a rewrite)
 		}
@@ -857,7 +972,14 @@ func decodeJoinRows(v []byte, width int, each func(flags byte, ts int64, row sql
 	if n <= 0 || cnt > uint64(len(v)) {
 		return errBadJoin
 	}
-	v = v[n:]
+	return decodeJoinBody(v[n:], cnt, width, each)
+}
+
+// decodeJoinBody decodes cnt rows of the stored form without its count (all of v).
+func decodeJoinBody(v []byte, cnt uint64, width int, each func(flags byte, ts int64, row sql.Row)) error {
+	if cnt > uint64(len(v)) {
+		return errBadJoin
+	}
 	var row sql.Row
 	for i := uint64(0); i < cnt; i++ {
 		if len(v) == 0 {
@@ -893,6 +1015,7 @@ func (j *joinOp) load(split string) error {
 		return nil
 	}
 	prefix := state.SplitPrefix(nil, j.job, j.id, split)
+	var firsts map[*jkey]sql.Row // the first row of each key of a held side
 	err := j.store.Scan(prefix, func(key, v []byte) error {
 		if len(key) < len(prefix)+17 {
 			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
@@ -915,14 +1038,35 @@ func (j *joinOp) load(split string) error {
 		if side == 1 {
 			width = j.node.RightWidth
 		}
+		if j.node.Mode == planner.JoinWindow {
+			// The stored rows stay in the store (spilled) until the window closes.
+			cnt := 0
+			err := decodeJoinRows(v, width, func(_ byte, ts int64, row sql.Row) {
+				if k.timer == nil {
+					k.timer = j.timerRow(ts, k)
+					sp.exp[side].push(k.timer) // one entry per key, as in Process
+				}
+				if d := j.node.Dominance; d != nil && d.Side == side && cnt == 0 && k.chunks == 0 {
+					if firsts == nil {
+						firsts = map[*jkey]sql.Row{}
+					}
+					firsts[k] = ownRow(row)
+				}
+				cnt++
+			})
+			if err != nil {
+				return &StateError{Op: j.id, Split: split, Err: err}
+			}
+			k.chunks++
+			k.spilled, k.spilledN = k.chunks, k.spilledN+cnt
+			j.kept.Add(int64(cnt))
+			sp.keys[side][k.key] = k
+			return nil
+		}
 		err := decodeJoinRows(v, width, func(f byte, ts int64, row sql.Row) {
 			r := j.newRow(row, ts, k)
 			r.matched, r.deleted = f&1 != 0, f&2 != 0
 			switch j.node.Mode {
-			case planner.JoinWindow:
-				if len(k.rows) == 0 {
-					sp.exp[side].push(r) // one entry per key, as in Process
-				}
 			case planner.JoinTemporal:
 				if side == 0 {
 					sp.exp[side].push(r)
@@ -949,10 +1093,11 @@ func (j *joinOp) load(split string) error {
 	// lesser is dropped).
 	held := j.node.Dominance.Side
 	for _, k := range sp.keys[held] {
-		if len(k.rows) == 0 || k.best != nil {
+		first := firsts[k]
+		if first == nil || k.best != nil {
 			continue
 		}
-		if b := j.admit(sp, k.rows[0].row); b == nil {
+		if b := j.admit(sp, first); b == nil {
 			j.dropKey(sp, k)
 		} else {
 			b.k, k.best = k, b

@@ -2,6 +2,7 @@ package exec
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strings"
 	"sync"
@@ -173,5 +174,76 @@ func TestWindowJoinKeepsOnlyExtremeRows(t *testing.T) {
 				t.Fatalf("every row kept: %s; extremes only: %s; want %s", results[0], results[1], c.want)
 			}
 		})
+	}
+}
+
+// heldBytes is the encoded size of the rows a window join holds in memory.
+func heldBytes(j *joinOp) int {
+	n := 0
+	for _, sp := range j.splits {
+		for side := range sp.keys {
+			for _, k := range sp.keys[side] {
+				n += len(k.enc)
+			}
+		}
+	}
+	return n
+}
+
+// A window join's rows leave memory once a committed checkpoint holds them (at the next
+// checkpoint) and are read back from the store when their window closes; a chunk missing
+// from the store is a StateError, not a silent loss.
+func TestWindowJoinRowsSpillToStore(t *testing.T) {
+	run := func(t *testing.T, lose bool) (*joinedRows, error) {
+		store := state.NewMemory()
+		j := newJoinOp(extremeJoinNode(nil), "job", "op", store, nil, &counters{})
+		out := &joinedRows{}
+		if err := j.Process(0, windowRows(10, "a", 1, "a", 1, "b", 2), out); err != nil {
+			t.Fatal(err)
+		}
+		joinCheckpoint(t, j, store)
+		if heldBytes(j) == 0 {
+			t.Fatal("rows left memory before their checkpoint was known to be committed")
+		}
+		if err := j.Process(0, windowRows(10, "a", 1), out); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Process(1, windowRows(10, "a", 1, "b", 2), out); err != nil {
+			t.Fatal(err)
+		}
+		before := heldBytes(j)
+		joinCheckpoint(t, j, store)
+		after := heldBytes(j)
+		if after >= before || after == 0 {
+			t.Fatalf("held in memory: %d bytes before the second checkpoint, %d after", before, after)
+		}
+		joinCheckpoint(t, j, store)
+		if b := heldBytes(j); b != 0 || j.StateRows() != 6 {
+			t.Fatalf("after the third checkpoint: %d bytes held in memory; %d rows", b, j.StateRows())
+		}
+		if lose {
+			for key := range j.splits["s"].keys[0] {
+				kb := append([]byte{0}, key...)
+				if err := store.Delete(state.Key(nil, "job", "op", "s", kb, 0, 0)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		err := j.Watermark("s", 10, out)
+		return out, err
+	}
+	out, err := run(t, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out.rows)
+	w := ",1970-01-01T00:00:00.000Z,1970-01-01T00:00:00.010Z"
+	a, b := "a,1"+w+",a,1"+w, "b,2"+w+",b,2"+w
+	if got, want := strings.Join(out.rows, " "), a+" "+a+" "+a+" "+b; got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	var se *StateError
+	if _, err := run(t, true); !errors.As(err, &se) || !strings.Contains(err.Error(), "chunk 0") {
+		t.Fatalf("a lost chunk: %v", err)
 	}
 }
