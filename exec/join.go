@@ -43,9 +43,9 @@ type joinOp struct {
 	late  *sideOutput
 	cnt   *counters
 
-	splits  map[string]*joinSplit
-	keyBuf  []byte
-	grpBuf  []byte
+	splits map[string]*joinSplit
+	keyBuf []byte
+	grpBuf []byte
 	// Decoded rows of a closing window (values, and where each row ends) and the sides'
 	// matched flags, reused.
 	dec     []sql.Value
