@@ -46,12 +46,13 @@ type joinOp struct {
 	splits map[string]*joinSplit
 	keyBuf []byte
 	grpBuf []byte
-	// Decoded rows of a closing window (values, and where each row ends) and the sides'
-	// matched flags, reused.
+	// Decoded rows of a closing window (values, and where each row ends), the sides'
+	// matched flags and the index of one side by key, reused (join_window.go).
 	dec     []sql.Value
 	decEnds []int
 	decRows []sql.Row
 	matched []bool
+	index   map[string][]int32
 	enc     []byte
 	out     rowArena
 	lateB   Batch
@@ -106,17 +107,6 @@ func (j *joinOp) newRow(r sql.Row, ts int64, k *jkey) *jrow {
 	return jr
 }
 
-// timerRow is a window join key's heap entry: a jrow without a row.
-func (j *joinOp) timerRow(ts int64, k *jkey) *jrow {
-	if len(j.rowSlab) == 0 {
-		j.rowSlab = make([]jrow, 256)
-	}
-	jr := &j.rowSlab[0]
-	j.rowSlab = j.rowSlab[1:]
-	jr.ts, jr.k = ts, k
-	return jr
-}
-
 type jrow struct {
 	row     sql.Row
 	ts      int64
@@ -142,30 +132,6 @@ type jkey struct {
 	saved   int   // rows[:saved] are stored, in chunks 0..chunks-1
 	chunks  int64 // stored chunks
 	emptied bool  // in joinSplit.emptied, to leave the map at the next sweep
-	// best is the group this key is the running extreme of (a window join's held side
-	// under planner.JoinDominance), nil otherwise.
-	best *jbest
-
-	// A window join's key (planner.JoinWindow) holds its rows encoded in enc, in their
-	// stored form (a flags byte, 0; the varint time; sql.AppendRow), not in rows: one
-	// byte slice per key instead of a slice of boxed values per row for the collector to
-	// scan and a copy of each row. Rows of chunks a committed checkpoint holds leave
-	// memory (spilled) and are read back from the store when the window closes.
-	enc      []byte
-	n        int   // rows in enc
-	encSaved int   // enc[:encSaved], nSaved rows, is in stored chunks not yet spilled
-	nSaved   int   //
-	spilled  int64 // chunks 0..spilled-1 are in the store only
-	spilledN int   // the rows of those chunks
-	timer    *jrow // the key's one heap entry (ts: the window's end)
-}
-
-// jbest is the running extreme of one group of a window join's held side
-// (planner.JoinDominance): its value and the key (group + value) holding its rows.
-type jbest struct {
-	group string
-	v     sql.Value
-	k     *jkey
 }
 
 // maxJoinChunks is how many chunks a key is stored in at most before a save rewrites it
@@ -184,11 +150,8 @@ type joinSplit struct {
 	// emptied are keys whose last row went: they leave keys at the next checkpoint
 	// (sweep) unless rows came back.
 	emptied []*jkey
-	// best: the held side's running extreme per group (planner.JoinDominance).
-	best map[string]*jbest
-	// saved are the window join keys that wrote a chunk at the last checkpoint: its rows
-	// leave memory at the next one, when that checkpoint has committed.
-	saved []*jkey
+	// win is the state of a window join (join_window.go).
+	win *windowState
 }
 
 func newJoinOp(n *planner.JoinNode, job, id string, store state.Store, late *sideOutput, cnt *counters) *joinOp {
@@ -247,8 +210,17 @@ func (j *joinOp) outerSide(side int) bool {
 	return false
 }
 
-// keyOf encodes side's join key values of r into j.keyBuf.
+// keyOf encodes side's join key values of r into j.keyBuf and returns them.
 func (j *joinOp) keyOf(side int, r sql.Row) (string, bool) {
+	if !j.appendKey(side, r) {
+		return "", false
+	}
+	return string(j.keyBuf), true
+}
+
+// appendKey encodes side's join key values of r into j.keyBuf; false when one is NULL
+// (NULL matches nothing).
+func (j *joinOp) appendKey(side int, r sql.Row) bool {
 	keys := j.node.LeftKeys
 	if side == 1 {
 		keys = j.node.RightKeys
@@ -257,11 +229,11 @@ func (j *joinOp) keyOf(side int, r sql.Row) (string, bool) {
 	for _, k := range keys {
 		v := k(r)
 		if v.IsNull() {
-			return "", false // NULL matches nothing
+			return false
 		}
 		j.keyBuf = sql.AppendKey(j.keyBuf, v)
 	}
-	return string(j.keyBuf), true
+	return true
 }
 
 func (j *joinOp) getKey(sp *joinSplit, side int, key string) *jkey {
@@ -296,6 +268,13 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 	n := j.node
 	j.lateRow = j.lateRow[:0]
 	for _, r := range b.Rows {
+		if n.Mode == planner.JoinWindow {
+			// A row with a NULL key matches nothing and is not kept.
+			if !j.keysNull(in, r) && !j.windowRow(sp, in, r) {
+				j.lateRow = append(j.lateRow, r)
+			}
+			continue
+		}
 		key, ok := j.keyOf(in, r)
 		if !ok {
 			// A NULL key matches nothing: an outer side's row goes out alone.
@@ -307,37 +286,6 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 		switch n.Mode {
 		case planner.JoinInterval, planner.JoinRegular:
 			j.probe(sp, in, key, r)
-		case planner.JoinWindow:
-			endCol := n.LeftEnd
-			if in == 1 {
-				endCol = n.RightEnd
-			}
-			end := r[endCol]
-			if end.IsNull() || end.I <= sp.lateBound(in) {
-				j.lateRow = append(j.lateRow, r)
-				continue
-			}
-			var best *jbest
-			if d := n.Dominance; d != nil && d.Side == in {
-				if best = j.admit(sp, r); best == nil {
-					continue // below its group's running extreme: it cannot match
-				}
-			}
-			k := j.getKey(sp, in, key)
-			if best != nil {
-				best.k, k.best = k, best
-			}
-			if k.timer == nil {
-				// One heap entry per key: the window closes all of the key's rows at once.
-				k.timer = j.timerRow(end.I, k)
-				sp.exp[in].push(k.timer)
-			}
-			k.enc = append(k.enc, 0)
-			k.enc = binary.AppendVarint(k.enc, end.I)
-			k.enc = sql.AppendRow(k.enc, r)
-			k.n++
-			j.kept.Add(1)
-			j.markDirty(sp, k)
 		case planner.JoinTemporal:
 			j.temporal(sp, in, key, r)
 		case planner.JoinCurrent:
@@ -359,71 +307,6 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 		}
 	}
 	return j.out.flush(b.Split, out)
-}
-
-// admit decides whether a row of a window join's held side (planner.JoinDominance) is
-// kept: not when its value is past its group's running extreme (below a maximum, above a
-// minimum) — the aggregate side's value for the group is at least that extreme, so the
-// row cannot equal it. A row that moves the extreme drops the rows kept at the old one.
-// It returns the group's entry, whose key the caller sets to the row's, or nil to drop
-// the row.
-func (j *joinOp) admit(sp *joinSplit, r sql.Row) *jbest {
-	d := j.node.Dominance
-	keys := j.node.LeftKeys
-	if d.Side == 1 {
-		keys = j.node.RightKeys
-	}
-	j.grpBuf = j.grpBuf[:0]
-	for i, k := range keys {
-		if i != d.Key {
-			j.grpBuf = sql.AppendKey(j.grpBuf, k(r))
-		}
-	}
-	v := keys[d.Key](r)
-	if sp.best == nil {
-		sp.best = map[string]*jbest{}
-	}
-	b := sp.best[string(j.grpBuf)]
-	if b == nil {
-		b = &jbest{group: string(j.grpBuf), v: ownValue(v)}
-		sp.best[b.group] = b
-		return b
-	}
-	switch c := sql.Compare(v, b.v) * d.Sign; {
-	case c < 0:
-		return nil
-	case c > 0:
-		if b.k != nil {
-			j.dropKey(sp, b.k)
-			b.k = nil
-		}
-		b.v = ownValue(v)
-	}
-	return b
-}
-
-// dropKey forgets one side's key and its rows (their heap entries are skipped as dead).
-func (j *joinOp) dropKey(sp *joinSplit, k *jkey) {
-	for _, r := range k.rows {
-		r.dead = true
-	}
-	if k.timer != nil {
-		k.timer.dead = true
-		k.timer = nil
-	}
-	j.kept.Add(-int64(len(k.rows) + k.n + k.spilledN))
-	k.rows = nil
-	k.enc, k.n, k.encSaved, k.nSaved, k.spilled, k.spilledN = nil, 0, 0, 0, 0, 0
-	if sp.keys[k.side][k.key] == k {
-		delete(sp.keys[k.side], k.key)
-	}
-	if b := k.best; b != nil {
-		k.best = nil
-		if b.k == k {
-			b.k = nil
-		}
-	}
-	j.forget(sp, k)
 }
 
 // probe handles a row of an interval or regular join: it is matched against the other
@@ -499,8 +382,6 @@ func (j *joinOp) expired(side int, r *jrow, wm int64) bool {
 		return wm > end || n.LowerOpen && wm == end
 	case planner.JoinRegular:
 		return n.TTL > 0 && wm != MaxWatermark && r.ts < wm-n.TTL || wm == MaxWatermark
-	case planner.JoinWindow:
-		return r.ts <= wm
 	}
 	return false
 }
@@ -645,21 +526,8 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 			}
 		}
 	case planner.JoinWindow:
-		for side := 0; side < 2; side++ {
-			for len(sp.exp[side]) > 0 && sp.exp[side][0].ts <= wm {
-				r := sp.exp[side].pop()
-				if r.dead {
-					continue
-				}
-				if err := j.closeWindow(sp, r.k.key); err != nil {
-					return err
-				}
-				if j.out.len() >= 1024 {
-					if err := j.out.flush(split, out); err != nil {
-						return err
-					}
-				}
-			}
+		if err := j.closeWindows(sp, wm, split, out); err != nil {
+			return err
 		}
 	case planner.JoinTemporal:
 		for len(sp.exp[0]) > 0 && sp.exp[0][0].ts < wm {
@@ -694,92 +562,6 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 		}
 	}
 	return j.out.flush(split, out)
-}
-
-// closeWindow emits the matches of one window's key (both sides' rows, read back from
-// the store where spilled), the unmatched rows of outer sides with NULLs, and forgets the
-// key.
-func (j *joinOp) closeWindow(sp *joinSplit, key string) error {
-	n := j.node
-	lk, rk := sp.keys[0][key], sp.keys[1][key]
-	j.dec, j.decEnds = j.dec[:0], j.decEnds[:0]
-	if err := j.windowRows(sp, lk, n.LeftWidth); err != nil {
-		return err
-	}
-	nl := len(j.decEnds)
-	if err := j.windowRows(sp, rk, n.RightWidth); err != nil {
-		return err
-	}
-	j.decRows = j.decRows[:0]
-	from := 0
-	for _, end := range j.decEnds {
-		j.decRows = append(j.decRows, j.dec[from:end:end])
-		from = end
-	}
-	ls, rs := j.decRows[:nl], j.decRows[nl:]
-	j.matched = append(j.matched[:0], make([]bool, len(j.decRows))...)
-	lm, rm := j.matched[:nl], j.matched[nl:]
-	for li, l := range ls {
-		for ri, r := range rs {
-			if j.emit(l, r, false) {
-				lm[li], rm[ri] = true, true
-			}
-		}
-	}
-	if n.Kind == sql.JoinLeft || n.Kind == sql.JoinFull {
-		for li, l := range ls {
-			if !lm[li] {
-				j.emit(l, nil, true)
-			}
-		}
-	}
-	if n.Kind == sql.JoinRight || n.Kind == sql.JoinFull {
-		for ri, r := range rs {
-			if !rm[ri] {
-				j.emit(nil, r, true)
-			}
-		}
-	}
-	clear(j.decRows)
-	for _, k := range []*jkey{lk, rk} {
-		if k == nil {
-			continue
-		}
-		if b := k.best; b != nil && sp.best[b.group] == b {
-			// The group's window closes with its key: the extreme is not needed again.
-			delete(sp.best, b.group)
-		}
-		j.dropKey(sp, k)
-	}
-	return nil
-}
-
-// windowRows appends the rows of a window join's key (nil: none) to j.dec and their ends
-// to j.decEnds: the spilled chunks' from the store, then those in memory.
-func (j *joinOp) windowRows(sp *joinSplit, k *jkey, width int) error {
-	if k == nil {
-		return nil
-	}
-	each := func(_ byte, _ int64, row sql.Row) {
-		j.dec = append(j.dec, row...)
-		j.decEnds = append(j.decEnds, len(j.dec))
-	}
-	for c := int64(0); c < k.spilled; c++ {
-		v, ok, err := j.store.Get(j.stateKey(sp, k.side, k.key, c))
-		if err == nil && !ok {
-			err = fmt.Errorf("%w: chunk %d of a window's rows is missing", errBadJoin, c)
-		}
-		if err == nil {
-			err = decodeJoinRows(v, width, each)
-		}
-		if err != nil {
-			return &StateError{Op: j.id, Split: sp.name, Err: err}
-		}
-	}
-	if err := decodeJoinBody(k.enc, uint64(k.n), width, each); err != nil {
-		return &StateError{Op: j.id, Split: sp.name, Err: err}
-	}
-	return nil
 }
 
 // remove takes one row out of its key's list: it is marked dead (readers of the list skip
@@ -871,9 +653,10 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 			j.save(sp, c.State)
 			for side := range sp.keys {
 				for _, k := range sp.keys[side] {
-					j.kept.Add(-int64(len(k.rows) - k.dead + k.n + k.spilledN))
+					j.kept.Add(-int64(len(k.rows) - k.dead))
 				}
 			}
+			j.kept.Add(-sp.win.rows())
 			delete(j.splits, c.Split)
 		}
 	}
@@ -882,23 +665,9 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 
 // Key state, per chunk: uvarint count, then per row: a flags byte (1 matched, 2 deleted),
 // varint time, the row (sql.AppendRow). A key's rows are its chunks' rows in chunk order.
-//
-// A window join's key writes the rows appended since the last checkpoint as a new chunk,
-// straight from their encoded form. Its rows of the chunks the last checkpoint wrote leave
-// memory here: that checkpoint has committed (a stage waits for its last commit before its
-// next barrier, doc.go), so the store holds them for the window's close to read back.
+// A window join's state is saved per window (saveWindows).
 func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
-	for _, k := range sp.saved {
-		if sp.keys[k.side][k.key] != k || k.nSaved == 0 {
-			continue // closed or dropped since
-		}
-		k.spilled, k.spilledN = k.chunks, k.spilledN+k.nSaved
-		k.enc = append([]byte(nil), k.enc[k.encSaved:]...)
-		k.n -= k.nSaved
-		k.encSaved, k.nSaved = 0, 0
-	}
-	clear(sp.saved)
-	sp.saved = sp.saved[:0]
+	j.saveWindows(sp, b)
 	for _, k := range sp.dels {
 		b.Delete(k)
 	}
@@ -908,20 +677,6 @@ func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
 			continue
 		}
 		k.dirty = false
-		if j.node.Mode == planner.JoinWindow {
-			if k.n == k.nSaved {
-				continue
-			}
-			cnt, body := k.n-k.nSaved, k.enc[k.encSaved:]
-			v := b.PutValue(j.stateKey(sp, k.side, k.key, k.chunks), uvarintLen(cnt)+len(body))
-			copy(v[binary.PutUvarint(v, uint64(cnt)):], body)
-			k.chunks++
-			k.encSaved, k.nSaved = len(k.enc), k.n
-			if j.store != nil {
-				sp.saved = append(sp.saved, k)
-			}
-			continue
-		}
 		if k.dead > 0 {
 			k.compact() // (a removal marked the key for a rewrite)
 		}
@@ -1015,18 +770,24 @@ func (j *joinOp) load(split string) error {
 		return nil
 	}
 	prefix := state.SplitPrefix(nil, j.job, j.id, split)
-	var firsts map[*jkey]sql.Row // the first row of each key of a held side
-	err := j.store.Scan(prefix, func(key, v []byte) error {
+	return j.store.Scan(prefix, func(key, v []byte) error {
 		if len(key) < len(prefix)+17 {
 			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
 		}
 		kb := key[len(prefix) : len(key)-16]
+		// A key's chunks come in chunk order (other keys' entries may come between).
+		c := int64(binary.BigEndian.Uint64(key[len(key)-8:]) ^ (1 << 63))
+		if j.node.Mode == planner.JoinWindow {
+			start := int64(binary.BigEndian.Uint64(key[len(key)-16:]) ^ (1 << 63))
+			if err := j.loadWindowEntry(sp, key, kb, start, c, v); err != nil {
+				return &StateError{Op: j.id, Split: split, Err: err}
+			}
+			return nil
+		}
 		side := int(kb[0])
 		if side > 1 {
 			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
 		}
-		// A key's chunks come in chunk order (other keys' entries may come between).
-		c := int64(binary.BigEndian.Uint64(key[len(key)-8:]) ^ (1 << 63))
 		k := sp.keys[side][string(kb[1:])]
 		if k == nil {
 			k = &jkey{key: string(kb[1:]), side: side}
@@ -1037,31 +798,6 @@ func (j *joinOp) load(split string) error {
 		width := j.node.LeftWidth
 		if side == 1 {
 			width = j.node.RightWidth
-		}
-		if j.node.Mode == planner.JoinWindow {
-			// The stored rows stay in the store (spilled) until the window closes.
-			cnt := 0
-			err := decodeJoinRows(v, width, func(_ byte, ts int64, row sql.Row) {
-				if k.timer == nil {
-					k.timer = j.timerRow(ts, k)
-					sp.exp[side].push(k.timer) // one entry per key, as in Process
-				}
-				if d := j.node.Dominance; d != nil && d.Side == side && cnt == 0 && k.chunks == 0 {
-					if firsts == nil {
-						firsts = map[*jkey]sql.Row{}
-					}
-					firsts[k] = ownRow(row)
-				}
-				cnt++
-			})
-			if err != nil {
-				return &StateError{Op: j.id, Split: split, Err: err}
-			}
-			k.chunks++
-			k.spilled, k.spilledN = k.chunks, k.spilledN+cnt
-			j.kept.Add(int64(cnt))
-			sp.keys[side][k.key] = k
-			return nil
 		}
 		err := decodeJoinRows(v, width, func(f byte, ts int64, row sql.Row) {
 			r := j.newRow(row, ts, k)
@@ -1085,25 +821,6 @@ func (j *joinOp) load(split string) error {
 		sp.keys[side][k.key] = k
 		return nil
 	})
-	if err != nil || j.node.Dominance == nil {
-		return err
-	}
-	// The held side's running extremes are those of its stored rows (a checkpoint holds
-	// only rows at their group's extreme; should two values of a group be stored, the
-	// lesser is dropped).
-	held := j.node.Dominance.Side
-	for _, k := range sp.keys[held] {
-		first := firsts[k]
-		if first == nil || k.best != nil {
-			continue
-		}
-		if b := j.admit(sp, first); b == nil {
-			j.dropKey(sp, k)
-		} else {
-			b.k, k.best = k, b
-		}
-	}
-	return nil
 }
 
 func (j *joinOp) Close() error { return nil }
