@@ -13,8 +13,8 @@ import (
 // a window's rows of one side are a log (wlog) of encoded rows in their stored form (a
 // flags byte, 0; the varint window end; sql.AppendRow), appended as they come — no map
 // lookup, no boxed values and no object per row for the garbage collector. When the
-// window closes, its two logs are decoded, the smaller side indexed by join key and the
-// other looked up in it.
+// window closes, the side with fewer rows is decoded and indexed by join key, and the
+// other side's rows are read one at a time and looked up in it.
 //
 // State: a checkpoint writes each log's rows appended since the last one as a new chunk,
 // under (2 + side, window end, chunk number). A log's rows of chunks that a committed
@@ -165,19 +165,36 @@ func (j *joinOp) closeWindows(sp *joinSplit, wm int64, split string, out Emitter
 	return nil
 }
 
-// closeWindow emits the matches of the window ending at end (both sides' rows, read back
-// from the store where spilled), the unmatched rows of outer sides with NULLs, and
-// forgets the window.
+// closeWindow emits the matches of the window ending at end, the unmatched rows of outer
+// sides with NULLs, and forgets the window. The side with fewer rows is decoded and
+// indexed by join key; the other side's rows are read one at a time (from the store where
+// spilled) and looked up, so a window's larger side is never decoded whole.
 func (j *joinOp) closeWindow(sp *joinSplit, end int64, split string, out Emitter) error {
 	n := j.node
 	ws := sp.win
-	lg, rg := ws.logs[0][end], ws.logs[1][end]
-	j.dec, j.decEnds = j.dec[:0], j.decEnds[:0]
-	if err := j.logRows(sp, lg, n.LeftWidth); err != nil {
-		return err
+	logs := [2]*wlog{ws.logs[0][end], ws.logs[1][end]}
+	size := func(g *wlog) int {
+		if g == nil {
+			return 0
+		}
+		return g.n + g.spilledN
 	}
-	nl := len(j.decEnds)
-	if err := j.logRows(sp, rg, n.RightWidth); err != nil {
+	bside := 1
+	if size(logs[0]) < size(logs[1]) {
+		bside = 0
+	}
+	pside := 1 - bside
+	outer := [2]bool{n.Kind == sql.JoinLeft || n.Kind == sql.JoinFull, n.Kind == sql.JoinRight || n.Kind == sql.JoinFull}
+	width := [2]int{n.LeftWidth, n.RightWidth}
+
+	// The build side, decoded and indexed.
+	j.dec, j.decEnds = j.dec[:0], j.decEnds[:0]
+	err := j.logRows(sp, logs[bside], width[bside], func(row sql.Row) error {
+		j.dec = append(j.dec, row...)
+		j.decEnds = append(j.decEnds, len(j.dec))
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	j.decRows = j.decRows[:0]
@@ -186,59 +203,64 @@ func (j *joinOp) closeWindow(sp *joinSplit, end int64, split string, out Emitter
 		j.decRows = append(j.decRows, j.dec[from:e:e])
 		from = e
 	}
-	ls, rs := j.decRows[:nl], j.decRows[nl:]
-	j.matched = append(j.matched[:0], make([]bool, len(j.decRows))...)
-	lm, rm := j.matched[:nl], j.matched[nl:]
-	if len(ls) > 0 && len(rs) > 0 {
-		// Index the smaller side by join key, look the other side's rows up in it.
-		build, probe, bm, pm, bside := rs, ls, rm, lm, 1
-		if len(ls) < len(rs) {
-			build, probe, bm, pm, bside = ls, rs, lm, rm, 0
-		}
-		clear(j.index)
-		if j.index == nil {
-			j.index = map[string][]int32{}
-		}
-		for i, r := range build {
-			j.appendKey(bside, r) // rows with a NULL key were not kept
-			j.index[string(j.keyBuf)] = append(j.index[string(j.keyBuf)], int32(i))
-		}
-		for pi, p := range probe {
-			j.appendKey(1-bside, p)
-			for _, bi := range j.index[string(j.keyBuf)] {
-				l, r := p, build[bi]
-				if bside == 0 {
-					l, r = build[bi], p
-				}
-				if j.emit(l, r, false) {
-					pm[pi], bm[bi] = true, true
-				}
-				if j.out.len() >= 1024 {
-					if err := j.out.flush(split, out); err != nil {
-						return err
+	build := j.decRows
+	j.matched = append(j.matched[:0], make([]bool, len(build))...)
+	bm := j.matched
+	if j.index == nil {
+		j.index = map[string][]int32{}
+	}
+	for i, r := range build {
+		j.appendKey(bside, r) // rows with a NULL key were not kept
+		j.index[string(j.keyBuf)] = append(j.index[string(j.keyBuf)], int32(i))
+	}
+
+	// The probe side, row by row.
+	if len(build) > 0 || outer[pside] {
+		err = j.logRows(sp, logs[pside], width[pside], func(p sql.Row) error {
+			matched := false
+			if len(build) > 0 {
+				j.appendKey(pside, p)
+				for _, bi := range j.index[string(j.keyBuf)] {
+					l, r := p, build[bi]
+					if bside == 0 {
+						l, r = build[bi], p
+					}
+					if j.emit(l, r, false) {
+						matched, bm[bi] = true, true
 					}
 				}
 			}
+			if !matched && outer[pside] {
+				if pside == 0 {
+					j.emit(p, nil, true)
+				} else {
+					j.emit(nil, p, true)
+				}
+			}
+			if j.out.len() >= 1024 {
+				return j.out.flush(split, out)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		clear(j.index)
 	}
-	if n.Kind == sql.JoinLeft || n.Kind == sql.JoinFull {
-		for li, l := range ls {
-			if !lm[li] {
-				j.emit(l, nil, true)
+	if outer[bside] {
+		for bi, b := range build {
+			if !bm[bi] {
+				if bside == 0 {
+					j.emit(b, nil, true)
+				} else {
+					j.emit(nil, b, true)
+				}
 			}
 		}
 	}
-	if n.Kind == sql.JoinRight || n.Kind == sql.JoinFull {
-		for ri, r := range rs {
-			if !rm[ri] {
-				j.emit(nil, r, true)
-			}
-		}
-	}
+	clear(j.index)
 	clear(j.decRows)
 	clear(j.dec)
-	for _, g := range []*wlog{lg, rg} {
+	for _, g := range logs {
 		if g != nil {
 			j.dropLog(sp, g)
 		}
@@ -266,32 +288,38 @@ func (j *joinOp) logKey(sp *joinSplit, side int, end, c int64) []byte {
 	return state.Key(nil, j.job, j.id, sp.name, []byte{byte(2 + side)}, end, c)
 }
 
-// logRows appends the rows of a log (nil: none) to j.dec and their ends to j.decEnds:
-// the spilled chunks' from the store, then those in memory.
-func (j *joinOp) logRows(sp *joinSplit, g *wlog, width int) error {
+// logRows calls each with every row of a log (nil: none; the row is valid during the
+// call): the spilled chunks' rows from the store, then those in memory. An error of each
+// stops it.
+func (j *joinOp) logRows(sp *joinSplit, g *wlog, width int, each func(sql.Row) error) error {
 	if g == nil {
 		return nil
 	}
-	each := func(_ byte, _ int64, row sql.Row) {
-		j.dec = append(j.dec, row...)
-		j.decEnds = append(j.decEnds, len(j.dec))
+	var eachErr error
+	call := func(_ byte, _ int64, row sql.Row) {
+		if eachErr == nil {
+			eachErr = each(row)
+		}
 	}
-	for c := int64(0); c < g.spilled; c++ {
+	for c := int64(0); c < g.spilled && eachErr == nil; c++ {
 		v, ok, err := j.store.Get(j.logKey(sp, g.side, g.end, c))
 		if err == nil && !ok {
 			err = fmt.Errorf("%w: chunk %d of a window's rows is missing", errBadJoin, c)
 		}
 		if err == nil {
-			err = decodeJoinRows(v, width, each)
+			err = decodeJoinRows(v, width, call)
 		}
 		if err != nil {
 			return &StateError{Op: j.id, Split: sp.name, Err: err}
 		}
 	}
-	if err := decodeJoinBody(g.enc, uint64(g.n), width, each); err != nil {
+	if eachErr != nil {
+		return eachErr
+	}
+	if err := decodeJoinBody(g.enc, uint64(g.n), width, call); err != nil {
 		return &StateError{Op: j.id, Split: sp.name, Err: err}
 	}
-	return nil
+	return eachErr
 }
 
 // rows is the number of rows a split's window join holds.

@@ -248,3 +248,59 @@ func TestWindowJoinRowsSpillToStore(t *testing.T) {
 		t.Fatalf("a lost chunk: %v", err)
 	}
 }
+
+// A window join's state stored per join key (the form of earlier versions: side, key,
+// chunk) loads into the windows' logs; the next checkpoint deletes the old entries and
+// writes the logs, and the window closes with every row.
+func TestWindowJoinLoadsPerKeyState(t *testing.T) {
+	store := state.NewMemory()
+	node := extremeJoinNode(nil)
+	b := &state.Batch{}
+	put := func(side int, rows ...sql.Row) {
+		j := &joinOp{node: node}
+		j.appendKey(side, rows[0])
+		ts := make([]int64, len(rows))
+		for i := range ts {
+			ts[i] = 10
+		}
+		b.Put(state.Key(nil, "job", "op", "s", append([]byte{byte(side)}, j.keyBuf...), 0, 0),
+			encodeJoinRows(rows, ts, make([]byte, len(rows))))
+	}
+	row := func(g string, v int64) sql.Row {
+		return sql.Row{sql.Varchar(g), sql.BigInt(v), sql.Timestamp(0), sql.Timestamp(10)}
+	}
+	put(0, row("a", 1), row("a", 1))
+	put(0, row("b", 2))
+	put(1, row("a", 1))
+	if err := store.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	j := newJoinOp(node, "job", "op", store, nil, &counters{})
+	out := &joinedRows{}
+	if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, out); err != nil {
+		t.Fatal(err)
+	}
+	if j.StateRows() != 4 {
+		t.Fatalf("%d rows loaded, want 4", j.StateRows())
+	}
+	cp := joinCheckpoint(t, j, store)
+	var puts, dels int
+	cp.Each(func(kind state.OpKind, _, _ []byte) error {
+		switch kind {
+		case state.OpPut:
+			puts++
+		case state.OpDelete:
+			dels++
+		}
+		return nil
+	})
+	if puts != 2 || dels != 3 {
+		t.Fatalf("the checkpoint after loading: %d puts (want the 2 logs), %d deletes (want the 3 old keys)", puts, dels)
+	}
+	if err := j.Watermark("s", 10, out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.rows) != 2 || !strings.HasPrefix(out.rows[0], "a,1,") {
+		t.Fatalf("got %v, want a's two rows matched", out.rows)
+	}
+}
