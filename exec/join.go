@@ -24,7 +24,9 @@ import (
 //     and kept while a match is possible; it expires when the split's watermark passes the
 //     end of its interval (an unmatched row of an outer side is then emitted with NULLs);
 //   - window: rows wait for their window to close, then every match of the window is
-//     emitted, and the unmatched rows of outer sides with NULLs;
+//     emitted, and the unmatched rows of outer sides with NULLs; rows are kept per window,
+//     not per key, encoded, and leave memory for the store once checkpointed
+//     (join_window.go);
 //   - temporal: left rows wait until the watermark passes their time, then take the table's
 //     version valid then; versions older than the one valid at the watermark are dropped;
 //   - current: versions replace each other at once; left rows take the current one;
@@ -32,9 +34,9 @@ import (
 //
 // A row older than its own input's watermark (interval, temporal, a version) or of a closed
 // window is late: counted and sent to the late output, never applied. State is written at
-// checkpoints under the operator's id, per (side, join key) in chunks: a checkpoint
-// writes the rows appended since the last one as a new chunk and rewrites a key only when
-// its older rows changed (jkey).
+// checkpoints under the operator's id, per (side, join key) in chunks (per (side, window)
+// for window joins): a checkpoint writes the rows appended since the last one as a new
+// chunk and rewrites a key only when its older rows changed (jkey).
 type joinOp struct {
 	node  *planner.JoinNode
 	job   string
@@ -119,7 +121,7 @@ type jrow struct {
 // jkey is one side's rows of one join key. Its rows are stored in chunks, one store entry
 // each (the key with the chunk's number): a checkpoint after rows were only appended
 // writes a new chunk of the appended rows, so a key that keeps growing (a hot key of a
-// regular join, a window's rows) costs each checkpoint its new rows, not all of them.
+// regular join) costs each checkpoint its new rows, not all of them.
 // Any other change (a row removed or its flags changed, versions replaced) rewrites the
 // key as one chunk, as does reaching maxJoinChunks.
 type jkey struct {
