@@ -368,9 +368,11 @@ func (j *joinOp) saveWindows(sp *joinSplit, b *state.Batch) {
 		if ws.logs[g.side][g.end] != g || g.n == g.nSaved {
 			continue
 		}
-		cnt, body := g.n-g.nSaved, g.enc[g.encSaved:]
-		v := b.PutValue(j.logKey(sp, g.side, g.end, g.chunks), uvarintLen(cnt)+len(body))
-		copy(v[binary.PutUvarint(v, uint64(cnt)):], body)
+		var hdr [binary.MaxVarintLen64]byte
+		h := binary.PutUvarint(hdr[:], uint64(g.n-g.nSaved))
+		body := g.enc[g.encSaved:]
+		v := b.PutValue(j.logKey(sp, g.side, g.end, g.chunks), h+len(body))
+		copy(v[copy(v, hdr[:h]):], body)
 		g.chunks++
 		g.encSaved, g.nSaved = len(g.enc), g.n
 		if j.store != nil {
