@@ -304,3 +304,38 @@ func TestWindowJoinLoadsPerKeyState(t *testing.T) {
 		t.Fatalf("got %v, want a's two rows matched", out.rows)
 	}
 }
+
+// A window join restores any stored entry without panicking: a corrupt one is an error,
+// and a window restored from entries it accepts closes.
+func FuzzLoadWindowEntry(f *testing.F) {
+	row := sql.Row{sql.Varchar("a"), sql.BigInt(1), sql.Timestamp(0), sql.Timestamp(10)}
+	f.Add([]byte{2}, int64(10), int64(0), encodeJoinRows([]sql.Row{row}, []int64{10}, []byte{0}), true)
+	f.Add([]byte{1, 7, 'a'}, int64(0), int64(0), encodeJoinRows([]sql.Row{row, row}, []int64{10, 10}, []byte{0, 0}), false)
+	f.Add([]byte{3}, int64(10), int64(1), []byte{1, 0}, true)
+	f.Add([]byte{4}, int64(0), int64(0), []byte{0}, false)
+	f.Fuzz(func(t *testing.T, kb []byte, start, c int64, v []byte, dominated bool) {
+		if len(kb) == 0 {
+			return
+		}
+		var dom *planner.JoinDominance
+		if dominated {
+			dom = &planner.JoinDominance{Side: 0, Key: 3, Sign: 1}
+		}
+		store := state.NewMemory()
+		j := newJoinOp(extremeJoinNode(dom), "job", "op", store, nil, &counters{})
+		key := state.Key(nil, "job", "op", "s", kb, start, c)
+		if err := store.Put(key, v); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
+			var se *StateError
+			if !errors.As(err, &se) {
+				t.Fatalf("not a StateError: %v", err)
+			}
+			return
+		}
+		joinCheckpoint(t, j, store)
+		out := &joinedRows{}
+		_ = j.Watermark("s", MaxWatermark, out)
+	})
+}
