@@ -111,8 +111,9 @@ func (j *joinOp) appendRow(ws *windowState, side int, end int64, r sql.Row) {
 // is kept: not when its value is past its group's running extreme (below a maximum, above
 // a minimum) — the aggregate side's value for the group is at least that extreme, so the
 // row cannot equal it. A row at or beyond the extreme is kept, and moves it. Rows kept
-// before the extreme moved stay in the log (they no longer match; as the extreme only
-// moves a few times per group, they are few).
+// before the extreme moved stay in the log and no longer match: in random order a group's
+// extreme moves about ln(rows) times, so they are few; values that only rise (fall, for a
+// minimum) through a window keep every row, as a join without dominance does.
 func (j *joinOp) admit(ws *windowState, end int64, r sql.Row) bool {
 	d := j.node.Dominance
 	keys := j.node.LeftKeys
