@@ -185,6 +185,19 @@ type shuffleMsg struct {
 	rows      []shuffleRow
 }
 
+// readSplit reads the producing split's name that follows a message's kind byte (uvarint
+// length, bytes) into m.split and returns where the rest begins; ok is false when b is too
+// short for it.
+func (m *shuffleMsg) readSplit(b []byte) (p int, ok bool) {
+	l, n := binary.Uvarint(b[1:])
+	if n <= 0 || l > uint64(len(b)-1-n) {
+		return 0, false
+	}
+	p = 1 + n
+	m.split = string(b[p : p+int(l)])
+	return p + int(l), true
+}
+
 // decodeShuffle decodes a shuffle message into m; m.rows is reused.
 func decodeShuffle(b []byte, m *shuffleMsg) error {
 	*m = shuffleMsg{rows: m.rows[:0]}
@@ -200,14 +213,10 @@ func decodeShuffle(b []byte, m *shuffleMsg) error {
 		m.isWM, m.allSplits, m.wm = true, true, v
 		return nil
 	case shuffleSplitWM:
-		p := 1
-		l, n := binary.Uvarint(b[p:])
-		if n <= 0 || l > uint64(len(b)-p-n) {
+		p, ok := m.readSplit(b)
+		if !ok {
 			return errBadShuffle
 		}
-		p += n
-		m.split = string(b[p : p+int(l)])
-		p += int(l)
 		v, n := binary.Varint(b[p:])
 		if n <= 0 || p+n != len(b) {
 			return errBadShuffle
@@ -218,14 +227,10 @@ func decodeShuffle(b []byte, m *shuffleMsg) error {
 	default:
 		return fmt.Errorf("%w: kind %#x", errBadShuffle, b[0])
 	}
-	p := 1
-	l, n := binary.Uvarint(b[p:])
-	if n <= 0 || l > uint64(len(b)-p-n) {
+	p, ok := m.readSplit(b)
+	if !ok {
 		return errBadShuffle
 	}
-	p += n
-	m.split = string(b[p : p+int(l)])
-	p += int(l)
 	cnt, n := binary.Uvarint(b[p:])
 	if n <= 0 || cnt > uint64(len(b)-p) {
 		return errBadShuffle

@@ -603,11 +603,8 @@ func jobPrefix(job string) []byte {
 	return append(binary.AppendUvarint(nil, uint64(len(job))), job...)
 }
 
-// dropLocal deletes the local keys of units of job.
-func (c *cluster) dropLocal(job string, units []exec.Unit) error {
-	if len(units) == 0 {
-		return nil
-	}
+// deleteUnitKeys returns a batch that deletes the local keys of units of job.
+func (c *cluster) deleteUnitKeys(job string, units []exec.Unit) (*state.Batch, error) {
 	b := &state.Batch{}
 	err := c.e.store.Scan(jobPrefix(job), func(k, _ []byte) error {
 		if u, ok := exec.KeyUnit(job, k); ok && slices.Contains(units, u) {
@@ -615,6 +612,15 @@ func (c *cluster) dropLocal(job string, units []exec.Unit) error {
 		}
 		return nil
 	})
+	return b, err
+}
+
+// dropLocal deletes the local keys of units of job.
+func (c *cluster) dropLocal(job string, units []exec.Unit) error {
+	if len(units) == 0 {
+		return nil
+	}
+	b, err := c.deleteUnitKeys(job, units)
 	if err != nil || b.Len() == 0 {
 		return err
 	}
@@ -627,13 +633,7 @@ func (c *cluster) loadUnits(ctx context.Context, job string, units []exec.Unit) 
 	if len(units) == 0 {
 		return nil
 	}
-	b := &state.Batch{}
-	err := c.e.store.Scan(jobPrefix(job), func(k, _ []byte) error {
-		if u, ok := exec.KeyUnit(job, k); ok && slices.Contains(units, u) {
-			b.Delete(append([]byte(nil), k...))
-		}
-		return nil
-	})
+	b, err := c.deleteUnitKeys(job, units)
 	if err != nil {
 		return err
 	}
