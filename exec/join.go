@@ -69,6 +69,8 @@ type joinOp struct {
 	valSlab []sql.Value
 	// kept counts the rows held in state, for StateRows (read by other goroutines).
 	kept atomic.Int64
+	// logf receives notices (a window join's dominance miss); nil discards them.
+	logf func(format string, args ...any)
 }
 
 // WatermarkHold is how far behind the watermark the event times of the rows the join emits
