@@ -23,6 +23,9 @@ type segment struct {
 	// (resident.go).
 	touched atomic.Bool
 	res     reservation
+	// writing: the writer appends to this segment and its mapping is advised for that
+	// (resident.go, adviseWriting). Owned by the writer.
+	writing bool
 }
 
 func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
@@ -175,6 +178,10 @@ func (cl *commitLog) reserve(n int) ([]byte, int64, error) {
 			}
 			binary.BigEndian.PutUint32(s.data[rel:], uint32(cl.segSize-rel))
 			binary.BigEndian.PutUint32(s.data[rel+4:], magicBlank)
+			if s.writing {
+				s.writing = false
+				adviseReading(s.data) // advice only: a failure changes nothing stored
+			}
 		}
 		pos += cl.segSize - rel
 		cl.wpos = pos
@@ -195,6 +202,10 @@ func (cl *commitLog) reserve(n int) ([]byte, int64, error) {
 	}
 	if err := s.reserve(cl.fs, rel, min(int64(n)+blankSize, cl.segSize-rel)); err != nil {
 		return nil, 0, err
+	}
+	if !s.writing {
+		s.writing = true
+		adviseWriting(s.data) // advice only: a failure changes nothing stored
 	}
 	cl.wpos = pos + int64(n)
 	return s.data[rel : rel+int64(n)], pos, nil

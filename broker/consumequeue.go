@@ -136,6 +136,7 @@ func (q *consumeQueue) openFile(first int64) (*cqFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("broker: map consume queue %s: %w", path, err)
 	}
+	adviseWriting(data) // advice only (resident.go): a failure changes nothing stored
 	return &cqFile{first: first, f: f, data: data, res: reservation{size: size, chunk: cqReserveChunk}}, nil
 }
 

@@ -116,3 +116,20 @@ func (s *indexService) release() error {
 	}
 	return nil
 }
+
+// Read-ahead on the writer's faults. A store file grows by the writer's first touch of each
+// page of its mapping, and a page fault on a file mapping reads ahead: with the device's
+// read-ahead window (8 MiB on the development machine's disk) one fault on a fresh page of
+// a preallocated file makes the kernel allocate and zero-fill the whole window, about 20
+// ms, while the writer holds Broker.wmu — every producer and every job's publish waits
+// (docs/benchmarks.md, "Latency"). So the mappings the writer writes are advised
+// MADV_RANDOM (no read-ahead; a fault maps one page): the commit-log segment being
+// written, the consume queues and the key index (their reads are small and scattered
+// anyway). A commit-log segment the writer has left is advised MADV_NORMAL again, so a
+// consumer catching up from disk reads it with read-ahead.
+
+// adviseWriting turns read-ahead off on a mapping the writer appends to.
+func adviseWriting(data []byte) error { return syscall.Madvise(data, syscall.MADV_RANDOM) }
+
+// adviseReading turns read-ahead back on once the writer has left the mapping.
+func adviseReading(data []byte) error { return syscall.Madvise(data, syscall.MADV_NORMAL) }

@@ -908,11 +908,13 @@ func (st *stage) advance() error {
 
 // splitWatermark hands a split's new watermark to every operator, in topological order.
 func (st *stage) splitWatermark(split string, wm int64) error {
+	held := st.heldRows()
 	for _, n := range st.nodes {
 		if err := n.op.Watermark(split, holdBack(wm, n.hold), n.emit); err != nil {
 			return err
 		}
 	}
+	st.watermarkReleased(held)
 	return nil
 }
 
