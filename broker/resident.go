@@ -128,8 +128,12 @@ func (s *indexService) release() error {
 // anyway). A commit-log segment the writer has left is advised MADV_NORMAL again, so a
 // consumer catching up from disk reads it with read-ahead.
 
+// writingAdvice is the advice adviseWriting gives (a variable so that a benchmark can
+// compare with read-ahead on: BenchmarkAppendStalls).
+var writingAdvice = syscall.MADV_RANDOM
+
 // adviseWriting turns read-ahead off on a mapping the writer appends to.
-func adviseWriting(data []byte) error { return syscall.Madvise(data, syscall.MADV_RANDOM) }
+func adviseWriting(data []byte) error { return syscall.Madvise(data, writingAdvice) }
 
 // adviseReading turns read-ahead back on once the writer has left the mapping.
 func adviseReading(data []byte) error { return syscall.Madvise(data, syscall.MADV_NORMAL) }
