@@ -66,6 +66,9 @@ func openSegment(fs storeFS, dir string, base, size int64) (*segment, error) {
 
 // reserve backs the segment's bytes up to rel+n on disk before the writer writes them.
 func (s *segment) reserve(fs storeFS, rel, n int64) error {
+	if rel+n <= s.res.reserved {
+		return nil // (without formatting the name: this runs once per record)
+	}
 	return s.res.ensure(fs, s.f, "commit-log segment "+segmentName(s.base), rel+n)
 }
 
@@ -90,6 +93,8 @@ type commitLog struct {
 	wpos      int64        // next write position; owned by the writer
 	committed atomic.Int64 // records below are complete and readable
 	flushed   atomic.Int64 // records below are fsynced
+
+	pf prefaulter // maps reserved chunks ahead of the writer (prefault.go)
 }
 
 func openCommitLog(fs storeFS, dir string, segSize int64) (*commitLog, error) {
@@ -125,6 +130,7 @@ func openCommitLog(fs storeFS, dir string, segSize int64) (*commitLog, error) {
 }
 
 func (cl *commitLog) close() error {
+	cl.stopPrefault()
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	var first error
@@ -200,8 +206,13 @@ func (cl *commitLog) reserve(n int) ([]byte, int64, error) {
 		cl.mu.Unlock()
 		s = ns
 	}
+	before := s.res.reserved
 	if err := s.reserve(cl.fs, rel, min(int64(n)+blankSize, cl.segSize-rel)); err != nil {
 		return nil, 0, err
+	}
+	if s.res.reserved > before {
+		// Map the new chunk ahead, past the page this record starts on.
+		cl.ahead(s, max(before, (rel+int64(n))/pageSize*pageSize+pageSize), s.res.reserved)
 	}
 	if !s.writing {
 		s.writing = true

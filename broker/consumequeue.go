@@ -186,8 +186,11 @@ func (q *consumeQueue) put(off, phys int64, size int32, tags int64) error {
 		f = nf
 	}
 	at := (off - f.first) * cqEntrySize
-	if err := f.res.ensure(q.fs, f.f, fmt.Sprintf("consume queue %s/%d", q.topic, q.id), at+cqEntrySize); err != nil {
-		return err
+	// (The name is formatted only when a chunk is reserved: not once per message.)
+	if at+cqEntrySize > f.res.reserved {
+		if err := f.res.ensure(q.fs, f.f, fmt.Sprintf("consume queue %s/%d", q.topic, q.id), at+cqEntrySize); err != nil {
+			return err
+		}
 	}
 	b := f.data[at:]
 	binary.BigEndian.PutUint64(b, uint64(phys))

@@ -133,8 +133,8 @@ const indexReserveChunk = 64 << 10
 
 // reserve backs the file's bytes up to end (nothing for an in-memory file).
 func (x *indexFile) reserve(end int64) error {
-	if x.f == nil {
-		return nil
+	if x.f == nil || end <= x.res.reserved {
+		return nil // (without formatting the name: this runs once per record)
 	}
 	return x.res.ensure(x.fs, x.f, "index file "+filepath.Base(x.path), end)
 }

@@ -20,8 +20,9 @@ import (
 // committed position minus residentTail, in the segments touched since the last release; every
 // consume-queue and index page (their dirty pages stay dirty in the page cache and are
 // written back as usual). What stays resident: the last residentTail bytes of the commit
-// log before its committed position (consumers tailing the log read there), plus what was
-// read or written since the last release.
+// log before its committed position (consumers tailing the log read there), the chunk the
+// writer reserved and had mapped ahead of it (prefault.go, at most segmentReserveChunk),
+// plus what was read or written since the last release.
 
 const (
 	// residentTail is how much of the commit log just below its committed position stays
