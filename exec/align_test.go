@@ -95,7 +95,7 @@ type shuffleMessages struct {
 func newShuffleMessages() *shuffleMessages {
 	qs := &queueSink{q: make([][]connectors.Message, 1)}
 	return &shuffleMessages{qs: qs, x: &shuffleOut{ctx: context.Background(), sink: qs, qs: qs,
-		keys: []planner.Evaluator{col(0)}, n: 1, what: "align-0-shuffle", wm: MinWatermark}}
+		keys: []planner.Evaluator{col(0)}, n: 1, what: "align-0-shuffle"}}
 }
 
 func (m *shuffleMessages) row(t *testing.T, split string, off int64, e event4) {
@@ -107,9 +107,10 @@ func (m *shuffleMessages) row(t *testing.T, split string, off int64, e event4) {
 	}
 }
 
+// watermark writes the watermark of the upstream stage's only split, "0".
 func (m *shuffleMessages) watermark(t *testing.T, wm int64) {
 	t.Helper()
-	if err := m.x.Watermark(wm); err != nil {
+	if err := m.x.SplitWatermark("0", wm); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -38,13 +38,13 @@ func earlyCheckpointAt(now, due, lastEnd, lastEarly time.Time, min, wait time.Du
 	return at, true
 }
 
-// heldRows is how many rows the stage's outbox holds for the next checkpoint (0 without
-// an outbox).
+// heldRows measures what the stage's outbox holds for the next checkpoint: the bytes of its
+// rows' keys and bodies (0 without an outbox). It grows with every row added.
 func (st *stage) heldRows() int {
 	if st.sink == nil || st.sink.eo == nil {
 		return 0
 	}
-	return len(st.sink.eo.pending)
+	return st.sink.eo.pendingBytes
 }
 
 // watermarkReleased is called after a watermark went through the stage's operators, with

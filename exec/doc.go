@@ -112,7 +112,12 @@
 //   - Joins (join.go) judge a row late by its own input's watermark (inputWatermarker), keep
 //     each side's rows per key and split until they can no longer match, and report the
 //     rows they hold (JobStats.StateRows). A checkpoint writes a key's rows appended since
-//     the last one as a new chunk; a key whose older rows changed is rewritten.
+//     the last one as a new chunk; a key whose older rows changed is rewritten. Window
+//     joins keep each side's rows per window, encoded; a window's rows that a committed
+//     checkpoint holds leave memory and are read back from Env.Store when it closes (so
+//     Env.Commit must write the checkpoint's state to Env.Store, as the default does). A
+//     side the planner found dominated (planner.JoinDominance) keeps only rows at or past
+//     their group's running MAX/MIN.
 //     A stage opens all its splits and restores their positions before any reader starts.
 //   - Lookup joins (lookup.go): one query per batch for the distinct keys the operator's
 //     cache lacks (Env.OpenLookup opens the table), rows out in input order; a lookup the

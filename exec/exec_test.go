@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -620,6 +622,56 @@ func TestIdleSplitsAndWallClock(t *testing.T) {
 	waitFor(t, "window close", func() bool { return len(sk.get("out").bodies()) == 2 })
 	if got := sk.get("out").bodies()[1]; got != "x,5000,6000,3,3" {
 		t.Fatalf("second window %q", got)
+	}
+}
+
+// A split whose reader knows of records waiting for it (lag) is slow, not idle, however
+// long its records take to come: the other split's watermark does not pass it, and its
+// records, once read, are on time.
+func TestSlowSplitWithLagIsNotIdle(t *testing.T) {
+	clk := newFakeClock()
+	src := newMemSource(false, 0, "a", "b")
+	var lagB atomic.Int64
+	lagB.Store(5)
+	src.waitingOf = func(split string) int64 {
+		if split == "b" {
+			return lagB.Load()
+		}
+		return 0
+	}
+	var sk sinks
+	env := testEnv(src, &sk)
+	env.Now = clk.now
+	w := planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000}
+	j, err := Start(context.Background(), "slow", aggPlan(sourceSpec(map[string]string{"idle_timeout": "2s"}, 100), w, countSum, planner.EmitOnClose), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Stop()
+	src.feed("a", "x,1,500,", "x,1,5000,")
+	waitFor(t, "records in", func() bool { return j.Stats().RecordsIn == 2 })
+	clk.advance(1500 * time.Millisecond)
+	src.feed("a", "x,1,5100,")
+	waitFor(t, "records in", func() bool { return j.Stats().RecordsIn == 3 })
+	clk.advance(1000 * time.Millisecond) // b silent for 2.5 s, with records waiting
+	if _, err := j.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if wm := j.Stats().Watermark; wm != MinWatermark {
+		t.Fatalf("watermark %d while split b has records waiting", wm)
+	}
+	src.feed("b", "y,1,700,")
+	waitFor(t, "records in", func() bool { return j.Stats().RecordsIn == 4 })
+	lagB.Store(0)
+	if late := j.Stats().Late; late != 0 {
+		t.Fatalf("%d late rows: the slow split's record was made late", late)
+	}
+	// With nothing waiting any more, b goes idle and the windows close.
+	clk.advance(3 * time.Second)
+	waitFor(t, "b idle", func() bool { return len(sk.get("out").bodies()) >= 2 })
+	got := sk.get("out").bodies()
+	if !slices.Contains(got, "x,0,1000,1,1") || !slices.Contains(got, "y,0,1000,1,1") {
+		t.Fatalf("output %v, want the first window of x and of y", got)
 	}
 }
 

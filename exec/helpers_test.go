@@ -87,6 +87,8 @@ type memSource struct {
 	bounded bool
 	chunk   int
 	hold    bool // bounded, but readers wait at the end until release
+	// waitingOf, when set, is the lag (records known to wait) a split's reader reports.
+	waitingOf func(split string) int64
 }
 
 func (s *memSource) release() {
@@ -130,8 +132,17 @@ func (s *memSource) Open(_ context.Context, split string, offset int64) (connect
 	if offset > 0 {
 		pos = int(offset - 1)
 	}
-	return &memReader{s: s, split: split, pos: pos}, nil
+	r := &memReader{s: s, split: split, pos: pos}
+	if s.waitingOf != nil {
+		return &lagReader{memReader: r}, nil
+	}
+	return r, nil
 }
+
+// lagReader is a memReader that reports its source's waitingOf as its lag.
+type lagReader struct{ *memReader }
+
+func (r *lagReader) Lag() int64 { return r.s.waitingOf(r.split) }
 
 type memReader struct {
 	s     *memSource

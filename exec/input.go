@@ -15,13 +15,13 @@ import (
 // the queues of an upstream stage's shuffle topic (shuffleInput). An in-process edge has no
 // input value: the upstream stage's exchange (exchangeOut) sends its events to the stage.
 //
-// open opens one split at its position (sp.next) and sets the split's reader up: the
-// reader runs on a goroutine of its own once the stage calls sp.start, decodes batches and
-// sends them to the stage's channel; sp.cancel stops it and sp.readerDone is closed when
-// it has returned.
+// open opens what reader rd of split sp reads at its position (rd.next) and sets the
+// reader up: it runs on a goroutine of its own once the stage calls rd.start, decodes
+// batches and sends them to the stage's channel; rd.cancel stops it and rd.readerDone is
+// closed when it has returned.
 type input interface {
 	splits(ctx context.Context) ([]string, error)
-	open(ctx context.Context, st *stage, sp *split) error
+	open(ctx context.Context, st *stage, sp *split, rd *reader) error
 	// idleTimeout is how long a split may go without records before it stops holding the
 	// watermark back (0: never).
 	idleTimeout() time.Duration
@@ -108,34 +108,34 @@ func (in *sourceInput) close() error {
 	return first
 }
 
-func (in *sourceInput) open(ctx context.Context, st *stage, sp *split) error {
+func (in *sourceInput) open(ctx context.Context, st *stage, sp *split, rd *reader) error {
 	env := &st.job.env
 	format, err := env.NewFormat(formatName(in.spec), in.spec.Schema)
 	if err != nil {
-		return &SourceError{Stream: in.spec.Stream, Split: sp.raw, Err: err}
+		return &SourceError{Stream: in.spec.Stream, Split: rd.raw, Err: err}
 	}
 	if rs, ok := in.src.(connectors.RowSource); ok {
 		// The source hands typed rows of the stage's columns: nothing to encode or decode.
-		rr, err := rs.OpenRows(ctx, sp.raw, sp.next)
+		rr, err := rs.OpenRows(ctx, rd.raw, rd.next)
 		if err != nil {
-			return &SourceError{Stream: in.spec.Stream, Split: sp.raw, Err: err}
+			return &SourceError{Stream: in.spec.Stream, Split: rd.raw, Err: err}
 		}
-		setReader(ctx, sp, rr, func(rctx context.Context) { in.readRows(rctx, st, sp, rr) })
+		setReader(ctx, rd, rr, func(rctx context.Context) { in.readRows(rctx, st, sp, rd, rr) })
 		return nil
 	}
-	r, err := in.src.Open(ctx, sp.raw, sp.next)
+	r, err := in.src.Open(ctx, rd.raw, rd.next)
 	if err != nil {
-		return &SourceError{Stream: in.spec.Stream, Split: sp.raw, Err: err}
+		return &SourceError{Stream: in.spec.Stream, Split: rd.raw, Err: err}
 	}
-	setReader(ctx, sp, r, func(rctx context.Context) { in.read(rctx, st, sp, r, format) })
+	setReader(ctx, rd, r, func(rctx context.Context) { in.read(rctx, st, sp, rd, r, format) })
 	return nil
 }
 
 // readRows is the split reader of a RowSource: the source appends its rows straight into
 // the split's pooled batches. Its rows hold the stage's columns (spec.Columns), so the
 // event time is the row's EventTime column.
-func (in *sourceInput) readRows(ctx context.Context, st *stage, sp *split, r connectors.RowReader) {
-	defer close(sp.readerDone)
+func (in *sourceInput) readRows(ctx context.Context, st *stage, sp *split, rd *reader, r connectors.RowReader) {
+	defer close(rd.readerDone)
 	defer r.Close()
 	spec := in.spec
 	env := &st.job.env
@@ -147,7 +147,7 @@ func (in *sourceInput) readRows(ctx context.Context, st *stage, sp *split, r con
 	}
 	var rb connectors.RowBatch
 	for {
-		ob := sp.pool.get(ctx)
+		ob := rd.pool.get(ctx)
 		if ob == nil {
 			return
 		}
@@ -159,7 +159,7 @@ func (in *sourceInput) readRows(ctx context.Context, st *stage, sp *split, r con
 		if rb.Width != width || len(rb.Values) != n*width {
 			ob.release()
 			select {
-			case st.in <- event{kind: evError, err: &SourceError{Stream: spec.Stream, Split: sp.raw,
+			case st.in <- event{kind: evError, err: &SourceError{Stream: spec.Stream, Split: rd.raw,
 				Err: fmt.Errorf("%w: the source's rows have %d values of width %d; the stage reads %d columns", ErrBadPlan, len(rb.Values), rb.Width, width)}}:
 			case <-ctx.Done():
 			}
@@ -190,7 +190,7 @@ func (in *sourceInput) readRows(ctx context.Context, st *stage, sp *split, r con
 			}
 			sentMax := ob.maxTs
 			select {
-			case st.in <- event{kind: evData, input: sp.input, split: sp, data: ob}:
+			case st.in <- event{kind: evData, input: rd.input, split: sp, rd: rd, data: ob}:
 			case <-ctx.Done():
 				return
 			}
@@ -203,7 +203,7 @@ func (in *sourceInput) readRows(ctx context.Context, st *stage, sp *split, r con
 		}
 		if errors.Is(err, connectors.ErrEndOfSplit) {
 			select {
-			case st.in <- event{kind: evEnd, input: sp.input, split: sp}:
+			case st.in <- event{kind: evEnd, input: rd.input, split: sp, rd: rd}:
 			case <-ctx.Done():
 			}
 			return
@@ -211,7 +211,7 @@ func (in *sourceInput) readRows(ctx context.Context, st *stage, sp *split, r con
 		if err != nil {
 			if ctx.Err() == nil {
 				select {
-				case st.in <- event{kind: evError, err: &SourceError{Stream: spec.Stream, Split: sp.raw, Err: err}}:
+				case st.in <- event{kind: evError, err: &SourceError{Stream: spec.Stream, Split: rd.raw, Err: err}}:
 				case <-ctx.Done():
 				}
 			}
@@ -223,27 +223,27 @@ func (in *sourceInput) readRows(ctx context.Context, st *stage, sp *split, r con
 	}
 }
 
-// setReader prepares sp's reader: until the stage starts it, the reader is only open and
-// the stage's end closes it.
-func setReader(ctx context.Context, sp *split, r interface{ Close() error }, run func(context.Context)) {
+// setReader prepares rd: until the stage starts it, the reader is only open and the
+// stage's end (or the split's removal) closes it.
+func setReader(ctx context.Context, rd *reader, r interface{ Close() error }, run func(context.Context)) {
 	rctx, cancel := context.WithCancel(ctx)
-	sp.cancel, sp.readerDone, sp.pool = cancel, make(chan struct{}), newBatchPool(splitBatches)
+	rd.cancel, rd.readerDone, rd.pool = cancel, make(chan struct{}), newBatchPool(splitBatches)
 	if l, ok := r.(interface{ Lag() int64 }); ok {
-		sp.lag = l.Lag
+		rd.lag = l.Lag
 	}
-	sp.abort = func() { cancel(); r.Close(); close(sp.readerDone) }
-	sp.start = func() { go run(rctx) }
+	rd.abort = func() { cancel(); r.Close(); close(rd.readerDone) }
+	rd.start = func() { go run(rctx) }
 }
 
 // read is a split reader: it reads messages, decodes them into the split's pooled batches
 // and sends them to the stage. Bad records are counted, reported with their offset and sent
 // to the dead-letter output; they never stop the job.
-func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, r connectors.SplitReader, format connectors.Format) {
-	defer close(sp.readerDone)
+func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, rd *reader, r connectors.SplitReader, format connectors.Format) {
+	defer close(rd.readerDone)
 	defer r.Close()
 	spec := in.spec
 	env := &st.job.env
-	input := sp.input
+	input := rd.input
 	msgs := make([]connectors.Message, 0, env.BatchSize)
 	full := make(sql.Row, 0, len(spec.Schema))
 	line := spec.Connector == "file"
@@ -266,7 +266,7 @@ func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, r connect
 				nb += int64(len(msgs[i].Body))
 			}
 			st.job.cnt.bytesIn.Add(nb)
-			ob := sp.pool.get(ctx)
+			ob := rd.pool.get(ctx)
 			if ob == nil {
 				return
 			}
@@ -290,7 +290,7 @@ func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, r connect
 					ts, derr = eventTime(spec, full)
 				}
 				if derr != nil {
-					rerr := &RecordError{Stream: spec.Stream, Split: sp.raw, Offset: m.Offset, Line: line, Err: derr}
+					rerr := &RecordError{Stream: spec.Stream, Split: rd.raw, Offset: m.Offset, Line: line, Err: derr}
 					st.job.recordBad(rerr)
 					if in.dlq != nil {
 						if werr := in.dlq.write(ctx, *m); werr != nil {
@@ -324,7 +324,7 @@ func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, r connect
 				ob.Offsets = ob.offs
 			}
 			sentMax := ob.maxTs
-			if !send(event{kind: evData, input: input, split: sp, data: ob}) {
+			if !send(event{kind: evData, input: input, split: sp, rd: rd, data: ob}) {
 				return
 			}
 			if spec.EventTime >= 0 {
@@ -333,12 +333,12 @@ func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, r connect
 			}
 		}
 		if errors.Is(err, connectors.ErrEndOfSplit) {
-			send(event{kind: evEnd, input: input, split: sp})
+			send(event{kind: evEnd, input: input, split: sp, rd: rd})
 			return
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				send(event{kind: evError, err: &SourceError{Stream: spec.Stream, Split: sp.raw, Err: err}})
+				send(event{kind: evError, err: &SourceError{Stream: spec.Stream, Split: rd.raw, Err: err}})
 			}
 			return
 		}
@@ -420,40 +420,27 @@ func (in *shuffleInput) idleTimeout() time.Duration { return 0 }
 func (in *shuffleInput) flush() error               { return nil }
 func (in *shuffleInput) close() error               { return in.src.Close() }
 
-func (in *shuffleInput) open(ctx context.Context, st *stage, sp *split) error {
-	env := &st.job.env
-	r, err := in.src.Open(ctx, sp.raw, sp.next)
+func (in *shuffleInput) open(ctx context.Context, st *stage, sp *split, rd *reader) error {
+	r, err := in.src.Open(ctx, rd.raw, rd.next)
 	if err != nil {
-		return &SourceError{Stream: in.spec.Stream, Split: sp.raw, Err: err}
+		return &SourceError{Stream: in.spec.Stream, Split: rd.raw, Err: err}
 	}
-	sp.marks = map[string]dedupMark{}
-	if v, ok, err := env.Store.Get(DedupKey(st.job.name, st.plan.ID, sp.name)); err != nil {
-		r.Close()
-		return &SourceError{Stream: in.spec.Stream, Split: sp.name, Err: err}
-	} else if ok {
-		m, err := decodeMarks(v)
-		if err != nil {
-			r.Close()
-			return &StateError{Op: "dedup", Split: sp.name, Err: err}
-		}
-		sp.marks = m
-	}
-	own := make(map[string]dedupMark, len(sp.marks))
-	for k, v := range sp.marks {
-		own[k] = v
-	}
-	setReader(ctx, sp, r, func(rctx context.Context) { in.read(rctx, st, sp, r, own) })
+	own := rd.shuf.clone()
+	setReader(ctx, rd, r, func(rctx context.Context) { in.read(rctx, st, sp, rd, r, own) })
 	return nil
 }
 
-// read reads one queue of an upstream stage's shuffle topic: rows whose id the stage has
-// already applied are dropped; watermark messages become the queue's watermark.
-func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, r connectors.SplitReader, marks map[string]dedupMark) {
-	defer close(sp.readerDone)
+// read reads one queue of an upstream stage's shuffle topic: rows whose id the split has
+// already applied are dropped; watermark messages set their producing split's watermark,
+// and the input's watermark for the split (the minimum over the producing splits) goes
+// with the batches. q is the reader's own copy of what the split applied; each batch
+// carries the changes to it.
+func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, rd *reader, r connectors.SplitReader, q *queueState) {
+	defer close(rd.readerDone)
 	defer r.Close()
 	env := &st.job.env
 	msgs := make([]connectors.Message, 0, env.BatchSize)
-	var rows []shuffleRow
+	var m shuffleMsg
 	send := func(ev event) bool {
 		select {
 		case st.in <- ev:
@@ -462,10 +449,11 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, r connec
 			return false
 		}
 	}
-	readMax := MinWatermark
+	qwm := q.watermark()
+	readMax := qwm
 	var ob *ownedBatch
 	newBatch := func() bool {
-		if ob = sp.pool.get(ctx); ob == nil {
+		if ob = rd.pool.get(ctx); ob == nil {
 			return false
 		}
 		ob.Split = sp.name
@@ -479,36 +467,49 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, r connec
 				return
 			}
 			for i := range msgs {
-				m := &msgs[i]
-				if m.Err != nil {
-					st.job.recordBad(&RecordError{Stream: in.spec.Stream, Split: sp.name, Offset: m.Offset, Err: m.Err})
+				msg := &msgs[i]
+				if msg.Err != nil {
+					st.job.recordBad(&RecordError{Stream: in.spec.Stream, Split: rd.raw, Offset: msg.Offset, Err: msg.Err})
 					continue
 				}
-				isWM, wm, split, rs, derr := decodeShuffle(m.Body, rows)
-				rows = rs
-				if derr != nil {
-					st.job.recordBad(&RecordError{Stream: in.spec.Stream, Split: sp.name, Offset: m.Offset, Err: derr})
+				if derr := decodeShuffle(msg.Body, &m); derr != nil {
+					st.job.recordBad(&RecordError{Stream: in.spec.Stream, Split: rd.raw, Offset: msg.Offset, Err: derr})
 					continue
 				}
-				if isWM {
-					// The rows before a watermark are processed before it applies, the rows
-					// after it after: the batch ends here, and the reader stays aligned.
-					ob.maxTs = max(ob.maxTs, wm)
-					ob.lastOffset = m.Offset
+				if m.isWM {
+					if m.allSplits {
+						q.setWM("", m.wm, true)
+						for p, w := range q.wms {
+							ob.marks = append(ob.marks, markUpd{split: p, isWM: true, wm: w})
+						}
+					} else {
+						q.setWM(m.split, m.wm, false)
+						ob.marks = append(ob.marks, markUpd{split: m.split, isWM: true, wm: q.wms[m.split]})
+					}
+					w := q.watermark()
+					if w <= qwm {
+						continue
+					}
+					// The rows before the input's watermark rose are processed before it
+					// applies, the rows after it after: the batch ends here, and the reader
+					// stays aligned.
+					qwm = w
+					ob.maxTs = w
+					ob.lastOffset = msg.Offset
 					ob.cut()
-					if !send(event{kind: evData, input: sp.input, split: sp, data: ob}) {
+					if !send(event{kind: evData, input: rd.input, split: sp, rd: rd, data: ob}) {
 						return
 					}
-					readMax = max(readMax, wm)
+					readMax = max(readMax, w)
 					st.waitAligned(ctx, readMax)
 					if !newBatch() {
 						return
 					}
 					continue
 				}
-				mk, seen := marks[split]
+				mk, seen := q.marks[m.split]
 				kept := false
-				for _, sr := range rows {
+				for _, sr := range m.rows {
 					if seen && mk.covers(sr.off, sr.seq) {
 						continue
 					}
@@ -517,28 +518,28 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, r connec
 					ob.ends = append(ob.ends, len(ob.vals))
 				}
 				if kept {
-					marks[split] = mk
-					ob.marks = append(ob.marks, markUpd{split, mk})
+					q.marks[m.split] = mk
+					ob.marks = append(ob.marks, markUpd{split: m.split, mark: mk})
 				}
 				if len(ob.ends) >= env.BatchSize && i < len(msgs)-1 {
 					// A message holds many rows: batches end at a message boundary once
 					// they hold BatchSize rows, so each stays within the pool's bound.
-					ob.lastOffset = m.Offset
+					ob.lastOffset = msg.Offset
 					ob.cut()
-					if !send(event{kind: evData, input: sp.input, split: sp, data: ob}) || !newBatch() {
+					if !send(event{kind: evData, input: rd.input, split: sp, rd: rd, data: ob}) || !newBatch() {
 						return
 					}
 				}
 			}
 			ob.lastOffset = msgs[len(msgs)-1].Offset
 			ob.cut()
-			if !send(event{kind: evData, input: sp.input, split: sp, data: ob}) {
+			if !send(event{kind: evData, input: rd.input, split: sp, rd: rd, data: ob}) {
 				return
 			}
 		}
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
-				send(event{kind: evError, err: &SourceError{Stream: in.spec.Stream, Split: sp.name, Err: err}})
+				send(event{kind: evError, err: &SourceError{Stream: in.spec.Stream, Split: rd.raw, Err: err}})
 			}
 			return
 		}

@@ -24,7 +24,9 @@ import (
 //     and kept while a match is possible; it expires when the split's watermark passes the
 //     end of its interval (an unmatched row of an outer side is then emitted with NULLs);
 //   - window: rows wait for their window to close, then every match of the window is
-//     emitted, and the unmatched rows of outer sides with NULLs;
+//     emitted, and the unmatched rows of outer sides with NULLs; rows are kept per window,
+//     not per key, encoded, and leave memory for the store once checkpointed
+//     (join_window.go);
 //   - temporal: left rows wait until the watermark passes their time, then take the table's
 //     version valid then; versions older than the one valid at the watermark are dropped;
 //   - current: versions replace each other at once; left rows take the current one;
@@ -32,9 +34,9 @@ import (
 //
 // A row older than its own input's watermark (interval, temporal, a version) or of a closed
 // window is late: counted and sent to the late output, never applied. State is written at
-// checkpoints under the operator's id, per (side, join key) in chunks: a checkpoint
-// writes the rows appended since the last one as a new chunk and rewrites a key only when
-// its older rows changed (jkey).
+// checkpoints under the operator's id, per (side, join key) in chunks (per (side, window)
+// for window joins): a checkpoint writes the rows appended since the last one as a new
+// chunk and rewrites a key only when its older rows changed (jkey).
 type joinOp struct {
 	node  *planner.JoinNode
 	job   string
@@ -43,8 +45,16 @@ type joinOp struct {
 	late  *sideOutput
 	cnt   *counters
 
-	splits  map[string]*joinSplit
-	keyBuf  []byte
+	splits map[string]*joinSplit
+	keyBuf []byte
+	grpBuf []byte
+	// Decoded rows of a closing window (values, and where each row ends), the sides'
+	// matched flags and the index of one side by key, reused (join_window.go).
+	dec     []sql.Value
+	decEnds []int
+	decRows []sql.Row
+	matched []bool
+	index   map[string][]int32
 	enc     []byte
 	out     rowArena
 	lateB   Batch
@@ -111,7 +121,7 @@ type jrow struct {
 // jkey is one side's rows of one join key. Its rows are stored in chunks, one store entry
 // each (the key with the chunk's number): a checkpoint after rows were only appended
 // writes a new chunk of the appended rows, so a key that keeps growing (a hot key of a
-// regular join, a window's rows) costs each checkpoint its new rows, not all of them.
+// regular join) costs each checkpoint its new rows, not all of them.
 // Any other change (a row removed or its flags changed, versions replaced) rewrites the
 // key as one chunk, as does reaching maxJoinChunks.
 type jkey struct {
@@ -142,6 +152,8 @@ type joinSplit struct {
 	// emptied are keys whose last row went: they leave keys at the next checkpoint
 	// (sweep) unless rows came back.
 	emptied []*jkey
+	// win is the state of a window join (join_window.go).
+	win *windowState
 }
 
 func newJoinOp(n *planner.JoinNode, job, id string, store state.Store, late *sideOutput, cnt *counters) *joinOp {
@@ -200,8 +212,17 @@ func (j *joinOp) outerSide(side int) bool {
 	return false
 }
 
-// keyOf encodes side's join key values of r into j.keyBuf.
+// keyOf encodes side's join key values of r into j.keyBuf and returns them.
 func (j *joinOp) keyOf(side int, r sql.Row) (string, bool) {
+	if !j.appendKey(side, r) {
+		return "", false
+	}
+	return string(j.keyBuf), true
+}
+
+// appendKey encodes side's join key values of r into j.keyBuf; false when one is NULL
+// (NULL matches nothing).
+func (j *joinOp) appendKey(side int, r sql.Row) bool {
 	keys := j.node.LeftKeys
 	if side == 1 {
 		keys = j.node.RightKeys
@@ -210,11 +231,11 @@ func (j *joinOp) keyOf(side int, r sql.Row) (string, bool) {
 	for _, k := range keys {
 		v := k(r)
 		if v.IsNull() {
-			return "", false // NULL matches nothing
+			return false
 		}
 		j.keyBuf = sql.AppendKey(j.keyBuf, v)
 	}
-	return string(j.keyBuf), true
+	return true
 }
 
 func (j *joinOp) getKey(sp *joinSplit, side int, key string) *jkey {
@@ -249,6 +270,13 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 	n := j.node
 	j.lateRow = j.lateRow[:0]
 	for _, r := range b.Rows {
+		if n.Mode == planner.JoinWindow {
+			// A row with a NULL key matches nothing and is not kept.
+			if !j.keysNull(in, r) && !j.windowRow(sp, in, r) {
+				j.lateRow = append(j.lateRow, r)
+			}
+			continue
+		}
 		key, ok := j.keyOf(in, r)
 		if !ok {
 			// A NULL key matches nothing: an outer side's row goes out alone.
@@ -260,21 +288,6 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 		switch n.Mode {
 		case planner.JoinInterval, planner.JoinRegular:
 			j.probe(sp, in, key, r)
-		case planner.JoinWindow:
-			endCol := n.LeftEnd
-			if in == 1 {
-				endCol = n.RightEnd
-			}
-			end := r[endCol]
-			if end.IsNull() || end.I <= sp.lateBound(in) {
-				j.lateRow = append(j.lateRow, r)
-				continue
-			}
-			k := j.getKey(sp, in, key)
-			jr := j.newRow(r, end.I, k)
-			k.rows = append(k.rows, jr)
-			sp.exp[in].push(jr)
-			j.markDirty(sp, k)
 		case planner.JoinTemporal:
 			j.temporal(sp, in, key, r)
 		case planner.JoinCurrent:
@@ -371,8 +384,6 @@ func (j *joinOp) expired(side int, r *jrow, wm int64) bool {
 		return wm > end || n.LowerOpen && wm == end
 	case planner.JoinRegular:
 		return n.TTL > 0 && wm != MaxWatermark && r.ts < wm-n.TTL || wm == MaxWatermark
-	case planner.JoinWindow:
-		return r.ts <= wm
 	}
 	return false
 }
@@ -517,19 +528,8 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 			}
 		}
 	case planner.JoinWindow:
-		for side := 0; side < 2; side++ {
-			for len(sp.exp[side]) > 0 && sp.exp[side][0].ts <= wm {
-				r := sp.exp[side].pop()
-				if r.dead {
-					continue
-				}
-				j.closeWindow(sp, r.k.key)
-				if j.out.len() >= 1024 {
-					if err := j.out.flush(split, out); err != nil {
-						return err
-					}
-				}
-			}
+		if err := j.closeWindows(sp, wm, split, out); err != nil {
+			return err
 		}
 	case planner.JoinTemporal:
 		for len(sp.exp[0]) > 0 && sp.exp[0][0].ts < wm {
@@ -564,53 +564,6 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 		}
 	}
 	return j.out.flush(split, out)
-}
-
-// closeWindow emits the matches of one window's key (both sides' rows), the unmatched rows
-// of outer sides with NULLs, and forgets the key.
-func (j *joinOp) closeWindow(sp *joinSplit, key string) {
-	n := j.node
-	lk, rk := sp.keys[0][key], sp.keys[1][key]
-	var ls, rs []*jrow
-	if lk != nil {
-		ls = lk.rows
-	}
-	if rk != nil {
-		rs = rk.rows
-	}
-	for _, l := range ls {
-		for _, r := range rs {
-			if j.emit(l.row, r.row, false) {
-				l.matched, r.matched = true, true
-			}
-		}
-	}
-	if n.Kind == sql.JoinLeft || n.Kind == sql.JoinFull {
-		for _, l := range ls {
-			if !l.matched {
-				j.emit(l.row, nil, true)
-			}
-		}
-	}
-	if n.Kind == sql.JoinRight || n.Kind == sql.JoinFull {
-		for _, r := range rs {
-			if !r.matched {
-				j.emit(nil, r.row, true)
-			}
-		}
-	}
-	for side, k := range []*jkey{lk, rk} {
-		if k == nil {
-			continue
-		}
-		for _, r := range k.rows {
-			r.dead = true
-		}
-		j.kept.Add(-int64(len(k.rows)))
-		k.rows = nil
-		delete(sp.keys[side], key)
-		j.forget(sp, k)
-	}
 }
 
 // remove takes one row out of its key's list: it is marked dead (readers of the list skip
@@ -705,6 +658,7 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 					j.kept.Add(-int64(len(k.rows) - k.dead))
 				}
 			}
+			j.kept.Add(-sp.win.rows())
 			delete(j.splits, c.Split)
 		}
 	}
@@ -713,7 +667,9 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 
 // Key state, per chunk: uvarint count, then per row: a flags byte (1 matched, 2 deleted),
 // varint time, the row (sql.AppendRow). A key's rows are its chunks' rows in chunk order.
+// A window join's state is saved per window (saveWindows).
 func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
+	j.saveWindows(sp, b)
 	for _, k := range sp.dels {
 		b.Delete(k)
 	}
@@ -773,7 +729,14 @@ func decodeJoinRows(v []byte, width int, each func(flags byte, ts int64, row sql
 	if n <= 0 || cnt > uint64(len(v)) {
 		return errBadJoin
 	}
-	v = v[n:]
+	return decodeJoinBody(v[n:], cnt, width, each)
+}
+
+// decodeJoinBody decodes cnt rows of the stored form without its count (all of v).
+func decodeJoinBody(v []byte, cnt uint64, width int, each func(flags byte, ts int64, row sql.Row)) error {
+	if cnt > uint64(len(v)) {
+		return errBadJoin
+	}
 	var row sql.Row
 	for i := uint64(0); i < cnt; i++ {
 		if len(v) == 0 {
@@ -814,12 +777,19 @@ func (j *joinOp) load(split string) error {
 			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
 		}
 		kb := key[len(prefix) : len(key)-16]
+		// A key's chunks come in chunk order (other keys' entries may come between).
+		c := int64(binary.BigEndian.Uint64(key[len(key)-8:]) ^ (1 << 63))
+		if j.node.Mode == planner.JoinWindow {
+			start := int64(binary.BigEndian.Uint64(key[len(key)-16:]) ^ (1 << 63))
+			if err := j.loadWindowEntry(sp, key, kb, start, c, v); err != nil {
+				return &StateError{Op: j.id, Split: split, Err: err}
+			}
+			return nil
+		}
 		side := int(kb[0])
 		if side > 1 {
 			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
 		}
-		// A key's chunks come in chunk order (other keys' entries may come between).
-		c := int64(binary.BigEndian.Uint64(key[len(key)-8:]) ^ (1 << 63))
 		k := sp.keys[side][string(kb[1:])]
 		if k == nil {
 			k = &jkey{key: string(kb[1:]), side: side}
@@ -834,10 +804,16 @@ func (j *joinOp) load(split string) error {
 		err := decodeJoinRows(v, width, func(f byte, ts int64, row sql.Row) {
 			r := j.newRow(row, ts, k)
 			r.matched, r.deleted = f&1 != 0, f&2 != 0
-			k.rows = append(k.rows, r)
-			if !(j.node.Mode == planner.JoinTemporal && side == 1) && j.node.Mode != planner.JoinCurrent {
+			switch j.node.Mode {
+			case planner.JoinTemporal:
+				if side == 0 {
+					sp.exp[side].push(r)
+				}
+			case planner.JoinCurrent:
+			default:
 				sp.exp[side].push(r)
 			}
+			k.rows = append(k.rows, r)
 		})
 		if err != nil {
 			return &StateError{Op: j.id, Split: split, Err: err}

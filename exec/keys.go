@@ -19,15 +19,22 @@ import (
 //
 //	operator            split        value
 //	"src<stage>"        split        SplitPos: where the split resumes and its watermark
-//	"dedup<stage>"      queue        the shuffle queue's de-duplication marks
+//	"shuf<stage>"       split        a split reading shuffle topics: per input its queue
+//	                                 offset, per producing split its de-duplication mark
+//	                                 and watermark (shuffle.go: queueState)
+//	"dedup<stage>"      queue        de-duplication marks as written before "shuf" (read
+//	                                 when "shuf" is absent)
 //	"s<stage>.<kind><i>" split       operator i's state (OperatorID), keys below the prefix
+//	"out<stage>"        split        the split's outbox entries (rows of the stage's sink
+//	                                 held for their checkpoint), + 8-byte epoch
 //	"wm"                "<stage>"    the stage's output watermark (varint)
-//	"out"               "<stage>"    outbox entries of the stage's sink, + 8-byte epoch
+//	"out"               "<stage>"    outbox entries written before "out<stage>" (recovered)
 //	"out"               "<stage>.tx" transaction records of its transactional sink, + 8-byte epoch
 //	"job"               "epoch"      the last committed epoch (state.JobOperator)
 //
-// The first three are per split and move with it; the last four belong to the instance
-// running the stage's output (see docs/checkpoints.md).
+// The first five are per split — the unit (Unit: stage, split) an instance can own — and
+// move with it (KeyUnit tells which unit a key belongs to); the last four belong to the
+// instance running the stage (see docs/checkpoints.md).
 
 // Operator names of the keys above that belong to no split of a source.
 const (
@@ -68,9 +75,55 @@ func TxKey(job string, stage int, epoch int64) []byte {
 	return binary.BigEndian.AppendUint64(TxPrefix(job, stage), uint64(epoch))
 }
 
-// DedupKey is the store key of a shuffle queue's de-duplication marks.
+// DedupKey is the store key of a shuffle queue's de-duplication marks as written before
+// ShuffleKey (still read when a split has no ShuffleKey).
 func DedupKey(job string, stage int, queue string) []byte {
 	return state.SplitPrefix(nil, job, "dedup"+strconv.Itoa(stage), queue)
+}
+
+// ShuffleKey is the store key of what a split reading shuffle topics has applied: per
+// input its queue offset, per producing split its de-duplication mark and watermark.
+func ShuffleKey(job string, stage int, split string) []byte {
+	return state.SplitPrefix(nil, job, "shuf"+strconv.Itoa(stage), split)
+}
+
+// UnitOutboxPrefix is the store prefix of the outbox entries of one split of a stage.
+func UnitOutboxPrefix(job string, stage int, split string) []byte {
+	return state.SplitPrefix(nil, job, OutboxOperator+strconv.Itoa(stage), split)
+}
+
+// KeyUnit returns the unit a store key of job belongs to; ok is false for keys of no unit
+// (the instance's: stage watermarks, outboxes written before units had their own, the
+// epoch) and for keys that are not the job's.
+func KeyUnit(job string, key []byte) (u Unit, ok bool) {
+	j, op, sp, _, ok := state.KeyParts(key)
+	if !ok || string(j) != job {
+		return Unit{}, false
+	}
+	o := string(op)
+	var digits string
+	switch {
+	case strings.HasPrefix(o, "src"):
+		digits = o[3:]
+	case strings.HasPrefix(o, "shuf"):
+		digits = o[4:]
+	case strings.HasPrefix(o, "dedup"):
+		digits = o[5:]
+	case strings.HasPrefix(o, OutboxOperator):
+		digits = o[len(OutboxOperator):]
+	case strings.HasPrefix(o, "s"):
+		digits, _, ok = strings.Cut(o[1:], ".")
+		if !ok {
+			return Unit{}, false
+		}
+	default:
+		return Unit{}, false
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil || n < 0 || strconv.Itoa(n) != digits {
+		return Unit{}, false
+	}
+	return Unit{Stage: n, Split: string(sp)}, true
 }
 
 // OperatorID names operator i of a stage in state keys: "s<stage>.<kind><i>", kind "agg"
@@ -162,6 +215,19 @@ type Unit struct {
 }
 
 func (u Unit) String() string { return strconv.Itoa(u.Stage) + "/" + u.Split }
+
+// ParseUnit is the inverse of Unit.String.
+func ParseUnit(s string) (Unit, bool) {
+	st, sp, ok := strings.Cut(s, "/")
+	if !ok || sp == "" {
+		return Unit{}, false
+	}
+	n, err := strconv.Atoi(st)
+	if err != nil || n < 0 || strconv.Itoa(n) != st {
+		return Unit{}, false
+	}
+	return Unit{Stage: n, Split: sp}, true
+}
 
 // Units lists the ownable units of a plan: every split of every stage. splits lists a
 // stream source's splits (it opens the source); exchange queues are counted from the plan

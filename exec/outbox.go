@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 
 	"rsql/connectors"
@@ -26,45 +27,77 @@ type DedupSink interface {
 	IDsSince(ctx context.Context, pos []byte, prefix string, fn func(id string)) error
 }
 
-// outbox is the exactly-once state of a sinkOp.
+// outbox is the exactly-once state of a sinkOp. Rows are held per split (the unit whose
+// operators produced them, Batch.Split), and each checkpoint stores one entry per split
+// with rows, under that split's key (UnitOutboxPrefix): an entry moves with its split, so
+// the instance that takes a split over publishes what its previous owner committed and
+// did not publish. Message ids are "<job>/<epoch>.<split>/<seq>" (entryIDs); entries of an
+// epoch share one sink position.
 type outbox struct {
 	job     string
 	stage   int
 	store   state.Store
 	ds      DedupSink
-	pending []connectors.Message // produced since the last checkpoint
+	pending map[string][]connectors.Message // per split, produced since the last checkpoint
+	staged  []outboxEntry                   // in the checkpoint being committed
+	epoch   int64                           // of staged
+	drop    []outboxKey                     // entries already published: deleted by the next checkpoint
+	// removing is the last entry of a split being removed, published once its commit is done.
+	removing *outboxEntry
+	// recovered: splits whose entries the start-up recovery published (their NewSplit
+	// has nothing left to do).
+	recovered map[string]bool
 	// pendingBytes is the size of pending's keys and bodies; past maxOutboxBytes the sink
 	// calls full (the job's kickCheckpoint), so the rows held back stay bounded in bytes
 	// whatever the checkpoint interval.
 	pendingBytes int
 	full         func()
-	staged       []connectors.Message // in the checkpoint being committed
-	epoch        int64                // of staged
-	drop         [][]byte             // outbox keys already published: deleted by the next checkpoint
 }
 
 // maxOutboxBytes is how much output an outbox holds back before it asks for a checkpoint.
 var maxOutboxBytes = 32 << 20 // a variable for tests
 
-// add holds msgs back until the next checkpoint.
-func (o *outbox) add(msgs []connectors.Message) {
-	o.pending = append(o.pending, msgs...)
-	for i := range msgs {
-		o.pendingBytes += len(msgs[i].Key) + len(msgs[i].Body)
-	}
-	if o.pendingBytes >= maxOutboxBytes && o.full != nil {
-		o.full()
-	}
+type outboxEntry struct {
+	split string
+	msgs  []connectors.Message
 }
 
-// outboxKey is the store key of a stage's outbox entry of epoch: OutboxPrefix and the
-// epoch as 8 big-endian bytes.
-func outboxKey(job string, stage int, epoch int64) []byte {
+type outboxKey struct {
+	split string // "" for an entry written before splits had their own
+	key   []byte
+}
+
+// unitOutboxKey is the store key of split's outbox entry of epoch: UnitOutboxPrefix and
+// the epoch as 8 big-endian bytes.
+func unitOutboxKey(job string, stage int, split string, epoch int64) []byte {
+	return binary.BigEndian.AppendUint64(UnitOutboxPrefix(job, stage, split), uint64(epoch))
+}
+
+// outboxKey is the store key of a stage's outbox entry of epoch as written before splits
+// had their own: OutboxPrefix and the epoch as 8 big-endian bytes.
+func legacyOutboxKey(job string, stage int, epoch int64) []byte {
 	return binary.BigEndian.AppendUint64(OutboxPrefix(job, stage), uint64(epoch))
 }
 
+// messageID is the id of row seq of a stage's outbox entry of epoch as written before
+// splits had their own entries.
 func messageID(job string, epoch int64, seq int) string {
 	return job + "/" + strconv.FormatInt(epoch, 10) + "/" + strconv.Itoa(seq)
+}
+
+// epochIDPrefix is the prefix of the ids of every row of an epoch: unit entries'
+// ("<job>/<epoch>.") or, legacy, the stage's ("<job>/<epoch>/").
+func epochIDPrefix(job string, epoch int64, legacy bool) string {
+	sep := "."
+	if legacy {
+		sep = "/"
+	}
+	return job + "/" + strconv.FormatInt(epoch, 10) + sep
+}
+
+// unitMessageID is the id of row seq of split's outbox entry of epoch.
+func unitMessageID(job string, epoch int64, split string, seq int) string {
+	return epochIDPrefix(job, epoch, false) + split + "/" + strconv.Itoa(seq)
 }
 
 // encodeOutbox encodes an outbox entry: uvarint len(pos) pos, uvarint n, then n times
@@ -104,10 +137,13 @@ func appendOutbox(out, pos []byte, msgs []connectors.Message) []byte {
 	return out
 }
 
-// setIDs gives msgs[i] the ID messageID(job, epoch, i); the IDs share one string.
-func setIDs(msgs []connectors.Message, job string, epoch int64) {
-	prefix := messageID(job, epoch, 0)
-	prefix = prefix[:len(prefix)-1]
+// setIDs gives msgs[i] the id of row i of split's entry of epoch (legacy: the stage's
+// entry, messageID); the IDs share one string.
+func setIDs(msgs []connectors.Message, job string, epoch int64, split string, legacy bool) {
+	prefix := epochIDPrefix(job, epoch, legacy)
+	if !legacy {
+		prefix += split + "/"
+	}
 	buf := make([]byte, 0, len(msgs)*(len(prefix)+7))
 	ends := make([]int, len(msgs))
 	for i := range msgs {
@@ -165,61 +201,162 @@ func decodeOutbox(b []byte) (pos []byte, msgs []connectors.Message, err error) {
 	return pos, msgs, nil
 }
 
-// recover writes what committed outbox entries hold and the sink lacks. It runs before the
-// job reads anything.
-func (o *outbox) recover(ctx context.Context, s *sinkOp) error {
-	type entry struct {
-		key, val []byte
-	}
-	var entries []entry
-	err := o.store.Scan(OutboxPrefix(o.job, o.stage), func(k, v []byte) error {
-		entries = append(entries, entry{append([]byte(nil), k...), append([]byte(nil), v...)})
+// storedEntry is an outbox entry read back from the store.
+type storedEntry struct {
+	key    outboxKey
+	epoch  int64
+	pos    []byte
+	msgs   []connectors.Message
+	legacy bool
+}
+
+// scanEntries reads the entries under prefix (keys: prefix + 8-byte epoch); split names
+// their split ("" for legacy entries), or, when unit, the split is read from each key.
+func (o *outbox) scanEntries(prefix []byte, legacy bool, keep func(split string) bool) ([]storedEntry, error) {
+	var out []storedEntry
+	err := o.store.Scan(prefix, func(k, v []byte) error {
+		split := ""
+		if !legacy {
+			_, _, sp, rest, ok := state.KeyParts(k)
+			if !ok || len(rest) != 8 {
+				return fmt.Errorf("outbox key %x: %w", k, errBadOutbox)
+			}
+			split = string(sp)
+			if keep != nil && !keep(split) {
+				return nil
+			}
+		} else if len(k) != len(prefix)+8 {
+			return fmt.Errorf("outbox key of %d bytes: %w", len(k), errBadOutbox)
+		}
+		epoch := int64(binary.BigEndian.Uint64(k[len(k)-8:]))
+		pos, msgs, err := decodeOutbox(append([]byte(nil), v...))
+		if err != nil {
+			return fmt.Errorf("outbox of epoch %d: %w", epoch, err)
+		}
+		out = append(out, storedEntry{key: outboxKey{split: split, key: append([]byte(nil), k...)}, epoch: epoch, pos: pos, msgs: msgs, legacy: legacy})
 		return nil
 	})
+	return out, err
+}
+
+// recover writes what committed outbox entries hold and the sink lacks: the stage's
+// entries written before splits had their own, and the entries of the splits owns accepts
+// (every split when nil). It runs before the job reads anything. Entries of one epoch are
+// recovered together (they share a sink position, and a sink that cannot store ids cuts
+// itself back to it).
+func (o *outbox) recover(ctx context.Context, s *sinkOp, owns func(split string) bool) error {
+	legacy, err := o.scanEntries(OutboxPrefix(o.job, o.stage), true, nil)
 	if err != nil {
 		return &SinkError{Sink: s.what, Err: fmt.Errorf("read outbox: %w", err)}
 	}
-	prefixLen := len(OutboxPrefix(o.job, o.stage))
-	for _, e := range entries {
-		if len(e.key) != prefixLen+8 {
-			return &SinkError{Sink: s.what, Err: fmt.Errorf("outbox key of %d bytes: %w", len(e.key), errBadOutbox)}
+	units, err := o.scanEntries(state.OperatorPrefix(nil, o.job, OutboxOperator+strconv.Itoa(o.stage)), false, owns)
+	if err != nil {
+		return &SinkError{Sink: s.what, Err: fmt.Errorf("read outbox: %w", err)}
+	}
+	if o.recovered == nil {
+		o.recovered = map[string]bool{}
+	}
+	for _, e := range units {
+		o.recovered[e.key.split] = true
+	}
+	return o.publishStored(ctx, s, append(legacy, units...))
+}
+
+// recoverSplit is recover for the entries of one split (a split that joins a running
+// stage: its previous owner's last entries).
+func (o *outbox) recoverSplit(ctx context.Context, s *sinkOp, split string) error {
+	if o.recovered[split] {
+		return nil
+	}
+	entries, err := o.scanEntries(UnitOutboxPrefix(o.job, o.stage, split), false, nil)
+	if err != nil {
+		return &SinkError{Sink: s.what, Err: fmt.Errorf("read outbox of split %s: %w", split, err)}
+	}
+	if o.recovered == nil {
+		o.recovered = map[string]bool{}
+	}
+	o.recovered[split] = true
+	return o.publishStored(ctx, s, entries)
+}
+
+// publishStored writes the rows of entries the sink does not hold yet, epoch by epoch, and
+// marks the entries for deletion by the next checkpoint.
+func (o *outbox) publishStored(ctx context.Context, s *sinkOp, entries []storedEntry) error {
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].epoch < entries[j].epoch })
+	for i := 0; i < len(entries); {
+		k := i
+		for k < len(entries) && entries[k].epoch == entries[i].epoch && entries[k].legacy == entries[i].legacy {
+			k++
 		}
-		epoch := int64(binary.BigEndian.Uint64(e.key[prefixLen:]))
-		pos, msgs, err := decodeOutbox(e.val)
-		if err != nil {
-			return &SinkError{Sink: s.what, Err: fmt.Errorf("outbox of epoch %d: %w", epoch, err)}
-		}
+		group := entries[i:k]
+		epoch, legacy := group[0].epoch, group[0].legacy
 		have := map[string]bool{}
-		if err := o.ds.IDsSince(ctx, pos, messageID(o.job, epoch, 0)[:len(messageID(o.job, epoch, 0))-1], func(id string) { have[id] = true }); err != nil {
+		if err := o.ds.IDsSince(ctx, group[0].pos, epochIDPrefix(o.job, epoch, legacy), func(id string) { have[id] = true }); err != nil {
 			return &SinkError{Sink: s.what, Err: fmt.Errorf("outbox of epoch %d: %w", epoch, err)}
 		}
-		missing := msgs[:0]
-		for i := range msgs {
-			id := messageID(o.job, epoch, i)
-			if !have[id] {
-				msgs[i].ID = id
-				missing = append(missing, msgs[i])
+		var missing []connectors.Message
+		for _, e := range group {
+			setIDs(e.msgs, o.job, epoch, e.key.split, legacy)
+			for _, m := range e.msgs {
+				if !have[m.ID] {
+					missing = append(missing, m)
+				}
 			}
 		}
 		if err := s.write(missing); err != nil {
 			return err
 		}
-		o.drop = append(o.drop, e.key)
+		for _, e := range group {
+			o.drop = append(o.drop, e.key)
+		}
+		i = k
 	}
 	return nil
 }
 
-// checkpoint stores the rows produced since the last checkpoint in the checkpoint's batch
-// and deletes the entries published since. The task calls it only once the previous
-// checkpoint's commit and publication (committed, on the committer goroutine) are over, so
-// staged and drop are its own again; between the two, committed uses only staged, epoch
-// and drop and the task only pending.
+// add holds the rows of a batch of split until their checkpoint.
+func (o *outbox) add(split string, msgs []connectors.Message) {
+	if o.pending == nil {
+		o.pending = map[string][]connectors.Message{}
+	}
+	o.pending[split] = append(o.pending[split], msgs...)
+	for i := range msgs {
+		o.pendingBytes += len(msgs[i].Key) + len(msgs[i].Body)
+	}
+	if o.pendingBytes >= maxOutboxBytes && o.full != nil {
+		o.full()
+	}
+}
+
+// checkpoint stores the rows produced since the last checkpoint in the checkpoint's batch,
+// one entry per split, and deletes the entries published since. The task calls it only
+// once the previous checkpoint's commit and publication (committed, on the committer
+// goroutine) are over, so staged and drop are its own again; between the two, committed
+// uses only staged, epoch and drop and the task only pending.
 func (o *outbox) checkpoint(ctx context.Context, c *Control) error {
 	for _, k := range o.drop {
-		c.State.Delete(k)
+		c.State.Delete(k.key)
 	}
 	o.drop = o.drop[:0]
-	o.staged, o.pending = o.pending, o.staged[:0]
+	// The published entries' row slices are reused for the splits' next rows.
+	for i, e := range o.staged {
+		if len(o.pending[e.split]) == 0 && cap(e.msgs) > 0 {
+			o.pending[e.split] = e.msgs[:0]
+		}
+		o.staged[i] = outboxEntry{}
+	}
+	o.staged = o.staged[:0]
+	splits := make([]string, 0, len(o.pending))
+	for sp, msgs := range o.pending {
+		if len(msgs) > 0 {
+			splits = append(splits, sp)
+		}
+	}
+	sort.Strings(splits)
+	for _, sp := range splits {
+		o.staged = append(o.staged, outboxEntry{split: sp, msgs: o.pending[sp]})
+		o.pending[sp] = nil
+	}
 	o.pendingBytes = 0
 	o.epoch = c.Epoch
 	if len(o.staged) == 0 {
@@ -229,11 +366,13 @@ func (o *outbox) checkpoint(ctx context.Context, c *Control) error {
 	if err != nil {
 		return err
 	}
-	// Encoded once, in place in the checkpoint's batch.
-	n := outboxSize(pos, o.staged)
-	v := c.State.PutValue(outboxKey(o.job, o.stage, c.Epoch), n)
-	if got := appendOutbox(v[:0], pos, o.staged); len(got) != n {
-		return fmt.Errorf("outbox of epoch %d: encoded %d bytes, sized %d", c.Epoch, len(got), n)
+	for _, e := range o.staged {
+		// Encoded once, in place in the checkpoint's batch.
+		n := outboxSize(pos, e.msgs)
+		v := c.State.PutValue(unitOutboxKey(o.job, o.stage, e.split, c.Epoch), n)
+		if got := appendOutbox(v[:0], pos, e.msgs); len(got) != n {
+			return fmt.Errorf("outbox of epoch %d: encoded %d bytes, sized %d", c.Epoch, len(got), n)
+		}
 	}
 	return nil
 }
@@ -244,12 +383,49 @@ func (o *outbox) committed(s *sinkOp, epoch int64) error {
 	if epoch != o.epoch || len(o.staged) == 0 {
 		return nil
 	}
-	setIDs(o.staged, o.job, epoch)
-	if err := s.write(o.staged); err != nil {
+	for _, e := range o.staged {
+		setIDs(e.msgs, o.job, epoch, e.split, false)
+	}
+	if err := s.writeEntries(o.staged); err != nil {
 		return err
 	}
-	clear(o.staged)
-	o.staged = o.staged[:0]
-	o.drop = append(o.drop, outboxKey(o.job, o.stage, epoch))
+	for i := range o.staged {
+		e := &o.staged[i]
+		clear(e.msgs)
+		e.msgs = e.msgs[:0] // published: the next checkpoint reuses the slice
+		o.drop = append(o.drop, outboxKey{split: e.split, key: unitOutboxKey(o.job, o.stage, e.split, epoch)})
+	}
+	o.epoch = 0
+	return nil
+}
+
+// remove stages the rows split produced since the last checkpoint as its last entry, under
+// the epoch of the RemoveSplit c, and deletes its entries published since: c.State is the
+// split's final commit. Once that commit is done, removed publishes the entry; the entry
+// itself stays with the split, for its next owner to check (recoverSplit).
+func (o *outbox) remove(ctx context.Context, c *Control) error {
+	kept := o.drop[:0]
+	for _, k := range o.drop {
+		if k.split == c.Split {
+			c.State.Delete(k.key)
+		} else {
+			kept = append(kept, k)
+		}
+	}
+	o.drop = kept
+	delete(o.recovered, c.Split)
+	msgs := o.pending[c.Split]
+	delete(o.pending, c.Split)
+	o.removing = nil
+	if len(msgs) == 0 {
+		return nil
+	}
+	pos, err := o.ds.Position(ctx)
+	if err != nil {
+		return err
+	}
+	c.State.Put(unitOutboxKey(o.job, o.stage, c.Split, c.Epoch), encodeOutbox(pos, msgs))
+	setIDs(msgs, o.job, c.Epoch, c.Split, false)
+	o.removing = &outboxEntry{split: c.Split, msgs: msgs}
 	return nil
 }

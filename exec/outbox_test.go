@@ -67,10 +67,16 @@ func TestOutboxSizeExact(t *testing.T) {
 
 func TestSetIDs(t *testing.T) {
 	msgs := make([]connectors.Message, 1234)
-	setIDs(msgs, "job-7", 42)
+	setIDs(msgs, "job-7", 42, "3", false)
+	for i := range msgs {
+		if want := "job-7/42.3/" + strconv.Itoa(i); msgs[i].ID != want || unitMessageID("job-7", 42, "3", i) != want {
+			t.Fatalf("message %d: ID %q, want %q", i, msgs[i].ID, want)
+		}
+	}
+	setIDs(msgs, "job-7", 42, "", true)
 	for i := range msgs {
 		if want := "job-7/42/" + strconv.Itoa(i); msgs[i].ID != want || messageID("job-7", 42, i) != want {
-			t.Fatalf("message %d: ID %q, want %q", i, msgs[i].ID, want)
+			t.Fatalf("legacy message %d: ID %q, want %q", i, msgs[i].ID, want)
 		}
 	}
 }

@@ -63,6 +63,11 @@ type Env struct {
 	// ("<job>-<stage>-shuffle", opened with OpenSource/OpenSink as connector "broker") instead
 	// of in-process channels; each stage then checkpoints on its own (see shuffle.go).
 	ShuffleTopics bool
+	// OwnsUnit, when set, says which units (stage, split) the job runs at start: the
+	// others are left to other instances (each stage reading streams or shuffle topics
+	// runs only the splits it is given; AddUnit and RemoveUnit change them later). It needs
+	// every exchange to go through a shuffle topic (Divisible). Nil: every unit.
+	OwnsUnit func(Unit) bool
 	// ExchangeQueues is the number of queues of an exchange that does not say (default
 	// DefaultExchangeQueues).
 	ExchangeQueues int
@@ -130,8 +135,10 @@ type CheckpointInfo struct {
 	State   *state.Batch
 }
 
-// SplitOffset is the first offset of a split not yet covered by a checkpoint.
+// SplitOffset is the first offset of a split not yet covered by a checkpoint: what the
+// split of stage Stage reads of Stream (a source topic, or a shuffle topic).
 type SplitOffset struct {
+	Stage  int
 	Stream string
 	Split  string
 	Offset int64
@@ -367,6 +374,11 @@ func (j *Job) build(ctx context.Context) error {
 		}
 	}
 	// Edges through shuffle topics: see Env.ShuffleTopics.
+	if env.OwnsUnit != nil {
+		if err := Divisible(j.plan, *env); err != nil {
+			return err
+		}
+	}
 	for _, st := range j.stages {
 		e, ok := downstream[st.plan.ID]
 		if !ok || !j.shuffleOut(st.plan.ID) {
@@ -422,12 +434,13 @@ func (j *Job) build(ctx context.Context) error {
 		}
 		switch {
 		case st.shuffleIn:
-			src := st.plan.Inputs[0]
-			s, err := env.OpenSource(src)
-			if err != nil {
-				return &SourceError{Stream: src.Stream, Err: err}
+			for i, src := range st.plan.Inputs {
+				s, err := env.OpenSource(src)
+				if err != nil {
+					return &SourceError{Stream: src.Stream, Err: err}
+				}
+				st.inputs[i] = &shuffleInput{spec: src, src: s}
 			}
-			st.inputs[0] = &shuffleInput{spec: src, src: s}
 			st.root, st.reqs = true, make(chan *request)
 		case st.plan.Inputs[0].FromStage >= 0:
 			st.edges = len(st.plan.Inputs)
@@ -473,43 +486,74 @@ func (j *Job) index(st *stage) int {
 }
 
 // shuffleOut reports whether the exchange of stage id writes a shuffle topic: with
-// Env.ShuffleTopics, when the stage reads broker streams only and has no stateful
-// operator (its rows keep their source offsets, which give them their ids), and the
-// downstream stage reads that edge alone.
+// Env.ShuffleTopics, when every stage feeding the downstream stage can (shuffleEdges).
 func (j *Job) shuffleOut(id int) bool {
 	if !j.env.ShuffleTopics {
 		return false
 	}
-	st := j.plan.Stage(id)
-	if st == nil || st.Exchange == nil {
-		return false
-	}
-	for _, src := range st.Inputs {
-		if src.FromStage >= 0 || src.Connector != "broker" {
-			return false
-		}
-	}
-	for _, op := range st.Ops {
-		switch n := op.Node.(type) {
-		case *planner.FilterNode, *planner.ProjectNode, *planner.WindowAssignNode, *planner.UnionNode:
-		case *planner.TableFuncNode:
-			// Its rows share their input row's offset and are told apart by their order,
-			// which a replay must give again.
-			if !n.Deterministic {
-				return false
-			}
-		default:
-			return false
-		}
-	}
 	for _, down := range j.plan.Stages {
 		for _, src := range down.Inputs {
 			if src.FromStage == id {
-				return len(down.Inputs) == 1 && src.Connector == "broker"
+				return shuffleEdges(j.plan, down)
 			}
 		}
 	}
 	return false
+}
+
+// shuffleEdges reports whether the exchanges feeding stage down can all go through shuffle
+// topics: every upstream stage reads broker streams only and has no stateful operator (its
+// rows keep their source offsets, which give them their ids), and every input of down is
+// such an edge on the broker.
+func shuffleEdges(plan *planner.Physical, down *planner.Stage) bool {
+	for _, in := range down.Inputs {
+		if in.FromStage < 0 || in.Connector != "broker" {
+			return false
+		}
+		up := plan.Stage(in.FromStage)
+		if up == nil || up.Exchange == nil {
+			return false
+		}
+		for _, src := range up.Inputs {
+			if src.FromStage >= 0 || src.Connector != "broker" {
+				return false
+			}
+		}
+		for _, op := range up.Ops {
+			switch n := op.Node.(type) {
+			case *planner.FilterNode, *planner.ProjectNode, *planner.WindowAssignNode, *planner.UnionNode:
+			case *planner.TableFuncNode:
+				// Its rows share their input row's offset and are told apart by their order,
+				// which a replay must give again.
+				if !n.Deterministic {
+					return false
+				}
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ErrNotDivisible says a plan cannot be divided into units owned by different instances:
+// one of its exchanges stays in process.
+var ErrNotDivisible = errors.New("exec: the plan has an exchange that cannot go through a shuffle topic")
+
+// Divisible reports (nil) whether every unit of plan can run apart from the others, on any
+// instance: with env's ShuffleTopics every exchange goes through a shuffle topic, so every
+// stage reads streams or shuffle topics and checkpoints on its own. Otherwise the error
+// names the stage whose input stays in process.
+func Divisible(plan *planner.Physical, env Env) error {
+	for _, st := range plan.Stages {
+		if len(st.Inputs) == 0 || st.Inputs[0].FromStage < 0 {
+			continue
+		}
+		if !env.ShuffleTopics || !shuffleEdges(plan, st) {
+			return fmt.Errorf("%w: stage %d reads its input in process", ErrNotDivisible, st.ID)
+		}
+	}
+	return nil
 }
 
 // buildOutput opens the stage's output: the exchange to down's input in, or its sink.
@@ -535,7 +579,7 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 			sink.Close()
 			return &SinkError{Sink: topic, Err: fmt.Errorf("shuffle topic needs a sink with %d addressable queues", q)}
 		}
-		x := &shuffleOut{ctx: ctx, sink: sink, qs: qs, keys: ps.Exchange.Keys, n: q, what: topic, wm: MinWatermark}
+		x := &shuffleOut{ctx: ctx, sink: sink, qs: qs, keys: ps.Exchange.Keys, n: q, what: topic}
 		if cols := src.Columns; cols != nil && !identity(cols, outWidth) {
 			x.cols = cols
 		}
@@ -576,7 +620,11 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 			op.tx = tx
 		} else if ds, ok := op.sink.(DedupSink); ok && !env.AtLeastOnce && env.CheckpointInterval > 0 {
 			op.eo = &outbox{job: j.name, stage: ps.ID, store: env.Store, ds: ds, full: j.kickCheckpoint}
-			if err := op.eo.recover(ctx, op); err != nil {
+			var owns func(string) bool
+			if env.OwnsUnit != nil {
+				owns = func(split string) bool { return env.OwnsUnit(Unit{Stage: ps.ID, Split: split}) }
+			}
+			if err := op.eo.recover(ctx, op, owns); err != nil {
 				op.Close()
 				return err
 			}
@@ -805,13 +853,51 @@ func (j *Job) RemoveSplit(ctx context.Context, split string) error {
 	return j.request(ctx, &request{kind: reqRemoveSplit, split: split})
 }
 
+// AddUnit starts running split u.Split of stage u.Stage, a stage that reads streams or
+// shuffle topics, from its state in Env.Store (AddSplit for any such stage).
+func (j *Job) AddUnit(ctx context.Context, u Unit) error {
+	st := j.stageByID(u.Stage)
+	if st == nil || !st.root {
+		return fmt.Errorf("exec: job %s: stage %d does not read streams or shuffle topics", j.name, u.Stage)
+	}
+	return j.requestTo(ctx, st, &request{kind: reqAddSplit, split: u.Split})
+}
+
+// RemoveUnit stops running split u.Split of stage u.Stage: its state is committed (Env.
+// Commit, epoch 0) and dropped from memory (RemoveSplit for any stage AddUnit takes).
+// Only the stage's other work waits meanwhile.
+func (j *Job) RemoveUnit(ctx context.Context, u Unit) error {
+	st := j.stageByID(u.Stage)
+	if st == nil || !st.root {
+		return fmt.Errorf("exec: job %s: stage %d does not read streams or shuffle topics", j.name, u.Stage)
+	}
+	return j.requestTo(ctx, st, &request{kind: reqRemoveSplit, split: u.Split})
+}
+
+// Units returns the units the job runs now, by stage and split name.
+func (j *Job) Units() []Unit {
+	var out []Unit
+	for _, st := range j.stages {
+		st.statsMu.Lock()
+		for _, sp := range st.statSplits {
+			out = append(out, Unit{Stage: st.plan.ID, Split: sp.Split})
+		}
+		st.statsMu.Unlock()
+	}
+	return out
+}
+
 func (j *Job) request(ctx context.Context, r *request) error {
 	if j.first == nil {
 		return fmt.Errorf("exec: job %s reads no stream", j.name)
 	}
+	return j.requestTo(ctx, j.first, r)
+}
+
+func (j *Job) requestTo(ctx context.Context, st *stage, r *request) error {
 	r.done = make(chan error, 1)
 	select {
-	case j.first.reqs <- r:
+	case st.reqs <- r:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-j.done:

@@ -5,30 +5,38 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sort"
 
 	"rsql/connectors"
 	"rsql/planner"
 	"rsql/sql"
 )
 
-// Exchanges through shuffle topics. When Env.ShuffleTopics is set and a stage reading a
-// broker stream ends in an exchange whose downstream SourceSpec is on the broker, the
-// upstream stage writes the shuffle topic "<job>-<stage>-shuffle" and the downstream stage
-// reads it like any topic, each stage checkpointing on its own:
+// Exchanges through shuffle topics. When Env.ShuffleTopics is set and every stage feeding
+// a stage reads broker streams (shuffleEdges), each of them writes its shuffle topic
+// "<job>-<stage>-shuffle" and the downstream stage reads them like any topics, each stage
+// checkpointing on its own:
 //
-//   - A data message holds rows of one source split bound for one queue (hash(keys) mod
-//     queues), each with its id (source offset, seq): seq numbers the rows one source
-//     record produced. Ids are deterministic, so rows written again after the upstream
-//     stage restarts from its checkpoint carry the ids they had.
-//   - The downstream stage keeps, per queue and source split, the highest id it has
-//     applied and drops rows at or below it; these marks are part of its checkpoint, with
-//     its queue offsets and operator state, so a row affects committed state once.
-//   - A watermark message goes to every queue when the upstream watermark rises; a queue's
-//     watermark is the last one read from it and the downstream stage's watermark is the
-//     minimum over its queues.
+//   - A data message holds rows of one producing split (a split of the upstream stage)
+//     bound for one queue (hash(keys) mod queues), each with its id (source offset, seq):
+//     seq numbers the rows one source record produced. Ids are deterministic, so rows
+//     written again after the upstream split restarts from its checkpoint — on this
+//     instance or another — carry the ids they had.
+//   - A watermark message names its producing split: when a split's watermark rises, the
+//     upstream stage writes (split, watermark) to every queue, after the rows that split
+//     produced before it.
+//   - Each downstream split reads the queue of its name of every input topic. Per input
+//     and producing split it keeps the highest id applied, dropping rows at or below it,
+//     and the last watermark read. The input's watermark for the split is the minimum over
+//     the upstream stage's splits (all of them, wherever they run: one that has said
+//     nothing yet holds it back), so a producing split that moves to another instance, or
+//     is taken over after a crash, neither lets the watermark run ahead nor holds it back
+//     once its new owner goes on. Marks, watermarks and queue offsets are part of the
+//     split's checkpoint (ShuffleKey), with its operator state: they move with the split.
 //
 // Message bodies: 'D' uvarint len(split) split uvarint n, n × (varint offset, uvarint seq,
-// sql.AppendRow row); 'W' varint watermark.
+// sql.AppendRow row); 'P' uvarint len(split) split varint watermark. 'W' varint watermark
+// (written before watermarks named their split) applies to every producing split.
 
 // QueueSink is a sink whose messages are addressed to queues (shuffle topics).
 type QueueSink interface {
@@ -38,7 +46,8 @@ type QueueSink interface {
 
 const (
 	shuffleData      = 'D'
-	shuffleWatermark = 'W'
+	shuffleWatermark = 'W' // read only: a watermark for every producing split
+	shuffleSplitWM   = 'P'
 )
 
 // shuffleOut ends a stage by writing the shuffle topic.
@@ -54,7 +63,7 @@ type shuffleOut struct {
 	row    sql.Row
 	msg    [1]connectors.Message
 	what   string
-	wm     int64
+	wms    map[string]int64 // the last watermark written per producing split
 }
 
 func (x *shuffleOut) Process(b *Batch) error {
@@ -120,12 +129,23 @@ func (x *shuffleOut) write(q int, body []byte) error {
 	return nil
 }
 
-func (x *shuffleOut) Watermark(wm int64) error {
-	if wm <= x.wm {
+// Watermark: the stage's watermark says nothing per split; SplitWatermark writes them.
+func (x *shuffleOut) Watermark(int64) error { return nil }
+
+// SplitWatermark writes split's watermark to every queue when it rose.
+func (x *shuffleOut) SplitWatermark(split string, wm int64) error {
+	if x.wms == nil {
+		x.wms = map[string]int64{}
+	}
+	if last, ok := x.wms[split]; ok && wm <= last {
 		return nil
 	}
-	x.wm = wm
-	body := binary.AppendVarint([]byte{shuffleWatermark}, wm)
+	x.wms[split] = wm
+	body := make([]byte, 0, 2+len(split)+binary.MaxVarintLen64)
+	body = append(body, shuffleSplitWM)
+	body = binary.AppendUvarint(body, uint64(len(split)))
+	body = append(body, split...)
+	body = binary.AppendVarint(body, wm)
 	for q := 0; q < x.n; q++ {
 		if err := x.write(q, body); err != nil {
 			return err
@@ -155,46 +175,77 @@ type shuffleRow struct {
 	row sql.Row
 }
 
-// decodeShuffle decodes a shuffle message: a watermark (isWM) or the rows of one source
-// split. rows is reused.
-func decodeShuffle(b []byte, rows []shuffleRow) (isWM bool, wm int64, split string, out []shuffleRow, err error) {
-	out = rows[:0]
+// shuffleMsg is a decoded shuffle message: rows of split, or a watermark of split (all
+// producing splits when allSplits: the old 'W' form).
+type shuffleMsg struct {
+	isWM      bool
+	allSplits bool
+	wm        int64
+	split     string
+	rows      []shuffleRow
+}
+
+// readSplit reads the producing split's name that follows a message's kind byte (uvarint
+// length, bytes) into m.split and returns where the rest begins; ok is false when b is too
+// short for it.
+func (m *shuffleMsg) readSplit(b []byte) (p int, ok bool) {
+	l, n := binary.Uvarint(b[1:])
+	if n <= 0 || l > uint64(len(b)-1-n) {
+		return 0, false
+	}
+	p = 1 + n
+	m.split = string(b[p : p+int(l)])
+	return p + int(l), true
+}
+
+// decodeShuffle decodes a shuffle message into m; m.rows is reused.
+func decodeShuffle(b []byte, m *shuffleMsg) error {
+	*m = shuffleMsg{rows: m.rows[:0]}
 	if len(b) == 0 {
-		return false, 0, "", out, errBadShuffle
+		return errBadShuffle
 	}
 	switch b[0] {
 	case shuffleWatermark:
 		v, n := binary.Varint(b[1:])
 		if n <= 0 || 1+n != len(b) {
-			return false, 0, "", out, errBadShuffle
+			return errBadShuffle
 		}
-		return true, v, "", out, nil
+		m.isWM, m.allSplits, m.wm = true, true, v
+		return nil
+	case shuffleSplitWM:
+		p, ok := m.readSplit(b)
+		if !ok {
+			return errBadShuffle
+		}
+		v, n := binary.Varint(b[p:])
+		if n <= 0 || p+n != len(b) {
+			return errBadShuffle
+		}
+		m.isWM, m.wm = true, v
+		return nil
 	case shuffleData:
 	default:
-		return false, 0, "", out, fmt.Errorf("%w: kind %#x", errBadShuffle, b[0])
+		return fmt.Errorf("%w: kind %#x", errBadShuffle, b[0])
 	}
-	p := 1
-	l, n := binary.Uvarint(b[p:])
-	if n <= 0 || l > uint64(len(b)-p-n) {
-		return false, 0, "", out, errBadShuffle
+	p, ok := m.readSplit(b)
+	if !ok {
+		return errBadShuffle
 	}
-	p += n
-	split = string(b[p : p+int(l)])
-	p += int(l)
 	cnt, n := binary.Uvarint(b[p:])
 	if n <= 0 || cnt > uint64(len(b)-p) {
-		return false, 0, "", out, errBadShuffle
+		return errBadShuffle
 	}
 	p += n
+	out := m.rows
 	for i := uint64(0); i < cnt; i++ {
 		off, n := binary.Varint(b[p:])
 		if n <= 0 {
-			return false, 0, "", out, errBadShuffle
+			return errBadShuffle
 		}
 		p += n
 		seq, n := binary.Uvarint(b[p:])
 		if n <= 0 {
-			return false, 0, "", out, errBadShuffle
+			return errBadShuffle
 		}
 		p += n
 		var reuse sql.Row
@@ -203,15 +254,17 @@ func decodeShuffle(b []byte, rows []shuffleRow) (isWM bool, wm int64, split stri
 		}
 		row, n, err := sql.DecodeRow(b[p:], reuse)
 		if err != nil {
-			return false, 0, "", out, fmt.Errorf("%w: row %d: %v", errBadShuffle, i, err)
+			m.rows = out
+			return fmt.Errorf("%w: row %d: %v", errBadShuffle, i, err)
 		}
 		p += n
 		out = append(out, shuffleRow{off: off, seq: seq, row: row})
 	}
+	m.rows = out
 	if p != len(b) {
-		return false, 0, "", out, errBadShuffle
+		return errBadShuffle
 	}
-	return false, 0, split, out, nil
+	return nil
 }
 
 // dedupMark is the highest row id of one source split applied from one queue.
@@ -267,4 +320,190 @@ func decodeMarks(b []byte) (map[string]dedupMark, error) {
 		return nil, errBadShuffle
 	}
 	return m, nil
+}
+
+// queueState is what a split reading shuffle topics has applied from one input: the
+// queue's next offset, and per producing split (the upstream stage's split that wrote the
+// rows) the highest row id applied and the last watermark read. producers are the
+// upstream stage's splits, the ones whose watermarks the input's watermark waits for.
+type queueState struct {
+	next      int64
+	producers []string
+	marks     map[string]dedupMark
+	wms       map[string]int64
+}
+
+func newQueueState(producers []string) *queueState {
+	return &queueState{producers: producers, marks: map[string]dedupMark{}, wms: map[string]int64{}}
+}
+
+func (q *queueState) clone() *queueState {
+	c := &queueState{next: q.next, producers: q.producers, marks: make(map[string]dedupMark, len(q.marks)), wms: make(map[string]int64, len(q.wms))}
+	for k, v := range q.marks {
+		c.marks[k] = v
+	}
+	for k, v := range q.wms {
+		c.wms[k] = v
+	}
+	return c
+}
+
+// setWM records producer's watermark (it only rises); all: every producer's (a 'W'
+// message).
+func (q *queueState) setWM(producer string, wm int64, all bool) {
+	if all {
+		for _, p := range q.producers {
+			q.setWM(p, wm, false)
+		}
+		for p := range q.wms {
+			q.setWM(p, wm, false)
+		}
+		return
+	}
+	if cur, ok := q.wms[producer]; !ok || wm > cur {
+		q.wms[producer] = wm
+	}
+}
+
+// watermark is the input's watermark: the minimum over the producing splits, MinWatermark
+// while one of them has said nothing. Without a list of producers it is the minimum over
+// those heard from.
+func (q *queueState) watermark() int64 {
+	wm := MaxWatermark
+	if len(q.producers) == 0 {
+		if len(q.wms) == 0 {
+			return MinWatermark
+		}
+		for _, w := range q.wms {
+			wm = min(wm, w)
+		}
+		return wm
+	}
+	for _, p := range q.producers {
+		w, ok := q.wms[p]
+		if !ok {
+			return MinWatermark
+		}
+		wm = min(wm, w)
+	}
+	return wm
+}
+
+// encodeQueueStates encodes the states of a split's inputs (ShuffleKey's value): a version
+// byte 1, uvarint n, then per input: varint next, uvarint m, m × (uvarint len(producer)
+// producer, flags byte (1: mark, 2: watermark), [varint offset uvarint seq], [varint wm]).
+func encodeQueueStates(qs []*queueState) []byte {
+	out := []byte{1}
+	out = binary.AppendUvarint(out, uint64(len(qs)))
+	for _, q := range qs {
+		out = binary.AppendVarint(out, q.next)
+		names := make([]string, 0, len(q.marks)+len(q.wms))
+		for p := range q.marks {
+			names = append(names, p)
+		}
+		for p := range q.wms {
+			if _, ok := q.marks[p]; !ok {
+				names = append(names, p)
+			}
+		}
+		sort.Strings(names)
+		out = binary.AppendUvarint(out, uint64(len(names)))
+		for _, p := range names {
+			out = binary.AppendUvarint(out, uint64(len(p)))
+			out = append(out, p...)
+			mk, hasMark := q.marks[p]
+			wm, hasWM := q.wms[p]
+			var flags byte
+			if hasMark {
+				flags |= 1
+			}
+			if hasWM {
+				flags |= 2
+			}
+			out = append(out, flags)
+			if hasMark {
+				out = binary.AppendVarint(out, mk.off)
+				out = binary.AppendUvarint(out, mk.seq)
+			}
+			if hasWM {
+				out = binary.AppendVarint(out, wm)
+			}
+		}
+	}
+	return out
+}
+
+// decodeQueueStates is the inverse of encodeQueueStates (producers are left empty).
+func decodeQueueStates(b []byte) ([]*queueState, error) {
+	if len(b) == 0 || b[0] != 1 {
+		return nil, fmt.Errorf("%w: shuffle state version", errBadShuffle)
+	}
+	p := 1
+	uv := func() (uint64, bool) {
+		v, n := binary.Uvarint(b[p:])
+		if n <= 0 {
+			return 0, false
+		}
+		p += n
+		return v, true
+	}
+	sv := func() (int64, bool) {
+		v, n := binary.Varint(b[p:])
+		if n <= 0 {
+			return 0, false
+		}
+		p += n
+		return v, true
+	}
+	cnt, ok := uv()
+	if !ok || cnt > uint64(len(b)) {
+		return nil, errBadShuffle
+	}
+	out := make([]*queueState, 0, cnt)
+	for i := uint64(0); i < cnt; i++ {
+		q := newQueueState(nil)
+		if q.next, ok = sv(); !ok {
+			return nil, errBadShuffle
+		}
+		m, ok := uv()
+		if !ok || m > uint64(len(b)) {
+			return nil, errBadShuffle
+		}
+		for k := uint64(0); k < m; k++ {
+			l, ok := uv()
+			if !ok || l > uint64(len(b)-p) {
+				return nil, errBadShuffle
+			}
+			name := string(b[p : p+int(l)])
+			p += int(l)
+			if p >= len(b) {
+				return nil, errBadShuffle
+			}
+			flags := b[p]
+			p++
+			if flags&^3 != 0 {
+				return nil, errBadShuffle
+			}
+			if flags&1 != 0 {
+				off, ok1 := sv()
+				seq, ok2 := uv()
+				if !ok1 || !ok2 {
+					return nil, errBadShuffle
+				}
+				q.marks[name] = dedupMark{off, seq}
+			}
+			if flags&2 != 0 {
+				wm, ok := sv()
+				if !ok {
+					return nil, errBadShuffle
+				}
+				q.wms[name] = wm
+			}
+		}
+		out = append(out, q)
+	}
+	if p != len(b) {
+		return nil, errBadShuffle
+	}
+	return out, nil
 }

@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"errors"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -60,6 +61,40 @@ func bodyBytes(msgs []connectors.Message) int64 {
 	return n
 }
 
+// writeEntries writes the messages of entries and flushes the sink once.
+func (s *sinkOp) writeEntries(entries []outboxEntry) error {
+	var n, nb int64
+	for _, e := range entries {
+		if len(e.msgs) == 0 {
+			continue
+		}
+		if err := s.sink.Write(s.ctx, e.msgs); err != nil {
+			return &SinkError{Sink: s.what, Err: err}
+		}
+		n += int64(len(e.msgs))
+		nb += bodyBytes(e.msgs)
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := s.sink.Flush(s.ctx); err != nil {
+		return &SinkError{Sink: s.what, Err: err}
+	}
+	s.cnt.out.Add(n)
+	s.cnt.bytesOut.Add(nb)
+	return nil
+}
+
+// removed publishes the last entry of a split whose removal committed.
+func (s *sinkOp) removed(split string) error {
+	if s.eo == nil || s.eo.removing == nil || s.eo.removing.split != split {
+		return nil
+	}
+	e := s.eo.removing
+	s.eo.removing = nil
+	return s.write(e.msgs)
+}
+
 // committed is called once the checkpoint of epoch is durable.
 func (s *sinkOp) committed(epoch int64) error {
 	if s.tx != nil {
@@ -113,7 +148,7 @@ func (s *sinkOp) Process(b *Batch) error {
 		return nil
 	}
 	if s.eo != nil {
-		s.eo.add(s.msgs)
+		s.eo.add(b.Split, s.msgs)
 		return nil
 	}
 	if s.tx != nil {
@@ -138,8 +173,17 @@ func (s *sinkOp) Control(c *Control) error {
 		s.tx.checkpoint(c)
 		return nil
 	}
-	if c.Kind == Checkpoint && s.eo != nil {
-		if err := s.eo.checkpoint(s.ctx, c); err != nil {
+	if s.eo != nil {
+		var err error
+		switch c.Kind {
+		case Checkpoint:
+			err = s.eo.checkpoint(s.ctx, c)
+		case NewSplit:
+			return s.eo.recoverSplit(s.ctx, s, c.Split)
+		case RemoveSplit:
+			err = s.eo.remove(s.ctx, c)
+		}
+		if err != nil {
 			return &SinkError{Sink: s.what, Err: err}
 		}
 		return nil
@@ -159,7 +203,19 @@ func (s *sinkOp) Close() error {
 	}
 	if s.eo != nil && s.publishOnClose {
 		s.ctx = context.Background()
-		werr := s.write(append(s.eo.staged, s.eo.pending...))
+		var all []connectors.Message
+		for _, e := range s.eo.staged {
+			all = append(all, e.msgs...)
+		}
+		splits := make([]string, 0, len(s.eo.pending))
+		for sp := range s.eo.pending {
+			splits = append(splits, sp)
+		}
+		sort.Strings(splits)
+		for _, sp := range splits {
+			all = append(all, s.eo.pending[sp]...)
+		}
+		werr := s.write(all)
 		s.eo.staged, s.eo.pending = nil, nil
 		if werr != nil {
 			s.sink.Close()

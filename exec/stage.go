@@ -47,7 +47,8 @@ const (
 type event struct {
 	kind  evKind
 	input int
-	split *split // reader events
+	split *split  // reader events
+	rd    *reader // the reader that sent a reader event
 	data  *ownedBatch
 	wm    int64
 	epoch int64
@@ -63,12 +64,15 @@ type ownedBatch struct {
 	lastOffset int64
 	pool       chan *ownedBatch
 	offs       []int64   // source offset of each row (stages writing a shuffle topic)
-	marks      []markUpd // dedup marks after this batch (stages reading a shuffle topic)
+	marks      []markUpd // what the reader applied in this batch (stages reading shuffle topics)
 }
 
+// markUpd is a producing split's new dedup mark (isWM false) or watermark.
 type markUpd struct {
 	split string
+	isWM  bool
 	mark  dedupMark
+	wm    int64
 }
 
 func (o *ownedBatch) reset() {
@@ -138,13 +142,17 @@ func (p *batchPool) get(ctx context.Context) *ownedBatch {
 	return ob
 }
 
-// split is one split of a stage.
+// split is one split of a stage: the unit (Unit) an instance can own.
 type split struct {
 	name  string // the stage's name of it (keys.go: qualifySplit)
-	input int    // the input that reads it; -1 for the queues of in-process edges
-	raw   string // the input's name of it
+	input int    // a source split's input; -1 for the queues of in-process edges and shuffle topics
+	raw   string // a source split's name in its input
 
-	next  int64 // next offset to read
+	// rds read the split: a source split has one reader, a split of a stage reading
+	// shuffle topics one per input (the queue of the split's name of each input's topic),
+	// the queue of an in-process edge none.
+	rds []*reader
+
 	maxTs int64 // largest event time read (sources), MinWatermark before any
 	wm    int64 // the split's watermark, as the operators last saw it
 	// inWM is, for an edge split, the watermark each input reported for it.
@@ -154,24 +162,63 @@ type split struct {
 	idleAfter  time.Duration
 	lastActive time.Time
 	done, idle bool
+	// dropDedup: the split's marks were read from DedupKey; the next checkpoint deletes it.
+	dropDedup bool
+}
 
-	// reader
+// reader reads one input of a split.
+type reader struct {
+	input int
+	raw   string // the input's name of what it reads
+	next  int64  // next offset to read
+
 	cancel     context.CancelFunc
 	readerDone chan struct{}
 	pool       *batchPool
 	lag        func() int64
-	marks      map[string]dedupMark // shuffle splits: applied row ids per source split
-	start      func()               // starts the reader (set until startReaders runs it)
-	abort      func()               // closes the reader never started
+	start      func() // starts the reader (set until startReaders runs it)
+	abort      func() // closes the reader never started
+	// shuf is, for a shuffle input, what the stage has applied from it (the reader
+	// goroutine works on a copy and reports changes with its batches).
+	shuf *queueState
+}
+
+// stop cancels the reader (closing it if it never started).
+func (rd *reader) stop() {
+	if rd.abort != nil {
+		rd.abort()
+		rd.start, rd.abort = nil, nil
+	}
+	if rd.cancel != nil {
+		rd.cancel()
+	}
+}
+
+// next0 is where the split's first reader is (SplitPos.Next).
+func (sp *split) next0() int64 {
+	if len(sp.rds) == 0 {
+		return 0
+	}
+	return sp.rds[0].next
 }
 
 // pos is the split's position as a checkpoint saves it.
 func (sp *split) pos() SplitPos {
-	p := SplitPos{Next: sp.next, MaxTs: sp.maxTs, WM: sp.wm}
+	p := SplitPos{Next: sp.next0(), MaxTs: sp.maxTs, WM: sp.wm}
 	if len(sp.inWM) > 1 {
 		p.InWM = append([]int64(nil), sp.inWM...)
 	}
 	return p
+}
+
+// waiting reports whether a reader of the split knows of records it has not read yet.
+func (sp *split) waiting() bool {
+	for _, rd := range sp.rds {
+		if rd.lag != nil && rd.lag() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // ownWM is a source split's watermark from its own records.
@@ -252,8 +299,11 @@ type stage struct {
 
 	splits map[string]*split
 	order  []string
-	wm     int64 // output watermark
-	ended  []bool
+	// producers are, per input of a stage reading shuffle topics, the upstream stage's
+	// splits (whose watermarks the input's watermark waits for).
+	producers [][]string
+	wm        int64 // output watermark
+	ended     []bool
 	// finished: a root stage's input is exhausted (bounded); it waits for the job's last
 	// checkpoint and its end request.
 	finished bool
@@ -563,8 +613,10 @@ func (st *stage) closeAll() error {
 		keep(st.late.close())
 	}
 	for _, sp := range st.splits {
-		if sp.cancel != nil {
-			sp.cancel()
+		for _, rd := range sp.rds {
+			if rd.cancel != nil {
+				rd.cancel()
+			}
 		}
 	}
 	for _, in := range st.inputs {
@@ -579,13 +631,17 @@ func (st *stage) run(ctx context.Context) (err error) {
 	defer func() {
 		st.abortReaders()
 		for _, sp := range st.splits {
-			if sp.cancel != nil {
-				sp.cancel()
+			for _, rd := range sp.rds {
+				if rd.cancel != nil {
+					rd.cancel()
+				}
 			}
 		}
 		for _, sp := range st.splits {
-			if sp.readerDone != nil {
-				<-sp.readerDone
+			for _, rd := range sp.rds {
+				if rd.readerDone != nil {
+					<-rd.readerDone
+				}
 			}
 		}
 		// A checkpoint still committing lands (and its outbox is published) before the
@@ -655,12 +711,40 @@ func (st *stage) openSplits(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	owns := st.job.env.OwnsUnit
 	for _, n := range names {
+		if owns != nil && !owns(Unit{Stage: st.plan.ID, Split: n}) {
+			continue
+		}
 		if err := st.addSplit(ctx, n); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// shuffleProducers lists, per input of a stage reading shuffle topics, the splits of the
+// upstream stage (once; every split of the stage shares the lists).
+func (st *stage) shuffleProducers(ctx context.Context) ([][]string, error) {
+	if st.producers != nil {
+		return st.producers, nil
+	}
+	out := make([][]string, len(st.plan.Inputs))
+	for i, src := range st.plan.Inputs {
+		up := st.job.stageByID(src.FromStage)
+		if up == nil {
+			return nil, fmt.Errorf("%w: stage %d reads stage %d, which does not exist", ErrBadPlan, st.plan.ID, src.FromStage)
+		}
+		names, err := stageSplits(ctx, st.job.plan, up.plan, st.job.env.ExchangeQueues, func(ctx context.Context, k int) ([]string, error) {
+			return up.inputs[k].splits(ctx)
+		})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = names
+	}
+	st.producers = out
+	return out, nil
 }
 
 // exhausted reports whether every split of a root stage is done (bounded input read to the
@@ -713,15 +797,19 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 				sp.maxTs = b.maxTs
 			}
 			if b.lastOffset >= 0 {
-				sp.next = b.lastOffset + 1
+				ev.rd.next = b.lastOffset + 1
 			}
 			sp.lastActive = st.job.env.Now()
 			sp.idle = false
 			if st.shuffleIn {
+				q := ev.rd.shuf
 				for _, u := range b.marks {
-					sp.marks[u.split] = u.mark
+					if u.isWM {
+						q.setWM(u.split, u.wm, false)
+					} else {
+						q.marks[u.split] = u.mark
+					}
 				}
-				st.raiseInputWM(sp, ev.input, b.maxTs)
 			} else {
 				st.job.cnt.in.Add(int64(n))
 			}
@@ -729,9 +817,15 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 		if n > 0 {
 			err = st.inEmit[ev.input].Emit(&b.Batch)
 		}
+		// A shuffle batch's rows came before the watermark it carries: the input's
+		// watermark rises once they are applied, never before (they would be late).
+		wm := b.maxTs
 		b.release()
 		if err != nil {
 			return false, err
+		}
+		if sp != nil && st.shuffleIn {
+			st.raiseInputWM(sp, ev.input, wm)
 		}
 		if sp != nil {
 			return false, st.advance()
@@ -836,7 +930,7 @@ func (st *stage) advance() error {
 	var delay int64
 	var idleAfter time.Duration
 	for _, sp := range st.splits {
-		if sp.input < 0 || st.shuffleIn {
+		if sp.input < 0 {
 			continue
 		}
 		if sp.maxTs > maxAll {
@@ -850,8 +944,9 @@ func (st *stage) advance() error {
 		}
 		// A split whose reader knows of records it has not read yet (lag) is slow, not idle:
 		// a pull that takes longer than the idle timeout (a backlog read over the network
-		// on busy cores) must not let the other splits' watermark make its records late.
-		if sp.idleAfter > 0 && now.Sub(sp.lastActive) >= sp.idleAfter && (sp.lag == nil || sp.lag() <= 0) {
+		// on busy cores, a unit just taken over) must not let the other splits' watermark
+		// make its records late.
+		if sp.idleAfter > 0 && now.Sub(sp.lastActive) >= sp.idleAfter && !sp.waiting() {
 			sp.idle = true
 			continue
 		}
@@ -875,7 +970,7 @@ func (st *stage) advance() error {
 		}
 		var target int64
 		switch {
-		case sp.input < 0 || st.shuffleIn:
+		case sp.input < 0:
 			target = MaxWatermark
 			for _, w := range sp.inWM {
 				target = min(target, w)
@@ -906,7 +1001,8 @@ func (st *stage) advance() error {
 	return st.setOutputWatermark(out)
 }
 
-// splitWatermark hands a split's new watermark to every operator, in topological order.
+// splitWatermark hands a split's new watermark to every operator, in topological order,
+// then to an output that keeps watermarks per split (a shuffle topic).
 func (st *stage) splitWatermark(split string, wm int64) error {
 	held := st.heldRows()
 	for _, n := range st.nodes {
@@ -915,7 +1011,15 @@ func (st *stage) splitWatermark(split string, wm int64) error {
 		}
 	}
 	st.watermarkReleased(held)
+	if sw, ok := st.out.(splitWatermarker); ok {
+		return sw.SplitWatermark(split, wm)
+	}
 	return nil
+}
+
+// splitWatermarker is an output told each split's watermark (after the operators).
+type splitWatermarker interface {
+	SplitWatermark(split string, wm int64) error
 }
 
 func (st *stage) setOutputWatermark(wm int64) error {
@@ -948,7 +1052,7 @@ func (st *stage) control(c *Control) error {
 func (st *stage) setAlignFloor() {
 	floor := MaxWatermark
 	for _, sp := range st.splits {
-		if sp.done || sp.idle || sp.input < 0 {
+		if sp.done || sp.idle || (sp.input < 0 && !st.shuffleIn) {
 			continue
 		}
 		switch {
@@ -997,15 +1101,17 @@ func (st *stage) publishStats() {
 			continue
 		}
 		lag := int64(-1)
-		if sp.lag != nil {
-			lag = sp.lag()
+		for _, rd := range sp.rds {
+			if rd.lag != nil {
+				lag = max(lag, 0) + rd.lag()
+			}
 		}
 		stream := ""
-		if sp.input >= 0 {
-			stream = st.plan.Inputs[sp.input].Stream
+		if len(sp.rds) > 0 {
+			stream = st.plan.Inputs[sp.rds[0].input].Stream
 		}
 		stats = append(stats, SplitStats{Stage: st.plan.ID, Stream: stream, Split: sp.name,
-			Offset: sp.next, MaxEventTime: sp.maxTs, Watermark: sp.wm,
+			Offset: sp.next0(), MaxEventTime: sp.maxTs, Watermark: sp.wm,
 			Idle: sp.idle, Done: sp.done, Lag: lag})
 	}
 	st.statsMu.Lock()
@@ -1027,6 +1133,7 @@ func (st *stage) serve(ctx context.Context, r *request) (finished bool, err erro
 			err = fmt.Errorf("exec: split %s is already read", r.split)
 		} else if err = st.addSplit(ctx, r.split); err == nil {
 			st.startReaders()
+			st.publishStats()
 		}
 	case reqRemoveSplit:
 		err = st.removeSplit(ctx, r.split)
@@ -1107,12 +1214,29 @@ func (st *stage) positions(b *state.Batch) []SplitOffset {
 		if sp == nil {
 			continue
 		}
-		b.Put(SplitKey(st.job.name, st.plan.ID, name), sp.pos().Encode())
-		if sp.input >= 0 {
-			offs = append(offs, SplitOffset{Stream: st.plan.Inputs[sp.input].Stream, Split: name, Offset: sp.next})
+		offs = append(offs, st.savePosition(b, sp)...)
+	}
+	return offs
+}
+
+// savePosition writes what sp has read (position, watermark, shuffle state) to b and
+// returns its readers' offsets.
+func (st *stage) savePosition(b *state.Batch, sp *split) []SplitOffset {
+	b.Put(SplitKey(st.job.name, st.plan.ID, sp.name), sp.pos().Encode())
+	var offs []SplitOffset
+	for _, rd := range sp.rds {
+		offs = append(offs, SplitOffset{Stage: st.plan.ID, Stream: st.plan.Inputs[rd.input].Stream, Split: sp.name, Offset: rd.next})
+	}
+	if st.shuffleIn {
+		qs := make([]*queueState, len(sp.rds))
+		for i, rd := range sp.rds {
+			rd.shuf.next = rd.next
+			qs[i] = rd.shuf
 		}
-		if st.shuffleIn {
-			b.Put(DedupKey(st.job.name, st.plan.ID, name), encodeMarks(sp.marks))
+		b.Put(ShuffleKey(st.job.name, st.plan.ID, sp.name), encodeQueueStates(qs))
+		if sp.dropDedup {
+			b.Delete(DedupKey(st.job.name, st.plan.ID, sp.name))
+			sp.dropDedup = false
 		}
 	}
 	return offs
@@ -1157,10 +1281,8 @@ func (st *stage) addSplit(ctx context.Context, name string) error {
 		for i := range sp.inWM {
 			sp.inWM[i] = MinWatermark
 		}
-		if st.shuffleIn {
-			sp.input = 0
-		}
-	} else {
+	}
+	if !st.shuffleIn && st.edges == 0 {
 		in, raw, ok := unqualifySplit(st.plan, name)
 		if !ok {
 			return fmt.Errorf("exec: stage %d has no split %s", st.plan.ID, name)
@@ -1169,6 +1291,7 @@ func (st *stage) addSplit(ctx context.Context, name string) error {
 		src := st.plan.Inputs[in]
 		sp.delay = src.WatermarkDelay
 		sp.idleAfter = st.inputs[in].idleTimeout()
+		sp.rds = []*reader{{input: in, raw: raw}}
 	}
 	var stream string
 	if sp.input >= 0 {
@@ -1181,10 +1304,18 @@ func (st *stage) addSplit(ctx context.Context, name string) error {
 		if pos, err = DecodeSplitPos(v, sp.delay); err != nil {
 			return &StateError{Op: "position", Split: name, Err: err}
 		}
-	} else if env.InitialOffset != nil && sp.input >= 0 && !st.shuffleIn {
+	} else if env.InitialOffset != nil && sp.input >= 0 {
 		pos.Next = env.InitialOffset(st.plan.Inputs[sp.input], sp.raw)
 	}
-	sp.next, sp.maxTs = pos.Next, pos.MaxTs
+	sp.maxTs = pos.MaxTs
+	if sp.input >= 0 {
+		sp.rds[0].next = pos.Next
+	}
+	if st.shuffleIn {
+		if err := st.loadShuffleState(ctx, sp, pos); err != nil {
+			return err
+		}
+	}
 	if err := st.control(&Control{Kind: NewSplit, Split: name}); err != nil {
 		return err
 	}
@@ -1207,8 +1338,57 @@ func (st *stage) addSplit(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	if sp.input >= 0 {
-		return st.inputs[sp.input].open(ctx, st, sp)
+	for i, rd := range sp.rds {
+		if rd.shuf != nil {
+			// Watermarks the split had read from the input when it was checkpointed.
+			st.raiseInputWM(sp, i, rd.shuf.watermark())
+		}
+		if err := st.inputs[rd.input].open(ctx, st, sp, rd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadShuffleState sets up the readers of a split of a stage reading shuffle topics, one
+// per input, from what its checkpoint says it applied (ShuffleKey; DedupKey and the
+// position's offset for a split checkpointed before ShuffleKey existed).
+func (st *stage) loadShuffleState(ctx context.Context, sp *split, pos SplitPos) error {
+	env := &st.job.env
+	producers, err := st.shuffleProducers(ctx)
+	if err != nil {
+		return err
+	}
+	var qs []*queueState
+	if v, ok, err := env.Store.Get(ShuffleKey(st.job.name, st.plan.ID, sp.name)); err != nil {
+		return &StateError{Op: "shuffle", Split: sp.name, Err: err}
+	} else if ok {
+		if qs, err = decodeQueueStates(v); err != nil {
+			return &StateError{Op: "shuffle", Split: sp.name, Err: err}
+		}
+		if len(qs) != len(st.plan.Inputs) {
+			return &StateError{Op: "shuffle", Split: sp.name, Err: fmt.Errorf("%w: %d inputs checkpointed, the stage has %d", errBadShuffle, len(qs), len(st.plan.Inputs))}
+		}
+	} else {
+		qs = make([]*queueState, len(st.plan.Inputs))
+		for i := range qs {
+			qs[i] = newQueueState(nil)
+		}
+		qs[0].next = pos.Next
+		if v, ok, err := env.Store.Get(DedupKey(st.job.name, st.plan.ID, sp.name)); err != nil {
+			return &StateError{Op: "dedup", Split: sp.name, Err: err}
+		} else if ok {
+			m, err := decodeMarks(v)
+			if err != nil {
+				return &StateError{Op: "dedup", Split: sp.name, Err: err}
+			}
+			qs[0].marks = m
+			sp.dropDedup = true
+		}
+	}
+	for i, q := range qs {
+		q.producers = producers[i]
+		sp.rds = append(sp.rds, &reader{input: i, raw: sp.name, next: q.next, shuf: q})
 	}
 	return nil
 }
@@ -1219,10 +1399,16 @@ func (st *stage) addSplit(ctx context.Context, name string) error {
 func (st *stage) startReaders() {
 	st.setAlignFloor()
 	for _, name := range st.order {
-		if sp := st.splits[name]; sp != nil && sp.start != nil {
-			start := sp.start
-			sp.start, sp.abort = nil, nil
-			start()
+		sp := st.splits[name]
+		if sp == nil {
+			continue
+		}
+		for _, rd := range sp.rds {
+			if rd.start != nil {
+				start := rd.start
+				rd.start, rd.abort = nil, nil
+				start()
+			}
 		}
 	}
 }
@@ -1231,36 +1417,42 @@ func (st *stage) startReaders() {
 // startReaders).
 func (st *stage) abortReaders() {
 	for _, sp := range st.splits {
-		if sp.abort != nil {
-			sp.abort()
-			sp.start, sp.abort = nil, nil
+		for _, rd := range sp.rds {
+			if rd.abort != nil {
+				rd.abort()
+				rd.start, rd.abort = nil, nil
+			}
 		}
 	}
 }
 
-// removeSplit stops a split's reader, processes every batch it already read (their effect
-// must be in the state the split leaves with, since its saved offset says they were read),
-// then sends RemoveSplit (state written and dropped) and commits that state with the
+// removeSplit stops a split's readers, processes every batch they already sent (their
+// effect must be in the state the split leaves with, since its saved offset says they were
+// read), then sends RemoveSplit (state written and dropped) and commits that state with the
 // split's position.
 func (st *stage) removeSplit(ctx context.Context, name string) error {
 	sp := st.splits[name]
-	if sp == nil || sp.input < 0 {
+	if sp == nil || len(sp.rds) == 0 {
 		return fmt.Errorf("exec: split %s is not read", name)
 	}
 	if err := st.lastCommit.await(ctx); err != nil {
 		return err
 	}
-	sp.cancel()
-	for waiting := true; waiting; {
-		select {
-		case ev := <-st.in:
-			if _, err := st.handle(ctx, ev); err != nil {
-				return err
+	for _, rd := range sp.rds {
+		rd.stop()
+	}
+	for _, rd := range sp.rds {
+		for waiting := rd.readerDone != nil; waiting; {
+			select {
+			case ev := <-st.in:
+				if _, err := st.handle(ctx, ev); err != nil {
+					return err
+				}
+			case <-rd.readerDone:
+				waiting = false
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-		case <-sp.readerDone:
-			waiting = false
-		case <-ctx.Done():
-			return ctx.Err()
 		}
 	}
 	for n := len(st.in); n > 0; n-- {
@@ -1268,11 +1460,9 @@ func (st *stage) removeSplit(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	c := &Control{Kind: RemoveSplit, Split: name, State: &state.Batch{}}
-	c.State.Put(SplitKey(st.job.name, st.plan.ID, name), sp.pos().Encode())
-	if st.shuffleIn {
-		c.State.Put(DedupKey(st.job.name, st.plan.ID, name), encodeMarks(sp.marks))
-	}
+	// The split's last outbox entry needs an epoch of its own (outbox.go).
+	c := &Control{Kind: RemoveSplit, Split: name, Epoch: st.job.nextEpoch(), State: &state.Batch{}}
+	offs := st.savePosition(c.State, sp)
 	if err := st.control(c); err != nil {
 		return err
 	}
@@ -1283,9 +1473,14 @@ func (st *stage) removeSplit(ctx context.Context, name string) error {
 			break
 		}
 	}
-	info := &CheckpointInfo{Job: st.job.name, Offsets: []SplitOffset{{Stream: st.plan.Inputs[sp.input].Stream, Split: name, Offset: sp.next}}, State: c.State}
+	info := &CheckpointInfo{Job: st.job.name, Offsets: offs, State: c.State}
 	if err := st.job.env.Commit(info); err != nil {
 		return fmt.Errorf("job %s: commit state of removed split %s: %w", st.job.name, name, err)
+	}
+	if st.sink != nil {
+		if err := st.sink.removed(name); err != nil {
+			return err
+		}
 	}
 	return st.advance()
 }

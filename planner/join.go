@@ -100,6 +100,17 @@ func (j *Join) String() string {
 	case JoinWindow:
 		b.WriteString(" window-end=" + ln + "." + colName(l, j.LeftEnd) + ", " + rn + "." + colName(r, j.RightEnd))
 		state = "both sides' rows of a window until it closes"
+		if d := dominanceOf(j); d != nil {
+			name, k := ln, j.LeftKeys[d.Key]
+			if d.Side == 1 {
+				name, k = rn, j.RightKeys[d.Key]
+			}
+			ext := "MAX"
+			if d.Sign < 0 {
+				ext = "MIN"
+			}
+			state += "; of " + name + " only the rows at the running " + ext + " of " + sideText(name, k) + " in their group"
+		}
 	case JoinTemporal:
 		b.WriteString(" as-of=" + ln + "." + colName(l, j.AsOf) + " version-time=" + rt)
 		state = ln + " rows until the watermark passes " + ln + "." + colName(l, j.AsOf) + ", the versions of " + rn + " from the one valid at the watermark"

@@ -152,10 +152,12 @@ type JoinNode struct {
 	LeftEnd, RightEnd    int
 	AsOf, RightOp        int
 	TTL                  int64
-	LeftWidth            int
-	RightWidth           int
-	Schema               sql.Schema
-	Text                 string // the logical Join's description, for EXPLAIN
+	// Dominance: the window join may drop rows of one side that can no longer match.
+	Dominance  *JoinDominance
+	LeftWidth  int
+	RightWidth int
+	Schema     sql.Schema
+	Text       string // the logical Join's description, for EXPLAIN
 }
 
 // SortNode emits its bounded input's rows in order when the input ends (one split).

@@ -35,14 +35,24 @@ done
 built=$((SECONDS - start))
 
 # run_target PKG BIN TARGET: fuzz one target; print one line; fail with the fuzzer's output.
+# A run that ends with the fuzzing engine's own "context deadline exceeded" and no failing
+# input (the coordinator timing out on a worker of a busy machine as -fuzztime ends) is run
+# once more; a real failure writes its input and fails at once.
 run_target() {
-  local pkg="$1" bin="$2" target="$3" log="$tmp/$3.log"
-  if ! (cd "$pkg" && "$bin" -test.run='^$' -test.fuzz="^${target}\$" -test.fuzztime="$fuzztime" \
-    -test.parallel=1 -test.fuzzcachedir="$tmp/cache/$target") >"$log" 2>&1; then
+  local pkg="$1" bin="$2" target="$3" log="$tmp/$3.log" try
+  for try in 1 2; do
+    if (cd "$pkg" && "$bin" -test.run='^$' -test.fuzz="^${target}\$" -test.fuzztime="$fuzztime" \
+      -test.parallel=1 -test.fuzzcachedir="$tmp/cache/$target") >"$log" 2>&1; then
+      break
+    fi
+    if [ "$try" = 1 ] && grep -q 'context deadline exceeded' "$log" && ! grep -q 'Failing input written' "$log"; then
+      echo "fuzz: ${pkg#./} $target: the fuzzing engine timed out on a busy machine; once more" >&2
+      continue
+    fi
     tail -n 40 "$log" >&2
     echo "fuzz: ${pkg#./} $target FAILED; the input is in ${pkg#./}/testdata/fuzz/$target/" >&2
     return 1
-  fi
+  done
   local execs
   execs="$(grep -o 'execs: [0-9]*' "$log" | tail -n 1)"
   echo "fuzz: ${pkg#./} $target ok (${execs:-the corpus; no time left for new inputs})"

@@ -175,25 +175,12 @@ func (c *console) instances(def JobDef, rj *runningJob) []instJSON {
 	}
 	cl.mu.Lock()
 	members := append([]string(nil), cl.members...)
-	units := cl.units[def.ID]
 	cl.mu.Unlock()
-	if rj != nil {
-		units = rj.units
-	}
-	var out []instJSON
-	if rj != nil && rj.whole {
-		return []instJSON{{Name: cl.self.Name, Units: []string{"*"}, Self: true}}
-	}
-	if len(units) == 0 {
-		if rj != nil {
-			return []instJSON{{Name: cl.self.Name, Units: rj.owned, Self: true}}
-		}
-		return []instJSON{}
-	}
 	sort.Strings(members)
+	out := []instJSON{}
 	for _, m := range members {
-		if got := assignUnits(def.ID, units, members, m); len(got) > 0 {
-			out = append(out, instJSON{Name: m, Units: got, Self: m == cl.self.Name})
+		if got := cl.assigned(def.ID, m); len(got) > 0 {
+			out = append(out, instJSON{Name: m, Units: unitNames(got), Self: m == cl.self.Name})
 		}
 	}
 	return out

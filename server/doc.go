@@ -63,4 +63,13 @@
 // continues exactly once, one writer per file); the jobs reading a stream share one
 // dead-letter writer that keeps one copy per bad record (dlq.go). docs/sql.md is the user's
 // side of all of these.
+//
+// Several instances (cluster.go, cluster_units.go, cluster_show.go): with a shared Postgres
+// checkpoint store the instances share the catalog and a membership table, and divide every
+// RUNNING job's units (stage, split) among the live members, each stage's evenly; a unit
+// is committed and loaded under its own name, so it moves between instances with its state
+// (handed over by a live owner, taken over after a dead one's lease expired), and only the
+// moved units pause. SHOW UNITS, SHOW JOBS (units) and /metrics show the assignment; each
+// move is logged with its duration. docs/guarantees.md, "Several instances", states what
+// holds.
 package server

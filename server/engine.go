@@ -132,8 +132,8 @@ type runningJob struct {
 	// stopped is set by whoever stops the job (TERMINATE, PAUSE, DROP, shutdown), who also
 	// records its state; watch then leaves the state alone.
 	stopped atomic.Bool
-	// Cluster mode: the job's units (source splits, or "*" for a job run whole), those
-	// this instance runs, and whether it runs whole.
+	// Cluster mode: the job's units ("<stage>/<split>"), those this instance started it
+	// with (cluster.jobs has what it runs now), and whether it runs whole.
 	units, owned []string
 	whole        bool
 	// out is how the job writes its file sink, or nil (fileout.go).
@@ -1126,6 +1126,8 @@ func (e *Engine) show(s *sql.ShowStmt) (*Result, error) {
 		return &Result{Columns: cols, Rows: &sliceRows{rows: rows}, Tag: "SHOW"}, nil
 	case "JOBS":
 		return e.showJobs(), nil
+	case "UNITS":
+		return e.showUnits()
 	case "TOPICS":
 		return e.showTopics()
 	case "FUNCTIONS":

@@ -7,12 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"rsql/connectors"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"rsql/broker"
+	"rsql/exec"
 	"rsql/sql"
 )
 
@@ -489,4 +492,41 @@ func TestDeadLetterOncePerRecord(t *testing.T) {
 	te.mustExec("CREATE STREAM d AS SELECT id FROM ev")
 	waitFor(t, "the fourth job", func() bool { return badOf("job-4") == "10" })
 	check("after a restart")
+}
+
+// On a single server SHOW UNITS lists each unit (stage, split) of a running job as this
+// server's, and SHOW JOBS names them; a stage reading a shuffle topic has units too.
+func TestShowUnitsSingleServer(t *testing.T) {
+	te := newTestEngine(t, true)
+	te.mustExec("CREATE STREAM src (a BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (queues = 2)")
+	te.mustExec("CREATE STREAM sink1 (a BIGINT, n BIGINT) WITH (queues = 1)")
+	te.mustExec("INSERT INTO sink1 SELECT a, COUNT(*) AS n FROM TUMBLE(src, ts, INTERVAL '1' SECOND) GROUP BY a, window_start")
+	var units []string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, rows := te.mustExec("SHOW UNITS")
+		units = units[:0]
+		for _, r := range rows[0] {
+			if r[0] != "job-1" || r[4] != "this server" || r[6] != "true" {
+				t.Fatalf("SHOW UNITS row %q: want job-1's units on this server", r)
+			}
+			units = append(units, r[1])
+		}
+		if len(units) >= 6 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The source stage's two queues, the aggregation stage's shuffle queues.
+	want := []string{"0/0", "0/1"}
+	for q := 0; q < exec.DefaultExchangeQueues; q++ {
+		want = append(want, "1/"+strconv.Itoa(q))
+	}
+	if !slices.Equal(units, want) {
+		t.Fatalf("SHOW UNITS: units %v, want %v", units, want)
+	}
+	_, rows := te.mustExec("SHOW JOBS")
+	if got := rows[0][0][12]; got != "this server: "+strings.Join(units, " ") {
+		t.Errorf("SHOW JOBS units: %q, want this server with %v", got, units)
+	}
 }

@@ -119,7 +119,7 @@ func TestUserFunctionTypeErrors(t *testing.T) {
 	ordersFile(t, te)
 	te.mustExec(`CREATE FUNCTION eur(usd DOUBLE) RETURNS DOUBLE AS 'usd * 0.908'`)
 	te.mustExec(`CREATE FUNCTION shout(s VARCHAR) RETURNS VARCHAR LANGUAGE javascript AS 'return s.toUpperCase() + "!"'`)
-	for _, c := range []struct{ text, code, at string }{
+	expectSQLErrors(t, te, []sqlErrorCase{
 		{"SELECT id, eur(user) FROM orders", "42883", "eur(user)"},
 		{"SELECT shout(id, 2) FROM orders", "42883", "shout(id, 2)"},
 		{"SELECT nope(id) FROM orders", "42883", "nope(id)"},
@@ -130,19 +130,7 @@ func TestUserFunctionTypeErrors(t *testing.T) {
 		{"CREATE FUNCTION eur(x DOUBLE) RETURNS DOUBLE AS 'x'", "42723", ""},
 		{"CREATE AGGREGATE a(x INT) RETURNS INT AS 'x'", "0A000", ""},
 		{"CREATE FUNCTION t(x INT) RETURNS INT LANGUAGE javascript AS 'return x' WITH (timeout = 'soon')", "22023", ""},
-	} {
-		_, _, err := te.exec(c.text)
-		var se *sql.Error
-		if !errors.As(err, &se) || se.Code != c.code {
-			t.Errorf("%s: got %v, want %s", c.text, err, c.code)
-			continue
-		}
-		if c.at != "" {
-			if want := strings.Index(c.text, c.at); se.Pos != want || se.Line == 0 {
-				t.Errorf("%s: error at %d (line %d), want at %d (%q): %s", c.text, se.Pos, se.Line, want, c.at, se.Message)
-			}
-		}
-	}
+	})
 	// A call with convertible arguments works (INT to DOUBLE, a string literal).
 	_, rows := te.mustExec("SELECT eur(amount), eur('100'), shout(user) FROM orders LIMIT 1")
 	if r := rows[0][0]; r[0] != "4.54" || r[1] != "90.8" || r[2] != "U1!" {
@@ -250,5 +238,27 @@ func TestWasmFunctionModuleInCatalog(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("DESCRIBE FUNCTION risk: %v", rows[0])
+	}
+}
+
+// sqlErrorCase is a statement that must fail with SQLSTATE code, its position at the first
+// occurrence of at in text (when at is not empty).
+type sqlErrorCase struct{ text, code, at string }
+
+// expectSQLErrors runs each case on te and checks its error's code and position.
+func expectSQLErrors(t *testing.T, te *testEngine, cases []sqlErrorCase) {
+	t.Helper()
+	for _, c := range cases {
+		_, _, err := te.exec(c.text)
+		var se *sql.Error
+		if !errors.As(err, &se) || se.Code != c.code {
+			t.Errorf("%s: got %v, want %s", c.text, err, c.code)
+			continue
+		}
+		if c.at != "" {
+			if want := strings.Index(c.text, c.at); se.Pos != want || se.Line == 0 {
+				t.Errorf("%s: error at %d (line %d), want at %d (%q): %s", c.text, se.Pos, se.Line, want, c.at, se.Message)
+			}
+		}
 	}
 }

@@ -54,15 +54,19 @@ func (m *rateMeter) perSecond() float64 {
 	return float64(m.samples[len(m.samples)-1]-m.samples[0]) / float64(len(m.samples)-1)
 }
 
-// showJobs is SHOW JOBS: per job its state, counters, input rate, lag per split and
-// watermark.
+// showJobs is SHOW JOBS: per job its state, counters, input rate, lag per split,
+// watermark and units: who runs which of its units ("<stage>/<split>"), in cluster mode
+// every live instance with the units the division gives it ("rsql-1: 0/0 1/2; rsql-2:
+// ..."; SHOW UNITS has each unit's owner in the shared store), on a single server the
+// units the running job reads.
 func (e *Engine) showJobs() *Result {
 	cols := sql.Schema{{Name: "id", Type: sql.TypeVarchar}, {Name: "statement", Type: sql.TypeVarchar},
 		{Name: "state", Type: sql.TypeVarchar}, {Name: "input_rate", Type: sql.TypeDouble},
 		{Name: "records_in", Type: sql.TypeBigInt}, {Name: "records_out", Type: sql.TypeBigInt},
 		{Name: "lag", Type: sql.TypeBigInt}, {Name: "lag_per_split", Type: sql.TypeVarchar},
 		{Name: "watermark", Type: sql.TypeTimestamp}, {Name: "late", Type: sql.TypeBigInt},
-		{Name: "bad", Type: sql.TypeBigInt}, {Name: "error", Type: sql.TypeVarchar}}
+		{Name: "bad", Type: sql.TypeBigInt}, {Name: "error", Type: sql.TypeVarchar},
+		{Name: "units", Type: sql.TypeVarchar}}
 	var rows []sql.Row
 	for _, j := range e.cat.Jobs() {
 		row := make(sql.Row, len(cols))
@@ -93,6 +97,16 @@ func (e *Engine) showJobs() *Result {
 				row[8] = sql.Timestamp(st.Watermark)
 			}
 			row[9], row[10] = sql.BigInt(st.Late), sql.BigInt(st.Bad)
+			if e.cluster == nil {
+				var us []exec.Unit
+				for _, sp := range st.Splits {
+					us = append(us, exec.Unit{Stage: sp.Stage, Split: sp.Split})
+				}
+				if len(us) > 0 {
+					sortUnits(us)
+					row[12] = sql.Varchar("this server: " + strings.Join(unitNames(us), " "))
+				}
+			}
 		} else if l := j.Last; l != nil {
 			// Not running here: the counters it had when it stopped (no rate, no lag).
 			row[4], row[5] = sql.BigInt(l.RecordsIn), sql.BigInt(l.RecordsOut)
@@ -100,6 +114,11 @@ func (e *Engine) showJobs() *Result {
 				row[8] = sql.Timestamp(*l.Watermark)
 			}
 			row[9], row[10] = sql.BigInt(l.Late), sql.BigInt(l.Bad)
+		}
+		if e.cluster != nil && j.State == "RUNNING" {
+			if a := e.cluster.assignment(j.ID); a != "" {
+				row[12] = sql.Varchar(a)
+			}
 		}
 		rows = append(rows, row)
 	}

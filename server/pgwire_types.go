@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -145,14 +144,14 @@ func appendText(dst []byte, v sql.Value, t sql.Type) []byte {
 		return append(dst, 'f')
 	case sql.KindInt, sql.KindBigInt:
 		if t.Kind == sql.KindDouble {
-			return appendFloat8Text(dst, float64(v.I))
+			return sql.AppendFloat8(dst, float64(v.I))
 		}
 		return strconv.AppendInt(dst, v.I, 10)
 	case sql.KindDouble:
 		if t.Kind == sql.KindInt || t.Kind == sql.KindBigInt {
 			return strconv.AppendInt(dst, int64(v.F), 10)
 		}
-		return appendFloat8Text(dst, v.F)
+		return sql.AppendFloat8(dst, v.F)
 	case sql.KindDecimal:
 		return append(dst, sql.NumericText(v)...)
 	case sql.KindVarchar, sql.KindJSON:
@@ -163,39 +162,6 @@ func appendText(dst []byte, v sql.Value, t sql.Type) []byte {
 		return appendIntervalText(dst, v.I)
 	}
 	return append(dst, v.String()...)
-}
-
-// appendFloat8Text prints f as Postgres does: the shortest exact digits, in exponent form
-// when the exponent is below -4 or at least 15.
-func appendFloat8Text(dst []byte, f float64) []byte {
-	switch {
-	case math.IsNaN(f):
-		return append(dst, "NaN"...)
-	case math.IsInf(f, 1):
-		return append(dst, "Infinity"...)
-	case math.IsInf(f, -1):
-		return append(dst, "-Infinity"...)
-	case f == 0:
-		if math.Signbit(f) {
-			return append(dst, "-0"...)
-		}
-		return append(dst, '0')
-	}
-	// The decimal exponent, read off the shortest 'e' form: d.ddde±XX.
-	var tmp [32]byte
-	e := strconv.AppendFloat(tmp[:0], f, 'e', -1, 64)
-	i := bytes.LastIndexByte(e, 'e')
-	exp := 0
-	for _, c := range e[i+2:] {
-		exp = exp*10 + int(c-'0')
-	}
-	if e[i+1] == '-' {
-		exp = -exp
-	}
-	if exp < -4 || exp >= 15 {
-		return strconv.AppendFloat(dst, f, 'e', -1, 64)
-	}
-	return strconv.AppendFloat(dst, f, 'f', -1, 64)
 }
 
 // appendTimestampText appends 'YYYY-MM-DD HH:MM:SS.mmm' (UTC).

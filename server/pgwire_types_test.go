@@ -15,11 +15,11 @@ func TestPGFloatText(t *testing.T) {
 		math.Inf(1): "Infinity", math.Inf(-1): "-Infinity", 1.0 / 3: "0.3333333333333333",
 	}
 	for f, want := range cases {
-		if got := string(appendFloat8Text(nil, f)); got != want {
+		if got := string(sql.AppendFloat8(nil, f)); got != want {
 			t.Errorf("%v: got %q want %q", f, got, want)
 		}
 	}
-	if got := string(appendFloat8Text(nil, math.NaN())); got != "NaN" {
+	if got := string(sql.AppendFloat8(nil, math.NaN())); got != "NaN" {
 		t.Errorf("NaN: %q", got)
 	}
 }

@@ -405,6 +405,9 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 		descLookupEntries, descLookupLatency} {
 		ch <- d
 	}
+	for _, d := range clusterDescs {
+		ch <- d
+	}
 }
 
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
@@ -414,6 +417,9 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		jobs = append(jobs, j)
 	}
 	c.e.mu.Unlock()
+	if cl := c.e.cluster; cl != nil {
+		cl.collect(ch)
+	}
 	now := time.Now().UnixMilli()
 	for _, j := range jobs {
 		st := j.job.Stats()

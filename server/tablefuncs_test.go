@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"testing"
 
 	"rsql/internal/wat"
-	"rsql/sql"
 )
 
 // Generated orders with comma-separated tags go through CROSS JOIN LATERAL
@@ -218,7 +216,7 @@ func TestTableFunctionErrorsAndCatalog(t *testing.T) {
 	te := newTestEngine(t, true)
 	te.mustExec("CREATE STREAM ev (id BIGINT, tags VARCHAR)")
 	te.mustExec(`CREATE FUNCTION split_tags(tags VARCHAR) RETURNS TABLE (tag VARCHAR) LANGUAGE javascript AS 'return tags === null ? [] : tags.split(",")'`)
-	for _, c := range []struct{ text, code, at string }{
+	expectSQLErrors(t, te, []sqlErrorCase{
 		{"SELECT * FROM ev CROSS JOIN LATERAL split_tags(id) AS t(tag)", "42883", "split_tags(id)"},
 		{"SELECT * FROM ev CROSS JOIN LATERAL split_tags(tags, 1) AS t(tag)", "42883", "split_tags(tags, 1)"},
 		{"SELECT split_tags(tags) FROM ev", "42883", "split_tags(tags)"},
@@ -228,19 +226,7 @@ func TestTableFunctionErrorsAndCatalog(t *testing.T) {
 		{"CREATE FUNCTION st(x VARCHAR) RETURNS TABLE (y VARCHAR) AS 'x'", "0A000", ""},
 		{"CREATE AGGREGATE ag(x VARCHAR) RETURNS TABLE (y VARCHAR) LANGUAGE javascript AS 'x'", "42601", ""},
 		{"CREATE FUNCTION dup(x VARCHAR) RETURNS TABLE (y VARCHAR, y INT) LANGUAGE javascript AS 'return []'", "42701", "y INT"},
-	} {
-		_, _, err := te.exec(c.text)
-		var se *sql.Error
-		if !errors.As(err, &se) || se.Code != c.code {
-			t.Errorf("%s: got %v, want %s", c.text, err, c.code)
-			continue
-		}
-		if c.at != "" {
-			if want := strings.Index(c.text, c.at); se.Pos != want || se.Line == 0 {
-				t.Errorf("%s: error at %d (line %d), want at %d (%q): %s", c.text, se.Pos, se.Line, want, c.at, se.Message)
-			}
-		}
-	}
+	})
 	_, rows := te.mustExec("SHOW FUNCTIONS")
 	kinds := map[string]string{}
 	for _, r := range rows[0] {

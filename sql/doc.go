@@ -31,7 +31,7 @@
 //	               (constant expressions; Insert.Rows casts them to a schema)
 //	*Select        a query; Bind turns it into a *Query. From names the relation read,
 //	               Emit holds the EMIT clause, Params the parameter values.
-//	*ShowStmt      SHOW STREAMS | VIEWS | JOBS | TOPICS | FUNCTIONS | USERS   What (upper case)
+//	*ShowStmt      SHOW STREAMS | VIEWS | JOBS | UNITS | TOPICS | FUNCTIONS | USERS   What (upper case)
 //	*ShowVar       SHOW name                                   Name (lower case)
 //	*Describe      DESCRIBE | DESC [FUNCTION] name             Name, Function
 //	*Explain       EXPLAIN <query statement>                   Statement, Query *Select

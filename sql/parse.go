@@ -327,7 +327,7 @@ func (p *stmtParser) optionValue() (string, error) {
 func (p *stmtParser) show() (Statement, error) {
 	p.next()
 	t := p.peek()
-	for _, w := range []string{"STREAMS", "VIEWS", "JOBS", "TOPICS", "FUNCTIONS", "USERS"} {
+	for _, w := range []string{"STREAMS", "VIEWS", "JOBS", "UNITS", "TOPICS", "FUNCTIONS", "USERS"} {
 		if t.is(w) {
 			p.next()
 			if err := p.expectEnd(); err != nil {
@@ -344,7 +344,7 @@ func (p *stmtParser) show() (Statement, error) {
 	}
 	name, err := p.dottedName()
 	if err != nil {
-		return nil, p.errNear(t, "STREAMS, VIEWS, JOBS, TOPICS, FUNCTIONS, USERS or a setting name")
+		return nil, p.errNear(t, "STREAMS, VIEWS, JOBS, UNITS, TOPICS, FUNCTIONS, USERS or a setting name")
 	}
 	if err := p.expectEnd(); err != nil {
 		return nil, err

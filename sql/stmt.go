@@ -91,7 +91,8 @@ type Insert struct {
 	Values  [][]Expr
 }
 
-// ShowStmt is SHOW STREAMS | VIEWS | JOBS | TOPICS | FUNCTIONS | USERS; What is the upper-case noun.
+// ShowStmt is SHOW STREAMS | VIEWS | JOBS | UNITS | TOPICS | FUNCTIONS | USERS; What is the
+// upper-case noun.
 type ShowStmt struct {
 	Src
 	What string

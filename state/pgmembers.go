@@ -151,3 +151,26 @@ func (s *PostgresCheckpointStore) SplitOwners(ctx context.Context, job string) (
 	}
 	return out, rows.Err()
 }
+
+// JobSplitInfos returns the ownership and last checkpoint of every split of job the store
+// knows, sorted by split name.
+func (s *PostgresCheckpointStore) JobSplitInfos(ctx context.Context, job string) ([]SplitInfo, error) {
+	rows, err := s.pool.Query(ctx, `SELECT split, owner, generation, epoch, next_offset FROM `+s.schemaName()+`.splits WHERE job = $1 ORDER BY split`, job)
+	if err != nil {
+		return nil, fmt.Errorf("state: splits of job %q: %w", job, err)
+	}
+	defer rows.Close()
+	var out []SplitInfo
+	for rows.Next() {
+		info := SplitInfo{Job: job}
+		var off *int64
+		if err := rows.Scan(&info.Split, &info.Owner, &info.Generation, &info.Epoch, &off); err != nil {
+			return nil, fmt.Errorf("state: splits of job %q: %w", job, err)
+		}
+		if off != nil {
+			info.Offset, info.HasOffset = *off, true
+		}
+		out = append(out, info)
+	}
+	return out, rows.Err()
+}

@@ -154,6 +154,26 @@ func txnMessage(topic, body string) *primitive.Message {
 	return m
 }
 
+// decideByKind is the local transaction state of a test message "<kind>-<i>": "c" commits
+// and "r" rolls back at send time; "u" is unknown until a check-back, which commits the even
+// ones and rolls back the odd ones.
+func decideByKind(body string, check bool) primitive.LocalTransactionState {
+	kind, n, _ := strings.Cut(body, "-")
+	i, _ := strconv.Atoi(n)
+	switch {
+	case kind == "c":
+		return primitive.CommitMessageState
+	case kind == "r":
+		return primitive.RollbackMessageState
+	case !check:
+		return primitive.UnkonwnState
+	case i%2 == 0:
+		return primitive.CommitMessageState
+	default:
+		return primitive.RollbackMessageState
+	}
+}
+
 // TestBrokerTransactions: with the official TransactionProducer, 20 transactions commit at
 // once, 20 roll back, and 20 stay unknown until the broker checks back (then the even ones
 // commit and the odd ones roll back). A consumer sees exactly the committed ones, once
@@ -162,22 +182,7 @@ func txnMessage(topic, body string) *primitive.Message {
 func TestBrokerTransactions(t *testing.T) {
 	b := startBroker(t, "--transaction-timeout", "1s", "--transaction-check-interval", "1s")
 	createTopic(t, b, "txn", 4)
-	l := newTxnLedger(func(body string, check bool) primitive.LocalTransactionState {
-		kind, n, _ := strings.Cut(body, "-")
-		i, _ := strconv.Atoi(n)
-		switch {
-		case kind == "c":
-			return primitive.CommitMessageState
-		case kind == "r":
-			return primitive.RollbackMessageState
-		case !check:
-			return primitive.UnkonwnState
-		case i%2 == 0:
-			return primitive.CommitMessageState
-		default:
-			return primitive.RollbackMessageState
-		}
-	})
+	l := newTxnLedger(decideByKind)
 	r := startTxnReader(t, b, "g-txn", "txn", l)
 	time.Sleep(2 * time.Second) // let the consumer take its queues
 	p := newTxnProducer(t, b, "pg-txn", l)
@@ -232,22 +237,7 @@ func TestBrokerTransactions(t *testing.T) {
 func TestBrokerTransactionsSurviveRestart(t *testing.T) {
 	b := startBroker(t, "--transaction-timeout", "2s", "--transaction-check-interval", "1s")
 	createTopic(t, b, "txnr", 4)
-	l := newTxnLedger(func(body string, check bool) primitive.LocalTransactionState {
-		kind, n, _ := strings.Cut(body, "-")
-		i, _ := strconv.Atoi(n)
-		switch {
-		case kind == "c":
-			return primitive.CommitMessageState
-		case kind == "r":
-			return primitive.RollbackMessageState
-		case !check:
-			return primitive.UnkonwnState
-		case i%2 == 0:
-			return primitive.CommitMessageState
-		default:
-			return primitive.RollbackMessageState
-		}
-	})
+	l := newTxnLedger(decideByKind)
 	p := newTxnProducer(t, b, "pg-txnr", l)
 	want := map[string]bool{}
 	for i := 0; i < 10; i++ {

@@ -148,24 +148,13 @@ func TestBrokerFullDisk(t *testing.T) {
 // system. A job that cannot write for lack of space pauses (RETRYING, the reason shown)
 // instead of failing or killing the server; the server restarts on the full disk; once space
 // returns the job goes on from its checkpoint and its output is exactly the batch result.
-// The input has no records far behind the watermark unless RSQL_TEST_FULL_DISK_LATE=1 (a
-// known defect: a few of them are then counted in about half the runs).
+// The input has records far behind the watermark: the job drops them as late after its
+// retries as a run without the fault does (each split's watermark, and the watermark of each
+// producing split downstream of the shuffle, resume from the checkpoint).
 func TestJobPausesOnFullDisk(t *testing.T) {
 	dir := t.TempDir()
 	mountSmallFS(t, filepath.Join(dir, "broker"), "48m")
 	evs := genEvents(53)[:40000]
-	if os.Getenv("RSQL_TEST_FULL_DISK_LATE") == "" {
-		// Without the deliberately late records: their late decision after a retry on a
-		// full disk is a known defect (docs/guarantees.md, "Faults"); what is tested here is
-		// that no record is lost or counted twice.
-		var onTime []event
-		for _, e := range evs {
-			if !e.Late {
-				onTime = append(onTime, e)
-			}
-		}
-		evs = onTime
-	}
 	want, lastEnd := batchResult(evs)
 	s := &jobsServer{t: t, dir: dir, pg: freePort(t), ns: freePort(t), br: freePort(t), http: freePort(t)}
 	s.start()

@@ -247,7 +247,8 @@ func TestJobOverTopicsMatchesBatch(t *testing.T) {
 	got := consumedResult(t, s.ns)
 	compareMultisets(t, "result topic", want, got)
 	// The exchange (GROUP BY user_id over a stream not declared key'ed by it) went through
-	// the job's shuffle topic: data ('D') and watermark ('W') messages.
+	// the job's shuffle topic: data ('D') and watermark messages naming their producing
+	// split ('P').
 	out, errOut, err := runRsql(t, "", "consume", "job-1-0-shuffle", "--from-beginning", "--max", "50", "--idle-exit", "5s", "--namesrv-addr", s.ns)
 	if err != nil {
 		t.Fatalf("consume shuffle topic: %v\n%s", err, errOut)
@@ -256,8 +257,8 @@ func TestJobOverTopicsMatchesBatch(t *testing.T) {
 	for _, l := range lines(out) {
 		kinds[l[0]]++
 	}
-	if kinds['D'] == 0 || kinds['W'] == 0 {
-		t.Errorf("shuffle topic job-1-0-shuffle: %d data and %d watermark messages among the first 50", kinds['D'], kinds['W'])
+	if kinds['D'] == 0 || kinds['P'] == 0 {
+		t.Errorf("shuffle topic job-1-0-shuffle: %d data and %d watermark messages among the first 50", kinds['D'], kinds['P'])
 	}
 	if err := s.p.Stop(); err != nil {
 		t.Errorf("server stop: %v\n%s", err, s.p.Stderr.String())

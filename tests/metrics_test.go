@@ -76,7 +76,7 @@ func TestMetricsDuringJob(t *testing.T) {
 		}
 	}
 	var job string
-	if err := conn.QueryRow(ctx, "SHOW JOBS", pgx.QueryExecModeSimpleProtocol).Scan(&job, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil); err != nil {
+	if err := conn.QueryRow(ctx, "SHOW JOBS", pgx.QueryExecModeSimpleProtocol).Scan(&job, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil); err != nil {
 		t.Fatalf("SHOW JOBS: %v", err)
 	}
 	jobLabel := `job="` + job + `"`
