@@ -69,6 +69,8 @@ type joinOp struct {
 	valSlab []sql.Value
 	// kept counts the rows held in state, for StateRows (read by other goroutines).
 	kept atomic.Int64
+	// logf receives notices (a window join's dominance miss); nil discards them.
+	logf func(format string, args ...any)
 }
 
 // WatermarkHold is how far behind the watermark the event times of the rows the join emits
@@ -270,21 +272,27 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 	n := j.node
 	j.lateRow = j.lateRow[:0]
 	for _, r := range b.Rows {
+		if j.keysNull(in, r) {
+			// A NULL key matches nothing and is not kept: an outer side's row goes out
+			// alone at once (as PostgreSQL's outer joins give it), unless it is late.
+			if j.outerSide(in) {
+				if j.lateAlone(sp, in, r) {
+					j.lateRow = append(j.lateRow, r)
+				} else if in == 0 {
+					j.emit(r, nil, true)
+				} else {
+					j.emit(nil, r, true)
+				}
+			}
+			continue
+		}
 		if n.Mode == planner.JoinWindow {
-			// A row with a NULL key matches nothing and is not kept.
-			if !j.keysNull(in, r) && !j.windowRow(sp, in, r) {
+			if !j.windowRow(sp, in, r) {
 				j.lateRow = append(j.lateRow, r)
 			}
 			continue
 		}
-		key, ok := j.keyOf(in, r)
-		if !ok {
-			// A NULL key matches nothing: an outer side's row goes out alone.
-			if in == 0 && (n.Kind == sql.JoinLeft || n.Kind == sql.JoinFull) && n.Mode != planner.JoinWindow && n.Mode != planner.JoinInterval {
-				j.emit(r, nil, true)
-			}
-			continue
-		}
+		key, _ := j.keyOf(in, r)
 		switch n.Mode {
 		case planner.JoinInterval, planner.JoinRegular:
 			j.probe(sp, in, key, r)
@@ -309,6 +317,36 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 		}
 	}
 	return j.out.flush(b.Split, out)
+}
+
+// lateAlone reports whether row r of input in, which matches nothing, is late: by the
+// same rule as a row that could match (its window end, its time, its as-of time).
+func (j *joinOp) lateAlone(sp *joinSplit, in int, r sql.Row) bool {
+	n := j.node
+	col := -1
+	switch n.Mode {
+	case planner.JoinWindow:
+		col = n.LeftEnd
+		if in == 1 {
+			col = n.RightEnd
+		}
+		v := r[col]
+		return v.IsNull() || v.I <= sp.lateBound(in)
+	case planner.JoinInterval:
+		col = n.LeftTime
+		if in == 1 {
+			col = n.RightTime
+		}
+	case planner.JoinTemporal:
+		if in == 0 {
+			col = n.AsOf
+		}
+	}
+	if col < 0 {
+		return false
+	}
+	v := r[col]
+	return v.IsNull() || v.I < sp.lateBound(in)
 }
 
 // probe handles a row of an interval or regular join: it is matched against the other

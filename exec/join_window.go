@@ -143,6 +143,34 @@ func (j *joinOp) admit(ws *windowState, end int64, r sql.Row) bool {
 	return sql.Compare(v, b) == 0
 }
 
+// checkDominance, for a row r of side at the close of the window ending at end, reports a
+// dominance miss when r is the aggregate's row and its value is behind the running extreme
+// of the rows that reached the join (below it, for a maximum): a row late for the aggregate
+// but on time here raised the extreme, so rows at the aggregate's value were dropped on
+// arrival and the window's result lacks them (docs/sql.md "Joins"). It is logged, never
+// silent.
+func (j *joinOp) checkDominance(ws *windowState, end int64, side int, r sql.Row) {
+	d := j.node.Dominance
+	if d == nil || side == d.Side || ws.best == nil || j.logf == nil {
+		return
+	}
+	keys := j.node.LeftKeys
+	if side == 1 {
+		keys = j.node.RightKeys
+	}
+	j.grpBuf = j.grpBuf[:0]
+	for i, k := range keys {
+		if i != d.Key {
+			j.grpBuf = sql.AppendKey(j.grpBuf, k(r))
+		}
+	}
+	b, ok := ws.best[end][string(j.grpBuf)]
+	if v := keys[d.Key](r); ok && !v.IsNull() && sql.Compare(v, b)*d.Sign < 0 {
+		j.logf("job %s: window join %s: the window ending at %s has aggregate value %s behind %s, the extreme of the rows that reached the join (a row late for the aggregate was on time here); rows at %s were dropped and are missing from its result",
+			j.job, j.id, sql.Value{K: sql.KindTimestamp, I: end}.String(), v.String(), b.String(), v.String())
+	}
+}
+
 // closeWindows closes the windows whose end the watermark wm has reached, oldest first.
 func (j *joinOp) closeWindows(sp *joinSplit, wm int64, split string, out Emitter) error {
 	ws := sp.win
@@ -211,6 +239,7 @@ func (j *joinOp) closeWindow(sp *joinSplit, end int64, split string, out Emitter
 		j.index = map[string][]int32{}
 	}
 	for i, r := range build {
+		j.checkDominance(ws, end, bside, r)
 		j.appendKey(bside, r) // rows with a NULL key were not kept
 		j.index[string(j.keyBuf)] = append(j.index[string(j.keyBuf)], int32(i))
 	}
@@ -218,6 +247,7 @@ func (j *joinOp) closeWindow(sp *joinSplit, end int64, split string, out Emitter
 	// The probe side, row by row.
 	if len(build) > 0 || outer[pside] {
 		err = j.logRows(sp, logs[pside], width[pside], func(p sql.Row) error {
+			j.checkDominance(ws, end, pside, p)
 			matched := false
 			if len(build) > 0 {
 				j.appendKey(pside, p)

@@ -529,7 +529,9 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		}
 		oid := OperatorID(id, "join", i)
 		st.opIDs = append(st.opIDs, oid)
-		return newJoinOp(n, st.job.name, oid, env.Store, late, &st.job.cnt), nil
+		j := newJoinOp(n, st.job.name, oid, env.Store, late, &st.job.cnt)
+		j.logf = env.Logf
+		return j, nil
 	case *planner.LookupJoinNode:
 		return st.openLookup(ctx, n, in)
 	case *planner.TopNNode:

@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -338,4 +339,45 @@ func FuzzLoadWindowEntry(f *testing.F) {
 		out := &joinedRows{}
 		_ = j.Watermark("s", MaxWatermark, out)
 	})
+}
+
+// A dominance miss — the aggregate's maximum below the running maximum of the rows that
+// reached the join, as when a row late for the aggregate was on time at the join — is
+// logged when the window closes, naming the window and both values; a consistent window
+// logs nothing.
+func TestWindowJoinDominanceMissLogged(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		held     []any
+		agg      []any
+		wantLogs int
+	}{
+		{"consistent", []any{"a", 5, "a", 7}, []any{"a", 7}, 0},
+		{"miss", []any{"a", 5, "a", 9, "a", 7}, []any{"a", 7}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := newJoinOp(extremeJoinNode(&planner.JoinDominance{Side: 0, Key: 3, Sign: 1}), "job", "op", state.NewMemory(), nil, &counters{})
+			var logs []string
+			j.logf = func(f string, args ...any) { logs = append(logs, fmt.Sprintf(f, args...)) }
+			out := &joinedRows{}
+			if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, out); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.Process(0, windowRows(10, c.held...), out); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.Process(1, windowRows(10, c.agg...), out); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.Watermark("s", 10, out); err != nil {
+				t.Fatal(err)
+			}
+			if len(logs) != c.wantLogs {
+				t.Fatalf("%d notices, want %d: %v", len(logs), c.wantLogs, logs)
+			}
+			if c.wantLogs > 0 && !(strings.Contains(logs[0], "aggregate value 7 behind 9") && strings.Contains(logs[0], "window join op")) {
+				t.Fatalf("notice %q does not name the values and the join", logs[0])
+			}
+		})
+	}
 }
