@@ -39,6 +39,9 @@ type LookupSpec struct {
 	Columns sql.Schema
 	// Key are the indexes in Columns of the primary key's columns, in key order.
 	Key []int
+	// Schema is the table's declared columns, in order, without the hidden change column
+	// (nil: Columns). A file table's csv lines hold them in this order.
+	Schema sql.Schema
 }
 
 // LookupOptions are the parsed WITH options of a lookup table that the join itself uses.

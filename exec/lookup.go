@@ -391,7 +391,7 @@ func (st *stage) openLookup(ctx context.Context, n *planner.LookupJoinNode, in s
 	if env.OpenLookup == nil {
 		return nil, fmt.Errorf("%w: lookup table %s needs Env.OpenLookup", ErrMissingEnv, n.Table)
 	}
-	table, err := env.OpenLookup(connectors.LookupSpec{Table: n.Table, Options: n.Options, Columns: n.Columns, Key: n.KeyColumns})
+	table, err := env.OpenLookup(connectors.LookupSpec{Table: n.Table, Options: n.Options, Columns: n.Columns, Key: n.KeyColumns, Schema: n.TableSchema})
 	if err != nil {
 		return nil, fmt.Errorf("lookup table %s: %w", n.Table, err)
 	}
