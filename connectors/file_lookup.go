@@ -20,9 +20,21 @@ import (
 // MaxLookupFileBytes is the largest file a file lookup table reads (docs/sql.md).
 const MaxLookupFileBytes = 64 << 20
 
-// ErrLookupFile marks a file lookup table that cannot be read: missing, too large, a line
-// that does not decode. The message names the table, the file and the line.
-var ErrLookupFile = errors.New("file lookup table")
+// LookupFileError is a file lookup table's file that cannot be read: missing, too large, a
+// line that does not decode or has a NULL key. It names the file and the line (Line 0:
+// the file as a whole); the join that opens the table adds the table's name.
+type LookupFileError struct {
+	Path   string
+	Line   int64
+	Reason string
+}
+
+func (e *LookupFileError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("file %s: line %d: %s", e.Path, e.Line, e.Reason)
+	}
+	return fmt.Sprintf("file %s: %s", e.Path, e.Reason)
+}
 
 // FileLookupOptions are a file lookup table's parsed WITH options.
 type FileLookupOptions struct {
@@ -62,8 +74,8 @@ type FileLookup struct {
 // OpenFileLookup reads the file of spec whole (within the sandbox files; nil: paths as
 // given). spec.Schema is the table's declared columns, the file's fields in that order
 // for csv; spec.Columns, a subset of them, are what lookups return. A missing file, a
-// file over MaxLookupFileBytes, a line that does not decode or whose key is NULL is an
-// error wrapping ErrLookupFile that names the table, the file and the line.
+// file over MaxLookupFileBytes, a line that does not decode or whose key is NULL is a
+// *LookupFileError.
 func OpenFileLookup(files *FileRoots, spec LookupSpec) (*FileLookup, error) {
 	o, err := ParseFileLookupOptions(spec.Options)
 	if err != nil {
@@ -72,8 +84,8 @@ func OpenFileLookup(files *FileRoots, spec LookupSpec) (*FileLookup, error) {
 	if len(spec.Key) == 0 {
 		return nil, fmt.Errorf("lookup table %s: no key columns", spec.Table)
 	}
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("%w %s: file %s: %s", ErrLookupFile, spec.Table, o.Path, fmt.Sprintf(format, args...))
+	fail := func(line int64, format string, args ...any) error {
+		return &LookupFileError{Path: o.Path, Line: line, Reason: fmt.Sprintf(format, args...)}
 	}
 	declared := spec.Schema
 	if len(declared) == 0 {
@@ -104,19 +116,19 @@ func OpenFileLookup(files *FileRoots, spec LookupSpec) (*FileLookup, error) {
 	st, err := t.stat()
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fail("no such file")
+		return nil, fail(0, "no such file")
 	case err != nil:
-		return nil, fail("%v", files.escapeErr(o.Path, err))
+		return nil, fail(0, "%v", files.escapeErr(o.Path, err))
 	case st.IsDir():
-		return nil, fail("is a directory")
+		return nil, fail(0, "is a directory")
 	case st.Size() > MaxLookupFileBytes:
-		return nil, fail("%d bytes, more than the %d a lookup table reads into memory (a bounded side input)", st.Size(), MaxLookupFileBytes)
+		return nil, fail(0, "%d bytes, more than the %d a lookup table reads into memory (a bounded side input)", st.Size(), MaxLookupFileBytes)
 	}
 	src := &FileSource{path: o.Path, target: t, open: map[*fileReader]struct{}{}}
 	defer src.Close()
 	rd, err := src.Open(context.Background(), fileSplit, 0)
 	if err != nil {
-		return nil, fail("%v", err)
+		return nil, fail(0, "%v", err)
 	}
 	l := &FileLookup{spec: spec, rows: map[string]sql.Row{}}
 	var (
@@ -131,22 +143,22 @@ func OpenFileLookup(files *FileRoots, spec LookupSpec) (*FileLookup, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w %s: %v", ErrLookupFile, spec.Table, err)
+			return nil, err // names the file and the line
 		}
 		for _, m := range msgs {
 			// The file may have grown since it was measured.
 			if total += int64(len(m.Body)) + 1; total > MaxLookupFileBytes {
-				return nil, fail("more than the %d bytes a lookup table reads into memory (a bounded side input)", MaxLookupFileBytes)
+				return nil, fail(0, "more than the %d bytes a lookup table reads into memory (a bounded side input)", MaxLookupFileBytes)
 			}
 			row, err = format.Decode(m.Body, row[:0])
 			if err != nil {
-				return nil, fail("line %d: %v", m.Offset, err)
+				return nil, fail(m.Offset, "%v", err)
 			}
 			key = key[:0]
 			for _, k := range spec.Key {
 				v := row[proj[k]]
 				if v.IsNull() {
-					return nil, fail("line %d: the primary key column %s is NULL", m.Offset, spec.Columns[k].Name)
+					return nil, fail(m.Offset, "the primary key column %s is NULL", spec.Columns[k].Name)
 				}
 				key = sql.AppendKey(key, v)
 			}
