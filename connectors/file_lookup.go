@@ -68,7 +68,7 @@ func ParseFileLookupOptions(raw map[string]string) (FileLookupOptions, error) {
 // case) removes its key, as in a table's changelog. Lookups never fail.
 type FileLookup struct {
 	spec LookupSpec
-	rows map[string]sql.Row // by sql.AppendKey of the key columns
+	rows map[string][]sql.Row // one row per key, by sql.AppendKey of the key columns
 }
 
 // OpenFileLookup reads the file of spec whole (within the sandbox files; nil: paths as
@@ -130,7 +130,7 @@ func OpenFileLookup(files *FileRoots, spec LookupSpec) (*FileLookup, error) {
 	if err != nil {
 		return nil, fail(0, "%v", err)
 	}
-	l := &FileLookup{spec: spec, rows: map[string]sql.Row{}}
+	l := &FileLookup{spec: spec, rows: map[string][]sql.Row{}}
 	var (
 		msgs  []Message
 		row   sql.Row
@@ -170,7 +170,7 @@ func OpenFileLookup(files *FileRoots, spec LookupSpec) (*FileLookup, error) {
 			for i, p := range proj {
 				out[i] = row[p] // decoded strings are fresh: the row may keep them
 			}
-			l.rows[string(key)] = out // the last line of a key wins
+			l.rows[string(key)] = []sql.Row{out} // the last line of a key wins
 		}
 	}
 	return l, nil
@@ -194,12 +194,13 @@ func (l *FileLookup) Lookup(_ context.Context, keys []sql.Row) ([]sql.Row, error
 		for _, v := range k {
 			buf = sql.AppendKey(buf, v)
 		}
-		if r, ok := l.rows[string(buf)]; ok {
-			out = append(out, r)
-		}
+		out = append(out, l.rows[string(buf)]...)
 	}
 	return out, nil
 }
+
+// Get implements MemoryLookup.
+func (l *FileLookup) Get(key []byte) []sql.Row { return l.rows[string(key)] }
 
 // Close drops nothing: the rows go with the table.
 func (l *FileLookup) Close() error { return nil }

@@ -139,6 +139,9 @@ func (o *lookupOp) Process(_ int, b *Batch, out Emitter) error {
 		o.kinds, o.found, o.pendKey = make([]byte, n), make([][]sql.Row, n), make([]string, n)
 	}
 	o.kinds, o.found, o.pendKey = o.kinds[:n], o.found[:n], o.pendKey[:n]
+	if mem, ok := o.table.(connectors.MemoryLookup); ok {
+		return o.processMemory(mem, b, out)
+	}
 	clear(o.pending)
 	clear(o.askedKey)
 	o.asked = o.asked[:0]
@@ -202,6 +205,48 @@ func (o *lookupOp) Process(_ int, b *Batch, out Emitter) error {
 		}
 	}
 	o.stats.entries.Store(int64(o.cache.len()))
+	return o.emit(b, out)
+}
+
+// processMemory joins a batch with a table held in memory: each row's key, in the key
+// columns' declared types, is looked up at once (no cache, no batching of keys, no
+// retries: the table answers without I/O). NULL keys, keys that cannot be computed and
+// keys that do not convert to the column's type are handled as in Process.
+func (o *lookupOp) processMemory(mem connectors.MemoryLookup, b *Batch, out Emitter) error {
+	var hits int64
+	for i, r := range b.Rows {
+		o.found[i], o.kinds[i] = nil, rowFound
+		o.keyBuf = o.keyBuf[:0]
+		for j, k := range o.node.LeftKeys {
+			v := k(r)
+			if v.IsNull() {
+				if v.IsError() {
+					o.kinds[i] = rowBad
+					if err := o.bad.report(o.ctx, "lookup join", b.Split, r, o.schema, v.AsError()); err != nil {
+						return err
+					}
+				} else {
+					o.kinds[i] = rowNoKey
+				}
+				break
+			}
+			t := o.node.Columns[o.node.KeyColumns[j]].Type
+			if v.K != t.Kind || t.Kind == sql.KindDecimal {
+				c, err := sql.CastValue(v, t)
+				if err != nil || c.IsNull() {
+					o.kinds[i] = rowNoKey // no row can have a key its column cannot hold
+					break
+				}
+				v = c
+			}
+			o.keyBuf = sql.AppendKey(o.keyBuf, v)
+		}
+		if o.kinds[i] == rowFound {
+			o.found[i] = mem.Get(o.keyBuf)
+			hits++
+		}
+	}
+	o.stats.hits.Add(hits)
 	return o.emit(b, out)
 }
 
