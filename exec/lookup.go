@@ -16,7 +16,9 @@ import (
 // looked up when the row is processed. Per batch it gathers the distinct keys the cache
 // does not hold and asks the table for all of them in one lookup, stores the answers in
 // the cache (keys without rows too), then emits the joined rows in input order: INNER drops
-// a row without match, LEFT gives it NULLs. A row whose key has a NULL matches nothing.
+// a row without match, LEFT gives it NULLs. A row whose key has a NULL matches nothing. A
+// table held in memory (connectors.MemoryLookup, a file) is asked for each row's key
+// directly instead (processMemory): it cannot fail, so nothing is cached or retried.
 //
 // A lookup that fails because the database cannot be reached (a restart, a lost
 // connection, a timeout) is tried again after a wait that doubles from 100ms up to
