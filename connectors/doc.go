@@ -62,5 +62,6 @@
 //     json/csv formats into a map by key (the last line of a key wins; a JSON line with
 //     __op delete removes its key); a missing or oversized file, a line that does not
 //     decode or has a NULL key is a *LookupFileError naming the file and the line. Its
-//     lookups never fail and it takes no cache options.
+//     lookups never fail and it takes no cache options; it is a MemoryLookup (Get: one
+//     key's rows by its sql.AppendKey encoding, at once).
 package connectors

@@ -219,6 +219,7 @@ func (o *lookupOp) processMemory(mem connectors.MemoryLookup, b *Batch, out Emit
 	for i, r := range b.Rows {
 		o.found[i], o.kinds[i] = nil, rowFound
 		o.keyBuf = o.keyBuf[:0]
+		cast := false
 		for j, k := range o.node.LeftKeys {
 			v := k(r)
 			if v.IsNull() {
@@ -239,17 +240,44 @@ func (o *lookupOp) processMemory(mem connectors.MemoryLookup, b *Batch, out Emit
 					o.kinds[i] = rowNoKey // no row can have a key its column cannot hold
 					break
 				}
-				v = c
+				v, cast = c, true
 			}
 			o.keyBuf = sql.AppendKey(o.keyBuf, v)
 		}
-		if o.kinds[i] == rowFound {
-			o.found[i] = mem.Get(o.keyBuf)
-			hits++
+		if o.kinds[i] != rowFound {
+			continue
 		}
+		hits++
+		rows := mem.Get(o.keyBuf)
+		if cast && len(rows) > 0 {
+			// The cast may have rounded (2.5 to the BIGINT 3): a row matches only if its key,
+			// in the join's key type, equals the row's.
+			rows = o.sameKey(r, rows)
+		}
+		o.found[i] = rows
 	}
 	o.stats.hits.Add(hits)
 	return o.emit(b, out)
+}
+
+// sameKey returns those of rows whose RightKeys equal input row r's LeftKeys.
+func (o *lookupOp) sameKey(r sql.Row, rows []sql.Row) []sql.Row {
+	o.keyBuf = o.keyBuf[:0]
+	for _, k := range o.node.LeftKeys {
+		o.keyBuf = sql.AppendKey(o.keyBuf, k(r))
+	}
+	n := len(o.keyBuf)
+	var out []sql.Row
+	for _, row := range rows {
+		o.keyBuf = o.keyBuf[:n]
+		for _, k := range o.node.RightKeys {
+			o.keyBuf = sql.AppendKey(o.keyBuf, k(row))
+		}
+		if string(o.keyBuf[:n]) == string(o.keyBuf[n:]) {
+			out = append(out, row)
+		}
+	}
+	return out
 }
 
 // lookup asks the table for keys, retrying while it cannot be reached.

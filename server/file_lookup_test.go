@@ -52,6 +52,12 @@ func TestFileLookupJoin(t *testing.T) {
 		"1 30; 2 20; 5 40"; got != want {
 		t.Errorf("INNER JOIN: %s\nwant %s", got, want)
 	}
+	// A key compared in another type: the DECIMAL 1.5 matches no BIGINT key, not the 2 it
+	// would round to; 3.0 matches 3.
+	if got, want := query(`SELECT o.id, t.credit FROM orders o LEFT JOIN tiers t ON o.user * 1.5 = t.user_id`),
+		"1 NULL; 2 40; 3 NULL; 4 NULL; 5 NULL; 6 NULL"; got != want {
+		t.Errorf("a DECIMAL key: %s\nwant %s", got, want)
+	}
 	_, plan := te.mustExec(`EXPLAIN SELECT o.id, t.tier FROM orders o JOIN tiers FOR SYSTEM_TIME AS OF PROCTIME() AS t ON o.user = t.user_id`)
 	var text strings.Builder
 	for _, r := range plan[0] {
