@@ -23,6 +23,9 @@ type segment struct {
 	// (resident.go).
 	touched atomic.Bool
 	res     reservation
+	// writing: the writer appends to this segment and its mapping is advised for that
+	// (resident.go, adviseWriting). Owned by the writer.
+	writing bool
 }
 
 func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
@@ -63,6 +66,9 @@ func openSegment(fs storeFS, dir string, base, size int64) (*segment, error) {
 
 // reserve backs the segment's bytes up to rel+n on disk before the writer writes them.
 func (s *segment) reserve(fs storeFS, rel, n int64) error {
+	if rel+n <= s.res.reserved {
+		return nil // (without formatting the name: this runs once per record)
+	}
 	return s.res.ensure(fs, s.f, "commit-log segment "+segmentName(s.base), rel+n)
 }
 
@@ -87,6 +93,8 @@ type commitLog struct {
 	wpos      int64        // next write position; owned by the writer
 	committed atomic.Int64 // records below are complete and readable
 	flushed   atomic.Int64 // records below are fsynced
+
+	pf prefaulter // maps reserved chunks ahead of the writer (prefault.go)
 }
 
 func openCommitLog(fs storeFS, dir string, segSize int64) (*commitLog, error) {
@@ -122,6 +130,7 @@ func openCommitLog(fs storeFS, dir string, segSize int64) (*commitLog, error) {
 }
 
 func (cl *commitLog) close() error {
+	cl.stopPrefault()
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	var first error
@@ -175,6 +184,10 @@ func (cl *commitLog) reserve(n int) ([]byte, int64, error) {
 			}
 			binary.BigEndian.PutUint32(s.data[rel:], uint32(cl.segSize-rel))
 			binary.BigEndian.PutUint32(s.data[rel+4:], magicBlank)
+			if s.writing {
+				s.writing = false
+				adviseReading(s.data) // advice only: a failure changes nothing stored
+			}
 		}
 		pos += cl.segSize - rel
 		cl.wpos = pos
@@ -193,8 +206,17 @@ func (cl *commitLog) reserve(n int) ([]byte, int64, error) {
 		cl.mu.Unlock()
 		s = ns
 	}
+	before := s.res.reserved
 	if err := s.reserve(cl.fs, rel, min(int64(n)+blankSize, cl.segSize-rel)); err != nil {
 		return nil, 0, err
+	}
+	if s.res.reserved > before {
+		// Map the new chunk ahead, past the page this record starts on.
+		cl.ahead(s, max(before, (rel+int64(n))/pageSize*pageSize+pageSize), s.res.reserved)
+	}
+	if !s.writing {
+		s.writing = true
+		adviseWriting(s.data) // advice only: a failure changes nothing stored
 	}
 	cl.wpos = pos + int64(n)
 	return s.data[rel : rel+int64(n)], pos, nil

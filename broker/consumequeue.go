@@ -136,6 +136,7 @@ func (q *consumeQueue) openFile(first int64) (*cqFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("broker: map consume queue %s: %w", path, err)
 	}
+	adviseWriting(data) // advice only (resident.go): a failure changes nothing stored
 	return &cqFile{first: first, f: f, data: data, res: reservation{size: size, chunk: cqReserveChunk}}, nil
 }
 
@@ -185,8 +186,11 @@ func (q *consumeQueue) put(off, phys int64, size int32, tags int64) error {
 		f = nf
 	}
 	at := (off - f.first) * cqEntrySize
-	if err := f.res.ensure(q.fs, f.f, fmt.Sprintf("consume queue %s/%d", q.topic, q.id), at+cqEntrySize); err != nil {
-		return err
+	// (The name is formatted only when a chunk is reserved: not once per message.)
+	if at+cqEntrySize > f.res.reserved {
+		if err := f.res.ensure(q.fs, f.f, fmt.Sprintf("consume queue %s/%d", q.topic, q.id), at+cqEntrySize); err != nil {
+			return err
+		}
 	}
 	b := f.data[at:]
 	binary.BigEndian.PutUint64(b, uint64(phys))

@@ -39,7 +39,9 @@
 // These files are mapped; every Config.ReleaseInterval the pages that are complete and not
 // being written leave the process's resident set (madvise, resident.go): the commit log
 // keeps only its last few MiB and what was read since the last release mapped, so the
-// broker's resident memory does not grow with the data it holds.
+// broker's resident memory does not grow with the data it holds. The mappings the writer
+// appends to read no ahead (MADV_RANDOM; the commit log only while a segment is written), so
+// a write never waits for the kernel to fill a read-ahead window.
 // topics.json, offsets.json (a snapshot) and checkpoint are replaced atomically; every offset
 // commit is appended to the journal offsets.log before it is visible, so a process crash
 // loses none. On Open, records from the checkpoint on are validated (magic, lengths, body

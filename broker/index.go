@@ -133,8 +133,8 @@ const indexReserveChunk = 64 << 10
 
 // reserve backs the file's bytes up to end (nothing for an in-memory file).
 func (x *indexFile) reserve(end int64) error {
-	if x.f == nil {
-		return nil
+	if x.f == nil || end <= x.res.reserved {
+		return nil // (without formatting the name: this runs once per record)
 	}
 	return x.res.ensure(x.fs, x.f, "index file "+filepath.Base(x.path), end)
 }
@@ -330,6 +330,7 @@ func openIndexFile(fs storeFS, path string) (*indexFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("broker: map index %s: %w", path, err)
 	}
+	adviseWriting(data) // advice only (resident.go): a failure changes nothing stored
 	x := &indexFile{path: path, f: f, data: data, hdr: h, fs: fs, res: reservation{size: st.Size(), chunk: indexReserveChunk}}
 	// The slots are written at random: back them all before taking entries. On a full disk
 	// the file serves lookups and takes nothing more (a new file takes over when there is
@@ -368,6 +369,7 @@ func (s *indexService) newFile(beginPhys int64) (*indexFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("broker: map index %s: %w", path, err)
 	}
+	adviseWriting(data) // advice only (resident.go): a failure changes nothing stored
 	x.data = data
 	encodeIndexHeader(data, &x.hdr)
 	return x, nil

@@ -20,8 +20,9 @@ import (
 // committed position minus residentTail, in the segments touched since the last release; every
 // consume-queue and index page (their dirty pages stay dirty in the page cache and are
 // written back as usual). What stays resident: the last residentTail bytes of the commit
-// log before its committed position (consumers tailing the log read there), plus what was
-// read or written since the last release.
+// log before its committed position (consumers tailing the log read there), the chunk the
+// writer reserved and had mapped ahead of it (prefault.go, at most segmentReserveChunk),
+// plus what was read or written since the last release.
 
 const (
 	// residentTail is how much of the commit log just below its committed position stays
@@ -116,3 +117,24 @@ func (s *indexService) release() error {
 	}
 	return nil
 }
+
+// Read-ahead on the writer's faults. A store file grows by the writer's first touch of each
+// page of its mapping, and a page fault on a file mapping reads ahead: with the device's
+// read-ahead window (8 MiB on the development machine's disk) one fault on a fresh page of
+// a preallocated file makes the kernel allocate and zero-fill the whole window, about 20
+// ms, while the writer holds Broker.wmu — every producer and every job's publish waits
+// (docs/benchmarks.md, "Latency"). So the mappings the writer writes are advised
+// MADV_RANDOM (no read-ahead; a fault maps one page): the commit-log segment being
+// written, the consume queues and the key index (their reads are small and scattered
+// anyway). A commit-log segment the writer has left is advised MADV_NORMAL again, so a
+// consumer catching up from disk reads it with read-ahead.
+
+// writingAdvice is the advice adviseWriting gives (a variable so that a benchmark can
+// compare with read-ahead on: BenchmarkAppendStalls).
+var writingAdvice = syscall.MADV_RANDOM
+
+// adviseWriting turns read-ahead off on a mapping the writer appends to.
+func adviseWriting(data []byte) error { return syscall.Madvise(data, writingAdvice) }
+
+// adviseReading turns read-ahead back on once the writer has left the mapping.
+func adviseReading(data []byte) error { return syscall.Madvise(data, syscall.MADV_NORMAL) }

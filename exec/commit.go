@@ -79,14 +79,18 @@ func (g *commitGroup) add(epoch int64, b *state.Batch, offs []SplitOffset, r *re
 		<-prev
 		start := time.Now()
 		err := g.job.commit(epoch, e.state, e.offs)
+		committed := time.Now()
 		// What the checkpoint costs is the commit; publishing the outbox is the sink's
 		// writing, which the rows cost however often the job checkpoints.
-		g.job.commitNanos.Add(int64(time.Since(start)))
+		g.job.commitNanos.Add(int64(committed.Sub(start)))
 		for _, s := range g.sinks {
 			if err != nil {
 				break
 			}
 			err = s.committed(epoch)
+		}
+		if err == nil {
+			g.job.cpTimes.done(epoch, start, committed, time.Now())
 		}
 		if err != nil && !errors.Is(err, context.Canceled) {
 			g.job.fail(err)

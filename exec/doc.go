@@ -82,8 +82,10 @@
 //     epoch order; a stage waits for its last commit before its next barrier, a split
 //     change and its end. Checkpoints run every Env.CheckpointInterval (default 10s), or,
 //     with Env.MinCheckpointInterval, at an interval that adapts to what commits cost (the
-//     server's jobs: ten times the last commit's duration, 10 ms to 1 s), on
-//     Job.Checkpoint, and when a bounded job finishes. A restarted
+//     server's jobs: ten times the last commit's duration, 10 ms to 1 s; a watermark that
+//     releases rows into an outbox brings the next one forward, at most once per interval,
+//     cpearly.go), on Job.Checkpoint, and when a bounded job finishes. Job.CheckpointTimes
+//     gives histograms of the phases (cptimes.go). A restarted
 //     job resumes each split from its committed position with its committed state, so each
 //     record affects committed state once.
 //   - NewSplit loads a split's state and gives the operators its checkpointed watermark;

@@ -222,6 +222,12 @@ type Job struct {
 	seq       int64 // last epoch handed out
 	rootsLeft int   // root stages whose input is not exhausted yet
 	lookups   []stageLookup
+
+	// early asks the adaptive checkpoint loop for an early checkpoint: a watermark released
+	// rows into an outbox (cpearly.go).
+	early chan struct{}
+	// cpTimes records the phases of the job's checkpoints (cptimes.go).
+	cpTimes cpTimes
 }
 
 type stageLookup struct {
@@ -261,7 +267,7 @@ func Start(ctx context.Context, job string, plan *planner.Physical, env Env) (*J
 		return nil, fmt.Errorf("%w: no stages", ErrBadPlan)
 	}
 	jctx, cancel := context.WithCancel(ctx)
-	j := &Job{name: job, env: env, plan: plan, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1), alignCh: make(chan struct{})}
+	j := &Job{name: job, env: env, plan: plan, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1), early: make(chan struct{}, 1), alignCh: make(chan struct{})}
 	if err := j.build(jctx); err != nil {
 		cancel()
 		for _, st := range j.stages {
@@ -651,12 +657,23 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
+	due := time.Now().Add(wait)
+	var lastEnd, lastEarly time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-j.kick:
 			t.Reset(0) // (Go 1.23 timers: no stale tick to drain)
+			due = time.Now()
+		case <-j.early:
+			if !adaptive {
+				break
+			}
+			if at, ok := earlyCheckpointAt(time.Now(), due, lastEnd, lastEarly, min, wait); ok {
+				t.Reset(time.Until(at))
+				due, lastEarly = at, at
+			}
 		case <-t.C:
 			start := time.Now()
 			if _, err := j.Checkpoint(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, errJobEnded) {
@@ -670,6 +687,8 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 				wait = max - took
 			}
 			t.Reset(wait)
+			lastEnd = time.Now()
+			due = lastEnd.Add(wait)
 		}
 	}
 }
@@ -803,6 +822,7 @@ func (j *Job) injectBarrier(ctx context.Context) ([]*request, error) {
 	j.inject.Lock()
 	defer j.inject.Unlock()
 	epoch := j.nextEpoch()
+	j.cpTimes.inject(epoch, time.Now())
 	var rs []*request
 	for _, st := range j.roots {
 		r := &request{kind: reqCheckpoint, epoch: epoch, done: make(chan error, 1)}

@@ -1006,11 +1006,13 @@ func (st *stage) advance() error {
 // splitWatermark hands a split's new watermark to every operator, in topological order,
 // then to an output that keeps watermarks per split (a shuffle topic).
 func (st *stage) splitWatermark(split string, wm int64) error {
+	held := st.heldRows()
 	for _, n := range st.nodes {
 		if err := n.op.Watermark(split, holdBack(wm, n.hold), n.emit); err != nil {
 			return err
 		}
 	}
+	st.watermarkReleased(held)
 	if sw, ok := st.out.(splitWatermarker); ok {
 		return sw.SplitWatermark(split, wm)
 	}

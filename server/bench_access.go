@@ -41,3 +41,15 @@ func (e *Engine) CheckpointJob(ctx context.Context, id string) (int64, error) {
 	}
 	return rj.job.Checkpoint(ctx)
 }
+
+// JobCheckpointTimes returns the checkpoint phase histograms of a job this engine runs
+// (false when it runs none with that id).
+func (e *Engine) JobCheckpointTimes(id string) (exec.CheckpointTimes, bool) {
+	e.mu.Lock()
+	rj := e.jobs[id]
+	e.mu.Unlock()
+	if rj == nil {
+		return exec.CheckpointTimes{}, false
+	}
+	return rj.job.CheckpointTimes(), true
+}
