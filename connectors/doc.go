@@ -57,4 +57,11 @@
 //     *LookupError telling whether retrying may help. Options are parsed once
 //     (ParsePostgresOptions); errors are *OptionError naming the option, never showing a
 //     password.
+//   - The file connector is a lookup table too (file_lookup.go): OpenFileLookup reads the
+//     whole file (at most MaxLookupFileBytes) with the file source's line reader and the
+//     json/csv formats into a map by key (the last line of a key wins; a JSON line with
+//     __op delete removes its key); a missing or oversized file, a line that does not
+//     decode or has a NULL key is a *LookupFileError naming the file and the line. Its
+//     lookups never fail and it takes no cache options; it is a MemoryLookup (Get: one
+//     key's rows by its sql.AppendKey encoding, at once).
 package connectors

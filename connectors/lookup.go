@@ -30,6 +30,16 @@ type LookupTable interface {
 	Close() error
 }
 
+// MemoryLookup is a LookupTable held in memory (a file table): Get answers one key at once,
+// without I/O and without failing, so a join asks it per row instead of gathering a
+// batch's keys. key is the sql.AppendKey encoding of the key's values in LookupSpec.Key's
+// order, each of its column's declared type; the rows returned (nil: none) are shared and
+// must not be modified.
+type MemoryLookup interface {
+	LookupTable
+	Get(key []byte) []sql.Row
+}
+
 // LookupSpec is a lookup table as a join opens it: the rsql table's name, its WITH
 // options, the columns the join reads and which of them form the key.
 type LookupSpec struct {
@@ -39,6 +49,9 @@ type LookupSpec struct {
 	Columns sql.Schema
 	// Key are the indexes in Columns of the primary key's columns, in key order.
 	Key []int
+	// Schema is the table's declared columns, in order, without the hidden change column
+	// (nil: Columns). A file table's csv lines hold them in this order.
+	Schema sql.Schema
 }
 
 // LookupOptions are the parsed WITH options of a lookup table that the join itself uses.

@@ -139,10 +139,17 @@ var builtinKinds = []Kind{
 		},
 	},
 	{
-		Name: "file", Doc: "a file of JSON lines or CSV records: read to its end, or written", Options: []string{"path"}, Bounded: true,
+		Name: "file", Doc: "a file of JSON lines or CSV records: read to its end, or written; a table of it is read into memory and looked up by key in processing-time joins", Options: []string{"path"}, Bounded: true,
 		OpenSource: func(_ context.Context, d Deps, s Spec) (Source, error) { return d.Files.OpenSource(s.Options.Path) },
 		OpenSink: func(_ context.Context, d Deps, s Spec) (Sink, error) {
 			return d.Files.OpenSink(s.Options.Path, FileSinkOptions{})
+		},
+		ParseLookup: func(_ string, raw map[string]string) (LookupOptions, error) {
+			o, err := ParseFileLookupOptions(raw)
+			return o.LookupOptions, err
+		},
+		OpenLookup: func(_ context.Context, d Deps, s LookupSpec) (LookupTable, error) {
+			return OpenFileLookup(d.Files, s)
 		},
 	},
 	{
@@ -302,14 +309,14 @@ func parseOptions(raw map[string]string, strict bool) (StreamOptions, error) {
 			o.PartitionedBy = append(o.PartitionedBy, c)
 		}
 	}
-	if strict && kind.ParseLookup != nil {
-		if _, err := kind.ParseLookup("", raw); err != nil {
-			return o, err
-		}
-	}
 	for _, opt := range kind.Options {
 		if opt == "path" && o.Path == "" && strict {
 			return o, &OptionError{Reason: fmt.Sprintf("the %s connector needs a path option: WITH (connector = '%s', path = 'events.jsonl')", o.Connector, o.Connector)}
+		}
+	}
+	if strict && kind.ParseLookup != nil {
+		if _, err := kind.ParseLookup("", raw); err != nil {
+			return o, err
 		}
 	}
 	return o, nil

@@ -126,7 +126,9 @@
 //     cache lacks (Env.OpenLookup opens the table), rows out in input order; a lookup the
 //     database cannot answer is retried with a capped exponential wait, holding the batch
 //     (never dropping or reordering rows) until it succeeds or the job's context ends. The
-//     cache (TTL, most-recently-used bound, absent keys too) is not checkpointed. Counters
+//     cache (TTL, most-recently-used bound, absent keys too) is not checkpointed; a table
+//     held in memory (connectors.MemoryLookup: a file) is asked for each row's key at
+//     once, with no cache, no batching of keys and no retries. Counters
 //     are in JobStats.Lookups.
 //   - Row counts (stats.go): every port of a stage (an input, an operator's output) counts
 //     the rows it emits, one atomic add per batch, so Job.StageStats gives the rows along

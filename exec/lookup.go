@@ -16,7 +16,9 @@ import (
 // looked up when the row is processed. Per batch it gathers the distinct keys the cache
 // does not hold and asks the table for all of them in one lookup, stores the answers in
 // the cache (keys without rows too), then emits the joined rows in input order: INNER drops
-// a row without match, LEFT gives it NULLs. A row whose key has a NULL matches nothing.
+// a row without match, LEFT gives it NULLs. A row whose key has a NULL matches nothing. A
+// table held in memory (connectors.MemoryLookup, a file) is asked for each row's key
+// directly instead (processMemory): it cannot fail, so nothing is cached or retried.
 //
 // A lookup that fails because the database cannot be reached (a restart, a lost
 // connection, a timeout) is tried again after a wait that doubles from 100ms up to
@@ -139,6 +141,9 @@ func (o *lookupOp) Process(_ int, b *Batch, out Emitter) error {
 		o.kinds, o.found, o.pendKey = make([]byte, n), make([][]sql.Row, n), make([]string, n)
 	}
 	o.kinds, o.found, o.pendKey = o.kinds[:n], o.found[:n], o.pendKey[:n]
+	if mem, ok := o.table.(connectors.MemoryLookup); ok {
+		return o.processMemory(mem, b, out)
+	}
 	clear(o.pending)
 	clear(o.askedKey)
 	o.asked = o.asked[:0]
@@ -203,6 +208,76 @@ func (o *lookupOp) Process(_ int, b *Batch, out Emitter) error {
 	}
 	o.stats.entries.Store(int64(o.cache.len()))
 	return o.emit(b, out)
+}
+
+// processMemory joins a batch with a table held in memory: each row's key, in the key
+// columns' declared types, is looked up at once (no cache, no batching of keys, no
+// retries: the table answers without I/O). NULL keys, keys that cannot be computed and
+// keys that do not convert to the column's type are handled as in Process.
+func (o *lookupOp) processMemory(mem connectors.MemoryLookup, b *Batch, out Emitter) error {
+	var hits int64
+	for i, r := range b.Rows {
+		o.found[i], o.kinds[i] = nil, rowFound
+		o.keyBuf = o.keyBuf[:0]
+		cast := false
+		for j, k := range o.node.LeftKeys {
+			v := k(r)
+			if v.IsNull() {
+				if v.IsError() {
+					o.kinds[i] = rowBad
+					if err := o.bad.report(o.ctx, "lookup join", b.Split, r, o.schema, v.AsError()); err != nil {
+						return err
+					}
+				} else {
+					o.kinds[i] = rowNoKey
+				}
+				break
+			}
+			t := o.node.Columns[o.node.KeyColumns[j]].Type
+			if v.K != t.Kind || t.Kind == sql.KindDecimal {
+				c, err := sql.CastValue(v, t)
+				if err != nil || c.IsNull() {
+					o.kinds[i] = rowNoKey // no row can have a key its column cannot hold
+					break
+				}
+				v, cast = c, true
+			}
+			o.keyBuf = sql.AppendKey(o.keyBuf, v)
+		}
+		if o.kinds[i] != rowFound {
+			continue
+		}
+		hits++
+		rows := mem.Get(o.keyBuf)
+		if cast && len(rows) > 0 {
+			// The cast may have rounded (2.5 to the BIGINT 3): a row matches only if its key,
+			// in the join's key type, equals the row's.
+			rows = o.sameKey(r, rows)
+		}
+		o.found[i] = rows
+	}
+	o.stats.hits.Add(hits)
+	return o.emit(b, out)
+}
+
+// sameKey returns those of rows whose RightKeys equal input row r's LeftKeys.
+func (o *lookupOp) sameKey(r sql.Row, rows []sql.Row) []sql.Row {
+	o.keyBuf = o.keyBuf[:0]
+	for _, k := range o.node.LeftKeys {
+		o.keyBuf = sql.AppendKey(o.keyBuf, k(r))
+	}
+	n := len(o.keyBuf)
+	var out []sql.Row
+	for _, row := range rows {
+		o.keyBuf = o.keyBuf[:n]
+		for _, k := range o.node.RightKeys {
+			o.keyBuf = sql.AppendKey(o.keyBuf, k(row))
+		}
+		if string(o.keyBuf[:n]) == string(o.keyBuf[n:]) {
+			out = append(out, row)
+		}
+	}
+	return out
 }
 
 // lookup asks the table for keys, retrying while it cannot be reached.
@@ -391,7 +466,7 @@ func (st *stage) openLookup(ctx context.Context, n *planner.LookupJoinNode, in s
 	if env.OpenLookup == nil {
 		return nil, fmt.Errorf("%w: lookup table %s needs Env.OpenLookup", ErrMissingEnv, n.Table)
 	}
-	table, err := env.OpenLookup(connectors.LookupSpec{Table: n.Table, Options: n.Options, Columns: n.Columns, Key: n.KeyColumns})
+	table, err := env.OpenLookup(connectors.LookupSpec{Table: n.Table, Options: n.Options, Columns: n.Columns, Key: n.KeyColumns, Schema: n.TableSchema})
 	if err != nil {
 		return nil, fmt.Errorf("lookup table %s: %w", n.Table, err)
 	}

@@ -50,11 +50,13 @@
 // docs/guarantees.md); the stage 1 SourceSpec.EventTime names the event-time column inside
 // the shuffled row.
 //
-// Lookup joins (lookup.go). A join whose right side is a table of a connector that can be
-// looked up by key (connectors.Kind.OpenLookup: postgres) is JoinLookup: no exchange of
-// either side; a LookupJoinNode at the end of the left side's stage, reading the table's
-// pruned columns (LookupJoinNode.Columns) by its primary key. FOR SYSTEM_TIME AS OF must
-// then be a processing time, not the left's event time (0A000). A relation of a connector
+// Lookup joins (lookup.go). A join whose right side is a table of a connector that can only
+// be looked up by key (postgres), or a file table joined in processing time (no AS OF, or
+// AS OF a processing time: the file is read whole when the job starts), is JoinLookup: no
+// exchange of either side; a LookupJoinNode at the end of the left side's stage, reading
+// the table's pruned columns (LookupJoinNode.Columns, TableSchema the declared ones) by its
+// primary key. For postgres FOR SYSTEM_TIME AS OF must then be a processing time, not the
+// left's event time (0A000); a file table AS OF the left's event time is a temporal join. A relation of a connector
 // that cannot be read (a lookup table, a write-only connector) is refused as a source, and
 // one that cannot be written as a sink, with 0A000 when the plan is built.
 package planner

@@ -359,6 +359,13 @@ func (b *logicalBuilder) tableJoin(j *Join, f *sql.FromJoin, t *sql.Relation, lw
 			asOf = c.Index
 		}
 	}
+	if asOf < 0 && t.Connector() == "file" {
+		// A file is bounded: in processing time it is read whole when the job starts and
+		// looked up by key (a side input), rather than raced against the stream. Its
+		// deletes are applied as it is read: the join reads no change column.
+		j.RightOp = -1
+		return lookupJoin(j, f, t, lw)
+	}
 	if asOf >= 0 {
 		if t.EventTime < 0 {
 			return errorf(sql.CodeNotSupported, "FOR SYSTEM_TIME AS OF %s needs table %s to declare its version time (WATERMARK FOR ts AS ...)", f.AsOf, t.Name)

@@ -48,6 +48,9 @@ func lookupText(t *sql.Relation) string {
 	if err != nil {
 		return " table=" + t.Name + " (" + err.Error() + ")"
 	}
+	if t.Connector() == "file" {
+		return " table=" + o.Target + " (read into memory at start)"
+	}
 	return " table=" + o.Target + " cache_ttl=" + durationText(o.CacheTTL) + " cache_rows=" + strconv.Itoa(o.CacheRows)
 }
 
@@ -70,8 +73,11 @@ type LookupJoinNode struct {
 	Options   map[string]string
 	// Columns are the table's columns the join reads, in the right row's order;
 	// KeyColumns the index in Columns of each key column, in the order of LeftKeys.
-	Columns    sql.Schema
-	KeyColumns []int
+	// TableSchema is every declared column of the table, in order, without the hidden
+	// change column (a file table's csv fields are in this order).
+	Columns     sql.Schema
+	TableSchema sql.Schema
+	KeyColumns  []int
 	// LeftKeys are compiled over the input row, RightKeys over the right row, each pair of
 	// one type (the key's value in the declared column type is LeftKeys cast to it).
 	LeftKeys, RightKeys []Evaluator
@@ -104,6 +110,11 @@ func (b *builder) lookupJoin(n *Join) (sub, error) {
 	}
 	ln := &LookupJoinNode{Kind: n.Kind, Table: n.Table.Name, Connector: n.Table.Connector(), Options: n.Table.Options,
 		Columns: scan.Schema(), LeftWidth: len(s.row), Schema: n.Schema(), Text: n.String()}
+	for _, c := range n.Table.Schema {
+		if c.Name != sql.ChangeColumn {
+			ln.TableSchema = append(ln.TableSchema, c)
+		}
+	}
 	for i := range n.LeftKeys {
 		c, ok := unwrapCast(n.RightKeys[i]).(*sql.ColumnRef)
 		if !ok || c.Index < 0 || c.Index >= len(ln.Columns) {

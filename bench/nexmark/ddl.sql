@@ -25,3 +25,9 @@ CREATE STREAM bid_proctime (
   auction BIGINT, bidder BIGINT, price BIGINT, channel VARCHAR, url VARCHAR,
   date_time TIMESTAMP, extra VARCHAR, p_time TIMESTAMP
 ) WITH (connector = 'nexmark', table = 'bid', {options});
+
+-- The side input of q13: a bounded table read from a file, key -> its decimal text for
+-- keys 0 to 9,999 (nexmark-flink's side_input.txt). The bench writes the file into a
+-- temporary directory and replaces {side_input_path} with its path.
+CREATE TABLE side_input (key BIGINT PRIMARY KEY, value VARCHAR)
+  WITH (connector = 'file', path = '{side_input_path}', format = 'csv');

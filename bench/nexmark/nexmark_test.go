@@ -3,7 +3,10 @@ package nexmark
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,7 +106,7 @@ func TestQueriesEmbedded(t *testing.T) {
 	for _, q := range Queries() {
 		names = append(names, q.Name)
 	}
-	if got := strings.Join(names, ","); got != "q0,q1,q2,q3,q5,q7,q8,q10,q11,q12,q14,q15,q16,q17,q18,q19,q20,q21,q22,q23" {
+	if got := strings.Join(names, ","); got != "q0,q1,q2,q3,q5,q7,q8,q10,q11,q12,q13,q14,q15,q16,q17,q18,q19,q20,q21,q22,q23" {
 		t.Fatalf("queries %s", got)
 	}
 	if _, err := Select("q0,4"); err == nil || !strings.Contains(err.Error(), "no query q4") {
@@ -242,6 +245,48 @@ func TestQ12ProcessingTime(t *testing.T) {
 
 // q14: bids between 1,101,322 and 55,066,079 cents converted, with the time of day and
 // the number of 'c' in extra.
+// q13 joins every bid with the side input's row of its auction modulo 10,000: with the
+// generated side input (each key's value its decimal text) every bid has one; with a side
+// input of some keys only, the INNER join drops the bids of the others, and a key on two
+// lines takes the last.
+func TestQ13SideInput(t *testing.T) {
+	cfg := Config{Events: testEvents, Splits: 2}
+	got, _ := runQuery(t, "q13", cfg)
+	var want []string
+	for _, b := range testBids(cfg) {
+		want = append(want, render(bi(b.Auction), bi(b.Bidder), bi(b.Price), ts(b.DateTime), str(strconv.FormatInt(b.Auction%10_000, 10))))
+	}
+	sameRows(t, "q13", got, want)
+
+	// A side input of the keys divisible by 3, each with a value of its own; key 3 twice.
+	var lines []string
+	for k := int64(0); k < SideInputRows; k += 3 {
+		lines = append(lines, fmt.Sprintf("%d,v%d", k, k*7))
+	}
+	lines = append(lines, "3,last")
+	cfg.SideInputPath = filepath.Join(t.TempDir(), "side.csv")
+	if err := os.WriteFile(cfg.SideInputPath, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = runQuery(t, "q13", cfg)
+	want, dropped := want[:0], 0
+	for _, b := range testBids(cfg) {
+		k := b.Auction % 10_000
+		switch {
+		case k == 3:
+			want = append(want, render(bi(b.Auction), bi(b.Bidder), bi(b.Price), ts(b.DateTime), str("last")))
+		case k%3 == 0:
+			want = append(want, render(bi(b.Auction), bi(b.Bidder), bi(b.Price), ts(b.DateTime), str(fmt.Sprintf("v%d", k*7))))
+		default:
+			dropped++
+		}
+	}
+	if dropped == 0 || len(want) == 0 {
+		t.Fatalf("q13 with a partial side input: %d bids kept, %d dropped: the case tests little", len(want), dropped)
+	}
+	sameRows(t, "q13 with a partial side input", got, want)
+}
+
 func TestQ14(t *testing.T) {
 	// One event per second from 05:00: the bids span night, other and day time.
 	cfg := Config{Events: testEvents, Splits: 2, EventRate: 1, BaseTime: 1_767_243_600_000}

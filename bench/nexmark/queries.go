@@ -3,6 +3,8 @@ package nexmark
 import (
 	"embed"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,5 +103,34 @@ func DDL(cfg Config) string {
 	if cfg.Rate > 0 {
 		opts += fmt.Sprintf(", rate = %d", cfg.Rate)
 	}
-	return strings.ReplaceAll(string(b), "{options}", opts)
+	path := cfg.SideInputPath
+	if path == "" {
+		path = SideInputFile // relative: no file unless a query reads it
+	}
+	ddl := strings.ReplaceAll(string(b), "{options}", opts)
+	return strings.ReplaceAll(ddl, "{side_input_path}", strings.ReplaceAll(path, "'", "''"))
+}
+
+// SideInputRows is the number of rows of q13's side input: keys 0 to SideInputRows-1.
+const SideInputRows = 10_000
+
+// SideInputFile is the side input's file name in the directory WriteSideInput writes to.
+const SideInputFile = "side_input.csv"
+
+// WriteSideInput writes q13's side input into dir as CSV lines "key,value", each key from 0
+// to SideInputRows-1 with its decimal text as the value (nexmark-flink's side_input.txt),
+// and returns the file's path.
+func WriteSideInput(dir string) (string, error) {
+	var b []byte
+	for k := 0; k < SideInputRows; k++ {
+		b = strconv.AppendInt(b, int64(k), 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(k), 10)
+		b = append(b, '\n')
+	}
+	path := filepath.Join(dir, SideInputFile)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return "", fmt.Errorf("nexmark: side input: %w", err)
+	}
+	return path, nil
 }

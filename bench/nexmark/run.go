@@ -54,6 +54,9 @@ type Config struct {
 	// ThroughBroker puts the streams on topics of a bundled broker first and has the job
 	// read them there (broker.go).
 	ThroughBroker bool
+	// SideInputPath is q13's side-input file (WriteSideInput); "": Run writes one into a
+	// temporary directory, removed at the end.
+	SideInputPath string
 	// Started, when set, is called right before the job starts (after the topics are
 	// written, with ThroughBroker), so a caller can time the job alone.
 	Started func()
@@ -107,17 +110,28 @@ func newCatalog(cfg Config) (catalog, error) {
 	for _, st := range stmts {
 		cs, ok := st.(*sql.CreateStream)
 		if !ok {
-			return nil, fmt.Errorf("nexmark: ddl.sql holds a statement that is not CREATE STREAM")
+			return nil, fmt.Errorf("nexmark: ddl.sql holds a statement that is not CREATE STREAM or CREATE TABLE")
 		}
-		if err := connectors.CheckNexmarkStream(cs.Options, cs.Columns); err != nil {
-			return nil, fmt.Errorf("nexmark: ddl.sql: stream %s: %w", cs.Name, err)
+		if _, err := connectors.ParseStreamOptions(cs.Options); err != nil {
+			return nil, fmt.Errorf("nexmark: ddl.sql: %s: %w", cs.Name, err)
 		}
 		et := -1
 		if cs.WatermarkColumn != "" {
 			et = cs.Columns.Index(cs.WatermarkColumn)
 		}
-		cat[strings.ToLower(cs.Name)] = &sql.Relation{Name: cs.Name, Schema: cs.Columns, Options: cs.Options,
+		rel := &sql.Relation{Name: cs.Name, Schema: cs.Columns, Options: cs.Options,
 			EventTime: et, WatermarkDelay: cs.WatermarkDelay}
+		if cs.Table {
+			// A side-input table (q13): as the server's catalog declares a file table.
+			rel.IsTable = true
+			for _, k := range cs.PrimaryKey {
+				rel.PrimaryKey = append(rel.PrimaryKey, cs.Columns.Index(k))
+			}
+			rel.Schema = append(append(sql.Schema{}, cs.Columns...), sql.Column{Name: sql.ChangeColumn, Type: sql.TypeVarchar})
+		} else if err := connectors.CheckNexmarkStream(cs.Options, cs.Columns); err != nil {
+			return nil, fmt.Errorf("nexmark: ddl.sql: stream %s: %w", cs.Name, err)
+		}
+		cat[strings.ToLower(cs.Name)] = rel
 	}
 	return cat, nil
 }
@@ -175,6 +189,16 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 	if cfg.Format != "rows" && cfg.Format != "nexmark" && cfg.Format != "json" {
 		return res, fmt.Errorf("%w: format %q (rows, nexmark or json)", ErrBadConfig, cfg.Format)
 	}
+	if cfg.SideInputPath == "" {
+		dir, err := os.MkdirTemp("", "rsql-nexmark-side-")
+		if err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(dir)
+		if cfg.SideInputPath, err = WriteSideInput(dir); err != nil {
+			return res, err
+		}
+	}
 	plan, err := Plan(q, cfg)
 	if err != nil {
 		return res, err
@@ -218,6 +242,13 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 			}
 			// Messages: hide the RowSource capability so the runtime reads message bodies.
 			return struct{ connectors.Source }{src}, nil
+		},
+		OpenLookup: func(spec connectors.LookupSpec) (connectors.LookupTable, error) {
+			kind, ok := connectors.Lookup(spec.Options["connector"])
+			if !ok || kind.OpenLookup == nil {
+				return nil, fmt.Errorf("nexmark %s: table %s cannot be looked up", q.Name, spec.Table)
+			}
+			return kind.OpenLookup(ctx, connectors.Deps{}, spec)
 		},
 		NewFormat:          connectors.NewFormat,
 		OnRow:              onRow,

@@ -1,0 +1,116 @@
+package connectors
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"rsql/sql"
+)
+
+// A file lookup table holds each key's last line, returns the columns asked for (any
+// subset of the declared ones, in any order) and answers a batch of keys with the rows of
+// those it has; keys of several columns are matched whole.
+func TestFileLookupRows(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "prices.csv")
+	if err := os.WriteFile(path, []byte("a,1,1.5,x\r\nb,1,2.5,y\n\na,2,3.5,z\na,1,4.5,w\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	declared := sql.Schema{{Name: "cat", Type: sql.TypeVarchar}, {Name: "qty", Type: sql.TypeInt},
+		{Name: "price", Type: sql.TypeDouble}, {Name: "note", Type: sql.TypeVarchar}}
+	spec := LookupSpec{Table: "prices", Options: map[string]string{"connector": "file", "path": path, "format": "csv"},
+		Columns: sql.Schema{declared[2], declared[1], declared[0]}, Key: []int{2, 1}, Schema: declared}
+	k, _ := Lookup("file")
+	tab, err := k.OpenLookup(context.Background(), Deps{}, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tab.Close()
+	if n := tab.(*FileLookup).Len(); n != 3 {
+		t.Fatalf("%d keys, want 3 (a/1 twice)", n)
+	}
+	rows, err := tab.Lookup(context.Background(), []sql.Row{
+		{sql.Varchar("a"), sql.Int(1)}, {sql.Varchar("c"), sql.Int(1)}, {sql.Varchar("b"), sql.Int(1)}, {sql.Varchar("b"), sql.Int(2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, r[0].String()+" "+r[1].String()+" "+r[2].String())
+	}
+	if g := strings.Join(got, "; "); g != "4.5 1 a; 2.5 1 b" {
+		t.Fatalf("rows %q, want the last line of a/1 and b/1's line", g)
+	}
+	o, err := ParseLookup("file", "prices", spec.Options)
+	if err != nil || o.Target != path || o.CacheTTL != 0 {
+		t.Fatalf("lookup options %+v, %v: want the path as target and no cache", o, err)
+	}
+}
+
+// What cannot be read is an error naming the file (and the line); a path outside the file
+// roots is refused as for any file.
+func TestFileLookupErrors(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, s string) string {
+		p := filepath.Join(root, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	schema := sql.Schema{{Name: "k", Type: sql.TypeBigInt}, {Name: "v", Type: sql.TypeVarchar}}
+	open := func(files *FileRoots, path, format string) error {
+		_, err := OpenFileLookup(files, LookupSpec{Table: "t", Options: map[string]string{"path": path, "format": format},
+			Columns: schema, Key: []int{0}, Schema: schema})
+		return err
+	}
+	for _, c := range []struct {
+		path, format string
+		want         []string
+	}{
+		{write("bad.csv", "1,a\n2,b,c\n"), "csv", []string{"bad.csv: line 2: csv: more than 2 fields"}},
+		{write("bad.jsonl", "{\"k\": 1}\n\n{\"k\": 2, \"v\": 3\n"), "json", []string{"bad.jsonl: line 3:"}},
+		{write("nokey.jsonl", "{\"v\": \"x\"}\n"), "json", []string{"nokey.jsonl: line 1: the primary key column k is NULL"}},
+		{filepath.Join(root, "missing.csv"), "csv", []string{"missing.csv: no such file"}},
+		{root, "csv", []string{"root: is a directory"}},
+	} {
+		err := open(nil, c.path, c.format)
+		var fe *LookupFileError
+		if !errors.As(err, &fe) {
+			t.Errorf("%s: error %v, want a *LookupFileError", c.path, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q lacks %q", c.path, err, w)
+			}
+		}
+	}
+	outside := filepath.Join(dir, "outside.csv")
+	if err := os.WriteFile(outside, []byte("1,a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	roots, err := OpenFileRoots(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer roots.Close()
+	if err := open(roots, outside, "csv"); !errors.Is(err, ErrOutsideFileRoots) {
+		t.Errorf("a file outside the roots: %v", err)
+	}
+	if err := open(roots, "ok.csv", "csv"); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("a relative path under the root that does not exist: %v", err)
+	}
+	write("ok.csv", "7,seven\n")
+	if err := open(roots, "ok.csv", "csv"); err != nil {
+		t.Errorf("a relative path under the root: %v", err)
+	}
+}
