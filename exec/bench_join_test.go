@@ -66,18 +66,7 @@ func joinBenchSources() benchSources {
 }
 
 func runJoinBench(b *testing.B, query string, store func(b *testing.B) state.Store, streams ...string) {
-	stmts, err := sql.Parse(query)
-	if err != nil {
-		b.Fatal(err)
-	}
-	q, err := sql.Bind(stmts[0].(*sql.Select), joinBenchCatalog())
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, plan, err := planner.Plan(q, planner.Options{Job: "bench"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	plan := planSQL(b, query, joinBenchCatalog(), "bench")
 	srcs := joinBenchSources()
 	var events int64
 	for _, s := range streams {
@@ -209,18 +198,7 @@ func (r *genReader) Close() error { return nil }
 //
 //	go test ./exec -run '^$' -bench JoinIntervalStateBounded -benchtime 1x -v
 func BenchmarkJoinIntervalStateBounded(b *testing.B) {
-	stmts, err := sql.Parse(intervalJoinQuery)
-	if err != nil {
-		b.Fatal(err)
-	}
-	q, err := sql.Bind(stmts[0].(*sql.Select), joinBenchCatalog())
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, plan, err := planner.Plan(q, planner.Options{Job: "bench"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	plan := planSQL(b, intervalJoinQuery, joinBenchCatalog(), "bench")
 	const perStream = 5_000_000
 	for i := 0; i < b.N; i++ {
 		srcs := map[string]connectors.Source{

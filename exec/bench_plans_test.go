@@ -56,18 +56,7 @@ func newBenchSources(streams ...string) benchSources {
 }
 
 func runPlanBench(b *testing.B, query string, streams ...string) {
-	stmts, err := sql.Parse(query)
-	if err != nil {
-		b.Fatal(err)
-	}
-	q, err := sql.Bind(stmts[0].(*sql.Select), planCatalog())
-	if err != nil {
-		b.Fatal(err)
-	}
-	_, plan, err := planner.Plan(q, planner.Options{Job: "bench"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	plan := planSQL(b, query, planCatalog(), "bench")
 	srcs := newBenchSources(streams...)
 	var rows int64
 	env := Env{

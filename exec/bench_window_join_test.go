@@ -35,18 +35,7 @@ const highestOrderQuery = `SELECT o.user_id, o.n, o.ts FROM TUMBLE(orders, ts, I
 // planExtremeJoin plans a query of a dominated window join, with the join's dominance or without it (every
 // row held, as before the planner found dominances).
 func planExtremeJoin(tb testing.TB, query string, dominance bool) *planner.Physical {
-	stmts, err := sql.Parse(query)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	q, err := sql.Bind(stmts[0].(*sql.Select), planCatalog())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	_, plan, err := planner.Plan(q, planner.Options{Job: "wjx"})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	plan := planSQL(tb, query, planCatalog(), "wjx")
 	found := false
 	for _, s := range plan.Stages {
 		for _, op := range s.Ops {

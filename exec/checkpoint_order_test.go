@@ -17,18 +17,7 @@ import (
 // aligning the barriers of two inputs fails the job when one input brings epoch n+1 while
 // it waits for epoch n from the other.
 func TestConcurrentCheckpointsReachRootsInOrder(t *testing.T) {
-	stmts, err := sql.Parse(`SELECT o.user_id, p.amount FROM orders o JOIN payments p ON o.user_id = p.user_id AND p.ts BETWEEN o.ts AND o.ts + INTERVAL '1' SECOND`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := sql.Bind(stmts[0].(*sql.Select), planCatalog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, plan, err := planner.Plan(q, planner.Options{Job: "ck"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan := planSQL(t, `SELECT o.user_id, p.amount FROM orders o JOIN payments p ON o.user_id = p.user_id AND p.ts BETWEEN o.ts AND o.ts + INTERVAL '1' SECOND`, planCatalog(), "ck")
 	if len(plan.Stages) < 3 {
 		t.Fatalf("the plan has %d stages: want two roots feeding a join stage", len(plan.Stages))
 	}

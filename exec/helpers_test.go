@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"rsql/connectors"
@@ -429,4 +430,22 @@ func builtinAgg(name string, arg planner.Evaluator, argType, result sql.Type) pl
 		s.Args, s.ArgTypes = []planner.Evaluator{arg}, []sql.Type{argType}
 	}
 	return s
+}
+
+// planSQL parses, binds against cat and plans one SELECT as job, failing tb on any error.
+func planSQL(tb testing.TB, query string, cat sql.Catalog, job string) *planner.Physical {
+	tb.Helper()
+	stmts, err := sql.Parse(query)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	q, err := sql.Bind(stmts[0].(*sql.Select), cat)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, plan, err := planner.Plan(q, planner.Options{Job: job})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return plan
 }

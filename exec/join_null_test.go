@@ -35,53 +35,50 @@ func TestOuterJoinNullKeys(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			query := "SELECT o.n, p.n FROM " + strings.Replace(c.from, "%s", c.kind, 1)
-			stmts, err := sql.Parse(query)
-			if err != nil {
-				t.Fatal(err)
-			}
-			q, err := sql.Bind(stmts[0].(*sql.Select), planCatalog())
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, plan, err := planner.Plan(q, planner.Options{Job: "jn"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			plan := planSQL(t, query, planCatalog(), "jn")
 			// Rows 2 and 11 have no user; the rows at 9000 close the first window.
 			orders, payments := newMemSource(true, 0, "0", "1"), newMemSource(true, 0, "0", "1")
 			orders.feed("0", "u1,5,100,1", ",5,200,2", "u9,1,9000,3")
 			payments.feed("1", "u1,7,150,10", ",2,300,11", "u9,1,9000,12")
-			var mu sync.Mutex
-			var got []string
-			env := Env{
-				OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
-					if spec.Stream == "payments" {
-						return payments, nil
-					}
-					return orders, nil
-				},
-				NewFormat: newTestFormat,
-				OnRow: func(r sql.Row) error {
-					mu.Lock()
-					got = append(got, r[0].String()+":"+r[1].String())
-					mu.Unlock()
-					return nil
-				},
-				Store:              state.NewMemory(),
-				CheckpointInterval: time.Second,
-				Tick:               5 * time.Millisecond,
-			}
-			j, err := Start(context.Background(), "jn", plan, env)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := j.Wait(); err != nil {
-				t.Fatal(err)
-			}
-			sort.Strings(got)
+			got := runOrdersPayments(t, "jn", plan, orders, payments, func(r sql.Row) string { return r[0].String() + ":" + r[1].String() })
 			if strings.Join(got, " ") != c.want {
 				t.Fatalf("got %v, want %s", got, c.want)
 			}
 		})
 	}
+}
+
+// runOrdersPayments runs plan to its end over two bounded in-memory streams, orders and
+// payments (test-format bodies), and returns its rows rendered by show, sorted.
+func runOrdersPayments(tb testing.TB, job string, plan *planner.Physical, orders, payments *memSource, show func(sql.Row) string) []string {
+	tb.Helper()
+	var mu sync.Mutex
+	var got []string
+	env := Env{
+		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
+			if spec.Stream == "payments" {
+				return payments, nil
+			}
+			return orders, nil
+		},
+		NewFormat: newTestFormat,
+		OnRow: func(r sql.Row) error {
+			mu.Lock()
+			got = append(got, show(r))
+			mu.Unlock()
+			return nil
+		},
+		Store:              state.NewMemory(),
+		CheckpointInterval: time.Second,
+		Tick:               5 * time.Millisecond,
+	}
+	j, err := Start(context.Background(), job, plan, env)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := j.Wait(); err != nil {
+		tb.Fatal(err)
+	}
+	sort.Strings(got)
+	return got
 }

@@ -18,18 +18,7 @@ import (
 // after it find none.
 func TestTableTombstoneDeletesTheKey(t *testing.T) {
 	cat := joinBenchCatalog()
-	stmts, err := sql.Parse(`SELECT o.n, u.amount FROM orders o LEFT JOIN users FOR SYSTEM_TIME AS OF o.ts AS u ON o.user_id = u.user_id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := sql.Bind(stmts[0].(*sql.Select), cat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, plan, err := planner.Plan(q, planner.Options{Job: "tomb"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan := planSQL(t, `SELECT o.n, u.amount FROM orders o LEFT JOIN users FOR SYSTEM_TIME AS OF o.ts AS u ON o.user_id = u.user_id`, cat, "tomb")
 	users := newMemSource(true, 0, "0", "1")
 	add := func(key, body string) {
 		users.mu.Lock()

@@ -1,16 +1,12 @@
 package exec
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"rsql/connectors"
 	"rsql/planner"
 	"rsql/sql"
 	"rsql/state"
@@ -30,51 +26,13 @@ func TestWindowJoinSidesOfDifferentWidths(t *testing.T) {
   ON o.window_start = m.window_start AND o.window_end = m.window_end AND o.amount = m.top`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			stmts, err := sql.Parse(query)
-			if err != nil {
-				t.Fatal(err)
-			}
-			q, err := sql.Bind(stmts[0].(*sql.Select), planCatalog())
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, plan, err := planner.Plan(q, planner.Options{Job: "wj"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			plan := planSQL(t, query, planCatalog(), "wj")
 			// Two windows, [0, 1000) and [1000, 2000); their maxima 7 and 9 are each paid
 			// once and ordered twice (orders 2, 3 and 6, 7); the last rows close them.
 			orders, payments := newMemSource(true, 0, "0", "1"), newMemSource(true, 0, "0", "1")
 			orders.feed("0", "u1,5,100,1", "u2,7,200,2", "u3,7,900,3", "u1,9,1100,4", "u1,3,1500,5", "u2,9,1999,6", "u4,9,1500,7", "u9,1,9000,8")
 			payments.feed("1", "u1,7,150,0", "u2,2,500,0", "u3,9,1200,0", "u4,4,1800,0", "u9,1,9000,0")
-			var mu sync.Mutex
-			var got []string
-			env := Env{
-				OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
-					if spec.Stream == "payments" {
-						return payments, nil
-					}
-					return orders, nil
-				},
-				NewFormat: newTestFormat,
-				OnRow: func(r sql.Row) error {
-					mu.Lock()
-					got = append(got, r[0].String()+":"+r[1].String()+"="+r[2].String())
-					mu.Unlock()
-					return nil
-				},
-				Store:              state.NewMemory(),
-				CheckpointInterval: time.Second,
-				Tick:               5 * time.Millisecond,
-			}
-			j, err := Start(context.Background(), "wj", plan, env)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := j.Wait(); err != nil {
-				t.Fatal(err)
-			}
-			sort.Strings(got)
+			got := runOrdersPayments(t, "wj", plan, orders, payments, func(r sql.Row) string { return r[0].String() + ":" + r[1].String() + "=" + r[2].String() })
 			if want := "2:7=7 3:7=7 4:9=9 6:9=9 7:9=9 8:1=1"; strings.Join(got, " ") != want {
 				t.Fatalf("got %v, want %s", got, want)
 			}
