@@ -125,40 +125,37 @@ func sampleArgs(name string) []Expr {
 func init() {
 	registerTable(
 		&TableFuncDef{Name: "STRING_TO_TABLE", Sig: "STRING_TO_TABLE(s, delimiter [, null_string])",
-			Doc: "one row per field of s split at delimiter (a NULL delimiter: one row per character; an empty one: s whole); fields equal to null_string are NULL; NULL s: no rows",
-			Check: func(args []Expr) (Schema, []Expr, error) {
-				out, err := textArgs("STRING_TO_TABLE", args, 2, 3)
-				return Schema{{Name: "string_to_table", Type: TypeVarchar}}, out, err
-			},
+			Doc:   "one row per field of s split at delimiter (a NULL delimiter: one row per character; an empty one: s whole); fields equal to null_string are NULL; NULL s: no rows",
+			Check: oneColumn("string_to_table", TypeVarchar, func(args []Expr) ([]Expr, error) { return textArgs("STRING_TO_TABLE", args, 2, 3) }),
 			Build: buildStringToTable},
 		&TableFuncDef{Name: "REGEXP_SPLIT_TO_TABLE", Sig: "REGEXP_SPLIT_TO_TABLE(s, pattern [, flags])",
-			Doc: "one row per part of s between matches of pattern (Go RE2 syntax; flag `i` ignores case; a bad pattern fails the row, 2201B); NULL s: no rows",
-			Check: func(args []Expr) (Schema, []Expr, error) {
-				out, err := textArgs("REGEXP_SPLIT_TO_TABLE", args, 2, 3)
-				return Schema{{Name: "regexp_split_to_table", Type: TypeVarchar}}, out, err
-			},
+			Doc:   "one row per part of s between matches of pattern (Go RE2 syntax; flag `i` ignores case; a bad pattern fails the row, 2201B); NULL s: no rows",
+			Check: oneColumn("regexp_split_to_table", TypeVarchar, func(args []Expr) ([]Expr, error) { return textArgs("REGEXP_SPLIT_TO_TABLE", args, 2, 3) }),
 			Build: buildRegexpSplit},
 		&TableFuncDef{Name: "UNNEST", Sig: "UNNEST(array [, array ...])",
 			Doc:   "one row per element: a JSON array gives JSON elements, PostgreSQL array text (`{a,b,\"c d\",NULL}`, as REGEXP_MATCH returns) VARCHAR elements; several arrays side by side, the shorter ones padded with NULL; NULL: no rows; any other JSON value fails the row (22023)",
 			Check: checkUnnest, Build: buildUnnest},
 		&TableFuncDef{Name: "JSON_ARRAY_ELEMENTS", Sig: "JSON_ARRAY_ELEMENTS(j)",
-			Doc: "one row per element of the JSON array j, as JSON (PostgreSQL's); NULL: no rows; not an array fails the row (22023)",
-			Check: func(args []Expr) (Schema, []Expr, error) {
-				out, err := jsonArgs("JSON_ARRAY_ELEMENTS", args)
-				return Schema{{Name: "value", Type: TypeJSON}}, out, err
-			},
+			Doc:   "one row per element of the JSON array j, as JSON (PostgreSQL's); NULL: no rows; not an array fails the row (22023)",
+			Check: oneColumn("value", TypeJSON, func(args []Expr) ([]Expr, error) { return jsonArgs("JSON_ARRAY_ELEMENTS", args) }),
 			Build: func(args []Evaluator) (TableEvaluator, error) { return buildUnnestOf(args, []bool{true}, false), nil }},
 		&TableFuncDef{Name: "JSON_ARRAY_ELEMENTS_TEXT", Sig: "JSON_ARRAY_ELEMENTS_TEXT(j)",
-			Doc: "JSON_ARRAY_ELEMENTS as text: strings unquoted, JSON null as NULL",
-			Check: func(args []Expr) (Schema, []Expr, error) {
-				out, err := jsonArgs("JSON_ARRAY_ELEMENTS_TEXT", args)
-				return Schema{{Name: "value", Type: TypeVarchar}}, out, err
-			},
+			Doc:   "JSON_ARRAY_ELEMENTS as text: strings unquoted, JSON null as NULL",
+			Check: oneColumn("value", TypeVarchar, func(args []Expr) ([]Expr, error) { return jsonArgs("JSON_ARRAY_ELEMENTS_TEXT", args) }),
 			Build: func(args []Evaluator) (TableEvaluator, error) { return buildUnnestOf(args, []bool{true}, true), nil }},
 		&TableFuncDef{Name: "GENERATE_SERIES", Sig: "GENERATE_SERIES(start, stop [, step])",
 			Doc:   "integers start, start+step, ... (BIGINT when an argument is) up to stop (down to stop for a negative step; default step 1; step 0 fails the row, 22023); at most 16,777,216 rows a call (54000); a NULL argument: no rows",
 			Check: checkSeries, Build: buildSeries},
 	)
+}
+
+// oneColumn is the Check of a function whose rows have one column, name of type t, and
+// whose arguments args checks.
+func oneColumn(name string, t Type, args func([]Expr) ([]Expr, error)) func([]Expr) (Schema, []Expr, error) {
+	return func(in []Expr) (Schema, []Expr, error) {
+		out, err := args(in)
+		return Schema{{Name: name, Type: t}}, out, err
+	}
 }
 
 // textArgs checks a call of text arguments (VARCHAR, JSON as text, NULL).
