@@ -215,20 +215,10 @@ func decodeGroupState(b []byte, nk, na int) (keys sql.Row, start, end int64, acc
 	if len(keys) != nk {
 		return nil, 0, 0, nil, fmt.Errorf("%w: %d key values, want %d", errBadState, len(keys), nk)
 	}
-	varint := func(what string) int64 {
-		if err != nil {
-			return 0
-		}
-		v, n := binary.Varint(b[p:])
-		if n <= 0 {
-			err = fmt.Errorf("%w: bad %s at byte %d", errBadState, what, p)
-			return 0
-		}
-		p += n
-		return v
+	if start, p, err = stateVarint(b, p, "window start"); err != nil {
+		return nil, 0, 0, nil, err
 	}
-	start, end = varint("window start"), varint("window end")
-	if err != nil {
+	if end, p, err = stateVarint(b, p, "window end"); err != nil {
 		return nil, 0, 0, nil, err
 	}
 	if accs, p, err = decodeAccs(b, p, na); err != nil {
@@ -261,26 +251,25 @@ func decodePaneGroup(rest, value []byte, paneW int64, nk, na int) (keys sql.Row,
 	return keys, start, start + paneW, accs, nil
 }
 
+// stateVarint reads the varint what at b[p:] and returns it and where it ends.
+func stateVarint(b []byte, p int, what string) (int64, int, error) {
+	v, n := binary.Varint(b[p:])
+	if n <= 0 {
+		return 0, p, fmt.Errorf("%w: bad %s at byte %d", errBadState, what, p)
+	}
+	return v, p + n, nil
+}
+
 // decodeAccs decodes na aggregates' states from b at p (appendAccs) and returns where they
 // end.
 func decodeAccs(b []byte, p, na int) (accs []accum, end int, err error) {
-	varint := func(what string) int64 {
-		if err != nil {
-			return 0
-		}
-		v, n := binary.Varint(b[p:])
-		if n <= 0 {
-			err = fmt.Errorf("%w: bad %s at byte %d", errBadState, what, p)
-			return 0
-		}
-		p += n
-		return v
-	}
 	accs = make([]accum, na)
 	for i := 0; i < na && err == nil; i++ {
 		a := &accs[i]
-		a.N, a.I = varint("count"), varint("sum")
-		if err != nil {
+		if a.N, p, err = stateVarint(b, p, "count"); err != nil {
+			break
+		}
+		if a.I, p, err = stateVarint(b, p, "sum"); err != nil {
 			break
 		}
 		if len(b)-p < 8 {
