@@ -142,34 +142,10 @@ func pushFilter(in LogicalNode, preds []sql.Expr) LogicalNode {
 		}
 		return n.WithChildren([]LogicalNode{pushFilter(n.Input, sub)})
 	case *WindowAssign:
-		width := len(n.Input.Schema())
-		var below, stay []sql.Expr
-		for _, p := range preds {
-			if usesOnly(p, width) {
-				below = append(below, p)
-			} else {
-				stay = append(stay, p)
-			}
-		}
-		if len(below) == 0 {
-			return withFilter(n, stay)
-		}
-		return withFilter(n.WithChildren([]LogicalNode{pushFilter(n.Input, below)}), stay)
+		return pushBelowAppender(n, n.Input, preds)
 	case *TableFunc:
 		// Conditions on the input's columns filter before the calls.
-		width := len(n.Input.Schema())
-		var below, stay []sql.Expr
-		for _, p := range preds {
-			if usesOnly(p, width) {
-				below = append(below, p)
-			} else {
-				stay = append(stay, p)
-			}
-		}
-		if len(below) == 0 {
-			return withFilter(n, stay)
-		}
-		return withFilter(n.WithChildren([]LogicalNode{pushFilter(n.Input, below)}), stay)
+		return pushBelowAppender(n, n.Input, preds)
 	case *Join:
 		lw := len(n.Left.Schema())
 		shift := make([]int, len(n.Schema()))
@@ -757,4 +733,23 @@ func simplifyLogic(x sql.Expr) sql.Expr {
 		}
 	}
 	return x
+}
+
+// pushBelowAppender pushes the conditions of preds that use only input's columns below n,
+// a node whose rows are its input's columns followed by columns of its own (window bounds,
+// a table function's), and keeps the others above it.
+func pushBelowAppender(n LogicalNode, input LogicalNode, preds []sql.Expr) LogicalNode {
+	width := len(input.Schema())
+	var below, stay []sql.Expr
+	for _, p := range preds {
+		if usesOnly(p, width) {
+			below = append(below, p)
+		} else {
+			stay = append(stay, p)
+		}
+	}
+	if len(below) == 0 {
+		return withFilter(n, stay)
+	}
+	return withFilter(n.WithChildren([]LogicalNode{pushFilter(input, below)}), stay)
 }
