@@ -46,45 +46,7 @@ func benchHop(b *testing.B, panes bool) {
 	}
 	sink := &discard{}
 	a := newOpChain(sink, op)
-	if err := a.Control(&Control{Kind: NewSplit, Split: "0"}); err != nil {
-		b.Fatal(err)
-	}
-	batch := &Batch{Split: "0", Rows: make([]sql.Row, 0, benchBatch)}
-	ckpt := &state.Batch{}
-	sinceCkpt := 0
-	report := startRate(b)
-	for done := 0; done < b.N; {
-		n := min(benchBatch, b.N-done)
-		off := done % len(rows)
-		if off+n > len(rows) {
-			n = len(rows) - off
-		}
-		batch.Rows = append(batch.Rows[:0], rows[off:off+n]...)
-		for i, r := range batch.Rows {
-			r[2].I = int64(done+i) / 50
-		}
-		if err := a.Process(batch); err != nil {
-			b.Fatal(err)
-		}
-		done += n
-		if err := a.Watermark("0", int64(done)/50); err != nil {
-			b.Fatal(err)
-		}
-		if sinceCkpt += n; sinceCkpt >= 200_000 {
-			sinceCkpt = 0
-			ckpt.Reset()
-			if err := a.Control(&Control{Kind: Checkpoint, State: ckpt}); err != nil {
-				b.Fatal(err)
-			}
-			if err := store.Write(ckpt); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	report()
-	if cnt.late.Load() != 0 {
-		b.Fatalf("%d late rows", cnt.late.Load())
-	}
+	driveWindowed(b, a, store, rows, 50, &cnt)
 	if b.N >= 1_000_000 && sink.rows == 0 {
 		b.Fatal("no window closed")
 	}

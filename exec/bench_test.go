@@ -78,19 +78,11 @@ func BenchmarkFilterProject(b *testing.B) {
 	report()
 }
 
-// benchTumble runs a tumbling COUNT(*)/SUM grouped by a 10,000-value key: 100 events per
-// millisecond of event time, 1-second windows (100,000 events and 10,000 groups per window),
-// a watermark after every batch, a checkpoint to the store every 200,000 events.
-func benchTumble(b *testing.B, store state.Store) {
-	rows := benchRows(1<<16, 10000)
-	node := &planner.AggregateNode{
-		Window: planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000},
-		Keys:   []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar},
-		Aggs: countSum, Emit: planner.EmitOnClose,
-	}
-	sink := &discard{}
-	var cnt counters
-	a := newOpChain(sink, newAggOp(node, "bench", "agg", store, nil, &cnt))
+// driveWindowed feeds b.N rows (cycling through rows) to the windowed aggregation chain a
+// of split "0", perMs rows per millisecond of event time (column 2), with a watermark after
+// every batch and a checkpoint to store every 200,000 rows, and reports the rate; cnt is
+// the aggregation's counters (no row may be late).
+func driveWindowed(b *testing.B, a *opChain, store state.Store, rows []sql.Row, perMs int64, cnt *counters) {
 	if err := a.Control(&Control{Kind: NewSplit, Split: "0"}); err != nil {
 		b.Fatal(err)
 	}
@@ -106,13 +98,13 @@ func benchTumble(b *testing.B, store state.Store) {
 		}
 		batch.Rows = append(batch.Rows[:0], rows[off:off+n]...)
 		for i, r := range batch.Rows {
-			r[2].I = int64(done+i) / 100
+			r[2].I = (int64(done)+int64(i)) / perMs
 		}
 		if err := a.Process(batch); err != nil {
 			b.Fatal(err)
 		}
 		done += n
-		if err := a.Watermark("0", int64(done)/100); err != nil {
+		if err := a.Watermark("0", int64(done)/perMs); err != nil {
 			b.Fatal(err)
 		}
 		if sinceCkpt += n; sinceCkpt >= 200_000 {
@@ -130,6 +122,22 @@ func benchTumble(b *testing.B, store state.Store) {
 	if cnt.late.Load() != 0 {
 		b.Fatalf("%d late rows", cnt.late.Load())
 	}
+}
+
+// benchTumble runs a tumbling COUNT(*)/SUM grouped by a 10,000-value key: 100 events per
+// millisecond of event time, 1-second windows (100,000 events and 10,000 groups per window),
+// a watermark after every batch, a checkpoint to the store every 200,000 events.
+func benchTumble(b *testing.B, store state.Store) {
+	rows := benchRows(1<<16, 10000)
+	node := &planner.AggregateNode{
+		Window: planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000},
+		Keys:   []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar},
+		Aggs: countSum, Emit: planner.EmitOnClose,
+	}
+	sink := &discard{}
+	var cnt counters
+	a := newOpChain(sink, newAggOp(node, "bench", "agg", store, nil, &cnt))
+	driveWindowed(b, a, store, rows, 100, &cnt)
 }
 
 func BenchmarkTumbleCountSumMemory(b *testing.B) {
