@@ -98,7 +98,7 @@ func driveWindowed(b *testing.B, a *opChain, store state.Store, rows []sql.Row, 
 		}
 		batch.Rows = append(batch.Rows[:0], rows[off:off+n]...)
 		for i, r := range batch.Rows {
-			r[2].I = (int64(done)+int64(i)) / perMs
+			r[2].I = (int64(done) + int64(i)) / perMs
 		}
 		if err := a.Process(batch); err != nil {
 			b.Fatal(err)
