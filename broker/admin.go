@@ -141,7 +141,7 @@ func (s *netServer) topicStats(req *remoting.Command) *remoting.Command {
 // Admin tools read it to find where to create topics.
 func (s *netServer) clusterInfo(req *remoting.Command) *remoting.Command {
 	body, _ := json.Marshal(map[string]any{
-		"brokerAddrTable": map[string]any{s.b.cfg.BrokerName: brokerData{Cluster: s.b.cfg.ClusterName,
+		"brokerAddrTable": map[string]any{s.b.cfg.BrokerName: remoting.BrokerData{Cluster: s.b.cfg.ClusterName,
 			BrokerName: s.b.cfg.BrokerName, BrokerAddrs: s.brokerAddrs()}},
 		"clusterAddrTable": map[string][]string{s.b.cfg.ClusterName: {s.b.cfg.BrokerName}},
 	})

@@ -182,23 +182,9 @@ func (s *netServer) handle(c *conn, req *remoting.Command) (resp *remoting.Comma
 	return req.Reply(respNotSupported, fmt.Sprintf("request code %d is not supported", req.Code))
 }
 
-type queueData struct {
-	BrokerName     string `json:"brokerName"`
-	ReadQueueNums  int    `json:"readQueueNums"`
-	WriteQueueNums int    `json:"writeQueueNums"`
-	Perm           int    `json:"perm"`
-	TopicSysFlag   int    `json:"topicSysFlag"`
-}
-
-type brokerData struct {
-	Cluster     string            `json:"cluster"`
-	BrokerName  string            `json:"brokerName"`
-	BrokerAddrs map[string]string `json:"brokerAddrs"`
-}
-
 func (s *netServer) route(req *remoting.Command) *remoting.Command {
 	name := req.Ext("topic")
-	var qd queueData
+	var qd remoting.QueueData
 	if _, ok := s.b.Topic(name); !ok && (strings.HasPrefix(name, "%RETRY%") || name == traceTopic) && ValidTopic(name) &&
 		s.b.cfg.Role == RoleMaster {
 		// Consumers ask for their retry topic's route before their first heartbeat (which
@@ -208,19 +194,19 @@ func (s *netServer) route(req *remoting.Command) *remoting.Command {
 		s.b.ensureTopic(name, 1, PermRead|PermWrite)
 	}
 	if ti, ok := s.b.Topic(name); ok {
-		qd = queueData{BrokerName: s.b.cfg.BrokerName, ReadQueueNums: ti.Queues, WriteQueueNums: ti.Queues, Perm: ti.Perm}
+		qd = remoting.QueueData{BrokerName: s.b.cfg.BrokerName, ReadQueueNums: ti.Queues, WriteQueueNums: ti.Queues, Perm: ti.Perm}
 		if s.standIn() {
 			qd.Perm &^= PermWrite // a slave standing in for its master serves reads only
 		}
 	} else if name == tbw102 && !s.b.cfg.DisableAutoCreate {
 		n := s.b.cfg.DefaultQueues
-		qd = queueData{BrokerName: s.b.cfg.BrokerName, ReadQueueNums: n, WriteQueueNums: n, Perm: 7}
+		qd = remoting.QueueData{BrokerName: s.b.cfg.BrokerName, ReadQueueNums: n, WriteQueueNums: n, Perm: 7}
 	} else {
 		return req.Reply(respTopicNotExist, fmt.Sprintf("no topic route info in name server for the topic: %s", name))
 	}
 	body, _ := json.Marshal(map[string]any{
-		"queueDatas": []queueData{qd},
-		"brokerDatas": []brokerData{{Cluster: s.b.cfg.ClusterName, BrokerName: s.b.cfg.BrokerName,
+		"queueDatas": []remoting.QueueData{qd},
+		"brokerDatas": []remoting.BrokerData{{Cluster: s.b.cfg.ClusterName, BrokerName: s.b.cfg.BrokerName,
 			BrokerAddrs: s.brokerAddrs()}},
 	})
 	r := req.Reply(respSuccess, "")

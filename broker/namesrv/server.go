@@ -74,10 +74,10 @@ type Server struct {
 	ln      net.Listener
 	closed  bool
 	conns   map[net.Conn]struct{}
-	brokers map[string]*brokerEntry         // by broker name
-	live    map[string]*liveBroker          // by broker address
-	topics  map[string]map[string]queueData // topic -> broker name -> its queues
-	kv      map[string]map[string]string    // namespace -> key -> value
+	brokers map[string]*brokerEntry                  // by broker name
+	live    map[string]*liveBroker                   // by broker address
+	topics  map[string]map[string]remoting.QueueData // topic -> broker name -> its queues
+	kv      map[string]map[string]string             // namespace -> key -> value
 	done    chan struct{}
 	wg      sync.WaitGroup
 }
@@ -94,21 +94,6 @@ type liveBroker struct {
 	id   int64
 	last time.Time
 	conn net.Conn // the connection it last registered on
-}
-
-// queueData is a broker's queues of one topic, as routes list them.
-type queueData struct {
-	BrokerName     string `json:"brokerName"`
-	ReadQueueNums  int    `json:"readQueueNums"`
-	WriteQueueNums int    `json:"writeQueueNums"`
-	Perm           int    `json:"perm"`
-	TopicSysFlag   int    `json:"topicSysFlag"`
-}
-
-type brokerData struct {
-	Cluster     string            `json:"cluster"`
-	BrokerName  string            `json:"brokerName"`
-	BrokerAddrs map[string]string `json:"brokerAddrs"`
 }
 
 // TopicConfig is one topic of a broker's registration (RocketMQ's TopicConfig).
@@ -155,7 +140,7 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &Server{cfg: cfg, conns: map[net.Conn]struct{}{}, brokers: map[string]*brokerEntry{},
-		live: map[string]*liveBroker{}, topics: map[string]map[string]queueData{},
+		live: map[string]*liveBroker{}, topics: map[string]map[string]remoting.QueueData{},
 		kv: map[string]map[string]string{}, done: make(chan struct{})}
 }
 
@@ -431,9 +416,9 @@ func (s *Server) register(c net.Conn, req *remoting.Command) *remoting.Command {
 				continue
 			}
 			if s.topics[t] == nil {
-				s.topics[t] = map[string]queueData{}
+				s.topics[t] = map[string]remoting.QueueData{}
 			}
-			s.topics[t][name] = queueData{BrokerName: name, ReadQueueNums: tc.ReadQueueNums,
+			s.topics[t][name] = remoting.QueueData{BrokerName: name, ReadQueueNums: tc.ReadQueueNums,
 				WriteQueueNums: tc.WriteQueueNums, Perm: tc.Perm, TopicSysFlag: tc.TopicSysFlag}
 		}
 	}
@@ -513,8 +498,8 @@ func (s *Server) route(req *remoting.Command) *remoting.Command {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	qds := make([]queueData, 0, len(names))
-	bds := make([]brokerData, 0, len(names))
+	qds := make([]remoting.QueueData, 0, len(names))
+	bds := make([]remoting.BrokerData, 0, len(names))
 	for _, n := range names {
 		qds = append(qds, qs[n])
 		bds = append(bds, s.brokerData(n))
@@ -528,18 +513,18 @@ func (s *Server) route(req *remoting.Command) *remoting.Command {
 	return r
 }
 
-func (s *Server) brokerData(name string) brokerData {
+func (s *Server) brokerData(name string) remoting.BrokerData {
 	be := s.brokers[name]
 	addrs := map[string]string{}
 	for id, a := range be.addrs {
 		addrs[strconv.FormatInt(id, 10)] = a
 	}
-	return brokerData{Cluster: be.cluster, BrokerName: name, BrokerAddrs: addrs}
+	return remoting.BrokerData{Cluster: be.cluster, BrokerName: name, BrokerAddrs: addrs}
 }
 
 // clusterInfo is GET_BROKER_CLUSTER_INFO's reply.
 func (s *Server) clusterInfo(req *remoting.Command) *remoting.Command {
-	bt := map[string]brokerData{}
+	bt := map[string]remoting.BrokerData{}
 	ct := map[string][]string{}
 	for n, be := range s.brokers {
 		bt[n] = s.brokerData(n)
