@@ -148,11 +148,7 @@ func (b *Broker) EndTransaction(e EndTransaction) (int64, error) {
 	}
 	var ms []inMsg
 	if e.Commit {
-		r, err := b.cl.readRecord(h.phys)
-		if err != nil {
-			return 0, fmt.Errorf("broker: reading prepared message: %w", err)
-		}
-		m, err := b.committedMessage(&r)
+		m, err := b.committedAt(h.phys)
 		if err != nil {
 			return 0, err
 		}
@@ -160,6 +156,15 @@ func (b *Broker) EndTransaction(e EndTransaction) (int64, error) {
 	}
 	ms = append(ms, opRecord(opTagDone, h.qoff))
 	return b.appendTxnOps(ms, func(res []putResult) { t.close(h, res[len(res)-1].queueOffset) })
+}
+
+// committedAt reads the half message stored at phys and rebuilds its target message.
+func (b *Broker) committedAt(phys int64) (inMsg, error) {
+	r, err := b.cl.readRecord(phys)
+	if err != nil {
+		return inMsg{}, fmt.Errorf("broker: reading prepared message: %w", err)
+	}
+	return b.committedMessage(&r)
 }
 
 // committedMessage rebuilds the target message of a half message.

@@ -163,11 +163,7 @@ func (b *Broker) endChunk(group string, hs []HalfMessage, commit bool) (int64, e
 			return 0, fmt.Errorf("%w: half queue offset %d, prepared at %d", ErrTxnMismatch, h.QueueOffset, e.qoff)
 		}
 		if commit {
-			r, err := b.cl.readRecord(e.phys)
-			if err != nil {
-				return 0, fmt.Errorf("broker: reading prepared message: %w", err)
-			}
-			m, err := b.committedMessage(&r)
+			m, err := b.committedAt(e.phys)
 			if err != nil {
 				return 0, err
 			}
