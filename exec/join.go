@@ -272,7 +272,15 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 	n := j.node
 	j.lateRow = j.lateRow[:0]
 	for _, r := range b.Rows {
-		if j.keysNull(in, r) {
+		// A window join keeps rows by window, not key: it only asks whether a key is NULL.
+		var key string
+		var ok bool
+		if n.Mode == planner.JoinWindow {
+			ok = !j.keysNull(in, r)
+		} else {
+			key, ok = j.keyOf(in, r)
+		}
+		if !ok {
 			// A NULL key matches nothing and is not kept: an outer side's row goes out
 			// alone at once (as PostgreSQL's outer joins give it), unless it is late.
 			if j.outerSide(in) {
@@ -292,7 +300,6 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 			}
 			continue
 		}
-		key, _ := j.keyOf(in, r)
 		switch n.Mode {
 		case planner.JoinInterval, planner.JoinRegular:
 			j.probe(sp, in, key, r)
