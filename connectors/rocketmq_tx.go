@@ -523,8 +523,11 @@ func (l *brokerLink) conn(ctx context.Context) (net.Conn, error) {
 
 // heartbeat registers the group as a producer on the connection.
 func (l *brokerLink) heartbeat(ctx context.Context) error {
-	body, _ := json.Marshal(map[string]any{"clientID": l.clientID,
+	body, err := json.Marshal(map[string]any{"clientID": l.clientID,
 		"producerDataSet": []map[string]string{{"groupName": l.group}}, "consumerDataSet": []any{}})
+	if err != nil {
+		return err
+	}
 	resp, err := l.call(ctx, &remoting.Command{Code: reqHeartbeat, Body: body})
 	if err != nil {
 		return err

@@ -58,6 +58,20 @@ func WatermarkKey(job string, stage int) []byte {
 // EpochKey is the store key of the job's last committed epoch.
 func EpochKey(job string) []byte { return state.SplitPrefix(nil, job, state.JobOperator, "epoch") }
 
+// loadEpoch reads the job's last committed epoch (0 when none was committed); a value that
+// is not a varint is reported, not read as epoch 0.
+func loadEpoch(st state.Store, job string) (int64, error) {
+	v, ok, err := st.Get(EpochKey(job))
+	if err != nil || !ok {
+		return 0, err
+	}
+	ep, n := binary.Varint(v)
+	if n <= 0 {
+		return 0, fmt.Errorf("job %s: the stored epoch (%d bytes) is not a varint", job, len(v))
+	}
+	return ep, nil
+}
+
 // OutboxPrefix is the store prefix of a stage's outbox entries.
 func OutboxPrefix(job string, stage int) []byte {
 	return state.SplitPrefix(nil, job, OutboxOperator, strconv.Itoa(stage))

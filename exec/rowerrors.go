@@ -95,7 +95,7 @@ func rowJSON(row sql.Row, schema sql.Schema) json.RawMessage {
 			b = append(b, ',')
 		}
 		if named {
-			k, _ := json.Marshal(schema[i].Name)
+			k, _ := json.Marshal(schema[i].Name) // a Go string always encodes
 			b = append(b, k...)
 			b = append(b, ':')
 		}
@@ -130,6 +130,6 @@ func appendJSONValue(b []byte, v sql.Value) []byte {
 	case v.K == sql.KindDecimal && v.S != "NaN" && v.S != "Infinity" && v.S != "-Infinity":
 		return sql.AppendText(b, v)
 	}
-	s, _ := json.Marshal(sql.Text(v))
+	s, _ := json.Marshal(sql.Text(v)) // a Go string always encodes
 	return append(b, s...)
 }

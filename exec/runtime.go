@@ -275,9 +275,9 @@ func Start(ctx context.Context, job string, plan *planner.Physical, env Env) (*J
 		}
 		return nil, err
 	}
-	var ep int64
-	if v, ok, err := env.Store.Get(EpochKey(job)); err == nil && ok {
-		ep, _ = binary.Varint(v)
+	ep, err := loadEpoch(env.Store, job)
+	if err != nil {
+		return nil, err
 	}
 	j.epoch = ep
 	j.rootsLeft = len(j.roots)

@@ -90,11 +90,9 @@ func TxGroup(job string, stage int, instance string) string {
 func openTx(ctx context.Context, env *Env, job string, stage int, ts connectors.TxSink) (*txOutput, error) {
 	t := &txOutput{job: job, stage: stage, store: env.Store, logf: env.Logf,
 		run: fmt.Sprintf("%016x", rand.Uint64())}
-	var ep int64
-	if v, ok, err := env.Store.Get(EpochKey(job)); err != nil {
+	ep, err := loadEpoch(env.Store, job)
+	if err != nil {
 		return nil, err
-	} else if ok {
-		ep, _ = binary.Varint(v)
 	}
 	t.tag = ep + 1
 	w, err := ts.Transactional(ctx, TxGroup(job, stage, env.Instance), t.check)

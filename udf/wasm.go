@@ -322,7 +322,7 @@ func (c *wasmCall) call(vals []sql.Value) sql.Value {
 			if math.IsNaN(f) || math.IsInf(f, 0) {
 				return callError(name, sql.CodeNumericOutOfRange, "returned %v, which is not a NUMERIC", f)
 			}
-			d, _ := sql.NumericFromString(strconv.FormatFloat(f, 'f', -1, 64))
+			d, _ := sql.NumericFromString(strconv.FormatFloat(f, 'f', -1, 64)) // a finite float's 'f' text always parses
 			out, err := sql.CastValue(d, c.f.spec.Returns)
 			if err != nil {
 				return callError(name, sql.CodeNumericOutOfRange, "returned %v: %v", f, err)

@@ -80,7 +80,10 @@ func (c *BenchBrokerCmd) Run() error {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		mode, _ := broker.ParseFlushMode(c.Flush)
+		mode, err := broker.ParseFlushMode(c.Flush)
+		if err != nil {
+			return err
+		}
 		cfg := broker.Config{Dir: filepath.Join(dir, "broker"), FlushMode: mode, SegmentSize: 256 << 20}
 		if c.ACL {
 			cfg.ACLFile = filepath.Join(dir, "acl.yml")

@@ -253,7 +253,7 @@ func (c *BenchLatencyCmd) runOne(job, interval string) (latencyResult, error) {
 		}
 		due := int64(el.Seconds() * float64(c.Rate))
 		if c.Progress && due/50000 != sent/50000 {
-			st, _ := eng.JobStats(id)
+			st, _ := eng.JobStats(id) // progress only: a job that is gone shows zeros here and fails below
 			mu.Lock()
 			n := len(lats)
 			mu.Unlock()
@@ -272,9 +272,14 @@ func (c *BenchLatencyCmd) runOne(job, interval string) (latencyResult, error) {
 	time.Sleep(2500 * time.Millisecond)
 	cancel()
 	wg.Wait()
-	st, _ := eng.JobStats(id)
+	st, ok := eng.JobStats(id)
+	if !ok {
+		return res, fmt.Errorf("job %s is gone: no counters", id)
+	}
 	res.Epochs = st.Epoch
-	res.Phases, _ = eng.JobCheckpointTimes(id)
+	if res.Phases, ok = eng.JobCheckpointTimes(id); !ok {
+		return res, fmt.Errorf("job %s is gone: no checkpoint times", id)
+	}
 	var ms []float64
 	for _, o := range lats {
 		// A window that ends after the last event closes by the idle timeout, not by the

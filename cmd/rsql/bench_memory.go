@@ -48,7 +48,10 @@ func readMem(pid int) (memSample, error) {
 		if len(f) < 2 {
 			continue
 		}
-		v, _ := strconv.ParseInt(f[1], 10, 64)
+		v, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			continue // a line of /proc/PID/status that is not a number of kB (Name:, State:, ...)
+		}
 		switch f[0] {
 		case "VmHWM:":
 			m.hwm = v
@@ -230,12 +233,17 @@ func showJobsCounts(ctx context.Context, conn *pgx.Conn) (in, out int64, err err
 		}
 		descs := rows.FieldDescriptions()
 		for i, d := range descs {
+			if d.Name != "records_in" && d.Name != "records_out" {
+				continue
+			}
 			v := fmt.Sprint(vals[i])
-			n, _ := strconv.ParseInt(v, 10, 64)
-			switch d.Name {
-			case "records_in":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, 0, fmt.Errorf("SHOW JOBS: %s is %q, not a count", d.Name, v)
+			}
+			if d.Name == "records_in" {
 				in += n
-			case "records_out":
+			} else {
 				out += n
 			}
 		}

@@ -74,7 +74,10 @@ func (c *BenchNexmarkCmd) Run() error {
 			return err
 		}
 		if c.JSON {
-			b, _ := json.Marshal(r)
+			b, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
 			fmt.Println(string(b))
 			continue
 		}

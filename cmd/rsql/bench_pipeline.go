@@ -298,7 +298,10 @@ func (c *BenchPipelineCmd) throughput(checkpoints bool) (pipelineRun, error) {
 	if err != nil {
 		return r, err
 	}
-	st, _ := eng.JobStats(id)
+	st, ok := eng.JobStats(id)
+	if !ok {
+		return r, fmt.Errorf("job %s is gone: no counters", id)
+	}
 	r.checkpoints, r.out = st.Epoch, st.RecordsOut
 	if st.Bad > 0 {
 		return r, fmt.Errorf("job %s had %d bad records: %v", id, st.Bad, st.BadErrors)

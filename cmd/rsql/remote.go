@@ -280,10 +280,16 @@ func (w *wireRows) Next(ctx context.Context) (sql.Row, error) {
 		case sql.KindBool:
 			row[i] = sql.Bool(s == "t" || s == "true")
 		case sql.KindInt, sql.KindBigInt:
-			n, _ := strconv.ParseInt(s, 10, 64)
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("column %q: the server sent %q, which is not an integer", w.cols[i].Name, s)
+			}
 			row[i] = sql.Value{K: w.cols[i].Type.Kind, I: n}
 		case sql.KindDouble, sql.KindDecimal:
-			f, _ := strconv.ParseFloat(s, 64)
+			f, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				return nil, fmt.Errorf("column %q: the server sent %q, which is not a number", w.cols[i].Name, s)
+			}
 			row[i] = sql.Double(f)
 		case sql.KindTimestamp:
 			if ms, ok := sql.ParseTimestamp(s); ok {
