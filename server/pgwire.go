@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"rsql/internal/listen"
+	"rsql/server/auth"
 	"rsql/sql"
 )
 
@@ -59,22 +60,16 @@ type PGConfig struct {
 	Logger *slog.Logger
 }
 
-// AuthMethod is how the Postgres wire authenticates a client.
-type AuthMethod string
+// AuthMethod is how the Postgres wire authenticates a client (auth.Method).
+type AuthMethod = auth.Method
 
 const (
-	// AuthTrust takes every client for the user it names, without a password, and only
-	// from loopback addresses: a client from any other address is refused (28000).
-	AuthTrust AuthMethod = "trust"
-	// AuthSCRAM checks the password with SCRAM-SHA-256 (PostgreSQL's default method):
-	// wrong password or unknown user, 28P01.
-	AuthSCRAM AuthMethod = "scram-sha-256"
+	AuthTrust = auth.Trust
+	AuthSCRAM = auth.SCRAM
 )
 
 // UserStore is where authentication finds users (the engine's Catalog).
-type UserStore interface {
-	User(name string) (UserDef, bool)
-}
+type UserStore = auth.UserStore
 
 // Defaults of PGConfig.
 const (

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"rsql/server/auth"
 )
 
 // pgFuzzConn is a net.Conn that reads fixed bytes, then EOF, and discards what is written.
@@ -164,7 +166,7 @@ func (u fuzzUsers) User(name string) (UserDef, bool) {
 // FuzzPGAuth feeds a server that checks passwords (SCRAM-SHA-256) any bytes after the
 // startup packet: the SASL messages of the exchange and whatever follows.
 func FuzzPGAuth(f *testing.F) {
-	secret, err := newSCRAMSecret("pw")
+	secret, err := auth.NewSecret("pw")
 	if err != nil {
 		f.Fatal(err)
 	}

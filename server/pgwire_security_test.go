@@ -19,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"rsql/server/auth"
 )
 
 // startPGServerWith serves ex with cfg on a loopback port.
@@ -62,7 +64,7 @@ func startAuthServer(t *testing.T, cfg PGConfig) (*testEngine, string) {
 		name, pw string
 		role     Role
 	}{{"alice", "alice-pw", RoleAdmin}, {"bob", "bob-pw", RoleReadOnly}} {
-		secret, err := newSCRAMSecret(u.pw)
+		secret, err := auth.NewSecret(u.pw)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"rsql/server/auth"
 )
 
 // The start of a connection, up to ReadyForQuery: TLS negotiation (SSLRequest), the startup
@@ -152,8 +154,8 @@ func (c *pgConn) scram(user string) (UserDef, bool) {
 	if cfg.Users != nil {
 		u, found = cfg.Users.User(user)
 	}
-	ex := newSCRAMServer(u.Secret, user, c.srv.mockKey)
-	c.send(&pgproto3.AuthenticationSASL{AuthMechanisms: []string{scramMechanism}})
+	ex := auth.NewExchange(u.Secret, user, c.srv.mockKey)
+	c.send(&pgproto3.AuthenticationSASL{AuthMechanisms: []string{auth.Mechanism}})
 	if c.flush() != nil {
 		return u, false
 	}
@@ -169,11 +171,11 @@ func (c *pgConn) scram(user string) (UserDef, bool) {
 		c.fatal(codeProtocolViolation, fmt.Sprintf("expected a SASL response, got %T", msg))
 		return u, false
 	}
-	if init.AuthMechanism != scramMechanism {
-		c.fatal(codeInvalidAuthorization, fmt.Sprintf("SASL mechanism %q is not supported (%s is)", init.AuthMechanism, scramMechanism))
+	if init.AuthMechanism != auth.Mechanism {
+		c.fatal(codeInvalidAuthorization, fmt.Sprintf("SASL mechanism %q is not supported (%s is)", init.AuthMechanism, auth.Mechanism))
 		return u, false
 	}
-	first, err := ex.first(init.Data)
+	first, err := ex.First(init.Data)
 	if err != nil {
 		c.fatal(codeProtocolViolation, err.Error())
 		return u, false
@@ -193,8 +195,8 @@ func (c *pgConn) scram(user string) (UserDef, bool) {
 		c.fatal(codeProtocolViolation, fmt.Sprintf("expected a SASL response, got %T", msg))
 		return u, false
 	}
-	final, err := ex.final(resp.Data)
-	if errors.Is(err, errSCRAMProof) {
+	final, err := ex.Final(resp.Data)
+	if errors.Is(err, auth.ErrWrongProof) {
 		reason := "wrong password"
 		switch {
 		case !found:

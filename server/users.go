@@ -6,18 +6,20 @@ import (
 	"sort"
 	"strings"
 
+	"rsql/server/auth"
 	"rsql/sql"
 )
 
-// Role is what a user may do (docs/security.md, "Users and roles").
-type Role string
+// Role, UserDef and AdminUser are auth's (server/auth), named here for the engine's callers.
+type (
+	Role    = auth.Role
+	UserDef = auth.UserDef
+)
 
 const (
-	// RoleAdmin may do everything: DDL, INSERT, job control, users.
-	RoleAdmin Role = "admin"
-	// RoleReadOnly may read: SELECT (pull and push queries), SHOW, DESCRIBE, EXPLAIN, SET,
-	// the transaction statements, and ALTER USER of its own password.
-	RoleReadOnly Role = "read_only"
+	RoleAdmin    = auth.RoleAdmin
+	RoleReadOnly = auth.RoleReadOnly
+	AdminUser    = auth.AdminUser
 )
 
 // SQLSTATE codes of users and roles.
@@ -26,19 +28,6 @@ const (
 	codeUndefinedObject       = "42704"
 	codeObjectState           = "55000"
 )
-
-// UserDef is a user as the catalog stores it: the SCRAM-SHA-256 secret (scram.go), never the
-// password. Secret is "" for a user created without a password, who cannot log in where
-// passwords are checked.
-type UserDef struct {
-	Name   string `json:"name"`
-	Role   Role   `json:"role"`
-	Secret string `json:"secret,omitempty"`
-}
-
-// AdminUser is the name of the first admin, created when the server starts with password
-// authentication and no admin exists (docs/security.md).
-const AdminUser = "rsql"
 
 // User returns a copy of the user named name (case-insensitive).
 func (c *Catalog) User(name string) (UserDef, bool) {
@@ -147,12 +136,12 @@ func (c *Catalog) EnsureAdmin(password string) (generated string, err error) {
 		if admins > 0 {
 			return "", nil
 		}
-		if generated, err = randomPassword(); err != nil {
+		if generated, err = auth.RandomPassword(); err != nil {
 			return "", err
 		}
 		password = generated
 	}
-	secret, err := newSCRAMSecret(password)
+	secret, err := auth.NewSecret(password)
 	if err != nil {
 		return "", err
 	}
@@ -203,8 +192,8 @@ func roleOf(s string) Role {
 // SCRAM-SHA-256 secret as PostgreSQL writes it (what psql's \password sends) is kept as
 // given; any other text is a password, hashed here.
 func secretOf(password string) (string, error) {
-	if strings.HasPrefix(password, scramMechanism+"$") {
-		if _, err := parseSCRAMSecret(password); err != nil {
+	if auth.IsSecretText(password) {
+		if err := auth.CheckSecret(password); err != nil {
 			return "", sql.Errorf(sql.CodeInvalidValue, "the password looks like a SCRAM-SHA-256 secret but is not one: %v", err)
 		}
 		return password, nil
@@ -212,7 +201,7 @@ func secretOf(password string) (string, error) {
 	if password == "" {
 		return "", sql.Errorf(sql.CodeInvalidValue, "the password must not be empty")
 	}
-	return newSCRAMSecret(password)
+	return auth.NewSecret(password)
 }
 
 func (e *Engine) createUser(sess *Session, s *sql.CreateUser) (*Result, error) {
