@@ -2,12 +2,16 @@
 // through, and the Postgres wire protocol front end (catalog persistence and the job
 // manager live here too).
 //
+// Packages: users, roles and SCRAM-SHA-256 live in server/auth (this package names its
+// types as aliases: UserDef, Role, AuthMethod, UserStore); server imports it, never the
+// reverse. docs/architecture.md, "server/ packages", lists the split and its import rules.
+//
 // Postgres wire (pgwire*.go): PGServer speaks protocol v3 to any Postgres client (psql,
 // pgx, JDBC). Contract:
 //   - Startup (pgwire_startup.go): SSLRequest is answered 'S' and the connection goes on
 //     over TLS when PGConfig.TLS is set, 'N' otherwise; GSSENCRequest 'N'. Authentication
 //     is trust (only from loopback addresses; 28000 otherwise) or SCRAM-SHA-256 against
-//     the catalog's users (scram.go; 28P01 for a wrong password or an unknown user); the
+//     the catalog's users (server/auth; 28P01 for a wrong password or an unknown user); the
 //     session takes the user's role. ParameterStatus reports server_version,
 //     client_encoding UTF8, DateStyle ISO, integer_datetimes, standard_conforming_strings,
 //     TimeZone UTC, session_authorization, is_superuser; then BackendKeyData for cancel
