@@ -46,7 +46,7 @@ func TestConsoleSCRAMCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	users := fuzzUsers{"ann": {Name: "ann", Role: RoleReadOnly, Secret: secret}}
+	users := fixedUsers{"ann": {Name: "ann", Role: RoleReadOnly, Secret: secret}}
 	a := &consoleAuth{method: AuthSCRAM, users: users}
 	if u, ok := a.check("ann", "right"); !ok || u.Role != RoleReadOnly {
 		t.Fatalf("the right password: %v %v", u, ok)
@@ -67,4 +67,12 @@ func TestConsoleSCRAMCheck(t *testing.T) {
 	if _, ok := a.check("ann", "new"); !ok {
 		t.Error("the new password refused")
 	}
+}
+
+// fixedUsers is a UserStore of fixed users.
+type fixedUsers map[string]UserDef
+
+func (u fixedUsers) User(name string) (UserDef, bool) {
+	d, ok := u[name]
+	return d, ok
 }

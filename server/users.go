@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -270,42 +269,19 @@ func (e *Engine) trustNotice() *Notice {
 		Message: "this server accepts clients without a password (--auth trust, loopback only): passwords are checked once it runs with --auth scram-sha-256"}
 }
 
-// userStatement matches the statements whose string literals are passwords.
-var userStatement = regexp.MustCompile(`(?i)\b(create|alter)\s+(user|role)\b`)
+// maxLoggedStatement is how much of a statement text a log line shows (auth.LogStatement).
+const maxLoggedStatement = auth.MaxLoggedStatement
 
-// maxLoggedStatement is how much of a statement text a log line shows.
-const maxLoggedStatement = 1000
+// logStatement is auth.LogStatement: a statement text as logs show it, passwords hidden.
+func logStatement(text string) string { return auth.LogStatement(text) }
 
-// logStatement is a statement text as logs show it: at most maxLoggedStatement bytes, with
-// every string literal of a text holding CREATE USER or ALTER USER (its passwords) shown
-// as '***'.
-func logStatement(text string) string {
-	if userStatement.MatchString(text) {
-		var b strings.Builder
-		for i := 0; i < len(text); i++ {
-			if text[i] != '\'' {
-				b.WriteByte(text[i])
-				continue
-			}
-			j := i + 1
-			for j < len(text) {
-				if text[j] == '\'' {
-					if j+1 < len(text) && text[j+1] == '\'' {
-						j += 2
-						continue
-					}
-					break
-				}
-				j++
-			}
-			b.WriteString("'***'")
-			i = j
-		}
-		text = b.String()
-	}
-	text = redactConnPasswords(text)
-	if len(text) > maxLoggedStatement {
-		return text[:maxLoggedStatement] + fmt.Sprintf("... (%d bytes)", len(text))
-	}
-	return text
-}
+// AuthMethod, UserStore and the methods are auth's, named here for the engine's callers.
+type (
+	AuthMethod = auth.Method
+	UserStore  = auth.UserStore
+)
+
+const (
+	AuthTrust = auth.Trust
+	AuthSCRAM = auth.SCRAM
+)
