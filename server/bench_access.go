@@ -10,9 +10,7 @@ import (
 // JobStats returns the live statistics of a job this engine runs (false when it runs none
 // with that id). Benchmarks and tools watch progress through it.
 func (e *Engine) JobStats(id string) (exec.JobStats, bool) {
-	e.mu.Lock()
-	rj := e.jobs[id]
-	e.mu.Unlock()
+	rj := e.jobs.get(id)
 	if rj == nil {
 		return exec.JobStats{}, false
 	}
@@ -21,11 +19,10 @@ func (e *Engine) JobStats(id string) (exec.JobStats, bool) {
 
 // RunningJobIDs lists the ids of the jobs this engine runs.
 func (e *Engine) RunningJobIDs() []string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	ids := make([]string, 0, len(e.jobs))
-	for id := range e.jobs {
-		ids = append(ids, id)
+	jobs := e.jobs.list()
+	ids := make([]string, 0, len(jobs))
+	for _, rj := range jobs {
+		ids = append(ids, rj.def.ID)
 	}
 	return ids
 }
@@ -33,9 +30,7 @@ func (e *Engine) RunningJobIDs() []string {
 // CheckpointJob runs one checkpoint of a running job now (the same barrier the periodic
 // checkpoints inject) and returns its epoch.
 func (e *Engine) CheckpointJob(ctx context.Context, id string) (int64, error) {
-	e.mu.Lock()
-	rj := e.jobs[id]
-	e.mu.Unlock()
+	rj := e.jobs.get(id)
 	if rj == nil {
 		return 0, fmt.Errorf("job %s is not running", id)
 	}
@@ -45,9 +40,7 @@ func (e *Engine) CheckpointJob(ctx context.Context, id string) (int64, error) {
 // JobCheckpointTimes returns the checkpoint phase histograms of a job this engine runs
 // (false when it runs none with that id).
 func (e *Engine) JobCheckpointTimes(id string) (exec.CheckpointTimes, bool) {
-	e.mu.Lock()
-	rj := e.jobs[id]
-	e.mu.Unlock()
+	rj := e.jobs.get(id)
 	if rj == nil {
 		return exec.CheckpointTimes{}, false
 	}

@@ -31,7 +31,7 @@ func (e *Engine) showUnits() (*Result, error) {
 		if j.State != "RUNNING" {
 			continue
 		}
-		rj := e.running(j.ID)
+		rj := e.jobs.get(j.ID)
 		local := map[exec.Unit]exec.SplitStats{}
 		if rj != nil {
 			for _, sp := range rj.job.Stats().Splits {
@@ -134,7 +134,7 @@ func (c *cluster) collect(ch chan<- prometheus.Metric) {
 	sort.Slice(jobs, func(i, j int) bool { return jobs[i].id < jobs[j].id })
 	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(members))
 	for _, jm := range jobs {
-		if c.e.running(jm.id) != nil {
+		if c.e.jobs.get(jm.id) != nil {
 			for _, u := range jm.local {
 				ch <- prometheus.MustNewConstMetric(descUnit, prometheus.GaugeValue, 1, jm.id, strconv.Itoa(u.Stage), u.Split)
 			}

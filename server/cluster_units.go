@@ -19,7 +19,7 @@ import (
 
 // Units of ownership in cluster mode (see cluster.go for the whole picture).
 //
-// Concurrency: reconcile, prepare (under Engine.startMu, from reconcile or a statement) and
+// Concurrency: reconcile, prepare (under the job manager's startMu, from reconcile or a statement) and
 // close change what runs; c.mu guards the maps they share with commits (which run on jobs'
 // committer goroutines) and with SHOW UNITS and /metrics.
 
@@ -356,20 +356,18 @@ func (c *cluster) prepareInstance(ctx context.Context, job string, plan *planner
 // reconcile starts, changes and stops local jobs so that each runs what this instance owns.
 func (c *cluster) reconcile(ctx context.Context) {
 	e := c.e
-	e.startMu.Lock()
-	defer e.startMu.Unlock()
+	e.jobs.startMu.Lock()
+	defer e.jobs.startMu.Unlock()
 	want := map[string]JobDef{}
 	for _, j := range e.cat.Jobs() {
 		if j.State == "RUNNING" {
 			want[j.ID] = j
 		}
 	}
-	e.mu.Lock()
-	running := make(map[string]*runningJob, len(e.jobs))
-	for id, rj := range e.jobs {
-		running[id] = rj
+	running := map[string]*runningJob{}
+	for _, rj := range e.jobs.list() {
+		running[rj.def.ID] = rj
 	}
-	e.mu.Unlock()
 	for id, rj := range running {
 		if _, ok := want[id]; !ok {
 			c.stopLocal(ctx, rj)
@@ -784,14 +782,9 @@ func (c *cluster) commit(job string, ci *exec.CheckpointInfo) error {
 func (c *cluster) close() {
 	c.cancel()
 	<-c.done
-	c.e.startMu.Lock()
-	defer c.e.startMu.Unlock()
-	c.e.mu.Lock()
-	jobs := make([]*runningJob, 0, len(c.e.jobs))
-	for _, rj := range c.e.jobs {
-		jobs = append(jobs, rj)
-	}
-	c.e.mu.Unlock()
+	c.e.jobs.startMu.Lock()
+	defer c.e.jobs.startMu.Unlock()
+	jobs := c.e.jobs.list()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, rj := range jobs {

@@ -110,12 +110,7 @@ func (c *consoleHistory) run(done <-chan struct{}) {
 func (c *consoleHistory) sample() {
 	now := c.now()
 	ms := now.UnixMilli()
-	c.e.mu.Lock()
-	running := make([]*runningJob, 0, len(c.e.jobs))
-	for _, rj := range c.e.jobs {
-		running = append(running, rj)
-	}
-	c.e.mu.Unlock()
+	running := c.e.jobs.list()
 	type taken struct {
 		rj     *runningJob
 		st     exec.JobStats

@@ -77,7 +77,7 @@ func TestHistorySamplesRunningJobs(t *testing.T) {
 	c := newConsoleHistory(te.e, 2*time.Second, 10*time.Second)
 	clock := time.UnixMilli(1_800_000_000_000)
 	c.now = func() time.Time { return clock }
-	rj := te.e.running("job-1")
+	rj := te.e.jobs.get("job-1")
 	if rj == nil {
 		t.Fatal("job-1 does not run")
 	}
@@ -113,7 +113,7 @@ func TestHistorySamplesRunningJobs(t *testing.T) {
 	// Paused and resumed: a new run, whose first sample has no rate.
 	te.mustExec("PAUSE JOB job-1")
 	te.mustExec("RESUME JOB job-1")
-	rj2 := te.e.running("job-1")
+	rj2 := te.e.jobs.get("job-1")
 	if v := c.view("job-1", rj2, 0); v.current || v.nodeRates != nil {
 		t.Errorf("the new run sees the old run's rates: %+v", v)
 	}

@@ -114,17 +114,10 @@ type pointJSON struct {
 
 func ptr[T any](v T) *T { return &v }
 
-// running returns the job's run in this process, or nil.
-func (e *Engine) running(id string) *runningJob {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.jobs[id]
-}
-
 // jobSummary describes def with the live counters of rj (nil: not running here) and the
 // last sample of its history.
 func (c *console) jobSummary(def JobDef, rj *runningJob, v jobView) jobJSON {
-	state, errText := c.e.displayState(def)
+	state, errText := c.e.jobs.displayState(def)
 	j := jobJSON{ID: def.ID, Statement: def.Statement, State: state, Error: errText, Sink: def.Sink,
 		Sources: def.Sources, Running: rj != nil, Instances: c.instances(def, rj)}
 	if j.Sources == nil {
@@ -189,7 +182,7 @@ func (c *console) instances(def JobDef, rj *runningJob) []instJSON {
 func (c *console) listJobs(w http.ResponseWriter, r *http.Request) {
 	out := []jobJSON{}
 	for _, def := range c.e.cat.Jobs() {
-		rj := c.e.running(def.ID)
+		rj := c.e.jobs.get(def.ID)
 		out = append(out, c.jobSummary(def, rj, c.hist.view(def.ID, rj, 1<<62)))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"jobs": out})
@@ -214,7 +207,7 @@ func (c *console) getJob(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "", err.Error())
 		return
 	}
-	rj := c.e.running(def.ID)
+	rj := c.e.jobs.get(def.ID)
 	v := c.hist.view(def.ID, rj, since)
 	j := c.jobSummary(def, rj, v)
 	d := &jobDetail{Splits: []splitJSON{}, Stages: []stageJSON{}, Nodes: map[string]nodeJSON{}, BadErrors: []string{}}
@@ -293,7 +286,7 @@ func (c *console) getJob(w http.ResponseWriter, r *http.Request) {
 // planOf is the physical plan of a job: the one its run here executes, else planned again
 // from its statement as a restart would.
 func (c *console) planOf(def JobDef) (*planner.Physical, error) {
-	if rj := c.e.running(def.ID); rj != nil {
+	if rj := c.e.jobs.get(def.ID); rj != nil {
 		return rj.job.Plan(), nil
 	}
 	q, sink, err := c.e.jobQuery(def)
@@ -341,6 +334,6 @@ func (c *console) jobAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	def, _ = c.e.cat.Job(def.ID)
-	rj := c.e.running(def.ID)
+	rj := c.e.jobs.get(def.ID)
 	writeJSON(w, http.StatusOK, c.jobSummary(def, rj, c.hist.view(def.ID, rj, 1<<62)))
 }

@@ -48,8 +48,8 @@ type Config struct {
 	// MaxResultBytes bounds the rows one pull query collects (about their size in memory):
 	// past it the query fails with 54000. Default 64 MiB; negative: no limit.
 	MaxResultBytes int64
-	// deferJobs leaves the jobs recorded as RUNNING stopped until startRecordedJobs, so a
-	// System can attach the broker first.
+	// deferJobs leaves the jobs recorded as RUNNING stopped until the job manager's
+	// startRecorded, so a System can attach the broker first.
 	deferJobs bool
 }
 
@@ -88,7 +88,8 @@ const (
 )
 
 // Engine is the SQL engine of one rsql process: the catalog, the state store and the
-// running jobs. It implements Executor. mu guards jobs; the catalog has its own lock.
+// running jobs (kept by its job manager, jobs.go). It implements Executor. mu guards views;
+// the catalog has its own lock.
 type Engine struct {
 	cfg   Config
 	lock  *dirLock
@@ -96,14 +97,12 @@ type Engine struct {
 	store state.Store
 	files *connectors.FileRoots // the file sandbox
 
-	mu    sync.Mutex
-	jobs  map[string]*runningJob
+	// jobs are the jobs this process runs: started by the engine (startJob), watched,
+	// retried and stopped by the job manager (jobs.go).
+	jobs *jobManager
+
+	mu    sync.Mutex // guards views
 	views map[string]*viewTable
-	idle  *sync.Cond // signalled whenever a job stops
-	// retries are the jobs waiting to start again after a transient error (jobretry.go);
-	// closing is set by Close, after which none is scheduled or started.
-	retries map[string]*jobRetry
-	closing bool
 
 	// dlq shares dead-letter outputs between the jobs reading a stream (dlq.go).
 	dlq dlqWriters
@@ -115,40 +114,8 @@ type Engine struct {
 	passwordsUnchecked atomic.Bool
 
 	// cluster is set in cluster mode (several instances sharing a Postgres checkpoint
-	// store, cluster.go); startMu then serializes starting and stopping jobs.
+	// store, cluster.go); jobs.startMu then serializes starting and stopping jobs.
 	cluster *cluster
-	startMu sync.Mutex
-}
-
-// runningJob is a job this process runs.
-type runningJob struct {
-	def    JobDef
-	job    *exec.Job
-	cancel context.CancelFunc
-	done   chan struct{}
-	rate   rateMeter
-	// checkpoints measures the job's checkpoint commits.
-	checkpoints *checkpointStats
-	// stopped is set by whoever stops the job (TERMINATE, PAUSE, DROP, shutdown), who also
-	// records its state; watch then leaves the state alone.
-	stopped atomic.Bool
-	// Cluster mode: the job's units ("<stage>/<split>"), those this instance started it
-	// with (cluster.jobs has what it runs now), and whether it runs whole.
-	units, owned []string
-	whole        bool
-	// out is how the job writes its file sink, or nil (fileout.go).
-	out *fileOutput
-	// attempt counts the starts since the job last ran without a transient error for
-	// retryResetAfter (jobretry.go); started is when this run started.
-	attempt int
-	started time.Time
-}
-
-// stop stops the job on behalf of the engine and waits for it to end.
-func (rj *runningJob) stop() {
-	rj.stopped.Store(true)
-	rj.cancel()
-	<-rj.done
 }
 
 // Open locks the data directory, loads the catalog and opens the state store. Jobs the
@@ -195,26 +162,12 @@ func Open(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("unknown state backend %q (want rocksdb or memory)", cfg.StateBackend)
 	}
 	e := &Engine{cfg: cfg, lock: lock, cat: cat, store: store, files: files, udf: udf.NewRuntime(),
-		jobs: map[string]*runningJob{}, views: map[string]*viewTable{}, retries: map[string]*jobRetry{}}
-	e.idle = sync.NewCond(&e.mu)
+		views: map[string]*viewTable{}}
+	e.jobs = newJobManager(cat, cfg.Log, e.restartAttempt, func() bool { return e.cluster != nil })
 	if !cfg.deferJobs {
-		e.startRecordedJobs()
+		e.jobs.startRecorded()
 	}
 	return e, nil
-}
-
-// startRecordedJobs starts again the jobs the catalog lists as RUNNING. One that cannot
-// start for now is retried (jobretry.go); one this process cannot run (it has no broker)
-// is left as it is.
-func (e *Engine) startRecordedJobs() {
-	for _, j := range e.cat.Jobs() {
-		if j.State != "RUNNING" {
-			continue
-		}
-		if err := e.restartJob(j); err != nil {
-			e.restartFailed(j, 1, err)
-		}
-	}
 }
 
 // Catalog returns the engine's catalog.
@@ -225,31 +178,19 @@ func (e *Engine) Close() error {
 	if e.cluster != nil {
 		e.cluster.close()
 	}
-	e.mu.Lock()
-	e.closing = true
-	for id, r := range e.retries {
-		r.timer.Stop()
-		delete(e.retries, id)
-	}
-	jobs := make([]*runningJob, 0, len(e.jobs))
-	for _, j := range e.jobs {
-		jobs = append(jobs, j)
-	}
-	e.mu.Unlock()
-	for _, j := range jobs {
-		// A last checkpoint, so the next start resumes exactly here; then stop. The job
-		// stays RUNNING in the catalog and starts again with the server.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		j.job.Checkpoint(ctx)
-		cancel()
-		j.stop()
-	}
+	e.jobs.close()
 	err := e.store.Close()
 	e.udf.Close()
 	e.files.Close()
 	e.lock.Close()
 	return err
 }
+
+// Running returns the number of jobs running in this process.
+func (e *Engine) Running() int { return e.jobs.count() }
+
+// WaitJobs blocks until no job runs in this process or ctx is done.
+func (e *Engine) WaitJobs(ctx context.Context) error { return e.jobs.wait(ctx) }
 
 // FileRoots returns the directories file sources and sinks may use.
 func (e *Engine) FileRoots() []string { return e.files.Dirs() }
@@ -273,29 +214,6 @@ func fileError(err error) error {
 		return sql.Errorf(codeInsufficientPrivilege, "%v", err)
 	}
 	return err
-}
-
-// Running returns the number of jobs running in this process.
-func (e *Engine) Running() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.jobs)
-}
-
-// WaitJobs blocks until no job runs in this process or ctx is done.
-func (e *Engine) WaitJobs(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() {
-		e.mu.Lock()
-		e.idle.Broadcast()
-		e.mu.Unlock()
-	})
-	defer stop()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for len(e.jobs) > 0 && ctx.Err() == nil {
-		e.idle.Wait()
-	}
-	return ctx.Err()
 }
 
 // Execute implements Executor: it parses text and runs its statements in order. A panic
@@ -629,8 +547,8 @@ func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, funcs []st
 	}
 	def := JobDef{Statement: text, State: "RUNNING", Sink: sink.Stream, Sources: relationNames(q), StateTTL: ttl, Functions: funcs}
 	if e.cluster != nil {
-		e.startMu.Lock()
-		defer e.startMu.Unlock()
+		e.jobs.startMu.Lock()
+		defer e.jobs.startMu.Unlock()
 	}
 	id, err := e.cat.AddStreamAndJob(d, def)
 	if err != nil {
@@ -762,89 +680,8 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 	rj := &runningJob{def: def, job: job, cancel: cancel, done: make(chan struct{}), units: units, owned: owned, whole: whole,
 		checkpoints: cps, out: out, attempt: attempt, started: time.Now()}
 	go rj.rate.run(rj.done, func() int64 { return job.Stats().RecordsIn })
-	e.mu.Lock()
-	e.jobs[def.ID] = rj
-	e.mu.Unlock()
-	go e.watch(rj)
+	e.jobs.add(rj)
 	return nil
-}
-
-// watch waits for a job to end and records how it ended.
-func (e *Engine) watch(rj *runningJob) {
-	err := rj.job.Wait()
-	st := rj.job.Stats()
-	summary := fmt.Sprintf("in=%d out=%d late=%d bad=%d", st.RecordsIn, st.RecordsOut, st.Late, st.Bad)
-	cancelled := rj.stopped.Load() || errors.Is(err, context.Canceled)
-	if e.cluster != nil && err != nil && !cancelled {
-		// In cluster mode a failure here is this instance's (another instance took a split
-		// over, or the broker is unreachable): the job stays RUNNING for the others, and
-		// the cluster's next reconcile starts it again with what this instance owns.
-		fmt.Fprintf(e.cfg.Log, "job %s stopped on this instance: %v (%s)\n", rj.def.ID, err, summary)
-		cancelled = true
-	}
-	jc := JobCounters{RecordsIn: st.RecordsIn, RecordsOut: st.RecordsOut, Late: st.Late, Bad: st.Bad}
-	if st.Watermark > -1<<62 && st.Watermark < 1<<62 {
-		wm := st.Watermark
-		jc.Watermark = &wm
-	}
-	e.cat.SetJobCounters(rj.def.ID, jc)
-	if err == nil && !cancelled && rj.out != nil {
-		if ferr := rj.out.finish(); ferr != nil {
-			err = ferr
-		}
-	}
-	retry := false
-	if err != nil && !cancelled && (retryable(err) || notRunnableHere(err)) {
-		// Paused, not ended: started again from its last checkpoint after a backoff
-		// (jobretry.go), its file output kept as a paused job's is.
-		attempt := 1
-		if time.Since(rj.started) < retryResetAfter {
-			attempt = rj.attempt + 1
-		}
-		if notRunnableHere(err) {
-			fmt.Fprintf(e.cfg.Log, "job %s stopped in this process: %v (%s)\n", rj.def.ID, err, summary)
-			retry = true
-		} else {
-			retry = e.scheduleRetry(rj.def, attempt, fmt.Errorf("%w (%s)", err, summary))
-		}
-	}
-	switch {
-	case retry:
-	case err != nil && !cancelled:
-		fmt.Fprintf(e.cfg.Log, "job %s failed: %v (%s)\n", rj.def.ID, err, summary)
-		var pe *exec.PanicError
-		if errors.As(err, &pe) {
-			fmt.Fprintf(e.cfg.Log, "job %s: statement: %s\n%s\n", rj.def.ID, logStatement(rj.def.Statement), pe.Stack)
-		}
-		e.cat.SetJobState(rj.def.ID, "FAILED", err.Error())
-		if rj.out != nil {
-			rj.out.discard()
-		}
-	case cancelled:
-		// Stopped by TERMINATE, PAUSE, DROP or shutdown: whoever stopped it set the state.
-		// A terminated job's unfinished output goes; a paused or shut-down one resumes it.
-		if j, ok := e.cat.Job(rj.def.ID); rj.out != nil && (!ok || !j.live()) {
-			rj.out.discard()
-		}
-	default:
-		fmt.Fprintf(e.cfg.Log, "job %s finished: %s\n", rj.def.ID, summary)
-		e.cat.SetJobState(rj.def.ID, "FINISHED", "")
-	}
-	if st.Bad > 0 {
-		shown := st.BadErrors
-		if len(shown) > 5 {
-			shown = shown[len(shown)-5:]
-		}
-		fmt.Fprintf(e.cfg.Log, "job %s: %d bad records; the last %d:\n", rj.def.ID, st.Bad, len(shown))
-		for _, b := range shown {
-			fmt.Fprintf(e.cfg.Log, "  %s\n", b)
-		}
-	}
-	e.mu.Lock()
-	delete(e.jobs, rj.def.ID)
-	e.idle.Broadcast()
-	e.mu.Unlock()
-	close(rj.done)
 }
 
 // env is how a job reaches connectors and state.
@@ -979,20 +816,6 @@ func queuesOf(opts map[string]string) int {
 	return n
 }
 
-func (e *Engine) stopJob(id, state string) error {
-	e.cancelRetry(id)
-	e.mu.Lock()
-	rj := e.jobs[id]
-	e.mu.Unlock()
-	if err := e.cat.SetJobState(id, state, ""); err != nil {
-		return err
-	}
-	if rj != nil {
-		rj.stop()
-	}
-	return nil
-}
-
 func (e *Engine) jobControl(s *sql.JobControl) (*Result, error) {
 	def, ok := e.cat.Job(s.ID)
 	if !ok {
@@ -1000,33 +823,33 @@ func (e *Engine) jobControl(s *sql.JobControl) (*Result, error) {
 	}
 	switch s.Action {
 	case "TERMINATE":
-		if err := e.stopJob(def.ID, "TERMINATED"); err != nil {
+		if err := e.jobs.stop(def.ID, "TERMINATED"); err != nil {
 			return nil, err
 		}
 	case "PAUSE":
 		if def.State != "RUNNING" {
 			return nil, sql.Errorf(sql.CodeInvalidValue, "job %s is %s, not RUNNING", def.ID, def.State)
 		}
-		if err := e.stopJob(def.ID, "PAUSED"); err != nil {
+		if err := e.jobs.stop(def.ID, "PAUSED"); err != nil {
 			return nil, err
 		}
 	case "RESUME":
 		// A paused or failed job starts again from its last checkpoint; one waiting to
 		// start again after a transient error starts now.
-		waiting := def.State == "RUNNING" && e.cancelRetry(def.ID)
+		waiting := def.State == "RUNNING" && e.jobs.cancelRetry(def.ID)
 		if def.State != "PAUSED" && def.State != "FAILED" && !waiting {
 			return nil, sql.Errorf(sql.CodeInvalidValue, "job %s is %s: RESUME takes a PAUSED or FAILED job (or one RETRYING)", def.ID, def.State)
 		}
 		def.State, def.Error = "RUNNING", ""
 		if e.cluster != nil {
-			e.startMu.Lock()
-			defer e.startMu.Unlock()
+			e.jobs.startMu.Lock()
+			defer e.jobs.startMu.Unlock()
 		}
 		if err := e.cat.SetJobState(def.ID, "RUNNING", ""); err != nil {
 			return nil, err
 		}
 		if err := e.restartJob(def); err != nil {
-			if retryable(err) && e.scheduleRetry(def, 1, err) {
+			if retryable(err) && e.jobs.scheduleRetry(def, 1, err) {
 				return &Result{Tag: s.Action + " JOB", Notice: &Notice{Message: fmt.Sprintf("job %s cannot start now (%v); it starts again with backoff (SHOW JOBS)", def.ID, err)}}, nil
 			}
 			e.cat.SetJobState(def.ID, "FAILED", err.Error())
@@ -1051,11 +874,8 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 		return nil, err
 	}
 	if d.Job != "" {
-		e.cancelRetry(d.Job)
-		e.mu.Lock()
-		rj := e.jobs[d.Job]
-		e.mu.Unlock()
-		if rj != nil {
+		e.jobs.cancelRetry(d.Job)
+		if rj := e.jobs.get(d.Job); rj != nil {
 			rj.stop()
 		}
 	}

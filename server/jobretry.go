@@ -29,7 +29,7 @@ const (
 	retryResetAfter = 2 * time.Minute
 )
 
-// jobRetry is a job waiting to be started again. The engine's mu guards the map holding it.
+// jobRetry is a job waiting to be started again. The job manager's mu guards the map holding it.
 type jobRetry struct {
 	attempt int
 	at      time.Time // when it starts again
@@ -74,47 +74,47 @@ func retryDelay(n int) time.Duration {
 }
 
 // scheduleRetry starts def again after the backoff of attempt, unless the engine closes or
-// the job is stopped first (stopJob cancels it). It reports whether it scheduled.
-func (e *Engine) scheduleRetry(def JobDef, attempt int, cause error) bool {
+// the job is stopped first (stop cancels it). It reports whether it scheduled.
+func (m *jobManager) scheduleRetry(def JobDef, attempt int, cause error) bool {
 	d := retryDelay(attempt)
 	r := &jobRetry{attempt: attempt, at: time.Now().Add(d), err: cause.Error()}
-	e.mu.Lock()
-	if e.closing {
-		e.mu.Unlock()
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
 		return false
 	}
-	if old := e.retries[def.ID]; old != nil {
+	if old := m.retries[def.ID]; old != nil {
 		old.timer.Stop()
 	}
-	e.retries[def.ID] = r
-	r.timer = time.AfterFunc(d, func() { e.retry(def.ID, r) })
-	e.mu.Unlock()
-	fmt.Fprintf(e.cfg.Log, "job %s paused: %v; starting again from its last checkpoint in %v (attempt %d)\n", def.ID, cause, d, attempt)
+	m.retries[def.ID] = r
+	r.timer = time.AfterFunc(d, func() { m.retry(def.ID, r) })
+	m.mu.Unlock()
+	fmt.Fprintf(m.log, "job %s paused: %v; starting again from its last checkpoint in %v (attempt %d)\n", def.ID, cause, d, attempt)
 	return true
 }
 
 // retry starts a job again after its backoff (scheduleRetry's timer).
-func (e *Engine) retry(id string, r *jobRetry) {
-	e.mu.Lock()
-	if e.closing || e.retries[id] != r {
-		e.mu.Unlock()
+func (m *jobManager) retry(id string, r *jobRetry) {
+	m.mu.Lock()
+	if m.closing || m.retries[id] != r {
+		m.mu.Unlock()
 		return
 	}
-	delete(e.retries, id)
-	e.mu.Unlock()
-	def, ok := e.cat.Job(id)
+	delete(m.retries, id)
+	m.mu.Unlock()
+	def, ok := m.cat.Job(id)
 	if !ok || def.State != "RUNNING" {
 		return
 	}
-	if err := e.restartAttempt(def, r.attempt); err != nil {
-		e.restartFailed(def, r.attempt+1, err)
+	if err := m.restart(def, r.attempt); err != nil {
+		m.restartFailed(def, r.attempt+1, err)
 		return
 	}
-	fmt.Fprintf(e.cfg.Log, "job %s started again (attempt %d)\n", id, r.attempt)
+	fmt.Fprintf(m.log, "job %s started again (attempt %d)\n", id, r.attempt)
 	// A TERMINATE, PAUSE or DROP that came while it started finds it either running (and
 	// stops it) or not yet: then it is stopped here.
-	if def, ok := e.cat.Job(id); !ok || def.State != "RUNNING" {
-		if rj := e.running(id); rj != nil {
+	if def, ok := m.cat.Job(id); !ok || def.State != "RUNNING" {
+		if rj := m.get(id); rj != nil {
 			rj.stop()
 		}
 	}
@@ -122,38 +122,38 @@ func (e *Engine) retry(id string, r *jobRetry) {
 
 // restartFailed handles a job that could not be started again: retried later when the
 // error is transient, left as it is when this engine cannot run it, FAILED otherwise.
-func (e *Engine) restartFailed(def JobDef, attempt int, err error) {
+func (m *jobManager) restartFailed(def JobDef, attempt int, err error) {
 	switch {
 	case notRunnableHere(err):
-		fmt.Fprintf(e.cfg.Log, "job %s is not started by this process: %v\n", def.ID, err)
-	case retryable(err) && e.scheduleRetry(def, attempt, err):
+		fmt.Fprintf(m.log, "job %s is not started by this process: %v\n", def.ID, err)
+	case retryable(err) && m.scheduleRetry(def, attempt, err):
 	default:
-		fmt.Fprintf(e.cfg.Log, "job %s failed to start: %v\n", def.ID, err)
-		e.cat.SetJobState(def.ID, "FAILED", err.Error())
+		fmt.Fprintf(m.log, "job %s failed to start: %v\n", def.ID, err)
+		m.cat.SetJobState(def.ID, "FAILED", err.Error())
 	}
 }
 
 // cancelRetry drops a job's pending retry; it reports whether there was one.
-func (e *Engine) cancelRetry(id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	r := e.retries[id]
+func (m *jobManager) cancelRetry(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.retries[id]
 	if r != nil {
 		r.timer.Stop()
-		delete(e.retries, id)
+		delete(m.retries, id)
 	}
 	return r != nil
 }
 
 // displayState is a job's state as SHOW JOBS and the console show it: RETRYING (with why
 // and when) for a RUNNING job waiting to start again.
-func (e *Engine) displayState(def JobDef) (state, errText string) {
+func (m *jobManager) displayState(def JobDef) (state, errText string) {
 	if def.State != "RUNNING" {
 		return def.State, def.Error
 	}
-	e.mu.Lock()
-	r := e.retries[def.ID]
-	e.mu.Unlock()
+	m.mu.Lock()
+	r := m.retries[def.ID]
+	m.mu.Unlock()
 	if r == nil {
 		return def.State, def.Error
 	}

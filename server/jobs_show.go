@@ -70,11 +70,9 @@ func (e *Engine) showJobs() *Result {
 	var rows []sql.Row
 	for _, j := range e.cat.Jobs() {
 		row := make(sql.Row, len(cols))
-		state, errText := e.displayState(j)
+		state, errText := e.jobs.displayState(j)
 		row[0], row[1], row[2], row[11] = sql.Varchar(j.ID), sql.Varchar(j.Statement), sql.Varchar(state), nullable(errText)
-		e.mu.Lock()
-		rj := e.jobs[j.ID]
-		e.mu.Unlock()
+		rj := e.jobs.get(j.ID)
 		if rj != nil {
 			st := rj.job.Stats()
 			row[3] = sql.Double(rj.rate.perSecond())

@@ -23,8 +23,8 @@ func (e *Engine) replace(d StreamDef, j *JobDef, q *sql.Query, sink planner.Sink
 		def = JobDef{Statement: j.Statement, State: "RUNNING", Sink: d.Name, Sources: relationNames(q), StateTTL: j.StateTTL, Functions: j.Functions}
 	}
 	if e.cluster != nil {
-		e.startMu.Lock()
-		defer e.startMu.Unlock()
+		e.jobs.startMu.Lock()
+		defer e.jobs.startMu.Unlock()
 	}
 	old, _ := e.cat.Stream(d.Name)
 	if j != nil && d.Options["connector"] == "file" {
@@ -41,10 +41,8 @@ func (e *Engine) replace(d StreamDef, j *JobDef, q *sql.Query, sink planner.Sink
 		return nil, err
 	}
 	if oldJob != "" {
-		e.cancelRetry(oldJob)
-		e.mu.Lock()
-		rj := e.jobs[oldJob]
-		e.mu.Unlock()
+		e.jobs.cancelRetry(oldJob)
+		rj := e.jobs.get(oldJob)
 		if rj != nil {
 			rj.stop()
 		}

@@ -158,7 +158,7 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 			return nil, err
 		}
 	} else {
-		eng.startRecordedJobs()
+		eng.jobs.startRecorded()
 	}
 	if cfg.PgAddr != "" {
 		pgc, err := s.pgConfig(cfg)
@@ -411,12 +411,7 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
-	c.e.mu.Lock()
-	jobs := make([]*runningJob, 0, len(c.e.jobs))
-	for _, j := range c.e.jobs {
-		jobs = append(jobs, j)
-	}
-	c.e.mu.Unlock()
+	jobs := c.e.jobs.list()
 	if cl := c.e.cluster; cl != nil {
 		cl.collect(ch)
 	}
