@@ -26,3 +26,9 @@ func (c *Catalog) replace(data []byte) error {
 	c.loadLocked(f)
 	return c.saveLocked()
 }
+
+// sharedCatalog is the catalog as cluster.CatalogSync shares it between instances.
+type sharedCatalog struct{ c *Catalog }
+
+func (s sharedCatalog) Snapshot() ([]byte, error) { return s.c.snapshot() }
+func (s sharedCatalog) Replace(data []byte) error { return s.c.replace(data) }

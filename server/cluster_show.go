@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"rsql/exec"
+	"rsql/server/cluster"
 	"rsql/sql"
 )
 
@@ -43,7 +44,7 @@ func (e *Engine) showUnits() (*Result, error) {
 			for u := range local {
 				us = append(us, u)
 			}
-			sortUnits(us)
+			cluster.SortUnits(us)
 			for _, u := range us {
 				rows = append(rows, sql.Row{sql.Varchar(j.ID), sql.Varchar(u.String()), sql.Int(int64(u.Stage)), sql.Varchar(u.Split),
 					sql.Varchar("this server"), sql.Varchar("this server"), sql.Bool(true), sql.BigInt(local[u].Offset), sql.Null})
@@ -62,7 +63,7 @@ func (e *Engine) showUnits() (*Result, error) {
 		if cj := c.jobs[j.ID]; cj != nil {
 			units, whole = cj.units, cj.whole
 		}
-		members := c.members
+		members := c.members.Members()
 		c.mu.Unlock()
 		byName := map[string]int{}
 		for i, in := range infos {
@@ -78,8 +79,8 @@ func (e *Engine) showUnits() (*Result, error) {
 				seen[u] = true
 			}
 		}
-		sortUnits(units)
-		assignment := assign(j.ID, units, members, whole)
+		cluster.SortUnits(units)
+		assignment := cluster.Assign(j.ID, units, members, whole)
 		for _, u := range units {
 			row := sql.Row{sql.Varchar(j.ID), sql.Varchar(u.String()), sql.Int(int64(u.Stage)), sql.Varchar(u.Split),
 				sql.Null, nullable(assignment[u]), sql.Bool(false), sql.Null, sql.Null}
@@ -113,9 +114,9 @@ var (
 )
 
 // collect exports the cluster's metrics (engineCollector calls it in cluster mode).
-func (c *cluster) collect(ch chan<- prometheus.Metric) {
+func (c *clusterNode) collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	members := len(c.members)
+	members := len(c.members.Members())
 	type jobMetrics struct {
 		id                 string
 		local              []exec.Unit

@@ -5,15 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"rsql/exec"
 	"rsql/planner"
+	"rsql/server/cluster"
 	"rsql/state"
 )
 
@@ -45,7 +44,7 @@ type wanted struct {
 }
 
 // job returns the cluster's record of job (made on first use). c.mu must be held.
-func (c *cluster) job(id string) *clusterJob {
+func (c *clusterNode) job(id string) *clusterJob {
 	cj := c.jobs[id]
 	if cj == nil {
 		cj = &clusterJob{local: map[exec.Unit]bool{}, wantSince: map[exec.Unit]wanted{}}
@@ -54,88 +53,12 @@ func (c *cluster) job(id string) *clusterJob {
 	return cj
 }
 
-// assign divides units among members (both in any order): each stage's units evenly (a
-// member gets ⌊n/m⌋ or ⌈n/m⌉ of a stage's n units), each unit to the member that ranks it
-// highest by a hash of (job, unit, member) among those with room left, so that a member
-// joining or leaving moves few units. whole gives every unit to one member (the highest
-// ranked for the job). The result is the same on every member for the same lists.
-func assign(job string, units []exec.Unit, members []string, whole bool) map[exec.Unit]string {
-	out := make(map[exec.Unit]string, len(units))
-	if len(members) == 0 {
-		return out
-	}
-	ms := slices.Clone(members)
-	sort.Strings(ms)
-	rank := func(key string) []string {
-		r := slices.Clone(ms)
-		score := make(map[string]uint64, len(r))
-		for _, m := range r {
-			h := fnv.New64a()
-			h.Write([]byte(job))
-			h.Write([]byte{0})
-			h.Write([]byte(key))
-			h.Write([]byte{0})
-			h.Write([]byte(m))
-			score[m] = h.Sum64()
-		}
-		sort.SliceStable(r, func(i, j int) bool { return score[r[i]] > score[r[j]] })
-		return r
-	}
-	if whole {
-		owner := rank("*")[0]
-		for _, u := range units {
-			out[u] = owner
-		}
-		return out
-	}
-	byStage := map[int][]exec.Unit{}
-	var stages []int
-	for _, u := range units {
-		if byStage[u.Stage] == nil {
-			stages = append(stages, u.Stage)
-		}
-		byStage[u.Stage] = append(byStage[u.Stage], u)
-	}
-	sort.Ints(stages)
-	for _, s := range stages {
-		us := byStage[s]
-		sort.Slice(us, func(i, j int) bool { return splitLess(us[i].Split, us[j].Split) })
-		base, extra := len(us)/len(ms), len(us)%len(ms)
-		count := map[string]int{}
-		for _, u := range us {
-			for _, m := range rank(u.String()) {
-				if count[m] < base || (count[m] == base && extra > 0) {
-					if count[m] == base {
-						extra--
-					}
-					count[m]++
-					out[u] = m
-					break
-				}
-			}
-		}
-	}
-	return out
-}
-
-// splitLess orders split names numerically when they are numbers ("2" < "10").
-func splitLess(a, b string) bool {
-	if len(a) != len(b) {
-		if _, err := strconv.Atoi(a); err == nil {
-			if _, err := strconv.Atoi(b); err == nil {
-				return len(a) < len(b)
-			}
-		}
-	}
-	return a < b
-}
-
 // assigned returns the units of job assigned to member among the live members (as of the
 // last refresh), from the units known for it; nil when it is unknown here.
-func (c *cluster) assigned(job, member string) []exec.Unit {
+func (c *clusterNode) assigned(job, member string) []exec.Unit {
 	c.mu.Lock()
 	cj := c.jobs[job]
-	members := c.members
+	members := c.members.Members()
 	var units []exec.Unit
 	whole := false
 	if cj != nil {
@@ -143,47 +66,30 @@ func (c *cluster) assigned(job, member string) []exec.Unit {
 	}
 	c.mu.Unlock()
 	var out []exec.Unit
-	for u, m := range assign(job, units, members, whole) {
+	for u, m := range cluster.Assign(job, units, members, whole) {
 		if m == member {
 			out = append(out, u)
 		}
 	}
-	sortUnits(out)
+	cluster.SortUnits(out)
 	return out
 }
 
 // assignment is the division of job's units among the live members as SHOW JOBS shows it,
 // "rsql-1: 0/0 1/2; rsql-2: 0/1 1/0" (members sorted), "" when the units are not known
 // here.
-func (c *cluster) assignment(job string) string {
+func (c *clusterNode) assignment(job string) string {
 	c.mu.Lock()
-	members := slices.Clone(c.members)
+	members := slices.Clone(c.members.Members())
 	c.mu.Unlock()
 	sort.Strings(members)
 	var parts []string
 	for _, m := range members {
 		if us := c.assigned(job, m); len(us) > 0 {
-			parts = append(parts, m+": "+strings.Join(unitNames(us), " "))
+			parts = append(parts, m+": "+strings.Join(cluster.UnitNames(us), " "))
 		}
 	}
 	return strings.Join(parts, "; ")
-}
-
-func sortUnits(us []exec.Unit) {
-	sort.Slice(us, func(i, j int) bool {
-		if us[i].Stage != us[j].Stage {
-			return us[i].Stage < us[j].Stage
-		}
-		return splitLess(us[i].Split, us[j].Split)
-	})
-}
-
-func unitNames(us []exec.Unit) []string {
-	out := make([]string, len(us))
-	for i, u := range us {
-		out[i] = u.String()
-	}
-	return out
 }
 
 // listUnits lists every unit of plan (opening its sources to list their splits).
@@ -207,7 +113,7 @@ func listUnits(ctx context.Context, plan *planner.Physical, env *exec.Env) ([]ex
 // and routes the job's checkpoints through the shared store. ok is false when nothing of
 // the job can run here now. units and owned name all units and those the job starts with;
 // whole says the job runs whole.
-func (c *cluster) prepare(ctx context.Context, job string, plan *planner.Physical, env *exec.Env) (units, owned []string, whole, ok bool, err error) {
+func (c *clusterNode) prepare(ctx context.Context, job string, plan *planner.Physical, env *exec.Env) (units, owned []string, whole, ok bool, err error) {
 	whole = exec.Divisible(plan, *env) != nil
 	all, err := listUnits(ctx, plan, env)
 	if err != nil {
@@ -219,7 +125,7 @@ func (c *cluster) prepare(ctx context.Context, job string, plan *planner.Physica
 	c.mu.Unlock()
 	desired := c.assigned(job, c.self.Name)
 	if len(desired) == 0 {
-		return unitNames(all), nil, whole, false, nil
+		return cluster.UnitNames(all), nil, whole, false, nil
 	}
 	owners, err := c.cs.SplitOwners(ctx, job)
 	if err != nil {
@@ -237,20 +143,20 @@ func (c *cluster) prepare(ctx context.Context, job string, plan *planner.Physica
 			if whole {
 				// A job run whole starts once its previous owner has let go of all of it
 				// (checkpoint, stop, release), a tick or two.
-				return unitNames(all), nil, whole, false, nil
+				return cluster.UnitNames(all), nil, whole, false, nil
 			}
 			continue
 		}
 		take = append(take, u)
 	}
 	if len(take) == 0 {
-		return unitNames(all), nil, whole, false, nil
+		return cluster.UnitNames(all), nil, whole, false, nil
 	}
 	if err := c.prepareInstance(ctx, job, plan); err != nil {
 		return nil, nil, false, false, err
 	}
 	start := time.Now()
-	gained, err := c.gain(ctx, job, unitNames(take))
+	gained, err := c.gain(ctx, job, cluster.UnitNames(take))
 	if err != nil {
 		return nil, nil, false, false, err
 	}
@@ -282,18 +188,16 @@ func (c *cluster) prepare(ctx context.Context, job string, plan *planner.Physica
 	}
 	env.Commit = func(ci *exec.CheckpointInfo) error { return c.commit(job, ci) }
 	env.Instance = c.self.Name
-	return unitNames(all), unitNames(take), whole, true, nil
+	return cluster.UnitNames(all), cluster.UnitNames(take), whole, true, nil
 }
 
 // busyElsewhere reports whether owner is another live member (which will hand its unit
 // over itself).
-func (c *cluster) busyElsewhere(owner string) bool {
+func (c *clusterNode) busyElsewhere(owner string) bool {
 	if owner == "" || owner == c.self.Name {
 		return false
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Contains(c.members, owner)
+	return c.members.Live(owner)
 }
 
 // noteMove records and logs that unit u of job now runs here, taken from from (its owner
@@ -301,7 +205,7 @@ func (c *cluster) busyElsewhere(owner string) bool {
 // gave it to this instance while its owner still held it, or else how long taking it
 // took, and how it came (handed over by a live owner, taken over after its owner's lease
 // expired, or free: new, or released by an owner that stopped). c.mu must be held.
-func (c *cluster) noteMove(job string, cj *clusterJob, u exec.Unit, from string, loadStart time.Time) {
+func (c *clusterNode) noteMove(job string, cj *clusterJob, u exec.Unit, from string, loadStart time.Time) {
 	w, waited := cj.wantSince[u]
 	delete(cj.wantSince, u)
 	since := loadStart
@@ -326,7 +230,7 @@ func (c *cluster) noteMove(job string, cj *clusterJob, u exec.Unit, from string,
 // prepareInstance takes the instance's own split of job (loading its keys once per
 // process), puts the job's epochs in this member's range and drops the stages' output
 // watermarks (each unit brings its own; the stages' are recomputed from them).
-func (c *cluster) prepareInstance(ctx context.Context, job string, plan *planner.Physical) error {
+func (c *clusterNode) prepareInstance(ctx context.Context, job string, plan *planner.Physical) error {
 	if _, err := c.gain(ctx, job, []string{c.selfSplit()}); err != nil {
 		return err
 	}
@@ -354,7 +258,7 @@ func (c *cluster) prepareInstance(ctx context.Context, job string, plan *planner
 }
 
 // reconcile starts, changes and stops local jobs so that each runs what this instance owns.
-func (c *cluster) reconcile(ctx context.Context) {
+func (c *clusterNode) reconcile(ctx context.Context) {
 	e := c.e
 	e.jobs.startMu.Lock()
 	defer e.jobs.startMu.Unlock()
@@ -412,7 +316,7 @@ func (c *cluster) reconcile(ctx context.Context) {
 // moveUnits brings the units a running divided job runs here in line with the assignment:
 // units assigned elsewhere are removed (their final state committed) and released; units
 // assigned here are taken, once no other live member holds them, and added.
-func (c *cluster) moveUnits(ctx context.Context, rj *runningJob) {
+func (c *clusterNode) moveUnits(ctx context.Context, rj *runningJob) {
 	job := rj.def.ID
 	desired := c.assigned(job, c.self.Name)
 	c.mu.Lock()
@@ -430,7 +334,7 @@ func (c *cluster) moveUnits(ctx context.Context, rj *runningJob) {
 		}
 	}
 	c.mu.Unlock()
-	sortUnits(drop)
+	cluster.SortUnits(drop)
 	for _, u := range drop {
 		start := time.Now()
 		if err := rj.job.RemoveUnit(ctx, u); err != nil {
@@ -460,7 +364,7 @@ func (c *cluster) moveUnits(ctx context.Context, rj *runningJob) {
 		c.logf("cluster: job %s: %v", job, err)
 		return
 	}
-	sortUnits(add)
+	cluster.SortUnits(add)
 	now := time.Now()
 	for _, u := range add {
 		from := owners[u.String()]
@@ -492,7 +396,7 @@ func (c *cluster) moveUnits(ctx context.Context, rj *runningJob) {
 }
 
 // stopLocal checkpoints and stops a local job, then releases every unit it held.
-func (c *cluster) stopLocal(ctx context.Context, rj *runningJob) {
+func (c *clusterNode) stopLocal(ctx context.Context, rj *runningJob) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	if _, err := rj.job.Checkpoint(cctx); err != nil {
 		c.logf("cluster: job %s: checkpoint before handing units over: %v", rj.def.ID, err)
@@ -517,7 +421,7 @@ func (c *cluster) stopLocal(ctx context.Context, rj *runningJob) {
 
 // releaseUnits releases the named units of job held here and drops their local state (a
 // later takeover loads them again).
-func (c *cluster) releaseUnits(ctx context.Context, job string, names []string) {
+func (c *clusterNode) releaseUnits(ctx context.Context, job string, names []string) {
 	var dropped []exec.Unit
 	for _, sp := range names {
 		c.mu.Lock()
@@ -542,7 +446,7 @@ func (c *cluster) releaseUnits(ctx context.Context, job string, names []string) 
 // releaseIdle releases the units held for jobs that do not run here (stopped by a failure,
 // or no longer RUNNING) and that this instance is not assigned any more, so that their new
 // owner can take them.
-func (c *cluster) releaseIdle(ctx context.Context, running map[string]*runningJob, want map[string]JobDef) {
+func (c *clusterNode) releaseIdle(ctx context.Context, running map[string]*runningJob, want map[string]JobDef) {
 	c.mu.Lock()
 	var jobs []string
 	for job := range c.held {
@@ -570,7 +474,7 @@ func (c *cluster) releaseIdle(ctx context.Context, running map[string]*runningJo
 }
 
 // gain acquires the splits of job not held yet and returns them.
-func (c *cluster) gain(ctx context.Context, job string, splits []string) ([]string, error) {
+func (c *clusterNode) gain(ctx context.Context, job string, splits []string) ([]string, error) {
 	c.mu.Lock()
 	held := c.held[job]
 	if held == nil {
@@ -602,7 +506,7 @@ func jobPrefix(job string) []byte {
 }
 
 // deleteUnitKeys returns a batch that deletes the local keys of units of job.
-func (c *cluster) deleteUnitKeys(job string, units []exec.Unit) (*state.Batch, error) {
+func (c *clusterNode) deleteUnitKeys(job string, units []exec.Unit) (*state.Batch, error) {
 	b := &state.Batch{}
 	err := c.e.store.Scan(jobPrefix(job), func(k, _ []byte) error {
 		if u, ok := exec.KeyUnit(job, k); ok && slices.Contains(units, u) {
@@ -614,7 +518,7 @@ func (c *cluster) deleteUnitKeys(job string, units []exec.Unit) (*state.Batch, e
 }
 
 // dropLocal deletes the local keys of units of job.
-func (c *cluster) dropLocal(job string, units []exec.Unit) error {
+func (c *clusterNode) dropLocal(job string, units []exec.Unit) error {
 	if len(units) == 0 {
 		return nil
 	}
@@ -627,7 +531,7 @@ func (c *cluster) dropLocal(job string, units []exec.Unit) error {
 
 // loadUnits replaces the local keys of units of job with their committed state, in one
 // write.
-func (c *cluster) loadUnits(ctx context.Context, job string, units []exec.Unit) error {
+func (c *clusterNode) loadUnits(ctx context.Context, job string, units []exec.Unit) error {
 	if len(units) == 0 {
 		return nil
 	}
@@ -655,7 +559,7 @@ func (c *cluster) loadUnits(ctx context.Context, job string, units []exec.Unit) 
 
 // loadInstanceKeys replaces the job's local instance keys with what the instance committed
 // under its own split.
-func (c *cluster) loadInstanceKeys(ctx context.Context, job string) error {
+func (c *clusterNode) loadInstanceKeys(ctx context.Context, job string) error {
 	b := &state.Batch{}
 	err := c.e.store.Scan(jobPrefix(job), func(k, _ []byte) error {
 		if _, ok := exec.KeyUnit(job, k); !ok {
@@ -684,7 +588,7 @@ func (c *cluster) loadInstanceKeys(ctx context.Context, job string) error {
 // a unit's key gets the unit's name ("<stage>/<split>") as its split; every other key of
 // the job is the instance's (operator "i.<op>.<split>", split "@<name>"). Keys of other
 // jobs and non-state keys come back unchanged (the store refuses them).
-func (c *cluster) sharedKey(job string, key []byte) []byte {
+func (c *clusterNode) sharedKey(job string, key []byte) []byte {
 	j, op, sp, rest, ok := state.KeyParts(key)
 	if !ok || string(j) != job {
 		return key
@@ -728,7 +632,7 @@ func nativeKey(job string, key []byte) ([]byte, bool) {
 
 // commit makes a checkpoint durable in the shared store with the generations held, then
 // writes it to the local store (and the broker's consumer-group offsets).
-func (c *cluster) commit(job string, ci *exec.CheckpointInfo) error {
+func (c *clusterNode) commit(job string, ci *exec.CheckpointInfo) error {
 	// Not c.ctx: the final checkpoints of close run after the loop has stopped.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -779,7 +683,7 @@ func (c *cluster) commit(job string, ci *exec.CheckpointInfo) error {
 
 // close stops the loop, checkpoints and stops the local jobs, releases their units and
 // ends the lease, so the other members take over without waiting for it to expire.
-func (c *cluster) close() {
+func (c *clusterNode) close() {
 	c.cancel()
 	<-c.done
 	c.e.jobs.startMu.Lock()
@@ -790,5 +694,5 @@ func (c *cluster) close() {
 	for _, rj := range jobs {
 		c.stopLocal(ctx, rj)
 	}
-	c.cs.Leave(ctx, c.self.Name)
+	c.members.Leave(ctx)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"rsql/planner"
+	"rsql/server/cluster"
 	"rsql/sql"
 )
 
@@ -167,13 +168,13 @@ func (c *console) instances(def JobDef, rj *runningJob) []instJSON {
 		return []instJSON{{Name: "this server", Self: true}}
 	}
 	cl.mu.Lock()
-	members := append([]string(nil), cl.members...)
+	members := append([]string(nil), cl.members.Members()...)
 	cl.mu.Unlock()
 	sort.Strings(members)
 	out := []instJSON{}
 	for _, m := range members {
 		if got := cl.assigned(def.ID, m); len(got) > 0 {
-			out = append(out, instJSON{Name: m, Units: unitNames(got), Self: m == cl.self.Name})
+			out = append(out, instJSON{Name: m, Units: cluster.UnitNames(got), Self: m == cl.self.Name})
 		}
 	}
 	return out

@@ -115,7 +115,7 @@ type Engine struct {
 
 	// cluster is set in cluster mode (several instances sharing a Postgres checkpoint
 	// store, cluster.go); jobs.startMu then serializes starting and stopping jobs.
-	cluster *cluster
+	cluster *clusterNode
 }
 
 // Open locks the data directory, loads the catalog and opens the state store. Jobs the

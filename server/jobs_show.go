@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"rsql/exec"
+	"rsql/server/cluster"
 	"rsql/sql"
 )
 
@@ -101,8 +102,8 @@ func (e *Engine) showJobs() *Result {
 					us = append(us, exec.Unit{Stage: sp.Stage, Split: sp.Split})
 				}
 				if len(us) > 0 {
-					sortUnits(us)
-					row[12] = sql.Varchar("this server: " + strings.Join(unitNames(us), " "))
+					cluster.SortUnits(us)
+					row[12] = sql.Varchar("this server: " + strings.Join(cluster.UnitNames(us), " "))
 				}
 			}
 		} else if l := j.Last; l != nil {

@@ -22,6 +22,7 @@ import (
 	"rsql/broker/remoting"
 	"rsql/connectors"
 	"rsql/exec"
+	"rsql/server/cluster"
 	"rsql/sql"
 	"rsql/state"
 )
@@ -512,7 +513,7 @@ func (s *System) startCluster(cfg SystemConfig) error {
 		return err
 	}
 	s.pgStore = cs
-	name, err := instanceName(cfg.DataDir)
+	name, err := cluster.InstanceName(cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("instance name: %w", err)
 	}
