@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"rsql/broker"
+	"rsql/server/pgwire"
 	"rsql/sql"
 )
 
@@ -142,7 +143,7 @@ func sqlErr(err error, text string) apiErr {
 	if !errors.As(err, &se) {
 		return apiErr{Code: sql.CodeInternal, Message: err.Error()}
 	}
-	return apiErr{Code: se.Code, Message: se.Message, Position: errorPosition(se, text), Line: se.Line, Column: se.Column}
+	return apiErr{Code: se.Code, Message: se.Message, Position: pgwire.ErrorPosition(se, text), Line: se.Line, Column: se.Column}
 }
 
 // jsonValue is v as a JSON value: null, true/false, a number for INT, BIGINT and finite
@@ -162,7 +163,7 @@ func jsonValue(v sql.Value, t sql.Type) any {
 			return v.F
 		}
 	}
-	return string(appendText(nil, v, t))
+	return string(pgwire.AppendText(nil, v, t))
 }
 
 // wmText is a watermark or event time as RFC 3339 text with milliseconds, or nil.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"rsql/server/auth"
+	"rsql/server/pgwire"
 )
 
 // consoleAuth guards the web console and its API with the authentication of the Postgres
@@ -66,7 +67,7 @@ func (a *consoleAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	default:
 		if !loopbackAddr(r.RemoteAddr) { // a host:port, as a listen address is
-			apiError(w, http.StatusForbidden, codeInvalidAuthorization,
+			apiError(w, http.StatusForbidden, pgwire.CodeInvalidAuthorization,
 				"the server runs with trust authentication, which serves loopback clients only: start it with --auth scram-sha-256 to use the console from "+r.RemoteAddr)
 			return
 		}
@@ -77,7 +78,7 @@ func (a *consoleAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (a *consoleAuth) challenge(w http.ResponseWriter, msg string) {
 	w.Header().Set("WWW-Authenticate", `Basic realm="rsql", charset="UTF-8"`)
-	apiError(w, http.StatusUnauthorized, codeInvalidPassword, msg)
+	apiError(w, http.StatusUnauthorized, pgwire.CodeInvalidPassword, msg)
 }
 
 // check verifies a password against the user's SCRAM secret: the stored key derived from

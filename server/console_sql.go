@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"rsql/server/pgwire"
 	"rsql/sql"
 )
 
@@ -103,7 +104,7 @@ func (c *console) runSQL(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if res.Columns == nil {
-			if !send(sqlEvent{Type: "complete", Result: i, Tag: commandTag(res, 0)}, false) {
+			if !send(sqlEvent{Type: "complete", Result: i, Tag: pgwire.CommandTag(res, 0)}, false) {
 				return
 			}
 			continue
@@ -118,7 +119,7 @@ func (c *console) runSQL(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		if !send(sqlEvent{Type: "complete", Result: i, Tag: commandTag(res, n), Rows: &n, Stopped: stopped}, true) {
+		if !send(sqlEvent{Type: "complete", Result: i, Tag: pgwire.CommandTag(res, n), Rows: &n, Stopped: stopped}, true) {
 			return
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"rsql/server/pgwire"
 	"rsql/sql"
 )
 
@@ -12,7 +13,7 @@ import (
 // are described as unknown, so clients send them as text.
 func (e *Engine) Describe(ctx context.Context, sess *Session, text string) (*Description, error) {
 	// Bind with NULL for every $n the text refers to: the shape does not depend on them.
-	n, _ := scanText(text)
+	n, _ := pgwire.ScanText(text)
 	return e.describeText(ctx, sess, text, make([]sql.Value, n))
 }
 

@@ -4,7 +4,17 @@
 //
 // Packages: users, roles and SCRAM-SHA-256 live in server/auth, the Postgres wire front end
 // and the front-end contract (Session, Result, Executor) in server/pgwire (this package names
-// their types as aliases); server imports them, never the reverse. docs/architecture.md, "server/ packages", lists the split and its import rules.
+// their types as aliases), cluster membership, the shared catalog's sync and the units'
+// assignment in server/cluster; server imports them, never the reverse.
+// docs/architecture.md, "server/ packages", lists the split and its import rules.
+//
+// Job manager (jobs.go, jobretry.go): the engine plans and starts a job (Engine.startJob)
+// and hands it to its jobManager, which keeps the jobs this process runs under a lock of
+// its own, watches each until it ends and records how it ended in the catalog, starts again
+// after a backoff those that failed for a while, stops them (TERMINATE, PAUSE, DROP,
+// shutdown) and waits for them. It starts a recorded job again through the engine
+// (restartAttempt); everything else that reaches the running jobs (SHOW JOBS, the console,
+// the cluster, /metrics) goes through its get and list.
 //
 // Postgres wire: server/pgwire (its doc.go states the contract). PGServer, PGConfig,
 // Session, Result, Executor and Describer are aliases of its names, so the engine's callers
@@ -32,7 +42,8 @@
 // dead-letter writer that keeps one copy per bad record (dlq.go). docs/sql.md is the user's
 // side of all of these.
 //
-// Several instances (cluster.go, cluster_units.go, cluster_show.go): with a shared Postgres
+// Several instances (cluster.go, cluster_units.go, cluster_show.go; membership, catalog sync
+// and assignment in server/cluster): with a shared Postgres
 // checkpoint store the instances share the catalog and a membership table, and divide every
 // RUNNING job's units (stage, split) among the live members, each stage's evenly; a unit
 // is committed and loaded under its own name, so it moves between instances with its state

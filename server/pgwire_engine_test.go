@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"rsql/server/auth"
+	"rsql/server/pgwire"
 	"rsql/sql"
 )
 
@@ -91,7 +92,7 @@ func TestPGSCRAMAuthentication(t *testing.T) {
 			conn.Close(ctx)
 			t.Fatalf("user %s with password %q connected", c.user, c.pw)
 		}
-		if code := pgCode(err); code != codeInvalidPassword && !(c.pw == "" && strings.Contains(err.Error(), "password")) {
+		if code := pgCode(err); code != pgwire.CodeInvalidPassword && !(c.pw == "" && strings.Contains(err.Error(), "password")) {
 			t.Errorf("user %s with password %q: %v (code %q), want 28P01", c.user, c.pw, err, code)
 		}
 	}
@@ -238,7 +239,7 @@ func TestPGTLS(t *testing.T) {
 		}
 		c.Close(ctx)
 	}
-	if c, err := connectAs(ctx, addr, "u", "", "disable"); pgCode(err) != codeInvalidAuthorization {
+	if c, err := connectAs(ctx, addr, "u", "", "disable"); pgCode(err) != pgwire.CodeInvalidAuthorization {
 		if c != nil {
 			c.Close(ctx)
 		}

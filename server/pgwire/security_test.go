@@ -78,7 +78,7 @@ func TestPGTrustOnlyFromLoopback(t *testing.T) {
 		loopback := strings.HasPrefix(remote, "127.") || strings.HasPrefix(remote, "[::1]")
 		switch m := msg.(type) {
 		case *pgproto3.ErrorResponse:
-			if loopback || m.Code != codeInvalidAuthorization || !strings.Contains(m.Message, "loopback") {
+			if loopback || m.Code != CodeInvalidAuthorization || !strings.Contains(m.Message, "loopback") {
 				t.Errorf("client at %s: %s %s", remote, m.Code, m.Message)
 			}
 		case *pgproto3.AuthenticationOk:

@@ -21,13 +21,19 @@ import (
 // packet, authentication (trust or SCRAM-SHA-256), and the parameters a client learns. All
 // of it must finish within Config.StartupTimeout (serveConn closes the socket then).
 
+// SQLSTATEs of authentication, which every front end answers with (the console's too):
+// 28000 a client refused before any password (not from loopback under trust, no TLS when it
+// is required), 28P01 a wrong password or an unknown user.
+const (
+	CodeInvalidAuthorization = "28000"
+	CodeInvalidPassword      = "28P01"
+)
+
 // SQLSTATE codes of the connection's start.
 const (
-	codeInvalidAuthorization = "28000"
-	codeInvalidPassword      = "28P01"
-	codeTooManyConnections   = "53300"
-	codeIdleSessionTimeout   = "57P05"
-	codeTooComplex           = "54001"
+	codeTooManyConnections = "53300"
+	codeIdleSessionTimeout = "57P05"
+	codeTooComplex         = "54001"
 )
 
 // Startup packets are length-prefixed without a type byte; PostgreSQL bounds them so.
@@ -114,13 +120,13 @@ func (c *pgConn) authenticate(m *pgproto3.StartupMessage) bool {
 	user := m.Parameters["user"]
 	remote := c.nc.RemoteAddr()
 	if cfg.RequireTLS && !c.encrypted {
-		c.fatal(codeInvalidAuthorization, "this server accepts only TLS connections: connect with sslmode=require (or verify-full)")
+		c.fatal(CodeInvalidAuthorization, "this server accepts only TLS connections: connect with sslmode=require (or verify-full)")
 		return false
 	}
 	switch cfg.Auth {
 	case auth.SCRAM:
 		if user == "" {
-			c.fatal(codeInvalidAuthorization, "no user name in the startup packet")
+			c.fatal(CodeInvalidAuthorization, "no user name in the startup packet")
 			return false
 		}
 		u, ok := c.scram(user)
@@ -131,7 +137,7 @@ func (c *pgConn) authenticate(m *pgproto3.StartupMessage) bool {
 	default:
 		if !isLoopback(remote) {
 			cfg.Logger.Warn("pgwire: refused a client from a non-loopback address (trust authentication)", "remote", remote.String(), "user", user)
-			c.fatal(codeInvalidAuthorization, fmt.Sprintf("trust authentication is accepted only from loopback addresses, and %s is not one: the server must run with --auth scram-sha-256 to accept it", hostOf(remote)))
+			c.fatal(CodeInvalidAuthorization, fmt.Sprintf("trust authentication is accepted only from loopback addresses, and %s is not one: the server must run with --auth scram-sha-256 to accept it", hostOf(remote)))
 			return false
 		}
 		c.sess.User, c.sess.Role = user, auth.RoleAdmin
@@ -172,7 +178,7 @@ func (c *pgConn) scram(user string) (auth.UserDef, bool) {
 		return u, false
 	}
 	if init.AuthMechanism != auth.Mechanism {
-		c.fatal(codeInvalidAuthorization, fmt.Sprintf("SASL mechanism %q is not supported (%s is)", init.AuthMechanism, auth.Mechanism))
+		c.fatal(CodeInvalidAuthorization, fmt.Sprintf("SASL mechanism %q is not supported (%s is)", init.AuthMechanism, auth.Mechanism))
 		return u, false
 	}
 	first, err := ex.First(init.Data)
@@ -205,7 +211,7 @@ func (c *pgConn) scram(user string) (auth.UserDef, bool) {
 			reason = "the user has no password"
 		}
 		cfg.Logger.Warn("pgwire: password authentication failed", "user", user, "remote", c.nc.RemoteAddr().String(), "reason", reason)
-		c.fatal(codeInvalidPassword, fmt.Sprintf("password authentication failed for user %q", user))
+		c.fatal(CodeInvalidPassword, fmt.Sprintf("password authentication failed for user %q", user))
 		return u, false
 	}
 	if err != nil {
