@@ -1,7 +1,7 @@
 package planner
 
 import (
-	"rsql/connectors"
+	"rsql/connectors/options"
 	"sort"
 	"strconv"
 
@@ -725,7 +725,7 @@ func singleSplit(rel *sql.Relation) bool {
 	if c := rel.Connector(); c == "file" || c == "values" || rel.IsView {
 		return true
 	}
-	o, err := connectors.StreamOptionsOf(rel.Options)
+	o, err := options.Of(rel.Options)
 	return err == nil && o.Queues == 1
 }
 
@@ -733,7 +733,7 @@ func singleSplit(rel *sql.Relation) bool {
 // the columns its producer keys records by, so equal values share a queue. Nil when the
 // option is absent or names an unknown column.
 func partitionColumns(rel *sql.Relation) []int {
-	o, err := connectors.StreamOptionsOf(rel.Options)
+	o, err := options.Of(rel.Options)
 	if err != nil || len(o.PartitionedBy) == 0 {
 		return nil
 	}
