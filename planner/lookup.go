@@ -162,7 +162,7 @@ func checkWritable(s SinkSpec) error {
 	}
 	c := s.Connector
 	if c == "" {
-		c = s.Options["connector"]
+		c = s.Options.Get("connector")
 	}
 	kind, ok := options.Lookup(c)
 	if !ok || kind.Writable || c == "" {

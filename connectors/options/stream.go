@@ -28,9 +28,11 @@ type StreamOptions struct {
 	// PartitionedBy are the columns the producer keys records by (partitioned_by, or key).
 	PartitionedBy []string
 	// IdleTimeout is the idle_timeout option; IdleSet says it was given.
-	IdleTimeout        time.Duration
-	IdleSet            bool
-	CheckpointInterval time.Duration // 0: not given
+	IdleTimeout time.Duration
+	IdleSet     bool
+	// CheckpointInterval is the checkpoint_interval option; CheckpointSet says it was given.
+	CheckpointInterval time.Duration
+	CheckpointSet      bool
 	LateTopic          string
 	LatePath           string
 	DLQTopic           string
@@ -122,7 +124,7 @@ func parse(raw map[string]string, strict bool) (StreamOptions, error) {
 			if k == "idle_timeout" {
 				o.IdleTimeout, o.IdleSet = d, true
 			} else {
-				o.CheckpointInterval = d
+				o.CheckpointInterval, o.CheckpointSet = d, true
 			}
 		case "late_topic":
 			o.LateTopic = v
