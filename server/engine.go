@@ -446,8 +446,12 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 			return nil, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", d.Name, err)
 		}
 	}
+	opts, err := connectors.StreamOptionsOf(d.Options)
+	if err != nil {
+		return nil, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", d.Name, err)
+	}
 	if d.Options["connector"] == "broker" && e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
-		src, err := connectors.OpenRocketMQSource(context.Background(), *e.cfg.RocketMQ, topicOf(d.Name, d.Options), queuesOf(d.Options))
+		src, err := connectors.OpenRocketMQSource(context.Background(), *e.cfg.RocketMQ, opts.TopicOf(d.Name), opts.Queues)
 		if err != nil {
 			return nil, err
 		}
@@ -457,7 +461,7 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := connectors.OpenBrokerSource(b, topicOf(d.Name, d.Options), queuesOf(d.Options)); err != nil {
+		if _, err := connectors.OpenBrokerSource(b, opts.TopicOf(d.Name), opts.Queues); err != nil {
 			return nil, err
 		}
 	}
@@ -967,11 +971,6 @@ func topicOf(stream string, opts map[string]string) string {
 		return t
 	}
 	return stream
-}
-
-func queuesOf(opts map[string]string) int {
-	n, _ := strconv.Atoi(opts["queues"])
-	return n
 }
 
 func (e *Engine) stopJob(id, state string) error {
