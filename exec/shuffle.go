@@ -183,6 +183,12 @@ func (x *shuffleOut) SplitStatus(split string, wm int64, idle bool) error {
 }
 
 func (x *shuffleOut) Control(c *Control) error {
+	if c.Kind == RemoveSplit {
+		// The split may come back here later: its watermark and status are then written
+		// again from its checkpoint, whatever another owner wrote meanwhile.
+		delete(x.wms, c.Split)
+		delete(x.idle, c.Split)
+	}
 	if c.Kind == Checkpoint {
 		if err := x.sink.Flush(x.ctx); err != nil {
 			return &SinkError{Sink: x.what, Err: err}
