@@ -61,7 +61,8 @@
 //     split of a stage is idle the watermark goes to the largest event time read, and
 //     beyond it with the wall clock only while the stream's event time tracks the wall
 //     clock. An exhausted bounded split's is +inf. An edge split's is the minimum of what
-//     its inputs report. Operators keep state per split and act on each split's watermark;
+//     its inputs report; through a shuffle topic producing splits report whether they are
+//     idle too, and only the active ones count (shuffle.go: queueState.watermark). Operators keep state per split and act on each split's watermark;
 //     the stage's output watermark is the minimum over its splits. Without a declared
 //     event-time column (SourceSpec.EventTime < 0) a split's event time is the wall clock
 //     when its records are read.

@@ -480,8 +480,8 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, rd *read
 							ob.marks = append(ob.marks, markUpd{split: p, isWM: true, wm: w})
 						}
 					} else {
-						q.setWM(m.split, m.wm, false)
-						ob.marks = append(ob.marks, markUpd{split: m.split, isWM: true, wm: q.wms[m.split]})
+						q.setStatus(m.split, m.wm, m.idle)
+						ob.marks = append(ob.marks, markUpd{split: m.split, isWM: true, wm: q.wms[m.split], idle: m.idle})
 					}
 					w := q.watermark()
 					if w <= qwm {
@@ -503,6 +503,11 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, rd *read
 						return
 					}
 					continue
+				}
+				if q.activate(m.split) {
+					// Rows of a producing split that said it was idle: it is active again
+					// (it holds the input's watermark from now on, which never goes back).
+					ob.marks = append(ob.marks, markUpd{split: m.split, isWM: true, wm: q.wms[m.split]})
 				}
 				mk, seen := q.marks[m.split]
 				kept := false

@@ -67,10 +67,11 @@ type ownedBatch struct {
 	marks      []markUpd // what the reader applied in this batch (stages reading shuffle topics)
 }
 
-// markUpd is a producing split's new dedup mark (isWM false) or watermark.
+// markUpd is a producing split's new dedup mark (isWM false) or watermark and idle status.
 type markUpd struct {
 	split string
 	isWM  bool
+	idle  bool
 	mark  dedupMark
 	wm    int64
 }
@@ -807,7 +808,7 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 				q := ev.rd.shuf
 				for _, u := range b.marks {
 					if u.isWM {
-						q.setWM(u.split, u.wm, false)
+						q.setStatus(u.split, u.wm, u.idle)
 					} else {
 						q.marks[u.split] = u.mark
 					}
@@ -993,6 +994,9 @@ func (st *stage) advance() error {
 				return err
 			}
 		}
+		if err := st.reportStatus(sp); err != nil { // shuffle.go: idleness crosses the exchange
+			return err
+		}
 		out = min(out, sp.wm)
 	}
 	st.setAlignFloor()
@@ -1013,6 +1017,9 @@ func (st *stage) splitWatermark(split string, wm int64) error {
 		}
 	}
 	st.watermarkReleased(held)
+	if ss, ok := st.out.(splitStatuser); ok && st.splits[split] != nil {
+		return ss.SplitStatus(split, wm, st.splitIdle(st.splits[split])) // shuffle.go
+	}
 	if sw, ok := st.out.(splitWatermarker); ok {
 		return sw.SplitWatermark(split, wm)
 	}
