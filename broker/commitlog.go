@@ -98,10 +98,10 @@ type commitLog struct {
 }
 
 func openCommitLog(fs storeFS, dir string, segSize int64) (*commitLog, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	ents, err := os.ReadDir(dir)
+	ents, err := fs.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -384,7 +384,7 @@ func (cl *commitLog) recover(start int64, fn func(r *recordView, off int64)) (in
 		}
 		for _, t := range cl.segs[keep:] {
 			t.close()
-			os.Remove(filepath.Join(cl.dir, segmentName(t.base)))
+			cl.fs.Remove(filepath.Join(cl.dir, segmentName(t.base)))
 		}
 		cl.segs = cl.segs[:keep]
 	}
@@ -402,7 +402,7 @@ func (cl *commitLog) dropOldest() (bool, error) {
 	cl.segs = cl.segs[1:]
 	cl.mu.Unlock()
 	s.close()
-	if err := os.Remove(filepath.Join(cl.dir, segmentName(s.base))); err != nil {
+	if err := cl.fs.Remove(filepath.Join(cl.dir, segmentName(s.base))); err != nil {
 		return true, fmt.Errorf("broker: delete segment: %w", err)
 	}
 	return true, nil

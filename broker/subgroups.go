@@ -44,6 +44,7 @@ type dataVersion struct {
 // subGroups is the persisted table (Dir/subscriptionGroups.json, replaced atomically on
 // every change). mu guards it.
 type subGroups struct {
+	fs      storeFS
 	path    string
 	mu      sync.Mutex
 	groups  map[string]SubscriptionGroup
@@ -55,12 +56,12 @@ type subGroupsFile struct {
 	DataVersion            dataVersion                  `json:"dataVersion"`
 }
 
-func openSubGroups(path string) (*subGroups, error) {
+func openSubGroups(fs storeFS, path string) (*subGroups, error) {
 	var f subGroupsFile
-	if err := readJSON(path, &f); err != nil {
+	if err := readJSON(fs, path, &f); err != nil {
 		return nil, err
 	}
-	s := &subGroups{path: path, groups: f.SubscriptionGroupTable, version: f.DataVersion}
+	s := &subGroups{fs: fs, path: path, groups: f.SubscriptionGroupTable, version: f.DataVersion}
 	if s.groups == nil {
 		s.groups = map[string]SubscriptionGroup{}
 	}
@@ -76,7 +77,7 @@ func (s *subGroups) encodeLocked() []byte {
 func (s *subGroups) saveLocked() error {
 	s.version.Timestamp = time.Now().UnixMilli()
 	s.version.Counter++
-	return writeFile(s.path, s.encodeLocked())
+	return writeFile(s.fs, s.path, s.encodeLocked())
 }
 
 // ensure creates a group with the defaults if it is not known.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"rsql/broker/remoting"
+	"rsql/internal/durable"
 	"rsql/internal/listen"
 )
 
@@ -602,22 +603,7 @@ func (s *Server) saveKV() error {
 		return err
 	}
 	path := s.kvPath()
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("namesrv: %w", err)
-	}
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := durable.WriteFile(durable.OS, path, data, 0o644); err != nil {
 		return fmt.Errorf("namesrv: write %s: %w", path, err)
 	}
 	return nil
