@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -132,7 +133,17 @@ func (s *offsetStore) commit(group, key string, off int64) error {
 		return ErrClosed
 	}
 	s.buf = appendOffsetRecord(s.buf[:0], group, key, off)
-	if _, err := s.j.Write(s.buf); err != nil {
+	if n, err := s.j.Write(s.buf); err != nil || n < len(s.buf) {
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		// Cut what part of the record reached the file: a torn record ends the journal on
+		// the next open, and the commits appended after it would be lost.
+		if terr := s.j.Truncate(s.jlen); terr == nil {
+			s.j.Seek(s.jlen, io.SeekStart)
+		} else {
+			err = errors.Join(err, terr)
+		}
 		return fmt.Errorf("broker: write offset journal: %w", err)
 	}
 	s.jlen += int64(len(s.buf))
