@@ -415,7 +415,11 @@ func (s *netServer) deleteSubscriptionGroup(req *remoting.Command) *remoting.Com
 }
 
 func (s *netServer) earliestStoreTime(req *remoting.Command) *remoting.Command {
-	q, err := s.b.queue(req.Ext("topic"), extInt(req, "queueId"))
+	qid, err := req.ExtIntOr("queueId", 0)
+	if err != nil {
+		return req.Reply(respInvalidParameter, err.Error())
+	}
+	q, err := s.b.queue(req.Ext("topic"), int(qid))
 	if err != nil {
 		return req.Reply(respTopicNotExist, err.Error())
 	}
@@ -423,9 +427,4 @@ func (s *netServer) earliestStoreTime(req *remoting.Command) *remoting.Command {
 	r := req.Reply(respSuccess, "")
 	r.ExtFields = map[string]string{"timestamp": strconv.FormatInt(ts, 10)}
 	return r
-}
-
-func extInt(req *remoting.Command, k string) int {
-	n, _ := req.ExtInt(k)
-	return int(n)
 }

@@ -225,7 +225,12 @@ func (s *netServer) replFetch(c *conn, req *remoting.Command) *remoting.Command 
 			return reply(respSuccess, nil)
 		}
 	}
-	maxBytes, _ := req.ExtInt("maxBytes")
+	maxBytes, err := req.ExtIntOr("maxBytes", 0)
+	if err != nil {
+		r := reply(respInvalidParameter, nil)
+		r.Remark = err.Error()
+		return r
+	}
 	if maxBytes <= 0 || maxBytes > replMaxBytes {
 		maxBytes = replMaxBytes
 	}
