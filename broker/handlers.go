@@ -204,7 +204,7 @@ func (s *netServer) route(req *remoting.Command) *remoting.Command {
 	} else {
 		return req.Reply(respTopicNotExist, fmt.Sprintf("no topic route info in name server for the topic: %s", name))
 	}
-	body, _ := json.Marshal(map[string]any{
+	body := plainJSON(map[string]any{
 		"queueDatas": []remoting.QueueData{qd},
 		"brokerDatas": []remoting.BrokerData{{Cluster: s.b.cfg.ClusterName, BrokerName: s.b.cfg.BrokerName,
 			BrokerAddrs: s.brokerAddrs()}},

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -174,7 +173,7 @@ func (s *offsetStore) groups() map[string]map[string]int64 {
 }
 
 func (s *offsetStore) snapshotLocked() []byte {
-	data, _ := json.Marshal(s.m)
+	data := plainJSON(s.m)
 	return data
 }
 

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
@@ -70,7 +69,7 @@ func openSubGroups(fs storeFS, path string) (*subGroups, error) {
 
 // encode renders the table as GET_ALL_SUBSCRIPTIONGROUP_CONFIG answers it. Caller holds mu.
 func (s *subGroups) encodeLocked() []byte {
-	b, _ := json.Marshal(subGroupsFile{SubscriptionGroupTable: s.groups, DataVersion: s.version})
+	b := plainJSON(subGroupsFile{SubscriptionGroupTable: s.groups, DataVersion: s.version})
 	return b
 }
 

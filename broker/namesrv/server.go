@@ -350,6 +350,7 @@ func (s *Server) handle(c net.Conn, req *remoting.Command) *remoting.Command {
 			return req.Reply(respQueryNotFound, "No config item, Namespace: "+req.Ext("namespace"))
 		}
 		r := req.Reply(respSuccess, "")
+		// Cannot fail: strings, integers and maps with string keys only.
 		r.Body, _ = json.Marshal(map[string]any{"table": t})
 		return r
 	}
@@ -510,6 +511,7 @@ func (s *Server) route(req *remoting.Command) *remoting.Command {
 		body["orderTopicConf"] = conf
 	}
 	r := req.Reply(respSuccess, "")
+	// Cannot fail: strings, integers and maps with string keys only.
 	r.Body, _ = json.Marshal(body)
 	return r
 }
@@ -535,6 +537,7 @@ func (s *Server) clusterInfo(req *remoting.Command) *remoting.Command {
 		sort.Strings(ns)
 	}
 	r := req.Reply(respSuccess, "")
+	// Cannot fail: strings, integers and maps with string keys only.
 	r.Body, _ = json.Marshal(map[string]any{"brokerAddrTable": bt, "clusterAddrTable": ct})
 	return r
 }
@@ -556,6 +559,7 @@ func (s *Server) topicList(req *remoting.Command, cluster string) *remoting.Comm
 	}
 	sort.Strings(names)
 	r := req.Reply(respSuccess, "")
+	// Cannot fail: strings, integers and maps with string keys only.
 	r.Body, _ = json.Marshal(map[string]any{"topicList": names})
 	return r
 }
