@@ -294,6 +294,7 @@ func openIndex(fs storeFS, dir string, slots, capacity int, span time.Duration, 
 		if err != nil {
 			// Drop it and everything after: the indexer covers that range again.
 			log("index file unreadable; it is rebuilt from the commit log", "err", err)
+			// Cannot fail: names holds only 20-digit names (above).
 			rebuildFrom, _ = strconv.ParseInt(name, 10, 64)
 			for _, n := range names[i:] {
 				fs.Remove(filepath.Join(dir, n))

@@ -70,6 +70,8 @@ func newTxnStore() *txnStore {
 // isPrepared reports whether a message's properties mark it as a prepared transaction.
 func isPrepared(props []byte) bool {
 	v := propValue(props, PropTransactionPrepared)
+	// Any value but a true one is not prepared, as Java's Boolean.parseBoolean reads it in
+	// Apache RocketMQ: such a message is stored as an ordinary one.
 	ok, _ := strconv.ParseBool(v)
 	return ok
 }
