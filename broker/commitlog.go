@@ -294,7 +294,7 @@ func (cl *commitLog) flush() error {
 	defer cl.mu.RUnlock()
 	for _, s := range cl.segs {
 		if s.base+cl.segSize > from && s.base < target {
-			if err := syscall.Fdatasync(int(s.f.Fd())); err != nil {
+			if err := cl.fs.Datasync(s.f); err != nil {
 				return fmt.Errorf("broker: fsync segment %d: %w", s.base, err)
 			}
 		}

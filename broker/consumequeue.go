@@ -269,7 +269,7 @@ func (q *consumeQueue) flush() error {
 	defer q.mu.RUnlock()
 	for _, f := range q.files {
 		if f.dirty.Swap(false) {
-			if err := syscall.Fdatasync(int(f.f.Fd())); err != nil {
+			if err := q.fs.Datasync(f.f); err != nil {
 				f.dirty.Store(true)
 				return fmt.Errorf("broker: fsync consume queue %s: %w", q.dir, err)
 			}

@@ -82,6 +82,13 @@ func (f *faultFS) OpenJournal(name string, flag int, perm os.FileMode) (journalF
 	return faultFile{fh, f}, nil
 }
 
+func (f *faultFS) Datasync(file *os.File) error {
+	if err := f.fail("sync", file.Name()); err != nil {
+		return err
+	}
+	return f.osFS.Datasync(file)
+}
+
 func (f *faultFS) Rename(o, n string) error {
 	if err := f.fail("rename", n); err != nil {
 		return err
@@ -121,6 +128,35 @@ func TestFaultConfigSyncFails(t *testing.T) {
 	msgs, err := b.Peek("a", 1, 0, 100)
 	if err != nil || len(msgs) != 20 {
 		t.Fatalf("after reopen: %d messages of 20, %v", len(msgs), err)
+	}
+}
+
+// With FlushSync, a failed fsync of the commit log fails the send waiting for it; what was
+// acknowledged before is there after a reopen.
+func TestFaultCommitLogSyncFails(t *testing.T) {
+	fs := &faultFS{}
+	cfg := testConfig(t)
+	cfg.FlushMode = FlushSync
+	cfg.fs = fs
+	b := mustOpen(t, cfg)
+	if err := b.CreateTopic("t", 1); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, b, "t", 0, 0, 30)
+	fs.arm("sync", "commitlog", 1, syscall.EIO)
+	if _, err := b.Append("t", 0, []Message{{Body: []byte("x")}}); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("an append whose fsync failed: %v, want EIO", err)
+	}
+	b = reopenReal(t, b, cfg)
+	defer b.Close()
+	msgs, err := b.Peek("t", 0, 0, 100)
+	if err != nil || len(msgs) < 30 {
+		t.Fatalf("after reopen: %d messages, %v; want the 30 acknowledged", len(msgs), err)
+	}
+	for i := range 30 {
+		if string(msgs[i].Body) != string(body(0, i)) {
+			t.Fatalf("message %d: %q", i, msgs[i].Body)
+		}
 	}
 }
 

@@ -35,6 +35,8 @@ type storeFS interface {
 	OpenFile(name string, flag int, perm os.FileMode) (*os.File, error)
 	// Allocate reserves blocks for bytes [off, off+n) of f, within its size.
 	Allocate(f *os.File, off, n int64) error
+	// Datasync flushes a mapped file's data (fdatasync).
+	Datasync(f *os.File) error
 	// OpenJournal opens an append-only journal (the offsets journal).
 	OpenJournal(name string, flag int, perm os.FileMode) (journalFile, error)
 	ReadFile(name string) ([]byte, error)
@@ -70,6 +72,8 @@ func (osFS) OpenJournal(name string, flag int, perm os.FileMode) (journalFile, e
 	}
 	return f, nil
 }
+
+func (osFS) Datasync(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }
 
 func (osFS) Rename(oldpath, newpath string) error         { return os.Rename(oldpath, newpath) }
 func (osFS) Remove(name string) error                     { return os.Remove(name) }

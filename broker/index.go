@@ -237,7 +237,7 @@ func (x *indexFile) flush() error {
 	if x.f == nil || !x.dirty.Swap(false) {
 		return nil
 	}
-	if err := syscall.Fdatasync(int(x.f.Fd())); err != nil {
+	if err := x.fs.Datasync(x.f); err != nil {
 		x.dirty.Store(true)
 		return fmt.Errorf("broker: fsync index %s: %w", x.path, err)
 	}
