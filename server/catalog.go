@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"rsql/internal/durable"
 	"rsql/sql"
 	"rsql/udf"
 )
@@ -261,24 +262,8 @@ func (c *Catalog) saveLocked() error {
 	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
 		return err
 	}
-	tmp := c.path + ".tmp"
 	// 0600: the file holds the users' password secrets.
-	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := fh.Write(data); err != nil {
-		fh.Close()
-		return err
-	}
-	if err := fh.Sync(); err != nil {
-		fh.Close()
-		return err
-	}
-	if err := fh.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, c.path)
+	return durable.WriteFile(durable.OS, c.path, data, 0o600)
 }
 
 // Relation implements sql.Catalog.
