@@ -543,16 +543,7 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		st.opIDs = append(st.opIDs, oid)
 		return newTopNOp(n, st.job.name, oid, env.Store, late, &st.job.cnt), nil
 	}
-	if b, ok := op.Node.(operatorBuilder); ok {
-		return b.build(st, i, in)
-	}
 	return nil, fmt.Errorf("%w: stage %d: unknown node %T", ErrBadPlan, id, op.Node)
-}
-
-// operatorBuilder is implemented by exec-side builders of planner nodes defined elsewhere
-// (none yet: every node is handled in newOperator).
-type operatorBuilder interface {
-	build(st *stage, i int, in sql.Schema) (Operator, error)
 }
 
 // lateOutput opens the late-row output of the stage's root stream (late_topic/late_path),
