@@ -75,8 +75,17 @@
 //     memory, per split, and is written through to Env.Store at each checkpoint (changed
 //     groups only, deletions of fired windows). A hop aggregation whose aggregates merge
 //     exactly (sql.MergesExactly) and that emits on close keeps its groups per pane
-//     (gcd of size and slide) and merges a window's panes when it closes (agg.go); its
-//     result is the same as computing each window row by row.
+//     (gcd of size and slide) and merges a window's panes when it closes (agg_pane.go);
+//     its result is the same as computing each window row by row.
+//   - Aggregation (aggOp, agg.go) computes each row's keys and arguments and keeps what
+//     every kind of window shares: the groups and their accumulators (accrows.go,
+//     keyrows.go, groupindex.go), late and bad rows, and the state's keys and codecs
+//     (statecodec.go). What depends on the kind of window is an aggMode, called per row,
+//     per watermark, at a checkpoint, at a restore and at close: unwindowedMode
+//     (agg_unwindowed.go: GROUP BY without a window, state TTL), winMode and givenMode
+//     (agg_window.go: tumble, hop by windows, windows the rows carry), paneMode
+//     (agg_pane.go: hop by panes) and sessionMode (agg_session.go). Another kind (a
+//     retracting changelog mode, say) is another aggMode.
 //   - Checkpoints: Job.Checkpoint injects a barrier at every root stage (those reading
 //     streams or shuffle topics); stages behind in-process edges take it when aligned.
 //     Stages joined by in-process edges form a commit group (commit.go) that commits each

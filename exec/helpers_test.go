@@ -449,3 +449,10 @@ func planSQL(tb testing.TB, query string, cat sql.Catalog, job string) *planner.
 	}
 	return plan
 }
+
+// byWindows makes a hop aggregation compute by windows rather than by panes (to compare
+// the two, or read state written by windows).
+func (a *aggOp) byWindows() {
+	a.paneW = 0
+	a.mode = winMode{}
+}
