@@ -21,7 +21,7 @@
 // # Contract
 //
 //   - A stage is inputs → a DAG of operators → one output (planner.Stage). One goroutine
-//     (stage.go) owns a stage's operators and its output; split readers (input.go) read and
+//     (stage*.go) owns a stage's operators and its output; split readers (input.go) read and
 //     decode concurrently and hand batches to it, so an operator sees batches, watermarks
 //     and control messages (NewSplit, RemoveSplit, Checkpoint) in one order. An operator is
 //     told which of its inputs a batch came from and emits through the Emitter it is handed
@@ -143,4 +143,20 @@
 //     the rows it emits, one atomic add per batch, so Job.StageStats gives the rows along
 //     every edge of the plan (planner.Graph) while the job runs.
 //   - The package opens no sockets or files itself: everything goes through Env.
+//
+// # Files
+//
+//   - runtime.go: Job, Start, Env; commit.go: commit groups; keys.go: the key layout.
+//   - stage.go: the stage (its events, batch pool, run loop, handling of events, end);
+//     stage_build.go: its operators built from the plan and its side outputs;
+//     stage_watermark.go: split and output watermarks, idleness, reader alignment;
+//     stage_checkpoint.go: barrier alignment, job requests, taking a checkpoint;
+//     stage_splits.go: splits and their readers, opening them, NewSplit / RemoveSplit.
+//   - input.go: inputs and split readers; output.go: in-process exchanges; shuffle.go:
+//     shuffle topics (writing, reading, de-duplication marks, a stage's producers and
+//     loading a split's marks); sink.go, outbox.go, sink_tx.go: sinks.
+//   - operator.go: the operator contract; ops.go: filter, projection, window assignment,
+//     limit, union; tablefunc.go: table functions; agg*.go: aggregation (see above);
+//     join.go, join_window.go, lookup*.go: joins; topn.go: Top-N and deduplication;
+//     sort.go: sort.
 package exec
