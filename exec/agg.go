@@ -231,12 +231,6 @@ func (a *aggOp) split(name string) *aggSplit {
 	return sp
 }
 
-// emitChanges reports whether the aggregation emits a row per change (EMIT CHANGES, and a
-// plain GROUP BY unless it emits once at the end of a bounded input).
-func (a *aggOp) emitChanges() bool {
-	return a.node.Emit == planner.EmitChanges || a.node.Window.Kind == planner.WindowNone && a.node.Emit != planner.EmitOnClose
-}
-
 func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 	sp := a.split(b.Split)
 	a.lateRow = a.lateRow[:0]

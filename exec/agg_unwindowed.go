@@ -10,7 +10,9 @@ import (
 // those of its one pseudo-window [0, 0), emitted per change, or once when the input ends
 // (EmitOnClose); with a state TTL, groups without a row for that long are dropped.
 type unwindowedMode struct {
-	changes bool // emit a row per change (aggOp.emitChanges)
+	// changes: emit a row per change (a plain GROUP BY unless it emits once at the end of
+	// a bounded input, EmitOnClose)
+	changes bool
 }
 
 func (m unwindowedMode) row(a *aggOp, sp *aggSplit, r sql.Row, h uint64) bool {
