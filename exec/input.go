@@ -345,7 +345,6 @@ func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, rd *reade
 	}
 }
 
-// eventTime returns a decoded row's event time, or an error when it has none.
 // tombstone is the row of a table's tombstone (a keyed message with an empty body): the
 // delete of the key, at time at (the largest event time its split has read, or the
 // message's timestamp before any): NULLs but for the key, the change column and the time.
@@ -373,6 +372,7 @@ func tombstone(spec planner.SourceSpec, key []byte, at int64, full sql.Row) (sql
 	return full, nil
 }
 
+// eventTime returns a decoded row's event time, or an error when it has none.
 func eventTime(spec planner.SourceSpec, full sql.Row) (int64, error) {
 	if spec.EventTime < 0 {
 		return 0, nil

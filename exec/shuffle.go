@@ -665,3 +665,79 @@ func decodeQueueStates(b []byte) ([]*queueState, error) {
 	}
 	return out, nil
 }
+
+// markUpd is a producing split's new dedup mark (isWM false) or watermark and idle status.
+type markUpd struct {
+	split string
+	isWM  bool
+	idle  bool
+	mark  dedupMark
+	wm    int64
+}
+
+// shuffleProducers lists, per input of a stage reading shuffle topics, the splits of the
+// upstream stage (once; every split of the stage shares the lists).
+func (st *stage) shuffleProducers(ctx context.Context) ([][]string, error) {
+	if st.producers != nil {
+		return st.producers, nil
+	}
+	out := make([][]string, len(st.plan.Inputs))
+	for i, src := range st.plan.Inputs {
+		up := st.job.stageByID(src.FromStage)
+		if up == nil {
+			return nil, fmt.Errorf("%w: stage %d reads stage %d, which does not exist", ErrBadPlan, st.plan.ID, src.FromStage)
+		}
+		names, err := stageSplits(ctx, st.job.plan, up.plan, st.job.env.ExchangeQueues, func(ctx context.Context, k int) ([]string, error) {
+			return up.inputs[k].splits(ctx)
+		})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = names
+	}
+	st.producers = out
+	return out, nil
+}
+
+// loadShuffleState sets up the readers of a split of a stage reading shuffle topics, one
+// per input, from what its checkpoint says it applied (ShuffleKey; DedupKey and the
+// position's offset for a split checkpointed before ShuffleKey existed).
+func (st *stage) loadShuffleState(ctx context.Context, sp *split, pos SplitPos) error {
+	env := &st.job.env
+	producers, err := st.shuffleProducers(ctx)
+	if err != nil {
+		return err
+	}
+	var qs []*queueState
+	if v, ok, err := env.Store.Get(ShuffleKey(st.job.name, st.plan.ID, sp.name)); err != nil {
+		return &StateError{Op: "shuffle", Split: sp.name, Err: err}
+	} else if ok {
+		if qs, err = decodeQueueStates(v); err != nil {
+			return &StateError{Op: "shuffle", Split: sp.name, Err: err}
+		}
+		if len(qs) != len(st.plan.Inputs) {
+			return &StateError{Op: "shuffle", Split: sp.name, Err: fmt.Errorf("%w: %d inputs checkpointed, the stage has %d", errBadShuffle, len(qs), len(st.plan.Inputs))}
+		}
+	} else {
+		qs = make([]*queueState, len(st.plan.Inputs))
+		for i := range qs {
+			qs[i] = newQueueState(nil)
+		}
+		qs[0].next = pos.Next
+		if v, ok, err := env.Store.Get(DedupKey(st.job.name, st.plan.ID, sp.name)); err != nil {
+			return &StateError{Op: "dedup", Split: sp.name, Err: err}
+		} else if ok {
+			m, err := decodeMarks(v)
+			if err != nil {
+				return &StateError{Op: "dedup", Split: sp.name, Err: err}
+			}
+			qs[0].marks = m
+			sp.dropDedup = true
+		}
+	}
+	for i, q := range qs {
+		q.producers = producers[i]
+		sp.rds = append(sp.rds, &reader{input: i, raw: sp.name, next: q.next, shuf: q})
+	}
+	return nil
+}
