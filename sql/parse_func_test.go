@@ -79,10 +79,10 @@ func TestParseFunctionDropShowDescribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	d0, d1 := st[0].(*Drop), st[1].(*Drop)
-	if d0.Kind != "FUNCTION" || d0.Name != "eur" || !d0.IfExists || d1.Kind != "AGGREGATE" || d1.Name != "wavg" {
+	if d0.Kind != DropFunction || d0.Name != "eur" || !d0.IfExists || d1.Kind != DropAggregate || d1.Name != "wavg" {
 		t.Errorf("drops: %+v %+v", d0, d1)
 	}
-	if s := st[2].(*ShowStmt); s.What != "FUNCTIONS" {
+	if s := st[2].(*ShowStmt); s.What != ShowFunctions {
 		t.Errorf("show: %+v", s)
 	}
 	if d := st[3].(*Describe); !d.Function || d.Name != "eur" {
