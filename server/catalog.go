@@ -46,7 +46,7 @@ type JobDef struct {
 	Statement string `json:"statement"`
 	// State is the desired state: RUNNING, PAUSED, FINISHED, FAILED or TERMINATED.
 	State JobState `json:"state"`
-	Error string `json:"error,omitempty"`
+	Error string   `json:"error,omitempty"`
 	// Sink is the stream or view the job writes.
 	Sink string `json:"sink"`
 	// Sources are the streams the job reads.

@@ -38,7 +38,7 @@ type ShowWhat uint8
 
 const (
 	ShowStreams ShowWhat = iota + 1
-	ShowViews // also SHOW MATERIALIZED VIEWS
+	ShowViews            // also SHOW MATERIALIZED VIEWS
 	ShowJobs
 	ShowUnits
 	ShowTopics
