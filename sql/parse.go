@@ -870,13 +870,18 @@ func (p *stmtParser) typeName() (Type, error) {
 		if n.Kind != tokNumber {
 			return TypeNull, p.errNear(n, "a number")
 		}
-		prec, _ = strconv.Atoi(n.Val)
+		var err error
+		if prec, err = strconv.Atoi(n.Val); err != nil {
+			return TypeNull, p.errNear(n, "a whole number")
+		}
 		if p.acceptP(",") {
 			m := p.next()
 			if m.Kind != tokNumber {
 				return TypeNull, p.errNear(m, "a number")
 			}
-			scale, _ = strconv.Atoi(m.Val)
+			if scale, err = strconv.Atoi(m.Val); err != nil {
+				return TypeNull, p.errNear(m, "a whole number")
+			}
 		}
 		if err := p.expectP(")"); err != nil {
 			return TypeNull, err

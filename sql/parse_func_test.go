@@ -111,3 +111,17 @@ func TestComplete(t *testing.T) {
 		}
 	}
 }
+
+// Numbers the parser reads as integers are errors when they are not whole numbers or do not
+// fit, instead of reading as 0 or the largest int.
+func TestParseIntegerWords(t *testing.T) {
+	for text, want := range map[string]string{
+		"SELECT CAST(a AS DECIMAL(1.5)) FROM t":     "a whole number",
+		"SELECT CAST(a AS DECIMAL(10, 2.5)) FROM t": "a whole number",
+		"SELECT $99999999999999999999999 FROM t":    "too large",
+	} {
+		if _, err := Parse(text); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", text, err, want)
+		}
+	}
+}
