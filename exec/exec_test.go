@@ -431,7 +431,7 @@ func TestBadRecordsCountedAndDeadLettered(t *testing.T) {
 	src.feed("0", "a,1,0,", "garbage", "a,notanumber,5,", "a,2,,", "b,3,7,")
 	var sk sinks
 	outSchema := eventSchema
-	plan := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, planner.SourceSpec{Stream: "events", Connector: "file", Options: map[string]string{"format": "test", "dlq_path": "dlq"}, Schema: eventSchema, EventTime: 2, FromStage: -1}, sinkSpec(outSchema))}}
+	plan := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, planner.SourceSpec{Stream: "events", Connector: "file", Options: testOptions(map[string]string{"format": "test", "dlq_path": "dlq"}), Schema: eventSchema, EventTime: 2, FromStage: -1}, sinkSpec(outSchema))}}
 	j := runJob(t, "job", plan, testEnv(src, &sk))
 	st := j.Stats()
 	if st.Bad != 3 || st.RecordsIn != 2 {

@@ -44,10 +44,7 @@ func openSourceInput(ctx context.Context, env *Env, spec planner.SourceSpec) (*s
 		return nil, fmt.Errorf("%w: reading %s needs Env.OpenSource and Env.NewFormat", ErrMissingEnv, spec.Stream)
 	}
 	in := &sourceInput{spec: spec, idle: env.IdleTimeout, batchSz: env.BatchSize}
-	opts, err := connectors.StreamOptionsOf(spec.Options)
-	if err != nil {
-		return nil, &SourceError{Stream: spec.Stream, Err: err}
-	}
+	opts := spec.Options
 	if opts.IdleSet {
 		in.idle = opts.IdleTimeout
 	}
@@ -398,7 +395,7 @@ func eventTime(spec planner.SourceSpec, full sql.Row) (int64, error) {
 }
 
 func formatName(spec planner.SourceSpec) string {
-	if f := spec.Options["format"]; f != "" {
+	if f := spec.Options.Format; f != "" {
 		return f
 	}
 	return "json"

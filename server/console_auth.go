@@ -3,10 +3,11 @@ package server
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"net/http"
 	"sync"
 	"time"
+
+	"rsql/server/auth"
 )
 
 // consoleAuth guards the web console and its API with the authentication of the Postgres
@@ -94,15 +95,8 @@ func (a *consoleAuth) check(name, password string) (UserDef, bool) {
 		return l.user, true
 	}
 	a.mu.Unlock()
-	secret, err := parseSCRAMSecret(u.Secret)
-	if !found || err != nil {
-		// The same work as a real check, so that the answer's time does not tell
-		// whether the user exists.
-		deriveSCRAMSecret(password, make([]byte, scramSaltLen), scramIterations)
-		return u, false
-	}
-	got, err := deriveSCRAMSecret(password, secret.salt, secret.iterations)
-	if err != nil || subtle.ConstantTimeCompare(got.storedKey, secret.storedKey) != 1 {
+	// Checked even for a user that is not found, so the answer's time does not tell.
+	if ok := auth.CheckPassword(u.Secret, password); !ok || !found {
 		return u, false
 	}
 	a.mu.Lock()

@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"rsql/server/auth"
 )
 
 // Under trust the console serves loopback clients only, as the wire does; the request's
@@ -40,11 +42,11 @@ func TestConsoleTrustServesLoopbackOnly(t *testing.T) {
 // A password is checked against the user's SCRAM secret; a login once checked is
 // remembered, and a changed password is checked again.
 func TestConsoleSCRAMCheck(t *testing.T) {
-	secret, err := newSCRAMSecret("right")
+	secret, err := auth.NewSecret("right")
 	if err != nil {
 		t.Fatal(err)
 	}
-	users := fuzzUsers{"ann": {Name: "ann", Role: RoleReadOnly, Secret: secret}}
+	users := fixedUsers{"ann": {Name: "ann", Role: RoleReadOnly, Secret: secret}}
 	a := &consoleAuth{method: AuthSCRAM, users: users}
 	if u, ok := a.check("ann", "right"); !ok || u.Role != RoleReadOnly {
 		t.Fatalf("the right password: %v %v", u, ok)
@@ -57,7 +59,7 @@ func TestConsoleSCRAMCheck(t *testing.T) {
 	if _, ok := a.check("ann", "right"); !ok {
 		t.Error("the right password refused the second time")
 	}
-	secret2, _ := newSCRAMSecret("new")
+	secret2, _ := auth.NewSecret("new")
 	users["ann"] = UserDef{Name: "ann", Role: RoleReadOnly, Secret: secret2}
 	if _, ok := a.check("ann", "right"); ok {
 		t.Error("the old password is still accepted after it changed")
@@ -65,4 +67,12 @@ func TestConsoleSCRAMCheck(t *testing.T) {
 	if _, ok := a.check("ann", "new"); !ok {
 		t.Error("the new password refused")
 	}
+}
+
+// fixedUsers is a UserStore of fixed users.
+type fixedUsers map[string]UserDef
+
+func (u fixedUsers) User(name string) (UserDef, bool) {
+	d, ok := u[name]
+	return d, ok
 }

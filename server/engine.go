@@ -446,8 +446,12 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 			return nil, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", d.Name, err)
 		}
 	}
+	opts, err := connectors.StreamOptionsOf(d.Options)
+	if err != nil {
+		return nil, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", d.Name, err)
+	}
 	if d.Options["connector"] == "broker" && e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
-		src, err := connectors.OpenRocketMQSource(context.Background(), *e.cfg.RocketMQ, topicOf(d.Name, d.Options), queuesOf(d.Options))
+		src, err := connectors.OpenRocketMQSource(context.Background(), *e.cfg.RocketMQ, opts.TopicOf(d.Name), opts.Queues)
 		if err != nil {
 			return nil, err
 		}
@@ -457,7 +461,7 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := connectors.OpenBrokerSource(b, topicOf(d.Name, d.Options), queuesOf(d.Options)); err != nil {
+		if _, err := connectors.OpenBrokerSource(b, opts.TopicOf(d.Name), opts.Queues); err != nil {
 			return nil, err
 		}
 	}
@@ -551,7 +555,10 @@ func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, err
 	if err := checkPartitionColumns(*d); err != nil {
 		return nil, err
 	}
-	sink := planner.SinkSpec{Stream: d.Name, Connector: d.Options["connector"], Options: d.Options, Schema: d.Schema()}
+	sink, err := planner.StreamSink(d.Name, d.Options, d.Schema())
+	if err != nil {
+		return nil, err
+	}
 	if s.OrReplace {
 		return e.replace(*d, &JobDef{Statement: s.Text, StateTTL: stateTTL(sess), Functions: funcs}, q, sink, "CREATE STREAM")
 	}
@@ -610,7 +617,10 @@ func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
 	if err := e.checkFileWriter(target, "INSERT INTO "+target.Name); err != nil {
 		return nil, err
 	}
-	sink := planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: ts}
+	sink, err := planner.StreamSink(target.Name, target.Options, ts)
+	if err != nil {
+		return nil, err
+	}
 	id, err := e.startNewJob(s.Text, nil, q, funcs, sink, stateTTL(sess))
 	if err != nil {
 		return nil, err
@@ -682,7 +692,10 @@ func (e *Engine) jobQuery(def JobDef) (*sql.Query, planner.SinkSpec, error) {
 	if !ok {
 		return nil, planner.SinkSpec{}, fmt.Errorf("its sink %q no longer exists", def.Sink)
 	}
-	sink := planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: target.Schema()}
+	sink, err := planner.StreamSink(target.Name, target.Options, target.Schema())
+	if err != nil {
+		return nil, planner.SinkSpec{}, err
+	}
 	if target.IsView {
 		sink = planner.SinkSpec{Stream: target.Name, Connector: "view", Schema: target.Schema()}
 	}
@@ -694,12 +707,8 @@ func (e *Engine) jobQuery(def JobDef) (*sql.Query, planner.SinkSpec, error) {
 // after transient errors (jobretry.go).
 func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh bool, attempt int) error {
 	interval, minInterval := DefaultCheckpointInterval, DefaultMinCheckpointInterval
-	if v := sink.Options["checkpoint_interval"]; v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("checkpoint_interval = %q: %w", v, err)
-		}
-		interval, minInterval = d, 0
+	if sink.Options.CheckpointSet {
+		interval, minInterval = sink.Options.CheckpointInterval, 0
 	}
 	isView := sink.Connector == "view"
 	if isView {
@@ -861,7 +870,7 @@ func (e *Engine) env(job string) exec.Env {
 			return safeSource{Source: src, log: logf}, nil
 		},
 		OpenSink: func(spec planner.SinkSpec) (connectors.Sink, error) {
-			if of := spec.Options[exec.DLQOf]; of != "" {
+			if of := spec.DLQOf; of != "" {
 				return e.dlq.open(spec, of, e.openSink)
 			}
 			return e.openSink(spec)
@@ -923,9 +932,9 @@ func (e *Engine) openSink(spec planner.SinkSpec) (connectors.Sink, error) {
 // engine (shuffle topics, side outputs) carry options of their own besides the stream's,
 // so only the options a connector reads are parsed here; the stream's were validated when
 // it was declared.
-func connectorOf(stream, connector string, raw map[string]string) (connectors.Kind, connectors.StreamOptions, error) {
+func connectorOf(stream, connector string, opts connectors.StreamOptions) (connectors.Kind, connectors.StreamOptions, error) {
 	if connector == "" {
-		connector = raw["connector"]
+		connector = opts.Get("connector")
 	}
 	if connector == "" {
 		connector = "broker"
@@ -934,17 +943,7 @@ func connectorOf(stream, connector string, raw map[string]string) (connectors.Ki
 	if !ok {
 		return kind, connectors.StreamOptions{}, sql.Errorf(sql.CodeNotSupported, "stream %s: the %s connector is not available in this build (known: %s)", stream, connector, strings.Join(connectors.KindNames(), ", "))
 	}
-	known := map[string]string{}
-	for k, v := range raw {
-		if slices.Contains(connectors.CommonOptions, k) || slices.Contains(kind.Options, k) {
-			known[k] = v
-		}
-	}
-	known["connector"] = kind.Name
-	opts, err := connectors.ParseStreamOptions(known)
-	if err != nil {
-		return kind, opts, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", stream, err)
-	}
+	opts.Connector = kind.Name
 	return kind, opts, nil
 }
 
@@ -972,11 +971,6 @@ func topicOf(stream string, opts map[string]string) string {
 		return t
 	}
 	return stream
-}
-
-func queuesOf(opts map[string]string) int {
-	n, _ := strconv.Atoi(opts["queues"])
-	return n
 }
 
 func (e *Engine) stopJob(id string, state JobState) error {
@@ -1074,13 +1068,16 @@ func (e *Engine) explain(s *sql.Explain, sess *Session) (*Result, error) {
 	var sink planner.SinkSpec
 	switch st := s.Statement.(type) {
 	case *sql.CreateStream:
-		opts := withDefaults(st.Name, st.Options)
-		sink = planner.SinkSpec{Stream: st.Name, Connector: opts["connector"], Options: opts, Schema: q.OutputSchema()}
+		if sink, err = planner.StreamSink(st.Name, withDefaults(st.Name, st.Options), q.OutputSchema()); err != nil {
+			return nil, err
+		}
 	case *sql.CreateView:
 		sink = planner.SinkSpec{Stream: st.Name, Connector: "view", Schema: q.OutputSchema()}
 	case *sql.Insert:
 		if target, ok := e.cat.Stream(st.Target); ok {
-			sink = planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: target.Schema()}
+			if sink, err = planner.StreamSink(target.Name, target.Options, target.Schema()); err != nil {
+				return nil, err
+			}
 		}
 	}
 	_, isSelect := s.Statement.(*sql.Select)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"regexp"
 
 	"rsql/connectors"
 	"rsql/sql"
@@ -35,18 +34,4 @@ func (e *Engine) openLookup(spec connectors.LookupSpec) (connectors.LookupTable,
 		return nil, sql.Errorf(sql.CodeNotSupported, "table %s: the %s connector cannot be looked up", spec.Table, spec.Options["connector"])
 	}
 	return kind.OpenLookup(context.Background(), e.deps(), spec)
-}
-
-// Passwords of connection strings (a lookup table's url): postgres://user:password@host and
-// password=... pairs.
-var (
-	urlPassword = regexp.MustCompile(`(://[^:/@\s']*:)[^/\s']*@`)
-	kvPassword  = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)[^\s']+`)
-)
-
-// redactConnPasswords shows the passwords of the connection strings in a statement text as
-// ***, for logs.
-func redactConnPasswords(text string) string {
-	text = urlPassword.ReplaceAllString(text, "${1}***@")
-	return kvPassword.ReplaceAllString(text, "${1}***")
 }

@@ -2,22 +2,23 @@ package server
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
+	"rsql/server/auth"
 	"rsql/sql"
 )
 
-// Role is what a user may do (docs/security.md, "Users and roles").
-type Role string
+// Role, UserDef and AdminUser are auth's (server/auth), named here for the engine's callers.
+type (
+	Role    = auth.Role
+	UserDef = auth.UserDef
+)
 
 const (
-	// RoleAdmin may do everything: DDL, INSERT, job control, users.
-	RoleAdmin Role = "admin"
-	// RoleReadOnly may read: SELECT (pull and push queries), SHOW, DESCRIBE, EXPLAIN, SET,
-	// the transaction statements, and ALTER USER of its own password.
-	RoleReadOnly Role = "read_only"
+	RoleAdmin    = auth.RoleAdmin
+	RoleReadOnly = auth.RoleReadOnly
+	AdminUser    = auth.AdminUser
 )
 
 // SQLSTATE codes of users and roles.
@@ -26,19 +27,6 @@ const (
 	codeUndefinedObject       = "42704"
 	codeObjectState           = "55000"
 )
-
-// UserDef is a user as the catalog stores it: the SCRAM-SHA-256 secret (scram.go), never the
-// password. Secret is "" for a user created without a password, who cannot log in where
-// passwords are checked.
-type UserDef struct {
-	Name   string `json:"name"`
-	Role   Role   `json:"role"`
-	Secret string `json:"secret,omitempty"`
-}
-
-// AdminUser is the name of the first admin, created when the server starts with password
-// authentication and no admin exists (docs/security.md).
-const AdminUser = "rsql"
 
 // User returns a copy of the user named name (case-insensitive).
 func (c *Catalog) User(name string) (UserDef, bool) {
@@ -147,12 +135,12 @@ func (c *Catalog) EnsureAdmin(password string) (generated string, err error) {
 		if admins > 0 {
 			return "", nil
 		}
-		if generated, err = randomPassword(); err != nil {
+		if generated, err = auth.RandomPassword(); err != nil {
 			return "", err
 		}
 		password = generated
 	}
-	secret, err := newSCRAMSecret(password)
+	secret, err := auth.NewSecret(password)
 	if err != nil {
 		return "", err
 	}
@@ -203,8 +191,8 @@ func roleOf(s string) Role {
 // SCRAM-SHA-256 secret as PostgreSQL writes it (what psql's \password sends) is kept as
 // given; any other text is a password, hashed here.
 func secretOf(password string) (string, error) {
-	if strings.HasPrefix(password, scramMechanism+"$") {
-		if _, err := parseSCRAMSecret(password); err != nil {
+	if auth.IsSecretText(password) {
+		if err := auth.CheckSecret(password); err != nil {
 			return "", sql.Errorf(sql.CodeInvalidValue, "the password looks like a SCRAM-SHA-256 secret but is not one: %v", err)
 		}
 		return password, nil
@@ -212,7 +200,7 @@ func secretOf(password string) (string, error) {
 	if password == "" {
 		return "", sql.Errorf(sql.CodeInvalidValue, "the password must not be empty")
 	}
-	return newSCRAMSecret(password)
+	return auth.NewSecret(password)
 }
 
 func (e *Engine) createUser(sess *Session, s *sql.CreateUser) (*Result, error) {
@@ -281,42 +269,19 @@ func (e *Engine) trustNotice() *Notice {
 		Message: "this server accepts clients without a password (--auth trust, loopback only): passwords are checked once it runs with --auth scram-sha-256"}
 }
 
-// userStatement matches the statements whose string literals are passwords.
-var userStatement = regexp.MustCompile(`(?i)\b(create|alter)\s+(user|role)\b`)
+// maxLoggedStatement is how much of a statement text a log line shows (auth.LogStatement).
+const maxLoggedStatement = auth.MaxLoggedStatement
 
-// maxLoggedStatement is how much of a statement text a log line shows.
-const maxLoggedStatement = 1000
+// logStatement is auth.LogStatement: a statement text as logs show it, passwords hidden.
+func logStatement(text string) string { return auth.LogStatement(text) }
 
-// logStatement is a statement text as logs show it: at most maxLoggedStatement bytes, with
-// every string literal of a text holding CREATE USER or ALTER USER (its passwords) shown
-// as '***'.
-func logStatement(text string) string {
-	if userStatement.MatchString(text) {
-		var b strings.Builder
-		for i := 0; i < len(text); i++ {
-			if text[i] != '\'' {
-				b.WriteByte(text[i])
-				continue
-			}
-			j := i + 1
-			for j < len(text) {
-				if text[j] == '\'' {
-					if j+1 < len(text) && text[j+1] == '\'' {
-						j += 2
-						continue
-					}
-					break
-				}
-				j++
-			}
-			b.WriteString("'***'")
-			i = j
-		}
-		text = b.String()
-	}
-	text = redactConnPasswords(text)
-	if len(text) > maxLoggedStatement {
-		return text[:maxLoggedStatement] + fmt.Sprintf("... (%d bytes)", len(text))
-	}
-	return text
-}
+// AuthMethod, UserStore and the methods are auth's, named here for the engine's callers.
+type (
+	AuthMethod = auth.Method
+	UserStore  = auth.UserStore
+)
+
+const (
+	AuthTrust = auth.Trust
+	AuthSCRAM = auth.SCRAM
+)

@@ -15,6 +15,8 @@ import (
 
 	"rsql/server"
 	"rsql/sql"
+
+	"rsql/server/pgwire"
 )
 
 // connectServer opens a Postgres-wire connection to an rsql server at addr (host:port).
@@ -211,7 +213,7 @@ func (rc *remoteConn) runTo(ctx context.Context, p *printer, text string, retry 
 		}
 		cols := make(sql.Schema, len(fields))
 		for i, f := range fields {
-			cols[i] = sql.Column{Name: f.Name, Type: sql.Type{Kind: server.KindOfOID(f.DataTypeOID)}}
+			cols[i] = sql.Column{Name: f.Name, Type: sql.Type{Kind: pgwire.KindOfOID(f.DataTypeOID)}}
 		}
 		mode := streamAfter
 		if i < len(modes) {

@@ -1,4 +1,4 @@
-package server
+package pgwire
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func BenchmarkPGDataRow(b *testing.B) {
 func BenchmarkPGSelectRows(b *testing.B) {
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
 		b.Run(mode.String(), func(b *testing.B) {
-			srv := NewPGServer(pgDescribingExec{&pgTestExec{}}, PGConfig{})
+			srv := NewServer(pgDescribingExec{&pgTestExec{}}, Config{})
 			ln := listenLoopback(b)
 			go srv.Serve(ln)
 			defer srv.Close()

@@ -1,4 +1,4 @@
-package server
+package pgwire
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"rsql/sql"
+
+	"rsql/server/auth"
 )
 
 // SQLSTATE codes the front end itself reports.
@@ -60,7 +62,7 @@ const flushAt = 64 << 10
 // pgConn is one client connection. Its goroutine (serveConn) owns everything except the
 // fields guarded by runMu, which a CancelRequest on another connection touches.
 type pgConn struct {
-	srv    *PGServer
+	srv    *Server
 	nc     net.Conn
 	rd     *pumpReader
 	be     *pgproto3.Backend
@@ -116,7 +118,7 @@ type pgPortal struct {
 // client is told so (53300) once it has sent its startup message. A panic in the
 // connection's goroutine is logged with the statement it was running and ends this
 // connection only.
-func (s *PGServer) serveConn(nc net.Conn, over bool) {
+func (s *Server) serveConn(nc net.Conn, over bool) {
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	c := &pgConn{
 		srv:     s,
@@ -131,7 +133,7 @@ func (s *PGServer) serveConn(nc net.Conn, over bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.cfg.Logger.Error("pgwire: connection panicked; closing it", "panic", p, "pid", c.pid,
-				"user", c.sess.User, "statement", logStatement(c.current), "stack", string(debug.Stack()))
+				"user", c.sess.User, "statement", auth.LogStatement(c.current), "stack", string(debug.Stack()))
 		}
 		for name := range c.portals {
 			c.closePortal(name)
@@ -339,7 +341,7 @@ func (c *pgConn) sendError(ctx context.Context, err error, text string) {
 		if se.Code != "" {
 			resp.Code = se.Code
 		}
-		if pos := errorPosition(se, text); pos > 0 {
+		if pos := ErrorPosition(se, text); pos > 0 {
 			resp.Position = int32(pos)
 			resp.Message = se.Message
 		}
@@ -347,8 +349,8 @@ func (c *pgConn) sendError(ctx context.Context, err error, text string) {
 	c.send(resp)
 }
 
-// errorPosition returns the 1-based character position of se in text, or 0.
-func errorPosition(se *sql.Error, text string) int {
+// ErrorPosition returns the 1-based character position of se in text, or 0.
+func ErrorPosition(se *sql.Error, text string) int {
 	if text == "" {
 		return 0
 	}
@@ -373,13 +375,13 @@ func errorPosition(se *sql.Error, text string) int {
 // logged with the statement (passwords redacted).
 func recoverExecutor(err *error, logger interface{ Error(string, ...any) }, sess *Session, text string) {
 	if p := recover(); p != nil {
-		logger.Error("pgwire: executor panicked", "panic", p, "user", sess.User, "statement", logStatement(text), "stack", string(debug.Stack()))
+		logger.Error("pgwire: executor panicked", "panic", p, "user", sess.User, "statement", auth.LogStatement(text), "stack", string(debug.Stack()))
 		*err = sql.Errorf(sql.CodeInternal, "internal error: %v", p)
 	}
 }
 
 // execute runs text through the Executor; a panic there fails the statement, not the server.
-func (s *PGServer) execute(ctx context.Context, sess *Session, text string, params []sql.Value) (results []*Result, err error) {
+func (s *Server) execute(ctx context.Context, sess *Session, text string, params []sql.Value) (results []*Result, err error) {
 	defer recoverExecutor(&err, s.cfg.Logger, sess, text)
 	if err := s.checkText(text); err != nil {
 		return nil, err
@@ -389,14 +391,14 @@ func (s *PGServer) execute(ctx context.Context, sess *Session, text string, para
 
 // checkText refuses (54001) a query text longer than MaxStatementBytes, before anything
 // parses it.
-func (s *PGServer) checkText(text string) error {
+func (s *Server) checkText(text string) error {
 	if max := s.cfg.MaxStatementBytes; max > 0 && len(text) > max {
 		return &pgError{code: codeTooComplex, msg: fmt.Sprintf("statement too complex: the query text is %d bytes, more than the limit of %d bytes (send the statements one at a time)", len(text), max)}
 	}
 	return nil
 }
 
-func (s *PGServer) describe(d Describer, ctx context.Context, sess *Session, text string) (desc *Description, err error) {
+func (s *Server) describe(d Describer, ctx context.Context, sess *Session, text string) (desc *Description, err error) {
 	defer recoverExecutor(&err, s.cfg.Logger, sess, text)
 	if err := s.checkText(text); err != nil {
 		return nil, err
@@ -426,8 +428,8 @@ func closeResults(results []*Result) {
 	}
 }
 
-// commandTag is the CommandComplete tag of r after n rows.
-func commandTag(r *Result, n int64) string {
+// CommandTag is the CommandComplete tag of r after n rows.
+func CommandTag(r *Result, n int64) string {
 	if r.Columns == nil {
 		if r.Tag == "" {
 			return "OK"
@@ -486,7 +488,7 @@ func (c *pgConn) simpleQuery(text string) {
 		c.sendError(nil, err, "")
 		return
 	}
-	if _, n := scanText(text); n == 0 {
+	if _, n := ScanText(text); n == 0 {
 		c.send(&pgproto3.EmptyQueryResponse{})
 		return
 	}
@@ -531,7 +533,7 @@ func (c *pgConn) sendResult(ctx context.Context, r *Result) error {
 		if r.Rows != nil {
 			r.Rows.Close()
 		}
-		c.send(&pgproto3.CommandComplete{CommandTag: []byte(commandTag(r, 0))})
+		c.send(&pgproto3.CommandComplete{CommandTag: []byte(CommandTag(r, 0))})
 		return nil
 	}
 	formats := make([]int16, len(r.Columns))
@@ -549,7 +551,7 @@ func (c *pgConn) sendResult(ctx context.Context, r *Result) error {
 	if err != nil {
 		return err
 	}
-	c.send(&pgproto3.CommandComplete{CommandTag: []byte(commandTag(r, sent))})
+	c.send(&pgproto3.CommandComplete{CommandTag: []byte(CommandTag(r, sent))})
 	return nil
 }
 
@@ -565,7 +567,7 @@ func (c *pgConn) parse(m *pgproto3.Parse) error {
 	if err := c.srv.checkText(m.Query); err != nil {
 		return err
 	}
-	nparams, count := scanText(m.Query)
+	nparams, count := ScanText(m.Query)
 	if count > 1 {
 		return &pgError{code: sql.CodeSyntax, msg: "cannot insert multiple commands into a prepared statement"}
 	}
@@ -806,7 +808,7 @@ func (c *pgConn) execute(m *pgproto3.Execute) error {
 			c.sendNotice(r)
 		}
 		p.done = true
-		c.send(&pgproto3.CommandComplete{CommandTag: []byte(commandTag(r, 0))})
+		c.send(&pgproto3.CommandComplete{CommandTag: []byte(CommandTag(r, 0))})
 		return nil
 	}
 	if p.stream == nil {
@@ -836,7 +838,7 @@ func (c *pgConn) execute(m *pgproto3.Execute) error {
 		return nil
 	}
 	_ = sent
-	c.send(&pgproto3.CommandComplete{CommandTag: []byte(commandTag(r, p.stream.count))})
+	c.send(&pgproto3.CommandComplete{CommandTag: []byte(CommandTag(r, p.stream.count))})
 	return nil
 }
 

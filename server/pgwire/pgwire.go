@@ -1,4 +1,4 @@
-package server
+package pgwire
 
 import (
 	"context"
@@ -15,12 +15,13 @@ import (
 	"time"
 
 	"rsql/internal/listen"
+	"rsql/server/auth"
 	"rsql/sql"
 )
 
-// PGConfig configures the Postgres wire front end. docs/security.md describes the
+// Config configures the Postgres wire front end. docs/security.md describes the
 // protections for users; zero values take the defaults below.
-type PGConfig struct {
+type Config struct {
 	// ServerVersion is reported as the server_version parameter.
 	ServerVersion string
 	// MaxMessageBytes bounds a client message (a query text, a Bind); a bigger one ends
@@ -45,11 +46,11 @@ type PGConfig struct {
 	// IdleTimeout, when positive, ends a session that sends nothing for that long between
 	// messages (57P05), as PostgreSQL's idle_session_timeout. Default off.
 	IdleTimeout time.Duration
-	// Auth is how clients prove who they are (AuthTrust by default).
-	Auth AuthMethod
+	// Auth is how clients prove who they are (auth.Trust by default).
+	Auth auth.Method
 	// Users are the users SCRAM-SHA-256 checks passwords against and whose roles sessions
-	// take. With AuthTrust and no Users, every session is an admin.
-	Users UserStore
+	// take. With auth.Trust and no Users, every session is an admin.
+	Users auth.UserStore
 	// TLS, when set, answers SSLRequest with 'S' and runs the rest of the connection over
 	// TLS with this configuration; nil answers 'N' (no encryption).
 	TLS *tls.Config
@@ -59,24 +60,7 @@ type PGConfig struct {
 	Logger *slog.Logger
 }
 
-// AuthMethod is how the Postgres wire authenticates a client.
-type AuthMethod string
-
-const (
-	// AuthTrust takes every client for the user it names, without a password, and only
-	// from loopback addresses: a client from any other address is refused (28000).
-	AuthTrust AuthMethod = "trust"
-	// AuthSCRAM checks the password with SCRAM-SHA-256 (PostgreSQL's default method):
-	// wrong password or unknown user, 28P01.
-	AuthSCRAM AuthMethod = "scram-sha-256"
-)
-
-// UserStore is where authentication finds users (the engine's Catalog).
-type UserStore interface {
-	User(name string) (UserDef, bool)
-}
-
-// Defaults of PGConfig.
+// Defaults of Config.
 const (
 	DefaultPGServerVersion   = "15.0 (rsql)"
 	DefaultPGMaxMessageBytes = 4 << 20
@@ -85,7 +69,7 @@ const (
 	DefaultMessageTimeout    = 60 * time.Second
 )
 
-func (c PGConfig) withDefaults() PGConfig {
+func (c Config) withDefaults() Config {
 	if c.ServerVersion == "" {
 		c.ServerVersion = DefaultPGServerVersion
 	}
@@ -108,7 +92,7 @@ func (c PGConfig) withDefaults() PGConfig {
 		c.MessageTimeout = DefaultMessageTimeout
 	}
 	if c.Auth == "" {
-		c.Auth = AuthTrust
+		c.Auth = auth.Trust
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -137,11 +121,11 @@ type Describer interface {
 	Describe(ctx context.Context, sess *Session, text string) (*Description, error)
 }
 
-// PGServer is the Postgres wire protocol (v3) front end. Each client connection gets a
+// Server is the Postgres wire protocol (v3) front end. Each client connection gets a
 // Session and runs its statements through the Executor one at a time.
-type PGServer struct {
+type Server struct {
 	exec Executor
-	cfg  PGConfig
+	cfg  Config
 	// mockKey derives the made-up salts of SCRAM exchanges for unknown users.
 	mockKey []byte
 
@@ -166,12 +150,12 @@ const maxRefusing = 32
 // errServerClosing is the cause of connection contexts when the server shuts down.
 var errServerClosing = errors.New("server is shutting down")
 
-// NewPGServer returns a front end that runs statements through exec.
-func NewPGServer(exec Executor, cfg PGConfig) *PGServer {
+// NewServer returns a front end that runs statements through exec.
+func NewServer(exec Executor, cfg Config) *Server {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	key := make([]byte, 32)
 	rand.Read(key)
-	return &PGServer{
+	return &Server{
 		exec:      exec,
 		cfg:       cfg.withDefaults(),
 		mockKey:   key,
@@ -187,7 +171,7 @@ func NewPGServer(exec Executor, cfg PGConfig) *PGServer {
 // accept error (file descriptors running out, say) is logged and retried with backoff
 // (internal/listen); any other stops this listener: Serve records it (Err reports it) and
 // returns it. It may be called for several listeners.
-func (s *PGServer) Serve(ln net.Listener) error {
+func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -238,7 +222,7 @@ func (s *PGServer) Serve(ln net.Listener) error {
 }
 
 // Err returns why a listener stopped accepting, or nil while every listener accepts.
-func (s *PGServer) Err() error {
+func (s *Server) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stopped
@@ -247,7 +231,7 @@ func (s *PGServer) Err() error {
 // startConn counts a connection goroutine in, unless the server is closed (ok false) or
 // too many connections are being refused already. over says the connection is past
 // MaxConnections: it is to be told so and closed.
-func (s *PGServer) startConn(nc net.Conn) (ok, over bool) {
+func (s *Server) startConn(nc net.Conn) (ok, over bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -266,7 +250,7 @@ func (s *PGServer) startConn(nc net.Conn) (ok, over bool) {
 	return true, over
 }
 
-func (s *PGServer) endConn(nc net.Conn, over bool) {
+func (s *Server) endConn(nc net.Conn, over bool) {
 	s.mu.Lock()
 	delete(s.netConns, nc)
 	if over {
@@ -277,7 +261,7 @@ func (s *PGServer) endConn(nc net.Conn, over bool) {
 
 // Close stops accepting, ends every connection (their running statements are cancelled)
 // and waits for the connection goroutines to finish.
-func (s *PGServer) Close() error {
+func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -302,7 +286,7 @@ func (s *PGServer) Close() error {
 }
 
 // register gives c a process id and a secret key for cancel requests.
-func (s *PGServer) register(c *pgConn) {
+func (s *Server) register(c *pgConn) {
 	var key [4]byte
 	if _, err := rand.Read(key[:]); err != nil {
 		binary.BigEndian.PutUint32(key[:], uint32(s.nextPID)*2654435761)
@@ -323,7 +307,7 @@ func (s *PGServer) register(c *pgConn) {
 	s.conns[c.pid] = c
 }
 
-func (s *PGServer) unregister(c *pgConn) {
+func (s *Server) unregister(c *pgConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.conns[c.pid] == c {
@@ -333,7 +317,7 @@ func (s *PGServer) unregister(c *pgConn) {
 
 // cancelRequest cancels the running statement of the connection with process id pid when
 // the secret key matches; otherwise it does nothing (as Postgres, it never answers).
-func (s *PGServer) cancelRequest(pid uint32, secret []byte) {
+func (s *Server) cancelRequest(pid uint32, secret []byte) {
 	s.mu.Lock()
 	c := s.conns[pid]
 	s.mu.Unlock()

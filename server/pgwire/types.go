@@ -1,4 +1,4 @@
-package server
+package pgwire
 
 import (
 	"encoding/binary"
@@ -123,7 +123,7 @@ func appendDataRow(dst []byte, row sql.Row, cols sql.Schema, formats []int16) ([
 		if formats[i] == formatBinary {
 			dst, err = appendBinary(dst, v, c.Type)
 		} else {
-			dst = appendText(dst, v, c.Type)
+			dst = AppendText(dst, v, c.Type)
 		}
 		if err != nil {
 			return dst[:start], fmt.Errorf("column %s: %w", c.Name, err)
@@ -134,8 +134,8 @@ func appendDataRow(dst []byte, row sql.Row, cols sql.Schema, formats []int16) ([
 	return dst, nil
 }
 
-// appendText appends the Postgres text form of v (a value of a column of type t).
-func appendText(dst []byte, v sql.Value, t sql.Type) []byte {
+// AppendText appends the Postgres text form of v (a value of a column of type t).
+func AppendText(dst []byte, v sql.Value, t sql.Type) []byte {
 	switch v.K {
 	case sql.KindBool:
 		if v.I != 0 {
@@ -245,7 +245,7 @@ func appendBinary(dst []byte, v sql.Value, t sql.Type) ([]byte, error) {
 		dst = binary.BigEndian.AppendUint64(dst, uint64(v.I*1000))
 		return append(dst, 0, 0, 0, 0, 0, 0, 0, 0), nil // days, months
 	case sql.KindVarchar, sql.KindJSON, sql.KindNull:
-		return appendText(dst, v, t), nil
+		return AppendText(dst, v, t), nil
 	}
 	return dst, errNoBinary
 }
@@ -598,9 +598,9 @@ func parseTimestampParam(s string) (int64, bool) {
 	return 0, false
 }
 
-// scanText reports the highest $n placeholder in text and how many non-empty
+// ScanText reports the highest $n placeholder in text and how many non-empty
 // statements it holds, skipping quoted strings, quoted names and comments.
-func scanText(text string) (maxParam int, statements int) {
+func ScanText(text string) (maxParam int, statements int) {
 	nonEmpty := false
 	i := 0
 	for i < len(text) {

@@ -1,4 +1,4 @@
-package server
+package pgwire
 
 import (
 	"bytes"
@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"rsql/server/auth"
 )
 
 // The start of a connection, up to ReadyForQuery: TLS negotiation (SSLRequest), the startup
 // packet, authentication (trust or SCRAM-SHA-256), and the parameters a client learns. All
-// of it must finish within PGConfig.StartupTimeout (serveConn closes the socket then).
+// of it must finish within Config.StartupTimeout (serveConn closes the socket then).
 
 // SQLSTATE codes of the connection's start.
 const (
@@ -116,7 +118,7 @@ func (c *pgConn) authenticate(m *pgproto3.StartupMessage) bool {
 		return false
 	}
 	switch cfg.Auth {
-	case AuthSCRAM:
+	case auth.SCRAM:
 		if user == "" {
 			c.fatal(codeInvalidAuthorization, "no user name in the startup packet")
 			return false
@@ -132,7 +134,7 @@ func (c *pgConn) authenticate(m *pgproto3.StartupMessage) bool {
 			c.fatal(codeInvalidAuthorization, fmt.Sprintf("trust authentication is accepted only from loopback addresses, and %s is not one: the server must run with --auth scram-sha-256 to accept it", hostOf(remote)))
 			return false
 		}
-		c.sess.User, c.sess.Role = user, RoleAdmin
+		c.sess.User, c.sess.Role = user, auth.RoleAdmin
 		if cfg.Users != nil {
 			if u, ok := cfg.Users.User(user); ok {
 				c.sess.User, c.sess.Role = u.Name, u.Role
@@ -145,15 +147,15 @@ func (c *pgConn) authenticate(m *pgproto3.StartupMessage) bool {
 
 // scram runs a SCRAM-SHA-256 exchange for user; it returns the user when the proof is
 // right.
-func (c *pgConn) scram(user string) (UserDef, bool) {
+func (c *pgConn) scram(user string) (auth.UserDef, bool) {
 	cfg := &c.srv.cfg
-	var u UserDef
+	var u auth.UserDef
 	found := false
 	if cfg.Users != nil {
 		u, found = cfg.Users.User(user)
 	}
-	ex := newSCRAMServer(u.Secret, user, c.srv.mockKey)
-	c.send(&pgproto3.AuthenticationSASL{AuthMechanisms: []string{scramMechanism}})
+	ex := auth.NewExchange(u.Secret, user, c.srv.mockKey)
+	c.send(&pgproto3.AuthenticationSASL{AuthMechanisms: []string{auth.Mechanism}})
 	if c.flush() != nil {
 		return u, false
 	}
@@ -169,11 +171,11 @@ func (c *pgConn) scram(user string) (UserDef, bool) {
 		c.fatal(codeProtocolViolation, fmt.Sprintf("expected a SASL response, got %T", msg))
 		return u, false
 	}
-	if init.AuthMechanism != scramMechanism {
-		c.fatal(codeInvalidAuthorization, fmt.Sprintf("SASL mechanism %q is not supported (%s is)", init.AuthMechanism, scramMechanism))
+	if init.AuthMechanism != auth.Mechanism {
+		c.fatal(codeInvalidAuthorization, fmt.Sprintf("SASL mechanism %q is not supported (%s is)", init.AuthMechanism, auth.Mechanism))
 		return u, false
 	}
-	first, err := ex.first(init.Data)
+	first, err := ex.First(init.Data)
 	if err != nil {
 		c.fatal(codeProtocolViolation, err.Error())
 		return u, false
@@ -193,8 +195,8 @@ func (c *pgConn) scram(user string) (UserDef, bool) {
 		c.fatal(codeProtocolViolation, fmt.Sprintf("expected a SASL response, got %T", msg))
 		return u, false
 	}
-	final, err := ex.final(resp.Data)
-	if errors.Is(err, errSCRAMProof) {
+	final, err := ex.Final(resp.Data)
+	if errors.Is(err, auth.ErrWrongProof) {
 		reason := "wrong password"
 		switch {
 		case !found:
@@ -229,7 +231,7 @@ func (c *pgConn) ready(m *pgproto3.StartupMessage) bool {
 		{"IntervalStyle", "postgres"},
 		{"application_name", m.Parameters["application_name"]},
 		{"session_authorization", c.sess.User},
-		{"is_superuser", map[bool]string{true: "on", false: "off"}[c.sess.Role == RoleAdmin]},
+		{"is_superuser", map[bool]string{true: "on", false: "off"}[c.sess.Role == auth.RoleAdmin]},
 	} {
 		c.send(&pgproto3.ParameterStatus{Name: p[0], Value: p[1]})
 	}
@@ -298,9 +300,9 @@ func hostOf(a net.Addr) string {
 
 var (
 	// errMessageTimeout: a message began to arrive and did not finish within
-	// PGConfig.MessageTimeout.
+	// Config.MessageTimeout.
 	errMessageTimeout = errors.New("a message began to arrive but did not arrive whole in time")
-	// errIdleTimeout: nothing arrived within PGConfig.IdleTimeout between messages.
+	// errIdleTimeout: nothing arrived within Config.IdleTimeout between messages.
 	errIdleTimeout = errors.New("idle-session timeout")
 )
 

@@ -1,14 +1,12 @@
-package server
+package pgwire
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
@@ -22,9 +20,9 @@ import (
 )
 
 // startPGServerWith serves ex with cfg on a loopback port.
-func startPGServerWith(t *testing.T, ex Executor, cfg PGConfig) (*PGServer, string) {
+func startPGServerWith(t *testing.T, ex Executor, cfg Config) (*Server, string) {
 	t.Helper()
-	srv := NewPGServer(ex, cfg)
+	srv := NewServer(ex, cfg)
 	ln := listenLoopback(t)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -54,103 +52,10 @@ func pgCode(err error) string {
 	return ""
 }
 
-// An engine with users alice (admin) and bob (read-only), served with SCRAM-SHA-256.
-func startAuthServer(t *testing.T, cfg PGConfig) (*testEngine, string) {
-	t.Helper()
-	te := newTestEngine(t, true)
-	for _, u := range []struct {
-		name, pw string
-		role     Role
-	}{{"alice", "alice-pw", RoleAdmin}, {"bob", "bob-pw", RoleReadOnly}} {
-		secret, err := newSCRAMSecret(u.pw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := te.e.Catalog().AddUser(UserDef{Name: u.name, Role: u.role, Secret: secret}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg.Auth, cfg.Users = AuthSCRAM, te.e.Catalog()
-	_, addr := startPGServerWith(t, te.e, cfg)
-	return te, addr
-}
-
-// SCRAM-SHA-256 with pgx: the right password connects and the session takes the user's
-// role; a wrong one, an unknown user and a user without a password are refused with 28P01.
-func TestPGSCRAMAuthentication(t *testing.T) {
-	te, addr := startAuthServer(t, PGConfig{})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := te.e.Catalog().AddUser(UserDef{Name: "nopw", Role: RoleAdmin}); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct{ user, pw string }{{"alice", "wrong"}, {"nobody", "x"}, {"nopw", ""}, {"nopw", "x"}, {"bob", "alice-pw"}} {
-		conn, err := connectAs(ctx, addr, c.user, c.pw, "disable")
-		if err == nil {
-			conn.Close(ctx)
-			t.Fatalf("user %s with password %q connected", c.user, c.pw)
-		}
-		if code := pgCode(err); code != codeInvalidPassword && !(c.pw == "" && strings.Contains(err.Error(), "password")) {
-			t.Errorf("user %s with password %q: %v (code %q), want 28P01", c.user, c.pw, err, code)
-		}
-	}
-	alice, err := connectAs(ctx, addr, "alice", "alice-pw", "disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer alice.Close(ctx)
-	if _, err := alice.Exec(ctx, "CREATE STREAM s (a BIGINT) WITH (queues = 1)"); err != nil {
-		t.Fatalf("admin CREATE STREAM: %v", err)
-	}
-	bob, err := connectAs(ctx, addr, "bob", "bob-pw", "disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bob.Close(ctx)
-	if su := bob.PgConn().ParameterStatus("is_superuser"); su != "off" {
-		t.Errorf("read-only user: is_superuser = %q", su)
-	}
-	var n int
-	if err := bob.QueryRow(ctx, "SELECT 1 + 1").Scan(&n); err != nil || n != 2 {
-		t.Fatalf("read-only SELECT: %d, %v", n, err)
-	}
-	for _, stmt := range []string{"CREATE STREAM t (a BIGINT)", "INSERT INTO s VALUES (1)", "DROP STREAM s",
-		"TERMINATE JOB job-1", "CREATE USER eve WITH PASSWORD 'x'", "ALTER USER alice WITH PASSWORD 'x'", "ALTER USER bob ADMIN", "DROP USER alice"} {
-		_, err := bob.Exec(ctx, stmt, pgx.QueryExecModeSimpleProtocol)
-		if pgCode(err) != codeInsufficientPrivilege {
-			t.Errorf("read-only %s: %v, want 42501", stmt, err)
-		}
-	}
-	// A read-only user may change its own password, and then logs in with the new one.
-	if _, err := bob.Exec(ctx, "ALTER USER bob WITH PASSWORD 'bob-pw-2'", pgx.QueryExecModeSimpleProtocol); err != nil {
-		t.Fatalf("ALTER USER of one's own password: %v", err)
-	}
-	if c, err := connectAs(ctx, addr, "bob", "bob-pw-2", "disable"); err != nil {
-		t.Fatalf("the new password: %v", err)
-	} else {
-		c.Close(ctx)
-	}
-	// The admin manages users; the last admin stays.
-	for _, stmt := range []string{"CREATE USER carol WITH PASSWORD 'carol-pw' READ ONLY", "ALTER USER carol ADMIN", "DROP USER carol"} {
-		if _, err := alice.Exec(ctx, stmt, pgx.QueryExecModeSimpleProtocol); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	if _, err := alice.Exec(ctx, "DROP USER nopw", pgx.QueryExecModeSimpleProtocol); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := alice.Exec(ctx, "ALTER USER alice READ ONLY", pgx.QueryExecModeSimpleProtocol); pgCode(err) != codeObjectState {
-		t.Fatalf("demoting the last admin: %v, want 55000", err)
-	}
-	if _, err := alice.Exec(ctx, "DROP USER alice", pgx.QueryExecModeSimpleProtocol); pgCode(err) != "55006" {
-		t.Fatalf("dropping oneself: %v, want 55006", err)
-	}
-}
-
 // Trust authentication takes only loopback clients: one from another address is refused
 // with 28000 before it can run anything.
 func TestPGTrustOnlyFromLoopback(t *testing.T) {
-	srv := NewPGServer(&pgTestExec{}, PGConfig{})
+	srv := NewServer(&pgTestExec{}, Config{})
 	defer srv.Close()
 	for _, remote := range []string{"10.1.2.3:5000", "[2001:db8::1]:5000", "127.0.0.1:5000", "[::1]:5000"} {
 		server, client := net.Pipe()
@@ -197,7 +102,7 @@ func (c *remoteConn) RemoteAddr() net.Addr { return c.remote }
 
 // Past MaxConnections a client is told 53300; once one leaves, the next is served.
 func TestPGMaxConnections(t *testing.T) {
-	_, addr := startPGServerWith(t, &pgTestExec{}, PGConfig{MaxConnections: 2})
+	_, addr := startPGServerWith(t, &pgTestExec{}, Config{MaxConnections: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	a, err := connectAs(ctx, addr, "u", "", "disable")
@@ -238,7 +143,7 @@ func TestPGMaxConnections(t *testing.T) {
 // StartupTimeout passes, and so is one that stops in the middle of a message later
 // (MessageTimeout) or, with IdleTimeout, one that sends nothing (57P05).
 func TestPGSlowClientsTimeOut(t *testing.T) {
-	_, addr := startPGServerWith(t, &pgTestExec{}, PGConfig{StartupTimeout: 300 * time.Millisecond, MessageTimeout: 300 * time.Millisecond})
+	_, addr := startPGServerWith(t, &pgTestExec{}, Config{StartupTimeout: 300 * time.Millisecond, MessageTimeout: 300 * time.Millisecond})
 	startup, _ := (&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30, Parameters: map[string]string{"user": "u"}}).Encode(nil)
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -294,7 +199,7 @@ func TestPGSlowClientsTimeOut(t *testing.T) {
 	}
 
 	// Idle sessions, when configured.
-	_, addr3 := startPGServerWith(t, &pgTestExec{}, PGConfig{IdleTimeout: 300 * time.Millisecond})
+	_, addr3 := startPGServerWith(t, &pgTestExec{}, Config{IdleTimeout: 300 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, err := connectAs(ctx, addr3, "u", "", "disable")
@@ -314,7 +219,7 @@ func TestPGSlowClientsTimeOut(t *testing.T) {
 
 // A query text longer than MaxStatementBytes fails with 54001 without ending the session.
 func TestPGStatementTooLong(t *testing.T) {
-	_, addr := startPGServerWith(t, &pgTestExec{}, PGConfig{MaxStatementBytes: 100})
+	_, addr := startPGServerWith(t, &pgTestExec{}, Config{MaxStatementBytes: 100})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, err := connectAs(ctx, addr, "u", "", "disable")
@@ -331,47 +236,6 @@ func TestPGStatementTooLong(t *testing.T) {
 	var n int
 	if err := c.QueryRow(ctx, "select 1", pgx.QueryExecModeSimpleProtocol).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("after: %d %v", n, err)
-	}
-}
-
-// TLS: SSLRequest is answered 'S' and pgx connects with sslmode=require and verify-full
-// (the generated certificate names 127.0.0.1 and localhost); with RequireTLS a client that
-// does not negotiate TLS is refused (28000).
-func TestPGTLS(t *testing.T) {
-	dir := t.TempDir()
-	cert, key, made, err := ensureSelfSigned(dir, "127.0.0.1")
-	if err != nil || !made {
-		t.Fatalf("self-signed: %v %v", made, err)
-	}
-	if _, _, again, _ := ensureSelfSigned(dir, "127.0.0.1"); again {
-		t.Fatal("a valid certificate was made again")
-	}
-	tc, err := loadTLS(cert, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, addr := startPGServerWith(t, &pgTestExec{}, PGConfig{TLS: tc, RequireTLS: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for _, mode := range []string{"require", "verify-full&sslrootcert=" + cert} {
-		c, err := connectAs(ctx, addr, "u", "", mode)
-		if err != nil {
-			t.Fatalf("sslmode=%s: %v", mode, err)
-		}
-		if _, ok := c.PgConn().Conn().(*tls.Conn); !ok {
-			t.Errorf("sslmode=%s: the connection is not TLS", mode)
-		}
-		var n int
-		if err := c.QueryRow(ctx, "select 1", pgx.QueryExecModeSimpleProtocol).Scan(&n); err != nil || n != 1 {
-			t.Fatalf("select 1 over TLS: %d %v", n, err)
-		}
-		c.Close(ctx)
-	}
-	if c, err := connectAs(ctx, addr, "u", "", "disable"); pgCode(err) != codeInvalidAuthorization {
-		if c != nil {
-			c.Close(ctx)
-		}
-		t.Fatalf("plain text with RequireTLS: %v, want 28000", err)
 	}
 }
 
@@ -400,7 +264,7 @@ func (l *fakeListener) Accept() (net.Conn, error) {
 func TestPGAcceptErrors(t *testing.T) {
 	emfile := &net.OpError{Op: "accept", Net: "tcp", Err: &osSyscallError{syscall.EMFILE}}
 	ln := &fakeListener{Listener: listenLoopback(t), errs: []error{emfile, emfile, emfile}}
-	srv := NewPGServer(&pgTestExec{}, PGConfig{})
+	srv := NewServer(&pgTestExec{}, Config{})
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -419,7 +283,7 @@ func TestPGAcceptErrors(t *testing.T) {
 	}
 
 	broken := &fakeListener{Listener: listenLoopback(t), errs: []error{errors.New("listener broke")}}
-	srv2 := NewPGServer(&pgTestExec{}, PGConfig{})
+	srv2 := NewServer(&pgTestExec{}, Config{})
 	defer srv2.Close()
 	if err := srv2.Serve(broken); err == nil {
 		t.Fatal("Serve went on after a permanent error")
@@ -437,7 +301,7 @@ func (e *osSyscallError) Unwrap() error { return e.errno }
 
 // A startup packet claiming more than PostgreSQL's bound is refused without reading it.
 func TestPGStartupPacketBounds(t *testing.T) {
-	_, addr := startPGServerWith(t, &pgTestExec{}, PGConfig{})
+	_, addr := startPGServerWith(t, &pgTestExec{}, Config{})
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -450,25 +314,5 @@ func TestPGStartupPacketBounds(t *testing.T) {
 	out, _ := io.ReadAll(nc)
 	if !strings.Contains(string(out), "invalid length of startup packet") {
 		t.Fatalf("answer to a 1 GiB startup packet: %q", out)
-	}
-}
-
-// /healthz fails, naming the listener, once the Postgres-wire listener has stopped.
-func TestHealthzReportsAStoppedListener(t *testing.T) {
-	srv := NewPGServer(&pgTestExec{}, PGConfig{})
-	defer srv.Close()
-	sys := &System{pg: srv}
-	get := func() (int, string) {
-		rec := httptest.NewRecorder()
-		sys.healthz(rec, httptest.NewRequest("GET", "/healthz", nil))
-		return rec.Code, rec.Body.String()
-	}
-	if code, body := get(); code != 200 || body != "ok\n" {
-		t.Fatalf("healthy: %d %q", code, body)
-	}
-	broken := &fakeListener{Listener: listenLoopback(t), errs: []error{errors.New("bad file descriptor")}}
-	srv.Serve(broken)
-	if code, body := get(); code != 503 || !strings.Contains(body, "Postgres-wire listener") || !strings.Contains(body, "bad file descriptor") {
-		t.Fatalf("after the listener stopped: %d %q", code, body)
 	}
 }

@@ -1,9 +1,11 @@
-package server
+package pgwire
 
 import (
 	"context"
 
 	"rsql/sql"
+
+	"rsql/server/auth"
 )
 
 // Rows is a stream of result rows. Next returns io.EOF after the last row. For a push query
@@ -40,14 +42,14 @@ type Session struct {
 	User string
 	// Role is what the session may do (users.go); statements it may not run fail with
 	// 42501. A session without a role may only read.
-	Role Role
+	Role auth.Role
 }
 
 // NewSession returns a session with the default settings and the admin role: the embedded
 // front ends (rsql -c/-f, the shell) run as the user who started the process. The Postgres
 // wire sets User and Role from authentication.
 func NewSession() *Session {
-	return &Session{Settings: map[string]string{"offset_reset": "latest"}, Role: RoleAdmin}
+	return &Session{Settings: map[string]string{"offset_reset": "latest"}, Role: auth.RoleAdmin}
 }
 
 // Executor runs SQL text for a session. Every front end (rsql -c/-f, the shell, the Postgres

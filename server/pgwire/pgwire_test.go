@@ -1,4 +1,4 @@
-package server
+package pgwire
 
 import (
 	"context"
@@ -206,7 +206,7 @@ func (e pgDescribingExec) Describe(ctx context.Context, sess *Session, text stri
 	case low == "select many":
 		return &Description{Columns: sql.Schema{{Name: "n", Type: sql.TypeBigInt}}}, nil
 	case strings.HasPrefix(low, "echo"):
-		n, _ := scanText(text)
+		n, _ := ScanText(text)
 		d := &Description{}
 		for i := 0; i < n; i++ {
 			t := sql.TypeVarchar
@@ -238,9 +238,9 @@ func listenLoopback(t testing.TB) net.Listener {
 }
 
 // startPGServer serves exec on a loopback port and returns its address.
-func startPGServer(t *testing.T, ex Executor) (*PGServer, string) {
+func startPGServer(t *testing.T, ex Executor) (*Server, string) {
 	t.Helper()
-	srv := NewPGServer(ex, PGConfig{})
+	srv := NewServer(ex, Config{})
 	ln := listenLoopback(t)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

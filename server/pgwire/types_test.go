@@ -1,4 +1,4 @@
-package server
+package pgwire
 
 import (
 	"bytes"
@@ -194,7 +194,7 @@ func TestPGScanText(t *testing.T) {
 		{"select `a;b`", 0, 1},
 	}
 	for _, c := range cases {
-		p, n := scanText(c.text)
+		p, n := ScanText(c.text)
 		if p != c.params || n != c.stmt {
 			t.Errorf("%q: %d params %d statements, want %d %d", c.text, p, n, c.params, c.stmt)
 		}
@@ -213,7 +213,7 @@ func TestPGErrorPosition(t *testing.T) {
 		{sql.Error{Pos: 0, Line: 1, Column: 1}, 1},
 	}
 	for _, c := range cases {
-		if got := errorPosition(&c.se, text); got != c.want {
+		if got := ErrorPosition(&c.se, text); got != c.want {
 			t.Errorf("%+v: %d want %d", c.se, got, c.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package server
+package pgwire
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"rsql/server/auth"
 )
 
 // pgFuzzConn is a net.Conn that reads fixed bytes, then EOF, and discards what is written.
@@ -62,7 +64,7 @@ func (c *pgFuzzConn) SetWriteDeadline(t time.Time) error { return nil }
 
 // runPGConn feeds data to one connection handler and fails when it panics or does not
 // finish.
-func runPGConn(t *testing.T, srv *PGServer, data []byte) {
+func runPGConn(t *testing.T, srv *Server, data []byte) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -77,8 +79,8 @@ func runPGConn(t *testing.T, srv *PGServer, data []byte) {
 
 // pgFuzzExec answers every statement quickly; push queries end by themselves, as the
 // fuzz input cannot cancel them.
-func pgFuzzServer() *PGServer {
-	return NewPGServer(pgDescribingExec{&pgTestExec{pushN: 2, pushEnd: true}}, PGConfig{MaxMessageBytes: 1 << 20})
+func pgFuzzServer() *Server {
+	return NewServer(pgDescribingExec{&pgTestExec{pushN: 2, pushEnd: true}}, Config{MaxMessageBytes: 1 << 20})
 }
 
 func pgStartupBytes() []byte {
@@ -153,10 +155,10 @@ func FuzzPGMessages(f *testing.F) {
 	})
 }
 
-// fuzzUsers is a UserStore of fixed users.
-type fuzzUsers map[string]UserDef
+// fuzzUsers is a auth.UserStore of fixed users.
+type fuzzUsers map[string]auth.UserDef
 
-func (u fuzzUsers) User(name string) (UserDef, bool) {
+func (u fuzzUsers) User(name string) (auth.UserDef, bool) {
 	d, ok := u[name]
 	return d, ok
 }
@@ -164,12 +166,12 @@ func (u fuzzUsers) User(name string) (UserDef, bool) {
 // FuzzPGAuth feeds a server that checks passwords (SCRAM-SHA-256) any bytes after the
 // startup packet: the SASL messages of the exchange and whatever follows.
 func FuzzPGAuth(f *testing.F) {
-	secret, err := newSCRAMSecret("pw")
+	secret, err := auth.NewSecret("pw")
 	if err != nil {
 		f.Fatal(err)
 	}
-	srv := NewPGServer(pgDescribingExec{&pgTestExec{pushN: 2, pushEnd: true}}, PGConfig{MaxMessageBytes: 1 << 20,
-		Auth: AuthSCRAM, Users: fuzzUsers{"fuzz": {Name: "fuzz", Role: RoleReadOnly, Secret: secret}}})
+	srv := NewServer(pgDescribingExec{&pgTestExec{pushN: 2, pushEnd: true}}, Config{MaxMessageBytes: 1 << 20,
+		Auth: auth.SCRAM, Users: fuzzUsers{"fuzz": {Name: "fuzz", Role: auth.RoleReadOnly, Secret: secret}}})
 	initial, _ := (&pgproto3.SASLInitialResponse{AuthMechanism: "SCRAM-SHA-256", Data: []byte("n,,n=,r=rOprNGfwEbeRWgbNEkqO")}).Encode(nil)
 	resp, _ := (&pgproto3.SASLResponse{Data: []byte("c=biws,r=rOprNGfwEbeRWgbNEkqO,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")}).Encode(nil)
 	f.Add(append(append([]byte(nil), initial...), resp...))
