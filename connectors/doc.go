@@ -46,6 +46,10 @@
 //     references that NewFormat("nexmark", schema) turns into rows (decode only), or JSON
 //     objects with format 'json'. Option and schema errors wrap ErrNexmark and name the
 //     option or column.
+//   - Options and metadata live in the leaf package connectors/options (StreamOptions,
+//     OptionError, LookupOptions, the option keys of each connector); the names here are
+//     aliases of it. A Kind is options.Kind plus the openers; Register records the metadata
+//     there too, so the planner checks options without importing this package.
 //   - RowSource is optional: a runtime that reads rows type-asserts it; every source keeps
 //     Open, so a runtime that reads message bodies works with all of them.
 //   - Lookup tables (lookup.go): a Kind with OpenLookup is looked up by key by lookup joins;

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"strings"
 
+	"rsql/connectors/options"
 	"rsql/sql"
 )
 
@@ -37,30 +38,12 @@ func (e *LookupFileError) Error() string {
 }
 
 // FileLookupOptions are a file lookup table's parsed WITH options.
-type FileLookupOptions struct {
-	Path   string
-	Format string // json or csv
-	LookupOptions
-}
+type FileLookupOptions = options.FileLookupOptions
 
-// ParseFileLookupOptions parses the options of a file table looked up by key. The file
-// connector takes no lookup options of its own: the whole file is in memory, so there is
-// no cache to tune and no query to time out. Errors are *OptionError.
+// ParseFileLookupOptions parses the options of a file table looked up by key
+// (options.ParseFileLookup). Errors are *OptionError.
 func ParseFileLookupOptions(raw map[string]string) (FileLookupOptions, error) {
-	o := FileLookupOptions{Path: raw["path"], Format: strings.ToLower(strings.TrimSpace(raw["format"]))}
-	if o.Format == "" {
-		o.Format = "json"
-	}
-	if o.Path == "" {
-		return o, &OptionError{Reason: "the file connector needs a path option: WITH (connector = 'file', path = 'side_input.csv', format = 'csv')"}
-	}
-	if o.Format != "json" && o.Format != "csv" {
-		return o, &OptionError{Option: "format", Value: raw["format"], Reason: "unknown format (json or csv)"}
-	}
-	// No cache (CacheTTL 0): a lookup is a map access. The timeout only bounds the
-	// runtime's wait, which a map access never reaches.
-	o.LookupOptions = LookupOptions{Target: o.Path, CacheRows: 1, Timeout: DefaultLookupTimeout, BackoffMax: DefaultBackoffMax}
-	return o, nil
+	return options.ParseFileLookup(raw)
 }
 
 // FileLookup is a LookupTable over a file held in memory: each key's row, the last line

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
-	"time"
 
+	"rsql/connectors/options"
 	"rsql/sql"
 )
 
@@ -54,80 +52,21 @@ type LookupSpec struct {
 	Schema sql.Schema
 }
 
-// LookupOptions are the parsed WITH options of a lookup table that the join itself uses.
-type LookupOptions struct {
-	// Target names the external table (EXPLAIN shows it).
-	Target string
-	// CacheTTL is how long a looked-up key (found or absent) is remembered; 0: no cache.
-	CacheTTL time.Duration
-	// CacheRows is the most keys the cache holds (the least recently used go first).
-	CacheRows int
-	// Timeout bounds one lookup query.
-	Timeout time.Duration
-	// MaxRetries is how many failed attempts in a row a lookup makes before the job fails
-	// (0: it retries until the database answers or the job is stopped).
-	MaxRetries int
-	// BackoffMax caps the exponential wait between retries (it starts at 100ms).
-	BackoffMax time.Duration
-}
+// LookupOptions are the parsed WITH options of a lookup table that the join itself uses
+// (options.LookupOptions).
+type LookupOptions = options.LookupOptions
 
-// Lookup option defaults.
+// Lookup option defaults (package options).
 const (
-	DefaultCacheTTL      = 60 * time.Second
-	DefaultCacheRows     = 100_000
-	DefaultLookupTimeout = 10 * time.Second
-	DefaultBackoffMax    = 5 * time.Second
-	// LookupBackoffMin is the first wait after a failed lookup; each next one doubles.
-	LookupBackoffMin = 100 * time.Millisecond
+	DefaultCacheTTL      = options.DefaultCacheTTL
+	DefaultCacheRows     = options.DefaultCacheRows
+	DefaultLookupTimeout = options.DefaultLookupTimeout
+	DefaultBackoffMax    = options.DefaultBackoffMax
+	LookupBackoffMin     = options.LookupBackoffMin
 )
 
 // LookupOptionKeys are the WITH options every lookup connector reads.
-var LookupOptionKeys = []string{"cache_ttl", "cache_rows", "lookup_timeout", "max_retries", "retry_backoff_max"}
-
-// parseLookupOptions reads the options of LookupOptionKeys (others are ignored) with
-// their defaults; errors are *OptionError.
-func parseLookupOptions(raw map[string]string) (LookupOptions, error) {
-	o := LookupOptions{CacheTTL: DefaultCacheTTL, CacheRows: DefaultCacheRows, Timeout: DefaultLookupTimeout, BackoffMax: DefaultBackoffMax}
-	dur := func(key string, min time.Duration, d *time.Duration) error {
-		v, ok := raw[key]
-		if !ok {
-			return nil
-		}
-		x, err := time.ParseDuration(strings.TrimSpace(v))
-		if err == nil && strings.TrimSpace(v) == "0" {
-			x = 0
-		}
-		if err != nil || x < min {
-			return &OptionError{Option: key, Value: v, Reason: fmt.Sprintf("want a duration of at least %v such as '60s' or '500ms'", min)}
-		}
-		*d = x
-		return nil
-	}
-	num := func(key string, min, max int, n *int) error {
-		v, ok := raw[key]
-		if !ok {
-			return nil
-		}
-		x, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || x < min || x > max {
-			return &OptionError{Option: key, Value: v, Reason: fmt.Sprintf("want a whole number from %d to %d", min, max)}
-		}
-		*n = x
-		return nil
-	}
-	for _, err := range []error{
-		dur("cache_ttl", 0, &o.CacheTTL),
-		num("cache_rows", 1, 100_000_000, &o.CacheRows),
-		dur("lookup_timeout", time.Millisecond, &o.Timeout),
-		num("max_retries", 0, 1_000_000, &o.MaxRetries),
-		dur("retry_backoff_max", LookupBackoffMin, &o.BackoffMax),
-	} {
-		if err != nil {
-			return o, err
-		}
-	}
-	return o, nil
-}
+var LookupOptionKeys = options.LookupOptionKeys
 
 // LookupError is a lookup that failed. Retry says asking again may succeed (the database
 // is unreachable, restarting, shutting down, or the query timed out); other failures
@@ -150,17 +89,7 @@ func Retryable(err error) bool {
 }
 
 // ParseLookup parses and checks the options of a lookup table named table (the rsql
-// table) for its connector, which must be a lookup connector.
+// table) for its connector, which must be a lookup connector (options.ParseLookup).
 func ParseLookup(connector, table string, raw map[string]string) (LookupOptions, error) {
-	k, ok := Lookup(connector)
-	if !ok || k.ParseLookup == nil {
-		return LookupOptions{}, &OptionError{Option: "connector", Value: connector, Reason: "not a connector that can be looked up by key"}
-	}
-	return k.ParseLookup(table, raw)
-}
-
-// IsLookupOnly reports whether a connector is a lookup table only: it can be looked up by
-// key but neither read as a stream nor written.
-func (k Kind) IsLookupOnly() bool {
-	return k.OpenLookup != nil && k.OpenSource == nil && k.OpenSink == nil
+	return options.ParseLookup(connector, table, raw)
 }

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"rsql/connectors/options"
 	"rsql/sql"
 )
 
@@ -63,7 +64,7 @@ type NexmarkOptions struct {
 }
 
 // NexmarkOptionKeys are the WITH option keys the nexmark connector reads.
-var NexmarkOptionKeys = []string{"table", "events", "rate", "event_rate", "base_time", "seed", "splits"}
+var NexmarkOptionKeys = options.NexmarkOptionKeys
 
 // ErrNexmark is wrapped by every error of the nexmark connector's options and schema.
 var ErrNexmark = errors.New("nexmark")

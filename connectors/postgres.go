@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"rsql/connectors/options"
 	"rsql/sql"
 )
 
@@ -26,7 +27,7 @@ import (
 // catalog once (on the first lookup) and checked against the declared ones.
 
 // PostgresOptionKeys are the WITH options the postgres connector reads.
-var PostgresOptionKeys = append([]string{"url", "table"}, LookupOptionKeys...)
+var PostgresOptionKeys = options.PostgresOptionKeys
 
 // PostgresOptions are a postgres table's parsed WITH options.
 type PostgresOptions struct {
@@ -40,7 +41,7 @@ type PostgresOptions struct {
 // ParsePostgresOptions parses the options of the postgres table named table (the rsql
 // name: the default of the table option). Errors are *OptionError naming the option.
 func ParsePostgresOptions(table string, raw map[string]string) (PostgresOptions, error) {
-	lo, err := parseLookupOptions(raw)
+	lo, err := options.ParseLookupCommon(raw)
 	if err != nil {
 		return PostgresOptions{}, err
 	}
@@ -175,13 +176,14 @@ func redactErr(err error, raw string) string {
 }
 
 var postgresKind = Kind{
-	Name:    "postgres",
-	Doc:     "a table of a PostgreSQL database, looked up by primary key in lookup joins (CREATE TABLE only; not read as a stream nor written)",
-	Options: PostgresOptionKeys,
-	ParseLookup: func(table string, raw map[string]string) (LookupOptions, error) {
-		o, err := ParsePostgresOptions(table, raw)
-		return o.LookupOptions, err
-	},
+	Kind: func() options.Kind {
+		k := options.Builtin("postgres")
+		k.ParseLookup = func(table string, raw map[string]string) (LookupOptions, error) {
+			o, err := ParsePostgresOptions(table, raw)
+			return o.LookupOptions, err
+		}
+		return k
+	}(),
 	OpenLookup: func(_ context.Context, _ Deps, s LookupSpec) (LookupTable, error) {
 		return OpenPostgresLookup(s)
 	},

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"rsql/connectors/options"
 )
 
 // TestConnectorTableInDocs keeps docs/sql.md's connector table equal to the registry.
@@ -64,5 +66,25 @@ func TestParseStreamOptions(t *testing.T) {
 	}
 	if _, err := StreamOptionsOf(map[string]string{"idle_timeout": "soon"}); err == nil {
 		t.Error("lenient parse accepted a bad idle_timeout")
+	}
+}
+
+// The metadata package options holds of each connector says what its openers can do.
+func TestKindMetadataMatchesOpeners(t *testing.T) {
+	for _, k := range Kinds() {
+		m, ok := options.Lookup(k.Name)
+		if !ok {
+			t.Errorf("%s: not in package options", k.Name)
+			continue
+		}
+		if m.Readable != (k.OpenSource != nil) || m.Writable != (k.OpenSink != nil) || m.Lookupable != (k.OpenLookup != nil) {
+			t.Errorf("%s: options say read=%v write=%v lookup=%v", k.Name, m.Readable, m.Writable, m.Lookupable)
+		}
+		if b := options.Builtin(k.Name); b.Readable != m.Readable || b.Writable != m.Writable || b.Lookupable != m.Lookupable {
+			t.Errorf("%s: the built-in metadata differs from the registered kind", k.Name)
+		}
+	}
+	if _, err := ParseLookup("postgres", "t", map[string]string{"url": "::not a url"}); err == nil {
+		t.Error("the postgres url is checked once connectors registered its kind")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -189,7 +188,7 @@ func testSilentQueueRestart(t *testing.T, known bool) {
 		},
 		OpenSink: func(spec planner.SinkSpec) (connectors.Sink, error) {
 			if spec.Stream == job+"-0-shuffle" {
-				q, _ := strconv.Atoi(spec.Options["queues"])
+				q := spec.Options.Queues
 				return &queueSink{q: make([][]connectors.Message, q)}, nil
 			}
 			return sk.open(spec)

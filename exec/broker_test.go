@@ -3,7 +3,6 @@ package exec
 import (
 	"context"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,11 +20,11 @@ import (
 func brokerEnv(b *broker.Broker, store state.Store, shuffle bool) Env {
 	return Env{
 		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
-			q, _ := strconv.Atoi(spec.Options["queues"])
+			q := spec.Options.Queues
 			return connectors.OpenBrokerSource(b, spec.Stream, q)
 		},
 		OpenSink: func(spec planner.SinkSpec) (connectors.Sink, error) {
-			q, _ := strconv.Atoi(spec.Options["queues"])
+			q := spec.Options.Queues
 			return connectors.OpenBrokerSink(b, spec.Stream, q)
 		},
 		NewFormat:          newTestFormat,

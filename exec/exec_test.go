@@ -431,7 +431,7 @@ func TestBadRecordsCountedAndDeadLettered(t *testing.T) {
 	src.feed("0", "a,1,0,", "garbage", "a,notanumber,5,", "a,2,,", "b,3,7,")
 	var sk sinks
 	outSchema := eventSchema
-	plan := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, planner.SourceSpec{Stream: "events", Connector: "file", Options: map[string]string{"format": "test", "dlq_path": "dlq"}, Schema: eventSchema, EventTime: 2, FromStage: -1}, sinkSpec(outSchema))}}
+	plan := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, planner.SourceSpec{Stream: "events", Connector: "file", Options: testOptions(map[string]string{"format": "test", "dlq_path": "dlq"}), Schema: eventSchema, EventTime: 2, FromStage: -1}, sinkSpec(outSchema))}}
 	j := runJob(t, "job", plan, testEnv(src, &sk))
 	st := j.Stats()
 	if st.Bad != 3 || st.RecordsIn != 2 {
@@ -515,8 +515,9 @@ func TestLimitBehindExchangeEndsTheJob(t *testing.T) {
 
 func TestStartErrors(t *testing.T) {
 	src := newMemSource(true, 0, "0")
-	plan := aggPlan(sourceSpec(map[string]string{"idle_timeout": "soon"}, 0), planner.WindowSpec{}, countSum, planner.EmitOnClose)
-	if _, err := Start(context.Background(), "j", plan, testEnv(src, &sinks{})); err == nil || !strings.Contains(err.Error(), "idle_timeout") {
+	// Options are parsed when the plan is built (connectors/options), so a bad one never
+	// reaches Start: the parse names it.
+	if _, err := testOptionsErr(map[string]string{"format": "test", "idle_timeout": "soon"}); err == nil || !strings.Contains(err.Error(), "idle_timeout") {
 		t.Fatalf("bad idle_timeout: %v", err)
 	}
 	bad := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, sourceSpec(nil, 0), sinkSpec(eventSchema), &planner.ExchangeNode{}, &planner.LimitNode{N: 1})}}

@@ -274,12 +274,21 @@ func sourceSpec(opts map[string]string, delay int64) planner.SourceSpec {
 	if opts["format"] == "" {
 		opts["format"] = "test"
 	}
-	return planner.SourceSpec{Stream: "events", Connector: "mem", Options: opts, Schema: eventSchema,
+	return planner.SourceSpec{Stream: "events", Connector: "mem", Options: testOptions(opts), Schema: eventSchema,
 		EventTime: 2, WatermarkDelay: delay, FromStage: -1}
 }
 
 func sinkSpec(schema sql.Schema) planner.SinkSpec {
-	return planner.SinkSpec{Stream: "out", Connector: "mem", Options: map[string]string{"format": "test"}, Schema: schema}
+	return planner.SinkSpec{Stream: "out", Connector: "mem", Options: testOptions(map[string]string{"format": "test"}), Schema: schema}
+}
+
+// testOptions parses the options of a test's stream as the planner does.
+func testOptions(raw map[string]string) connectors.StreamOptions {
+	o, err := connectors.StreamOptionsOf(raw)
+	if err != nil {
+		panic(err)
+	}
+	return o
 }
 
 // aggSchema builds an aggregate output schema (names only matter for encoding).
@@ -448,4 +457,16 @@ func planSQL(tb testing.TB, query string, cat sql.Catalog, job string) *planner.
 		tb.Fatal(err)
 	}
 	return plan
+}
+
+// byWindows makes a hop aggregation compute by windows rather than by panes (to compare
+// the two, or read state written by windows).
+func (a *aggOp) byWindows() {
+	a.paneW = 0
+	a.mode = winMode{}
+}
+
+// testOptionsErr parses a test stream's options as the planner does, returning the error.
+func testOptionsErr(raw map[string]string) (connectors.StreamOptions, error) {
+	return connectors.StreamOptionsOf(raw)
 }

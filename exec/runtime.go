@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -387,12 +385,7 @@ func (j *Job) build(ctx context.Context) error {
 		down := e.st
 		src := &down.plan.Inputs[e.in]
 		q := exchangeQueues(st.plan.Exchange, env.ExchangeQueues)
-		opts := map[string]string{}
-		for k, v := range src.Options {
-			opts[k] = v
-		}
-		opts["topic"], opts["queues"] = src.Stream, strconv.Itoa(q)
-		src.Options = opts
+		src.Options.Topic, src.Options.Queues = src.Stream, q
 		down.shuffleIn = true
 	}
 	// Commit groups: connected components over in-process edges.
@@ -570,7 +563,7 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 			return fmt.Errorf("%w: stage %d writes shuffle topic %s but Env.OpenSink is nil", ErrMissingEnv, ps.ID, topic)
 		}
 		sink, err := env.OpenSink(planner.SinkSpec{Stream: topic, Connector: "broker",
-			Options: map[string]string{"topic": topic, "queues": strconv.Itoa(q)}})
+			Options: connectors.StreamOptions{Connector: "broker", Format: "json", Topic: topic, Queues: q}})
 		if err != nil {
 			return &SinkError{Sink: topic, Err: err}
 		}
@@ -606,7 +599,7 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 			return err
 		}
 		op.bad, op.schema = st.bad(), ps.Sink.Schema
-		if strings.EqualFold(strings.TrimSpace(ps.Sink.Options[DeliveryOption]), DeliveryTransactional) && !env.AtLeastOnce && env.CheckpointInterval > 0 {
+		if ps.Sink.Options.Delivery == DeliveryTransactional && !env.AtLeastOnce && env.CheckpointInterval > 0 {
 			ts, ok := op.sink.(connectors.TxSink)
 			if !ok {
 				op.Close()

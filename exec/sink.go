@@ -236,7 +236,7 @@ func (s *sinkOp) Close() error {
 }
 
 func openSinkOp(ctx context.Context, env *Env, spec planner.SinkSpec, cnt *counters) (*sinkOp, error) {
-	name := spec.Options["format"]
+	name := spec.Options.Format
 	if name == "" {
 		name = "json"
 	}
@@ -340,39 +340,39 @@ func (o *rawOutput) close() error {
 // sideSpec turns a stream's late_topic/late_path (or dlq_topic/dlq_path) option into the
 // sink spec of that side output, or returns ok=false when neither is set.
 func sideSpec(src planner.SourceSpec, kind string, schema sql.Schema) (planner.SinkSpec, bool) {
-	format := src.Options["format"]
+	format := src.Options.Format
 	if format == "" {
 		format = "json"
 	}
+	topic, path := src.Options.LateTopic, src.Options.LatePath
+	if kind == "dlq" {
+		topic, path = src.Options.DLQTopic, src.Options.DLQPath
+	}
 	var spec planner.SinkSpec
-	if t := src.Options[kind+"_topic"]; t != "" {
+	if t := topic; t != "" {
 		conn := src.Connector
 		if conn == "" || conn == "file" {
 			conn = "broker"
 		}
 		spec = planner.SinkSpec{Stream: t, Connector: conn, Schema: schema,
-			Options: map[string]string{"topic": t, "format": format}}
-	} else if p := src.Options[kind+"_path"]; p != "" {
+			Options: connectors.StreamOptions{Connector: "broker", Topic: t, Format: format}}
+	} else if p := path; p != "" {
 		spec = planner.SinkSpec{Stream: p, Connector: "file", Schema: schema,
-			Options: map[string]string{"path": p, "format": format}}
+			Options: connectors.StreamOptions{Connector: "file", Path: p, Format: format}}
 	} else {
 		return planner.SinkSpec{}, false
 	}
 	if kind == "dlq" {
-		spec.Options[DLQOf] = src.Stream
+		spec.DLQOf = src.Stream
 	}
 	return spec, true
 }
-
-// DLQOf is the SinkSpec option of a dead-letter output that names the stream whose bad
-// records it takes.
-const DLQOf = "dlq_of"
 
 func sinkName(s planner.SinkSpec) string {
 	if s.Stream != "" {
 		return s.Stream
 	}
-	return strings.TrimSpace(s.Connector + " " + s.Options["path"])
+	return strings.TrimSpace(s.Connector + " " + s.Options.Path)
 }
 
 func nowMillis() int64 { return time.Now().UnixMilli() }

@@ -32,7 +32,8 @@ func txBroker(t *testing.T) *broker.Broker {
 func txPlan() *planner.Physical {
 	p := brokerPlan()
 	last := p.Stages[len(p.Stages)-1]
-	last.Sink.Options = map[string]string{"format": "test", DeliveryOption: DeliveryTransactional}
+	last.Sink.Options = testOptions(map[string]string{"format": "test"})
+	last.Sink.Options.Delivery = DeliveryTransactional
 	return p
 }
 
@@ -426,8 +427,7 @@ func benchDelivery(b *testing.B, protocol bool, delivery string) {
 		src.Connector = "broker"
 		sink := sinkSpec(eventSchema)
 		sink.Connector = "broker"
-		sink.Options["queues"] = "3"
-		sink.Options[DeliveryOption] = delivery
+		sink.Options = testOptions(map[string]string{"format": "test", "queues": "3", "connector": "broker", DeliveryOption: delivery})
 		sink.KeyColumns = []int{0}
 		plan := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, src, sink)}}
 		env := brokerEnv(br, state.NewMemory(), false)

@@ -1,7 +1,7 @@
 package planner
 
 import (
-	"rsql/connectors"
+	"rsql/connectors/options"
 	"sort"
 	"strconv"
 
@@ -157,10 +157,14 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 		if err := checkReadable(rel); err != nil {
 			return sub{}, err
 		}
+		opts, err := options.Of(rel.Options)
+		if err != nil {
+			return sub{}, errorf(sql.CodeInvalidValue, "stream %s: %v", rel.Name, err)
+		}
 		src := SourceSpec{
 			Stream:         rel.Name,
 			Connector:      rel.Connector(),
-			Options:        rel.Options,
+			Options:        opts,
 			Schema:         rel.Schema,
 			Columns:        append([]int{}, n.Columns...),
 			EventTime:      -1,
@@ -456,7 +460,7 @@ func (b *builder) exchange(s sub, keys []sql.Expr, used map[int]bool, windowed b
 		srcOpts["queues"] = "1"
 	}
 	s.st.Exchange, s.st.Out = x, s.port
-	src := SourceSpec{Connector: ShuffleConnector, Options: srcOpts, Schema: shuffled,
+	src := SourceSpec{Connector: ShuffleConnector, Options: engineOptions(srcOpts), Schema: shuffled,
 		Columns: make([]int, len(cols)), EventTime: -1, WatermarkDelay: s.delay}
 	for j := range cols {
 		src.Columns[j] = j
@@ -532,7 +536,7 @@ func (b *builder) union(ins []sub, out sql.Schema) (sub, error) {
 	b.stages = append(b.stages, st)
 	var ports []Port
 	for i, up := range ups {
-		st.Inputs = append(st.Inputs, SourceSpec{Connector: ShuffleConnector, Options: map[string]string{}, Schema: ins[i].row,
+		st.Inputs = append(st.Inputs, SourceSpec{Connector: ShuffleConnector, Options: engineOptions(map[string]string{}), Schema: ins[i].row,
 			Columns: identityCols(len(ins[i].row)), EventTime: -1, WatermarkDelay: ins[i].delay})
 		b.edges[st] = append(b.edges[st], up)
 		ports = append(ports, FromInput(i))
@@ -575,7 +579,7 @@ func (b *builder) join(n *Join) (sub, error) {
 	st := &Stage{}
 	b.stages = append(b.stages, st)
 	for i, up := range ups {
-		src := SourceSpec{Connector: ShuffleConnector, Options: map[string]string{}, Schema: rows[i],
+		src := SourceSpec{Connector: ShuffleConnector, Options: engineOptions(map[string]string{}), Schema: rows[i],
 			Columns: identityCols(len(rows[i])), EventTime: -1, WatermarkDelay: delays[i]}
 		st.Inputs = append(st.Inputs, src)
 		b.edges[st] = append(b.edges[st], up)
@@ -683,10 +687,10 @@ func (b *builder) finish() *Physical {
 			in := &st.Inputs[i]
 			in.Stream, in.FromStage = topic, up.ID
 			opts := map[string]string{"topic": topic}
-			for k, v := range in.Options {
+			for k, v := range in.Options.Raw {
 				opts[k] = v
 			}
-			in.Options = opts
+			in.Options = engineOptions(opts)
 		}
 	}
 	return &Physical{Stages: order}
@@ -719,13 +723,23 @@ func remapAggregate(agg *Aggregate, m []int) (*Aggregate, error) {
 	return &na, nil
 }
 
+// engineOptions parses options the planner made itself (a shuffle topic's), which are
+// valid by construction.
+func engineOptions(raw map[string]string) options.StreamOptions {
+	o, err := options.Of(raw)
+	if err != nil {
+		panic("planner: options of a shuffle topic: " + err.Error())
+	}
+	return o
+}
+
 // singleSplit reports whether rel is read as exactly one split: a file, a view, constants,
 // or a topic declared with queues = 1.
 func singleSplit(rel *sql.Relation) bool {
 	if c := rel.Connector(); c == "file" || c == "values" || rel.IsView {
 		return true
 	}
-	o, err := connectors.StreamOptionsOf(rel.Options)
+	o, err := options.Of(rel.Options)
 	return err == nil && o.Queues == 1
 }
 
@@ -733,7 +747,7 @@ func singleSplit(rel *sql.Relation) bool {
 // the columns its producer keys records by, so equal values share a queue. Nil when the
 // option is absent or names an unknown column.
 func partitionColumns(rel *sql.Relation) []int {
-	o, err := connectors.StreamOptionsOf(rel.Options)
+	o, err := options.Of(rel.Options)
 	if err != nil || len(o.PartitionedBy) == 0 {
 		return nil
 	}

@@ -64,8 +64,8 @@ func explainStage(b *strings.Builder, s *Stage) {
 			parts = append(parts, "from-stage="+strconv.Itoa(src.FromStage))
 		}
 		parts = append(parts, "connector="+src.Connector)
-		if len(src.Options) > 0 {
-			parts = append(parts, "options="+optionsText(src.Options))
+		if len(src.Options.Raw) > 0 {
+			parts = append(parts, "options="+optionsText(src.Options.Raw))
 		}
 		parts = append(parts, "columns=["+strings.Join(row.Names(), ", ")+"]")
 		if src.EventTime >= 0 && src.EventTime < len(row) {
@@ -123,8 +123,8 @@ func explainStage(b *strings.Builder, s *Stage) {
 		if k.Connector != "" {
 			parts = append(parts, "connector="+k.Connector)
 		}
-		if len(k.Options) > 0 {
-			parts = append(parts, "options="+optionsText(k.Options))
+		if len(k.Options.Raw) > 0 {
+			parts = append(parts, "options="+optionsText(k.Options.Raw))
 		}
 	}
 	cols := make([]string, len(k.Schema))

@@ -147,7 +147,12 @@ func querySQL(t *testing.T, cat testCatalog, text string) (*sql.Query, Options, 
 		if !ok {
 			t.Fatalf("sink %q is not in the test catalog", s)
 		}
-		opts.Sink = SinkSpec{Stream: r.Name, Connector: r.Connector(), Options: r.Options}
+		sink, err := StreamSink(r.Name, r.Options, nil)
+		if err != nil {
+			t.Fatalf("sink %q: %v", s, err)
+		}
+		sink.Connector = r.Connector()
+		opts.Sink = sink
 	}
 	return q, opts, ""
 }

@@ -103,8 +103,8 @@ func Graph(p *Physical) *PlanGraph {
 				detail = append(detail, "via "+src.Stream)
 			} else {
 				detail = append(detail, "connector="+src.Connector)
-				if len(src.Options) > 0 {
-					detail = append(detail, "options="+optionsText(src.Options))
+				if len(src.Options.Raw) > 0 {
+					detail = append(detail, "options="+optionsText(src.Options.Raw))
 				}
 			}
 			if src.EventTime >= 0 && src.EventTime < len(row) {
@@ -165,8 +165,8 @@ func Graph(p *Physical) *PlanGraph {
 			if k.Connector != "" {
 				detail = append(detail, "connector="+k.Connector)
 			}
-			if len(k.Options) > 0 {
-				detail = append(detail, "options="+optionsText(k.Options))
+			if len(k.Options.Raw) > 0 {
+				detail = append(detail, "options="+optionsText(k.Options.Raw))
 			}
 			if len(k.KeyColumns) > 0 {
 				keys := make([]string, len(k.KeyColumns))

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"rsql/connectors"
+	"rsql/connectors/options"
 	"rsql/sql"
 )
 
@@ -22,11 +22,11 @@ import (
 // the connector must be one that can be looked up, and FOR SYSTEM_TIME AS OF, when given,
 // must be a processing time (the database has only its current rows).
 func lookupJoin(j *Join, f *sql.FromJoin, t *sql.Relation, lw int) error {
-	kind, ok := connectors.Lookup(t.Connector())
-	if !ok || kind.OpenLookup == nil {
+	kind, ok := options.Lookup(t.Connector())
+	if !ok || !kind.Lookupable {
 		return errorf(sql.CodeNotSupported, "table %s has connector %s, which cannot be joined: a table is a changelog of versions (connector broker or file) or a table of a database looked up by key (connector postgres)", t.Name, t.Connector())
 	}
-	if _, err := connectors.ParseLookup(t.Connector(), t.Name, t.Options); err != nil {
+	if _, err := options.ParseLookup(t.Connector(), t.Name, t.Options); err != nil {
 		return errorf(sql.CodeInvalidValue, "table %s: %v", t.Name, err)
 	}
 	if f.AsOf != nil {
@@ -44,7 +44,7 @@ func lookupText(t *sql.Relation) string {
 	if t == nil {
 		return ""
 	}
-	o, err := connectors.ParseLookup(t.Connector(), t.Name, t.Options)
+	o, err := options.ParseLookup(t.Connector(), t.Name, t.Options)
 	if err != nil {
 		return " table=" + t.Name + " (" + err.Error() + ")"
 	}
@@ -67,7 +67,7 @@ func durationText(d time.Duration) string {
 // rows come out in input order.
 type LookupJoinNode struct {
 	Kind sql.JoinKind
-	// Table is the rsql table; Connector and Options open it (connectors.LookupSpec).
+	// Table is the rsql table; Connector and Options open it (connectors.LookupSpec in package connectors).
 	Table     string
 	Connector string
 	Options   map[string]string
@@ -144,11 +144,11 @@ func (b *builder) lookupJoin(n *Join) (sub, error) {
 // checkReadable refuses to read a relation whose connector cannot be read as a stream (a
 // lookup table, a write-only connector) with 0A000 at planning time.
 func checkReadable(rel *sql.Relation) error {
-	kind, ok := connectors.Lookup(rel.Connector())
-	if !ok || kind.OpenSource != nil {
+	kind, ok := options.Lookup(rel.Connector())
+	if !ok || kind.Readable {
 		return nil
 	}
-	if kind.OpenLookup != nil {
+	if kind.Lookupable {
 		return errorf(sql.CodeNotSupported, "table %s is a table of a database (connector %s): it is not a stream and is only read by a lookup join, as the right side of FROM stream JOIN %s ON stream.k = %s.key", rel.Name, kind.Name, rel.Name, rel.Name)
 	}
 	return errorf(sql.CodeNotSupported, "%s cannot be read: the %s connector is write-only", rel.Name, kind.Name)
@@ -162,13 +162,13 @@ func checkWritable(s SinkSpec) error {
 	}
 	c := s.Connector
 	if c == "" {
-		c = s.Options["connector"]
+		c = s.Options.Get("connector")
 	}
-	kind, ok := connectors.Lookup(c)
-	if !ok || kind.OpenSink != nil || c == "" {
+	kind, ok := options.Lookup(c)
+	if !ok || kind.Writable || c == "" {
 		return nil
 	}
-	if kind.OpenLookup != nil {
+	if kind.Lookupable {
 		return errorf(sql.CodeNotSupported, "%s is a table of a database (connector %s): rsql only looks rows up in it and never writes it", s.Stream, kind.Name)
 	}
 	return errorf(sql.CodeNotSupported, "%s cannot be written: the %s connector is read-only", s.Stream, strings.ToLower(kind.Name))

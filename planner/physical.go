@@ -1,6 +1,9 @@
 package planner
 
-import "rsql/sql"
+import (
+	"rsql/connectors/options"
+	"rsql/sql"
+)
 
 // Evaluator is a compiled scalar expression: evaluated once per row, no boxing.
 type Evaluator = func(sql.Row) sql.Value
@@ -186,10 +189,10 @@ func (*JoinNode) physicalNode()         {}
 // SourceSpec is one input of a stage: a declared stream, or the edge from an upstream stage
 // (FromStage >= 0) whose exchange routes rows to this stage's queues.
 type SourceSpec struct {
-	Stream    string            // stream name, or the shuffle topic name for exchanges
-	Connector string            // "file", "broker", ...
-	Options   map[string]string // the stream's WITH options (lower-case keys)
-	Schema    sql.Schema        // the stream's full schema (what the decoder produces)
+	Stream    string                // stream name, or the shuffle topic name for exchanges
+	Connector string                // "file", "broker", ...
+	Options   options.StreamOptions // the stream's WITH options, parsed when planned (Raw: as given)
+	Schema    sql.Schema            // the stream's full schema (what the decoder produces)
 	// Columns are the indexes of Schema the stage reads, after projection pruning; rows
 	// entering the stage from this input hold exactly these columns, in this order.
 	Columns []int
@@ -210,10 +213,25 @@ type SourceSpec struct {
 type SinkSpec struct {
 	Stream    string
 	Connector string
-	Options   map[string]string
-	Schema    sql.Schema
+	// Options are the stream's WITH options, parsed when the statement is planned (Raw:
+	// as given, for SHOW CREATE and the catalog).
+	Options options.StreamOptions
+	Schema  sql.Schema
+	// DLQOf, on a dead-letter output, names the stream whose bad records it takes.
+	DLQOf string
 	// KeyColumns are the output columns that form the message key (the group key), if any.
 	KeyColumns []int
+}
+
+// StreamSink is the sink of a declared stream named stream with the WITH options raw and
+// the given schema: the options are parsed here, once (options.Of); Connector is the
+// connector as given ("" when the options name none).
+func StreamSink(stream string, raw map[string]string, schema sql.Schema) (SinkSpec, error) {
+	o, err := options.Of(raw)
+	if err != nil {
+		return SinkSpec{}, errorf(sql.CodeInvalidValue, "stream %s: %v", stream, err)
+	}
+	return SinkSpec{Stream: stream, Connector: raw["connector"], Options: o, Schema: schema}, nil
 }
 
 // Port names where rows come from inside a stage: the output of operator Op of the stage

@@ -359,7 +359,7 @@ func TestGlobalAggregateShufflesToOneQueue(t *testing.T) {
 	if x.Queues != 1 || len(x.Keys) != 0 {
 		t.Errorf("exchange = %+v", x)
 	}
-	if p.Stages[1].Source().Options["queues"] != "1" {
+	if p.Stages[1].Source().Options.Queues != 1 {
 		t.Errorf("shuffle source options = %v", p.Stages[1].Source().Options)
 	}
 	a := p.Stages[1].Nodes()[0].(*AggregateNode)

@@ -264,7 +264,7 @@ func (c *clusterNode) reconcile(ctx context.Context) {
 	defer e.jobs.startMu.Unlock()
 	want := map[string]JobDef{}
 	for _, j := range e.cat.Jobs() {
-		if j.State == "RUNNING" {
+		if j.State == JobRunning {
 			want[j.ID] = j
 		}
 	}

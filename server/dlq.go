@@ -2,12 +2,10 @@ package server
 
 import (
 	"context"
-	"maps"
 	"strconv"
 	"sync"
 
 	"rsql/connectors"
-	"rsql/exec"
 	"rsql/planner"
 )
 
@@ -38,7 +36,7 @@ type dlqWriter struct {
 // open returns a handle on the shared writer of spec's target for the bad records of
 // stream, opening it with openSink on first use.
 func (d *dlqWriters) open(spec planner.SinkSpec, stream string, openSink func(planner.SinkSpec) (connectors.Sink, error)) (connectors.Sink, error) {
-	key := spec.Connector + "\x00" + spec.Options["topic"] + "\x00" + spec.Options["path"]
+	key := spec.Connector + "\x00" + spec.Options.Topic + "\x00" + spec.Options.Path
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if w := d.m[key]; w != nil {
@@ -46,8 +44,7 @@ func (d *dlqWriters) open(spec planner.SinkSpec, stream string, openSink func(pl
 		return &dlqHandle{d: d, w: w, stream: stream}, nil
 	}
 	inner := spec
-	inner.Options = maps.Clone(spec.Options)
-	delete(inner.Options, exec.DLQOf)
+	inner.DLQOf = ""
 	sink, err := openSink(inner)
 	if err != nil {
 		return nil, err

@@ -279,7 +279,7 @@ func (e *Engine) exec(ctx context.Context, sess *Session, st sql.Statement) (*Re
 		}
 		return e.describe(s)
 	case *sql.Drop:
-		if s.Kind == "FUNCTION" || s.Kind == "AGGREGATE" {
+		if s.Kind == sql.DropFunction || s.Kind == sql.DropAggregate {
 			return e.dropFunction(s)
 		}
 		return e.drop(s)
@@ -364,8 +364,12 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 			return nil, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", d.Name, err)
 		}
 	}
+	opts, err := connectors.StreamOptionsOf(d.Options)
+	if err != nil {
+		return nil, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", d.Name, err)
+	}
 	if d.Options["connector"] == "broker" && e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
-		src, err := connectors.OpenRocketMQSource(context.Background(), *e.cfg.RocketMQ, topicOf(d.Name, d.Options), queuesOf(d.Options))
+		src, err := connectors.OpenRocketMQSource(context.Background(), *e.cfg.RocketMQ, opts.TopicOf(d.Name), opts.Queues)
 		if err != nil {
 			return nil, err
 		}
@@ -375,7 +379,7 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := connectors.OpenBrokerSource(b, topicOf(d.Name, d.Options), queuesOf(d.Options)); err != nil {
+		if _, err := connectors.OpenBrokerSource(b, opts.TopicOf(d.Name), opts.Queues); err != nil {
 			return nil, err
 		}
 	}
@@ -469,7 +473,10 @@ func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, err
 	if err := checkPartitionColumns(*d); err != nil {
 		return nil, err
 	}
-	sink := planner.SinkSpec{Stream: d.Name, Connector: d.Options["connector"], Options: d.Options, Schema: d.Schema()}
+	sink, err := planner.StreamSink(d.Name, d.Options, d.Schema())
+	if err != nil {
+		return nil, err
+	}
 	if s.OrReplace {
 		return e.replace(*d, &JobDef{Statement: s.Text, StateTTL: stateTTL(sess), Functions: funcs}, q, sink, "CREATE STREAM")
 	}
@@ -528,7 +535,10 @@ func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
 	if err := e.checkFileWriter(target, "INSERT INTO "+target.Name); err != nil {
 		return nil, err
 	}
-	sink := planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: ts}
+	sink, err := planner.StreamSink(target.Name, target.Options, ts)
+	if err != nil {
+		return nil, err
+	}
 	id, err := e.startNewJob(s.Text, nil, q, funcs, sink, stateTTL(sess))
 	if err != nil {
 		return nil, err
@@ -545,7 +555,7 @@ func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, funcs []st
 	if _, _, err := planner.Plan(q, planner.Options{Job: "check", Sink: sink, StateTTL: ttl}); err != nil {
 		return "", err
 	}
-	def := JobDef{Statement: text, State: "RUNNING", Sink: sink.Stream, Sources: relationNames(q), StateTTL: ttl, Functions: funcs}
+	def := JobDef{Statement: text, State: JobRunning, Sink: sink.Stream, Sources: relationNames(q), StateTTL: ttl, Functions: funcs}
 	if e.cluster != nil {
 		e.jobs.startMu.Lock()
 		defer e.jobs.startMu.Unlock()
@@ -556,7 +566,7 @@ func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, funcs []st
 	}
 	def.ID = id
 	if err := e.startJob(def, q, sink, true, 0); err != nil {
-		e.cat.SetJobState(id, "FAILED", err.Error())
+		e.cat.SetJobState(id, JobFailed, err.Error())
 		return id, err
 	}
 	return id, nil
@@ -600,7 +610,10 @@ func (e *Engine) jobQuery(def JobDef) (*sql.Query, planner.SinkSpec, error) {
 	if !ok {
 		return nil, planner.SinkSpec{}, fmt.Errorf("its sink %q no longer exists", def.Sink)
 	}
-	sink := planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: target.Schema()}
+	sink, err := planner.StreamSink(target.Name, target.Options, target.Schema())
+	if err != nil {
+		return nil, planner.SinkSpec{}, err
+	}
 	if target.IsView {
 		sink = planner.SinkSpec{Stream: target.Name, Connector: "view", Schema: target.Schema()}
 	}
@@ -612,12 +625,8 @@ func (e *Engine) jobQuery(def JobDef) (*sql.Query, planner.SinkSpec, error) {
 // after transient errors (jobretry.go).
 func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh bool, attempt int) error {
 	interval, minInterval := DefaultCheckpointInterval, DefaultMinCheckpointInterval
-	if v := sink.Options["checkpoint_interval"]; v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("checkpoint_interval = %q: %w", v, err)
-		}
-		interval, minInterval = d, 0
+	if sink.Options.CheckpointSet {
+		interval, minInterval = sink.Options.CheckpointInterval, 0
 	}
 	isView := sink.Connector == "view"
 	if isView {
@@ -698,7 +707,7 @@ func (e *Engine) env(job string) exec.Env {
 			return safeSource{Source: src, log: logf}, nil
 		},
 		OpenSink: func(spec planner.SinkSpec) (connectors.Sink, error) {
-			if of := spec.Options[exec.DLQOf]; of != "" {
+			if of := spec.DLQOf; of != "" {
 				return e.dlq.open(spec, of, e.openSink)
 			}
 			return e.openSink(spec)
@@ -760,9 +769,9 @@ func (e *Engine) openSink(spec planner.SinkSpec) (connectors.Sink, error) {
 // engine (shuffle topics, side outputs) carry options of their own besides the stream's,
 // so only the options a connector reads are parsed here; the stream's were validated when
 // it was declared.
-func connectorOf(stream, connector string, raw map[string]string) (connectors.Kind, connectors.StreamOptions, error) {
+func connectorOf(stream, connector string, opts connectors.StreamOptions) (connectors.Kind, connectors.StreamOptions, error) {
 	if connector == "" {
-		connector = raw["connector"]
+		connector = opts.Get("connector")
 	}
 	if connector == "" {
 		connector = "broker"
@@ -771,17 +780,7 @@ func connectorOf(stream, connector string, raw map[string]string) (connectors.Ki
 	if !ok {
 		return kind, connectors.StreamOptions{}, sql.Errorf(sql.CodeNotSupported, "stream %s: the %s connector is not available in this build (known: %s)", stream, connector, strings.Join(connectors.KindNames(), ", "))
 	}
-	known := map[string]string{}
-	for k, v := range raw {
-		if slices.Contains(connectors.CommonOptions, k) || slices.Contains(kind.Options, k) {
-			known[k] = v
-		}
-	}
-	known["connector"] = kind.Name
-	opts, err := connectors.ParseStreamOptions(known)
-	if err != nil {
-		return kind, opts, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", stream, err)
-	}
+	opts.Connector = kind.Name
 	return kind, opts, nil
 }
 
@@ -811,64 +810,59 @@ func topicOf(stream string, opts map[string]string) string {
 	return stream
 }
 
-func queuesOf(opts map[string]string) int {
-	n, _ := strconv.Atoi(opts["queues"])
-	return n
-}
-
 func (e *Engine) jobControl(s *sql.JobControl) (*Result, error) {
 	def, ok := e.cat.Job(s.ID)
 	if !ok {
 		return nil, sql.Errorf(sql.CodeUnknownTable, "job %q does not exist (SHOW JOBS lists them)", s.ID)
 	}
 	switch s.Action {
-	case "TERMINATE":
-		if err := e.jobs.stop(def.ID, "TERMINATED"); err != nil {
+	case sql.JobTerminate:
+		if err := e.jobs.stop(def.ID, JobTerminated); err != nil {
 			return nil, err
 		}
-	case "PAUSE":
-		if def.State != "RUNNING" {
+	case sql.JobPause:
+		if def.State != JobRunning {
 			return nil, sql.Errorf(sql.CodeInvalidValue, "job %s is %s, not RUNNING", def.ID, def.State)
 		}
-		if err := e.jobs.stop(def.ID, "PAUSED"); err != nil {
+		if err := e.jobs.stop(def.ID, JobPaused); err != nil {
 			return nil, err
 		}
-	case "RESUME":
+	case sql.JobResume:
 		// A paused or failed job starts again from its last checkpoint; one waiting to
 		// start again after a transient error starts now.
-		waiting := def.State == "RUNNING" && e.jobs.cancelRetry(def.ID)
-		if def.State != "PAUSED" && def.State != "FAILED" && !waiting {
+		waiting := def.State == JobRunning && e.jobs.cancelRetry(def.ID)
+		if def.State != JobPaused && def.State != JobFailed && !waiting {
 			return nil, sql.Errorf(sql.CodeInvalidValue, "job %s is %s: RESUME takes a PAUSED or FAILED job (or one RETRYING)", def.ID, def.State)
 		}
-		def.State, def.Error = "RUNNING", ""
+		def.State, def.Error = JobRunning, ""
 		if e.cluster != nil {
 			e.jobs.startMu.Lock()
 			defer e.jobs.startMu.Unlock()
 		}
-		if err := e.cat.SetJobState(def.ID, "RUNNING", ""); err != nil {
+		if err := e.cat.SetJobState(def.ID, JobRunning, ""); err != nil {
 			return nil, err
 		}
 		if err := e.restartJob(def); err != nil {
 			if retryable(err) && e.jobs.scheduleRetry(def, 1, err) {
-				return &Result{Tag: s.Action + " JOB", Notice: &Notice{Message: fmt.Sprintf("job %s cannot start now (%v); it starts again with backoff (SHOW JOBS)", def.ID, err)}}, nil
+				return &Result{Tag: s.Action.String() + " JOB", Notice: &Notice{Message: fmt.Sprintf("job %s cannot start now (%v); it starts again with backoff (SHOW JOBS)", def.ID, err)}}, nil
 			}
-			e.cat.SetJobState(def.ID, "FAILED", err.Error())
+			e.cat.SetJobState(def.ID, JobFailed, err.Error())
 			return nil, err
 		}
 	}
-	return &Result{Tag: s.Action + " JOB"}, nil
+	return &Result{Tag: s.Action.String() + " JOB"}, nil
 }
 
 func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 	d, ok := e.cat.Stream(s.Name)
 	if !ok {
 		if s.IfExists {
-			return &Result{Tag: "DROP " + s.Kind}, nil
+			return &Result{Tag: "DROP " + s.Kind.String()}, nil
 		}
-		return nil, sql.Errorf(sql.CodeUnknownTable, "%s %q does not exist", strings.ToLower(s.Kind), s.Name)
+		return nil, sql.Errorf(sql.CodeUnknownTable, "%s %q does not exist", strings.ToLower(s.Kind.String()), s.Name)
 	}
 	if kind := d.Kind(); s.Kind != kind {
-		return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is not a %s (use DROP %s)", d.Name, strings.ToLower(s.Kind), kind)
+		return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is not a %s (use DROP %s)", d.Name, strings.ToLower(s.Kind.String()), kind)
 	}
 	if err := e.cat.DropStream(d.Name); err != nil {
 		return nil, err
@@ -882,7 +876,7 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 	e.mu.Lock()
 	delete(e.views, strings.ToLower(d.Name))
 	e.mu.Unlock()
-	return &Result{Tag: "DROP " + s.Kind}, nil
+	return &Result{Tag: "DROP " + s.Kind.String()}, nil
 }
 
 func (e *Engine) explain(s *sql.Explain, sess *Session) (*Result, error) {
@@ -894,13 +888,16 @@ func (e *Engine) explain(s *sql.Explain, sess *Session) (*Result, error) {
 	var sink planner.SinkSpec
 	switch st := s.Statement.(type) {
 	case *sql.CreateStream:
-		opts := withDefaults(st.Name, st.Options)
-		sink = planner.SinkSpec{Stream: st.Name, Connector: opts["connector"], Options: opts, Schema: q.OutputSchema()}
+		if sink, err = planner.StreamSink(st.Name, withDefaults(st.Name, st.Options), q.OutputSchema()); err != nil {
+			return nil, err
+		}
 	case *sql.CreateView:
 		sink = planner.SinkSpec{Stream: st.Name, Connector: "view", Schema: q.OutputSchema()}
 	case *sql.Insert:
 		if target, ok := e.cat.Stream(st.Target); ok {
-			sink = planner.SinkSpec{Stream: target.Name, Connector: target.Options["connector"], Options: target.Options, Schema: target.Schema()}
+			if sink, err = planner.StreamSink(target.Name, target.Options, target.Schema()); err != nil {
+				return nil, err
+			}
 		}
 	}
 	_, isSelect := s.Statement.(*sql.Select)
@@ -922,8 +919,8 @@ func textResult(column, text string) *Result {
 
 func (e *Engine) show(s *sql.ShowStmt) (*Result, error) {
 	switch s.What {
-	case "STREAMS", "VIEWS":
-		views := s.What == "VIEWS"
+	case sql.ShowStreams, sql.ShowViews:
+		views := s.What == sql.ShowViews
 		cols := sql.Schema{{Name: "name", Type: sql.TypeVarchar}, {Name: "connector", Type: sql.TypeVarchar},
 			{Name: "target", Type: sql.TypeVarchar}, {Name: "format", Type: sql.TypeVarchar}, {Name: "job", Type: sql.TypeVarchar}}
 		var rows []sql.Row
@@ -944,15 +941,15 @@ func (e *Engine) show(s *sql.ShowStmt) (*Result, error) {
 				sql.Varchar(d.Options["format"]), nullable(d.Job)})
 		}
 		return &Result{Columns: cols, Rows: &sliceRows{rows: rows}, Tag: "SHOW"}, nil
-	case "JOBS":
+	case sql.ShowJobs:
 		return e.showJobs(), nil
-	case "UNITS":
+	case sql.ShowUnits:
 		return e.showUnits()
-	case "TOPICS":
+	case sql.ShowTopics:
 		return e.showTopics()
-	case "FUNCTIONS":
+	case sql.ShowFunctions:
 		return e.showFunctions(), nil
-	case "USERS":
+	case sql.ShowUsers:
 		return e.showUsers(), nil
 	}
 	return nil, sql.Errorf(sql.CodeNotSupported, "SHOW %s is not available in this build", s.What)

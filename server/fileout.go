@@ -38,10 +38,10 @@ type fileOutput struct {
 // newFileOutput describes the file output of job for a sink with path, or returns nil for
 // sinks of other connectors.
 func newFileOutput(files *connectors.FileRoots, job string, sink planner.SinkSpec, defines, bounded bool) *fileOutput {
-	if sink.Connector != "file" || sink.Options["path"] == "" {
+	if sink.Connector != "file" || sink.Options.Path == "" {
 		return nil
 	}
-	o := &fileOutput{files: files, final: sink.Options["path"], replace: defines}
+	o := &fileOutput{files: files, final: sink.Options.Path, replace: defines}
 	if defines && bounded {
 		dir, base := filepath.Split(o.final)
 		o.temp = filepath.Join(dir, "."+base+"."+job+".rsql-tmp")
@@ -92,7 +92,7 @@ func (o *fileOutput) discard() {
 
 // isMain reports whether spec is the job's main sink (and not a dead-letter or late file).
 func (o *fileOutput) isMain(spec, sink planner.SinkSpec) bool {
-	return spec.Connector == "file" && spec.Stream == sink.Stream && spec.Options["path"] == o.final
+	return spec.Connector == "file" && spec.Stream == sink.Stream && spec.Options.Path == o.final
 }
 
 // fileWriter returns the id of a live job (RUNNING or PAUSED) other than except that

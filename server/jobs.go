@@ -82,7 +82,7 @@ func (rj *runningJob) stop() {
 // is left as it is.
 func (m *jobManager) startRecorded() {
 	for _, j := range m.cat.Jobs() {
-		if j.State != "RUNNING" {
+		if j.State != JobRunning {
 			continue
 		}
 		if err := m.restart(j, 0); err != nil {
@@ -162,7 +162,7 @@ func (m *jobManager) wait(ctx context.Context) error {
 
 // stop records state (TERMINATED, PAUSED) for job id, drops its pending retry and stops it
 // if it runs here, waiting for it to end.
-func (m *jobManager) stop(id, state string) error {
+func (m *jobManager) stop(id string, state JobState) error {
 	m.cancelRetry(id)
 	m.mu.Lock()
 	rj := m.jobs[id]
@@ -223,7 +223,7 @@ func (m *jobManager) watch(rj *runningJob) {
 		if errors.As(err, &pe) {
 			fmt.Fprintf(m.log, "job %s: statement: %s\n%s\n", rj.def.ID, logStatement(rj.def.Statement), pe.Stack)
 		}
-		m.cat.SetJobState(rj.def.ID, "FAILED", err.Error())
+		m.cat.SetJobState(rj.def.ID, JobFailed, err.Error())
 		if rj.out != nil {
 			rj.out.discard()
 		}
@@ -235,7 +235,7 @@ func (m *jobManager) watch(rj *runningJob) {
 		}
 	default:
 		fmt.Fprintf(m.log, "job %s finished: %s\n", rj.def.ID, summary)
-		m.cat.SetJobState(rj.def.ID, "FINISHED", "")
+		m.cat.SetJobState(rj.def.ID, JobFinished, "")
 	}
 	if st.Bad > 0 {
 		shown := st.BadErrors

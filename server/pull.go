@@ -186,7 +186,7 @@ func (e *Engine) tableSnapshot(spec planner.SourceSpec) (connectors.Source, erro
 		src.Close()
 		return nil, sql.Errorf(sql.CodeNotSupported, "a pull query cannot read table %s: its connector has no end to read to", spec.Stream)
 	}
-	name := spec.Options["format"]
+	name := spec.Options.Format
 	if name == "" {
 		name = "json"
 	}

@@ -131,7 +131,7 @@ func (e *Engine) query(ctx context.Context, sess *Session, s *sql.Select) (*Resu
 			if err != nil {
 				return 0
 			}
-			end, err := b.MaxOffset(topicOf(src.Stream, src.Options), q)
+			end, err := b.MaxOffset(src.Options.TopicOf(src.Stream), q)
 			if err != nil {
 				return 0
 			}
@@ -249,7 +249,11 @@ func (e *Engine) insertValues(ctx context.Context, s *sql.Insert) (*Result, erro
 		}
 		msgs = append(msgs, connectors.Message{Body: body})
 	}
-	sink, err := e.env("insert").OpenSink(planner.SinkSpec{Stream: d.Name, Connector: d.Options["connector"], Options: d.Options, Schema: schema})
+	spec, err := planner.StreamSink(d.Name, d.Options, schema)
+	if err != nil {
+		return nil, err
+	}
+	sink, err := e.env("insert").OpenSink(spec)
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ func (bs *brokerStreams) fill(ctx context.Context, in planner.SourceSpec, splits
 	if err := bs.b.CreateTopic(topic, splits); err != nil {
 		return err
 	}
-	src, err := connectors.OpenNexmarkSource(in.Options, in.Schema, nil)
+	src, err := connectors.OpenNexmarkSource(in.Options.Raw, in.Schema, nil)
 	if err != nil {
 		return err
 	}

@@ -236,7 +236,7 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 			if topics != nil {
 				return topics.source(spec)
 			}
-			src, err := connectors.OpenNexmarkSource(spec.Options, spec.Schema, spec.Columns)
+			src, err := connectors.OpenNexmarkSource(spec.Options.Raw, spec.Schema, spec.Columns)
 			if err != nil || cfg.Format == "rows" {
 				return src, err
 			}

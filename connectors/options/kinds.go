@@ -1,0 +1,122 @@
+package options
+
+import (
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Kind is what is known of a connector without opening it: its name, the options it
+// reads, the formats it takes, and what can be done with it. Package connectors adds the
+// openers (connectors.Kind) and registers every kind here.
+type Kind struct {
+	Name string
+	// Doc is its line in docs/sql.md's connector table.
+	Doc string
+	// Options are the WITH options it reads beyond the common ones (CommonOptions).
+	Options []string
+	// Formats are the record formats it takes besides json and csv.
+	Formats []string
+	// Bounded says reading it ends (every split is finite).
+	Bounded bool
+	// Readable, Writable and Lookupable say it can be read as a stream, written, and
+	// looked up by key by a lookup join.
+	Readable, Writable, Lookupable bool
+	// ParseLookup parses and checks a lookup table's options (nil for a Lookupable kind:
+	// the options common to lookup tables only, ParseLookupCommon).
+	ParseLookup func(table string, raw map[string]string) (LookupOptions, error)
+}
+
+// IsLookupOnly reports whether a connector is a lookup table only: it can be looked up by
+// key but neither read as a stream nor written.
+func (k Kind) IsLookupOnly() bool {
+	return k.Lookupable && !k.Readable && !k.Writable
+}
+
+// NexmarkOptionKeys are the WITH option keys the nexmark connector reads.
+var NexmarkOptionKeys = []string{"table", "events", "rate", "event_rate", "base_time", "seed", "splits"}
+
+// PostgresOptionKeys are the WITH options the postgres connector reads.
+var PostgresOptionKeys = append([]string{"url", "table"}, LookupOptionKeys...)
+
+// builtin are the connectors of package connectors.
+var builtin = []Kind{
+	{
+		Name: "broker", Doc: "a topic of the bundled broker, or of the RocketMQ cluster given with --namesrv",
+		Options: []string{"delivery"}, Readable: true, Writable: true,
+	},
+	{
+		Name: "file", Doc: "a file of JSON lines or CSV records: read to its end, or written; a table of it is read into memory and looked up by key in processing-time joins",
+		Options: []string{"path"}, Bounded: true, Readable: true, Writable: true, Lookupable: true,
+		ParseLookup: func(_ string, raw map[string]string) (LookupOptions, error) {
+			o, err := ParseFileLookup(raw)
+			return o.LookupOptions, err
+		},
+	},
+	{
+		Name: "nexmark", Doc: "the Nexmark benchmark's generated events: person, auction or bid (docs/nexmark.md; read only)",
+		Options: NexmarkOptionKeys, Formats: []string{"nexmark"}, Readable: true,
+	},
+	{
+		Name: "postgres", Doc: "a table of a PostgreSQL database, looked up by primary key in lookup joins (CREATE TABLE only; not read as a stream nor written)",
+		Options: PostgresOptionKeys, Lookupable: true,
+	},
+	{Name: "print", Doc: "standard output of the server (write only)", Writable: true},
+}
+
+var (
+	kindsMu sync.RWMutex
+	kinds   = func() map[string]Kind {
+		m := map[string]Kind{}
+		for _, k := range builtin {
+			m[k.Name] = k
+		}
+		return m
+	}()
+)
+
+// Builtin returns the metadata of a connector of package connectors by name.
+func Builtin(name string) Kind {
+	for _, k := range builtin {
+		if k.Name == name {
+			return k
+		}
+	}
+	panic("options: no built-in connector " + name)
+}
+
+// Register adds a connector kind; a second kind of the same name replaces the first.
+func Register(k Kind) {
+	kindsMu.Lock()
+	kinds[strings.ToLower(k.Name)] = k
+	kindsMu.Unlock()
+}
+
+// Lookup returns the connector kind of a name (case-insensitive).
+func Lookup(name string) (Kind, bool) {
+	kindsMu.RLock()
+	defer kindsMu.RUnlock()
+	k, ok := kinds[strings.ToLower(name)]
+	return k, ok
+}
+
+// Kinds lists the registered connectors by name.
+func Kinds() []Kind {
+	kindsMu.RLock()
+	defer kindsMu.RUnlock()
+	out := make([]Kind, 0, len(kinds))
+	for _, k := range kinds {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// KindNames lists the registered connectors' names, sorted.
+func KindNames() []string {
+	var out []string
+	for _, k := range Kinds() {
+		out = append(out, k.Name)
+	}
+	return out
+}
