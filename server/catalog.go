@@ -162,7 +162,8 @@ func (c ColumnDef) typ() sql.Type {
 // guards every field.
 type Catalog struct {
 	mu      sync.Mutex
-	path    string // "" for a catalog that is not persisted
+	fs      durable.StateFS // the file's reads and replacements
+	path    string          // "" for a catalog that is not persisted
 	streams map[string]*StreamDef
 	jobs    map[string]*JobDef
 	funcs   map[string]*FunctionDef
@@ -227,12 +228,16 @@ var ErrCatalogCorrupt = errors.New("catalog file is corrupt")
 
 // OpenCatalog loads the catalog at path, or starts an empty one when the file does not exist.
 // An empty path gives an in-memory catalog.
-func OpenCatalog(path string) (*Catalog, error) {
-	c := &Catalog{path: path, streams: map[string]*StreamDef{}, jobs: map[string]*JobDef{}, funcs: map[string]*FunctionDef{}, users: map[string]*UserDef{}, nextJob: 1}
+func OpenCatalog(path string) (*Catalog, error) { return OpenCatalogFS(durable.OS, path) }
+
+// OpenCatalogFS is OpenCatalog reading and replacing the file through fs (tests fail its
+// steps).
+func OpenCatalogFS(fs durable.StateFS, path string) (*Catalog, error) {
+	c := &Catalog{fs: fs, path: path, streams: map[string]*StreamDef{}, jobs: map[string]*JobDef{}, funcs: map[string]*FunctionDef{}, users: map[string]*UserDef{}, nextJob: 1}
 	if path == "" {
 		return c, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := fs.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return c, nil
 	}
@@ -259,11 +264,11 @@ func (c *Catalog) saveLocked() error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
+	if err := c.fs.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
 		return err
 	}
 	// 0600: the file holds the users' password secrets.
-	return durable.WriteFile(durable.OS, c.path, data, 0o600)
+	return durable.WriteFile(c.fs, c.path, data, 0o600)
 }
 
 // Relation implements sql.Catalog.
