@@ -25,8 +25,9 @@ import (
 // flushed, the commit log's torn tail zeroed, removed), the offsets journal, the files
 // replaced whole (topics.json, offsets.json, checkpoint, subscriptionGroups.json, through
 // durable.WriteFile), the ACL file (read and stat), the store's LOCK and the directories.
-// Only the mappings themselves (mmap, munmap) and reads through a mapped file's *os.File
-// are direct: a mapping is not a file operation a test can fail. The
+// Direct are only the mappings themselves (mmap, munmap, madvise: memory operations, not
+// file operations a test could fail without a fake mapping), stat calls on an open file, and
+// the device statistics of the runtime report (admin.go). The
 // broker uses osFS; tests substitute one that fails on demand (in the style of pebble's vfs
 // and errorfs, faultfs_test.go).
 //
