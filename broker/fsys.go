@@ -26,8 +26,10 @@ import (
 // replaced whole (topics.json, offsets.json, checkpoint, subscriptionGroups.json, through
 // durable.WriteFile), the ACL file (read and stat), the store's LOCK and the directories.
 // Direct are only the mappings themselves (mmap, munmap, madvise: memory operations, not
-// file operations a test could fail without a fake mapping), stat calls on an open file, and
-// the device statistics of the runtime report (admin.go). The
+// file operations a test could fail without a fake mapping); the stat, ftruncate (sizing) and
+// reads on a mapped file's *os.File, which the mapping needs as a real file (a test fails
+// the OpenFile that returns it, or the Allocate and Datasync done on it); and the device
+// statistics of the runtime report (admin.go). The
 // broker uses osFS; tests substitute one that fails on demand (in the style of pebble's vfs
 // and errorfs, faultfs_test.go).
 //
