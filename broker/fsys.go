@@ -29,9 +29,8 @@ import (
 // file operations a test could fail without a fake mapping); the stat, ftruncate (sizing) and
 // reads on a mapped file's *os.File, which the mapping needs as a real file (a test fails
 // the OpenFile that returns it, or the Allocate and Datasync done on it); and the device
-// statistics of the runtime report (admin.go). The
-// broker uses osFS; tests substitute one that fails on demand (in the style of pebble's vfs
-// and errorfs, faultfs_test.go).
+// statistics of the runtime report (admin.go). The broker uses osFS; tests substitute one
+// that fails on demand (in the style of pebble's vfs and errorfs, faultfs_test.go).
 //
 // The durability rule: a file replaced whole is replaced with durable.WriteFile (temporary
 // file, fsync, rename, fsync of the directory), and whatever the new file supersedes (the
