@@ -78,8 +78,8 @@ func (b *Broker) queueStoreTime(q *consumeQueue, off int64) (int64, bool) {
 
 // mqKey renders a message queue as fastjson writes a map key (fields sorted).
 func mqKey(brokerName, topicName string, queue int) string {
-	b, _ := json.Marshal(brokerName)
-	t, _ := json.Marshal(topicName)
+	b := plainJSON(brokerName)
+	t := plainJSON(topicName)
 	return fmt.Sprintf(`{"brokerName":%s,"queueId":%d,"topic":%s}`, b, queue, t)
 }
 
@@ -140,7 +140,7 @@ func (s *netServer) topicStats(req *remoting.Command) *remoting.Command {
 // broker name with its addresses (the master as id 0, a live slave as 1; see brokerAddrs).
 // Admin tools read it to find where to create topics.
 func (s *netServer) clusterInfo(req *remoting.Command) *remoting.Command {
-	body, _ := json.Marshal(map[string]any{
+	body := plainJSON(map[string]any{
 		"brokerAddrTable": map[string]any{s.b.cfg.BrokerName: remoting.BrokerData{Cluster: s.b.cfg.ClusterName,
 			BrokerName: s.b.cfg.BrokerName, BrokerAddrs: s.brokerAddrs()}},
 		"clusterAddrTable": map[string][]string{s.b.cfg.ClusterName: {s.b.cfg.BrokerName}},
@@ -201,7 +201,7 @@ func (s *netServer) runtimeInfo(req *remoting.Command) *remoting.Command {
 	if ts, ok := b.earliestStoreTime(); ok {
 		t["earliestMessageTimeStamp"] = strconv.FormatInt(ts, 10)
 	}
-	body, _ := json.Marshal(map[string]any{"table": t})
+	body := plainJSON(map[string]any{"table": t})
 	r := req.Reply(respSuccess, "")
 	r.Body = body
 	return r
@@ -247,7 +247,7 @@ func (s *netServer) brokerConfig(req *remoting.Command) *remoting.Command {
 		sb.WriteString(k + "=" + props[k] + "\n")
 	}
 	r := req.Reply(respSuccess, "")
-	v, _ := json.Marshal(dataVersion{Timestamp: s.b.stats.boot.UnixMilli()})
+	v := plainJSON(dataVersion{Timestamp: s.b.stats.boot.UnixMilli()})
 	r.ExtFields = map[string]string{"version": string(v)}
 	r.Body = []byte(sb.String())
 	return r
@@ -281,7 +281,7 @@ func (s *netServer) allTopicConfig(req *remoting.Command) *remoting.Command {
 		tbl[t.Name] = map[string]any{"topicName": t.Name, "readQueueNums": t.Queues, "writeQueueNums": t.Queues,
 			"perm": t.Perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": false}
 	}
-	body, _ := json.Marshal(map[string]any{"topicConfigTable": tbl, "dataVersion": dataVersion{Timestamp: time.Now().UnixMilli()}})
+	body := plainJSON(map[string]any{"topicConfigTable": tbl, "dataVersion": dataVersion{Timestamp: time.Now().UnixMilli()}})
 	r := req.Reply(respSuccess, "")
 	r.Body = body
 	return r
@@ -316,7 +316,7 @@ func (s *netServer) consumerConnections(req *remoting.Command) *remoting.Command
 	for t, raw := range g.subData {
 		subs[t] = raw
 	}
-	body, _ := json.Marshal(map[string]any{"connectionSet": connections(g.clients), "subscriptionTable": subs,
+	body := plainJSON(map[string]any{"connectionSet": connections(g.clients), "subscriptionTable": subs,
 		"consumeType": g.consumeType, "messageModel": g.messageModel, "consumeFromWhere": g.consumeFromWhere})
 	s.cmu.Unlock()
 	r := req.Reply(respSuccess, "")
@@ -332,7 +332,7 @@ func (s *netServer) producerConnections(req *remoting.Command) *remoting.Command
 		s.cmu.Unlock()
 		return req.Reply(respSystemError, fmt.Sprintf("the producer group[%s] not exist", group))
 	}
-	body, _ := json.Marshal(map[string]any{"connectionSet": connections(g)})
+	body := plainJSON(map[string]any{"connectionSet": connections(g)})
 	s.cmu.Unlock()
 	r := req.Reply(respSuccess, "")
 	r.Body = body
@@ -364,7 +364,7 @@ func (s *netServer) topicConsumers(req *remoting.Command) *remoting.Command {
 		groups = append(groups, g)
 	}
 	sort.Strings(groups)
-	body, _ := json.Marshal(map[string]any{"groupList": groups})
+	body := plainJSON(map[string]any{"groupList": groups})
 	r := req.Reply(respSuccess, "")
 	r.Body = body
 	return r
@@ -377,7 +377,7 @@ func (s *netServer) topicList(req *remoting.Command, system bool) *remoting.Comm
 			names = append(names, t.Name)
 		}
 	}
-	body, _ := json.Marshal(map[string]any{"topicList": names, "brokerAddr": s.brokerAddr})
+	body := plainJSON(map[string]any{"topicList": names, "brokerAddr": s.brokerAddr})
 	r := req.Reply(respSuccess, "")
 	r.Body = body
 	return r
@@ -403,7 +403,7 @@ func (s *netServer) subscriptionGroup(req *remoting.Command) *remoting.Command {
 		return req.Reply(respSubscriptionGroupNotExist, fmt.Sprintf("the subscription group %s does not exist", req.Ext("group")))
 	}
 	r := req.Reply(respSuccess, "")
-	r.Body, _ = json.Marshal(g)
+	r.Body = plainJSON(g)
 	return r
 }
 
@@ -415,7 +415,11 @@ func (s *netServer) deleteSubscriptionGroup(req *remoting.Command) *remoting.Com
 }
 
 func (s *netServer) earliestStoreTime(req *remoting.Command) *remoting.Command {
-	q, err := s.b.queue(req.Ext("topic"), extInt(req, "queueId"))
+	qid, err := req.ExtIntOr("queueId", 0)
+	if err != nil {
+		return req.Reply(respInvalidParameter, err.Error())
+	}
+	q, err := s.b.queue(req.Ext("topic"), int(qid))
 	if err != nil {
 		return req.Reply(respTopicNotExist, err.Error())
 	}
@@ -423,9 +427,4 @@ func (s *netServer) earliestStoreTime(req *remoting.Command) *remoting.Command {
 	r := req.Reply(respSuccess, "")
 	r.ExtFields = map[string]string{"timestamp": strconv.FormatInt(ts, 10)}
 	return r
-}
-
-func extInt(req *remoting.Command, k string) int {
-	n, _ := req.ExtInt(k)
-	return int(n)
 }

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"rsql/internal/durable"
 )
 
 // Errors returned by the in-process API; match them with errors.Is.
@@ -118,7 +120,7 @@ func Open(cfg Config) (*Broker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := cfg.fs.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	b := &Broker{cfg: cfg, topics: map[string]*topic{}, topicsChanged: make(chan struct{}, 1), txn: newTxnStore(), stats: newBrokerStats(), replM: newReplMaster(),
@@ -178,15 +180,15 @@ func (b *Broker) path(name string) string { return filepath.Join(b.cfg.Dir, name
 // by the committed transactional messages it replayed.
 func (b *Broker) load() (map[int64]bool, error) {
 	var infos []TopicInfo
-	if err := readJSON(b.path("topics.json"), &infos); err != nil {
+	if err := readJSON(b.cfg.fs, b.path("topics.json"), &infos); err != nil {
 		return nil, err
 	}
-	offs, err := openOffsets(b.cfg.Dir)
+	offs, err := openOffsets(b.cfg.fs, b.cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
 	b.offsets = offs
-	if b.subs, err = openSubGroups(b.path("subscriptionGroups.json")); err != nil {
+	if b.subs, err = openSubGroups(b.cfg.fs, b.path("subscriptionGroups.json")); err != nil {
 		return nil, err
 	}
 	cl, err := openCommitLog(b.cfg.fs, b.path("commitlog"), b.cfg.SegmentSize)
@@ -200,7 +202,7 @@ func (b *Broker) load() (map[int64]bool, error) {
 		}
 	}
 	var ck checkpointData
-	if err := readJSON(b.path("checkpoint"), &ck); err != nil {
+	if err := readJSON(b.cfg.fs, b.path("checkpoint"), &ck); err != nil {
 		return nil, err
 	}
 	b.indexFrom = ck.Index
@@ -308,7 +310,7 @@ func (b *Broker) saveTopics() error {
 	case b.topicsChanged <- struct{}{}:
 	default:
 	}
-	return writeJSON(b.path("topics.json"), infos)
+	return writeJSON(b.cfg.fs, b.path("topics.json"), infos)
 }
 
 // CreateTopic creates a topic with the given number of queues, or widens an existing one
@@ -358,7 +360,7 @@ func (b *Broker) DeleteTopic(name string) error {
 	for _, q := range t.queues {
 		q.close()
 	}
-	os.RemoveAll(filepath.Join(b.path("consumequeue"), name))
+	b.cfg.fs.RemoveAll(filepath.Join(b.path("consumequeue"), name))
 	return b.saveTopics()
 }
 
@@ -845,7 +847,7 @@ func (b *Broker) checkpoint() error {
 	if err := b.offsets.compact(false); err != nil {
 		return err
 	}
-	return writeJSON(b.path("checkpoint"), checkpointData{Offset: target, Index: indexed})
+	return writeJSON(b.cfg.fs, b.path("checkpoint"), checkpointData{Offset: target, Index: indexed})
 }
 
 // every runs fn each interval until the broker closes, logging its errors as what failed.
@@ -957,8 +959,8 @@ func (b *Broker) closeFiles() {
 	}
 }
 
-func readJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
+func readJSON(fs storeFS, path string, v any) error {
+	data, err := fs.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -971,33 +973,17 @@ func readJSON(path string, v any) error {
 	return nil
 }
 
-func writeJSON(path string, v any) error {
+func writeJSON(fs storeFS, path string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return writeFile(path, data)
+	return writeFile(fs, path, data)
 }
 
-// writeFile replaces path atomically and durably.
-func writeFile(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("broker: %w", err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("broker: write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("broker: sync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("broker: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+// writeFile replaces path atomically and durably (durable.WriteFile).
+func writeFile(fs storeFS, path string, data []byte) error {
+	if err := durable.WriteFile(fs, path, data, 0o644); err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
 	return nil

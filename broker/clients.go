@@ -168,7 +168,7 @@ func (s *netServer) consumerList(req *remoting.Command) *remoting.Command {
 	s.cmu.Unlock()
 	sort.Strings(ids)
 	r := req.Reply(respSuccess, "")
-	r.Body, _ = json.Marshal(map[string]any{"consumerIdList": ids})
+	r.Body = plainJSON(map[string]any{"consumerIdList": ids})
 	return r
 }
 
@@ -328,7 +328,7 @@ func (s *netServer) lockBatch(req *remoting.Command) *remoting.Command {
 	}
 	s.lmu.Unlock()
 	r := req.Reply(respSuccess, "")
-	r.Body, _ = json.Marshal(map[string]any{"lockOKMQSet": ok})
+	r.Body = plainJSON(map[string]any{"lockOKMQSet": ok})
 	return r
 }
 

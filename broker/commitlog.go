@@ -3,7 +3,9 @@ package broker
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -98,10 +100,10 @@ type commitLog struct {
 }
 
 func openCommitLog(fs storeFS, dir string, segSize int64) (*commitLog, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	ents, err := os.ReadDir(dir)
+	ents, err := fs.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -292,7 +294,7 @@ func (cl *commitLog) flush() error {
 	defer cl.mu.RUnlock()
 	for _, s := range cl.segs {
 		if s.base+cl.segSize > from && s.base < target {
-			if err := syscall.Fdatasync(int(s.f.Fd())); err != nil {
+			if err := cl.fs.Datasync(s.f); err != nil {
 				return fmt.Errorf("broker: fsync segment %d: %w", s.base, err)
 			}
 		}
@@ -330,7 +332,10 @@ func (cl *commitLog) recover(start int64, fn func(r *recordView, off int64)) (in
 			pos = s.base + cl.segSize
 			continue
 		}
-		hdr, ok := rd.bytes(s, rel, 8)
+		hdr, ok, err := rd.bytes(s, rel, 8)
+		if err != nil {
+			return 0, err
+		}
 		if !ok {
 			break
 		}
@@ -346,7 +351,10 @@ func (cl *commitLog) recover(start int64, fn func(r *recordView, off int64)) (in
 		if size < recordFixedSize || rel+size > cl.segSize {
 			break
 		}
-		rec, ok := rd.bytes(s, rel, size)
+		rec, ok, err := rd.bytes(s, rel, size)
+		if err != nil {
+			return 0, err
+		}
 		if !ok {
 			break
 		}
@@ -384,7 +392,7 @@ func (cl *commitLog) recover(start int64, fn func(r *recordView, off int64)) (in
 		}
 		for _, t := range cl.segs[keep:] {
 			t.close()
-			os.Remove(filepath.Join(cl.dir, segmentName(t.base)))
+			cl.fs.Remove(filepath.Join(cl.dir, segmentName(t.base)))
 		}
 		cl.segs = cl.segs[:keep]
 	}
@@ -402,7 +410,7 @@ func (cl *commitLog) dropOldest() (bool, error) {
 	cl.segs = cl.segs[1:]
 	cl.mu.Unlock()
 	s.close()
-	if err := os.Remove(filepath.Join(cl.dir, segmentName(s.base))); err != nil {
+	if err := cl.fs.Remove(filepath.Join(cl.dir, segmentName(s.base))); err != nil {
 		return true, fmt.Errorf("broker: delete segment: %w", err)
 	}
 	return true, nil
@@ -434,21 +442,25 @@ type segReader struct {
 }
 
 // bytes returns n bytes of s from rel, valid until the next call; false when the file
-// holds fewer.
-func (r *segReader) bytes(s *segment, rel, n int64) ([]byte, bool) {
+// holds fewer. A read error other than the file's end is returned: it is not a torn tail.
+func (r *segReader) bytes(s *segment, rel, n int64) ([]byte, bool, error) {
 	if r.s == s && rel >= r.at && rel+n <= r.at+int64(len(r.buf)) {
-		return r.buf[rel-r.at : rel-r.at+n], true
+		return r.buf[rel-r.at : rel-r.at+n], true, nil
 	}
 	size := max(n, 1<<20)
 	if cap(r.buf) < int(size) {
 		r.buf = make([]byte, size)
 	}
-	k, _ := s.f.ReadAt(r.buf[:size], rel)
+	k, err := s.f.ReadAt(r.buf[:size], rel)
+	if err != nil && !errors.Is(err, io.EOF) {
+		r.s = nil
+		return nil, false, fmt.Errorf("broker: reading segment %s at %d: %w", segmentName(s.base), rel, err)
+	}
 	r.s, r.at, r.buf = s, rel, r.buf[:k]
 	if int64(k) < n {
-		return nil, false
+		return nil, false, nil
 	}
-	return r.buf[:n], true
+	return r.buf[:n], true, nil
 }
 
 // zeroTail writes zeros over [from, to) of f through the file (not the mapping), skipping

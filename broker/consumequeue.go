@@ -49,10 +49,10 @@ type consumeQueue struct {
 
 func openConsumeQueue(fs storeFS, root, topic string, id, per int) (*consumeQueue, error) {
 	q := &consumeQueue{topic: topic, id: id, per: int64(per), fs: fs, dir: filepath.Join(root, topic, strconv.Itoa(id))}
-	if err := os.MkdirAll(q.dir, 0o755); err != nil {
+	if err := fs.MkdirAll(q.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	ents, err := os.ReadDir(q.dir)
+	ents, err := fs.ReadDir(q.dir)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -232,7 +232,7 @@ func (q *consumeQueue) truncate(off int64) {
 		}
 		syscall.Munmap(f.data)
 		f.f.Close()
-		os.Remove(filepath.Join(q.dir, fmt.Sprintf("%020d", f.first*cqEntrySize)))
+		q.fs.Remove(filepath.Join(q.dir, fmt.Sprintf("%020d", f.first*cqEntrySize)))
 		q.files = q.files[:len(q.files)-1]
 	}
 	if q.max.Load() > off {
@@ -269,7 +269,7 @@ func (q *consumeQueue) flush() error {
 	defer q.mu.RUnlock()
 	for _, f := range q.files {
 		if f.dirty.Swap(false) {
-			if err := syscall.Fdatasync(int(f.f.Fd())); err != nil {
+			if err := q.fs.Datasync(f.f); err != nil {
 				f.dirty.Store(true)
 				return fmt.Errorf("broker: fsync consume queue %s: %w", q.dir, err)
 			}
@@ -298,7 +298,7 @@ func (q *consumeQueue) dropBelow(minPhys int64) {
 		q.mu.Unlock()
 		syscall.Munmap(f.data)
 		f.f.Close()
-		os.Remove(filepath.Join(q.dir, fmt.Sprintf("%020d", f.first*cqEntrySize)))
+		q.fs.Remove(filepath.Join(q.dir, fmt.Sprintf("%020d", f.first*cqEntrySize)))
 	}
 	// Advance min past entries whose record is gone.
 	lo, hi := q.min.Load(), q.max.Load()

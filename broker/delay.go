@@ -71,7 +71,12 @@ func (b *Broker) deliverDue(level int) {
 		}
 		p := DecodeProperties(r.props)
 		real := p[PropRealTopic]
-		qid, _ := strconv.Atoi(p[PropRealQueue])
+		qid, err := realQueue(p)
+		if err != nil {
+			b.cfg.Logger.Error("delayed message target queue malformed; skipped", "topic", real, "offset", off, "err", err)
+			off++
+			continue
+		}
 		delete(p, PropRealTopic)
 		delete(p, PropRealQueue)
 		delete(p, PropDelay)

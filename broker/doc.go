@@ -42,7 +42,11 @@
 // broker's resident memory does not grow with the data it holds. The mappings the writer
 // appends to read no ahead (MADV_RANDOM; the commit log only while a segment is written), so
 // a write never waits for the kernel to fill a read-ahead window.
-// topics.json, offsets.json (a snapshot) and checkpoint are replaced atomically; every offset
+// topics.json, offsets.json (a snapshot), subscriptionGroups.json and checkpoint are replaced
+// atomically and durably with internal/durable (temporary file, fsync, rename, fsync of the
+// directory); what a new file supersedes (an offsets journal) is dropped only after the
+// replacement returned. Every file operation of the store goes through the storeFS seam
+// (fsys.go), which tests replace to fail a chosen operation (faultfs_test.go). Every offset
 // commit is appended to the journal offsets.log before it is visible, so a process crash
 // loses none. On Open, records from the checkpoint on are validated (magic, lengths, body
 // CRC, physical offset), a torn tail is truncated, and missing consume-queue entries are

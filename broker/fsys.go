@@ -3,8 +3,11 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
+
+	"rsql/internal/durable"
 )
 
 // The store maps its commit-log segments, consume queues and index files and writes into
@@ -16,13 +19,39 @@ import (
 // — ENOSPC above all — is an error of the write that needed it (ErrNoSpace). The broker then
 // refuses that send and goes on serving reads; the next send after space returns succeeds.
 
-// storeFS is the store's file-system seam for its mapped files: how they are opened and
-// how their blocks are reserved. The broker uses osFS; tests substitute one that fails on
-// demand (in the style of pebble's vfs and errorfs).
+// storeFS is the store's file-system seam: every file operation of the broker's store goes
+// through it — the mapped files (commit log, consume queues, index: opened, reserved,
+// removed), the offsets journal, the files replaced whole (topics.json, offsets.json,
+// checkpoint, subscriptionGroups.json, through durable.WriteFile) and the directories. The
+// broker uses osFS; tests substitute one that fails on demand (in the style of pebble's vfs
+// and errorfs, faultfs_test.go).
+//
+// The durability rule: a file replaced whole is replaced with durable.WriteFile (temporary
+// file, fsync, rename, fsync of the directory), and whatever the new file supersedes (the
+// offsets journal a snapshot covers) is dropped only after WriteFile returned nil.
 type storeFS interface {
+	durable.FS // Create, Rename, Remove, SyncDir
+	// OpenFile opens a file to be mapped (the mapping needs the *os.File).
 	OpenFile(name string, flag int, perm os.FileMode) (*os.File, error)
 	// Allocate reserves blocks for bytes [off, off+n) of f, within its size.
 	Allocate(f *os.File, off, n int64) error
+	// Datasync flushes a mapped file's data (fdatasync).
+	Datasync(f *os.File) error
+	// OpenJournal opens an append-only journal (the offsets journal).
+	OpenJournal(name string, flag int, perm os.FileMode) (journalFile, error)
+	ReadFile(name string) ([]byte, error)
+	ReadDir(name string) ([]os.DirEntry, error)
+	MkdirAll(name string, perm os.FileMode) error
+	RemoveAll(name string) error
+}
+
+// journalFile is what the offsets journal needs of its file.
+type journalFile interface {
+	io.Writer
+	Truncate(size int64) error
+	Seek(offset int64, whence int) (int64, error)
+	Sync() error
+	Close() error
 }
 
 // osFS is the real file system.
@@ -31,6 +60,28 @@ type osFS struct{}
 func (osFS) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 	return os.OpenFile(name, flag, perm)
 }
+
+func (osFS) Create(name string, perm os.FileMode) (durable.File, error) {
+	return durable.OS.Create(name, perm)
+}
+
+func (osFS) OpenJournal(name string, flag int, perm os.FileMode) (journalFile, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (osFS) Datasync(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }
+
+func (osFS) Rename(oldpath, newpath string) error         { return os.Rename(oldpath, newpath) }
+func (osFS) Remove(name string) error                     { return os.Remove(name) }
+func (osFS) RemoveAll(name string) error                  { return os.RemoveAll(name) }
+func (osFS) SyncDir(dir string) error                     { return durable.SyncDir(dir) }
+func (osFS) ReadFile(name string) ([]byte, error)         { return os.ReadFile(name) }
+func (osFS) ReadDir(name string) ([]os.DirEntry, error)   { return os.ReadDir(name) }
+func (osFS) MkdirAll(name string, perm os.FileMode) error { return os.MkdirAll(name, perm) }
 
 func (osFS) Allocate(f *os.File, off, n int64) error {
 	for {

@@ -204,7 +204,7 @@ func (s *netServer) route(req *remoting.Command) *remoting.Command {
 	} else {
 		return req.Reply(respTopicNotExist, fmt.Sprintf("no topic route info in name server for the topic: %s", name))
 	}
-	body, _ := json.Marshal(map[string]any{
+	body := plainJSON(map[string]any{
 		"queueDatas": []remoting.QueueData{qd},
 		"brokerDatas": []remoting.BrokerData{{Cluster: s.b.cfg.ClusterName, BrokerName: s.b.cfg.BrokerName,
 			BrokerAddrs: s.brokerAddrs()}},
@@ -245,8 +245,15 @@ func (s *netServer) sendAppend(c *conn, req *remoting.Command) (*remoting.Comman
 		}
 		return req.Ext(k)
 	}
+	for _, k := range []string{"queueId", "sysFlag", "bornTimestamp", "flag", "reconsumeTimes", "maxReconsumeTimes"} {
+		if v := get(k); v != "" {
+			if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+				return req.Reply(respInvalidParameter, fmt.Sprintf("header field %q=%q is not an integer", k, v)), 0
+			}
+		}
+	}
 	num := func(k string) int64 {
-		n, _ := strconv.ParseInt(get(k), 10, 64)
+		n, _ := strconv.ParseInt(get(k), 10, 64) // validated above; missing reads as 0
 		return n
 	}
 	name := get("topic")
@@ -422,16 +429,21 @@ func (s *netServer) offset(req *remoting.Command) *remoting.Command {
 
 func (s *netServer) queueOffset(req *remoting.Command) *remoting.Command {
 	name := req.Ext("topic")
-	qid, _ := req.ExtInt("queueId")
+	qid, err := req.ExtIntOr("queueId", 0)
+	if err != nil {
+		return req.Reply(respInvalidParameter, err.Error())
+	}
 	var off int64
-	var err error
 	switch req.Code {
 	case codeGetMaxOffset:
 		off, err = s.b.MaxOffset(name, int(qid))
 	case codeGetMinOffset:
 		off, err = s.b.MinOffset(name, int(qid))
 	default:
-		ts, _ := req.ExtInt("timestamp")
+		var ts int64
+		if ts, err = req.ExtIntOr("timestamp", 0); err != nil {
+			return req.Reply(respInvalidParameter, err.Error())
+		}
 		off, err = s.b.OffsetByTimestamp(name, int(qid), ts)
 	}
 	code := int16(respSuccess)
@@ -447,8 +459,8 @@ func (s *netServer) queueOffset(req *remoting.Command) *remoting.Command {
 // pullCommit stores the offset a pull carries (sysFlag bit 1). The connection's reader
 // calls it before the pull is handled.
 func (s *netServer) pullCommit(req *remoting.Command) {
-	sysFlag, _ := req.ExtInt("sysFlag")
-	if sysFlag&1 == 0 {
+	sysFlag, err := req.ExtIntOr("sysFlag", 0)
+	if err != nil || sysFlag&1 == 0 { // a malformed sysFlag: the pull itself is refused
 		return
 	}
 	qid, err1 := req.ExtInt("queueId")
@@ -508,10 +520,13 @@ func (s *netServer) pull(c *conn, req *remoting.Command) *remoting.Command {
 	if err := errors.Join(err1, err2); err != nil {
 		return req.Reply(respInvalidParameter, err.Error())
 	}
-	maxN, _ := req.ExtInt("maxMsgNums")
+	maxN, err1 := req.ExtIntOr("maxMsgNums", 0)
+	sysFlag, err2 := req.ExtIntOr("sysFlag", 0)
+	suspend, err3 := req.ExtIntOr("suspendTimeoutMillis", 0)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return req.Reply(respInvalidParameter, err.Error())
+	}
 	maxN = min(max(maxN, 1), 1024)
-	sysFlag, _ := req.ExtInt("sysFlag")
-	suspend, _ := req.ExtInt("suspendTimeoutMillis")
 	q, err := s.b.queue(name, int(qid))
 	if err != nil {
 		return req.Reply(respTopicNotExist, err.Error())
@@ -572,11 +587,11 @@ func (s *netServer) sendBack(req *remoting.Command) *remoting.Command {
 	if err != nil {
 		return req.Reply(respSystemError, fmt.Sprintf("no message at commit-log offset %d: %v", phys, err))
 	}
-	maxRe := int64(16)
-	if v, err := req.ExtInt("maxReconsumeTimes"); err == nil {
-		maxRe = v
+	maxRe, err1 := req.ExtIntOr("maxReconsumeTimes", 16)
+	level, err2 := req.ExtIntOr("delayLevel", 0)
+	if err := errors.Join(err1, err2); err != nil {
+		return req.Reply(respInvalidParameter, err.Error())
 	}
-	level, _ := req.ExtInt("delayLevel")
 	p := DecodeProperties(rec.props)
 	delete(p, PropDelay)
 	delete(p, PropRealTopic)
@@ -617,8 +632,11 @@ func (s *netServer) createTopic(req *remoting.Command) *remoting.Command {
 	if !ValidTopic(name) || name == tbw102 || name == scheduleTopic {
 		return req.Reply(respInvalidParameter, fmt.Sprintf("invalid topic name %q", name))
 	}
-	r, _ := req.ExtInt("readQueueNums")
-	w, _ := req.ExtInt("writeQueueNums")
+	r, err1 := req.ExtIntOr("readQueueNums", 0)
+	w, err2 := req.ExtIntOr("writeQueueNums", 0)
+	if err := errors.Join(err1, err2); err != nil {
+		return req.Reply(respInvalidParameter, err.Error())
+	}
 	n := int(max(r, w, 1))
 	if n > 1024 {
 		return req.Reply(respInvalidParameter, fmt.Sprintf("%d queues is above the limit of 1024", n))

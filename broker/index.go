@@ -237,7 +237,7 @@ func (x *indexFile) flush() error {
 	if x.f == nil || !x.dirty.Swap(false) {
 		return nil
 	}
-	if err := syscall.Fdatasync(int(x.f.Fd())); err != nil {
+	if err := x.fs.Datasync(x.f); err != nil {
 		x.dirty.Store(true)
 		return fmt.Errorf("broker: fsync index %s: %w", x.path, err)
 	}
@@ -275,10 +275,10 @@ type indexService struct {
 func openIndex(fs storeFS, dir string, slots, capacity int, span time.Duration, log func(string, ...any)) (x *indexService, rebuildFrom int64, err error) {
 	x = &indexService{fs: fs, dir: dir, slots: uint32(slots), capacity: uint32(capacity), span: span, kick: make(chan struct{}, 1)}
 	rebuildFrom = -1
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, 0, fmt.Errorf("broker: %w", err)
 	}
-	ents, err := os.ReadDir(dir)
+	ents, err := fs.ReadDir(dir)
 	if err != nil {
 		return nil, 0, fmt.Errorf("broker: %w", err)
 	}
@@ -294,9 +294,10 @@ func openIndex(fs storeFS, dir string, slots, capacity int, span time.Duration, 
 		if err != nil {
 			// Drop it and everything after: the indexer covers that range again.
 			log("index file unreadable; it is rebuilt from the commit log", "err", err)
+			// Cannot fail: names holds only 20-digit names (above).
 			rebuildFrom, _ = strconv.ParseInt(name, 10, 64)
 			for _, n := range names[i:] {
-				os.Remove(filepath.Join(dir, n))
+				fs.Remove(filepath.Join(dir, n))
 			}
 			break
 		}
@@ -361,7 +362,7 @@ func (s *indexService) newFile(beginPhys int64) (*indexFile, error) {
 		fs: s.fs, res: reservation{size: size, chunk: indexReserveChunk}}
 	if err := x.reserve(indexHeaderSize + int64(s.slots)*4); err != nil {
 		f.Close()
-		os.Remove(path)
+		s.fs.Remove(path)
 		return nil, err
 	}
 	data, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
@@ -520,7 +521,7 @@ func (s *indexService) dropBelow(minPhys int64) {
 	s.mu.Unlock()
 	for _, f := range drop {
 		f.close()
-		os.Remove(f.path)
+		s.fs.Remove(f.path)
 	}
 }
 

@@ -2,10 +2,10 @@ package broker
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -42,11 +42,12 @@ const (
 // offsetStore holds the committed offsets. mu guards m, j and jlen; the journal write and
 // the map update happen under it, so the journal order is the commit order.
 type offsetStore struct {
+	fs  storeFS
 	dir string
 
 	mu   sync.Mutex
 	m    map[string]map[string]int64
-	j    *os.File
+	j    journalFile
 	jlen int64 // bytes in the current journal
 	buf  []byte
 	// keptJournals: the store opened on a full disk, so the snapshot on disk lacks what
@@ -55,9 +56,9 @@ type offsetStore struct {
 	keptJournals bool
 }
 
-func openOffsets(dir string) (*offsetStore, error) {
-	s := &offsetStore{dir: dir, m: map[string]map[string]int64{}}
-	if err := readJSON(s.path(offsetsSnapshot), &s.m); err != nil {
+func openOffsets(fs storeFS, dir string) (*offsetStore, error) {
+	s := &offsetStore{fs: fs, dir: dir, m: map[string]map[string]int64{}}
+	if err := readJSON(fs, s.path(offsetsSnapshot), &s.m); err != nil {
 		return nil, err
 	}
 	if s.m == nil {
@@ -65,7 +66,7 @@ func openOffsets(dir string) (*offsetStore, error) {
 	}
 	valid := int64(0) // the journal's records that decode
 	for _, name := range []string{offsetsJournalOld, offsetsJournal} {
-		data, err := os.ReadFile(s.path(name))
+		data, err := fs.ReadFile(s.path(name))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -87,8 +88,8 @@ func openOffsets(dir string) (*offsetStore, error) {
 		}
 		// A full disk: keep the journals as they are and go on appending to the current
 		// one, after its last whole record (cutting a torn tail needs no space).
-		os.Remove(s.path(offsetsSnapshot) + ".tmp")
-		j, err := os.OpenFile(s.path(offsetsJournal), os.O_RDWR|os.O_CREATE, 0o644)
+		s.fs.Remove(s.path(offsetsSnapshot) + ".tmp")
+		j, err := fs.OpenJournal(s.path(offsetsJournal), os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("broker: %w", err)
 		}
@@ -103,8 +104,8 @@ func openOffsets(dir string) (*offsetStore, error) {
 		s.j, s.jlen, s.keptJournals = j, valid, true
 		return s, nil
 	}
-	os.Remove(s.path(offsetsJournalOld))
-	j, err := os.Create(s.path(offsetsJournal))
+	s.fs.Remove(s.path(offsetsJournalOld))
+	j, err := s.fs.OpenJournal(s.path(offsetsJournal), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -131,7 +132,17 @@ func (s *offsetStore) commit(group, key string, off int64) error {
 		return ErrClosed
 	}
 	s.buf = appendOffsetRecord(s.buf[:0], group, key, off)
-	if _, err := s.j.Write(s.buf); err != nil {
+	if n, err := s.j.Write(s.buf); err != nil || n < len(s.buf) {
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		// Cut what part of the record reached the file: a torn record ends the journal on
+		// the next open, and the commits appended after it would be lost.
+		if terr := s.j.Truncate(s.jlen); terr == nil {
+			s.j.Seek(s.jlen, io.SeekStart)
+		} else {
+			err = errors.Join(err, terr)
+		}
 		return fmt.Errorf("broker: write offset journal: %w", err)
 	}
 	s.jlen += int64(len(s.buf))
@@ -162,12 +173,12 @@ func (s *offsetStore) groups() map[string]map[string]int64 {
 }
 
 func (s *offsetStore) snapshotLocked() []byte {
-	data, _ := json.Marshal(s.m)
+	data := plainJSON(s.m)
 	return data
 }
 
 func (s *offsetStore) writeSnapshot(data []byte) error {
-	return writeFile(s.path(offsetsSnapshot), data)
+	return writeFile(s.fs, s.path(offsetsSnapshot), data)
 }
 
 // compact rewrites the snapshot when the journal holds records (or force).
@@ -185,7 +196,7 @@ func (s *offsetStore) compact(force bool) error {
 		if err := s.writeSnapshot(data); err != nil {
 			return err
 		}
-		os.Remove(s.path(offsetsJournalOld))
+		s.fs.Remove(s.path(offsetsJournalOld))
 		if err := s.j.Truncate(0); err != nil {
 			return fmt.Errorf("broker: %w", err)
 		}
@@ -196,11 +207,11 @@ func (s *offsetStore) compact(force bool) error {
 		return nil
 	}
 	if s.jlen > 0 {
-		if err := os.Rename(s.path(offsetsJournal), s.path(offsetsJournalOld)); err != nil {
+		if err := s.fs.Rename(s.path(offsetsJournal), s.path(offsetsJournalOld)); err != nil {
 			s.mu.Unlock()
 			return fmt.Errorf("broker: %w", err)
 		}
-		j, err := os.Create(s.path(offsetsJournal))
+		j, err := s.fs.OpenJournal(s.path(offsetsJournal), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			s.mu.Unlock()
 			return fmt.Errorf("broker: %w", err)
@@ -212,7 +223,7 @@ func (s *offsetStore) compact(force bool) error {
 	if err := s.writeSnapshot(data); err != nil {
 		return err
 	}
-	if err := os.Remove(s.path(offsetsJournalOld)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := s.fs.Remove(s.path(offsetsJournalOld)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("broker: %w", err)
 	}
 	return nil

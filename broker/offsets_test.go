@@ -13,7 +13,7 @@ import (
 // compaction that did not finish, and a torn last record is ignored.
 func TestOffsetJournalReplaysWithoutClose(t *testing.T) {
 	dir := t.TempDir()
-	s, err := openOffsets(dir)
+	s, err := openOffsets(osFS{}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestOffsetJournalReplaysWithoutClose(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, offsetsJournal), append(rec, torn[:len(torn)-2]...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := openOffsets(dir)
+	s2, err := openOffsets(osFS{}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestOffsetJournalReplaysWithoutClose(t *testing.T) {
 // are all kept.
 func TestOffsetCompactionKeepsCommits(t *testing.T) {
 	dir := t.TempDir()
-	s, err := openOffsets(dir)
+	s, err := openOffsets(osFS{}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestOffsetCompactionKeepsCommits(t *testing.T) {
 	}
 	s.commit("g", offsetKey("t", 0), 999)
 	// No close: reopen as after a crash.
-	s2, err := openOffsets(dir)
+	s2, err := openOffsets(osFS{}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

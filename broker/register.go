@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"strconv"
@@ -145,6 +144,6 @@ func (s *netServer) registrationBody(v namesrv.DataVersion) []byte {
 	body.TopicConfigSerializeWrapper.TopicConfigTable = table
 	body.TopicConfigSerializeWrapper.DataVersion = v
 	body.FilterServerList = []string{}
-	data, _ := json.Marshal(body)
+	data := plainJSON(body)
 	return data
 }

@@ -225,7 +225,12 @@ func (s *netServer) replFetch(c *conn, req *remoting.Command) *remoting.Command 
 			return reply(respSuccess, nil)
 		}
 	}
-	maxBytes, _ := req.ExtInt("maxBytes")
+	maxBytes, err := req.ExtIntOr("maxBytes", 0)
+	if err != nil {
+		r := reply(respInvalidParameter, nil)
+		r.Remark = err.Error()
+		return r
+	}
 	if maxBytes <= 0 || maxBytes > replMaxBytes {
 		maxBytes = replMaxBytes
 	}
@@ -517,8 +522,8 @@ func (b *Broker) syncMetadataOnce() error {
 }
 
 func sameGroup(a, b SubscriptionGroup) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
+	x := plainJSON(a)
+	y := plainJSON(b)
 	return string(x) == string(y)
 }
 
@@ -549,7 +554,7 @@ func (s *netServer) allConsumerOffsets(req *remoting.Command) *remoting.Command 
 		}
 	}
 	r := req.Reply(respSuccess, "")
-	r.Body, _ = json.Marshal(map[string]any{"offsetTable": tbl})
+	r.Body = plainJSON(map[string]any{"offsetTable": tbl})
 	return r
 }
 

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"sync"
@@ -44,6 +43,7 @@ type dataVersion struct {
 // subGroups is the persisted table (Dir/subscriptionGroups.json, replaced atomically on
 // every change). mu guards it.
 type subGroups struct {
+	fs      storeFS
 	path    string
 	mu      sync.Mutex
 	groups  map[string]SubscriptionGroup
@@ -55,12 +55,12 @@ type subGroupsFile struct {
 	DataVersion            dataVersion                  `json:"dataVersion"`
 }
 
-func openSubGroups(path string) (*subGroups, error) {
+func openSubGroups(fs storeFS, path string) (*subGroups, error) {
 	var f subGroupsFile
-	if err := readJSON(path, &f); err != nil {
+	if err := readJSON(fs, path, &f); err != nil {
 		return nil, err
 	}
-	s := &subGroups{path: path, groups: f.SubscriptionGroupTable, version: f.DataVersion}
+	s := &subGroups{fs: fs, path: path, groups: f.SubscriptionGroupTable, version: f.DataVersion}
 	if s.groups == nil {
 		s.groups = map[string]SubscriptionGroup{}
 	}
@@ -69,14 +69,14 @@ func openSubGroups(path string) (*subGroups, error) {
 
 // encode renders the table as GET_ALL_SUBSCRIPTIONGROUP_CONFIG answers it. Caller holds mu.
 func (s *subGroups) encodeLocked() []byte {
-	b, _ := json.Marshal(subGroupsFile{SubscriptionGroupTable: s.groups, DataVersion: s.version})
+	b := plainJSON(subGroupsFile{SubscriptionGroupTable: s.groups, DataVersion: s.version})
 	return b
 }
 
 func (s *subGroups) saveLocked() error {
 	s.version.Timestamp = time.Now().UnixMilli()
 	s.version.Counter++
-	return writeFile(s.path, s.encodeLocked())
+	return writeFile(s.fs, s.path, s.encodeLocked())
 }
 
 // ensure creates a group with the defaults if it is not known.

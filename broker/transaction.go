@@ -70,6 +70,8 @@ func newTxnStore() *txnStore {
 // isPrepared reports whether a message's properties mark it as a prepared transaction.
 func isPrepared(props []byte) bool {
 	v := propValue(props, PropTransactionPrepared)
+	// Any value but a true one is not prepared, as Java's Boolean.parseBoolean reads it in
+	// Apache RocketMQ: such a message is stored as an ordinary one.
 	ok, _ := strconv.ParseBool(v)
 	return ok
 }
@@ -167,13 +169,25 @@ func (b *Broker) committedAt(phys int64) (inMsg, error) {
 	return b.committedMessage(&r)
 }
 
+// realQueue is the target queue a stored half or delayed message names in PropRealQueue.
+// A value that is not a queue number is an error naming the property: such a record must
+// be reported, not delivered to queue 0.
+func realQueue(p map[string]string) (int, error) {
+	v := p[PropRealQueue]
+	q, err := strconv.Atoi(v)
+	if err != nil || q < 0 {
+		return -1, fmt.Errorf("broker: stored property %s=%q is not a queue number", PropRealQueue, v)
+	}
+	return q, nil
+}
+
 // committedMessage rebuilds the target message of a half message.
 func (b *Broker) committedMessage(r *recordView) (inMsg, error) {
 	p := DecodeProperties(r.props)
 	real := p[PropRealTopic]
-	qid, err := strconv.Atoi(p[PropRealQueue])
+	qid, err := realQueue(p)
 	if err != nil || real == "" {
-		return inMsg{}, fmt.Errorf("broker: prepared message at %d has no valid REAL_TOPIC/REAL_QID", r.physOffset)
+		return inMsg{}, fmt.Errorf("broker: prepared message at %d has no valid REAL_TOPIC/REAL_QID: %w", r.physOffset, errors.Join(err))
 	}
 	delete(p, PropRealTopic)
 	delete(p, PropRealQueue)
@@ -273,7 +287,11 @@ func (b *Broker) dueChecks(now time.Time, reachable func(group string) bool) ([]
 			continue
 		}
 		p := DecodeProperties(r.props)
-		qid, _ := strconv.Atoi(p[PropRealQueue])
+		qid, err := realQueue(p)
+		if err != nil {
+			// The producer is still asked (it may roll back); a commit is refused.
+			b.cfg.Logger.Error("prepared message has a malformed target queue", "group", e.group, "halfOffset", e.qoff, "err", err)
+		}
 		p[PropCheckTimes] = strconv.Itoa(e.checks + 1)
 		view := inMsg{topic: p[PropRealTopic], queue: qid, flag: r.flag, sysFlag: r.sysFlag, bornTS: r.bornTS,
 			bornHost: r.bornHost, reconsume: r.reconsume, body: r.body, props: EncodeProperties(p)}

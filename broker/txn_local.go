@@ -250,7 +250,12 @@ func (b *Broker) resolveOpen(group string, check TxnChecker) error {
 		if err != nil {
 			continue // unreadable: the check loop closes it
 		}
-		views = append(views, producerView(&r))
+		v, err := producerView(&r)
+		if err != nil {
+			// The checker still decides it (it may roll back); a commit is refused.
+			b.cfg.Logger.Error("prepared message has a malformed target queue", "group", group, "halfOffset", e.qoff, "err", err)
+		}
+		views = append(views, v)
 		hs = append(hs, HalfMessage{QueueOffset: e.qoff, PhysOffset: e.phys})
 	}
 	t.mu.Unlock()
@@ -272,17 +277,19 @@ func (b *Broker) decide(group string, check TxnChecker, views []Message, hs []Ha
 }
 
 // producerView is a half message as its producer sent it: its target topic and queue, the
-// transaction's properties without the broker's own.
-func producerView(r *recordView) Message {
+// transaction's properties without the broker's own. A malformed target queue is an error
+// (the view then has queue -1).
+func producerView(r *recordView) (Message, error) {
 	m := r.message()
+	var err error
 	if p := m.Properties; p != nil {
 		m.Topic = p[PropRealTopic]
-		m.Queue, _ = strconv.Atoi(p[PropRealQueue])
+		m.Queue, err = realQueue(p)
 		delete(p, PropRealTopic)
 		delete(p, PropRealQueue)
 	}
 	m.QueueOffset = r.queueOffset
-	return m
+	return m, err
 }
 
 // localChecks checks back the open transactions of groups with an in-process checker, on

@@ -3,7 +3,8 @@ package connectors
 import "rsql/sql"
 
 // Format turns message bodies into rows of a fixed schema and back. A Format is bound to
-// its schema when made (NewFormat) and is not safe for concurrent use: each task makes its own.
+// its schema when made (NewFormat) and is not safe for concurrent use: whoever decodes or
+// encodes (a split reader, a sink) makes its own.
 type Format interface {
 	// Decode parses body into row (reusing row's storage when it has the capacity) and
 	// returns it. A body that does not fit the schema returns a *DecodeError.

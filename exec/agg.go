@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"strings"
@@ -47,7 +46,10 @@ type aggOp struct {
 	schema sql.Schema
 
 	nk, na int
-	// paneW is the pane width of a hop aggregation computed by panes, 0 otherwise.
+	// mode is what the kind of window does per row, per watermark, at a checkpoint and a
+	// restore (aggMode); paneW is the pane width of a hop aggregation computed by panes, 0
+	// otherwise.
+	mode   aggMode
 	paneW  int64
 	splits map[string]*aggSplit
 	cur    *aggSplit
@@ -76,6 +78,32 @@ type aggOp struct {
 	// group's (update, and accsOf).
 	lay       *accLayout
 	acc, acc2 []accum
+}
+
+// aggMode is what one kind of window does with the aggregation's groups; aggOp calls it
+// per row, per watermark, at a checkpoint and at a restore, and the rest (keys, arguments,
+// accumulators, late and bad rows, the store's keys and codecs, output) is aggOp's, shared
+// by every mode. The modes: unwindowedMode (agg_unwindowed.go), winMode for tumble and
+// hop by windows and givenMode for windows the rows carry (agg_window.go), paneMode for
+// hop by panes (agg_pane.go) and sessionMode (agg_session.go). A mode keeps its per-split
+// state in aggSplit (its own sub-struct where it has one).
+type aggMode interface {
+	// row folds the current row r into sp: its key values are in a.keys (hash h), its
+	// aggregates' arguments in a.args. It returns true when r is late (no window it falls
+	// in is open); an aggregate that fails on r leaves a.rowErr set and no state changed
+	// by r (see place).
+	row(a *aggOp, sp *aggSplit, r sql.Row, h uint64) (late bool)
+	// fire acts on sp's watermark, which has just advanced: it emits (on close) and forgets
+	// what closed, recording the deletion of what was stored.
+	fire(a *aggOp, sp *aggSplit, out Emitter) error
+	// save writes sp's groups changed since the last save to b (a checkpoint, RemoveSplit).
+	save(a *aggOp, sp *aggSplit, b *state.Batch) error
+	// restore adds a group loaded from the store (its key in a.keys, hash h) as persisted,
+	// and returns the window and group its distinct chunks are stored into (nil when accs
+	// is the group's own) and, when fresh, what marks it changed.
+	restore(a *aggOp, sp *aggSplit, h uint64, start, end int64, accs []accum, fresh bool) (w *win, g int, dirty func())
+	// close releases what the mode holds when the operator closes.
+	close() error
 }
 
 // accum is the state of one aggregate of one group; the aggregate's sql.Aggregator
@@ -110,23 +138,6 @@ type group struct {
 	persisted bool
 }
 
-// sessKey is one group key of a session-windowed aggregation with its open sessions.
-type sessKey struct {
-	hash     uint64
-	next     int32
-	keys     []sql.Value
-	sessions []*session
-}
-
-type session struct {
-	key              int32
-	start, end       int64
-	accs             []accum
-	dirty, persisted bool
-	dead             bool
-	pStart, pEnd     int64 // window under which it is persisted
-}
-
 type aggSplit struct {
 	name   string
 	lay    *accLayout
@@ -135,7 +146,7 @@ type aggSplit struct {
 	wm     int64 // the split's watermark
 	// with a state TTL: the watermark at the last sweep of expired groups
 	swept int64
-	// tumble, hop, given, none
+	// tumble, hop (windows or panes), given, none
 	wins map[[2]int64]*win
 	ends winHeap
 	last *win
@@ -144,17 +155,8 @@ type aggSplit struct {
 	// Fired windows are reused for new ones (saving their maps and arenas), but only after
 	// the next save: until then dirty references may still point at them.
 	retired, free []*win
-	// pane mode: the open panes by start, the ends of the windows still to close (each once,
-	// in pending), and restored until the first watermark after a load.
-	panes    []*win
-	pend     endHeap
-	pending  map[int64]bool
-	restored bool
-	// session
-	skIndex map[uint64]int32
-	sks     []sessKey
-	sheap   sessHeap
-	sdirty  []*session
+	paneSplit     // pane mode (agg_pane.go)
+	sessSplit     // session mode (agg_session.go)
 	// state keys to delete at the next checkpoint, and key prefixes to drop (panes)
 	delBuf   []byte
 	delEnds  []int
@@ -187,8 +189,22 @@ func newAggOp(n *planner.AggregateNode, job, id string, store state.Store, late 
 			}
 		}
 	}
+	var mode aggMode
+	switch {
+	case n.Window.Kind == planner.WindowNone:
+		mode = unwindowedMode{changes: n.Emit != planner.EmitOnClose}
+	case n.Window.Kind == planner.WindowSession:
+		mode = sessionMode{}
+	case n.Window.Kind == planner.WindowGiven:
+		mode = givenMode{}
+	case paneW > 0:
+		mode = paneMode{}
+	default:
+		mode = winMode{}
+	}
 	return &aggOp{
-		lay: newAccLayout(n.Aggs), acc: make([]accum, len(n.Aggs)), acc2: make([]accum, len(n.Aggs)),
+		mode: mode,
+		lay:  newAccLayout(n.Aggs), acc: make([]accum, len(n.Aggs)), acc2: make([]accum, len(n.Aggs)),
 		paneW: paneW,
 		order: order, undo: undo,
 		node: n, job: job, id: id, store: store, late: late, cnt: cnt,
@@ -206,23 +222,17 @@ func (a *aggOp) split(name string) *aggSplit {
 	}
 	sp := a.splits[name]
 	if sp == nil {
-		sp = &aggSplit{name: name, lay: a.lay, narrow: narrowKeyTypes(a.node.KeyTypes, a.nk), nk: a.nk, na: a.na, wm: MinWatermark, swept: MinWatermark, wins: map[[2]int64]*win{}, skIndex: map[uint64]int32{}, pending: map[int64]bool{}}
+		sp = &aggSplit{name: name, lay: a.lay, narrow: narrowKeyTypes(a.node.KeyTypes, a.nk), nk: a.nk, na: a.na, wm: MinWatermark, swept: MinWatermark, wins: map[[2]int64]*win{}}
+		sp.skIndex = map[uint64]int32{}
+		sp.pending = map[int64]bool{}
 		a.splits[name] = sp
 	}
 	a.cur = sp
 	return sp
 }
 
-// emitChanges reports whether the aggregation emits a row per change (EMIT CHANGES, and a
-// plain GROUP BY unless it emits once at the end of a bounded input).
-func (a *aggOp) emitChanges() bool {
-	return a.node.Emit == planner.EmitChanges || a.node.Window.Kind == planner.WindowNone && a.node.Emit != planner.EmitOnClose
-}
-
 func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 	sp := a.split(b.Split)
-	changes := a.emitChanges()
-	kind := a.node.Window.Kind
 	a.lateRow = a.lateRow[:0]
 	sp.restored = false // no watermark came after the load: no window had closed
 	for _, r := range b.Rows {
@@ -254,97 +264,9 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 			continue
 		}
 		a.rowErr = nil
-		switch kind {
-		case planner.WindowNone:
-			w := sp.last
-			if w == nil {
-				w = sp.window(0, 0)
-			}
-			g, created, ok := a.place(sp, w, h)
-			if !ok {
-				break
-			}
-			w.seen[g] = sp.wm
-			if changes && (created || !a.node.EmitNew) {
-				a.emitGroup(w, g)
-			}
-		case planner.WindowGiven:
-			sv, ev := r[a.node.Window.Time], r[a.node.Window.End]
-			if sv.IsNull() || ev.IsNull() || ev.I <= sp.wm {
-				a.lateRow = append(a.lateRow, r)
-				continue
-			}
-			w := sp.last
-			if w == nil || w.start != sv.I || w.end != ev.I {
-				w = sp.window(sv.I, ev.I)
-			}
-			g, _, ok := a.place(sp, w, h)
-			if ok && a.node.Emit == planner.EmitChanges {
-				a.emitGroup(w, g)
-			}
-		case planner.WindowTumble, planner.WindowHop:
-			tv := r[a.node.Window.Time]
-			if tv.IsNull() {
-				a.lateRow = append(a.lateRow, r)
-				continue
-			}
-			t, size, step := tv.I, a.node.Window.Size, windowStep(a.node.Window)
-			if a.paneW > 0 {
-				if lastWindowStart(a.node.Window, t)+size <= sp.wm {
-					a.lateRow = append(a.lateRow, r)
-					continue
-				}
-				ps := floorDiv(t, a.paneW) * a.paneW
-				w := sp.last
-				if w == nil || w.start != ps || w.end != ps+a.paneW {
-					w = a.pane(sp, ps)
-				}
-				a.place(sp, w, h)
-				break
-			}
-			placed := false
-			for s := lastWindowStart(a.node.Window, t); s > t-size; s -= step {
-				if s+size <= sp.wm {
-					continue // that window has fired
-				}
-				placed = true
-				w := sp.last
-				if w == nil || w.start != s {
-					w = sp.window(s, s+size)
-				}
-				g, _, ok := a.place(sp, w, h)
-				if !ok {
-					break // a hop row's earlier windows keep it: see place
-				}
-				if a.node.Emit == planner.EmitChanges {
-					a.emitGroup(w, g)
-				}
-			}
-			if !placed {
-				a.lateRow = append(a.lateRow, r)
-			}
-		case planner.WindowSession:
-			tv := r[a.node.Window.Time]
-			if tv.IsNull() || tv.I < sp.wm {
-				a.lateRow = append(a.lateRow, r)
-				continue
-			}
-			s, undo := a.session(sp, h, tv.I)
-			a.updateAccs(s.accs)
-			if a.rowErr != nil {
-				a.unplaceSession(sp, s, undo)
-				if err := a.reportBad(b.Split, r, a.rowErr); err != nil {
-					return err
-				}
-				continue
-			}
-			if !s.dirty {
-				s.dirty = true
-				sp.sdirty = append(sp.sdirty, s)
-			}
-			if a.node.Emit == planner.EmitChanges {
-				a.emitSession(sp, s)
-			}
+		if a.mode.row(a, sp, r, h) {
+			a.lateRow = append(a.lateRow, r)
+			continue
 		}
 		if a.rowErr != nil {
 			// An aggregate (a user aggregate's code) failed on the row: it did not change
@@ -371,19 +293,6 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 	return a.out.flush(b.Split, out)
 }
 
-// window returns (creating) the window [start, end).
-func (sp *aggSplit) window(start, end int64) *win {
-	w := sp.wins[[2]int64{start, end}]
-	if w == nil {
-		w = sp.addWin(start, end)
-		if start != end {
-			heap.Push(&sp.ends, w)
-		}
-	}
-	sp.last = w
-	return w
-}
-
 // addWin adds an empty window [start, end) to sp.wins (a freed one when there is one).
 func (sp *aggSplit) addWin(start, end int64) *win {
 	var w *win
@@ -403,38 +312,6 @@ func (sp *aggSplit) addWin(start, end int64) *win {
 		sp.wins[[2]int64{start, end}] = w
 	}
 	return w
-}
-
-// pane returns (creating) the pane starting at ps; a new pane's windows that have not
-// closed are added to those pending.
-func (a *aggOp) pane(sp *aggSplit, ps int64) *win {
-	pe := ps + a.paneW
-	w := sp.wins[[2]int64{ps, pe}]
-	if w == nil {
-		w = sp.addWin(ps, pe)
-		// Panes mostly come in order of time: insert from the back.
-		i := len(sp.panes)
-		for i > 0 && sp.panes[i-1].start > ps {
-			i--
-		}
-		sp.panes = append(sp.panes, nil)
-		copy(sp.panes[i+1:], sp.panes[i:])
-		sp.panes[i] = w
-		size := a.node.Window.Size
-		for s := lastWindowStart(a.node.Window, ps); s+size > ps; s -= a.node.Window.Slide {
-			sp.pendWindow(s + size)
-		}
-	}
-	sp.last = w
-	return w
-}
-
-// pendWindow adds the window ending at end to those to close, once.
-func (sp *aggSplit) pendWindow(end int64) {
-	if end > sp.wm && !sp.pending[end] {
-		sp.pending[end] = true
-		heap.Push(&sp.pend, end)
-	}
 }
 
 func (sp *aggSplit) newWin(start, end int64) *win {
@@ -536,32 +413,6 @@ func (a *aggOp) place(sp *aggSplit, w *win, h uint64) (g int32, created, ok bool
 	return g, created, false
 }
 
-// sessUndo is what session changed for the current row, so that a row an aggregate
-// fails on can be taken back out.
-type sessUndo struct {
-	created    bool
-	bridged    bool // it merged sessions: kept, see unplaceSession
-	start, end int64
-}
-
-// unplaceSession takes a failed row back out of session s: a session it created goes,
-// one it extended gets its bounds back. Sessions the row bridged stay merged.
-func (a *aggOp) unplaceSession(sp *aggSplit, s *session, u sessUndo) {
-	switch {
-	case u.created:
-		s.dead = true // its heap entry is skipped when it comes up
-		ke := &sp.sks[s.key]
-		for i, x := range ke.sessions {
-			if x == s {
-				ke.sessions = append(ke.sessions[:i], ke.sessions[i+1:]...)
-				break
-			}
-		}
-	case !u.bridged:
-		s.start, s.end = u.start, u.end // its heap entry for that end is still there
-	}
-}
-
 // updateAccs folds the current row into accs. Aggregates that may fail (user
 // aggregates, AggSpec.MayFail) run first; when one fails (a.rowErr is set) those before it
 // are restored, so the row changes none of accs.
@@ -614,85 +465,6 @@ func (a *aggOp) emitGroupAt(w *win, g int32, start, end int64) {
 	a.out.endRow()
 }
 
-func (a *aggOp) emitSession(sp *aggSplit, s *session) {
-	a.out.vals = append(a.out.vals, sp.sks[s.key].keys...)
-	a.out.vals = append(a.out.vals, sql.Timestamp(s.start), sql.Timestamp(s.end))
-	for j := range s.accs {
-		a.out.vals = append(a.out.vals, a.result(j, &s.accs[j]))
-	}
-	a.out.endRow()
-}
-
-// sessKeyFor finds or creates the session key entry of a.keys.
-func (a *aggOp) sessKeyFor(sp *aggSplit, h uint64) int32 {
-	head, ok := sp.skIndex[h]
-	if ok {
-		for k := head; k >= 0; k = sp.sks[k].next {
-			if sp.sks[k].hash == h && a.keysEqual(sp.sks[k].keys) {
-				return k
-			}
-		}
-	} else {
-		head = -1
-	}
-	ks := make([]sql.Value, a.nk)
-	for i, v := range a.keys {
-		ks[i] = ownValue(v)
-	}
-	k := int32(len(sp.sks))
-	sp.sks = append(sp.sks, sessKey{hash: h, next: head, keys: ks})
-	sp.skIndex[h] = k
-	return k
-}
-
-// session returns the session that an event at t joins, creating or merging sessions,
-// and how to undo that for the row.
-func (a *aggOp) session(sp *aggSplit, h uint64, t int64) (*session, sessUndo) {
-	k := a.sessKeyFor(sp, h)
-	gap := a.node.Window.Gap
-	lo, hi := t, t+gap
-	var merged *session
-	var u sessUndo
-	for changed := true; changed; {
-		changed = false
-		ss := sp.sks[k].sessions
-		for i := 0; i < len(ss); i++ {
-			s := ss[i]
-			if s == merged || !(s.start < hi && lo < s.end) {
-				continue
-			}
-			if merged == nil {
-				merged = s
-				u.start, u.end = s.start, s.end
-			} else {
-				u.bridged = true
-				// s is bridged into merged: fold its state, forget it.
-				a.mergeAccs(merged.accs, s.accs)
-				s.dead = true
-				if s.persisted {
-					sp.deleteKey(a, sp.sks[k].keys, s.pStart, s.pEnd, s.accs)
-				}
-				ss = append(ss[:i], ss[i+1:]...)
-				sp.sks[k].sessions = ss
-				i--
-			}
-			lo, hi = min(lo, s.start), max(hi, s.end)
-			changed = true
-		}
-	}
-	if merged == nil {
-		merged = &session{key: k, start: lo, end: hi, accs: make([]accum, a.na)}
-		sp.sks[k].sessions = append(sp.sks[k].sessions, merged)
-		heap.Push(&sp.sheap, sessEntry{hi, merged})
-		return merged, sessUndo{created: true}
-	}
-	if hi != merged.end {
-		heap.Push(&sp.sheap, sessEntry{hi, merged})
-	}
-	merged.start, merged.end = lo, hi
-	return merged, u
-}
-
 // deleteKey records the deletion of a persisted group's state key and of the chunks of
 // its distinct values (statecodec.go), which accs holds.
 func (sp *aggSplit) deleteKey(a *aggOp, keys []sql.Value, start, end int64, accs []accum) {
@@ -723,78 +495,8 @@ func (a *aggOp) Watermark(split string, wm int64, out Emitter) error {
 	return a.fire(sp, out)
 }
 
-// fire emits (on close) and forgets every window of sp that ends at or before the split's
-// watermark; without a window it drops the groups the state TTL expired, and emits every
-// group once when the input ended (emit on close).
-func (a *aggOp) fire(sp *aggSplit, out Emitter) error {
-	onClose := a.node.Emit != planner.EmitChanges
-	if a.node.Window.Kind == planner.WindowNone {
-		if a.node.Emit == planner.EmitOnClose && sp.wm == MaxWatermark {
-			if w := sp.wins[[2]int64{0, 0}]; w != nil {
-				for g := range w.groups {
-					a.emitGroup(w, int32(g))
-					if a.out.len() >= 1024 {
-						if err := a.out.flush(sp.name, out); err != nil {
-							return err
-						}
-					}
-				}
-			}
-		}
-		if ttl := a.node.TTL; ttl > 0 && sp.wm != MaxWatermark && (sp.swept == MinWatermark || sp.wm-sp.swept >= ttl/4+1) {
-			sp.swept = sp.wm
-			a.expire(sp, sp.wm-ttl)
-		}
-		return a.out.flush(sp.name, out)
-	}
-	if a.paneW > 0 {
-		return a.firePanes(sp, out)
-	}
-	for len(sp.ends) > 0 && sp.ends[0].end <= sp.wm {
-		w := heap.Pop(&sp.ends).(*win)
-		for g := range w.groups {
-			if onClose {
-				a.emitGroup(w, int32(g))
-				if a.out.len() >= 1024 {
-					if err := a.out.flush(sp.name, out); err != nil {
-						return err
-					}
-				}
-			}
-			if w.groups[g].persisted {
-				sp.deleteKey(a, w.keys.at(g), w.start, w.end, a.accsOf(w, g))
-			}
-		}
-		sp.dropWin(w)
-	}
-	for len(sp.sheap) > 0 && sp.sheap[0].end <= sp.wm {
-		e := heap.Pop(&sp.sheap).(sessEntry)
-		s := e.s
-		if s.dead || s.end != e.end {
-			continue
-		}
-		if onClose {
-			a.emitSession(sp, s)
-			if a.out.len() >= 1024 {
-				if err := a.out.flush(sp.name, out); err != nil {
-					return err
-				}
-			}
-		}
-		s.dead = true
-		ke := &sp.sks[s.key]
-		for i, x := range ke.sessions {
-			if x == s {
-				ke.sessions = append(ke.sessions[:i], ke.sessions[i+1:]...)
-				break
-			}
-		}
-		if s.persisted {
-			sp.deleteKey(a, ke.keys, s.pStart, s.pEnd, s.accs)
-		}
-	}
-	return a.out.flush(sp.name, out)
-}
+// fire emits (on close) and forgets what closed on the split's watermark (aggMode.fire).
+func (a *aggOp) fire(sp *aggSplit, out Emitter) error { return a.mode.fire(a, sp, out) }
 
 // dropWin forgets a closed window or pane (its persisted groups' deletion is recorded).
 func (sp *aggSplit) dropWin(w *win) {
@@ -805,190 +507,6 @@ func (sp *aggSplit) dropWin(w *win) {
 	delete(sp.wins, [2]int64{w.start, w.end})
 	if sp.last == w {
 		sp.last = nil
-	}
-}
-
-// firePanes closes (pane mode) every pending window of sp that ends at or before the
-// split's watermark, in order of end: its groups are the merge of its panes' (and of its
-// whole window's, loaded from older state), emitted unless the window had closed before the
-// state was restored. Then the panes whose last window closed go.
-func (a *aggOp) firePanes(sp *aggSplit, out Emitter) error {
-	size := a.node.Window.Size
-	for len(sp.pend) > 0 && sp.pend[0] <= sp.wm {
-		e := heap.Pop(&sp.pend).(int64)
-		delete(sp.pending, e)
-		s := e - size
-		old := sp.wins[[2]int64{s, e}]
-		if old != nil && !old.whole {
-			old = nil
-		}
-		if !sp.restored {
-			if err := a.emitWindow(sp, s, e, old, out); err != nil {
-				return err
-			}
-		}
-		if old != nil {
-			for g := range old.groups {
-				if old.groups[g].persisted {
-					sp.deleteKey(a, old.keys.at(g), s, e, a.accsOf(old, g))
-				}
-			}
-			sp.dropWin(old)
-		}
-	}
-	sp.restored = false
-	// A pane's last window starts at the last window start at or before the pane's start.
-	n := 0
-	for _, p := range sp.panes {
-		if lastWindowStart(a.node.Window, p.start)+size > sp.wm {
-			break
-		}
-		for g := range p.groups {
-			if p.groups[g].persisted {
-				// The pane's groups (and their distinct chunks) share a key prefix.
-				sp.dropBuf = panePrefix(sp.dropBuf, a.job, a.id, sp.name, p.start)
-				sp.dropEnds = append(sp.dropEnds, len(sp.dropBuf))
-				break
-			}
-		}
-		sp.dropWin(p)
-		n++
-	}
-	if n > 0 {
-		m := copy(sp.panes, sp.panes[n:])
-		clear(sp.panes[m:])
-		sp.panes = sp.panes[:m]
-	}
-	return a.out.flush(sp.name, out)
-}
-
-// emitWindow emits the groups of window [s, e) in pane mode: those of its one pane when
-// only one holds rows, else the merge of its panes' and old's (a whole window of older
-// state, or nil). Each key is emitted where it first appears (in order of pane, then of
-// group): the panes after it are looked up for the same key and merged in, and a key
-// found in an earlier pane was emitted there. No merged copy of the window is built.
-func (a *aggOp) emitWindow(sp *aggSplit, s, e int64, old *win, out Emitter) error {
-	src := a.src[:0]
-	if old != nil && len(old.groups) > 0 {
-		src = append(src, old)
-	}
-	for _, p := range sp.panes {
-		if p.start >= e {
-			break
-		}
-		if p.start >= s && len(p.groups) > 0 {
-			src = append(src, p)
-		}
-	}
-	a.src = src
-	if len(src) == 1 {
-		w := src[0]
-		for g := range w.groups {
-			a.emitGroupAt(w, int32(g), s, e)
-			if a.out.len() >= 1024 {
-				if err := a.out.flush(sp.name, out); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	if a.merged == nil {
-		a.merged = make([]accum, a.na)
-	}
-	merged := a.merged
-	for i, p := range src {
-	groups:
-		for g := range p.groups {
-			h, ks := p.groups[g].hash, p.keys.at(g)
-			for _, q := range src[:i] {
-				if q.find(h, ks) >= 0 {
-					continue groups
-				}
-			}
-			clear(merged)
-			from := a.accsOf(p, g)
-			for j := range merged {
-				a.node.Aggs[j].Func.Merge(&merged[j], &from[j])
-			}
-			for _, q := range src[i+1:] {
-				if c := q.find(h, ks); c >= 0 {
-					from := a.accsOf(q, int(c))
-					for j := range merged {
-						a.node.Aggs[j].Func.Merge(&merged[j], &from[j])
-					}
-				}
-			}
-			a.out.vals = append(a.out.vals, ks...)
-			a.out.vals = append(a.out.vals, sql.Timestamp(s), sql.Timestamp(e))
-			for j := range merged {
-				a.out.vals = append(a.out.vals, a.result(j, &merged[j]))
-			}
-			a.out.endRow()
-			if a.out.len() >= 1024 {
-				if err := a.out.flush(sp.name, out); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// expire drops the groups of sp's (only) window whose last row came when the watermark was
-// below horizon: the window is rebuilt from the groups that stay.
-func (a *aggOp) expire(sp *aggSplit, horizon int64) {
-	w := sp.wins[[2]int64{0, 0}]
-	if w == nil {
-		return
-	}
-	keep := 0
-	for g := range w.groups {
-		if w.seen[g] >= horizon {
-			keep++
-		}
-	}
-	if keep == len(w.groups) {
-		return
-	}
-	nw := sp.newWin(0, 0)
-	moved := make([]int32, len(w.groups)) // old group -> new group, -1 when dropped
-	for g := range w.groups {
-		gr := w.groups[g]
-		keys := w.keys.at(g)
-		if w.seen[g] < horizon {
-			moved[g] = -1
-			if gr.persisted {
-				sp.deleteKey(a, keys, 0, 0, a.accsOf(w, g))
-			}
-			continue
-		}
-		ng := int32(len(nw.groups))
-		moved[g] = ng
-		gr.dirty = false // set again below for the dirty ones
-		nw.groups = append(nw.groups, gr)
-		nw.seen = append(nw.seen, w.seen[g])
-		nw.index(ng)
-		nw.keys.appendRow(&w.keys, g)
-		nw.accs.appendRow(&w.accs, g)
-	}
-	// The old window's changed groups that stay are the new one's.
-	for i, d := range sp.dirtyWins {
-		if d == w {
-			sp.dirtyWins = append(sp.dirtyWins[:i], sp.dirtyWins[i+1:]...)
-			break
-		}
-	}
-	for _, g := range w.dirty {
-		if moved[g] >= 0 {
-			sp.markDirty(nw, moved[g])
-		}
-	}
-	w.dirty = w.dirty[:0]
-	w.dead = true
-	sp.wins[[2]int64{0, 0}] = nw
-	if sp.last == w {
-		sp.last = nw
 	}
 }
 
@@ -1034,12 +552,21 @@ func (sp *aggSplit) flushDeletes(b *state.Batch) {
 	sp.dropBuf, sp.dropEnds = sp.dropBuf[:0], sp.dropEnds[:0]
 }
 
-// save writes sp's changed groups and pending deletions to b. A session whose bounds moved
-// is stored under its new bounds and its old copy deleted in the same batch: a checkpoint
-// holding the new copy and not yet the deletion would bring the old one back after a crash
-// (as a second, partial session).
+// save writes sp's changed groups (aggMode.save) and pending deletions to b. Deletions go
+// before and after the mode's writes: a session whose bounds moved records the deletion
+// of its old copy while it is saved (keys unlike the new ones).
 func (a *aggOp) save(sp *aggSplit, b *state.Batch) error {
 	sp.flushDeletes(b)
+	if err := a.mode.save(a, sp, b); err != nil {
+		return err
+	}
+	sp.flushDeletes(b)
+	return nil
+}
+
+// saveWins writes the changed groups of sp's windows (or panes, or its pseudo-window) to b,
+// and frees the windows retired before.
+func (a *aggOp) saveWins(sp *aggSplit, b *state.Batch) error {
 	for _, w := range sp.dirtyWins {
 		for _, g := range w.dirty {
 			gr := &w.groups[g]
@@ -1061,27 +588,6 @@ func (a *aggOp) save(sp *aggSplit, b *state.Batch) error {
 	sp.free = append(sp.free, sp.retired...)
 	clear(sp.retired)
 	sp.retired = sp.retired[:0]
-	for _, s := range sp.sdirty {
-		s.dirty = false
-		if s.dead {
-			continue
-		}
-		keys := sp.sks[s.key].keys
-		if s.persisted && (s.pStart != s.start || s.pEnd != s.end) {
-			// The session's bounds moved: its stored copy goes, distinct values included,
-			// and all of it is written under the new bounds.
-			sp.deleteKey(a, keys, s.pStart, s.pEnd, s.accs)
-			for j := range s.accs {
-				s.accs[j].Set.MarkAllFresh()
-			}
-		}
-		if err := a.putGroup(sp, b, keys, s.start, s.end, s.accs); err != nil {
-			return err
-		}
-		s.persisted, s.pStart, s.pEnd = true, s.start, s.end
-	}
-	sp.sdirty = sp.sdirty[:0]
-	sp.flushDeletes(b) // the old copies of sessions whose bounds moved (keys unlike the new ones)
 	return nil
 }
 
@@ -1183,43 +689,11 @@ func (a *aggOp) load(split string) error {
 		for _, v := range keys {
 			h = sql.HashValue(h, v)
 		}
-		switch a.node.Window.Kind {
-		case planner.WindowSession:
-			k := a.sessKeyFor(sp, h)
-			s := &session{key: k, start: start, end: end, accs: accs, persisted: true, pStart: start, pEnd: end}
-			sp.sks[k].sessions = append(sp.sks[k].sessions, s)
-			heap.Push(&sp.sheap, sessEntry{end, s})
-			lastAccs, lastWin = s.accs, nil
-			if hasFresh(accs) {
-				legacy = append(legacy, func() { s.dirty = true; sp.sdirty = append(sp.sdirty, s) })
-			}
-		default:
-			var w *win
-			switch {
-			case a.paneW > 0 && end-start == a.paneW:
-				w = a.pane(sp, start)
-				sp.restored = true
-			case a.paneW > 0:
-				// A whole window of state written before panes.
-				if w = sp.wins[[2]int64{start, end}]; w == nil {
-					w = sp.addWin(start, end)
-					w.whole = true
-					sp.pendWindow(end)
-				}
-				sp.restored = true
-			default:
-				w = sp.window(start, end)
-			}
-			g, _ := a.lookup(sp, w, h)
-			a.lay.store(&w.accs, int(g), accs)
-			w.groups[g].persisted = true
-			if a.node.Window.Kind == planner.WindowNone {
-				w.seen[g] = sp.wm
-			}
-			lastAccs, lastWin, lastG = accs, w, int(g)
-			if hasFresh(accs) {
-				legacy = append(legacy, func() { sp.markDirty(w, g) })
-			}
+		var dirty func()
+		lastWin, lastG, dirty = a.mode.restore(a, sp, h, start, end, accs, hasFresh(accs))
+		lastAccs = accs
+		if dirty != nil {
+			legacy = append(legacy, dirty)
 		}
 		return nil
 	})
@@ -1239,6 +713,19 @@ func (a *aggOp) load(split string) error {
 	return err
 }
 
+// restoreGroup puts a loaded group (accs, its key in a.keys, hash h) into w as a persisted
+// group; dirty, when fresh (distinct values an earlier version kept inline), marks it
+// changed.
+func (a *aggOp) restoreGroup(sp *aggSplit, w *win, h uint64, accs []accum, fresh bool) (lw *win, lg int, dirty func()) {
+	g, _ := a.lookup(sp, w, h)
+	a.lay.store(&w.accs, int(g), accs)
+	w.groups[g].persisted = true
+	if fresh {
+		dirty = func() { sp.markDirty(w, g) }
+	}
+	return w, int(g), dirty
+}
+
 func hasFresh(accs []accum) bool {
 	for j := range accs {
 		if accs[j].Set.HasFresh() {
@@ -1248,60 +735,7 @@ func hasFresh(accs []accum) bool {
 	return false
 }
 
-func (a *aggOp) Close() error { return nil }
-
-// gcd is the greatest common divisor of two positive numbers.
-func gcd(a, b int64) int64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
-}
-
-// endHeap is a min-heap of window ends.
-type endHeap []int64
-
-func (h endHeap) Len() int           { return len(h) }
-func (h endHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h endHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *endHeap) Push(x any)        { *h = append(*h, x.(int64)) }
-func (h *endHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-type winHeap []*win
-
-func (h winHeap) Len() int           { return len(h) }
-func (h winHeap) Less(i, j int) bool { return h[i].end < h[j].end }
-func (h winHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *winHeap) Push(x any)        { *h = append(*h, x.(*win)) }
-func (h *winHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-type sessEntry struct {
-	end int64
-	s   *session
-}
-
-type sessHeap []sessEntry
-
-func (h sessHeap) Len() int           { return len(h) }
-func (h sessHeap) Less(i, j int) bool { return h[i].end < h[j].end }
-func (h sessHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *sessHeap) Push(x any)        { *h = append(*h, x.(sessEntry)) }
-func (h *sessHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
+func (a *aggOp) Close() error { return a.mode.close() }
 
 // pagedRows is a growable array of rows of width values each (a window's group keys or
 // accumulators), kept in pages of pageRows rows: past the first page, growing it never

@@ -40,7 +40,7 @@ func benchHop(b *testing.B, panes bool) {
 	var cnt counters
 	op := newAggOp(node, "bench", "agg", store, nil, &cnt)
 	if !panes {
-		op.paneW = 0
+		op.byWindows()
 	} else if op.paneW != 2_000 {
 		b.Fatalf("pane width %d, want 2000", op.paneW)
 	}

@@ -21,7 +21,7 @@
 // # Contract
 //
 //   - A stage is inputs → a DAG of operators → one output (planner.Stage). One goroutine
-//     (stage.go) owns a stage's operators and its output; split readers (input.go) read and
+//     (stage*.go) owns a stage's operators and its output; split readers (input.go) read and
 //     decode concurrently and hand batches to it, so an operator sees batches, watermarks
 //     and control messages (NewSplit, RemoveSplit, Checkpoint) in one order. An operator is
 //     told which of its inputs a batch came from and emits through the Emitter it is handed
@@ -61,7 +61,8 @@
 //     split of a stage is idle the watermark goes to the largest event time read, and
 //     beyond it with the wall clock only while the stream's event time tracks the wall
 //     clock. An exhausted bounded split's is +inf. An edge split's is the minimum of what
-//     its inputs report. Operators keep state per split and act on each split's watermark;
+//     its inputs report; through a shuffle topic producing splits report whether they are
+//     idle too, and only the active ones count (shuffle.go: queueState.watermark). Operators keep state per split and act on each split's watermark;
 //     the stage's output watermark is the minimum over its splits. Without a declared
 //     event-time column (SourceSpec.EventTime < 0) a split's event time is the wall clock
 //     when its records are read.
@@ -75,8 +76,17 @@
 //     memory, per split, and is written through to Env.Store at each checkpoint (changed
 //     groups only, deletions of fired windows). A hop aggregation whose aggregates merge
 //     exactly (sql.MergesExactly) and that emits on close keeps its groups per pane
-//     (gcd of size and slide) and merges a window's panes when it closes (agg.go); its
-//     result is the same as computing each window row by row.
+//     (gcd of size and slide) and merges a window's panes when it closes (agg_pane.go);
+//     its result is the same as computing each window row by row.
+//   - Aggregation (aggOp, agg.go) computes each row's keys and arguments and keeps what
+//     every kind of window shares: the groups and their accumulators (accrows.go,
+//     keyrows.go, groupindex.go), late and bad rows, and the state's keys and codecs
+//     (statecodec.go). What depends on the kind of window is an aggMode, called per row,
+//     per watermark, at a checkpoint, at a restore and at close: unwindowedMode
+//     (agg_unwindowed.go: GROUP BY without a window, state TTL), winMode and givenMode
+//     (agg_window.go: tumble, hop by windows, windows the rows carry), paneMode
+//     (agg_pane.go: hop by panes) and sessionMode (agg_session.go). Another kind (a
+//     retracting changelog mode, say) is another aggMode.
 //   - Checkpoints: Job.Checkpoint injects a barrier at every root stage (those reading
 //     streams or shuffle topics); stages behind in-process edges take it when aligned.
 //     Stages joined by in-process edges form a commit group (commit.go) that commits each
@@ -134,4 +144,20 @@
 //     the rows it emits, one atomic add per batch, so Job.StageStats gives the rows along
 //     every edge of the plan (planner.Graph) while the job runs.
 //   - The package opens no sockets or files itself: everything goes through Env.
+//
+// # Files
+//
+//   - runtime.go: Job, Start, Env; commit.go: commit groups; keys.go: the key layout.
+//   - stage.go: the stage (its events, batch pool, run loop, handling of events, end);
+//     stage_build.go: its operators built from the plan and its side outputs;
+//     stage_watermark.go: split and output watermarks, idleness, reader alignment;
+//     stage_checkpoint.go: barrier alignment, job requests, taking a checkpoint;
+//     stage_splits.go: splits and their readers, opening them, NewSplit / RemoveSplit.
+//   - input.go: inputs and split readers; output.go: in-process exchanges; shuffle.go:
+//     shuffle topics (writing, reading, de-duplication marks, a stage's producers and
+//     loading a split's marks); sink.go, outbox.go, sink_tx.go: sinks.
+//   - operator.go: the operator contract; ops.go: filter, projection, window assignment,
+//     limit, union; tablefunc.go: table functions; agg*.go: aggregation (see above);
+//     join.go, join_window.go, lookup*.go: joins; topn.go: Top-N and deduplication;
+//     sort.go: sort.
 package exec

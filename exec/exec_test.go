@@ -515,8 +515,9 @@ func TestLimitBehindExchangeEndsTheJob(t *testing.T) {
 
 func TestStartErrors(t *testing.T) {
 	src := newMemSource(true, 0, "0")
-	plan := aggPlan(sourceSpec(map[string]string{"idle_timeout": "soon"}, 0), planner.WindowSpec{}, countSum, planner.EmitOnClose)
-	if _, err := Start(context.Background(), "j", plan, testEnv(src, &sinks{})); err == nil || !strings.Contains(err.Error(), "idle_timeout") {
+	// Options are parsed when the plan is built (connectors/options), so a bad one never
+	// reaches Start: the parse names it.
+	if _, err := testOptionsErr(map[string]string{"format": "test", "idle_timeout": "soon"}); err == nil || !strings.Contains(err.Error(), "idle_timeout") {
 		t.Fatalf("bad idle_timeout: %v", err)
 	}
 	bad := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, sourceSpec(nil, 0), sinkSpec(eventSchema), &planner.ExchangeNode{}, &planner.LimitNode{N: 1})}}

@@ -458,3 +458,15 @@ func planSQL(tb testing.TB, query string, cat sql.Catalog, job string) *planner.
 	}
 	return plan
 }
+
+// byWindows makes a hop aggregation compute by windows rather than by panes (to compare
+// the two, or read state written by windows).
+func (a *aggOp) byWindows() {
+	a.paneW = 0
+	a.mode = winMode{}
+}
+
+// testOptionsErr parses a test stream's options as the planner does, returning the error.
+func testOptionsErr(raw map[string]string) (connectors.StreamOptions, error) {
+	return connectors.StreamOptionsOf(raw)
+}

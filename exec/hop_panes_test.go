@@ -166,7 +166,7 @@ func TestHopPanesEqualWindows(t *testing.T) {
 			}
 			windows := func(store state.Store, cnt *counters) *aggOp {
 				a := newAggOp(node, "j", "agg", store, nil, cnt)
-				a.paneW = 0
+				a.byWindows()
 				return a
 			}
 			got, gotLate := runHop(t, in, restarts, panes)
@@ -202,7 +202,7 @@ func TestHopPanesLoadWindowState(t *testing.T) {
 	in := newHopInput(7, 300)
 	windows := func(store state.Store, cnt *counters) *aggOp {
 		a := newAggOp(node, "j", "agg", store, nil, cnt)
-		a.paneW = 0
+		a.byWindows()
 		return a
 	}
 	made := 0
@@ -307,7 +307,7 @@ func TestHopPaneStateRefusedWithoutPanes(t *testing.T) {
 		t.Fatal(err)
 	}
 	op := newAggOp(node, "j", "agg", store, nil, &cnt)
-	op.paneW = 0
+	op.byWindows()
 	err := newOpChain(&rowStrings{}, op).Control(&Control{Kind: NewSplit, Split: "s"})
 	var se *StateError
 	if !errors.As(err, &se) || !errors.Is(err, errBadState) {

@@ -345,7 +345,6 @@ func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, rd *reade
 	}
 }
 
-// eventTime returns a decoded row's event time, or an error when it has none.
 // tombstone is the row of a table's tombstone (a keyed message with an empty body): the
 // delete of the key, at time at (the largest event time its split has read, or the
 // message's timestamp before any): NULLs but for the key, the change column and the time.
@@ -373,6 +372,7 @@ func tombstone(spec planner.SourceSpec, key []byte, at int64, full sql.Row) (sql
 	return full, nil
 }
 
+// eventTime returns a decoded row's event time, or an error when it has none.
 func eventTime(spec planner.SourceSpec, full sql.Row) (int64, error) {
 	if spec.EventTime < 0 {
 		return 0, nil
@@ -480,8 +480,8 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, rd *read
 							ob.marks = append(ob.marks, markUpd{split: p, isWM: true, wm: w})
 						}
 					} else {
-						q.setWM(m.split, m.wm, false)
-						ob.marks = append(ob.marks, markUpd{split: m.split, isWM: true, wm: q.wms[m.split]})
+						q.setStatus(m.split, m.wm, m.idle)
+						ob.marks = append(ob.marks, markUpd{split: m.split, isWM: true, wm: q.wms[m.split], idle: m.idle})
 					}
 					w := q.watermark()
 					if w <= qwm {
@@ -503,6 +503,11 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, rd *read
 						return
 					}
 					continue
+				}
+				if q.activate(m.split) {
+					// Rows of a producing split that said it was idle: it is active again
+					// (it holds the input's watermark from now on, which never goes back).
+					ob.marks = append(ob.marks, markUpd{split: m.split, isWM: true, wm: q.wms[m.split]})
 				}
 				mk, seen := q.marks[m.split]
 				kept := false

@@ -329,10 +329,10 @@ func (o *outbox) add(split string, msgs []connectors.Message) {
 }
 
 // checkpoint stores the rows produced since the last checkpoint in the checkpoint's batch,
-// one entry per split, and deletes the entries published since. The task calls it only
-// once the previous checkpoint's commit and publication (committed, on the committer
-// goroutine) are over, so staged and drop are its own again; between the two, committed
-// uses only staged, epoch and drop and the task only pending.
+// one entry per split, and deletes the entries published since. The stage's goroutine
+// calls it only once the previous checkpoint's commit and publication (committed, on the
+// commit group's goroutine) are over, so staged and drop are its own again; between the
+// two, committed uses only staged, epoch and drop and the stage only pending.
 func (o *outbox) checkpoint(ctx context.Context, c *Control) error {
 	for _, k := range o.drop {
 		c.State.Delete(k.key)
@@ -378,7 +378,7 @@ func (o *outbox) checkpoint(ctx context.Context, c *Control) error {
 }
 
 // committed publishes the staged rows of epoch, whose checkpoint is now durable. It runs on
-// the task's committer goroutine (see task.commit).
+// the commit group's goroutine (commit.go), after the group committed the epoch.
 func (o *outbox) committed(s *sinkOp, epoch int64) error {
 	if epoch != o.epoch || len(o.staged) == 0 {
 		return nil

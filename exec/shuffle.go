@@ -22,21 +22,29 @@ import (
 //     seq numbers the rows one source record produced. Ids are deterministic, so rows
 //     written again after the upstream split restarts from its checkpoint — on this
 //     instance or another — carry the ids they had.
-//   - A watermark message names its producing split: when a split's watermark rises, the
-//     upstream stage writes (split, watermark) to every queue, after the rows that split
-//     produced before it.
+//   - A watermark message names its producing split: when a split's watermark rises, or it
+//     goes idle or active again (docs/sql.md "Idle splits"), the upstream stage writes
+//     (split, watermark, idle) to every queue, after the rows that split produced before it.
+//     A data message says its producing split is active.
 //   - Each downstream split reads the queue of its name of every input topic. Per input
 //     and producing split it keeps the highest id applied, dropping rows at or below it,
-//     and the last watermark read. The input's watermark for the split is the minimum over
-//     the upstream stage's splits (all of them, wherever they run: one that has said
-//     nothing yet holds it back), so a producing split that moves to another instance, or
-//     is taken over after a crash, neither lets the watermark run ahead nor holds it back
-//     once its new owner goes on. Marks, watermarks and queue offsets are part of the
-//     split's checkpoint (ShuffleKey), with its operator state: they move with the split.
+//     and the last watermark and idle status read. The input's watermark for the split is
+//     the minimum over the upstream stage's active splits (all of them, wherever they run:
+//     one that has said nothing yet holds it back); when none is active, the largest
+//     watermark of the idle ones (queueState.watermark). Idleness is decided by the
+//     instance that runs a producing split, so the downstream split applies the rule one
+//     instance would apply to all of them, and idle producers on other instances do not
+//     hold back the last windows. A producing split that moves to another instance, or is
+//     taken over after a crash, neither lets the watermark run ahead nor holds it back once
+//     its new owner goes on. Marks, watermarks, idle statuses and queue offsets are part of
+//     the split's checkpoint (ShuffleKey), with its operator state: they move with the
+//     split.
 //
 // Message bodies: 'D' uvarint len(split) split uvarint n, n × (varint offset, uvarint seq,
-// sql.AppendRow row); 'P' uvarint len(split) split varint watermark. 'W' varint watermark
-// (written before watermarks named their split) applies to every producing split.
+// sql.AppendRow row); 'P' uvarint len(split) split varint watermark [flags byte, 1: idle]
+// (the flags byte is written only for an idle split, so an active split's message is the
+// one written before idleness crossed exchanges). 'W' varint watermark (written before
+// watermarks named their split) applies to every producing split.
 
 // QueueSink is a sink whose messages are addressed to queues (shuffle topics).
 type QueueSink interface {
@@ -64,6 +72,7 @@ type shuffleOut struct {
 	msg    [1]connectors.Message
 	what   string
 	wms    map[string]int64 // the last watermark written per producing split
+	idle   map[string]bool  // the producing splits last written as idle
 }
 
 func (x *shuffleOut) Process(b *Batch) error {
@@ -132,20 +141,39 @@ func (x *shuffleOut) write(q int, body []byte) error {
 // Watermark: the stage's watermark says nothing per split; SplitWatermark writes them.
 func (x *shuffleOut) Watermark(int64) error { return nil }
 
-// SplitWatermark writes split's watermark to every queue when it rose.
+// SplitWatermark writes split's watermark, as an active split's, to every queue when it
+// rose.
 func (x *shuffleOut) SplitWatermark(split string, wm int64) error {
+	return x.SplitStatus(split, wm, false)
+}
+
+// SplitStatus writes split's watermark and idle status to every queue when the watermark
+// rose or the status changed (the watermark written never goes back).
+func (x *shuffleOut) SplitStatus(split string, wm int64, idle bool) error {
 	if x.wms == nil {
-		x.wms = map[string]int64{}
+		x.wms, x.idle = map[string]int64{}, map[string]bool{}
 	}
-	if last, ok := x.wms[split]; ok && wm <= last {
+	last, ok := x.wms[split]
+	if ok && wm <= last && idle == x.idle[split] {
 		return nil
 	}
+	if ok {
+		wm = max(wm, last)
+	}
 	x.wms[split] = wm
-	body := make([]byte, 0, 2+len(split)+binary.MaxVarintLen64)
+	if idle {
+		x.idle[split] = true
+	} else {
+		delete(x.idle, split)
+	}
+	body := make([]byte, 0, 3+len(split)+binary.MaxVarintLen64)
 	body = append(body, shuffleSplitWM)
 	body = binary.AppendUvarint(body, uint64(len(split)))
 	body = append(body, split...)
 	body = binary.AppendVarint(body, wm)
+	if idle {
+		body = append(body, 1)
+	}
 	for q := 0; q < x.n; q++ {
 		if err := x.write(q, body); err != nil {
 			return err
@@ -155,6 +183,12 @@ func (x *shuffleOut) SplitWatermark(split string, wm int64) error {
 }
 
 func (x *shuffleOut) Control(c *Control) error {
+	if c.Kind == RemoveSplit {
+		// The split may come back here later: its watermark and status are then written
+		// again from its checkpoint, whatever another owner wrote meanwhile.
+		delete(x.wms, c.Split)
+		delete(x.idle, c.Split)
+	}
 	if c.Kind == Checkpoint {
 		if err := x.sink.Flush(x.ctx); err != nil {
 			return &SinkError{Sink: x.what, Err: err}
@@ -176,10 +210,11 @@ type shuffleRow struct {
 }
 
 // shuffleMsg is a decoded shuffle message: rows of split, or a watermark of split (all
-// producing splits when allSplits: the old 'W' form).
+// producing splits when allSplits: the old 'W' form) and whether split is idle.
 type shuffleMsg struct {
 	isWM      bool
 	allSplits bool
+	idle      bool
 	wm        int64
 	split     string
 	rows      []shuffleRow
@@ -218,7 +253,14 @@ func decodeShuffle(b []byte, m *shuffleMsg) error {
 			return errBadShuffle
 		}
 		v, n := binary.Varint(b[p:])
-		if n <= 0 || p+n != len(b) {
+		if n <= 0 {
+			return errBadShuffle
+		}
+		switch rest := b[p+n:]; {
+		case len(rest) == 0:
+		case len(rest) == 1 && rest[0] == 1:
+			m.idle = true
+		default:
 			return errBadShuffle
 		}
 		m.isWM, m.wm = true, v
@@ -324,28 +366,53 @@ func decodeMarks(b []byte) (map[string]dedupMark, error) {
 
 // queueState is what a split reading shuffle topics has applied from one input: the
 // queue's next offset, and per producing split (the upstream stage's split that wrote the
-// rows) the highest row id applied and the last watermark read. producers are the
-// upstream stage's splits, the ones whose watermarks the input's watermark waits for.
+// rows) the highest row id applied, the last watermark read and whether it said it was
+// idle. producers are the upstream stage's splits, the ones whose watermarks the input's
+// watermark waits for.
 type queueState struct {
 	next      int64
 	producers []string
 	marks     map[string]dedupMark
 	wms       map[string]int64
+	idle      map[string]bool // producers whose last word was that they are idle
 }
 
 func newQueueState(producers []string) *queueState {
-	return &queueState{producers: producers, marks: map[string]dedupMark{}, wms: map[string]int64{}}
+	return &queueState{producers: producers, marks: map[string]dedupMark{}, wms: map[string]int64{}, idle: map[string]bool{}}
 }
 
 func (q *queueState) clone() *queueState {
-	c := &queueState{next: q.next, producers: q.producers, marks: make(map[string]dedupMark, len(q.marks)), wms: make(map[string]int64, len(q.wms))}
+	c := &queueState{next: q.next, producers: q.producers, marks: make(map[string]dedupMark, len(q.marks)),
+		wms: make(map[string]int64, len(q.wms)), idle: make(map[string]bool, len(q.idle))}
 	for k, v := range q.marks {
 		c.marks[k] = v
 	}
 	for k, v := range q.wms {
 		c.wms[k] = v
 	}
+	for k := range q.idle {
+		c.idle[k] = true
+	}
 	return c
+}
+
+// setStatus records producer's watermark (it only rises) and idle status.
+func (q *queueState) setStatus(producer string, wm int64, idle bool) {
+	q.setWM(producer, wm, false)
+	if idle {
+		q.idle[producer] = true
+	} else {
+		delete(q.idle, producer)
+	}
+}
+
+// activate marks producer active (its rows arrived); it reports whether it was idle.
+func (q *queueState) activate(producer string) bool {
+	if !q.idle[producer] {
+		return false
+	}
+	delete(q.idle, producer)
+	return true
 }
 
 // setWM records producer's watermark (it only rises); all: every producer's (a 'W'
@@ -365,33 +432,111 @@ func (q *queueState) setWM(producer string, wm int64, all bool) {
 	}
 }
 
-// watermark is the input's watermark: the minimum over the producing splits, MinWatermark
-// while one of them has said nothing. Without a list of producers it is the minimum over
+// watermark is the input's watermark: MinWatermark while a producing split has said
+// nothing; else the minimum over the active producing splits (not idle, not finished);
+// when none is active, the largest watermark of the idle ones. That is docs/sql.md "Idle
+// splits" applied across instances: an instance pulls its idle splits up to its live
+// splits' watermark, or, when all of its splits are idle, to the largest event time it
+// read, so the largest an idle producer reports is what one instance running every
+// producing split would pull them all to. Without a list of producers it is the same over
 // those heard from.
 func (q *queueState) watermark() int64 {
-	wm := MaxWatermark
+	active, idle := MaxWatermark, MinWatermark
+	anyIdle := false
+	one := func(p string, w int64) {
+		switch {
+		case q.idle[p]:
+			idle, anyIdle = max(idle, w), true
+		default:
+			active = min(active, w)
+		}
+	}
 	if len(q.producers) == 0 {
 		if len(q.wms) == 0 {
 			return MinWatermark
 		}
-		for _, w := range q.wms {
-			wm = min(wm, w)
+		for p, w := range q.wms {
+			one(p, w)
 		}
-		return wm
+	} else {
+		for _, p := range q.producers {
+			w, ok := q.wms[p]
+			if !ok {
+				return MinWatermark
+			}
+			one(p, w)
+		}
 	}
-	for _, p := range q.producers {
+	if active == MaxWatermark && anyIdle {
+		return idle // every producer is idle or finished
+	}
+	return active
+}
+
+// allIdle reports whether every producing split has said it is idle or finished, and one
+// is idle: a split reading only such inputs is idle for the stages after it.
+func (q *queueState) allIdle() bool {
+	names := q.producers
+	if len(names) == 0 {
+		for p := range q.wms {
+			names = append(names, p)
+		}
+	}
+	anyIdle := false
+	for _, p := range names {
 		w, ok := q.wms[p]
-		if !ok {
-			return MinWatermark
+		switch {
+		case !ok:
+			return false
+		case q.idle[p]:
+			anyIdle = true
+		case w != MaxWatermark:
+			return false
 		}
-		wm = min(wm, w)
 	}
-	return wm
+	return anyIdle
+}
+
+// splitStatuser is an output told each split's idle status with its watermark (a shuffle
+// topic, which hands both to the stage after it).
+type splitStatuser interface {
+	SplitStatus(split string, wm int64, idle bool) error
+}
+
+// splitIdle is whether sp counts as idle for the stages after this one: a source split
+// that is idle, or a split reading shuffle topics whose every producer is idle or finished.
+func (st *stage) splitIdle(sp *split) bool {
+	if sp.done {
+		return false
+	}
+	if sp.input >= 0 {
+		return sp.idle
+	}
+	if !st.shuffleIn || len(sp.rds) == 0 {
+		return false
+	}
+	for _, rd := range sp.rds {
+		if rd.shuf == nil || !rd.shuf.allIdle() {
+			return false
+		}
+	}
+	return true
+}
+
+// reportStatus tells an output that keeps split statuses (a shuffle topic) sp's watermark
+// and idle status; it writes only when one changed.
+func (st *stage) reportStatus(sp *split) error {
+	if ss, ok := st.out.(splitStatuser); ok {
+		return ss.SplitStatus(sp.name, sp.wm, st.splitIdle(sp))
+	}
+	return nil
 }
 
 // encodeQueueStates encodes the states of a split's inputs (ShuffleKey's value): a version
 // byte 1, uvarint n, then per input: varint next, uvarint m, m × (uvarint len(producer)
-// producer, flags byte (1: mark, 2: watermark), [varint offset uvarint seq], [varint wm]).
+// producer, flags byte (1: mark, 2: watermark, 4: idle), [varint offset uvarint seq],
+// [varint wm]). States written before idleness crossed exchanges have no 4 flag: their
+// producers read as active.
 func encodeQueueStates(qs []*queueState) []byte {
 	out := []byte{1}
 	out = binary.AppendUvarint(out, uint64(len(qs)))
@@ -403,6 +548,13 @@ func encodeQueueStates(qs []*queueState) []byte {
 		}
 		for p := range q.wms {
 			if _, ok := q.marks[p]; !ok {
+				names = append(names, p)
+			}
+		}
+		for p := range q.idle {
+			_, m := q.marks[p]
+			_, w := q.wms[p]
+			if !m && !w {
 				names = append(names, p)
 			}
 		}
@@ -419,6 +571,9 @@ func encodeQueueStates(qs []*queueState) []byte {
 			}
 			if hasWM {
 				flags |= 2
+			}
+			if q.idle[p] {
+				flags |= 4
 			}
 			out = append(out, flags)
 			if hasMark {
@@ -481,8 +636,11 @@ func decodeQueueStates(b []byte) ([]*queueState, error) {
 			}
 			flags := b[p]
 			p++
-			if flags&^3 != 0 {
+			if flags&^7 != 0 {
 				return nil, errBadShuffle
+			}
+			if flags&4 != 0 {
+				q.idle[name] = true
 			}
 			if flags&1 != 0 {
 				off, ok1 := sv()
@@ -506,4 +664,80 @@ func decodeQueueStates(b []byte) ([]*queueState, error) {
 		return nil, errBadShuffle
 	}
 	return out, nil
+}
+
+// markUpd is a producing split's new dedup mark (isWM false) or watermark and idle status.
+type markUpd struct {
+	split string
+	isWM  bool
+	idle  bool
+	mark  dedupMark
+	wm    int64
+}
+
+// shuffleProducers lists, per input of a stage reading shuffle topics, the splits of the
+// upstream stage (once; every split of the stage shares the lists).
+func (st *stage) shuffleProducers(ctx context.Context) ([][]string, error) {
+	if st.producers != nil {
+		return st.producers, nil
+	}
+	out := make([][]string, len(st.plan.Inputs))
+	for i, src := range st.plan.Inputs {
+		up := st.job.stageByID(src.FromStage)
+		if up == nil {
+			return nil, fmt.Errorf("%w: stage %d reads stage %d, which does not exist", ErrBadPlan, st.plan.ID, src.FromStage)
+		}
+		names, err := stageSplits(ctx, st.job.plan, up.plan, st.job.env.ExchangeQueues, func(ctx context.Context, k int) ([]string, error) {
+			return up.inputs[k].splits(ctx)
+		})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = names
+	}
+	st.producers = out
+	return out, nil
+}
+
+// loadShuffleState sets up the readers of a split of a stage reading shuffle topics, one
+// per input, from what its checkpoint says it applied (ShuffleKey; DedupKey and the
+// position's offset for a split checkpointed before ShuffleKey existed).
+func (st *stage) loadShuffleState(ctx context.Context, sp *split, pos SplitPos) error {
+	env := &st.job.env
+	producers, err := st.shuffleProducers(ctx)
+	if err != nil {
+		return err
+	}
+	var qs []*queueState
+	if v, ok, err := env.Store.Get(ShuffleKey(st.job.name, st.plan.ID, sp.name)); err != nil {
+		return &StateError{Op: "shuffle", Split: sp.name, Err: err}
+	} else if ok {
+		if qs, err = decodeQueueStates(v); err != nil {
+			return &StateError{Op: "shuffle", Split: sp.name, Err: err}
+		}
+		if len(qs) != len(st.plan.Inputs) {
+			return &StateError{Op: "shuffle", Split: sp.name, Err: fmt.Errorf("%w: %d inputs checkpointed, the stage has %d", errBadShuffle, len(qs), len(st.plan.Inputs))}
+		}
+	} else {
+		qs = make([]*queueState, len(st.plan.Inputs))
+		for i := range qs {
+			qs[i] = newQueueState(nil)
+		}
+		qs[0].next = pos.Next
+		if v, ok, err := env.Store.Get(DedupKey(st.job.name, st.plan.ID, sp.name)); err != nil {
+			return &StateError{Op: "dedup", Split: sp.name, Err: err}
+		} else if ok {
+			m, err := decodeMarks(v)
+			if err != nil {
+				return &StateError{Op: "dedup", Split: sp.name, Err: err}
+			}
+			qs[0].marks = m
+			sp.dropDedup = true
+		}
+	}
+	for i, q := range qs {
+		q.producers = producers[i]
+		sp.rds = append(sp.rds, &reader{input: i, raw: sp.name, next: q.next, shuf: q})
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"rsql/connectors/options"
+	"rsql/internal/durable"
 	"rsql/sql"
 	"rsql/udf"
 )
@@ -46,8 +47,8 @@ type JobDef struct {
 	ID        string `json:"id"`
 	Statement string `json:"statement"`
 	// State is the desired state: RUNNING, PAUSED, FINISHED, FAILED or TERMINATED.
-	State string `json:"state"`
-	Error string `json:"error,omitempty"`
+	State JobState `json:"state"`
+	Error string   `json:"error,omitempty"`
 	// Sink is the stream or view the job writes.
 	Sink string `json:"sink"`
 	// Sources are the streams the job reads.
@@ -101,14 +102,14 @@ func (d *StreamDef) StreamOptions() options.StreamOptions {
 }
 
 // Kind is what the definition is, as DROP names it: STREAM, TABLE or VIEW.
-func (d *StreamDef) Kind() string {
+func (d *StreamDef) Kind() sql.DropKind {
 	switch {
 	case d.IsView:
-		return "VIEW"
+		return sql.DropView
 	case d.IsTable:
-		return "TABLE"
+		return sql.DropTable
 	}
-	return "STREAM"
+	return sql.DropStream
 }
 
 // Relation returns the stream as the binder sees it.
@@ -279,24 +280,8 @@ func (c *Catalog) saveLocked() error {
 	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
 		return err
 	}
-	tmp := c.path + ".tmp"
 	// 0600: the file holds the users' password secrets.
-	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := fh.Write(data); err != nil {
-		fh.Close()
-		return err
-	}
-	if err := fh.Sync(); err != nil {
-		fh.Close()
-		return err
-	}
-	if err := fh.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, c.path)
+	return durable.WriteFile(durable.OS, c.path, data, 0o600)
 }
 
 // Relation implements sql.Catalog.
@@ -403,7 +388,7 @@ func (c *Catalog) ReplaceStream(d StreamDef, j *JobDef) (oldJob, newJob string, 
 	if exists && old.Job != "" {
 		if o, ok := c.jobs[old.Job]; ok && o.live() {
 			saved[o.ID] = *o
-			o.State = "TERMINATED"
+			o.State = JobTerminated
 			o.Error = "replaced by CREATE OR REPLACE"
 			oldJob = o.ID
 		}
@@ -455,13 +440,13 @@ func (c *Catalog) DropStream(name string) error {
 	delete(c.streams, key(name))
 	if d.Job != "" {
 		if j, ok := c.jobs[d.Job]; ok && j.live() {
-			j.State = "TERMINATED"
+			j.State = JobTerminated
 		}
 	}
 	return c.saveLocked()
 }
 
-func (j *JobDef) live() bool { return j.State == "RUNNING" || j.State == "PAUSED" }
+func (j *JobDef) live() bool { return j.State == JobRunning || j.State == JobPaused }
 
 // Jobs returns copies of all jobs, sorted by id number.
 func (c *Catalog) Jobs() []JobDef {
@@ -509,7 +494,7 @@ func (c *Catalog) SetJobCounters(id string, jc JobCounters) error {
 }
 
 // SetJobState records a job's state (and error text for FAILED).
-func (c *Catalog) SetJobState(id, state, errText string) error {
+func (c *Catalog) SetJobState(id string, state JobState, errText string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	j, ok := c.jobs[id]

@@ -148,7 +148,10 @@ func (s *Rocks) Write(b *Batch) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	wb := s.writeBatch(b)
+	wb, err := s.writeBatch(b)
+	if err != nil {
+		return err
+	}
 	defer wb.Destroy()
 	if err := s.db.Write(s.wo, wb); err != nil {
 		return fmt.Errorf("state: write batch: %w", err)
@@ -158,37 +161,44 @@ func (s *Rocks) Write(b *Batch) error {
 
 // writeBatch converts b into a RocksDB write batch: a copy of its encoding when it has one
 // (one call into RocksDB), else operation by operation.
-func (s *Rocks) writeBatch(b *Batch) *grocksdb.WriteBatch {
+func (s *Rocks) writeBatch(b *Batch) (*grocksdb.WriteBatch, error) {
 	if rep, ok := b.rocksRep(); ok {
-		return grocksdb.WriteBatchFrom(rep)
+		return grocksdb.WriteBatchFrom(rep), nil
 	}
 	return s.writeBatchOps(b)
 }
 
-func (s *Rocks) writeBatchOps(b *Batch) *grocksdb.WriteBatch {
+// writeBatchOps builds the batch operation by operation. An error (of the scan that lists
+// the keys of an all-0xff prefix, or of the batch's encoding) fails the write: a batch
+// without some of its deletions must not be written.
+func (s *Rocks) writeBatchOps(b *Batch) (*grocksdb.WriteBatch, error) {
 	wb := grocksdb.NewWriteBatch()
-	_ = b.Each(func(kind OpKind, k, v []byte) error {
+	err := b.Each(func(kind OpKind, k, v []byte) error {
 		switch kind {
 		case OpPut:
 			wb.Put(k, v)
 		case OpDelete:
 			wb.Delete(k)
 		case OpDropPrefix:
-			s.dropInto(wb, k)
+			return s.dropInto(wb, k)
 		}
 		return nil
 	})
-	return wb
+	if err != nil {
+		wb.Destroy()
+		return nil, fmt.Errorf("state: write batch: %w", err)
+	}
+	return wb, nil
 }
 
 // dropInto records the deletion of prefix's key range in wb.
-func (s *Rocks) dropInto(wb *grocksdb.WriteBatch, prefix []byte) {
+func (s *Rocks) dropInto(wb *grocksdb.WriteBatch, prefix []byte) error {
 	if end := PrefixEnd(prefix); end != nil {
 		wb.DeleteRange(prefix, end)
-		return
+		return nil
 	}
 	// prefix is all 0xff: no finite upper bound, delete key by key.
-	_ = s.scan(prefix, func(k, _ []byte) error { wb.Delete(k); return nil })
+	return s.scan(prefix, func(k, _ []byte) error { wb.Delete(k); return nil })
 }
 
 func (s *Rocks) Export(prefix []byte) ([]byte, error) {

@@ -65,9 +65,11 @@ func BenchmarkRocksWriteCheckpoint(b *testing.B) {
 				}
 				batch.Put(outKey(i), outbox)
 				if mode == "per-op-64MiB" {
-					wb := s.writeBatchOps(batch)
-					err = s.db.Write(s.wo, wb)
-					wb.Destroy()
+					wb, werr := s.writeBatchOps(batch)
+					if err = werr; err == nil {
+						err = s.db.Write(s.wo, wb)
+						wb.Destroy()
+					}
 				} else {
 					err = s.Write(batch)
 				}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"rsql/broker/remoting"
+	"rsql/internal/durable"
 	"rsql/internal/listen"
 )
 
@@ -349,6 +350,7 @@ func (s *Server) handle(c net.Conn, req *remoting.Command) *remoting.Command {
 			return req.Reply(respQueryNotFound, "No config item, Namespace: "+req.Ext("namespace"))
 		}
 		r := req.Reply(respSuccess, "")
+		// Cannot fail: strings, integers and maps with string keys only.
 		r.Body, _ = json.Marshal(map[string]any{"table": t})
 		return r
 	}
@@ -509,6 +511,7 @@ func (s *Server) route(req *remoting.Command) *remoting.Command {
 		body["orderTopicConf"] = conf
 	}
 	r := req.Reply(respSuccess, "")
+	// Cannot fail: strings, integers and maps with string keys only.
 	r.Body, _ = json.Marshal(body)
 	return r
 }
@@ -534,6 +537,7 @@ func (s *Server) clusterInfo(req *remoting.Command) *remoting.Command {
 		sort.Strings(ns)
 	}
 	r := req.Reply(respSuccess, "")
+	// Cannot fail: strings, integers and maps with string keys only.
 	r.Body, _ = json.Marshal(map[string]any{"brokerAddrTable": bt, "clusterAddrTable": ct})
 	return r
 }
@@ -555,6 +559,7 @@ func (s *Server) topicList(req *remoting.Command, cluster string) *remoting.Comm
 	}
 	sort.Strings(names)
 	r := req.Reply(respSuccess, "")
+	// Cannot fail: strings, integers and maps with string keys only.
 	r.Body, _ = json.Marshal(map[string]any{"topicList": names})
 	return r
 }
@@ -602,22 +607,7 @@ func (s *Server) saveKV() error {
 		return err
 	}
 	path := s.kvPath()
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("namesrv: %w", err)
-	}
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := durable.WriteFile(durable.OS, path, data, 0o644); err != nil {
 		return fmt.Errorf("namesrv: write %s: %w", path, err)
 	}
 	return nil

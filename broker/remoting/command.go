@@ -59,6 +59,15 @@ func (c *Command) ExtInt(k string) (int64, error) {
 	return n, nil
 }
 
+// ExtIntOr is ExtInt for an optional field: a missing (or empty) field reads as def, a
+// field that is not an integer is an error naming it.
+func (c *Command) ExtIntOr(k string, def int64) (int64, error) {
+	if c.ExtFields[k] == "" {
+		return def, nil
+	}
+	return c.ExtInt(k)
+}
+
 // FrameError describes a malformed frame.
 type FrameError struct {
 	Reason string

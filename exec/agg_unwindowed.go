@@ -1,0 +1,122 @@
+package exec
+
+import (
+	"rsql/planner"
+	"rsql/sql"
+	"rsql/state"
+)
+
+// unwindowedMode aggregates without a window (a plain GROUP BY): a split's groups are
+// those of its one pseudo-window [0, 0), emitted per change, or once when the input ends
+// (EmitOnClose); with a state TTL, groups without a row for that long are dropped.
+type unwindowedMode struct {
+	// changes: emit a row per change (a plain GROUP BY unless it emits once at the end of
+	// a bounded input, EmitOnClose)
+	changes bool
+}
+
+func (m unwindowedMode) row(a *aggOp, sp *aggSplit, r sql.Row, h uint64) bool {
+	w := sp.last
+	if w == nil {
+		w = sp.window(0, 0)
+	}
+	g, created, ok := a.place(sp, w, h)
+	if !ok {
+		return false
+	}
+	w.seen[g] = sp.wm
+	if m.changes && (created || !a.node.EmitNew) {
+		a.emitGroup(w, g)
+	}
+	return false
+}
+
+// fire drops the groups the state TTL expired, and emits every group once when the input
+// ended (emit on close).
+func (unwindowedMode) fire(a *aggOp, sp *aggSplit, out Emitter) error {
+	if a.node.Emit == planner.EmitOnClose && sp.wm == MaxWatermark {
+		if w := sp.wins[[2]int64{0, 0}]; w != nil {
+			for g := range w.groups {
+				a.emitGroup(w, int32(g))
+				if a.out.len() >= 1024 {
+					if err := a.out.flush(sp.name, out); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	if ttl := a.node.TTL; ttl > 0 && sp.wm != MaxWatermark && (sp.swept == MinWatermark || sp.wm-sp.swept >= ttl/4+1) {
+		sp.swept = sp.wm
+		a.expire(sp, sp.wm-ttl)
+	}
+	return a.out.flush(sp.name, out)
+}
+
+func (unwindowedMode) save(a *aggOp, sp *aggSplit, b *state.Batch) error { return a.saveWins(sp, b) }
+
+func (unwindowedMode) restore(a *aggOp, sp *aggSplit, h uint64, start, end int64, accs []accum, fresh bool) (*win, int, func()) {
+	w := sp.window(start, end)
+	lw, g, dirty := a.restoreGroup(sp, w, h, accs, fresh)
+	w.seen[g] = sp.wm
+	return lw, g, dirty
+}
+
+func (unwindowedMode) close() error { return nil }
+
+// expire drops the groups of sp's (only) window whose last row came when the watermark was
+// below horizon: the window is rebuilt from the groups that stay.
+func (a *aggOp) expire(sp *aggSplit, horizon int64) {
+	w := sp.wins[[2]int64{0, 0}]
+	if w == nil {
+		return
+	}
+	keep := 0
+	for g := range w.groups {
+		if w.seen[g] >= horizon {
+			keep++
+		}
+	}
+	if keep == len(w.groups) {
+		return
+	}
+	nw := sp.newWin(0, 0)
+	moved := make([]int32, len(w.groups)) // old group -> new group, -1 when dropped
+	for g := range w.groups {
+		gr := w.groups[g]
+		keys := w.keys.at(g)
+		if w.seen[g] < horizon {
+			moved[g] = -1
+			if gr.persisted {
+				sp.deleteKey(a, keys, 0, 0, a.accsOf(w, g))
+			}
+			continue
+		}
+		ng := int32(len(nw.groups))
+		moved[g] = ng
+		gr.dirty = false // set again below for the dirty ones
+		nw.groups = append(nw.groups, gr)
+		nw.seen = append(nw.seen, w.seen[g])
+		nw.index(ng)
+		nw.keys.appendRow(&w.keys, g)
+		nw.accs.appendRow(&w.accs, g)
+	}
+	// The old window's changed groups that stay are the new one's.
+	for i, d := range sp.dirtyWins {
+		if d == w {
+			sp.dirtyWins = append(sp.dirtyWins[:i], sp.dirtyWins[i+1:]...)
+			break
+		}
+	}
+	for _, g := range w.dirty {
+		if moved[g] >= 0 {
+			sp.markDirty(nw, moved[g])
+		}
+	}
+	w.dirty = w.dirty[:0]
+	w.dead = true
+	sp.wins[[2]int64{0, 0}] = nw
+	if sp.last == w {
+		sp.last = nw
+	}
+}

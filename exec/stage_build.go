@@ -1,0 +1,270 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"rsql/planner"
+	"rsql/sql"
+)
+
+// Building a stage: its operators from the plan (newOperator), the schemas of their ports,
+// and the side outputs (dead letters, late rows) of its root stream.
+
+func newStage(j *Job, ps *planner.Stage) *stage {
+	st := &stage{job: j, plan: ps, in: make(chan event, 64), wm: MinWatermark, statWM: MinWatermark,
+		splits: map[string]*split{},
+		ended:  make([]bool, len(ps.Inputs)), barrierSeen: make([]bool, len(ps.Inputs)), stash: make([][]event, len(ps.Inputs))}
+	st.alignFloor.Store(MaxWatermark)
+	return st
+}
+
+// buildOps makes the stage's operators and wires their emitters.
+func (st *stage) buildOps(ctx context.Context) error {
+	ps := st.plan
+	st.nodes = make([]*opNode, len(ps.Ops))
+	st.inEmit = make([]*emitter, len(ps.Inputs))
+	used := map[planner.Port]bool{}
+	consume := func(p planner.Port, e *emitter) error {
+		if used[p] {
+			return fmt.Errorf("%w: stage %d: %v is read twice", ErrBadPlan, ps.ID, p)
+		}
+		used[p] = true
+		switch {
+		case p.Op >= 0 && p.Op < len(ps.Ops):
+			st.nodes[p.Op].emit = e
+		case p.Op < 0 && p.Input >= 0 && p.Input < len(ps.Inputs):
+			st.inEmit[p.Input] = e
+		default:
+			return fmt.Errorf("%w: stage %d reads a port that does not exist: %+v", ErrBadPlan, ps.ID, p)
+		}
+		return nil
+	}
+	schemas := make([]sql.Schema, len(ps.Ops)) // each operator's input row, for late rows
+	st.opIn = schemas
+	for i, op := range ps.Ops {
+		for k, p := range op.Inputs {
+			if p.Op >= i {
+				return fmt.Errorf("%w: stage %d: operator %d reads operator %d after it", ErrBadPlan, ps.ID, i, p.Op)
+			}
+			if k == 0 {
+				schemas[i] = st.portSchema(p, schemas)
+			}
+		}
+		n, err := st.newOperator(ctx, i, op, schemas[i])
+		if err != nil {
+			return err
+		}
+		st.nodes[i] = &opNode{op: n}
+	}
+	for i, op := range ps.Ops {
+		if len(op.Inputs) == 0 {
+			return fmt.Errorf("%w: stage %d: operator %d has no input", ErrBadPlan, ps.ID, i)
+		}
+		for k, p := range op.Inputs {
+			if err := consume(p, &emitter{st: st, op: i, in: k}); err != nil {
+				return err
+			}
+		}
+	}
+	if err := consume(ps.Out, &emitter{st: st, op: -1}); err != nil {
+		return err
+	}
+	// Watermark holds accumulate along the DAG (operators are in topological order).
+	portHold := func(p planner.Port) int64 {
+		if p.Op < 0 {
+			return 0
+		}
+		h := st.nodes[p.Op].hold
+		if wh, ok := st.nodes[p.Op].op.(watermarkHolder); ok {
+			h += wh.WatermarkHold()
+		}
+		return h
+	}
+	for i, op := range ps.Ops {
+		for _, p := range op.Inputs {
+			st.nodes[i].hold = max(st.nodes[i].hold, portHold(p))
+		}
+	}
+	st.outHold = portHold(ps.Out)
+	for i, n := range st.nodes {
+		if n.emit == nil {
+			return fmt.Errorf("%w: stage %d: the output of operator %d goes nowhere", ErrBadPlan, ps.ID, i)
+		}
+	}
+	for i, e := range st.inEmit {
+		if e == nil {
+			return fmt.Errorf("%w: stage %d: input %d goes nowhere", ErrBadPlan, ps.ID, i)
+		}
+	}
+	return nil
+}
+
+// portSchema is the row layout of a port (for encoding late rows).
+func (st *stage) portSchema(p planner.Port, ops []sql.Schema) sql.Schema {
+	if p.Op < 0 {
+		src := st.plan.Inputs[p.Input]
+		if src.Columns == nil {
+			return src.Schema
+		}
+		s := make(sql.Schema, len(src.Columns))
+		for i, c := range src.Columns {
+			if c >= 0 && c < len(src.Schema) {
+				s[i] = src.Schema[c]
+			}
+		}
+		return s
+	}
+	in := ops[p.Op]
+	switch n := st.plan.Ops[p.Op].Node.(type) {
+	case *planner.UnionNode:
+		return n.Schema
+	case *planner.JoinNode:
+		return n.Schema
+	case *planner.ProjectNode:
+		return n.Schema
+	case *planner.WindowAssignNode:
+		return n.Schema
+	case *planner.TableFuncNode:
+		return n.Schema
+	case *planner.AggregateNode:
+		return n.Schema
+	}
+	if s, ok := st.plan.Ops[p.Op].Node.(interface{ OutSchema(sql.Schema) sql.Schema }); ok {
+		return s.OutSchema(in)
+	}
+	return in
+}
+
+// bad is the stage's bad-record path (rowerrors.go).
+func (st *stage) bad() *badRows { return &badRows{st: st} }
+
+// rootDLQ is the dead-letter output of the stream the stage's rows come from (it belongs
+// to the stage that reads that stream; rawOutput is safe for concurrent use), or nil.
+func (st *stage) rootDLQ() *rawOutput {
+	s := st
+	for s.plan.Inputs[0].FromStage >= 0 {
+		up := s.job.stageByID(s.plan.Inputs[0].FromStage)
+		if up == nil {
+			return nil
+		}
+		s = up
+	}
+	if in, ok := s.inputs[0].(*sourceInput); ok {
+		return in.dlq
+	}
+	return nil
+}
+
+// rootSource is the stream the stage's rows come from at the start of the plan (for the
+// late_* options): its first input, or its first upstream stage's.
+func (st *stage) rootSource() planner.SourceSpec {
+	src := st.plan.Inputs[0]
+	for src.FromStage >= 0 {
+		up := st.job.plan.Stage(src.FromStage)
+		if up == nil {
+			break
+		}
+		src = up.Inputs[0]
+	}
+	return src
+}
+
+func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.Schema) (Operator, error) {
+	env := &st.job.env
+	id := st.plan.ID
+	switch n := op.Node.(type) {
+	case *planner.FilterNode:
+		return &filterOp{pred: n.Pred, bad: st.bad(), schema: in, ctx: ctx}, nil
+	case *planner.ProjectNode:
+		return &projectOp{exprs: n.Exprs, bad: st.bad(), schema: in, ctx: ctx}, nil
+	case *planner.TableFuncNode:
+		return &tableFuncOp{n: n, bad: st.bad(), schema: in, ctx: ctx}, nil
+	case *planner.WindowAssignNode:
+		if n.Window.Kind != planner.WindowTumble && n.Window.Kind != planner.WindowHop {
+			return nil, fmt.Errorf("%w: stage %d: window assignment needs TUMBLE or HOP", ErrBadPlan, id)
+		}
+		return &windowAssignOp{w: n.Window}, nil
+	case *planner.AggregateNode:
+		if err := checkWindow(n.Window); err != nil {
+			return nil, fmt.Errorf("%w: stage %d: %v", ErrBadPlan, id, err)
+		}
+		late, err := st.lateOutput(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		oid := OperatorID(id, "agg", i)
+		st.opIDs = append(st.opIDs, oid)
+		a := newAggOp(n, st.job.name, oid, env.Store, late, &st.job.cnt)
+		a.bad, a.schema = st.bad(), in
+		return a, nil
+	case *planner.LimitNode:
+		return &limitOp{n: n.N, offset: n.Offset}, nil
+	case *planner.UnionNode:
+		return unionOp{}, nil
+	case *planner.SortNode:
+		return &sortOp{keys: n.Keys}, nil
+	case *planner.JoinNode:
+		late, err := st.lateOutput(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		oid := OperatorID(id, "join", i)
+		st.opIDs = append(st.opIDs, oid)
+		j := newJoinOp(n, st.job.name, oid, env.Store, late, &st.job.cnt)
+		j.logf = env.Logf
+		return j, nil
+	case *planner.LookupJoinNode:
+		return st.openLookup(ctx, n, in)
+	case *planner.TopNNode:
+		late, err := st.lateOutput(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		oid := OperatorID(id, "topn", i)
+		st.opIDs = append(st.opIDs, oid)
+		return newTopNOp(n, st.job.name, oid, env.Store, late, &st.job.cnt), nil
+	}
+	return nil, fmt.Errorf("%w: stage %d: unknown node %T", ErrBadPlan, id, op.Node)
+}
+
+// lateOutput opens the late-row output of the stage's root stream (late_topic/late_path),
+// once per stage; rows are encoded over schema in.
+func (st *stage) lateOutput(ctx context.Context, in sql.Schema) (*sideOutput, error) {
+	if st.late != nil {
+		return st.late, nil
+	}
+	env := &st.job.env
+	spec, ok := sideSpec(st.rootSource(), "late", in)
+	if !ok {
+		return nil, nil
+	}
+	if env.OpenSink == nil || env.NewFormat == nil {
+		return nil, fmt.Errorf("%w: late output %s needs Env.OpenSink and Env.NewFormat", ErrMissingEnv, spec.Stream)
+	}
+	op, err := openSinkOp(ctx, env, spec, &counters{})
+	if err != nil {
+		return nil, err
+	}
+	st.late = &sideOutput{op: *op}
+	return st.late, nil
+}
+
+func checkWindow(w planner.WindowSpec) error {
+	switch w.Kind {
+	case planner.WindowTumble:
+		if w.Size <= 0 {
+			return errors.New("tumbling window size must be positive")
+		}
+	case planner.WindowHop:
+		if w.Size <= 0 || w.Slide <= 0 {
+			return errors.New("hopping window size and slide must be positive")
+		}
+	case planner.WindowSession:
+		if w.Gap <= 0 {
+			return errors.New("session gap must be positive")
+		}
+	}
+	return nil
+}
