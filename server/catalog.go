@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"rsql/connectors/options"
 	"rsql/internal/durable"
 	"rsql/sql"
 	"rsql/udf"
@@ -46,8 +47,8 @@ type JobDef struct {
 	ID        string `json:"id"`
 	Statement string `json:"statement"`
 	// State is the desired state: RUNNING, PAUSED, FINISHED, FAILED or TERMINATED.
-	State string `json:"state"`
-	Error string `json:"error,omitempty"`
+	State JobState `json:"state"`
+	Error string   `json:"error,omitempty"`
 	// Sink is the stream or view the job writes.
 	Sink string `json:"sink"`
 	// Sources are the streams the job reads.
@@ -83,15 +84,32 @@ func (d *StreamDef) Schema() sql.Schema {
 	return s
 }
 
+// StreamOptions are the stream's options parsed (options.Of; docs/architecture.md, "Stream
+// options are parsed once"): the engine reads its connector, topic, path and format here,
+// never from Options, which stays the catalog's record (SHOW CREATE, the catalog on disk).
+// They were checked when the stream was declared and are stored with their defaults
+// (withDefaults); a view's connector is "view".
+func (d *StreamDef) StreamOptions() options.StreamOptions {
+	o, err := options.Of(d.Options)
+	if err != nil {
+		// A value stored before it was checked: the options the engine reads as given.
+		o.Topic, o.Path = d.Options["topic"], d.Options["path"]
+		if f := d.Options["format"]; f != "" {
+			o.Format = f
+		}
+	}
+	return o
+}
+
 // Kind is what the definition is, as DROP names it: STREAM, TABLE or VIEW.
-func (d *StreamDef) Kind() string {
+func (d *StreamDef) Kind() sql.DropKind {
 	switch {
 	case d.IsView:
-		return "VIEW"
+		return sql.DropView
 	case d.IsTable:
-		return "TABLE"
+		return sql.DropTable
 	}
-	return "STREAM"
+	return sql.DropStream
 }
 
 // Relation returns the stream as the binder sees it.
@@ -375,7 +393,7 @@ func (c *Catalog) ReplaceStream(d StreamDef, j *JobDef) (oldJob, newJob string, 
 	if exists && old.Job != "" {
 		if o, ok := c.jobs[old.Job]; ok && o.live() {
 			saved[o.ID] = *o
-			o.State = "TERMINATED"
+			o.State = JobTerminated
 			o.Error = "replaced by CREATE OR REPLACE"
 			oldJob = o.ID
 		}
@@ -427,13 +445,13 @@ func (c *Catalog) DropStream(name string) error {
 	delete(c.streams, key(name))
 	if d.Job != "" {
 		if j, ok := c.jobs[d.Job]; ok && j.live() {
-			j.State = "TERMINATED"
+			j.State = JobTerminated
 		}
 	}
 	return c.saveLocked()
 }
 
-func (j *JobDef) live() bool { return j.State == "RUNNING" || j.State == "PAUSED" }
+func (j *JobDef) live() bool { return j.State == JobRunning || j.State == JobPaused }
 
 // Jobs returns copies of all jobs, sorted by id number.
 func (c *Catalog) Jobs() []JobDef {
@@ -481,7 +499,7 @@ func (c *Catalog) SetJobCounters(id string, jc JobCounters) error {
 }
 
 // SetJobState records a job's state (and error text for FAILED).
-func (c *Catalog) SetJobState(id, state, errText string) error {
+func (c *Catalog) SetJobState(id string, state JobState, errText string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	j, ok := c.jobs[id]

@@ -28,7 +28,7 @@ func (e *Engine) showUnits() (*Result, error) {
 	var rows []sql.Row
 	c := e.cluster
 	for _, j := range e.cat.Jobs() {
-		if j.State != "RUNNING" {
+		if j.State != JobRunning {
 			continue
 		}
 		rj := e.running(j.ID)

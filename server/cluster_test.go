@@ -155,7 +155,7 @@ func TestCatalogSnapshotReplace(t *testing.T) {
 	if err := a.AddStream(StreamDef{Name: "Orders", Columns: []ColumnDef{{Name: "id", Kind: 3}}, Options: map[string]string{"topic": "orders"}, Statement: "CREATE STREAM orders ..."}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.AddStreamAndJob(&StreamDef{Name: "result", Options: map[string]string{}}, JobDef{Statement: "CREATE STREAM result AS ...", State: "RUNNING", Sink: "result", Sources: []string{"orders"}}); err != nil {
+	if _, err := a.AddStreamAndJob(&StreamDef{Name: "result", Options: map[string]string{}}, JobDef{Statement: "CREATE STREAM result AS ...", State: JobRunning, Sink: "result", Sources: []string{"orders"}}); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := a.snapshot()
@@ -174,7 +174,7 @@ func TestCatalogSnapshotReplace(t *testing.T) {
 	if _, ok := b.Stream("gone"); ok {
 		t.Fatal("a stream not in the shared catalog survived replace")
 	}
-	if j, ok := b.Job("job-1"); !ok || j.State != "RUNNING" || j.Sink != "result" {
+	if j, ok := b.Job("job-1"); !ok || j.State != JobRunning || j.Sink != "result" {
 		t.Fatalf("job after replace: %+v, %v", j, ok)
 	}
 	// The replaced catalog was persisted.

@@ -360,7 +360,7 @@ func (c *cluster) reconcile(ctx context.Context) {
 	defer e.startMu.Unlock()
 	want := map[string]JobDef{}
 	for _, j := range e.cat.Jobs() {
-		if j.State == "RUNNING" {
+		if j.State == JobRunning {
 			want[j.ID] = j
 		}
 	}

@@ -3,7 +3,6 @@ package server
 import (
 	"fmt"
 	"net/http"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -324,7 +323,8 @@ func (c *console) getPlan(w http.ResponseWriter, r *http.Request) {
 // name, through the engine, answered with the job as it is after.
 func (c *console) jobAction(w http.ResponseWriter, r *http.Request) {
 	action := strings.ToUpper(r.PathValue("action"))
-	if !slices.Contains([]string{"PAUSE", "RESUME", "TERMINATE"}, action) {
+	act, ok := map[string]sql.JobAction{"PAUSE": sql.JobPause, "RESUME": sql.JobResume, "TERMINATE": sql.JobTerminate}[action]
+	if !ok {
 		apiError(w, http.StatusNotFound, "", "no job action "+strconv.Quote(r.PathValue("action"))+" (pause, resume or terminate)")
 		return
 	}
@@ -336,7 +336,7 @@ func (c *console) jobAction(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if _, err := c.e.jobControl(&sql.JobControl{Action: action, ID: def.ID}); err != nil {
+	if _, err := c.e.jobControl(&sql.JobControl{Action: act, ID: def.ID}); err != nil {
 		engineError(w, err)
 		return
 	}

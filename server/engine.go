@@ -208,7 +208,7 @@ func Open(cfg Config) (*Engine, error) {
 // is left as it is.
 func (e *Engine) startRecordedJobs() {
 	for _, j := range e.cat.Jobs() {
-		if j.State != "RUNNING" {
+		if j.State != JobRunning {
 			continue
 		}
 		if err := e.restartJob(j); err != nil {
@@ -361,7 +361,7 @@ func (e *Engine) exec(ctx context.Context, sess *Session, st sql.Statement) (*Re
 		}
 		return e.describe(s)
 	case *sql.Drop:
-		if s.Kind == "FUNCTION" || s.Kind == "AGGREGATE" {
+		if s.Kind == sql.DropFunction || s.Kind == sql.DropAggregate {
 			return e.dropFunction(s)
 		}
 		return e.drop(s)
@@ -441,22 +441,22 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 	if err := checkPartitionColumns(d); err != nil {
 		return nil, err
 	}
-	if d.Options["connector"] == "nexmark" {
-		if err := connectors.CheckNexmarkStream(d.Options, d.Schema()); err != nil {
-			return nil, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", d.Name, err)
-		}
-	}
 	opts, err := connectors.StreamOptionsOf(d.Options)
 	if err != nil {
 		return nil, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", d.Name, err)
 	}
-	if d.Options["connector"] == "broker" && e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
+	if opts.Connector == "nexmark" {
+		if err := connectors.CheckNexmarkStream(d.Options, d.Schema()); err != nil {
+			return nil, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", d.Name, err)
+		}
+	}
+	if opts.Connector == "broker" && e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
 		src, err := connectors.OpenRocketMQSource(context.Background(), *e.cfg.RocketMQ, opts.TopicOf(d.Name), opts.Queues)
 		if err != nil {
 			return nil, err
 		}
 		src.Close()
-	} else if d.Options["connector"] == "broker" {
+	} else if opts.Connector == "broker" {
 		b, err := e.needBroker(d.Name)
 		if err != nil {
 			return nil, err
@@ -637,7 +637,7 @@ func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, funcs []st
 	if _, _, err := planner.Plan(q, planner.Options{Job: "check", Sink: sink, StateTTL: ttl}); err != nil {
 		return "", err
 	}
-	def := JobDef{Statement: text, State: "RUNNING", Sink: sink.Stream, Sources: relationNames(q), StateTTL: ttl, Functions: funcs}
+	def := JobDef{Statement: text, State: JobRunning, Sink: sink.Stream, Sources: relationNames(q), StateTTL: ttl, Functions: funcs}
 	if e.cluster != nil {
 		e.startMu.Lock()
 		defer e.startMu.Unlock()
@@ -648,7 +648,7 @@ func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, funcs []st
 	}
 	def.ID = id
 	if err := e.startJob(def, q, sink, true, 0); err != nil {
-		e.cat.SetJobState(id, "FAILED", err.Error())
+		e.cat.SetJobState(id, JobFailed, err.Error())
 		return id, err
 	}
 	return id, nil
@@ -825,7 +825,7 @@ func (e *Engine) watch(rj *runningJob) {
 		if errors.As(err, &pe) {
 			fmt.Fprintf(e.cfg.Log, "job %s: statement: %s\n%s\n", rj.def.ID, logStatement(rj.def.Statement), pe.Stack)
 		}
-		e.cat.SetJobState(rj.def.ID, "FAILED", err.Error())
+		e.cat.SetJobState(rj.def.ID, JobFailed, err.Error())
 		if rj.out != nil {
 			rj.out.discard()
 		}
@@ -837,7 +837,7 @@ func (e *Engine) watch(rj *runningJob) {
 		}
 	default:
 		fmt.Fprintf(e.cfg.Log, "job %s finished: %s\n", rj.def.ID, summary)
-		e.cat.SetJobState(rj.def.ID, "FINISHED", "")
+		e.cat.SetJobState(rj.def.ID, JobFinished, "")
 	}
 	if st.Bad > 0 {
 		shown := st.BadErrors
@@ -973,7 +973,7 @@ func topicOf(stream string, opts map[string]string) string {
 	return stream
 }
 
-func (e *Engine) stopJob(id, state string) error {
+func (e *Engine) stopJob(id string, state JobState) error {
 	e.cancelRetry(id)
 	e.mu.Lock()
 	rj := e.jobs[id]
@@ -993,53 +993,53 @@ func (e *Engine) jobControl(s *sql.JobControl) (*Result, error) {
 		return nil, sql.Errorf(sql.CodeUnknownTable, "job %q does not exist (SHOW JOBS lists them)", s.ID)
 	}
 	switch s.Action {
-	case "TERMINATE":
-		if err := e.stopJob(def.ID, "TERMINATED"); err != nil {
+	case sql.JobTerminate:
+		if err := e.stopJob(def.ID, JobTerminated); err != nil {
 			return nil, err
 		}
-	case "PAUSE":
-		if def.State != "RUNNING" {
+	case sql.JobPause:
+		if def.State != JobRunning {
 			return nil, sql.Errorf(sql.CodeInvalidValue, "job %s is %s, not RUNNING", def.ID, def.State)
 		}
-		if err := e.stopJob(def.ID, "PAUSED"); err != nil {
+		if err := e.stopJob(def.ID, JobPaused); err != nil {
 			return nil, err
 		}
-	case "RESUME":
+	case sql.JobResume:
 		// A paused or failed job starts again from its last checkpoint; one waiting to
 		// start again after a transient error starts now.
-		waiting := def.State == "RUNNING" && e.cancelRetry(def.ID)
-		if def.State != "PAUSED" && def.State != "FAILED" && !waiting {
+		waiting := def.State == JobRunning && e.cancelRetry(def.ID)
+		if def.State != JobPaused && def.State != JobFailed && !waiting {
 			return nil, sql.Errorf(sql.CodeInvalidValue, "job %s is %s: RESUME takes a PAUSED or FAILED job (or one RETRYING)", def.ID, def.State)
 		}
-		def.State, def.Error = "RUNNING", ""
+		def.State, def.Error = JobRunning, ""
 		if e.cluster != nil {
 			e.startMu.Lock()
 			defer e.startMu.Unlock()
 		}
-		if err := e.cat.SetJobState(def.ID, "RUNNING", ""); err != nil {
+		if err := e.cat.SetJobState(def.ID, JobRunning, ""); err != nil {
 			return nil, err
 		}
 		if err := e.restartJob(def); err != nil {
 			if retryable(err) && e.scheduleRetry(def, 1, err) {
-				return &Result{Tag: s.Action + " JOB", Notice: &Notice{Message: fmt.Sprintf("job %s cannot start now (%v); it starts again with backoff (SHOW JOBS)", def.ID, err)}}, nil
+				return &Result{Tag: s.Action.String() + " JOB", Notice: &Notice{Message: fmt.Sprintf("job %s cannot start now (%v); it starts again with backoff (SHOW JOBS)", def.ID, err)}}, nil
 			}
-			e.cat.SetJobState(def.ID, "FAILED", err.Error())
+			e.cat.SetJobState(def.ID, JobFailed, err.Error())
 			return nil, err
 		}
 	}
-	return &Result{Tag: s.Action + " JOB"}, nil
+	return &Result{Tag: s.Action.String() + " JOB"}, nil
 }
 
 func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 	d, ok := e.cat.Stream(s.Name)
 	if !ok {
 		if s.IfExists {
-			return &Result{Tag: "DROP " + s.Kind}, nil
+			return &Result{Tag: "DROP " + s.Kind.String()}, nil
 		}
-		return nil, sql.Errorf(sql.CodeUnknownTable, "%s %q does not exist", strings.ToLower(s.Kind), s.Name)
+		return nil, sql.Errorf(sql.CodeUnknownTable, "%s %q does not exist", strings.ToLower(s.Kind.String()), s.Name)
 	}
 	if kind := d.Kind(); s.Kind != kind {
-		return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is not a %s (use DROP %s)", d.Name, strings.ToLower(s.Kind), kind)
+		return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is not a %s (use DROP %s)", d.Name, strings.ToLower(s.Kind.String()), kind)
 	}
 	if err := e.cat.DropStream(d.Name); err != nil {
 		return nil, err
@@ -1056,7 +1056,7 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 	e.mu.Lock()
 	delete(e.views, strings.ToLower(d.Name))
 	e.mu.Unlock()
-	return &Result{Tag: "DROP " + s.Kind}, nil
+	return &Result{Tag: "DROP " + s.Kind.String()}, nil
 }
 
 func (e *Engine) explain(s *sql.Explain, sess *Session) (*Result, error) {
@@ -1099,8 +1099,8 @@ func textResult(column, text string) *Result {
 
 func (e *Engine) show(s *sql.ShowStmt) (*Result, error) {
 	switch s.What {
-	case "STREAMS", "VIEWS":
-		views := s.What == "VIEWS"
+	case sql.ShowStreams, sql.ShowViews:
+		views := s.What == sql.ShowViews
 		cols := sql.Schema{{Name: "name", Type: sql.TypeVarchar}, {Name: "connector", Type: sql.TypeVarchar},
 			{Name: "target", Type: sql.TypeVarchar}, {Name: "format", Type: sql.TypeVarchar}, {Name: "job", Type: sql.TypeVarchar}}
 		var rows []sql.Row
@@ -1108,28 +1108,30 @@ func (e *Engine) show(s *sql.ShowStmt) (*Result, error) {
 			if d.IsView != views {
 				continue
 			}
-			target := d.Options["topic"]
-			if d.Options["connector"] == "file" {
-				target = d.Options["path"]
+			o := d.StreamOptions()
+			target := o.Topic
+			if o.Connector == "file" {
+				target = o.Path
 			}
-			if k, ok := connectors.Lookup(d.Options["connector"]); ok && k.ParseLookup != nil {
-				if o, err := k.ParseLookup(d.Name, d.Options); err == nil {
-					target = o.Target // the database's table
+			if k, ok := connectors.Lookup(o.Connector); ok && k.ParseLookup != nil {
+				if lo, err := k.ParseLookup(d.Name, o.Raw); err == nil {
+					target = lo.Target // the database's table
 				}
 			}
-			rows = append(rows, sql.Row{sql.Varchar(d.Name), sql.Varchar(d.Options["connector"]), sql.Varchar(target),
-				sql.Varchar(d.Options["format"]), nullable(d.Job)})
+			// The format as declared: a view has none.
+			rows = append(rows, sql.Row{sql.Varchar(d.Name), sql.Varchar(o.Connector), sql.Varchar(target),
+				sql.Varchar(o.Get("format")), nullable(d.Job)})
 		}
 		return &Result{Columns: cols, Rows: &sliceRows{rows: rows}, Tag: "SHOW"}, nil
-	case "JOBS":
+	case sql.ShowJobs:
 		return e.showJobs(), nil
-	case "UNITS":
+	case sql.ShowUnits:
 		return e.showUnits()
-	case "TOPICS":
+	case sql.ShowTopics:
 		return e.showTopics()
-	case "FUNCTIONS":
+	case sql.ShowFunctions:
 		return e.showFunctions(), nil
-	case "USERS":
+	case sql.ShowUsers:
 		return e.showUsers(), nil
 	}
 	return nil, sql.Errorf(sql.CodeNotSupported, "SHOW %s is not available in this build", s.What)
@@ -1217,10 +1219,11 @@ func (e *Engine) commitLocal(cp *exec.CheckpointInfo) error {
 	for _, o := range cp.Offsets {
 		topic := o.Stream
 		if d, ok := e.cat.Stream(o.Stream); ok {
-			if d.Options["connector"] != "broker" {
+			o := d.StreamOptions()
+			if o.Connector != "broker" {
 				continue
 			}
-			topic = topicOf(d.Name, d.Options)
+			topic = o.TopicOf(d.Name)
 		}
 		q, err := strconv.Atoi(o.Split)
 		if err != nil {

@@ -161,15 +161,15 @@ func (e *Engine) readModule(path string) ([]byte, error) {
 }
 
 func (e *Engine) dropFunction(s *sql.Drop) (*Result, error) {
-	tag := "DROP " + s.Kind
+	tag := "DROP " + s.Kind.String()
 	d, ok := e.cat.Function(s.Name)
 	if !ok {
 		if s.IfExists {
 			return &Result{Tag: tag}, nil
 		}
-		return nil, sql.Errorf(sql.CodeUndefinedFunction, "%s %q does not exist", strings.ToLower(s.Kind), s.Name)
+		return nil, sql.Errorf(sql.CodeUndefinedFunction, "%s %q does not exist", strings.ToLower(s.Kind.String()), s.Name)
 	}
-	if d.Aggregate != (s.Kind == "AGGREGATE") {
+	if d.Aggregate != (s.Kind == sql.DropAggregate) {
 		if d.Aggregate {
 			return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is an aggregate: use DROP AGGREGATE", d.Name)
 		}

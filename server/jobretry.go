@@ -103,7 +103,7 @@ func (e *Engine) retry(id string, r *jobRetry) {
 	delete(e.retries, id)
 	e.mu.Unlock()
 	def, ok := e.cat.Job(id)
-	if !ok || def.State != "RUNNING" {
+	if !ok || def.State != JobRunning {
 		return
 	}
 	if err := e.restartAttempt(def, r.attempt); err != nil {
@@ -113,7 +113,7 @@ func (e *Engine) retry(id string, r *jobRetry) {
 	fmt.Fprintf(e.cfg.Log, "job %s started again (attempt %d)\n", id, r.attempt)
 	// A TERMINATE, PAUSE or DROP that came while it started finds it either running (and
 	// stops it) or not yet: then it is stopped here.
-	if def, ok := e.cat.Job(id); !ok || def.State != "RUNNING" {
+	if def, ok := e.cat.Job(id); !ok || def.State != JobRunning {
 		if rj := e.running(id); rj != nil {
 			rj.stop()
 		}
@@ -129,7 +129,7 @@ func (e *Engine) restartFailed(def JobDef, attempt int, err error) {
 	case retryable(err) && e.scheduleRetry(def, attempt, err):
 	default:
 		fmt.Fprintf(e.cfg.Log, "job %s failed to start: %v\n", def.ID, err)
-		e.cat.SetJobState(def.ID, "FAILED", err.Error())
+		e.cat.SetJobState(def.ID, JobFailed, err.Error())
 	}
 }
 
@@ -148,14 +148,14 @@ func (e *Engine) cancelRetry(id string) bool {
 // displayState is a job's state as SHOW JOBS and the console show it: RETRYING (with why
 // and when) for a RUNNING job waiting to start again.
 func (e *Engine) displayState(def JobDef) (state, errText string) {
-	if def.State != "RUNNING" {
-		return def.State, def.Error
+	if def.State != JobRunning {
+		return def.State.String(), def.Error
 	}
 	e.mu.Lock()
 	r := e.retries[def.ID]
 	e.mu.Unlock()
 	if r == nil {
-		return def.State, def.Error
+		return def.State.String(), def.Error
 	}
 	wait := max(0, time.Until(r.at)).Round(100 * time.Millisecond)
 	return "RETRYING", fmt.Sprintf("starting again in %v (attempt %d) after: %s", wait, r.attempt, r.err)

@@ -115,7 +115,7 @@ func (e *Engine) showJobs() *Result {
 			}
 			row[9], row[10] = sql.BigInt(l.Late), sql.BigInt(l.Bad)
 		}
-		if e.cluster != nil && j.State == "RUNNING" {
+		if e.cluster != nil && j.State == JobRunning {
 			if a := e.cluster.assignment(j.ID); a != "" {
 				row[12] = sql.Varchar(a)
 			}

@@ -20,16 +20,16 @@ func (e *Engine) replace(d StreamDef, j *JobDef, q *sql.Query, sink planner.Sink
 		if _, _, err := planner.Plan(q, planner.Options{Job: "check", Sink: sink, StateTTL: j.StateTTL}); err != nil {
 			return nil, err
 		}
-		def = JobDef{Statement: j.Statement, State: "RUNNING", Sink: d.Name, Sources: relationNames(q), StateTTL: j.StateTTL, Functions: j.Functions}
+		def = JobDef{Statement: j.Statement, State: JobRunning, Sink: d.Name, Sources: relationNames(q), StateTTL: j.StateTTL, Functions: j.Functions}
 	}
 	if e.cluster != nil {
 		e.startMu.Lock()
 		defer e.startMu.Unlock()
 	}
 	old, _ := e.cat.Stream(d.Name)
-	if j != nil && d.Options["connector"] == "file" {
-		if w := e.fileWriter(d.Options["path"], old.Job); w != "" {
-			return nil, sql.Errorf(sql.CodeInUse, "CREATE OR REPLACE %s: job %s writes %s, and a file has one writer at a time (TERMINATE JOB %s first)", d.Name, w, d.Options["path"], w)
+	if o := d.StreamOptions(); j != nil && o.Connector == "file" {
+		if w := e.fileWriter(o.Path, old.Job); w != "" {
+			return nil, sql.Errorf(sql.CodeInUse, "CREATE OR REPLACE %s: job %s writes %s, and a file has one writer at a time (TERMINATE JOB %s first)", d.Name, w, o.Path, w)
 		}
 	}
 	var jp *JobDef
@@ -56,7 +56,7 @@ func (e *Engine) replace(d StreamDef, j *JobDef, q *sql.Query, sink planner.Sink
 	if newJob != "" {
 		def.ID = newJob
 		if err := e.startJob(def, q, sink, true, 0); err != nil {
-			e.cat.SetJobState(newJob, "FAILED", err.Error())
+			e.cat.SetJobState(newJob, JobFailed, err.Error())
 			return nil, err
 		}
 		res.Notice = startedNotice(newJob, d.Name)
@@ -99,20 +99,21 @@ func checkPartitionColumns(d StreamDef) error {
 
 // checkStreamTopic checks the topic of a stream on the broker (by default its name).
 func checkStreamTopic(d StreamDef) error {
-	if d.Options["connector"] != "broker" {
+	o := d.StreamOptions()
+	if o.Connector != "broker" {
 		return nil
 	}
-	return checkTopicName("stream "+d.Name, topicOf(d.Name, d.Options))
+	return checkTopicName("stream "+d.Name, o.TopicOf(d.Name))
 }
 
 // transactionResult answers BEGIN, COMMIT and ROLLBACK: rsql has no transactions, so they
 // do nothing, and the notice says so (a warning for ROLLBACK, which undoes nothing).
 func transactionResult(s *sql.Transaction) *Result {
-	r := &Result{Tag: s.Action}
+	r := &Result{Tag: s.Action.String()}
 	switch s.Action {
-	case "BEGIN":
+	case sql.TxBegin:
 		r.Notice = &Notice{Severity: "NOTICE", Code: "00000", Message: "rsql has no transactions: BEGIN does nothing, and each statement takes effect when it runs"}
-	case "COMMIT":
+	case sql.TxCommit:
 		r.Notice = &Notice{Severity: "NOTICE", Code: "00000", Message: "rsql has no transactions: COMMIT does nothing (each statement took effect when it ran)"}
 	default:
 		r.Notice = &Notice{Severity: "WARNING", Code: "25P01", Message: "rsql has no transactions: ROLLBACK undoes nothing (each statement took effect when it ran)"}

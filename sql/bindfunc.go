@@ -51,8 +51,8 @@ func (b *binder) funcCall(f *ast.FuncCallExpr) (Expr, error) {
 		}
 		return NewLiteral(tv), nil
 	case strings.HasPrefix(name, "__rsql_cast_"):
-		i, _ := strconv.Atoi(strings.TrimPrefix(name, "__rsql_cast_"))
-		if len(f.Args) != 1 || i < 0 || i >= len(b.casts) {
+		i, err := strconv.Atoi(strings.TrimPrefix(name, "__rsql_cast_"))
+		if err != nil || len(f.Args) != 1 || i < 0 || i >= len(b.casts) {
 			return nil, b.errf(CodeSyntax, "CAST takes one value: CAST(x AS type)")
 		}
 		a, err := b.expr(f.Args[0])

@@ -140,14 +140,21 @@ func pruneCase(e Expr) (Expr, error) {
 	})
 }
 
-// strictCall reports whether c returns NULL whenever an argument is NULL (operators and
-// functions other than the NULL-consuming ones).
+// strictCall reports whether c returns NULL whenever an argument is NULL: operators other
+// than the NULL-consuming ones below, and functions by their registry entry's Nulls.
 func strictCall(c *Call) bool {
 	switch c.Func {
-	case "AND", "OR", "IS DISTINCT FROM", "IS NOT DISTINCT FROM", "COALESCE", "GREATEST", "LEAST", "CONCAT", "CONCAT_WS":
+	case "AND", "OR", "IS DISTINCT FROM", "IS NOT DISTINCT FROM":
 		return false
-	case "NULLIF":
-		// NULLIF(NULL, x) is NULL; NULLIF(x, NULL) is x.
+	}
+	d, ok := LookupFunc(c.Func)
+	if !ok {
+		return true
+	}
+	switch d.Nulls {
+	case NullConsumes:
+		return false
+	case NullFirstArg:
 		l, ok := c.Args[0].(*Literal)
 		return ok && l.V.K == KindNull && l.V.S == ""
 	}

@@ -31,13 +31,13 @@
 //	               (constant expressions; Insert.Rows casts them to a schema)
 //	*Select        a query; Bind turns it into a *Query. From names the relation read,
 //	               Emit holds the EMIT clause, Params the parameter values.
-//	*ShowStmt      SHOW STREAMS | VIEWS | JOBS | UNITS | TOPICS | FUNCTIONS | USERS   What (upper case)
+//	*ShowStmt      SHOW STREAMS | VIEWS | JOBS | UNITS | TOPICS | FUNCTIONS | USERS   What (ShowWhat)
 //	*ShowVar       SHOW name                                   Name (lower case)
 //	*Describe      DESCRIBE | DESC [FUNCTION] name             Name, Function
 //	*Explain       EXPLAIN <query statement>                   Statement, Query *Select
 //	*Drop          DROP STREAM | [MATERIALIZED] VIEW | FUNCTION | AGGREGATE [IF EXISTS] name
-//	               Kind, Name, IfExists
-//	*JobControl    PAUSE | RESUME | TERMINATE JOB id           Action, ID
+//	               Kind (DropKind), Name, IfExists
+//	*JobControl    PAUSE | RESUME | TERMINATE JOB id           Action (JobAction), ID
 //	*SetStmt       SET name = value | SET name TO value        Name (lower case), Value
 //	*CreateUser    CREATE USER name [WITH] [PASSWORD 'secret'] [ADMIN | READ ONLY]
 //	               Name, Password (nil if not given), Role ("admin", "read_only" or "")

@@ -29,7 +29,24 @@ type FuncDef struct {
 	// Inline, set for user functions written in SQL, returns the expression that replaces
 	// a call (its body over the arguments Check returned); Build is then not used.
 	Inline func(args []Expr) (Expr, error)
+	// Nulls says how the function treats NULL arguments; the zero value, NullStrict, is
+	// the common case. Constant folding reads it (strictCall).
+	Nulls NullRule
 }
+
+// NullRule is how a function treats NULL arguments.
+type NullRule uint8
+
+const (
+	// NullStrict: any NULL argument makes the result NULL.
+	NullStrict NullRule = iota
+	// NullConsumes: the function looks at NULL arguments itself (COALESCE skips them,
+	// CONCAT leaves them out), so a NULL argument says nothing about the result.
+	NullConsumes
+	// NullFirstArg: the result is NULL when the first argument is; a NULL elsewhere says
+	// nothing (NULLIF(NULL, x) is NULL, NULLIF(x, NULL) is x).
+	NullFirstArg
+)
 
 var (
 	funcRegistry = map[string]*FuncDef{}

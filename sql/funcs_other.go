@@ -7,7 +7,7 @@ import (
 
 func init() {
 	register(
-		&FuncDef{Name: "COALESCE", Aliases: []string{"IFNULL"}, Sig: "COALESCE(a, b, ...)", Group: "conditional",
+		&FuncDef{Nulls: NullConsumes, Name: "COALESCE", Aliases: []string{"IFNULL"}, Sig: "COALESCE(a, b, ...)", Group: "conditional",
 			Doc:   "the first non-NULL argument; later arguments are not evaluated",
 			Check: func(args []Expr) (Type, []Expr, error) { return unifyArgs("COALESCE", args, 1) },
 			Build: func(c *Call, args []Evaluator) (Evaluator, error) {
@@ -20,7 +20,7 @@ func init() {
 					return Null
 				}, nil
 			}},
-		&FuncDef{Name: "NULLIF", Sig: "NULLIF(a, b)", Group: "conditional", Doc: "NULL when a = b, else a",
+		&FuncDef{Nulls: NullFirstArg, Name: "NULLIF", Sig: "NULLIF(a, b)", Group: "conditional", Doc: "NULL when a = b, else a",
 			Check: func(args []Expr) (Type, []Expr, error) {
 				if err := argCount("NULLIF", args, 2, 2); err != nil {
 					return TypeNull, nil, err
@@ -99,7 +99,7 @@ func unifyArgs(fn string, args []Expr, min int) (Type, []Expr, error) {
 }
 
 func greatestLeast(name string, sign int) *FuncDef {
-	return &FuncDef{Name: name, Sig: name + "(a, b, ...)", Group: "conditional",
+	return &FuncDef{Nulls: NullConsumes, Name: name, Sig: name + "(a, b, ...)", Group: "conditional",
 		Doc:   map[int]string{1: "the largest non-NULL argument (NULL if all are)", -1: "the smallest non-NULL argument"}[sign],
 		Check: func(args []Expr) (Type, []Expr, error) { return unifyArgs(name, args, 1) },
 		Build: func(c *Call, args []Evaluator) (Evaluator, error) {

@@ -138,7 +138,7 @@ func init() {
 		textFn("RTRIM", "RTRIM(s [, chars])", "TRIM(TRAILING ...)", nil, 1, 2, buildTrim(false, true), TypeVarchar),
 		textFn("REGEXP_REPLACE", "REGEXP_REPLACE(s, pattern, replacement [, flags])", "replaces the first match (every match with flag `g`; `i` ignores case); `\\1`..`\\9` and `\\&` in replacement; Go RE2 syntax (no back-references in patterns; a bad pattern is 2201B)", nil, 3, 4, buildRegexpReplace, TypeVarchar),
 		textFn("REGEXP_MATCH", "REGEXP_MATCH(s, pattern [, flags])", "the first match's capture groups (the whole match without groups) as the text of a PostgreSQL array, `{a,b}`; NULL when nothing matches", nil, 2, 3, buildRegexpMatch, TypeVarchar),
-		&FuncDef{Name: "CONCAT", Sig: "CONCAT(a, b, ...)", Group: "string", Doc: "any types as their text output (booleans t/f); NULL arguments are skipped",
+		&FuncDef{Nulls: NullConsumes, Name: "CONCAT", Sig: "CONCAT(a, b, ...)", Group: "string", Doc: "any types as their text output (booleans t/f); NULL arguments are skipped",
 			Check: func(args []Expr) (Type, []Expr, error) {
 				if err := argCount("CONCAT", args, 1, -1); err != nil {
 					return TypeNull, nil, err
@@ -162,7 +162,7 @@ func init() {
 					return Varchar(string(b))
 				}, nil
 			}},
-		&FuncDef{Name: "CONCAT_WS", Sig: "CONCAT_WS(sep, a, b, ...)", Group: "string", Doc: "CONCAT with sep between the non-NULL arguments",
+		&FuncDef{Nulls: NullConsumes, Name: "CONCAT_WS", Sig: "CONCAT_WS(sep, a, b, ...)", Group: "string", Doc: "CONCAT with sep between the non-NULL arguments",
 			Check: func(args []Expr) (Type, []Expr, error) {
 				if err := argCount("CONCAT_WS", args, 2, -1); err != nil {
 					return TypeNull, nil, err

@@ -245,6 +245,8 @@ func NumericFloat(v Value) float64 {
 	case "-Infinity":
 		return math.Inf(-1)
 	}
+	// v.S is a DECIMAL's text as apd writes it, which ParseFloat always reads; a value
+	// beyond float64's range gives ±Inf with an error, and ±Inf is the answer wanted.
 	f, _ := strconv.ParseFloat(v.S, 64)
 	return f
 }
@@ -452,6 +454,7 @@ func firstDigitWeight(d *apd.Decimal) (int64, int64) {
 	if int64(len(coeff)) > k {
 		coeff = coeff[:k]
 	}
+	// coeff is at most four decimal digits of a non-negative coefficient: it cannot fail.
 	fd, _ := strconv.ParseInt(coeff, 10, 64)
 	for i := int64(len(coeff)); i < k; i++ {
 		fd *= 10

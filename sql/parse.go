@@ -203,7 +203,14 @@ func (p *stmtParser) statement() (Statement, error) {
 		if err := p.expectEnd(); err != nil {
 			return nil, err
 		}
-		return &JobControl{Src: p.src0(), Action: strings.ToUpper(t.Val), ID: val}, nil
+		action := JobPause
+		switch {
+		case t.is("RESUME"):
+			action = JobResume
+		case t.is("TERMINATE"):
+			action = JobTerminate
+		}
+		return &JobControl{Src: p.src0(), Action: action, ID: val}, nil
 	case t.is("SET"):
 		return p.set()
 	case t.is("ALTER"):
@@ -228,22 +235,24 @@ func (p *stmtParser) statement() (Statement, error) {
 // AND [NO] CHAIN. Savepoints are not supported.
 func (p *stmtParser) transaction() (Statement, error) {
 	t := p.next()
-	action := strings.ToUpper(t.Val)
-	switch action {
-	case "START":
+	var action TxAction
+	switch {
+	case t.is("BEGIN"):
+		action = TxBegin
+	case t.is("START"):
 		if err := p.expect("TRANSACTION"); err != nil {
 			return nil, err
 		}
-		action = "BEGIN"
-	case "END":
-		action = "COMMIT"
-	case "ABORT":
-		action = "ROLLBACK"
+		action = TxBegin
+	case t.is("COMMIT"), t.is("END"):
+		action = TxCommit
+	default: // ROLLBACK, ABORT: the only other words the statement switch sends here
+		action = TxRollback
 	}
 	if !p.accept("WORK") {
 		p.accept("TRANSACTION")
 	}
-	if action == "BEGIN" {
+	if action == TxBegin {
 		for p.peek().Kind != tokEOF {
 			n := p.next()
 			if n.Kind != tokIdent && !n.isP(",") {
@@ -327,8 +336,8 @@ func (p *stmtParser) optionValue() (string, error) {
 func (p *stmtParser) show() (Statement, error) {
 	p.next()
 	t := p.peek()
-	for _, w := range []string{"STREAMS", "VIEWS", "JOBS", "UNITS", "TOPICS", "FUNCTIONS", "USERS"} {
-		if t.is(w) {
+	for _, w := range showWhats {
+		if t.is(w.String()) {
 			p.next()
 			if err := p.expectEnd(); err != nil {
 				return nil, err
@@ -340,7 +349,7 @@ func (p *stmtParser) show() (Statement, error) {
 		if err := p.expectEnd(); err != nil {
 			return nil, err
 		}
-		return &ShowStmt{Src: p.src0(), What: "VIEWS"}, nil
+		return &ShowStmt{Src: p.src0(), What: ShowViews}, nil
 	}
 	name, err := p.dottedName()
 	if err != nil {
@@ -354,7 +363,7 @@ func (p *stmtParser) show() (Statement, error) {
 
 func (p *stmtParser) drop() (Statement, error) {
 	p.next()
-	var kind string
+	var kind DropKind
 	switch {
 	case p.accept("USER"), p.accept("ROLE"):
 		ifExists := p.accept("IF", "EXISTS")
@@ -367,15 +376,15 @@ func (p *stmtParser) drop() (Statement, error) {
 		}
 		return &DropUser{Src: p.src0(), Name: name, IfExists: ifExists}, nil
 	case p.accept("STREAM"):
-		kind = "STREAM"
+		kind = DropStream
 	case p.accept("TABLE"):
-		kind = "TABLE"
+		kind = DropTable
 	case p.accept("MATERIALIZED", "VIEW"), p.accept("VIEW"):
-		kind = "VIEW"
+		kind = DropView
 	case p.accept("FUNCTION"):
-		kind = "FUNCTION"
+		kind = DropFunction
 	case p.accept("AGGREGATE"):
-		kind = "AGGREGATE"
+		kind = DropAggregate
 	default:
 		return nil, p.errNear(p.peek(), "STREAM, TABLE, VIEW, FUNCTION, AGGREGATE or USER")
 	}
@@ -384,7 +393,7 @@ func (p *stmtParser) drop() (Statement, error) {
 	if err != nil {
 		return nil, err
 	}
-	if (kind == "FUNCTION" || kind == "AGGREGATE") && p.acceptP("(") && !p.acceptP(")") {
+	if (kind == DropFunction || kind == DropAggregate) && p.acceptP("(") && !p.acceptP(")") {
 		for {
 			if _, err := p.typeName(); err != nil {
 				return nil, err
@@ -861,13 +870,18 @@ func (p *stmtParser) typeName() (Type, error) {
 		if n.Kind != tokNumber {
 			return TypeNull, p.errNear(n, "a number")
 		}
-		prec, _ = strconv.Atoi(n.Val)
+		var err error
+		if prec, err = strconv.Atoi(n.Val); err != nil {
+			return TypeNull, p.errNear(n, "a whole number")
+		}
 		if p.acceptP(",") {
 			m := p.next()
 			if m.Kind != tokNumber {
 				return TypeNull, p.errNear(m, "a number")
 			}
-			scale, _ = strconv.Atoi(m.Val)
+			if scale, err = strconv.Atoi(m.Val); err != nil {
+				return TypeNull, p.errNear(m, "a whole number")
+			}
 		}
 		if err := p.expectP(")"); err != nil {
 			return TypeNull, err

@@ -79,10 +79,10 @@ func TestParseFunctionDropShowDescribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	d0, d1 := st[0].(*Drop), st[1].(*Drop)
-	if d0.Kind != "FUNCTION" || d0.Name != "eur" || !d0.IfExists || d1.Kind != "AGGREGATE" || d1.Name != "wavg" {
+	if d0.Kind != DropFunction || d0.Name != "eur" || !d0.IfExists || d1.Kind != DropAggregate || d1.Name != "wavg" {
 		t.Errorf("drops: %+v %+v", d0, d1)
 	}
-	if s := st[2].(*ShowStmt); s.What != "FUNCTIONS" {
+	if s := st[2].(*ShowStmt); s.What != ShowFunctions {
 		t.Errorf("show: %+v", s)
 	}
 	if d := st[3].(*Describe); !d.Function || d.Name != "eur" {
@@ -108,6 +108,20 @@ func TestComplete(t *testing.T) {
 	} {
 		if got := Complete(text); got != want {
 			t.Errorf("Complete(%q) = %v", text, got)
+		}
+	}
+}
+
+// Numbers the parser reads as integers are errors when they are not whole numbers or do not
+// fit, instead of reading as 0 or the largest int.
+func TestParseIntegerWords(t *testing.T) {
+	for text, want := range map[string]string{
+		"SELECT CAST(a AS DECIMAL(1.5)) FROM t":     "a whole number",
+		"SELECT CAST(a AS DECIMAL(10, 2.5)) FROM t": "a whole number",
+		"SELECT $99999999999999999999999 FROM t":    "too large",
+	} {
+		if _, err := Parse(text); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", text, err, want)
 		}
 	}
 }

@@ -265,3 +265,17 @@ func TestNumericDivFastPath(t *testing.T) {
 		}
 	}
 }
+
+// Constant folding makes a strict call with a NULL constant argument NULL, and leaves the
+// calls that look at NULLs themselves (the registry entry's Nulls) to run.
+func TestNullRuleFolding(t *testing.T) {
+	for expr, null := range map[string]bool{
+		"COALESCE(NULL, 1)": false, "IFNULL(NULL, 1)": false, "GREATEST(NULL, 2)": false, "LEAST(NULL, 2)": false,
+		"CONCAT(NULL, 'a')": false, "CONCAT_WS(',', NULL, 'a')": false, "NULLIF(1, NULL)": false,
+		"NULLIF(NULL, 1)": true, "UPPER(NULL)": true, "ABS(NULL)": true,
+	} {
+		if got := evalShow(t, expr); (got == "NULL") != null || strings.HasPrefix(got, "ERROR") {
+			t.Errorf("%s = %s", expr, got)
+		}
+	}
+}

@@ -134,7 +134,12 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 				p.nparam++
 				n = p.nparam
 			} else {
-				n, _ = strconv.Atoi(t.Val[1:])
+				// The lexer gives $ and one or more digits, so only a number too large
+				// for an int fails.
+				var err error
+				if n, err = strconv.Atoi(t.Val[1:]); err != nil {
+					return nil, nil, errAt(p.src, t.Pos, CodeSyntax, "parameter number %s is too large", t.Val)
+				}
 			}
 			edits = append(edits, edit{t.Pos, t.End, "__rsql_param(" + strconv.Itoa(n) + ")", 0})
 		case t.is("INTERVAL"):

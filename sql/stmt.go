@@ -92,10 +92,10 @@ type Insert struct {
 }
 
 // ShowStmt is SHOW STREAMS | VIEWS | JOBS | UNITS | TOPICS | FUNCTIONS | USERS; What is the
-// upper-case noun.
+// noun (its String is the upper-case word).
 type ShowStmt struct {
 	Src
-	What string
+	What ShowWhat
 }
 
 // ShowVar is SHOW name (a session setting); Name is lower case. SHOW ALL gives "all".
@@ -120,22 +120,23 @@ type Explain struct {
 	Query     *Select
 }
 
-// Drop is DROP STREAM | VIEW | FUNCTION | AGGREGATE [IF EXISTS] name. Kind is "STREAM",
-// "VIEW" (DROP MATERIALIZED VIEW gives "VIEW"), "FUNCTION" or "AGGREGATE". A function's name
+// Drop is DROP STREAM | TABLE | VIEW | FUNCTION | AGGREGATE [IF EXISTS] name. Kind is
+// DropStream, DropTable, DropView (DROP MATERIALIZED VIEW gives DropView), DropFunction or
+// DropAggregate. A function's name
 // may be followed by its parameter types, (type, ...), which are checked for syntax only
 // (function names are not overloaded).
 type Drop struct {
 	Src
-	Kind     string
+	Kind     DropKind
 	Name     string
 	IfExists bool
 }
 
-// JobControl is PAUSE JOB id, RESUME JOB id or TERMINATE JOB id. Action is "PAUSE",
-// "RESUME" or "TERMINATE"; ID is the id as written (quotes removed).
+// JobControl is PAUSE JOB id, RESUME JOB id or TERMINATE JOB id. Action is JobPause,
+// JobResume or JobTerminate; ID is the id as written (quotes removed).
 type JobControl struct {
 	Src
-	Action string
+	Action JobAction
 	ID     string
 }
 
@@ -150,10 +151,10 @@ type SetStmt struct {
 // Transaction is BEGIN, START TRANSACTION, COMMIT, END, ROLLBACK or ABORT (with their
 // optional WORK/TRANSACTION noise words and BEGIN's transaction modes). rsql has no
 // transactions; front ends accept these so that drivers which send them work. Action is
-// "BEGIN" (also START TRANSACTION), "COMMIT" (also END) or "ROLLBACK" (also ABORT).
+// TxBegin (also START TRANSACTION), TxCommit (also END) or TxRollback (also ABORT).
 type Transaction struct {
 	Src
-	Action string
+	Action TxAction
 }
 
 // CreateUser is CREATE USER name [WITH] [PASSWORD 'secret'] [ADMIN | READ ONLY] (SUPERUSER

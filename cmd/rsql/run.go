@@ -120,7 +120,7 @@ func failedJobs(ctx context.Context, eng *server.Engine, sess *server.Session, i
 		if err != nil || row == nil {
 			break
 		}
-		if id >= 0 && st >= 0 && mine[row[id].S] && row[st].S == "FAILED" {
+		if id >= 0 && st >= 0 && mine[row[id].S] && row[st].S == server.JobFailed.String() {
 			line := row[id].S + " failed"
 			if msg >= 0 && row[msg].S != "" {
 				line += ": " + row[msg].S
