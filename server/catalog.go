@@ -443,12 +443,23 @@ func (c *Catalog) DropStream(name string) error {
 		}
 	}
 	delete(c.streams, key(name))
+	var stopped *JobDef
+	var was JobState
 	if d.Job != "" {
 		if j, ok := c.jobs[d.Job]; ok && j.live() {
+			stopped, was = j, j.State
 			j.State = JobTerminated
 		}
 	}
-	return c.saveLocked()
+	if err := c.saveLocked(); err != nil {
+		// What could not be stored is not served either: the stream and its job stay.
+		c.streams[key(name)] = d
+		if stopped != nil {
+			stopped.State = was
+		}
+		return err
+	}
+	return nil
 }
 
 func (j *JobDef) live() bool { return j.State == JobRunning || j.State == JobPaused }
@@ -494,8 +505,13 @@ func (c *Catalog) SetJobCounters(id string, jc JobCounters) error {
 	if !ok {
 		return sql.Errorf(sql.CodeUnknownTable, "job %q does not exist", id)
 	}
+	last := j.Last
 	j.Last = &jc
-	return c.saveLocked()
+	if err := c.saveLocked(); err != nil {
+		j.Last = last
+		return err
+	}
+	return nil
 }
 
 // SetJobState records a job's state (and error text for FAILED).
@@ -506,8 +522,13 @@ func (c *Catalog) SetJobState(id string, state JobState, errText string) error {
 	if !ok {
 		return sql.Errorf(sql.CodeUnknownTable, "job %q does not exist", id)
 	}
+	oldState, oldErr := j.State, j.Error
 	j.State, j.Error = state, errText
-	return c.saveLocked()
+	if err := c.saveLocked(); err != nil {
+		j.State, j.Error = oldState, oldErr
+		return err
+	}
+	return nil
 }
 
 // Function returns a copy of the user function or aggregate named name.

@@ -85,3 +85,41 @@ func TestCatalogSaveFaults(t *testing.T) {
 		})
 	}
 }
+
+// A DROP or a job-state change whose save fails leaves the catalog in memory as it was, so
+// the engine and the file agree.
+func TestCatalogDropAndStateFaultsUndo(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "catalog.json")
+	fs := &durabletest.FS{}
+	c, err := OpenCatalogFS(fs, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddStream(StreamDef{Name: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	fs.Arm(durabletest.Sync, "catalog.json", 1, syscall.EIO)
+	if err := c.DropStream("a"); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("DropStream with a failing fsync: %v", err)
+	}
+	if _, ok := c.Stream("a"); !ok {
+		t.Fatal("a failed DROP removed the stream from memory")
+	}
+	id, err := c.AddStreamAndJob(nil, JobDef{Statement: "INSERT INTO a SELECT 1", Sink: "a", State: JobRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.Arm(durabletest.Sync, "catalog.json", 1, syscall.EIO)
+	if err := c.SetJobState(id, JobFailed, "boom"); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("SetJobState with a failing fsync: %v", err)
+	}
+	if j, _ := c.Job(id); j.State != JobRunning || j.Error != "" {
+		t.Fatalf("a failed SetJobState changed the job in memory: %s %q", j.State, j.Error)
+	}
+	if err := c.DropStream("a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Stream("a"); ok {
+		t.Fatal("DROP did not remove the stream")
+	}
+}
