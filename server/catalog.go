@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"rsql/connectors/options"
 	"rsql/internal/durable"
 	"rsql/sql"
 	"rsql/udf"
@@ -81,6 +82,23 @@ func (d *StreamDef) Schema() sql.Schema {
 		s[i] = sql.Column{Name: c.Name, Type: sql.Type{Kind: sql.Kind(c.Kind), Precision: c.Precision, Scale: c.Scale}}
 	}
 	return s
+}
+
+// StreamOptions are the stream's options parsed (options.Of; docs/architecture.md, "Stream
+// options are parsed once"): the engine reads its connector, topic, path and format here,
+// never from Options, which stays the catalog's record (SHOW CREATE, the catalog on disk).
+// They were checked when the stream was declared and are stored with their defaults
+// (withDefaults); a view's connector is "view".
+func (d *StreamDef) StreamOptions() options.StreamOptions {
+	o, err := options.Of(d.Options)
+	if err != nil {
+		// A value stored before it was checked: the options the engine reads as given.
+		o.Topic, o.Path = d.Options["topic"], d.Options["path"]
+		if f := d.Options["format"]; f != "" {
+			o.Format = f
+		}
+	}
+	return o
 }
 
 // Kind is what the definition is, as DROP names it: STREAM, TABLE or VIEW.

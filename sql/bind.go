@@ -1409,7 +1409,7 @@ func (b *binder) value(x *driver.ValueExpr) (Expr, error) {
 	case driver.KindUint64:
 		u := x.GetUint64()
 		if u > 1<<63-1 {
-			v, _ := NumericFromString(strconv.FormatUint(u, 10))
+			v, _ := NumericFromString(strconv.FormatUint(u, 10)) // a uint64's decimal text always parses
 			return &Literal{V: v, T: TypeNumeric}, nil
 		}
 		return intLiteral(int64(u)), nil
