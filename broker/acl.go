@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,6 +78,7 @@ func (n aclNeed) String() string {
 
 // acl is a broker's access control: the file it reads and the rules in force.
 type acl struct {
+	fs       storeFS
 	path     string
 	interval time.Duration
 	log      *slog.Logger
@@ -100,8 +100,8 @@ type fileStamp struct {
 }
 
 // openACL reads path; the error names what is wrong and where.
-func openACL(path string, interval time.Duration, log *slog.Logger) (*acl, error) {
-	a := &acl{path: path, interval: interval, log: log}
+func openACL(fs storeFS, path string, interval time.Duration, log *slog.Logger) (*acl, error) {
+	a := &acl{fs: fs, path: path, interval: interval, log: log}
 	if _, err := a.reload(true); err != nil {
 		return nil, err
 	}
@@ -113,7 +113,7 @@ func openACL(path string, interval time.Duration, log *slog.Logger) (*acl, error
 func (a *acl) reload(force bool) (bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	st, err := os.Stat(a.path)
+	st, err := a.fs.Stat(a.path)
 	if err != nil {
 		return false, fmt.Errorf("%w %s: %v", ErrACLFile, a.path, err)
 	}
@@ -122,7 +122,7 @@ func (a *acl) reload(force bool) (bool, error) {
 		return false, nil
 	}
 	a.stat = stamp
-	data, err := os.ReadFile(a.path)
+	data, err := a.fs.ReadFile(a.path)
 	if err != nil {
 		return false, fmt.Errorf("%w %s: %v", ErrACLFile, a.path, err)
 	}

@@ -191,6 +191,8 @@ func (s *netServer) runtimeInfo(req *remoting.Command) *remoting.Command {
 	if b.idx != nil {
 		t["dispatchBehindBytes"] = strconv.FormatInt(max(0, b.cl.committed.Load()-b.idx.indexed.Load()), 10)
 	}
+	// Direct, not through storeFS: a report of the device's size, which changes no file and
+	// whose failure only leaves these two fields out.
 	var fs syscall.Statfs_t
 	if err := syscall.Statfs(b.cfg.Dir, &fs); err == nil && fs.Blocks > 0 {
 		total := float64(fs.Blocks) * float64(fs.Bsize)

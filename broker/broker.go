@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -72,7 +73,7 @@ type Broker struct {
 
 	cfg      Config
 	cl       *commitLog
-	lockFile *os.File
+	lockFile io.Closer
 
 	// wmu is the single writer: it serialises reserve/encode/index/publish.
 	wmu sync.Mutex
@@ -127,7 +128,7 @@ func Open(cfg Config) (*Broker, error) {
 		fkick: make(chan struct{}, 1), done: make(chan struct{})}
 	b.fcond = sync.NewCond(&b.fmu)
 	b.storeHost.Store(netip.MustParseAddrPort("127.0.0.1:10911"))
-	lf, err := lockDir(cfg.Dir)
+	lf, err := lockDir(cfg.fs, cfg.Dir)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -371,11 +370,8 @@ func (cl *commitLog) recover(start int64, fn func(r *recordView, off int64)) (in
 	// supported zeros are written through the file, where a full disk is an error.
 	if s := cl.segFor(pos); s != nil {
 		rel := pos - s.base
-		const punch = 0x1 | 0x2 // FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
-		if err := syscall.Fallocate(int(s.f.Fd()), punch, rel, cl.segSize-rel); err != nil {
-			if err := zeroTail(s.f, rel, cl.segSize); err != nil {
-				return 0, fmt.Errorf("broker: zeroing the torn tail of segment %s: %w", segmentName(s.base), err)
-			}
+		if err := cl.fs.PunchHole(s.f, rel, cl.segSize-rel); err != nil {
+			return 0, fmt.Errorf("broker: zeroing the torn tail of segment %s: %w", segmentName(s.base), err)
 		}
 		// Fallocate does not zero a partial page reliably through an existing mapping on all
 		// filesystems; zero the rest of the end's page by hand. That page holds the last
@@ -461,24 +457,6 @@ func (r *segReader) bytes(s *segment, rel, n int64) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	return r.buf[:n], true, nil
-}
-
-// zeroTail writes zeros over [from, to) of f through the file (not the mapping), skipping
-// 1 MiB blocks that already read as zeros.
-func zeroTail(f *os.File, from, to int64) error {
-	const block = 1 << 20
-	buf := make([]byte, block)
-	zeros := make([]byte, block)
-	for at := from; at < to; at += block {
-		n := min(block, to-at)
-		if _, err := f.ReadAt(buf[:n], at); err == nil && bytes.Equal(buf[:n], zeros[:n]) {
-			continue
-		}
-		if _, err := f.WriteAt(zeros[:n], at); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // appendRaw writes bytes copied from a master's log at pos, which must be the write

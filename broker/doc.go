@@ -46,7 +46,9 @@
 // atomically and durably with internal/durable (temporary file, fsync, rename, fsync of the
 // directory); what a new file supersedes (an offsets journal) is dropped only after the
 // replacement returned. Every file operation of the store goes through the storeFS seam
-// (fsys.go), which tests replace to fail a chosen operation (faultfs_test.go). Every offset
+// (fsys.go) — the store's LOCK, the ACL file and recovery's zeroing of a torn tail included;
+// only mmap and munmap are direct — which tests replace to fail a chosen operation
+// (faultfs_test.go, faultconfig_test.go). Every offset
 // commit is appended to the journal offsets.log before it is visible, so a process crash
 // loses none. On Open, records from the checkpoint on are validated (magic, lengths, body
 // CRC, physical offset), a torn tail is truncated, and missing consume-queue entries are

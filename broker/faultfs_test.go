@@ -14,7 +14,8 @@ import (
 
 // faultFS is the real file system that fails the nth operation of one kind on files whose
 // name contains match (in the style of pebble's errorfs). Kinds: "sync" (a file's fsync),
-// "write" (a short write: half the bytes, then err), "rename".
+// "write" (a short write: half the bytes, then err), "rename", "punch" (zeroing a mapped
+// file's range).
 type faultFS struct {
 	osFS
 	mu    sync.Mutex
@@ -87,6 +88,13 @@ func (f *faultFS) Datasync(file *os.File) error {
 		return err
 	}
 	return f.osFS.Datasync(file)
+}
+
+func (f *faultFS) PunchHole(file *os.File, off, n int64) error {
+	if err := f.fail("punch", file.Name()); err != nil {
+		return err
+	}
+	return f.osFS.PunchHole(file, off, n)
 }
 
 func (f *faultFS) Rename(o, n string) error {

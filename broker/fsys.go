@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -21,10 +22,15 @@ import (
 
 // storeFS is the store's file-system seam: every file operation of the broker's store goes
 // through it — the mapped files (commit log, consume queues, index: opened, reserved,
-// removed), the offsets journal, the files replaced whole (topics.json, offsets.json,
-// checkpoint, subscriptionGroups.json, through durable.WriteFile) and the directories. The
-// broker uses osFS; tests substitute one that fails on demand (in the style of pebble's vfs
-// and errorfs, faultfs_test.go).
+// flushed, the commit log's torn tail zeroed, removed), the offsets journal, the files
+// replaced whole (topics.json, offsets.json, checkpoint, subscriptionGroups.json, through
+// durable.WriteFile), the ACL file (read and stat), the store's LOCK and the directories.
+// Direct are only the mappings themselves (mmap, munmap, madvise: memory operations, not
+// file operations a test could fail without a fake mapping); the stat, ftruncate (sizing) and
+// reads on a mapped file's *os.File, which the mapping needs as a real file (a test fails
+// the OpenFile that returns it, or the Allocate and Datasync done on it); and the device
+// statistics of the runtime report (admin.go). The broker uses osFS; tests substitute one
+// that fails on demand (in the style of pebble's vfs and errorfs, faultfs_test.go).
 //
 // The durability rule: a file replaced whole is replaced with durable.WriteFile (temporary
 // file, fsync, rename, fsync of the directory), and whatever the new file supersedes (the
@@ -39,7 +45,15 @@ type storeFS interface {
 	Datasync(f *os.File) error
 	// OpenJournal opens an append-only journal (the offsets journal).
 	OpenJournal(name string, flag int, perm os.FileMode) (journalFile, error)
+	// PunchHole makes bytes [off, off+n) of f read as zeros without writing through its
+	// mapping: it frees their blocks, and where punching is not supported writes zeros
+	// through the file (skipping 1 MiB blocks already zero), where a full disk is an error.
+	PunchHole(f *os.File, off, n int64) error
+	// Lock takes an exclusive advisory lock (flock) on name, creating it; closing the file
+	// releases it. ErrLocked: another process holds it.
+	Lock(name string) (io.Closer, error)
 	ReadFile(name string) ([]byte, error)
+	Stat(name string) (os.FileInfo, error)
 	ReadDir(name string) ([]os.DirEntry, error)
 	MkdirAll(name string, perm os.FileMode) error
 	RemoveAll(name string) error
@@ -80,8 +94,47 @@ func (osFS) Remove(name string) error                     { return os.Remove(nam
 func (osFS) RemoveAll(name string) error                  { return os.RemoveAll(name) }
 func (osFS) SyncDir(dir string) error                     { return durable.SyncDir(dir) }
 func (osFS) ReadFile(name string) ([]byte, error)         { return os.ReadFile(name) }
+func (osFS) Stat(name string) (os.FileInfo, error)        { return os.Stat(name) }
 func (osFS) ReadDir(name string) ([]os.DirEntry, error)   { return os.ReadDir(name) }
 func (osFS) MkdirAll(name string, perm os.FileMode) error { return os.MkdirAll(name, perm) }
+
+func (osFS) Lock(name string) (io.Closer, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, ErrLocked
+	}
+	return f, nil
+}
+
+func (osFS) PunchHole(f *os.File, off, n int64) error {
+	const punch = 0x1 | 0x2 // FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE
+	if err := syscall.Fallocate(int(f.Fd()), punch, off, n); err != nil {
+		return zeroRange(f, off, off+n)
+	}
+	return nil
+}
+
+// zeroRange writes zeros over [from, to) of f through the file (not the mapping), skipping
+// 1 MiB blocks that already read as zeros.
+func zeroRange(f *os.File, from, to int64) error {
+	const block = 1 << 20
+	buf := make([]byte, block)
+	zeros := make([]byte, block)
+	for at := from; at < to; at += block {
+		n := min(block, to-at)
+		if _, err := f.ReadAt(buf[:n], at); err == nil && bytes.Equal(buf[:n], zeros[:n]) {
+			continue
+		}
+		if _, err := f.WriteAt(zeros[:n], at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 func (osFS) Allocate(f *os.File, off, n int64) error {
 	for {

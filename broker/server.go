@@ -126,7 +126,7 @@ func (b *Broker) Serve(namesrvAddr, brokerAddr string) error {
 		groups: map[string]*consumerGroup{}, producers: map[string]map[string]*clientInfo{},
 		locks: map[string]map[string]*mqLock{}}
 	if b.cfg.ACLFile != "" {
-		a, err := openACL(b.cfg.ACLFile, b.cfg.ACLReloadInterval, b.cfg.Logger)
+		a, err := openACL(b.cfg.fs, b.cfg.ACLFile, b.cfg.ACLReloadInterval, b.cfg.Logger)
 		if err != nil {
 			return err
 		}

@@ -58,9 +58,10 @@
 //     pgx pool, converts every value from its text form to the declared column type
 //     (pgtext.go; a value that does not convert is an sql.ErrorValue naming the table,
 //     column and value), checks the table's columns once, and reports failures as
-//     *LookupError telling whether retrying may help. Options are parsed once
-//     (ParsePostgresOptions); errors are *OptionError naming the option, never showing a
-//     password.
+//     *LookupError telling whether retrying may help. Options are parsed once, when the
+//     join is planned (ParseLookup: ParsePostgresOptions for postgres, registered with the
+//     kind), into LookupOptions, which LookupSpec carries to the opener; errors are
+//     *OptionError naming the option, never showing a password.
 //   - The file connector is a lookup table too (file_lookup.go): OpenFileLookup reads the
 //     whole file (at most MaxLookupFileBytes) with the file source's line reader and the
 //     json/csv formats into a map by key (the last line of a key wins; a JSON line with

@@ -37,12 +37,9 @@ func (e *LookupFileError) Error() string {
 	return fmt.Sprintf("file %s: %s", e.Path, e.Reason)
 }
 
-// FileLookupOptions are a file lookup table's parsed WITH options.
-type FileLookupOptions = options.FileLookupOptions
-
 // ParseFileLookupOptions parses the options of a file table looked up by key
 // (options.ParseFileLookup). Errors are *OptionError.
-func ParseFileLookupOptions(raw map[string]string) (FileLookupOptions, error) {
+func ParseFileLookupOptions(raw map[string]string) (LookupOptions, error) {
 	return options.ParseFileLookup(raw)
 }
 
@@ -60,9 +57,9 @@ type FileLookup struct {
 // file over MaxLookupFileBytes, a line that does not decode or whose key is NULL is a
 // *LookupFileError.
 func OpenFileLookup(files *FileRoots, spec LookupSpec) (*FileLookup, error) {
-	o, err := ParseFileLookupOptions(spec.Options)
-	if err != nil {
-		return nil, err
+	o := spec.Options
+	if o.Path == "" {
+		return nil, &OptionError{Reason: "the file connector needs a path option"}
 	}
 	if len(spec.Key) == 0 {
 		return nil, fmt.Errorf("lookup table %s: no key columns", spec.Table)

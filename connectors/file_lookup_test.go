@@ -22,7 +22,11 @@ func TestFileLookupRows(t *testing.T) {
 	}
 	declared := sql.Schema{{Name: "cat", Type: sql.TypeVarchar}, {Name: "qty", Type: sql.TypeInt},
 		{Name: "price", Type: sql.TypeDouble}, {Name: "note", Type: sql.TypeVarchar}}
-	spec := LookupSpec{Table: "prices", Options: map[string]string{"connector": "file", "path": path, "format": "csv"},
+	o, err := ParseLookup("file", "prices", map[string]string{"connector": "file", "path": path, "format": "csv"})
+	if err != nil || o.Target != path || o.CacheTTL != 0 || o.Path != path || o.Format != "csv" {
+		t.Fatalf("lookup options %+v, %v: want the path as target and no cache", o, err)
+	}
+	spec := LookupSpec{Table: "prices", Options: o,
 		Columns: sql.Schema{declared[2], declared[1], declared[0]}, Key: []int{2, 1}, Schema: declared}
 	k, _ := Lookup("file")
 	tab, err := k.OpenLookup(context.Background(), Deps{}, spec)
@@ -45,10 +49,6 @@ func TestFileLookupRows(t *testing.T) {
 	if g := strings.Join(got, "; "); g != "4.5 1 a; 2.5 1 b" {
 		t.Fatalf("rows %q, want the last line of a/1 and b/1's line", g)
 	}
-	o, err := ParseLookup("file", "prices", spec.Options)
-	if err != nil || o.Target != path || o.CacheTTL != 0 {
-		t.Fatalf("lookup options %+v, %v: want the path as target and no cache", o, err)
-	}
 }
 
 // What cannot be read is an error naming the file (and the line); a path outside the file
@@ -68,7 +68,11 @@ func TestFileLookupErrors(t *testing.T) {
 	}
 	schema := sql.Schema{{Name: "k", Type: sql.TypeBigInt}, {Name: "v", Type: sql.TypeVarchar}}
 	open := func(files *FileRoots, path, format string) error {
-		_, err := OpenFileLookup(files, LookupSpec{Table: "t", Options: map[string]string{"path": path, "format": format},
+		o, err := ParseFileLookupOptions(map[string]string{"path": path, "format": format})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = OpenFileLookup(files, LookupSpec{Table: "t", Options: o,
 			Columns: schema, Key: []int{0}, Schema: schema})
 		return err
 	}

@@ -39,10 +39,11 @@ type MemoryLookup interface {
 }
 
 // LookupSpec is a lookup table as a join opens it: the rsql table's name, its WITH
-// options, the columns the join reads and which of them form the key.
+// options (parsed when the join was planned: ParseLookup), the columns the join reads and
+// which of them form the key.
 type LookupSpec struct {
 	Table   string
-	Options map[string]string
+	Options LookupOptions
 	// Columns are the columns to fetch, named and typed as the rsql table declares them.
 	Columns sql.Schema
 	// Key are the indexes in Columns of the primary key's columns, in key order.
@@ -52,8 +53,8 @@ type LookupSpec struct {
 	Schema sql.Schema
 }
 
-// LookupOptions are the parsed WITH options of a lookup table that the join itself uses
-// (options.LookupOptions).
+// LookupOptions are a lookup table's parsed WITH options: what the join uses and what its
+// connector opens the table with (options.LookupOptions).
 type LookupOptions = options.LookupOptions
 
 // Lookup option defaults (package options).

@@ -29,14 +29,9 @@ import (
 // PostgresOptionKeys are the WITH options the postgres connector reads.
 var PostgresOptionKeys = options.PostgresOptionKeys
 
-// PostgresOptions are a postgres table's parsed WITH options.
-type PostgresOptions struct {
-	// URL is the connection string (a postgres:// URL or key=value pairs, as libpq takes).
-	URL string
-	// Table is the table's name: [schema, name] or [name] (searched on the search_path).
-	Table []string
-	LookupOptions
-}
+// PostgresOptions are a postgres table's parsed WITH options: URL, Table ([schema, name]
+// or [name], searched on the search_path) and the common lookup options.
+type PostgresOptions = LookupOptions
 
 // ParsePostgresOptions parses the options of the postgres table named table (the rsql
 // name: the default of the table option). Errors are *OptionError naming the option.
@@ -45,7 +40,8 @@ func ParsePostgresOptions(table string, raw map[string]string) (PostgresOptions,
 	if err != nil {
 		return PostgresOptions{}, err
 	}
-	o := PostgresOptions{URL: strings.TrimSpace(raw["url"]), LookupOptions: lo}
+	o := lo
+	o.Connector, o.URL = "postgres", strings.TrimSpace(raw["url"])
 	if o.URL == "" {
 		return o, &OptionError{Reason: "the postgres connector needs a url option: WITH (connector = 'postgres', url = 'postgres://user@host:5432/db', table = 'users')"}
 	}
@@ -178,10 +174,7 @@ func redactErr(err error, raw string) string {
 var postgresKind = Kind{
 	Kind: func() options.Kind {
 		k := options.Builtin("postgres")
-		k.ParseLookup = func(table string, raw map[string]string) (LookupOptions, error) {
-			o, err := ParsePostgresOptions(table, raw)
-			return o.LookupOptions, err
-		}
+		k.ParseLookup = ParsePostgresOptions
 		return k
 	}(),
 	OpenLookup: func(_ context.Context, _ Deps, s LookupSpec) (LookupTable, error) {
@@ -203,11 +196,11 @@ type PostgresLookup struct {
 }
 
 // OpenPostgresLookup opens the table of spec (its options parsed with
-// ParsePostgresOptions).
+// ParsePostgresOptions, or ParseLookup).
 func OpenPostgresLookup(spec LookupSpec) (*PostgresLookup, error) {
-	o, err := ParsePostgresOptions(spec.Table, spec.Options)
-	if err != nil {
-		return nil, err
+	o := spec.Options
+	if o.URL == "" || len(o.Table) == 0 {
+		return nil, &OptionError{Reason: "the postgres connector needs a url option: WITH (connector = 'postgres', url = 'postgres://user@host:5432/db', table = 'users')"}
 	}
 	if len(spec.Key) == 0 {
 		return nil, fmt.Errorf("lookup table %s: no key columns", spec.Table)

@@ -225,7 +225,11 @@ func TestPostgresLookup(t *testing.T) {
 		for k, v := range opts {
 			o[k] = v
 		}
-		l, err := OpenPostgresLookup(LookupSpec{Table: name, Options: o, Columns: cols, Key: key})
+		po, err := ParseLookup("postgres", name, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := OpenPostgresLookup(LookupSpec{Table: name, Options: po, Columns: cols, Key: key})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +325,11 @@ func TestPostgresLookupRestart(t *testing.T) {
 	pg, conn := startPG(t)
 	pgExec(t, conn, `CREATE TABLE users (user_id text PRIMARY KEY, tier text)`, `INSERT INTO users VALUES ('u1', 'gold')`)
 	conn.Close(context.Background())
-	l, err := OpenPostgresLookup(LookupSpec{Table: "users", Options: map[string]string{"url": pg.URL, "lookup_timeout": "2s"},
+	o, err := ParsePostgresOptions("users", map[string]string{"url": pg.URL, "lookup_timeout": "2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := OpenPostgresLookup(LookupSpec{Table: "users", Options: o,
 		Columns: sql.Schema{{Name: "user_id", Type: sql.TypeVarchar}, {Name: "tier", Type: sql.TypeVarchar}}, Key: []int{0}})
 	if err != nil {
 		t.Fatal(err)

@@ -459,14 +459,14 @@ func (c *lookupCounters) snapshot(stage int) LookupStats {
 // operator.
 func (st *stage) openLookup(ctx context.Context, n *planner.LookupJoinNode, in sql.Schema) (Operator, error) {
 	env := &st.job.env
-	opts, err := connectors.ParseLookup(n.Connector, n.Table, n.Options)
-	if err != nil {
-		return nil, fmt.Errorf("%w: stage %d: lookup table %s: %v", ErrBadPlan, st.plan.ID, n.Table, err)
+	opts := n.Options // parsed when the join was planned
+	if opts.Connector == "" {
+		return nil, fmt.Errorf("%w: stage %d: lookup table %s: its options were not parsed", ErrBadPlan, st.plan.ID, n.Table)
 	}
 	if env.OpenLookup == nil {
 		return nil, fmt.Errorf("%w: lookup table %s needs Env.OpenLookup", ErrMissingEnv, n.Table)
 	}
-	table, err := env.OpenLookup(connectors.LookupSpec{Table: n.Table, Options: n.Options, Columns: n.Columns, Key: n.KeyColumns, Schema: n.TableSchema})
+	table, err := env.OpenLookup(connectors.LookupSpec{Table: n.Table, Options: opts, Columns: n.Columns, Key: n.KeyColumns, Schema: n.TableSchema})
 	if err != nil {
 		return nil, fmt.Errorf("lookup table %s: %w", n.Table, err)
 	}

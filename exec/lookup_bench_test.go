@@ -18,7 +18,7 @@ import (
 // (user_id VARCHAR, tier VARCHAR, credit DOUBLE) on the user.
 func benchLookupNode() *planner.LookupJoinNode {
 	return &planner.LookupJoinNode{Kind: sql.JoinLeft, Table: "dim_users", Connector: "postgres",
-		Options:    map[string]string{"connector": "postgres", "url": "postgres://127.0.0.1:1/none"},
+		Options:    lookupOptions("dim_users", map[string]string{"connector": "postgres", "url": "postgres://127.0.0.1:1/none"}),
 		Columns:    sql.Schema{{Name: "user_id", Type: sql.TypeVarchar}, {Name: "tier", Type: sql.TypeVarchar}, {Name: "credit", Type: sql.TypeDouble}},
 		KeyColumns: []int{0}, LeftKeys: []planner.Evaluator{col(0)}, RightKeys: []planner.Evaluator{col(0)}, LeftWidth: 4}
 }
@@ -88,14 +88,17 @@ INSERT INTO users SELECT 'user-' || lpad(i::text, 5, '0'), 'gold', i FROM genera
 	}
 	conn.Close(ctx)
 	open := func(ttl string) (connectors.LookupTable, connectors.LookupOptions) {
-		spec := connectors.LookupSpec{Table: "dim_users", Options: map[string]string{"url": pg.URL, "table": "users", "cache_ttl": ttl},
+		o, err := connectors.ParsePostgresOptions("dim_users", map[string]string{"url": pg.URL, "table": "users", "cache_ttl": ttl})
+		if err != nil {
+			b.Fatal(err)
+		}
+		spec := connectors.LookupSpec{Table: "dim_users", Options: o,
 			Columns: benchLookupNode().Columns, Key: []int{0}}
 		t, err := connectors.OpenPostgresLookup(spec)
 		if err != nil {
 			b.Fatal(err)
 		}
-		o, _ := connectors.ParsePostgresOptions("dim_users", spec.Options)
-		return t, o.LookupOptions
+		return t, o
 	}
 	b.Run("warm", func(b *testing.B) {
 		t, o := open("1h")

@@ -167,11 +167,20 @@ func (c *collect) Emit(b *Batch) error {
 	return nil
 }
 
+// lookupOptions parses the options of lookup table table as the planner does.
+func lookupOptions(table string, raw map[string]string) connectors.LookupOptions {
+	o, err := connectors.ParseLookup(raw["connector"], table, raw)
+	if err != nil {
+		panic(err)
+	}
+	return o
+}
+
 // usersNode joins (order_id BIGINT, user_id VARCHAR) with a table (user_id VARCHAR, tier
 // VARCHAR) on user_id.
 func usersNode(kind sql.JoinKind) *planner.LookupJoinNode {
 	return &planner.LookupJoinNode{Kind: kind, Table: "dim_users", Connector: "postgres",
-		Options:    map[string]string{"connector": "postgres", "url": "postgres://127.0.0.1:1/none"},
+		Options:    lookupOptions("dim_users", map[string]string{"connector": "postgres", "url": "postgres://127.0.0.1:1/none"}),
 		Columns:    sql.Schema{{Name: "user_id", Type: sql.TypeVarchar}, {Name: "tier", Type: sql.TypeVarchar}},
 		KeyColumns: []int{0}, LeftKeys: []planner.Evaluator{col(1)}, RightKeys: []planner.Evaluator{col(0)}, LeftWidth: 2,
 		Schema: sql.Schema{{Name: "order_id", Type: sql.TypeBigInt}, {Name: "user_id", Type: sql.TypeVarchar},
@@ -381,7 +390,7 @@ func TestLookupJoinKeysAndResidual(t *testing.T) {
 	// orders (order_id BIGINT, shop BIGINT) joined with prices (shop INT, sku, price) on
 	// CAST(shop AS BIGINT), residual price > 2.
 	n := &planner.LookupJoinNode{Kind: sql.JoinLeft, Table: "prices", Connector: "postgres",
-		Options:    map[string]string{"connector": "postgres", "url": "postgres://127.0.0.1:1/none"},
+		Options:    lookupOptions("prices", map[string]string{"connector": "postgres", "url": "postgres://127.0.0.1:1/none"}),
 		Columns:    sql.Schema{{Name: "shop", Type: sql.TypeInt}, {Name: "sku", Type: sql.TypeVarchar}, {Name: "price", Type: sql.TypeDouble}},
 		KeyColumns: []int{0}, LeftKeys: []planner.Evaluator{col(1)},
 		RightKeys: []planner.Evaluator{func(r sql.Row) sql.Value { return sql.BigInt(r[0].I) }},
@@ -433,7 +442,7 @@ func TestLookupJoinInJob(t *testing.T) {
 	}
 	table.set("u5", sql.Row{sql.Varchar("u5"), sql.ErrorValue(sql.CodeNumericOutOfRange, `lookup table dim: column level (crm.users.level): "1e20" does not convert to BIGINT`)})
 	n := &planner.LookupJoinNode{Kind: sql.JoinInner, Table: "dim", Connector: "postgres",
-		Options:    map[string]string{"connector": "postgres", "url": "postgres://127.0.0.1:1/none", "cache_rows": "100"},
+		Options:    lookupOptions("dim", map[string]string{"connector": "postgres", "url": "postgres://127.0.0.1:1/none", "cache_rows": "100"}),
 		Columns:    sql.Schema{{Name: "user_id", Type: sql.TypeVarchar}, {Name: "level", Type: sql.TypeBigInt}},
 		KeyColumns: []int{0}, LeftKeys: []planner.Evaluator{col(0)}, RightKeys: []planner.Evaluator{col(0)}, LeftWidth: 4,
 		Schema: append(append(sql.Schema{}, eventSchema...), sql.Column{Name: "uid", Type: sql.TypeVarchar}, sql.Column{Name: "level", Type: sql.TypeBigInt})}

@@ -55,7 +55,8 @@
 // AS OF a processing time: the file is read whole when the job starts), is JoinLookup: no
 // exchange of either side; a LookupJoinNode at the end of the left side's stage, reading
 // the table's pruned columns (LookupJoinNode.Columns, TableSchema the declared ones) by its
-// primary key. For postgres FOR SYSTEM_TIME AS OF must then be a processing time, not the
+// primary key, with the table's options parsed once here (Join.Lookup, LookupJoinNode.Options:
+// options.LookupOptions, which EXPLAIN shows and the opener takes). For postgres FOR SYSTEM_TIME AS OF must then be a processing time, not the
 // left's event time (0A000); a file table AS OF the left's event time is a temporal join. A relation of a connector
 // that cannot be read (a lookup table, a write-only connector) is refused as a source, and
 // one that cannot be written as a sink, with 0A000 when the plan is built.

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 
+	"rsql/connectors/options"
+
 	"rsql/sql"
 )
 
@@ -56,7 +58,9 @@ type Join struct {
 	// JoinTemporal, JoinCurrent, JoinLookup: the right side is Table; AsOf is the left
 	// column of the time the version must be valid at (temporal); RightTime the table's
 	// version time; RightOp its change column (-1: none).
-	Table   *sql.Relation
+	Table *sql.Relation
+	// Lookup are the options of a JoinLookup's Table, parsed when the join is planned.
+	Lookup  options.LookupOptions
 	AsOf    int
 	RightOp int
 	TTL     int64
@@ -119,7 +123,7 @@ func (j *Join) String() string {
 	case JoinRegular:
 		state = "both sides' rows for the state TTL"
 	case JoinLookup:
-		b.WriteString(lookupText(j.Table))
+		b.WriteString(lookupText(j.Table, j.Lookup))
 		state = "none: a cache of looked-up " + rn + " rows, not checkpointed"
 	}
 	if j.Residual != nil {

@@ -26,7 +26,8 @@ func lookupJoin(j *Join, f *sql.FromJoin, t *sql.Relation, lw int) error {
 	if !ok || !kind.Lookupable {
 		return errorf(sql.CodeNotSupported, "table %s has connector %s, which cannot be joined: a table is a changelog of versions (connector broker or file) or a table of a database looked up by key (connector postgres)", t.Name, t.Connector())
 	}
-	if _, err := options.ParseLookup(t.Connector(), t.Name, t.Options); err != nil {
+	o, err := options.ParseLookup(t.Connector(), t.Name, t.Options)
+	if err != nil {
 		return errorf(sql.CodeInvalidValue, "table %s: %v", t.Name, err)
 	}
 	if f.AsOf != nil {
@@ -34,21 +35,17 @@ func lookupJoin(j *Join, f *sql.FromJoin, t *sql.Relation, lw int) error {
 			return errorf(sql.CodeNotSupported, "table %s is looked up in its database, which holds only its current rows: FOR SYSTEM_TIME AS OF %s asks for the version valid at an event time; join it in processing time (FOR SYSTEM_TIME AS OF PROCTIME(), or without FOR SYSTEM_TIME)", t.Name, f.AsOf)
 		}
 	}
-	j.Mode = JoinLookup
+	j.Mode, j.Lookup = JoinLookup, o
 	return nil
 }
 
-// lookupText is what EXPLAIN shows of a lookup join's table: the external table and the
-// cache.
-func lookupText(t *sql.Relation) string {
+// lookupText is what EXPLAIN shows of a lookup join's table (its options o): the external
+// table and the cache.
+func lookupText(t *sql.Relation, o options.LookupOptions) string {
 	if t == nil {
 		return ""
 	}
-	o, err := options.ParseLookup(t.Connector(), t.Name, t.Options)
-	if err != nil {
-		return " table=" + t.Name + " (" + err.Error() + ")"
-	}
-	if t.Connector() == "file" {
+	if o.Connector == "file" {
 		return " table=" + o.Target + " (read into memory at start)"
 	}
 	return " table=" + o.Target + " cache_ttl=" + durationText(o.CacheTTL) + " cache_rows=" + strconv.Itoa(o.CacheRows)
@@ -67,10 +64,11 @@ func durationText(d time.Duration) string {
 // rows come out in input order.
 type LookupJoinNode struct {
 	Kind sql.JoinKind
-	// Table is the rsql table; Connector and Options open it (connectors.LookupSpec in package connectors).
+	// Table is the rsql table; Connector and Options (parsed when the join was planned)
+	// open it (connectors.LookupSpec in package connectors).
 	Table     string
 	Connector string
-	Options   map[string]string
+	Options   options.LookupOptions
 	// Columns are the table's columns the join reads, in the right row's order;
 	// KeyColumns the index in Columns of each key column, in the order of LeftKeys.
 	// TableSchema is every declared column of the table, in order, without the hidden
@@ -108,7 +106,7 @@ func (b *builder) lookupJoin(n *Join) (sub, error) {
 	if err != nil {
 		return s, err
 	}
-	ln := &LookupJoinNode{Kind: n.Kind, Table: n.Table.Name, Connector: n.Table.Connector(), Options: n.Table.Options,
+	ln := &LookupJoinNode{Kind: n.Kind, Table: n.Table.Name, Connector: n.Table.Connector(), Options: n.Lookup,
 		Columns: scan.Schema(), LeftWidth: len(s.row), Schema: n.Schema(), Text: n.String()}
 	for _, c := range n.Table.Schema {
 		if c.Name != sql.ChangeColumn {

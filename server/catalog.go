@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"rsql/connectors/options"
 	"rsql/internal/durable"
 	"rsql/sql"
 	"rsql/udf"
@@ -81,6 +82,23 @@ func (d *StreamDef) Schema() sql.Schema {
 		s[i] = sql.Column{Name: c.Name, Type: sql.Type{Kind: sql.Kind(c.Kind), Precision: c.Precision, Scale: c.Scale}}
 	}
 	return s
+}
+
+// StreamOptions are the stream's options parsed (options.Of; docs/architecture.md, "Stream
+// options are parsed once"): the engine reads its connector, topic, path and format here,
+// never from Options, which stays the catalog's record (SHOW CREATE, the catalog on disk).
+// They were checked when the stream was declared and are stored with their defaults
+// (withDefaults); a view's connector is "view".
+func (d *StreamDef) StreamOptions() options.StreamOptions {
+	o, err := options.Of(d.Options)
+	if err != nil {
+		// A value stored before it was checked: the options the engine reads as given.
+		o.Topic, o.Path = d.Options["topic"], d.Options["path"]
+		if f := d.Options["format"]; f != "" {
+			o.Format = f
+		}
+	}
+	return o
 }
 
 // Kind is what the definition is, as DROP names it: STREAM, TABLE or VIEW.
@@ -162,7 +180,8 @@ func (c ColumnDef) typ() sql.Type {
 // guards every field.
 type Catalog struct {
 	mu      sync.Mutex
-	path    string // "" for a catalog that is not persisted
+	fs      durable.StateFS // the file's reads and replacements
+	path    string          // "" for a catalog that is not persisted
 	streams map[string]*StreamDef
 	jobs    map[string]*JobDef
 	funcs   map[string]*FunctionDef
@@ -227,12 +246,16 @@ var ErrCatalogCorrupt = errors.New("catalog file is corrupt")
 
 // OpenCatalog loads the catalog at path, or starts an empty one when the file does not exist.
 // An empty path gives an in-memory catalog.
-func OpenCatalog(path string) (*Catalog, error) {
-	c := &Catalog{path: path, streams: map[string]*StreamDef{}, jobs: map[string]*JobDef{}, funcs: map[string]*FunctionDef{}, users: map[string]*UserDef{}, nextJob: 1}
+func OpenCatalog(path string) (*Catalog, error) { return OpenCatalogFS(durable.OS, path) }
+
+// OpenCatalogFS is OpenCatalog reading and replacing the file through fs (tests fail its
+// steps).
+func OpenCatalogFS(fs durable.StateFS, path string) (*Catalog, error) {
+	c := &Catalog{fs: fs, path: path, streams: map[string]*StreamDef{}, jobs: map[string]*JobDef{}, funcs: map[string]*FunctionDef{}, users: map[string]*UserDef{}, nextJob: 1}
 	if path == "" {
 		return c, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := fs.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return c, nil
 	}
@@ -259,11 +282,11 @@ func (c *Catalog) saveLocked() error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
+	if err := c.fs.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
 		return err
 	}
 	// 0600: the file holds the users' password secrets.
-	return durable.WriteFile(durable.OS, c.path, data, 0o600)
+	return durable.WriteFile(c.fs, c.path, data, 0o600)
 }
 
 // Relation implements sql.Catalog.
@@ -420,12 +443,23 @@ func (c *Catalog) DropStream(name string) error {
 		}
 	}
 	delete(c.streams, key(name))
+	var stopped *JobDef
+	var was JobState
 	if d.Job != "" {
 		if j, ok := c.jobs[d.Job]; ok && j.live() {
+			stopped, was = j, j.State
 			j.State = JobTerminated
 		}
 	}
-	return c.saveLocked()
+	if err := c.saveLocked(); err != nil {
+		// What could not be stored is not served either: the stream and its job stay.
+		c.streams[key(name)] = d
+		if stopped != nil {
+			stopped.State = was
+		}
+		return err
+	}
+	return nil
 }
 
 func (j *JobDef) live() bool { return j.State == JobRunning || j.State == JobPaused }
@@ -471,8 +505,13 @@ func (c *Catalog) SetJobCounters(id string, jc JobCounters) error {
 	if !ok {
 		return sql.Errorf(sql.CodeUnknownTable, "job %q does not exist", id)
 	}
+	last := j.Last
 	j.Last = &jc
-	return c.saveLocked()
+	if err := c.saveLocked(); err != nil {
+		j.Last = last
+		return err
+	}
+	return nil
 }
 
 // SetJobState records a job's state (and error text for FAILED).
@@ -483,8 +522,13 @@ func (c *Catalog) SetJobState(id string, state JobState, errText string) error {
 	if !ok {
 		return sql.Errorf(sql.CodeUnknownTable, "job %q does not exist", id)
 	}
+	oldState, oldErr := j.State, j.Error
 	j.State, j.Error = state, errText
-	return c.saveLocked()
+	if err := c.saveLocked(); err != nil {
+		j.State, j.Error = oldState, oldErr
+		return err
+	}
+	return nil
 }
 
 // Function returns a copy of the user function or aggregate named name.

@@ -359,22 +359,22 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 	if err := checkPartitionColumns(d); err != nil {
 		return nil, err
 	}
-	if d.Options["connector"] == "nexmark" {
-		if err := connectors.CheckNexmarkStream(d.Options, d.Schema()); err != nil {
-			return nil, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", d.Name, err)
-		}
-	}
 	opts, err := connectors.StreamOptionsOf(d.Options)
 	if err != nil {
 		return nil, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", d.Name, err)
 	}
-	if d.Options["connector"] == "broker" && e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
+	if opts.Connector == "nexmark" {
+		if err := connectors.CheckNexmarkStream(d.Options, d.Schema()); err != nil {
+			return nil, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", d.Name, err)
+		}
+	}
+	if opts.Connector == "broker" && e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
 		src, err := connectors.OpenRocketMQSource(context.Background(), *e.cfg.RocketMQ, opts.TopicOf(d.Name), opts.Queues)
 		if err != nil {
 			return nil, err
 		}
 		src.Close()
-	} else if d.Options["connector"] == "broker" {
+	} else if opts.Connector == "broker" {
 		b, err := e.needBroker(d.Name)
 		if err != nil {
 			return nil, err
@@ -928,17 +928,19 @@ func (e *Engine) show(s *sql.ShowStmt) (*Result, error) {
 			if d.IsView != views {
 				continue
 			}
-			target := d.Options["topic"]
-			if d.Options["connector"] == "file" {
-				target = d.Options["path"]
+			o := d.StreamOptions()
+			target := o.Topic
+			if o.Connector == "file" {
+				target = o.Path
 			}
-			if k, ok := connectors.Lookup(d.Options["connector"]); ok && k.ParseLookup != nil {
-				if o, err := k.ParseLookup(d.Name, d.Options); err == nil {
-					target = o.Target // the database's table
+			if k, ok := connectors.Lookup(o.Connector); ok && k.ParseLookup != nil {
+				if lo, err := k.ParseLookup(d.Name, o.Raw); err == nil {
+					target = lo.Target // the database's table
 				}
 			}
-			rows = append(rows, sql.Row{sql.Varchar(d.Name), sql.Varchar(d.Options["connector"]), sql.Varchar(target),
-				sql.Varchar(d.Options["format"]), nullable(d.Job)})
+			// The format as declared: a view has none.
+			rows = append(rows, sql.Row{sql.Varchar(d.Name), sql.Varchar(o.Connector), sql.Varchar(target),
+				sql.Varchar(o.Get("format")), nullable(d.Job)})
 		}
 		return &Result{Columns: cols, Rows: &sliceRows{rows: rows}, Tag: "SHOW"}, nil
 	case sql.ShowJobs:
@@ -1037,10 +1039,11 @@ func (e *Engine) commitLocal(cp *exec.CheckpointInfo) error {
 	for _, o := range cp.Offsets {
 		topic := o.Stream
 		if d, ok := e.cat.Stream(o.Stream); ok {
-			if d.Options["connector"] != "broker" {
+			o := d.StreamOptions()
+			if o.Connector != "broker" {
 				continue
 			}
-			topic = topicOf(d.Name, d.Options)
+			topic = o.TopicOf(d.Name)
 		}
 		q, err := strconv.Atoi(o.Split)
 		if err != nil {

@@ -104,10 +104,10 @@ func (e *Engine) fileWriter(path, except string) string {
 			continue
 		}
 		d, ok := e.cat.Stream(j.Sink)
-		if !ok || d.Options["connector"] != "file" {
+		if !ok {
 			continue
 		}
-		if e.files.Abs(d.Options["path"]) == want {
+		if o := d.StreamOptions(); o.Connector == "file" && e.files.Abs(o.Path) == want {
 			return j.ID
 		}
 	}
@@ -116,11 +116,12 @@ func (e *Engine) fileWriter(path, except string) string {
 
 // checkFileWriter refuses (55006) a new writer of a file stream that a live job writes.
 func (e *Engine) checkFileWriter(d StreamDef, what string) error {
-	if d.Options["connector"] != "file" {
+	o := d.StreamOptions()
+	if o.Connector != "file" {
 		return nil
 	}
-	if j := e.fileWriter(d.Options["path"], ""); j != "" {
-		return sql.Errorf(sql.CodeInUse, "%s: job %s writes %s, and a file has one writer at a time (TERMINATE JOB %s first)", what, j, d.Options["path"], j)
+	if j := e.fileWriter(o.Path, ""); j != "" {
+		return sql.Errorf(sql.CodeInUse, "%s: job %s writes %s, and a file has one writer at a time (TERMINATE JOB %s first)", what, j, o.Path, j)
 	}
 	return nil
 }

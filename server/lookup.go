@@ -29,9 +29,9 @@ func checkLookupTable(s *sql.CreateStream) error {
 
 // openLookup opens the lookup table of spec through the connector registry.
 func (e *Engine) openLookup(spec connectors.LookupSpec) (connectors.LookupTable, error) {
-	kind, ok := connectors.Lookup(spec.Options["connector"])
+	kind, ok := connectors.Lookup(spec.Options.Connector)
 	if !ok || kind.OpenLookup == nil {
-		return nil, sql.Errorf(sql.CodeNotSupported, "table %s: the %s connector cannot be looked up", spec.Table, spec.Options["connector"])
+		return nil, sql.Errorf(sql.CodeNotSupported, "table %s: the %s connector cannot be looked up", spec.Table, spec.Options.Connector)
 	}
 	return kind.OpenLookup(context.Background(), e.deps(), spec)
 }

@@ -217,7 +217,7 @@ func (e *Engine) insertValues(ctx context.Context, s *sql.Insert) (*Result, erro
 			cols = append(cols, i)
 		}
 	}
-	format, err := connectors.NewFormat(d.Options["format"], schema)
+	format, err := connectors.NewFormat(d.StreamOptions().Format, schema)
 	if err != nil {
 		return nil, err
 	}

@@ -27,9 +27,9 @@ func (e *Engine) replace(d StreamDef, j *JobDef, q *sql.Query, sink planner.Sink
 		defer e.jobs.startMu.Unlock()
 	}
 	old, _ := e.cat.Stream(d.Name)
-	if j != nil && d.Options["connector"] == "file" {
-		if w := e.fileWriter(d.Options["path"], old.Job); w != "" {
-			return nil, sql.Errorf(sql.CodeInUse, "CREATE OR REPLACE %s: job %s writes %s, and a file has one writer at a time (TERMINATE JOB %s first)", d.Name, w, d.Options["path"], w)
+	if o := d.StreamOptions(); j != nil && o.Connector == "file" {
+		if w := e.fileWriter(o.Path, old.Job); w != "" {
+			return nil, sql.Errorf(sql.CodeInUse, "CREATE OR REPLACE %s: job %s writes %s, and a file has one writer at a time (TERMINATE JOB %s first)", d.Name, w, o.Path, w)
 		}
 	}
 	var jp *JobDef
@@ -97,10 +97,11 @@ func checkPartitionColumns(d StreamDef) error {
 
 // checkStreamTopic checks the topic of a stream on the broker (by default its name).
 func checkStreamTopic(d StreamDef) error {
-	if d.Options["connector"] != "broker" {
+	o := d.StreamOptions()
+	if o.Connector != "broker" {
 		return nil
 	}
-	return checkTopicName("stream "+d.Name, topicOf(d.Name, d.Options))
+	return checkTopicName("stream "+d.Name, o.TopicOf(d.Name))
 }
 
 // transactionResult answers BEGIN, COMMIT and ROLLBACK: rsql has no transactions, so they

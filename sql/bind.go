@@ -25,7 +25,7 @@ func Bind(s *Select, cat Catalog) (q *Query, err error) {
 			err = Errorf(CodeInternal, "bind: %v", r)
 		}
 	}()
-	ctx := &bindCtx{input: s.input, rw: s.rw, params: s.Params, casts: s.casts, tvfs: s.tvfs, tfns: s.tfns, cat: cat, emitPos: s.emitPos}
+	ctx := &bindCtx{input: s.input, rw: s.rw, params: s.Params, syntax: s.syntax, tvfs: s.tvfs, tfns: s.tfns, cat: cat, emitPos: s.emitPos}
 	b := ctx.newBinder()
 	markUserAggs(s.stmt, cat)
 	q, err = b.bindQuery(s.stmt)
@@ -46,7 +46,7 @@ type bindCtx struct {
 	input   string
 	rw      *rewrite
 	params  []Value
-	casts   []Type
+	syntax  []streamSyntax
 	tvfs    []*windowCall
 	tfns    []*tableCall
 	cat     Catalog
@@ -63,7 +63,7 @@ type cteDef struct {
 }
 
 func (c *bindCtx) newBinder() *binder {
-	return &binder{ctx: c, input: c.input, rw: c.rw, params: c.params, casts: c.casts, mode: modeInput, pos: c.rw.srcStart}
+	return &binder{ctx: c, input: c.input, rw: c.rw, params: c.params, syntax: c.syntax, mode: modeInput, pos: c.rw.srcStart}
 }
 
 type bindMode uint8
@@ -80,7 +80,7 @@ type binder struct {
 	input  string
 	rw     *rewrite
 	params []Value
-	casts  []Type
+	syntax []streamSyntax // the pre-pass's placeholder calls, by N of __rsql_N
 	mode   bindMode
 	pos    int // offset (in the input) of the node being bound, for errors
 
@@ -468,7 +468,7 @@ func (b *binder) bindSelect(sel *ast.SelectStmt) (*Query, error) {
 func (b *binder) orderLimit(q *Query, order *ast.OrderByClause, limit *ast.Limit) error {
 	if order != nil {
 		out := q.OutputSchema()
-		ob := &binder{ctx: b.ctx, input: b.input, rw: b.rw, params: b.params, casts: b.casts, mode: modeInput,
+		ob := &binder{ctx: b.ctx, input: b.input, rw: b.rw, params: b.params, syntax: b.syntax, mode: modeInput,
 			from: &FromNothing{}, fromName: "the query's result", base: out, scope: out, clause: "ORDER BY"}
 		for _, it := range order.Items {
 			ob.setPos(it.Expr)
@@ -837,14 +837,11 @@ func (b *binder) groupBy(sel *ast.SelectStmt) error {
 		if hasAgg(n) {
 			return b.errf(CodeGrouping, "aggregate functions are not allowed in GROUP BY")
 		}
-		if f, ok := n.(*ast.FuncCallExpr); ok {
-			switch f.FnName.L {
-			case "__rsql_tumble", "__rsql_hop", "__rsql_session":
-				if err := b.groupWindow(f); err != nil {
-					return err
-				}
-				continue
+		if k, f := syntaxKindOf(b.syntax, n); k == synWindow {
+			if err := b.groupWindow(f, syntaxOf(b.syntax, f).window); err != nil {
+				return err
 			}
+			continue
 		}
 		if c, ok := n.(*ast.ColumnNameExpr); ok && b.tvf != nil {
 			nm := c.Name.Name.L
@@ -929,8 +926,8 @@ func (b *binder) givenWindow() {
 }
 
 // groupWindow binds GROUP BY TUMBLE(ts, size) | HOP(ts, slide, size) | SESSION(ts, gap).
-func (b *binder) groupWindow(f *ast.FuncCallExpr) error {
-	kind, name, want := windowKindOf(f.FnName.L)
+func (b *binder) groupWindow(f *ast.FuncCallExpr, kind WindowKind) error {
+	name, want := windowUsage(kind)
 	if b.window != nil {
 		if b.tvf != nil {
 			return b.errf(CodeNotSupported, "GROUP BY %s cannot be combined with a window table function in FROM", name)
@@ -954,14 +951,27 @@ func (b *binder) groupWindow(f *ast.FuncCallExpr) error {
 	return nil
 }
 
-func windowKindOf(fn string) (WindowKind, string, int) {
-	switch strings.TrimPrefix(fn, "__rsql_") {
-	case "tumble", "tumble_start", "tumble_end":
-		return WindowTumble, "TUMBLE", 2
-	case "hop", "hop_start", "hop_end":
-		return WindowHop, "HOP", 3
+// windowKindOf returns the window of TUMBLE_START and friends.
+func windowKindOf(fn string) WindowKind {
+	switch fn {
+	case "tumble_start", "tumble_end":
+		return WindowTumble
+	case "hop_start", "hop_end":
+		return WindowHop
 	}
-	return WindowSession, "SESSION", 2
+	return WindowSession
+}
+
+// windowUsage returns the name of a group-by window function and its number of
+// arguments.
+func windowUsage(k WindowKind) (string, int) {
+	switch k {
+	case WindowTumble:
+		return "TUMBLE", 2
+	case WindowHop:
+		return "HOP", 3
+	}
+	return "SESSION", 2
 }
 
 // windowArgs binds (ts, interval...) of a group-by window function.
@@ -988,11 +998,11 @@ func (b *binder) windowArgs(f *ast.FuncCallExpr, name string, want int) (int, []
 	var sizes []int64
 	for _, a := range f.Args[1:] {
 		b.setPos(a)
-		iv, ok := a.(*ast.FuncCallExpr)
-		if !ok || iv.FnName.L != "__rsql_interval" {
+		k, iv := syntaxKindOf(b.syntax, a)
+		if k != synInterval {
 			return 0, nil, b.errf(CodeSyntax, "%s sizes are INTERVAL 'n' UNIT: %s", name, usage)
 		}
-		ms := iv.Args[0].(*driver.ValueExpr).GetInt64()
+		ms := syntaxOf(b.syntax, iv).ms
 		if ms <= 0 {
 			return 0, nil, b.errf(CodeInvalidValue, "%s sizes must be positive", name)
 		}
@@ -1022,7 +1032,7 @@ func (b *binder) fieldName(f *ast.SelectField, e Expr) string {
 			return b.input[s:end]
 		}
 	}
-	if strings.Contains(text, "__rsql_") || text == "" {
+	if strings.Contains(text, syntaxPrefix) || text == "" {
 		return e.String()
 	}
 	return text
@@ -1336,14 +1346,15 @@ func (b *binder) node(n ast.ExprNode) (Expr, error) {
 		}
 		return &Like{Arg: a, Pattern: p, Escape: esc, Not: x.Not}, nil
 	case *ast.PatternRegexpExpr:
-		// a ~ 'pattern' (the pre-pass writes it as REGEXP); a ~* 'p' has __rsql_ci('p').
+		// a ~ 'pattern' (the pre-pass writes it as REGEXP); a ~* 'p' has a synRegexpCI
+		// placeholder around 'p'.
 		a, err := b.expr(x.Expr)
 		if err != nil {
 			return nil, err
 		}
 		op := "REGEXP"
 		pat := x.Pattern
-		if f, ok := pat.(*ast.FuncCallExpr); ok && f.FnName.L == "__rsql_ci" && len(f.Args) == 1 {
+		if k, f := syntaxKindOf(b.syntax, pat); k == synRegexpCI && len(f.Args) == 1 {
 			op, pat = "IREGEXP", f.Args[0]
 		}
 		p, err := b.expr(pat)
@@ -1398,7 +1409,7 @@ func (b *binder) value(x *driver.ValueExpr) (Expr, error) {
 	case driver.KindUint64:
 		u := x.GetUint64()
 		if u > 1<<63-1 {
-			v, _ := NumericFromString(strconv.FormatUint(u, 10))
+			v, _ := NumericFromString(strconv.FormatUint(u, 10)) // a uint64's decimal text always parses
 			return &Literal{V: v, T: TypeNumeric}, nil
 		}
 		return intLiteral(int64(u)), nil

@@ -1,7 +1,6 @@
 package sql
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -24,18 +23,19 @@ var sessionFuncs = map[string]func() string{
 	"USER":             func() string { return "rsql" },
 }
 
-func (b *binder) funcCall(f *ast.FuncCallExpr) (Expr, error) {
-	name := f.FnName.L
-	switch {
-	case name == "__rsql_interval":
-		return NewLiteral(Interval(f.Args[0].(*driver.ValueExpr).GetInt64())), nil
-	case name == "__rsql_param":
-		n := int(f.Args[0].(*driver.ValueExpr).GetInt64())
+// streamSyntaxCall binds a placeholder call of the pre-pass by what its entry says it
+// stands for.
+func (b *binder) streamSyntaxCall(f *ast.FuncCallExpr, syn *streamSyntax) (Expr, error) {
+	switch syn.kind {
+	case synInterval:
+		return NewLiteral(Interval(syn.ms)), nil
+	case synParam:
+		n := syn.param
 		if n < 1 || n > len(b.params) {
 			return nil, b.errf(CodeUndefinedParameter, "there is no value for parameter $%d", n)
 		}
 		return NewLiteral(b.params[n-1]), nil
-	case name == "__rsql_ts":
+	case synTimestamp:
 		a, err := b.expr(f.Args[0])
 		if err != nil {
 			return nil, err
@@ -50,9 +50,8 @@ func (b *binder) funcCall(f *ast.FuncCallExpr) (Expr, error) {
 			return nil, b.at(err)
 		}
 		return NewLiteral(tv), nil
-	case strings.HasPrefix(name, "__rsql_cast_"):
-		i, err := strconv.Atoi(strings.TrimPrefix(name, "__rsql_cast_"))
-		if err != nil || len(f.Args) != 1 || i < 0 || i >= len(b.casts) {
+	case synCast:
+		if len(f.Args) != 1 {
 			return nil, b.errf(CodeSyntax, "CAST takes one value: CAST(x AS type)")
 		}
 		a, err := b.expr(f.Args[0])
@@ -60,7 +59,7 @@ func (b *binder) funcCall(f *ast.FuncCallExpr) (Expr, error) {
 			return nil, err
 		}
 		b.setPos(f)
-		t := b.casts[i]
+		t := syn.typ
 		if t.Kind == KindInterval || a.Type().Kind == KindInterval {
 			return nil, b.errf(CodeTypeMismatch, "cannot CAST %s to %s", a.Type(), t)
 		}
@@ -72,25 +71,49 @@ func (b *binder) funcCall(f *ast.FuncCallExpr) (Expr, error) {
 			return &Literal{V: v, T: t}, nil
 		}
 		return &Cast{Arg: a, T: t}, nil
-	case name == "__rsql_tumble" || name == "__rsql_hop" || name == "__rsql_session":
-		_, wn, _ := windowKindOf(name)
+	case synWindow:
+		wn, _ := windowUsage(syn.window)
 		return nil, b.errf(CodeSyntax, "%s(...) belongs in GROUP BY or, with a stream argument, in FROM", wn)
-	case strings.HasSuffix(name, "_start") || strings.HasSuffix(name, "_end"):
-		switch name {
-		case "tumble_start", "tumble_end", "hop_start", "hop_end", "session_start", "session_end":
-			return b.windowBound(f)
-		}
-	case name == "__rsql_extract" || name == "__rsql_jget" || name == "__rsql_jgett" || name == "__rsql_concatfn" || name == "__rsql_ci":
-		fn := map[string]string{"__rsql_extract": "EXTRACT", "__rsql_jget": "JSON_GET", "__rsql_jgett": "JSON_GET_TEXT", "__rsql_concatfn": "CONCAT", "__rsql_ci": "__CI"}[name]
+	case synExtract, synJSONGet, synConcat, synRegexpCI:
 		args, err := b.exprs(f.Args)
 		if err != nil {
 			return nil, err
 		}
 		b.setPos(f)
-		if fn == "__CI" {
+		switch syn.kind {
+		case synRegexpCI:
 			return nil, b.errf(CodeSyntax, "~* needs a pattern on its right")
+		case synExtract:
+			return b.call("EXTRACT", args...)
+		case synConcat:
+			return b.call("CONCAT", args...)
+		case synJSONGet:
+			if syn.text {
+				return b.call("JSON_GET_TEXT", args...)
+			}
+			return b.call("JSON_GET", args...)
 		}
-		return b.call(fn, args...)
+	}
+	// A FULL JOIN or AS OF marker off the leftmost path of its ON (x XOR y): the marker's
+	// former name keeps the message as it was.
+	marker := "__rsql_full"
+	if syn.kind == synAsOf {
+		marker = "__rsql_asof"
+	}
+	return nil, b.errf(CodeUndefinedFunction, "function %s does not exist", marker)
+}
+
+func (b *binder) funcCall(f *ast.FuncCallExpr) (Expr, error) {
+	if syn := syntaxOf(b.syntax, f); syn != nil {
+		return b.streamSyntaxCall(f, syn)
+	}
+	name := f.FnName.L
+	switch {
+	case strings.HasSuffix(name, "_start") || strings.HasSuffix(name, "_end"):
+		switch name {
+		case "tumble_start", "tumble_end", "hop_start", "hop_end", "session_start", "session_end":
+			return b.windowBound(f)
+		}
 	case name == "concat":
 		// a || b (tidb's pipes-as-concat); the CONCAT function was renamed by the pre-pass.
 		args, err := b.exprs(f.Args)
@@ -214,7 +237,8 @@ func (b *binder) trim(f *ast.FuncCallExpr) (Expr, error) {
 // aggregate row.
 func (b *binder) windowBound(f *ast.FuncCallExpr) (Expr, error) {
 	name := strings.ToUpper(f.FnName.L)
-	kind, wn, want := windowKindOf(f.FnName.L)
+	kind := windowKindOf(f.FnName.L)
+	wn, want := windowUsage(kind)
 	if b.mode != modeAgg || b.inAgg || b.window == nil {
 		return nil, b.errf(CodeGrouping, "%s needs GROUP BY %s(...)", name, wn)
 	}

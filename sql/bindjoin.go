@@ -1,16 +1,15 @@
 package sql
 
 import (
-	"strings"
-
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/opcode"
 )
 
 // bindJoinFrom binds FROM a JOIN b ON c (and chains of joins): the scope is the left
 // side's columns then the right's, each qualified by its side's name. The pre-pass turns
-// FULL JOIN into a LEFT JOIN whose ON starts with __rsql_full(), and FOR SYSTEM_TIME AS
-// OF e into __rsql_asof(e) at the start of the ON; both markers are taken out here.
+// FULL JOIN into a LEFT JOIN whose ON starts with a synFullJoin marker, and FOR SYSTEM_TIME
+// AS OF e into a synAsOf marker of e at the start of the ON; both markers are taken out
+// here.
 func (b *binder) bindJoinFrom(j *ast.Join) error {
 	f, scope, quals, attrs, err := b.bindJoin(j)
 	if err != nil {
@@ -51,7 +50,7 @@ func (b *binder) bindJoin(j *ast.Join) (From, Schema, [][]string, []ColAttr, err
 	case ast.RightJoin:
 		fj.Kind = JoinRight
 	}
-	on, full, asof := stripJoinMarkers(j.On.Expr)
+	on, full, asof := stripJoinMarkers(b.syntax, j.On.Expr)
 	if full {
 		fj.Kind = JoinFull
 	}
@@ -136,19 +135,19 @@ func (b *binder) joinSide(n ast.ResultSetNode) (From, string, Schema, [][]string
 	return nil, "", nil, nil, nil, b.errf(CodeNotSupported, "this join input is not supported")
 }
 
-// stripJoinMarkers takes the pre-pass's markers out of an ON condition: __rsql_full()
-// (FULL JOIN) and __rsql_asof(e) (FOR SYSTEM_TIME AS OF e), found on the leftmost path of
+// stripJoinMarkers takes the pre-pass's markers out of an ON condition: synFullJoin
+// (FULL JOIN) and synAsOf of e (FOR SYSTEM_TIME AS OF e), found on the leftmost path of
 // its ANDs and ORs. The rest of the condition is returned (nil: none).
-func stripJoinMarkers(e ast.ExprNode) (rest ast.ExprNode, full bool, asof ast.ExprNode) {
+func stripJoinMarkers(table []streamSyntax, e ast.ExprNode) (rest ast.ExprNode, full bool, asof ast.ExprNode) {
 	var strip func(e ast.ExprNode) ast.ExprNode
 	strip = func(e ast.ExprNode) ast.ExprNode {
 		switch x := e.(type) {
 		case *ast.FuncCallExpr:
-			switch strings.ToLower(x.FnName.L) {
-			case "__rsql_full":
+			switch k, _ := syntaxKindOf(table, x); k {
+			case synFullJoin:
 				full = true
 				return nil
-			case "__rsql_asof":
+			case synAsOf:
 				if len(x.Args) == 1 {
 					asof = x.Args[0]
 				}

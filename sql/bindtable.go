@@ -66,7 +66,7 @@ func (b *binder) bindLateral(j *ast.Join, tc *tableCall, fc *ast.FuncCallExpr) (
 		return fail(tc.pos, CodeNotSupported, "a table function joins without USING or NATURAL: use CROSS JOIN LATERAL")
 	}
 	if j.On != nil {
-		on, full, asof := stripJoinMarkers(j.On.Expr)
+		on, full, asof := stripJoinMarkers(b.syntax, j.On.Expr)
 		if full || asof != nil || !isTrueLiteral(on) {
 			b.setPos(j.On.Expr)
 			return nil, nil, nil, nil, b.errf(CodeNotSupported, "a join with a table function takes ON TRUE only: put the condition in WHERE")

@@ -60,7 +60,13 @@
 // TUMBLE/HOP/SESSION group-by calls, CAST to rsql's types,
 // TIMESTAMP '...' literals, EMIT clauses, $n parameters) into text tidb accepts and keeps a
 // map from every rewritten offset back to the user's text, so errors reported by tidb and
-// by Bind point into what the user typed. Identifiers keep their spelling and compare
+// by Bind point into what the user typed. What it replaces by a call tidb can parse (an
+// INTERVAL, a parameter, a cast, a group-by window, ->, ~*, EXTRACT, CONCAT, the FULL
+// JOIN and AS OF markers) is a placeholder __rsql_N(...) whose meaning is entry N of the
+// statement's table of streamSyntax (a kind and its typed arguments: the interval's
+// milliseconds, the parameter's number, the cast's type, the window's kind; rewrite.go,
+// streamsyntax.go): the binder reads the entry, never the placeholder's name. Names
+// starting with __rsql_ are reserved. Identifiers keep their spelling and compare
 // case-insensitively; double quotes and backticks quote identifiers, single quotes strings.
 //
 // # Binding

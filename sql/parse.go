@@ -997,7 +997,7 @@ func (p *stmtParser) insert() (Statement, error) {
 // INSERT and binding each value as a constant expression.
 func (p *stmtParser) values() ([][]Expr, error) {
 	start := p.i
-	rw, _, err := p.prepass(start, "INSERT INTO t ")
+	rw, pre, err := p.prepass(start, "INSERT INTO t ")
 	if err != nil {
 		return nil, err
 	}
@@ -1015,7 +1015,7 @@ func (p *stmtParser) values() ([][]Expr, error) {
 	if err := p.limits.checkTree(p.src, p.toks[start].Pos, node); err != nil {
 		return nil, err
 	}
-	b := &binder{input: p.src, rw: rw, params: p.params, mode: modeConst}
+	b := &binder{input: p.src, rw: rw, params: p.params, syntax: pre.syntax, mode: modeConst}
 	out := make([][]Expr, len(is.Lists))
 	for i, list := range is.Lists {
 		if len(list) == 0 {
@@ -1062,7 +1062,7 @@ func (p *stmtParser) selectFrom(start int, src Src) (*Select, error) {
 	default:
 		return nil, errAt(p.src, first.Pos, CodeSyntax, "expected a SELECT")
 	}
-	s := &Select{Src: src, Emit: pre.emit, Params: p.params, stmt: stmt, rw: rw, input: p.src, tvfs: pre.tvfs, tfns: pre.tfns, casts: pre.casts, emitPos: pre.emitPos}
+	s := &Select{Src: src, Emit: pre.emit, Params: p.params, stmt: stmt, rw: rw, input: p.src, tvfs: pre.tvfs, tfns: pre.tfns, syntax: pre.syntax, emitPos: pre.emitPos}
 	s.From = firstRelation(stmt, pre.tvfs)
 	return s, nil
 }

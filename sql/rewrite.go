@@ -7,24 +7,28 @@ import (
 )
 
 // The pre-pass turns stream syntax the MySQL grammar rejects into text the tidb parser
-// accepts, remembering what it replaced and where:
+// accepts, remembering what it replaced and where. Most of it becomes a placeholder call
+// __rsql_N(...) whose meaning is entry N of the statement's table of streamSyntax (kind
+// and typed arguments, streamsyntax.go); the binder reads the entry, never the name:
 //
-//	INTERVAL '10' SECOND           -> __rsql_interval(10000)
+//	INTERVAL '10' SECOND           -> __rsql_N()          (synInterval, ms 10000)
 //	FROM TUMBLE(s, ts, size) [AS a] -> FROM `s` AS `__rsql_tvf_N`     (window N recorded)
 //	FROM TUMBLE((SELECT ...), ts, size) -> FROM (SELECT ...) AS `__rsql_tvf_N`
 //	JOIN LATERAL f(args) [WITH ORDINALITY] [AS] t[(c, ...)] -> JOIN (SELECT __rsql_tfn_N(args)) AS `t`  (call N recorded)
 //	JOIN UNNEST(args) [AS] t[(c, ...)] -> JOIN (SELECT __rsql_tfn_N(args)) AS `t`
-//	TUMBLE(ts, size) elsewhere     -> __rsql_tumble(ts, size)   (HOP, SESSION alike)
-//	CAST(x AS type)                -> __rsql_cast_N(x)   (type N recorded)
-//	TIMESTAMP '...'                -> __rsql_ts('...')
+//	TUMBLE(ts, size) elsewhere     -> __rsql_N(ts, size)  (synWindow, WindowTumble; HOP, SESSION alike)
+//	CAST(x AS type)                -> __rsql_N(x)         (synCast, the type)
+//	TIMESTAMP '...'                -> __rsql_N('...')     (synTimestamp)
 //	EMIT CHANGES | EMIT ON WINDOW CLOSE -> removed        (mode recorded)
-//	$n or ?                        -> __rsql_param(n)
-//	x::type                        -> __rsql_cast_N(x)    (PostgreSQL cast)
-//	j -> k, j ->> k                -> __rsql_jget(j, k), __rsql_jgett(j, k)
-//	a ~ 'p', a !~ 'p', a ~* 'p'    -> a REGEXP 'p', a NOT REGEXP 'p', a REGEXP __rsql_ci('p')
+//	$n or ?                        -> __rsql_N()          (synParam, n)
+//	x::type                        -> __rsql_N(x)         (synCast: PostgreSQL cast)
+//	j -> k, j ->> k                -> __rsql_N(j, k)      (synJSONGet, text for ->>)
+//	a ~ 'p', a !~ 'p', a ~* 'p'    -> a REGEXP 'p', a NOT REGEXP 'p', a REGEXP __rsql_N('p') (synRegexpCI)
 //	a IS [NOT] DISTINCT FROM b     -> [NOT] a <=> b
-//	EXTRACT(unit FROM ts)          -> __rsql_extract('unit', ts)
-//	CONCAT(                        -> __rsql_concatfn(    (so that || stays an operator)
+//	EXTRACT(unit FROM ts)          -> __rsql_N('unit', ts) (synExtract)
+//	CONCAT(                        -> __rsql_N(           (synConcat, so that || stays an operator)
+//	a FULL [OUTER] JOIN b ON c     -> a LEFT JOIN b ON __rsql_N() AND c   (synFullJoin)
+//	JOIN t FOR SYSTEM_TIME AS OF e ... ON c -> JOIN t ... ON __rsql_N(e) AND c (synAsOf)
 //
 // Every position the tidb parser reports in the rewritten text maps back to the user's
 // text through the rewrite's segments.
@@ -91,9 +95,9 @@ type edit struct {
 type prepassResult struct {
 	emit    EmitMode
 	emitPos int
-	tvfs    []*windowCall // window table functions, by N of `__rsql_tvf_N`
-	tfns    []*tableCall  // table function calls, by N of `__rsql_tfn_N`
-	casts   []Type
+	tvfs    []*windowCall  // window table functions, by N of `__rsql_tvf_N`
+	tfns    []*tableCall   // table function calls, by N of `__rsql_tfn_N`
+	syntax  []streamSyntax // what each placeholder call `__rsql_N(...)` stands for, by N
 }
 
 // tfnCall is the name of the call that stands for table function call N in the
@@ -126,7 +130,7 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			depth++
 		case t.isP(")"):
 			depth--
-		case t.Kind == tokIdent && len(t.Val) >= 7 && strings.EqualFold(t.Val[:7], "__rsql_"):
+		case t.Kind == tokIdent && len(t.Val) >= len(syntaxPrefix) && strings.EqualFold(t.Val[:len(syntaxPrefix)], syntaxPrefix):
 			return nil, nil, errAt(p.src, t.Pos, CodeSyntax, "names starting with __rsql_ are reserved: %s", t.Val)
 		case t.Kind == tokParam:
 			n := 0
@@ -141,21 +145,21 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 					return nil, nil, errAt(p.src, t.Pos, CodeSyntax, "parameter number %s is too large", t.Val)
 				}
 			}
-			edits = append(edits, edit{t.Pos, t.End, "__rsql_param(" + strconv.Itoa(n) + ")", 0})
+			edits = append(edits, edit{t.Pos, t.End, res.add(streamSyntax{kind: synParam, param: n}) + "()", 0})
 		case t.is("INTERVAL"):
 			ms, next, err := parseInterval(p.src, toks, i)
 			if err != nil {
 				return nil, nil, err
 			}
-			edits = append(edits, edit{t.Pos, toks[next-1].End, "__rsql_interval(" + strconv.FormatInt(ms, 10) + ")", 0})
+			edits = append(edits, edit{t.Pos, toks[next-1].End, res.add(streamSyntax{kind: synInterval, ms: ms}) + "()", 0})
 			i = next - 1
 		case t.is("TIMESTAMP") && toks[i+1].Kind == tokString:
 			s := toks[i+1]
-			edits = append(edits, edit{t.Pos, s.End, "__rsql_ts(" + p.src[s.Pos:s.End] + ")", 0})
+			edits = append(edits, edit{t.Pos, s.End, res.add(streamSyntax{kind: synTimestamp}) + "(" + p.src[s.Pos:s.End] + ")", 0})
 			i++
 		case t.is("FULL") && (toks[i+1].is("JOIN") || toks[i+1].is("OUTER") && toks[i+2].is("JOIN")):
 			// The MySQL grammar has no FULL JOIN: it becomes a LEFT JOIN whose ON starts
-			// with the marker __rsql_full() (the binder takes it out).
+			// with a synFullJoin marker (the binder takes it out).
 			on := joinOn(toks, i)
 			if on < 0 {
 				return nil, nil, errAt(p.src, t.Pos, CodeSyntax, "FULL JOIN needs an ON condition")
@@ -166,11 +170,11 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			}
 			seq++
 			edits = append(edits, edit{t.Pos, toks[end].End, "LEFT", 0},
-				edit{toks[on].End, toks[on].End, " __rsql_full() AND", seq})
+				edit{toks[on].End, toks[on].End, " " + res.add(streamSyntax{kind: synFullJoin}) + "() AND", seq})
 			i = end
 		case t.is("FOR") && toks[i+1].is("SYSTEM_TIME") && toks[i+2].is("AS") && toks[i+3].is("OF"):
 			// JOIN t FOR SYSTEM_TIME AS OF expr [AS] alias ON c becomes JOIN t [AS] alias ON
-			// __rsql_asof(expr) AND c (the binder takes the marker out).
+			// a synAsOf marker of expr AND c (the binder takes the marker out).
 			start, end := i+4, i+4
 			for d := 0; toks[end].Kind != tokEOF; end++ {
 				switch {
@@ -194,7 +198,7 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			expr := p.src[toks[start].Pos:toks[end-1].End]
 			seq++
 			edits = append(edits, edit{t.Pos, toks[end-1].End, " ", 0},
-				edit{toks[on].End, toks[on].End, " __rsql_asof(" + expr + ") AND", seq})
+				edit{toks[on].End, toks[on].End, " " + res.add(streamSyntax{kind: synAsOf}) + "(" + expr + ") AND", seq})
 			i = end - 1
 		case t.is("EMIT") && depth == 0:
 			mode := EmitDefault
@@ -314,7 +318,8 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			skip[w.subClose+1] = end
 			i = w.subOpen - 1
 		case isWindowFunc(t) && toks[i+1].isP("("):
-			edits = append(edits, edit{t.Pos, t.End, "__rsql_" + strings.ToLower(t.Val), 0})
+			kind := map[string]WindowKind{"TUMBLE": WindowTumble, "HOP": WindowHop, "SESSION": WindowSession}[strings.ToUpper(t.Val)]
+			edits = append(edits, edit{t.Pos, t.End, res.add(streamSyntax{kind: synWindow, window: kind}), 0})
 		case t.isP("::") && i > start:
 			ls := p.operandStart(toks, start, i, chains)
 			sub := &stmtParser{src: p.src, toks: append([]token(nil), toks[i+1:]...)}
@@ -323,9 +328,8 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 				return nil, nil, err
 			}
 			last := i + sub.i // the type's last token
-			res.casts = append(res.casts, typ)
 			seq++
-			edits = append(edits, edit{toks[ls].Pos, toks[ls].Pos, "__rsql_cast_" + strconv.Itoa(len(res.casts)-1) + "(", seq},
+			edits = append(edits, edit{toks[ls].Pos, toks[ls].Pos, res.add(streamSyntax{kind: synCast, typ: typ}) + "(", seq},
 				edit{t.Pos, toks[last].End, ")", 0})
 			chains[last] = ls
 			i = last
@@ -335,10 +339,7 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			if toks[re].isP("-") && toks[re+1].Kind == tokNumber {
 				re++
 			}
-			fn := "__rsql_jget("
-			if t.Val == "->>" {
-				fn = "__rsql_jgett("
-			}
+			fn := res.add(streamSyntax{kind: synJSONGet, text: t.Val == "->>"}) + "("
 			seq++
 			edits = append(edits, edit{toks[ls].Pos, toks[ls].Pos, fn, seq},
 				edit{t.Pos, t.End, ",", 0},
@@ -351,7 +352,7 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 				if n.Kind == tokEOF {
 					continue
 				}
-				edits = append(edits, edit{t.Pos, toks[i+1].End, " REGEXP __rsql_ci(", 0}, edit{n.End, n.End, ")", 0})
+				edits = append(edits, edit{t.Pos, toks[i+1].End, " REGEXP " + res.add(streamSyntax{kind: synRegexpCI}) + "(", 0}, edit{n.End, n.End, ")", 0})
 				i += 2
 				continue
 			}
@@ -373,10 +374,10 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			}
 			i = last
 		case t.is("EXTRACT") && toks[i+1].isP("(") && toks[i+2].Kind == tokIdent && toks[i+3].is("FROM"):
-			edits = append(edits, edit{t.Pos, toks[i+3].End, "__rsql_extract(" + quoteString(toks[i+2].Val) + ",", 0})
+			edits = append(edits, edit{t.Pos, toks[i+3].End, res.add(streamSyntax{kind: synExtract}) + "(" + quoteString(toks[i+2].Val) + ",", 0})
 			i += 3
 		case t.is("CONCAT") && toks[i+1].isP("("):
-			edits = append(edits, edit{t.Pos, t.End, "__rsql_concatfn", 0})
+			edits = append(edits, edit{t.Pos, t.End, res.add(streamSyntax{kind: synConcat}), 0})
 		case t.is("CAST") && toks[i+1].isP("("):
 			closeIdx := matchParen(toks, i+1)
 			if closeIdx < 0 {
@@ -405,9 +406,8 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			if err := sub.expectEnd(); err != nil {
 				return nil, nil, err
 			}
-			res.casts = append(res.casts, typ)
 			edits = append(edits,
-				edit{t.Pos, t.End, "__rsql_cast_" + strconv.Itoa(len(res.casts)-1), 0},
+				edit{t.Pos, t.End, res.add(streamSyntax{kind: synCast, typ: typ}), 0},
 				edit{toks[asIdx].Pos, toks[closeIdx].Pos, "", 0})
 		}
 	}

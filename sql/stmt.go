@@ -198,7 +198,7 @@ type Select struct {
 	input   string // the whole text given to Parse, for positions
 	tvfs    []*windowCall
 	tfns    []*tableCall
-	casts   []Type
+	syntax  []streamSyntax
 	emitPos int
 }
 

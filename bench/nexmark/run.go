@@ -244,7 +244,7 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 			return struct{ connectors.Source }{src}, nil
 		},
 		OpenLookup: func(spec connectors.LookupSpec) (connectors.LookupTable, error) {
-			kind, ok := connectors.Lookup(spec.Options["connector"])
+			kind, ok := connectors.Lookup(spec.Options.Connector)
 			if !ok || kind.OpenLookup == nil {
 				return nil, fmt.Errorf("nexmark %s: table %s cannot be looked up", q.Name, spec.Table)
 			}

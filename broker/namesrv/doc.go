@@ -31,8 +31,9 @@
 //
 // Routes are rebuilt from the brokers' registrations after a restart (they register again
 // within their heartbeat period). The KV configuration is written to Dir/kvConfig.json
-// (replaced atomically) before a PUT or DELETE is acknowledged; with Dir empty it lives in
-// memory only.
+// (replaced atomically and durably with internal/durable, through a file-system seam tests
+// fail) before a PUT or DELETE is acknowledged; a PUT or DELETE it could not store is undone
+// and answered with a system error. With Dir empty it lives in memory only.
 //
 // # Concurrency
 //

@@ -65,6 +65,8 @@ type Config struct {
 	MaxFrameSize int
 	// Logger receives operational messages (default: discard).
 	Logger *slog.Logger
+
+	fs durable.StateFS // kvConfig.json's reads and replacements; nil: durable.OS (tests fail it)
 }
 
 // Server is a name server. Its zero value is not usable; call New.
@@ -137,6 +139,9 @@ func New(cfg Config) *Server {
 	if cfg.MaxFrameSize <= 0 {
 		cfg.MaxFrameSize = 16 << 20
 	}
+	if cfg.fs == nil {
+		cfg.fs = durable.OS
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -157,10 +162,10 @@ func (s *Server) Serve(addr string) error {
 		return ErrServing
 	}
 	if s.cfg.Dir != "" {
-		if err := os.MkdirAll(s.cfg.Dir, 0o755); err != nil {
+		if err := s.cfg.fs.MkdirAll(s.cfg.Dir, 0o755); err != nil {
 			return fmt.Errorf("namesrv: %w", err)
 		}
-		data, err := os.ReadFile(s.kvPath())
+		data, err := s.cfg.fs.ReadFile(s.kvPath())
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("namesrv: %w", err)
 		}
@@ -607,7 +612,7 @@ func (s *Server) saveKV() error {
 		return err
 	}
 	path := s.kvPath()
-	if err := durable.WriteFile(durable.OS, path, data, 0o644); err != nil {
+	if err := durable.WriteFile(s.cfg.fs, path, data, 0o644); err != nil {
 		return fmt.Errorf("namesrv: write %s: %w", path, err)
 	}
 	return nil

@@ -48,10 +48,7 @@ var builtin = []Kind{
 	{
 		Name: "file", Doc: "a file of JSON lines or CSV records: read to its end, or written; a table of it is read into memory and looked up by key in processing-time joins",
 		Options: []string{"path"}, Bounded: true, Readable: true, Writable: true, Lookupable: true,
-		ParseLookup: func(_ string, raw map[string]string) (LookupOptions, error) {
-			o, err := ParseFileLookup(raw)
-			return o.LookupOptions, err
-		},
+		ParseLookup: func(_ string, raw map[string]string) (LookupOptions, error) { return ParseFileLookup(raw) },
 	},
 	{
 		Name: "nexmark", Doc: "the Nexmark benchmark's generated events: person, auction or bid (docs/nexmark.md; read only)",

@@ -7,8 +7,12 @@ import (
 	"time"
 )
 
-// LookupOptions are the parsed WITH options of a lookup table that the join itself uses.
+// LookupOptions are a lookup table's WITH options, parsed once when a join with it is
+// planned (ParseLookup): what the join uses (the cache, the timeout, the retries) and what
+// its connector opens the table with. The planner carries them to the opener.
 type LookupOptions struct {
+	// Connector is the table's connector (a Lookupable kind).
+	Connector string
 	// Target names the external table (EXPLAIN shows it).
 	Target string
 	// CacheTTL is how long a looked-up key (found or absent) is remembered; 0: no cache.
@@ -22,6 +26,15 @@ type LookupOptions struct {
 	MaxRetries int
 	// BackoffMax caps the exponential wait between retries (it starts at 100ms).
 	BackoffMax time.Duration
+	// Path and Format (json or csv) are a file table's file.
+	Path, Format string
+	// URL is a postgres table's connection string; Table its name in the database,
+	// [schema, name] or [name].
+	URL   string
+	Table []string
+	// Raw are the options as given: the catalog's record, and what a connector's own
+	// options are read from when this struct has no field for them. Never written.
+	Raw map[string]string
 }
 
 // Lookup option defaults.
@@ -40,7 +53,7 @@ var LookupOptionKeys = []string{"cache_ttl", "cache_rows", "lookup_timeout", "ma
 // ParseLookupCommon reads the options of LookupOptionKeys (others are ignored) with
 // their defaults; errors are *OptionError.
 func ParseLookupCommon(raw map[string]string) (LookupOptions, error) {
-	o := LookupOptions{CacheTTL: DefaultCacheTTL, CacheRows: DefaultCacheRows, Timeout: DefaultLookupTimeout, BackoffMax: DefaultBackoffMax}
+	o := LookupOptions{CacheTTL: DefaultCacheTTL, CacheRows: DefaultCacheRows, Timeout: DefaultLookupTimeout, BackoffMax: DefaultBackoffMax, Raw: raw}
 	dur := func(key string, min time.Duration, d *time.Duration) error {
 		v, ok := raw[key]
 		if !ok {
@@ -89,24 +102,23 @@ func ParseLookup(connector, table string, raw map[string]string) (LookupOptions,
 	if !ok || !k.Lookupable {
 		return LookupOptions{}, &OptionError{Option: "connector", Value: connector, Reason: "not a connector that can be looked up by key"}
 	}
-	if k.ParseLookup == nil {
-		return ParseLookupCommon(raw)
+	parse := k.ParseLookup
+	if parse == nil {
+		parse = func(_ string, raw map[string]string) (LookupOptions, error) { return ParseLookupCommon(raw) }
 	}
-	return k.ParseLookup(table, raw)
-}
-
-// FileLookupOptions are a file lookup table's parsed WITH options.
-type FileLookupOptions struct {
-	Path   string
-	Format string // json or csv
-	LookupOptions
+	o, err := parse(table, raw)
+	o.Connector, o.Raw = k.Name, raw
+	return o, err
 }
 
 // ParseFileLookup parses the options of a file table looked up by key. The file
 // connector takes no lookup options of its own: the whole file is in memory, so there is
 // no cache to tune and no query to time out. Errors are *OptionError.
-func ParseFileLookup(raw map[string]string) (FileLookupOptions, error) {
-	o := FileLookupOptions{Path: raw["path"], Format: strings.ToLower(strings.TrimSpace(raw["format"]))}
+func ParseFileLookup(raw map[string]string) (LookupOptions, error) {
+	// No cache (CacheTTL 0): a lookup is a map access. The timeout only bounds the
+	// runtime's wait, which a map access never reaches.
+	o := LookupOptions{Connector: "file", Path: raw["path"], Format: strings.ToLower(strings.TrimSpace(raw["format"])),
+		CacheRows: 1, Timeout: DefaultLookupTimeout, BackoffMax: DefaultBackoffMax, Raw: raw}
 	if o.Format == "" {
 		o.Format = "json"
 	}
@@ -116,8 +128,6 @@ func ParseFileLookup(raw map[string]string) (FileLookupOptions, error) {
 	if o.Format != "json" && o.Format != "csv" {
 		return o, &OptionError{Option: "format", Value: raw["format"], Reason: "unknown format (json or csv)"}
 	}
-	// No cache (CacheTTL 0): a lookup is a map access. The timeout only bounds the
-	// runtime's wait, which a map access never reaches.
-	o.LookupOptions = LookupOptions{Target: o.Path, CacheRows: 1, Timeout: DefaultLookupTimeout, BackoffMax: DefaultBackoffMax}
+	o.Target = o.Path
 	return o, nil
 }

@@ -38,8 +38,8 @@ func TestLookupOptions(t *testing.T) {
 	if _, err := ParseLookup("broker", "t", nil); err == nil {
 		t.Error("broker is not a lookup connector")
 	}
-	o, err := ParseLookup("file", "t", map[string]string{"path": "side.csv", "format": "csv"})
-	if err != nil || o.Target != "side.csv" || o.CacheTTL != 0 {
+	o, err := ParseLookup("File", "t", map[string]string{"path": "side.csv", "format": "CSV"})
+	if err != nil || o.Target != "side.csv" || o.CacheTTL != 0 || o.Connector != "file" || o.Path != "side.csv" || o.Format != "csv" || o.Raw["path"] != "side.csv" {
 		t.Errorf("file lookup = %+v, %v", o, err)
 	}
 	if c, err := ParseLookupCommon(map[string]string{"cache_ttl": "0", "cache_rows": "5"}); err != nil || c.CacheTTL != 0 || c.CacheRows != 5 || c.Timeout != DefaultLookupTimeout {

@@ -5,8 +5,8 @@
 // something the file supersedes (a journal the new snapshot covers) does so only after
 // WriteFile returned nil.
 //
-// The file system is a seam (FS) so that callers' tests can fail any step of it; OS is the
-// real one. The package imports nothing of rsql.
+// The file system is a seam (FS; StateFS adds reading a file and making a directory) so that
+// callers' tests can fail any step of it; OS is the real one. The package imports nothing of rsql.
 package durable
 
 import (
@@ -34,8 +34,17 @@ type FS interface {
 	SyncDir(dir string) error
 }
 
+// StateFS is FS with what a component that keeps its state in files replaced whole needs
+// besides (the server's catalog, the name server's KV configuration): reading such a file
+// and making its directory.
+type StateFS interface {
+	FS
+	ReadFile(name string) ([]byte, error)
+	MkdirAll(name string, perm os.FileMode) error
+}
+
 // OS is the real file system.
-var OS FS = osFS{}
+var OS StateFS = osFS{}
 
 type osFS struct{}
 
@@ -45,6 +54,10 @@ func (osFS) Create(name string, perm os.FileMode) (File, error) {
 func (osFS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
 func (osFS) Remove(name string) error             { return os.Remove(name) }
 func (osFS) SyncDir(dir string) error             { return SyncDir(dir) }
+func (osFS) ReadFile(name string) ([]byte, error) { return os.ReadFile(name) }
+func (osFS) MkdirAll(name string, perm os.FileMode) error {
+	return os.MkdirAll(name, perm)
+}
 
 // SyncDir fsyncs a directory of the real file system.
 func SyncDir(dir string) error {

@@ -54,8 +54,14 @@ func asPostgres(cmd *exec.Cmd, root string) error {
 	if err != nil {
 		return fmt.Errorf("running as root and there is no postgres user to run the server as: %w", err)
 	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
+	uid, err := strconv.Atoi(u.Uid)
+	if err != nil {
+		return fmt.Errorf("the postgres user's uid %q is not a number: %w", u.Uid, err)
+	}
+	gid, err := strconv.Atoi(u.Gid)
+	if err != nil {
+		return fmt.Errorf("the postgres user's gid %q is not a number: %w", u.Gid, err)
+	}
 	filepath.Walk(root, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, uid, gid) })
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	return nil
