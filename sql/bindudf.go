@@ -73,7 +73,7 @@ func (v *aggMarker) Leave(n ast.Node) (ast.Node, bool) {
 	if !ok || strings.HasPrefix(f.FnName.L, "__rsql_") {
 		return n, true
 	}
-	if _, builtin := LookupFunc(f.FnName.L); builtin {
+	if d, builtin := lookupName(f.FnName.L); builtin && !d.Unlisted {
 		return n, true
 	}
 	if _, ok := v.fc.Aggregate(f.FnName.O); !ok {
