@@ -22,6 +22,9 @@ func (b *binder) lookupAgg(name string) (*AggDef, bool) {
 	if d, ok := LookupAgg(name); ok {
 		return d, true
 	}
+	if b.ctx == nil { // INSERT ... VALUES binds constants, without a catalog
+		return nil, false
+	}
 	if fc, ok := b.ctx.cat.(FuncCatalog); ok {
 		return fc.Aggregate(name)
 	}
@@ -30,6 +33,9 @@ func (b *binder) lookupAgg(name string) (*AggDef, bool) {
 
 // userFunc finds the user-defined scalar function called name.
 func (b *binder) userFunc(name string) (*FuncDef, bool) {
+	if b.ctx == nil { // INSERT ... VALUES binds constants, without a catalog
+		return nil, false
+	}
 	if fc, ok := b.ctx.cat.(FuncCatalog); ok {
 		return fc.Function(name)
 	}
