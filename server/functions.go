@@ -188,7 +188,7 @@ var functionColumns = sql.Schema{{Name: "name", Type: sql.TypeVarchar}, {Name: "
 func (e *Engine) showFunctions() *Result {
 	var rows []sql.Row
 	for _, d := range sql.Funcs() {
-		if !d.Hidden {
+		if !d.Hidden && !d.Unlisted {
 			rows = append(rows, sql.Row{sql.Varchar(strings.ToLower(d.Name)), sql.Varchar("scalar"), sql.Varchar("built-in"), sql.Varchar(d.Sig)})
 		}
 	}
@@ -253,7 +253,7 @@ func (e *Engine) describeFunction(s *sql.Describe) (*Result, error) {
 		}
 		return &Result{Columns: cols, Rows: &sliceRows{rows: rows}, Tag: "DESCRIBE"}, nil
 	}
-	if d, ok := sql.LookupFunc(s.Name); ok && !d.Hidden {
+	if d, ok := sql.LookupFunc(s.Name); ok && !d.Hidden && !d.Unlisted {
 		add("name", strings.ToLower(d.Name))
 		add("kind", "scalar")
 		add("language", "built-in")

@@ -7,22 +7,6 @@ import (
 	driver "github.com/pingcap/tidb/pkg/parser/test_driver"
 )
 
-// ServerVersion is what version() returns; clients parse it as PostgreSQL's.
-var ServerVersion = "PostgreSQL 15.0 (rsql)"
-
-// sessionFuncs are the session information functions clients call on connect; each binds
-// to a constant.
-var sessionFuncs = map[string]func() string{
-	"VERSION":          func() string { return ServerVersion },
-	"CURRENT_SCHEMA":   func() string { return "public" },
-	"SCHEMA":           func() string { return "public" },
-	"CURRENT_DATABASE": func() string { return "rsql" },
-	"DATABASE":         func() string { return "rsql" },
-	"CURRENT_USER":     func() string { return "rsql" },
-	"SESSION_USER":     func() string { return "rsql" },
-	"USER":             func() string { return "rsql" },
-}
-
 // streamSyntaxCall binds a placeholder call of the pre-pass by what its entry says it
 // stands for.
 func (b *binder) streamSyntaxCall(f *ast.FuncCallExpr, syn *streamSyntax) (Expr, error) {
@@ -107,87 +91,16 @@ func (b *binder) funcCall(f *ast.FuncCallExpr) (Expr, error) {
 	if syn := syntaxOf(b.syntax, f); syn != nil {
 		return b.streamSyntaxCall(f, syn)
 	}
-	name := f.FnName.L
-	switch {
-	case strings.HasSuffix(name, "_start") || strings.HasSuffix(name, "_end"):
-		switch name {
-		case "tumble_start", "tumble_end", "hop_start", "hop_end", "session_start", "session_end":
-			return b.windowBound(f)
+	fn := strings.ToUpper(f.FnName.L)
+	d, ok := lookupName(f.FnName.L)
+	if ok && d.Bind != nil {
+		e, err := d.Bind(b, f)
+		if e != nil || err != nil {
+			return e, err
 		}
-	case name == "concat":
-		// a || b (tidb's pipes-as-concat); the CONCAT function was renamed by the pre-pass.
-		args, err := b.exprs(f.Args)
-		if err != nil {
-			return nil, err
-		}
-		b.setPos(f)
-		if len(args) == 0 {
-			return nil, b.errf(CodeSyntax, "|| needs two operands")
-		}
-		e := args[0]
-		for _, a := range args[1:] {
-			if e, err = b.call("||", e, a); err != nil {
-				return nil, err
-			}
-		}
-		return e, nil
-	case (name == "locate" || name == "position") && len(f.Args) == 2:
-		// POSITION(sub IN s)
-		args, err := b.exprs(f.Args)
-		if err != nil {
-			return nil, err
-		}
-		b.setPos(f)
-		return b.call("STRPOS", args[1], args[0])
-	case name == "extract":
-		if len(f.Args) != 2 {
-			return nil, b.errf(CodeSyntax, "EXTRACT(unit FROM timestamp)")
-		}
-		u, ok := f.Args[0].(*ast.TimeUnitExpr)
-		if !ok {
-			return nil, b.errf(CodeSyntax, "EXTRACT(unit FROM timestamp)")
-		}
-		a, err := b.expr(f.Args[1])
-		if err != nil {
-			return nil, err
-		}
-		b.setPos(f)
-		return b.call("EXTRACT", NewLiteral(Varchar(u.Unit.String())), a)
-	case name == "trim":
-		return b.trim(f)
-	case name == "if":
-		if len(f.Args) != 3 {
-			return nil, b.errf(CodeSyntax, "IF(condition, then, else) takes 3 arguments")
-		}
-		args, err := b.exprs(f.Args)
-		if err != nil {
-			return nil, err
-		}
-		b.setPos(f)
-		if k := args[0].Type().Kind; k != KindBool && k != KindNull {
-			return nil, b.errf(CodeTypeMismatch, "IF needs a BOOLEAN condition, not %s", args[0].Type())
-		}
-		t, ok := Unify(args[1].Type(), args[2].Type())
-		if !ok {
-			return nil, b.errf(CodeTypeMismatch, "IF branches have no common type (%s, %s)", args[1].Type(), args[2].Type())
-		}
-		return &Case{Whens: args[:1], Thens: args[1:2], Else: args[2], T: t}, nil
 	}
-	fn := strings.ToUpper(name)
-	if v, ok := sessionFuncs[fn]; ok && len(f.Args) == 0 {
-		return NewLiteral(Varchar(v())), nil
-	}
-	d, ok := LookupFunc(fn)
-	if !ok || d.Hidden || strings.HasPrefix(name, "json_get") {
-		if ud, ok := b.userFunc(f.FnName.O); ok {
-			args, err := b.exprs(f.Args)
-			if err != nil {
-				return nil, err
-			}
-			b.setPos(f)
-			return b.userCall(ud, args)
-		}
-		return nil, b.errf(CodeUndefinedFunction, "function %s does not exist", strings.ToLower(f.FnName.O))
+	if !ok || d.Hidden || d.Unlisted {
+		return b.unknownCall(f)
 	}
 	if d.Name == "NOW" {
 		return b.call("NOW")
@@ -198,6 +111,20 @@ func (b *binder) funcCall(f *ast.FuncCallExpr) (Expr, error) {
 	}
 	b.setPos(f)
 	return b.call(fn, args...)
+}
+
+// unknownCall binds a call of a name that is no built-in function: a user function's, else
+// 42883.
+func (b *binder) unknownCall(f *ast.FuncCallExpr) (Expr, error) {
+	if ud, ok := b.userFunc(f.FnName.O); ok {
+		args, err := b.exprs(f.Args)
+		if err != nil {
+			return nil, err
+		}
+		b.setPos(f)
+		return b.userCall(ud, args)
+	}
+	return nil, b.errf(CodeUndefinedFunction, "function %s does not exist", strings.ToLower(f.FnName.O))
 }
 
 // trim binds TRIM([BOTH|LEADING|TRAILING] [remstr] FROM s) and TRIM(s).

@@ -81,7 +81,7 @@ func (b *binder) bindLateral(j *ast.Join, tc *tableCall, fc *ast.FuncCallExpr) (
 	def, ok := b.lookupTableFunc(tc.name)
 	fname := strings.ToLower(tc.name)
 	if !ok {
-		if _, scalar := LookupFunc(tc.name); scalar {
+		if d, scalar := LookupFunc(tc.name); scalar && !d.Unlisted {
 			return fail(tc.pos, CodeWrongObjectType, "%s is a scalar function, not a table function: call it in the select list", fname)
 		}
 		if _, scalar := b.userFunc(tc.name); scalar {

@@ -22,6 +22,9 @@ func (b *binder) lookupAgg(name string) (*AggDef, bool) {
 	if d, ok := LookupAgg(name); ok {
 		return d, true
 	}
+	if b.ctx == nil { // INSERT ... VALUES binds constants, without a catalog
+		return nil, false
+	}
 	if fc, ok := b.ctx.cat.(FuncCatalog); ok {
 		return fc.Aggregate(name)
 	}
@@ -30,6 +33,9 @@ func (b *binder) lookupAgg(name string) (*AggDef, bool) {
 
 // userFunc finds the user-defined scalar function called name.
 func (b *binder) userFunc(name string) (*FuncDef, bool) {
+	if b.ctx == nil { // INSERT ... VALUES binds constants, without a catalog
+		return nil, false
+	}
 	if fc, ok := b.ctx.cat.(FuncCatalog); ok {
 		return fc.Function(name)
 	}
@@ -73,7 +79,7 @@ func (v *aggMarker) Leave(n ast.Node) (ast.Node, bool) {
 	if !ok || strings.HasPrefix(f.FnName.L, "__rsql_") {
 		return n, true
 	}
-	if _, builtin := LookupFunc(f.FnName.L); builtin {
+	if d, builtin := lookupName(f.FnName.L); builtin && !d.Unlisted {
 		return n, true
 	}
 	if _, ok := v.fc.Aggregate(f.FnName.O); !ok {

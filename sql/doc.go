@@ -95,7 +95,12 @@
 //
 // Scalar functions are registered once each (FuncDef in funcs*.go: names, type rule,
 // evaluator, docs line); LookupFunc and Funcs expose the registry and FunctionTable renders
-// docs/sql.md's table from it. Aggregates likewise (AggDef in aggs.go: name, type rule, the
+// docs/sql.md's table from it. The registry also holds the names the binder answers
+// itself, so one entry says what a name is: FuncDef.Bind shapes a call from its parse
+// (TRIM's FROM forms, EXTRACT's unit, ||, POSITION, IF, the TUMBLE_START window bounds,
+// the session constants such as version()), and Unlisted entries (funcs_binder.go) only
+// reserve such a name — FunctionTable, SHOW FUNCTIONS and DESCRIBE FUNCTION skip them and
+// CheckFunctionName refuses them to user functions. Aggregates likewise (AggDef in aggs.go: name, type rule, the
 // constructor of an Aggregator with Add/Merge/Result/Encode/Decode over an AggState, docs
 // line; LookupAgg, Aggs, AggregateTable). A Catalog that also implements FuncCatalog
 // supplies user-defined functions and aggregates, which the binder consults after the

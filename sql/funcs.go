@@ -3,6 +3,8 @@ package sql
 import (
 	"sort"
 	"strings"
+
+	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
 // FuncDef is one scalar function of the registry: everything about it lives here — the
@@ -26,6 +28,20 @@ type FuncDef struct {
 	Volatile bool
 	// Hidden keeps the function out of the documented table (internal helpers).
 	Hidden bool
+	// Bind, set for a name the binder shapes itself (TRIM's FROM forms, EXTRACT's unit,
+	// ||, the session constants, the window bounds, ...), binds a call by any of the
+	// entry's names from the parsed call; it returns a nil Expr and no error to leave the
+	// call to the ordinary path (bound arguments, then Check).
+	Bind func(b *binder, f *ast.FuncCallExpr) (Expr, error)
+	// Unlisted marks an entry that only reserves a name the binder answers through Bind (a
+	// session constant, a piece of syntax): it is no function of the documented table, so
+	// FunctionTable, SHOW FUNCTIONS and DESCRIBE FUNCTION skip it, and a call Bind leaves
+	// goes on as a call of an unknown name (a user function, else 42883).
+	Unlisted bool
+	// Syntax, on an Unlisted entry, marks a name the grammar's forms use (IF, POSITION,
+	// TUMBLE_START, ...) rather than a session constant: CheckFunctionName calls it "a
+	// built-in name" rather than "function ... is built in".
+	Syntax bool
 	// Inline, set for user functions written in SQL, returns the expression that replaces
 	// a call (its body over the arguments Check returned); Build is then not used.
 	Inline func(args []Expr) (Expr, error)
@@ -73,6 +89,17 @@ func LookupFunc(name string) (*FuncDef, bool) {
 	return d, ok
 }
 
+// lookupName is LookupFunc for a name as written: an Unlisted entry answers only to its
+// own spelling in lower or upper case, as the binder's name checks always did (not to a
+// name that only upper-cases to it, like "ıf").
+func lookupName(name string) (*FuncDef, bool) {
+	d, ok := LookupFunc(name)
+	if ok && d.Unlisted && strings.ToLower(name) != strings.ToLower(d.Name) {
+		return nil, false
+	}
+	return d, ok
+}
+
 // Funcs returns the registered functions ordered by group and name.
 func Funcs() []*FuncDef {
 	out := make([]*FuncDef, 0, len(funcRegistry))
@@ -105,7 +132,7 @@ func FunctionTable() string {
 	var b strings.Builder
 	b.WriteString("| function | kind | notes |\n|---|---|---|\n")
 	for _, d := range Funcs() {
-		if d.Hidden {
+		if d.Hidden || d.Unlisted {
 			continue
 		}
 		sig := d.Sig

@@ -71,11 +71,11 @@ func init() {
 					return Varchar(s)
 				}), nil
 			}},
-		&FuncDef{Name: "JSON_GET", Sig: "j -> key, j -> n", Group: "json", Hidden: false,
+		&FuncDef{Bind: bindJSONGet, Name: "JSON_GET", Sig: "j -> key, j -> n", Group: "json", Hidden: false,
 			Doc:   "PostgreSQL's `->`: the member key of an object or element n of an array (n < 0 from the end) as JSON, NULL when missing; a key starting with `$` is a MySQL path",
 			Check: jsonPathCheck("JSON_GET", TypeJSON),
 			Build: buildJSONGet(false)},
-		&FuncDef{Name: "JSON_GET_TEXT", Sig: "j ->> key, j ->> n", Group: "json",
+		&FuncDef{Bind: bindJSONGet, Name: "JSON_GET_TEXT", Sig: "j ->> key, j ->> n", Group: "json",
 			Doc:   "`->` as text: a JSON string unquoted, JSON null as NULL",
 			Check: jsonPathCheck("JSON_GET_TEXT", TypeVarchar),
 			Build: buildJSONGet(true)},

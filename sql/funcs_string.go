@@ -133,12 +133,12 @@ func init() {
 		textFn("SPLIT_PART", "SPLIT_PART(s, delimiter, n)", "the n-th field of s split on delimiter (n < 0 counts from the end; n = 0 is an error, 22023)", nil, 3, 3, func(c *Call, args []Evaluator) (Evaluator, error) {
 			return strictN(args, func(vs []Value) Value { return splitPart(vs[0].S, vs[1].S, vs[2].I) }), nil
 		}, TypeVarchar, 's', 's', 'i'),
-		textFn("TRIM", "TRIM([BOTH | LEADING | TRAILING] [chars] FROM s), TRIM(s)", "removes the longest run of any of chars (default a space) from the ends", []string{"BTRIM"}, 1, 2, buildTrim(true, true), TypeVarchar),
+		withBind(textFn("TRIM", "TRIM([BOTH | LEADING | TRAILING] [chars] FROM s), TRIM(s)", "removes the longest run of any of chars (default a space) from the ends", []string{"BTRIM"}, 1, 2, buildTrim(true, true), TypeVarchar), bindTrim),
 		textFn("LTRIM", "LTRIM(s [, chars])", "TRIM(LEADING ...)", nil, 1, 2, buildTrim(true, false), TypeVarchar),
 		textFn("RTRIM", "RTRIM(s [, chars])", "TRIM(TRAILING ...)", nil, 1, 2, buildTrim(false, true), TypeVarchar),
 		textFn("REGEXP_REPLACE", "REGEXP_REPLACE(s, pattern, replacement [, flags])", "replaces the first match (every match with flag `g`; `i` ignores case); `\\1`..`\\9` and `\\&` in replacement; Go RE2 syntax (no back-references in patterns; a bad pattern is 2201B)", nil, 3, 4, buildRegexpReplace, TypeVarchar),
 		textFn("REGEXP_MATCH", "REGEXP_MATCH(s, pattern [, flags])", "the first match's capture groups (the whole match without groups) as the text of a PostgreSQL array, `{a,b}`; NULL when nothing matches", nil, 2, 3, buildRegexpMatch, TypeVarchar),
-		&FuncDef{Nulls: NullConsumes, Name: "CONCAT", Sig: "CONCAT(a, b, ...)", Group: "string", Doc: "any types as their text output (booleans t/f); NULL arguments are skipped",
+		&FuncDef{Nulls: NullConsumes, Bind: bindPipes, Name: "CONCAT", Sig: "CONCAT(a, b, ...)", Group: "string", Doc: "any types as their text output (booleans t/f); NULL arguments are skipped",
 			Check: func(args []Expr) (Type, []Expr, error) {
 				if err := argCount("CONCAT", args, 1, -1); err != nil {
 					return TypeNull, nil, err

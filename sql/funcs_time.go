@@ -77,7 +77,7 @@ func init() {
 			Build: func(*Call, []Evaluator) (Evaluator, error) {
 				return func(Row) Value { return Timestamp(time.Now().UnixMilli()) }, nil
 			}},
-		&FuncDef{Name: "EXTRACT", Sig: "EXTRACT(unit FROM ts)", Group: "time",
+		&FuncDef{Bind: bindExtract, Name: "EXTRACT", Sig: "EXTRACT(unit FROM ts)", Group: "time",
 			Doc:   "NUMERIC, as PostgreSQL: YEAR ISOYEAR QUARTER MONTH WEEK (ISO) DAY DOW ISODOW DOY HOUR MINUTE SECOND (with the fraction) MILLISECOND(S) MICROSECOND(S) (seconds included) EPOCH DECADE CENTURY MILLENNIUM; UTC",
 			Check: extractCheck("EXTRACT", TypeNumeric),
 			Build: func(c *Call, args []Evaluator) (Evaluator, error) {

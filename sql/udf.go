@@ -9,17 +9,13 @@ import (
 // Support for user-defined functions (CREATE FUNCTION / CREATE AGGREGATE): the checks the
 // statement needs from the dialect. Running them is the udf package's.
 
-// binderNames are the calls the binder handles itself (bindfunc.go) and the session
-// functions: a user function cannot take these names either.
-var binderNames = []string{"if", "trim", "extract", "concat", "locate", "position", "tumble", "hop", "session",
-	"tumble_start", "tumble_end", "hop_start", "hop_end", "session_start", "session_end", "json_get", "json_get_text"}
-
 // CheckFunctionName checks that name can be the name of a user function: a call of it
 // parses as an ordinary function call, and no built-in function or aggregate has it.
 // Errors: 42723 (a built-in's name), 42602 (a name the grammar reserves).
 func CheckFunctionName(name string) error {
 	lname := strings.ToLower(name)
-	if _, ok := LookupFunc(name); ok {
+	d, builtin := lookupName(name)
+	if builtin && !d.Unlisted {
 		return Errorf(CodeDuplicateFunction, "function %s is built in: choose another name", lname)
 	}
 	if _, ok := LookupAgg(name); ok {
@@ -28,13 +24,11 @@ func CheckFunctionName(name string) error {
 	if _, ok := LookupTableFunc(name); ok {
 		return Errorf(CodeDuplicateFunction, "table function %s is built in: choose another name", lname)
 	}
-	if _, ok := sessionFuncs[strings.ToUpper(name)]; ok {
-		return Errorf(CodeDuplicateFunction, "function %s is built in: choose another name", lname)
-	}
-	for _, n := range binderNames {
-		if lname == n {
+	if builtin { // a name the binder answers itself (funcs_binder.go)
+		if d.Syntax {
 			return Errorf(CodeDuplicateFunction, "%s is a built-in name: choose another name", lname)
 		}
+		return Errorf(CodeDuplicateFunction, "function %s is built in: choose another name", lname)
 	}
 	if strings.HasPrefix(lname, "__rsql_") || strings.ContainsAny(name, "\"`'$ ") {
 		return Errorf(CodeInvalidName, "%q cannot name a function", name)

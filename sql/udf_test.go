@@ -61,3 +61,32 @@ func TestBindFunctionBody(t *testing.T) {
 		t.Errorf("positioned error %+v, want at %d", pe, strings.Index(text, "nope"))
 	}
 }
+
+// TestCheckFunctionNameMessages pins which 42723 message each kind of built-in name gets:
+// registry functions and session constants are "built in" functions, the names the
+// binder reads as syntax are "built-in names", aggregates and table functions say so.
+func TestCheckFunctionNameMessages(t *testing.T) {
+	for name, want := range map[string]string{
+		"upper":           "function upper is built in: choose another name",
+		"trim":            "function trim is built in: choose another name",
+		"json_get":        "function json_get is built in: choose another name",
+		"Version":         "function version is built in: choose another name",
+		"current_user":    "function current_user is built in: choose another name",
+		"if":              "if is a built-in name: choose another name",
+		"position":        "position is a built-in name: choose another name",
+		"locate":          "locate is a built-in name: choose another name",
+		"HOP_END":         "hop_end is a built-in name: choose another name",
+		"count":           "aggregate count is built in: choose another name",
+		"generate_series": "table function generate_series is built in: choose another name",
+	} {
+		err := CheckFunctionName(name)
+		if e, ok := err.(*Error); !ok || e.Code != CodeDuplicateFunction || e.Message != want {
+			t.Errorf("%s: got %v, want %q", name, err, want)
+		}
+	}
+	// An Unlisted name answers only to its own spelling: "ıf" upper-cases to IF but was
+	// never the binder's IF.
+	if _, ok := lookupName("ıf"); ok {
+		t.Error(`lookupName("ıf") found IF`)
+	}
+}
