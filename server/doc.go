@@ -5,7 +5,8 @@
 // Packages: users, roles and SCRAM-SHA-256 live in server/auth, the Postgres wire front end
 // and the front-end contract (Session, Result, Executor) in server/pgwire (this package names
 // their types as aliases), cluster membership, the shared catalog's sync and the units'
-// assignment in server/cluster; server imports them, never the reverse.
+// assignment in server/cluster, the web console in server/console; server imports them,
+// never the reverse.
 // docs/architecture.md, "server/ packages", lists the split and its import rules.
 //
 // Job manager (jobs.go, jobretry.go): the engine plans and starts a job (Engine.startJob)
@@ -20,15 +21,11 @@
 // Session, Result, Executor and Describer are aliases of its names, so the engine's callers
 // did not change; the engine implements Executor and Describer (describe.go).
 //
-// Web console (console*.go, pages in console/ embedded): on the HTTP address, `/` serves
-// the pages and /api/v1/ the JSON API they use (docs/operations.md, "Web console"). GET
-// requests change nothing; POSTs (SQL, job actions) go through the engine like any
-// statement and are refused when a browser says they come from another origin. Every
-// request answers to the wire's authentication (console_auth.go: loopback only under
-// trust, HTTP Basic against the users' SCRAM secrets otherwise) and runs with the user's
-// role; /metrics and /healthz are outside it. One
-// sampler goroutine keeps each running job's counters every 2 s for 15 minutes, from which
-// rates are computed; it stops with the System.
+// Web console: server/console (its doc.go states its contract). System serves it on the HTTP
+// address beside /metrics and /healthz; it reaches the engine through consoleEngine
+// (console_engine.go), an adapter that lists the catalog's jobs (with the state SHOW JOBS
+// shows) and streams, the jobs running here and the cluster's members, and runs job control
+// and statements through the engine.
 //
 // Engine (engine.go and neighbours): the catalog, statement execution and the jobs. Each
 // statement is checked against the session's role first (users.go: admin, read_only;

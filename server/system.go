@@ -23,6 +23,7 @@ import (
 	"rsql/connectors"
 	"rsql/exec"
 	"rsql/server/cluster"
+	"rsql/server/console"
 	"rsql/sql"
 	"rsql/state"
 )
@@ -95,7 +96,7 @@ type System struct {
 	pgLn    net.Listener
 	http    *http.Server
 	httpLn  net.Listener
-	console *console
+	console *console.Console
 	// Auth is the Postgres wire's authentication method in effect.
 	Auth AuthMethod
 	// TLSCertFile is the certificate the Postgres wire presents ("" without TLS).
@@ -191,9 +192,10 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", s.healthz)
-		s.console = newConsole(eng, b) // the web console and its API: console.go
-		// The console and its API answer to the wire's authentication (console_auth.go).
-		mux.Handle("/", &consoleAuth{method: s.Auth, users: eng.cat, next: s.console})
+		// The web console and its API (server/console), answering to the wire's
+		// authentication.
+		s.console = console.New(consoleEngine{eng}, b, s.Auth)
+		mux.Handle("/", s.console)
 		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			ErrorLog: slog.NewLogLogger(slog.NewTextHandler(cfg.Log, nil).WithAttrs([]slog.Attr{slog.String("listener", "http")}), slog.LevelWarn)}
 		go func() {
@@ -347,7 +349,7 @@ func (s *System) Close() error {
 		cancel()
 	}
 	if s.console != nil {
-		s.console.close()
+		s.console.Close()
 	}
 	if s.pg != nil {
 		s.pg.Close()

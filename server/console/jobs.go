@@ -1,15 +1,14 @@
-package server
+package console
 
 import (
 	"fmt"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"rsql/planner"
-	"rsql/server/cluster"
+	"rsql/server/auth"
 	"rsql/sql"
 )
 
@@ -116,9 +115,8 @@ func ptr[T any](v T) *T { return &v }
 
 // jobSummary describes def with the live counters of rj (nil: not running here) and the
 // last sample of its history.
-func (c *console) jobSummary(def JobDef, rj *runningJob, v jobView) jobJSON {
-	state, errText := c.e.jobs.displayState(def)
-	j := jobJSON{ID: def.ID, Statement: def.Statement, State: state, Error: errText, Sink: def.Sink,
+func (c *console) jobSummary(def Job, rj Run, v jobView) jobJSON {
+	j := jobJSON{ID: def.ID, Statement: def.Statement, State: def.State, Error: def.Error, Sink: def.Sink,
 		Sources: def.Sources, Running: rj != nil, Instances: c.instances(def, rj)}
 	if j.Sources == nil {
 		j.Sources = []string{}
@@ -132,7 +130,7 @@ func (c *console) jobSummary(def JobDef, rj *runningJob, v jobView) jobJSON {
 		}
 		return j
 	}
-	st := rj.job.Stats()
+	st := rj.Stats()
 	j.RecordsIn, j.RecordsOut, j.BytesIn, j.BytesOut = st.RecordsIn, st.RecordsOut, st.BytesIn, st.BytesOut
 	j.Late, j.Bad = st.Late, st.Bad
 	if lag := jobLag(st); lag >= 0 {
@@ -145,11 +143,11 @@ func (c *console) jobSummary(def JobDef, rj *runningJob, v jobView) jobJSON {
 	if v.current && v.latest.HasRates {
 		j.InputRate, j.OutputRate = ptr(v.latest.InRate), ptr(v.latest.OutRate)
 	} else {
-		j.InputRate = ptr(rj.rate.perSecond())
+		j.InputRate = ptr(rj.InputRate())
 	}
-	if cps := rj.checkpoints; cps != nil && cps.count.Load() > 0 {
-		j.Checkpoint = &ckptJSON{Epoch: st.Epoch, DurationMs: float64(cps.lastNanos.Load()) / 1e6,
-			SizeBytes: cps.lastBytes.Load(), Count: cps.count.Load()}
+	if nanos, size, count := rj.Checkpoint(); count > 0 {
+		j.Checkpoint = &ckptJSON{Epoch: st.Epoch, DurationMs: float64(nanos) / 1e6,
+			SizeBytes: size, Count: count}
 	} else if st.Epoch > 0 {
 		j.Checkpoint = &ckptJSON{Epoch: st.Epoch}
 	}
@@ -158,39 +156,26 @@ func (c *console) jobSummary(def JobDef, rj *runningJob, v jobView) jobJSON {
 
 // instances names who runs the job: this process alone, or in cluster mode each live
 // member with the units the division gives it.
-func (c *console) instances(def JobDef, rj *runningJob) []instJSON {
-	cl := c.e.cluster
-	if cl == nil {
-		if rj == nil {
-			return []instJSON{}
-		}
-		return []instJSON{{Name: "this server", Self: true}}
-	}
-	cl.mu.Lock()
-	members := append([]string(nil), cl.members.Members()...)
-	cl.mu.Unlock()
-	sort.Strings(members)
+func (c *console) instances(def Job, rj Run) []instJSON {
 	out := []instJSON{}
-	for _, m := range members {
-		if got := cl.assigned(def.ID, m); len(got) > 0 {
-			out = append(out, instJSON{Name: m, Units: cluster.UnitNames(got), Self: m == cl.self.Name})
-		}
+	for _, in := range c.e.Instances(def.ID, rj) {
+		out = append(out, instJSON{Name: in.Name, Units: in.Units, Self: in.Self})
 	}
 	return out
 }
 
 func (c *console) listJobs(w http.ResponseWriter, r *http.Request) {
 	out := []jobJSON{}
-	for _, def := range c.e.cat.Jobs() {
-		rj := c.e.jobs.get(def.ID)
+	for _, def := range c.e.Jobs() {
+		rj := c.e.Running(def.ID)
 		out = append(out, c.jobSummary(def, rj, c.hist.view(def.ID, rj, 1<<62)))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"jobs": out})
 }
 
 // jobDef finds a job by any of the spellings PAUSE JOB accepts.
-func (c *console) jobDef(w http.ResponseWriter, id string) (JobDef, bool) {
-	def, ok := c.e.cat.Job(id)
+func (c *console) jobDef(w http.ResponseWriter, id string) (Job, bool) {
+	def, ok := c.e.Job(id)
 	if !ok {
 		apiError(w, http.StatusNotFound, sql.CodeUnknownTable, "job "+`"`+id+`"`+" does not exist (GET /api/v1/jobs lists them)")
 	}
@@ -207,12 +192,12 @@ func (c *console) getJob(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "", err.Error())
 		return
 	}
-	rj := c.e.jobs.get(def.ID)
+	rj := c.e.Running(def.ID)
 	v := c.hist.view(def.ID, rj, since)
 	j := c.jobSummary(def, rj, v)
 	d := &jobDetail{Splits: []splitJSON{}, Stages: []stageJSON{}, Nodes: map[string]nodeJSON{}, BadErrors: []string{}}
 	if rj != nil {
-		st := rj.job.Stats()
+		st := rj.Stats()
 		d.BadErrors = append(d.BadErrors, st.BadErrors...)
 		now := time.Now().UnixMilli()
 		stageLag := map[int]int64{}
@@ -232,8 +217,8 @@ func (c *console) getJob(w http.ResponseWriter, r *http.Request) {
 			}
 			d.Splits = append(d.Splits, s)
 		}
-		plan := rj.job.Plan()
-		for _, ss := range rj.job.StageStats() {
+		plan := rj.Plan()
+		for _, ss := range rj.StageStats() {
 			s := stageJSON{ID: ss.Stage, Watermark: wmText(ss.Watermark), Splits: stageSplits[ss.Stage]}
 			if finiteWM(ss.Watermark) {
 				s.WatermarkMs, s.WMDelayMs = ptr(ss.Watermark), ptr(max(0, now-ss.Watermark))
@@ -285,19 +270,11 @@ func (c *console) getJob(w http.ResponseWriter, r *http.Request) {
 
 // planOf is the physical plan of a job: the one its run here executes, else planned again
 // from its statement as a restart would.
-func (c *console) planOf(def JobDef) (*planner.Physical, error) {
-	if rj := c.e.jobs.get(def.ID); rj != nil {
-		return rj.job.Plan(), nil
+func (c *console) planOf(def Job) (*planner.Physical, error) {
+	if rj := c.e.Running(def.ID); rj != nil {
+		return rj.Plan(), nil
 	}
-	q, sink, err := c.e.jobQuery(def)
-	if err != nil {
-		return nil, err
-	}
-	if sink.Connector == "view" {
-		sink = planner.SinkSpec{Schema: sink.Schema}
-	}
-	_, p, err := planner.Plan(q, planner.Options{Job: def.ID, Sink: sink, StateTTL: def.StateTTL})
-	return p, err
+	return c.e.Plan(def.ID)
 }
 
 func (c *console) getPlan(w http.ResponseWriter, r *http.Request) {
@@ -322,19 +299,30 @@ func (c *console) jobAction(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "", "no job action "+strconv.Quote(r.PathValue("action"))+" (pause, resume or terminate)")
 		return
 	}
-	if u := consoleUser(r.Context()); u.Role != RoleAdmin {
-		apiError(w, http.StatusForbidden, codeInsufficientPrivilege, fmt.Sprintf("permission denied: user %q is %s and may not %s a job (an admin may)", u.Name, roleText(u.Role), strings.ToLower(action)))
+	if u := consoleUser(r.Context()); u.Role != auth.RoleAdmin {
+		apiError(w, http.StatusForbidden, "42501", fmt.Sprintf("permission denied: user %q is %s and may not %s a job (an admin may)", u.Name, roleText(u.Role), strings.ToLower(action)))
 		return
 	}
 	def, ok := c.jobDef(w, r.PathValue("id"))
 	if !ok {
 		return
 	}
-	if _, err := c.e.jobControl(&sql.JobControl{Action: act, ID: def.ID}); err != nil {
+	if err := c.e.JobControl(act, def.ID); err != nil {
 		engineError(w, err)
 		return
 	}
-	def, _ = c.e.cat.Job(def.ID)
-	rj := c.e.jobs.get(def.ID)
+	def, _ = c.e.Job(def.ID)
+	rj := c.e.Running(def.ID)
 	writeJSON(w, http.StatusOK, c.jobSummary(def, rj, c.hist.view(def.ID, rj, 1<<62)))
+}
+
+// roleText names a role in a refusal, as the engine's own refusals do.
+func roleText(r auth.Role) string {
+	switch r {
+	case auth.RoleReadOnly:
+		return "read-only"
+	case "":
+		return "without a role"
+	}
+	return string(r)
 }

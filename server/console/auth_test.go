@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"net/http"
@@ -12,8 +12,8 @@ import (
 // Under trust the console serves loopback clients only, as the wire does; the request's
 // user is the admin. (The scram-sha-256 side is tested end to end: TestConsoleAuthentication.)
 func TestConsoleTrustServesLoopbackOnly(t *testing.T) {
-	var seen []UserDef
-	a := &consoleAuth{method: AuthTrust, next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var seen []auth.UserDef
+	a := &consoleAuth{method: auth.Trust, next: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen = append(seen, consoleUser(r.Context()))
 	})}
 	for _, c := range []struct {
@@ -34,7 +34,7 @@ func TestConsoleTrustServesLoopbackOnly(t *testing.T) {
 			t.Errorf("%s: the refusal does not say what to do: %s", c.remote, w.Body.String())
 		}
 	}
-	if len(seen) != 3 || seen[0].Role != RoleAdmin {
+	if len(seen) != 3 || seen[0].Role != auth.RoleAdmin {
 		t.Errorf("users seen by the console: %v", seen)
 	}
 }
@@ -46,9 +46,9 @@ func TestConsoleSCRAMCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	users := fixedUsers{"ann": {Name: "ann", Role: RoleReadOnly, Secret: secret}}
-	a := &consoleAuth{method: AuthSCRAM, users: users}
-	if u, ok := a.check("ann", "right"); !ok || u.Role != RoleReadOnly {
+	users := fixedUsers{"ann": {Name: "ann", Role: auth.RoleReadOnly, Secret: secret}}
+	a := &consoleAuth{method: auth.SCRAM, users: users}
+	if u, ok := a.check("ann", "right"); !ok || u.Role != auth.RoleReadOnly {
 		t.Fatalf("the right password: %v %v", u, ok)
 	}
 	for _, c := range [][2]string{{"ann", "wrong"}, {"ann", ""}, {"bob", "right"}, {"ann", "right "}} {
@@ -60,7 +60,7 @@ func TestConsoleSCRAMCheck(t *testing.T) {
 		t.Error("the right password refused the second time")
 	}
 	secret2, _ := auth.NewSecret("new")
-	users["ann"] = UserDef{Name: "ann", Role: RoleReadOnly, Secret: secret2}
+	users["ann"] = auth.UserDef{Name: "ann", Role: auth.RoleReadOnly, Secret: secret2}
 	if _, ok := a.check("ann", "right"); ok {
 		t.Error("the old password is still accepted after it changed")
 	}
@@ -70,9 +70,9 @@ func TestConsoleSCRAMCheck(t *testing.T) {
 }
 
 // fixedUsers is a UserStore of fixed users.
-type fixedUsers map[string]UserDef
+type fixedUsers map[string]auth.UserDef
 
-func (u fixedUsers) User(name string) (UserDef, bool) {
+func (u fixedUsers) User(name string) (auth.UserDef, bool) {
 	d, ok := u[name]
 	return d, ok
 }

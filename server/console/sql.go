@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"context"
@@ -65,7 +65,7 @@ func (c *console) runSQL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	sess := NewSession()
+	sess := pgwire.NewSession()
 	u := consoleUser(ctx)
 	sess.User, sess.Role = u.Name, u.Role
 	results, err := c.e.Execute(ctx, sess, req.SQL, nil)
@@ -132,7 +132,7 @@ func (c *console) runSQL(w http.ResponseWriter, r *http.Request) {
 
 // streamRows sends a result's rows as they come, flushing whenever no further row is
 // waiting. It returns how many it sent and whether it stopped the result at maxRows.
-func (c *console) streamRows(ctx context.Context, res *Result, i int, maxRows int64, send func(sqlEvent, bool) bool) (n int64, stopped bool, err error) {
+func (c *console) streamRows(ctx context.Context, res *pgwire.Result, i int, maxRows int64, send func(sqlEvent, bool) bool) (n int64, stopped bool, err error) {
 	rctx, cancel := context.WithCancel(ctx)
 	type next struct {
 		row sql.Row

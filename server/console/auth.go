@@ -1,9 +1,11 @@
-package server
+package console
 
 import (
 	"context"
 	"crypto/sha256"
+	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -20,8 +22,8 @@ import (
 //
 // /metrics and /healthz are not behind it (System serves them beside it).
 type consoleAuth struct {
-	method AuthMethod
-	users  UserStore
+	method auth.Method
+	users  auth.UserStore
 	next   http.Handler
 
 	// Checking a password costs the secret's PBKDF2 iterations (4,096 by default, about a
@@ -33,7 +35,7 @@ type consoleAuth struct {
 }
 
 type consoleLogin struct {
-	user    UserDef
+	user    auth.UserDef
 	expires time.Time
 }
 
@@ -45,17 +47,17 @@ const (
 type consoleUserKey struct{}
 
 // consoleUser is the authenticated user of a console request (the admin under trust).
-func consoleUser(ctx context.Context) UserDef {
-	if u, ok := ctx.Value(consoleUserKey{}).(UserDef); ok {
+func consoleUser(ctx context.Context) auth.UserDef {
+	if u, ok := ctx.Value(consoleUserKey{}).(auth.UserDef); ok {
 		return u
 	}
-	return UserDef{Name: AdminUser, Role: RoleAdmin}
+	return auth.UserDef{Name: auth.AdminUser, Role: auth.RoleAdmin}
 }
 
 func (a *consoleAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var u UserDef
+	var u auth.UserDef
 	switch a.method {
-	case AuthSCRAM:
+	case auth.SCRAM:
 		name, password, ok := r.BasicAuth()
 		if !ok {
 			a.challenge(w, "the console needs a user and password (the same as psql's)")
@@ -71,7 +73,7 @@ func (a *consoleAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"the server runs with trust authentication, which serves loopback clients only: start it with --auth scram-sha-256 to use the console from "+r.RemoteAddr)
 			return
 		}
-		u = UserDef{Name: AdminUser, Role: RoleAdmin}
+		u = auth.UserDef{Name: auth.AdminUser, Role: auth.RoleAdmin}
 	}
 	a.next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), consoleUserKey{}, u)))
 }
@@ -83,8 +85,8 @@ func (a *consoleAuth) challenge(w http.ResponseWriter, msg string) {
 
 // check verifies a password against the user's SCRAM secret: the stored key derived from
 // the password with the secret's salt and iterations must equal the stored one.
-func (a *consoleAuth) check(name, password string) (UserDef, bool) {
-	u, found := UserDef{}, false
+func (a *consoleAuth) check(name, password string) (auth.UserDef, bool) {
+	u, found := auth.UserDef{}, false
 	if a.users != nil {
 		u, found = a.users.User(name)
 	}
@@ -107,4 +109,17 @@ func (a *consoleAuth) check(name, password string) (UserDef, bool) {
 	a.logins[key] = consoleLogin{user: u, expires: now.Add(consoleLoginTTL)}
 	a.mu.Unlock()
 	return u, true
+}
+
+// loopbackAddr reports whether addr (host:port) is a loopback address.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }

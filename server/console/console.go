@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"embed"
@@ -12,37 +12,24 @@ import (
 	"time"
 
 	"rsql/broker"
+	"rsql/server/auth"
 	"rsql/server/pgwire"
 	"rsql/sql"
 )
 
-// The web console: a JSON API under /api/v1/ (docs/operations.md, "Web console") and the
-// pages that use it, served from the files in console/ embedded in the binary. The pages
-// are plain JavaScript, CSS and SVG written for rsql: no third-party code, nothing fetched
-// from elsewhere.
-//
-// Contract:
-//   - GET requests change nothing. POST requests (SQL, job actions) are refused with 403
-//     when the browser says they come from a page of another origin (Origin header), so a
-//     web page elsewhere cannot drive a local rsql; POST /api/v1/sql takes a JSON body.
-//   - Errors are JSON {"error": {"code": SQLSTATE when the engine gave one, "message"}}
-//     with a 4xx/5xx status.
-//   - Job history (charts) is sampled every consoleSampleEvery by one goroutine started
-//     with the console and kept for consoleWindow per job (console_history.go).
-
-//go:embed console
+//go:embed index.html console.css console.js
 var consoleFiles embed.FS
 
 // console serves the API and the pages.
 type console struct {
-	e    *Engine
+	e    Engine
 	b    *broker.Broker // nil without a bundled broker: topics are then not available
 	hist *consoleHistory
 	mux  *http.ServeMux
 	done chan struct{}
 }
 
-func newConsole(e *Engine, b *broker.Broker) *console {
+func newConsole(e Engine, b *broker.Broker) *console {
 	c := &console{e: e, b: b, hist: newConsoleHistory(e, consoleSampleEvery, consoleWindow), mux: http.NewServeMux(), done: make(chan struct{})}
 	c.mux.HandleFunc("GET /api/v1/jobs", c.listJobs)
 	c.mux.HandleFunc("GET /api/v1/jobs/{id}", c.getJob)
@@ -57,7 +44,7 @@ func newConsole(e *Engine, b *broker.Broker) *console {
 	c.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "", "no API endpoint "+r.Method+" "+r.URL.Path+" (docs/operations.md lists them)")
 	})
-	static, _ := fs.Sub(consoleFiles, "console")
+	static := fs.FS(consoleFiles)
 	files := http.FileServerFS(static)
 	c.mux.Handle("GET /assets/", http.StripPrefix("/assets/", files))
 	c.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
@@ -68,6 +55,24 @@ func newConsole(e *Engine, b *broker.Broker) *console {
 }
 
 func (c *console) close() { close(c.done) }
+
+// Console is the web console and its API behind the wire's authentication (auth.go).
+type Console struct {
+	c    *console
+	auth *consoleAuth
+}
+
+// New starts the console over e, with the topics of b (nil: no bundled broker), its
+// requests authenticated by method against e's users. Close stops its history sampler.
+func New(e Engine, b *broker.Broker, method auth.Method) *Console {
+	c := newConsole(e, b)
+	return &Console{c: c, auth: &consoleAuth{method: method, users: e.Users(), next: c}}
+}
+
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.auth.ServeHTTP(w, r) }
+
+// Close stops the history sampler.
+func (c *Console) Close() { c.c.close() }
 
 func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()

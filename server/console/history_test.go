@@ -1,8 +1,7 @@
-package server
+package console
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -67,33 +66,49 @@ func TestNodeRowsCoverTheGraph(t *testing.T) {
 	}
 }
 
+// fakeRun is a run of a job with counters the test sets.
+type fakeRun struct {
+	id     string
+	stats  exec.JobStats
+	stages []exec.StageStats
+	plan   *planner.Physical
+}
+
+func (r *fakeRun) ID() string                             { return r.id }
+func (r *fakeRun) Stats() exec.JobStats                   { return r.stats }
+func (r *fakeRun) StageStats() []exec.StageStats          { return r.stages }
+func (r *fakeRun) Plan() *planner.Physical                { return r.plan }
+func (r *fakeRun) InputRate() float64                     { return 0 }
+func (r *fakeRun) Checkpoint() (nanos, size, count int64) { return 0, 0, 0 }
+
+// fakeEngine runs the jobs in runs; the sampler asks for nothing else.
+type fakeEngine struct {
+	Engine
+	runs []Run
+}
+
+func (e *fakeEngine) RunningJobs() []Run { return e.runs }
+
 // The sampler against a running job: rates are differences over the sample interval, per
 // job and per plan node; a restarted job starts its rates again; a job gone for longer
 // than the window is forgotten.
 func TestHistorySamplesRunningJobs(t *testing.T) {
-	te := newTestEngine(t, true)
-	te.mustExec("CREATE STREAM src (id BIGINT) WITH (queues = 1)")
-	te.mustExec("CREATE STREAM big AS SELECT id FROM src WHERE id > 3")
-	c := newConsoleHistory(te.e, 2*time.Second, 10*time.Second)
+	schema := sql.Schema{{Name: "id", Type: sql.TypeBigInt}}
+	src := planner.SourceSpec{Stream: "src", Connector: "broker", Schema: schema, Columns: []int{0}, EventTime: -1, FromStage: -1}
+	plan := &planner.Physical{Stages: []*planner.Stage{
+		planner.Chain(0, src, planner.SinkSpec{Stream: "big", Schema: schema}, &planner.FilterNode{Text: "id > 3"}),
+	}}
+	newRun := func() *fakeRun {
+		return &fakeRun{id: "job-1", plan: plan, stages: []exec.StageStats{{Stage: 0, InputRows: []int64{0}, OpRows: []int64{0}}}}
+	}
+	rj := newRun()
+	e := &fakeEngine{runs: []Run{rj}}
+	c := newConsoleHistory(e, 2*time.Second, 10*time.Second)
 	clock := time.UnixMilli(1_800_000_000_000)
 	c.now = func() time.Time { return clock }
-	rj := te.e.jobs.get("job-1")
-	if rj == nil {
-		t.Fatal("job-1 does not run")
-	}
 	c.sample()
-	var vals []string
-	for i := 1; i <= 10; i++ {
-		vals = append(vals, fmt.Sprintf("(%d)", i))
-	}
-	te.mustExec("INSERT INTO src VALUES " + strings.Join(vals, ", "))
-	deadline := time.Now().Add(20 * time.Second)
-	for rj.job.Stats().RecordsIn < 10 || rj.job.Stats().RecordsOut < 7 {
-		if time.Now().After(deadline) {
-			t.Fatalf("job stats %+v", rj.job.Stats())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	rj.stats = exec.JobStats{RecordsIn: 10, RecordsOut: 7}
+	rj.stages = []exec.StageStats{{Stage: 0, InputRows: []int64{10}, OpRows: []int64{7}, OutputRows: 7}}
 	clock = clock.Add(2 * time.Second)
 	c.sample()
 	v := c.view("job-1", rj, 0)
@@ -111,9 +126,8 @@ func TestHistorySamplesRunningJobs(t *testing.T) {
 	}
 
 	// Paused and resumed: a new run, whose first sample has no rate.
-	te.mustExec("PAUSE JOB job-1")
-	te.mustExec("RESUME JOB job-1")
-	rj2 := te.e.jobs.get("job-1")
+	rj2 := newRun()
+	e.runs = []Run{rj2}
 	if v := c.view("job-1", rj2, 0); v.current || v.nodeRates != nil {
 		t.Errorf("the new run sees the old run's rates: %+v", v)
 	}
@@ -124,7 +138,7 @@ func TestHistorySamplesRunningJobs(t *testing.T) {
 	}
 
 	// Terminated and out of the window: forgotten.
-	te.mustExec("TERMINATE JOB job-1")
+	e.runs = nil
 	clock = clock.Add(11 * time.Second)
 	c.sample()
 	if v := c.view("job-1", nil, 0); len(v.samples) != 0 {

@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"sync"
@@ -41,7 +41,7 @@ type jobHistory struct {
 	start int // index of the oldest sample
 	n     int
 
-	run       *runningJob // the run the last sample came from
+	run       Run // the run the last sample came from
 	nodeRows  map[string]int64
 	nodeRates map[string]float64
 }
@@ -77,7 +77,7 @@ func (h *jobHistory) since(t int64) []histSample {
 
 // consoleHistory samples the engine's jobs. mu guards jobs.
 type consoleHistory struct {
-	e     *Engine
+	e     Engine
 	every time.Duration
 	size  int
 	now   func() time.Time
@@ -86,7 +86,7 @@ type consoleHistory struct {
 	jobs map[string]*jobHistory
 }
 
-func newConsoleHistory(e *Engine, every, window time.Duration) *consoleHistory {
+func newConsoleHistory(e Engine, every, window time.Duration) *consoleHistory {
 	return &consoleHistory{e: e, every: every, size: int(window / every), now: time.Now, jobs: map[string]*jobHistory{}}
 }
 
@@ -110,20 +110,20 @@ func (c *consoleHistory) run(done <-chan struct{}) {
 func (c *consoleHistory) sample() {
 	now := c.now()
 	ms := now.UnixMilli()
-	running := c.e.jobs.list()
+	running := c.e.RunningJobs()
 	type taken struct {
-		rj     *runningJob
+		rj     Run
 		st     exec.JobStats
 		stages []exec.StageStats
 	}
 	snaps := make([]taken, len(running))
 	for i, rj := range running {
-		snaps[i] = taken{rj, rj.job.Stats(), rj.job.StageStats()}
+		snaps[i] = taken{rj, rj.Stats(), rj.StageStats()}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range snaps {
-		id := s.rj.def.ID
+		id := s.rj.ID()
 		h := c.jobs[id]
 		if h == nil {
 			h = &jobHistory{ring: make([]histSample, c.size)}
@@ -133,10 +133,10 @@ func (c *consoleHistory) sample() {
 		if wm := s.st.Watermark; finiteWM(wm) {
 			smp.WMDelay = max(0, ms-wm)
 		}
-		if cps := s.rj.checkpoints; cps != nil && cps.count.Load() > 0 {
-			smp.CkptMs, smp.HasCkpt = float64(cps.lastNanos.Load())/1e6, true
+		if nanos, _, count := s.rj.Checkpoint(); count > 0 {
+			smp.CkptMs, smp.HasCkpt = float64(nanos)/1e6, true
 		}
-		rows := nodeRows(s.rj.job.Plan(), s.stages)
+		rows := nodeRows(s.rj.Plan(), s.stages)
 		prev, ok := h.last()
 		sameRun := ok && h.run == s.rj && ms > prev.T
 		if sameRun {
@@ -170,7 +170,7 @@ type jobView struct {
 	current   bool // the last sample is of the job's current run
 }
 
-func (c *consoleHistory) view(id string, rj *runningJob, since int64) jobView {
+func (c *consoleHistory) view(id string, rj Run, since int64) jobView {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h := c.jobs[id]

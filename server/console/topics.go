@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"encoding/base64"
@@ -45,8 +45,8 @@ type streamJSON struct {
 	Statement string   `json:"statement"`
 }
 
-func (c *console) streamOf(d StreamDef, jobs []JobDef) streamJSON {
-	s := streamJSON{Name: d.Name, IsView: d.IsView, Columns: columnsJSON(d.Schema()), EventTime: d.EventTime,
+func (c *console) streamOf(d Stream, jobs []Job) streamJSON {
+	s := streamJSON{Name: d.Name, IsView: d.IsView, Columns: columnsJSON(d.Schema), EventTime: d.EventTime,
 		Options: d.Options, Connector: d.Options["connector"], Format: d.Options["format"], Job: d.Job,
 		Statement: d.Statement, Readers: []string{}}
 	if s.Options == nil {
@@ -57,12 +57,12 @@ func (c *console) streamOf(d StreamDef, jobs []JobDef) streamJSON {
 	}
 	switch s.Connector {
 	case "broker":
-		s.Topic = topicOf(d.Name, d.Options)
+		s.Topic = d.Topic
 	case "file":
 		s.Path = d.Options["path"]
 	}
 	for _, j := range jobs {
-		if j.live() && slices.ContainsFunc(j.Sources, func(x string) bool { return strings.EqualFold(x, d.Name) }) {
+		if j.Live && slices.ContainsFunc(j.Sources, func(x string) bool { return strings.EqualFold(x, d.Name) }) {
 			s.Readers = append(s.Readers, j.ID)
 		}
 	}
@@ -70,21 +70,21 @@ func (c *console) streamOf(d StreamDef, jobs []JobDef) streamJSON {
 }
 
 func (c *console) listStreams(w http.ResponseWriter, r *http.Request) {
-	jobs := c.e.cat.Jobs()
+	jobs := c.e.Jobs()
 	out := []streamJSON{}
-	for _, d := range c.e.cat.Streams() {
+	for _, d := range c.e.Streams() {
 		out = append(out, c.streamOf(d, jobs))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"streams": out})
 }
 
 func (c *console) getStream(w http.ResponseWriter, r *http.Request) {
-	d, ok := c.e.cat.Stream(r.PathValue("name"))
+	d, ok := c.e.Stream(r.PathValue("name"))
 	if !ok {
 		apiError(w, http.StatusNotFound, sql.CodeUnknownTable, "stream or view "+strconv.Quote(r.PathValue("name"))+" does not exist")
 		return
 	}
-	writeJSON(w, http.StatusOK, c.streamOf(d, c.e.cat.Jobs()))
+	writeJSON(w, http.StatusOK, c.streamOf(d, c.e.Jobs()))
 }
 
 type topicJSON struct {
@@ -126,7 +126,7 @@ func (c *console) needBroker(w http.ResponseWriter) bool {
 	return true
 }
 
-func (c *console) topicOf(t broker.TopicInfo, streams []StreamDef) topicJSON {
+func (c *console) topicOf(t broker.TopicInfo, streams []Stream) topicJSON {
 	tj := topicJSON{Name: t.Name, System: broker.IsSystemTopic(t.Name), Queues: []queueJSON{}, Streams: []string{}, Groups: []groupJSON{}}
 	maxes := make([]int64, t.Queues)
 	for q := 0; q < t.Queues; q++ {
@@ -140,7 +140,7 @@ func (c *console) topicOf(t broker.TopicInfo, streams []StreamDef) topicJSON {
 		tj.Messages += hi - lo
 	}
 	for _, d := range streams {
-		if d.Options["connector"] == "broker" && topicOf(d.Name, d.Options) == t.Name {
+		if d.Options["connector"] == "broker" && d.Topic == t.Name {
 			tj.Streams = append(tj.Streams, d.Name)
 		}
 	}
@@ -171,7 +171,7 @@ func (c *console) listTopics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	system := r.URL.Query().Get("system") == "1"
-	streams := c.e.cat.Streams()
+	streams := c.e.Streams()
 	out := []topicJSON{}
 	for _, t := range c.b.Topics() {
 		if broker.IsSystemTopic(t.Name) && !system {
@@ -191,7 +191,7 @@ func (c *console) getTopic(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "", "topic "+strconv.Quote(r.PathValue("topic"))+" does not exist")
 		return
 	}
-	writeJSON(w, http.StatusOK, c.topicOf(t, c.e.cat.Streams()))
+	writeJSON(w, http.StatusOK, c.topicOf(t, c.e.Streams()))
 }
 
 type messageJSON struct {
@@ -233,17 +233,17 @@ func (c *console) messages(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "", err.Error())
 		return
 	}
-	var def *StreamDef
+	var def *Stream
 	if name := r.URL.Query().Get("stream"); name != "" {
-		d, ok := c.e.cat.Stream(name)
-		if !ok || d.Options["connector"] != "broker" || topicOf(d.Name, d.Options) != topic {
+		d, ok := c.e.Stream(name)
+		if !ok || d.Options["connector"] != "broker" || d.Topic != topic {
 			apiError(w, http.StatusBadRequest, "", "stream "+strconv.Quote(name)+" is not declared over topic "+topic)
 			return
 		}
 		def = &d
 	} else {
-		for _, d := range c.e.cat.Streams() {
-			if d.Options["connector"] == "broker" && topicOf(d.Name, d.Options) == topic {
+		for _, d := range c.e.Streams() {
+			if d.Options["connector"] == "broker" && d.Topic == topic {
 				def = &d
 				break
 			}
@@ -260,7 +260,7 @@ func (c *console) messages(w http.ResponseWriter, r *http.Request) {
 	var format connectors.Format
 	var schema sql.Schema
 	if def != nil {
-		schema = def.Schema()
+		schema = def.Schema
 		out["stream"], out["format"], out["columns"] = def.Name, def.Options["format"], columnsJSON(schema)
 		if format, err = connectors.NewFormat(def.Options["format"], schema); err != nil {
 			out["format_error"] = err.Error()
