@@ -304,6 +304,8 @@ func appendNumericDigits(dst []byte, neg bool, intPart, frac string) []byte {
 	for len(frac)%4 != 0 {
 		frac += "0"
 	}
+	// intPart and frac hold decimal digits only: a NUMERIC's text is apd's plain 'f' form
+	// (sql numericValue) or an integer's decimal text, so each four-digit group parses.
 	var groups []uint16
 	for i := 0; i < len(intPart); i += 4 {
 		n, _ := strconv.Atoi(intPart[i : i+4])
