@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"rsql/broker/remoting"
 	"rsql/connectors"
 	"rsql/exec"
+	"rsql/internal/listen"
 	"rsql/server/cluster"
 	"rsql/server/console"
 	"rsql/sql"
@@ -237,7 +237,7 @@ func (s *System) Health() error {
 
 // chooseAuth decides the Postgres wire's authentication (SystemConfig.Auth).
 func chooseAuth(cfg SystemConfig) (AuthMethod, error) {
-	loopback := loopbackAddr(cfg.PgAddr)
+	loopback := listen.IsLoopback(cfg.PgAddr)
 	switch AuthMethod(cfg.Auth) {
 	case "":
 		if loopback && cfg.AdminPassword == "" {
@@ -256,19 +256,6 @@ func chooseAuth(cfg SystemConfig) (AuthMethod, error) {
 		return AuthSCRAM, nil
 	}
 	return "", fmt.Errorf("unknown authentication method %q (trust or scram-sha-256)", cfg.Auth)
-}
-
-// loopbackAddr reports whether the listen address addr binds only loopback addresses.
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // pgConfig makes the Postgres wire's configuration: authentication (with the first admin

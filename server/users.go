@@ -164,17 +164,7 @@ func authorize(sess *Session, st sql.Statement) error {
 		}
 	}
 	text, _ := st.Source()
-	return sql.Errorf(codeInsufficientPrivilege, "permission denied: user %q is %s and may not run %s (an admin may)", sess.User, roleText(sess.Role), firstWords(text))
-}
-
-func roleText(r Role) string {
-	switch r {
-	case RoleReadOnly:
-		return "read-only"
-	case "":
-		return "without a role"
-	}
-	return string(r)
+	return sql.Errorf(codeInsufficientPrivilege, "permission denied: user %q is %s and may not run %s (an admin may)", sess.User, auth.RoleText(sess.Role), firstWords(text))
 }
 
 func roleOf(s string) Role {

@@ -3,6 +3,7 @@ package listen
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"syscall"
 	"time"
 )
@@ -70,4 +71,19 @@ func Temporary(err error) bool {
 	}
 	var t interface{ Temporary() bool }
 	return errors.As(err, &t) && t.Temporary()
+}
+
+// IsLoopback reports whether addr (a host:port, as a listen or remote address is) names a
+// loopback host: localhost, 127.0.0.0/8 or ::1 (an IPv4-mapped form too). The default
+// authentication is trusted only there (docs/security.md).
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }

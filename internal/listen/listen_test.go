@@ -54,3 +54,15 @@ func TestBackoff(t *testing.T) {
 		t.Fatalf("after Accepted: %+v %v", b, logs)
 	}
 }
+
+func TestIsLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:5432": true, "127.8.9.1:1": true, "[::1]:80": true, "localhost:9": true,
+		"[::ffff:127.0.0.1]:1": true, "10.0.0.1:5432": false, "0.0.0.0:5432": false,
+		"[::]:5432": false, "example.com:1": false, "127.0.0.1": false, "": false,
+	} {
+		if got := IsLoopback(addr); got != want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

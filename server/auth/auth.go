@@ -109,3 +109,14 @@ func (e *Exchange) First(msg []byte) ([]byte, error) { return e.s.first(msg) }
 // proof is right; ErrWrongProof when it is not, ErrMalformed when the message is
 // malformed.
 func (e *Exchange) Final(msg []byte) ([]byte, error) { return e.s.final(msg) }
+
+// RoleText names a role in a permission error: "read-only", "without a role", or the role.
+func RoleText(r Role) string {
+	switch r {
+	case RoleReadOnly:
+		return "read-only"
+	case "":
+		return "without a role"
+	}
+	return string(r)
+}

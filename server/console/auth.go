@@ -3,12 +3,11 @@ package console
 import (
 	"context"
 	"crypto/sha256"
-	"net"
 	"net/http"
-	"net/netip"
 	"sync"
 	"time"
 
+	"rsql/internal/listen"
 	"rsql/server/auth"
 	"rsql/server/pgwire"
 )
@@ -68,7 +67,7 @@ func (a *consoleAuth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	default:
-		if !loopbackAddr(r.RemoteAddr) { // a host:port, as a listen address is
+		if !listen.IsLoopback(r.RemoteAddr) { // a host:port, as a listen address is
 			apiError(w, http.StatusForbidden, pgwire.CodeInvalidAuthorization,
 				"the server runs with trust authentication, which serves loopback clients only: start it with --auth scram-sha-256 to use the console from "+r.RemoteAddr)
 			return
@@ -109,17 +108,4 @@ func (a *consoleAuth) check(name, password string) (auth.UserDef, bool) {
 	a.logins[key] = consoleLogin{user: u, expires: now.Add(consoleLoginTTL)}
 	a.mu.Unlock()
 	return u, true
-}
-
-// loopbackAddr reports whether addr (host:port) is a loopback address.
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
 }

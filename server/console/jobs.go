@@ -300,7 +300,7 @@ func (c *console) jobAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if u := consoleUser(r.Context()); u.Role != auth.RoleAdmin {
-		apiError(w, http.StatusForbidden, "42501", fmt.Sprintf("permission denied: user %q is %s and may not %s a job (an admin may)", u.Name, roleText(u.Role), strings.ToLower(action)))
+		apiError(w, http.StatusForbidden, "42501", fmt.Sprintf("permission denied: user %q is %s and may not %s a job (an admin may)", u.Name, auth.RoleText(u.Role), strings.ToLower(action)))
 		return
 	}
 	def, ok := c.jobDef(w, r.PathValue("id"))
@@ -314,15 +314,4 @@ func (c *console) jobAction(w http.ResponseWriter, r *http.Request) {
 	def, _ = c.e.Job(def.ID)
 	rj := c.e.Running(def.ID)
 	writeJSON(w, http.StatusOK, c.jobSummary(def, rj, c.hist.view(def.ID, rj, 1<<62)))
-}
-
-// roleText names a role in a refusal, as the engine's own refusals do.
-func roleText(r auth.Role) string {
-	switch r {
-	case auth.RoleReadOnly:
-		return "read-only"
-	case "":
-		return "without a role"
-	}
-	return string(r)
 }
