@@ -38,8 +38,8 @@ func TestFaultTopicsWrite(t *testing.T) {
 			if err := b.CreateTopic("b", 2); !errors.Is(err, wf.err) {
 				t.Fatalf("CreateTopic with a failing write: %v, want %v", err, wf.err)
 			}
-			if fs.fired != 1 {
-				t.Fatalf("the fault fired %d times", fs.fired)
+			if fs.Fired() != 1 {
+				t.Fatalf("the fault fired %d times", fs.Fired())
 			}
 			b = reopenReal(t, b, cfg)
 			defer b.Close()
@@ -84,8 +84,8 @@ func TestFaultSubGroupsWrite(t *testing.T) {
 			if r.Code != respSystemError || !strings.Contains(r.Remark, wf.err.Error()) {
 				t.Fatalf("creating g2 with a failing write: %d %q, want a system error naming %q", r.Code, r.Remark, wf.err)
 			}
-			if fs.fired != 1 {
-				t.Fatalf("the fault fired %d times", fs.fired)
+			if fs.Fired() != 1 {
+				t.Fatalf("the fault fired %d times", fs.Fired())
 			}
 			c.Close()
 			b = reopenReal(t, b, cfg)
@@ -128,8 +128,8 @@ func TestFaultOffsetSnapshotWrite(t *testing.T) {
 			if err := b.Flush(); !errors.Is(err, wf.err) {
 				t.Fatalf("Flush with a failing snapshot write: %v, want %v", err, wf.err)
 			}
-			if fs.fired != 1 {
-				t.Fatalf("the fault fired %d times", fs.fired)
+			if fs.Fired() != 1 {
+				t.Fatalf("the fault fired %d times", fs.Fired())
 			}
 			if err := b.CommitOffset("g", "t", 2, 8); err != nil {
 				t.Fatal(err)

@@ -4,12 +4,11 @@ import (
 	"errors"
 	"io"
 	"os"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
 	"rsql/internal/durable"
+	"rsql/internal/durable/durabletest"
 )
 
 // faultFS is the real file system that fails the nth operation of one kind on files whose
@@ -18,34 +17,12 @@ import (
 // file's range).
 type faultFS struct {
 	osFS
-	mu    sync.Mutex
-	kind  string
-	match string
-	nth   int // fail the nth matching operation (1-based); 0: never
-	seen  int
-	err   error
-	fired int
+	durabletest.Faults
 }
 
-func (f *faultFS) arm(kind, match string, nth int, err error) {
-	f.mu.Lock()
-	f.kind, f.match, f.nth, f.seen, f.err = kind, match, nth, 0, err
-	f.mu.Unlock()
-}
+func (f *faultFS) arm(kind, match string, nth int, err error) { f.Arm(kind, match, nth, err) }
 
-func (f *faultFS) fail(kind, name string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.nth == 0 || kind != f.kind || !strings.Contains(name, f.match) {
-		return nil
-	}
-	f.seen++
-	if f.seen != f.nth {
-		return nil
-	}
-	f.fired++
-	return f.err
-}
+func (f *faultFS) fail(kind, name string) error { return f.Fail(kind, name) }
 
 type faultFile struct {
 	*os.File
@@ -128,8 +105,8 @@ func TestFaultConfigSyncFails(t *testing.T) {
 	if err := b.CreateTopic("b", 2); !errors.Is(err, syscall.EIO) {
 		t.Fatalf("CreateTopic with a failing fsync: %v, want EIO", err)
 	}
-	if fs.fired != 1 {
-		t.Fatalf("the fault fired %d times", fs.fired)
+	if fs.Fired() != 1 {
+		t.Fatalf("the fault fired %d times", fs.Fired())
 	}
 	b = reopenReal(t, b, cfg)
 	defer b.Close()
@@ -223,8 +200,8 @@ func TestFaultOffsetSnapshotRenameNoSpace(t *testing.T) {
 	if err := b.Close(); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Close with a failing snapshot rename: %v, want ENOSPC", err)
 	}
-	if fs.fired != 1 {
-		t.Fatalf("the fault fired %d times", fs.fired)
+	if fs.Fired() != 1 {
+		t.Fatalf("the fault fired %d times", fs.Fired())
 	}
 	b = reopenReal(t, b, cfg)
 	defer b.Close()

@@ -20,35 +20,36 @@ const (
 	Mkdir   = "mkdir"
 )
 
-// FS is the real file system that fails what Arm asks. Its zero value fails nothing.
-type FS struct {
+// Faults decides which operation fails: Arm names one, Fail is asked before each operation.
+// Test file systems other than FS (the broker's wider one) embed it so that every seam
+// arms its faults the same way. Its zero value fails nothing.
+type Faults struct {
 	mu    sync.Mutex
 	kind  string
 	match string
-	nth   int
+	nth   int // fail the nth matching operation (1-based); 0: never
 	seen  int
 	err   error
 	fired int
 }
 
-var _ durable.StateFS = (*FS)(nil)
-
 // Arm makes the nth (1-based) operation of kind on a name containing match fail with err,
 // and only that one; nth 0 disarms.
-func (f *FS) Arm(kind, match string, nth int, err error) {
+func (f *Faults) Arm(kind, match string, nth int, err error) {
 	f.mu.Lock()
 	f.kind, f.match, f.nth, f.seen, f.err = kind, match, nth, 0, err
 	f.mu.Unlock()
 }
 
 // Fired is how many faults fired.
-func (f *FS) Fired() int {
+func (f *Faults) Fired() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.fired
 }
 
-func (f *FS) fail(kind, name string) error {
+// Fail counts an operation of kind on name and returns the armed error when it is the one.
+func (f *Faults) Fail(kind, name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.nth == 0 || kind != f.kind || !strings.Contains(name, f.match) {
@@ -61,6 +62,15 @@ func (f *FS) fail(kind, name string) error {
 	f.fired++
 	return f.err
 }
+
+// FS is the real file system that fails what Arm asks. Its zero value fails nothing.
+type FS struct {
+	Faults
+}
+
+var _ durable.StateFS = (*FS)(nil)
+
+func (f *FS) fail(kind, name string) error { return f.Fail(kind, name) }
 
 type file struct {
 	*os.File
