@@ -394,6 +394,14 @@ func (a *aggOp) place(sp *aggSplit, w *win, h uint64) (g int32, created, ok bool
 		return g, created, true
 	}
 	if created {
+		a.unplaceCreated(sp, w, g)
+	}
+	return g, created, false
+}
+
+// unplaceCreated removes group g, just created in w by a row an aggregate failed.
+func (a *aggOp) unplaceCreated(sp *aggSplit, w *win, g int32) {
+	{
 		// The group is w's last, and its dirty reference sp's last.
 		w.unindexLast()
 		w.groups = w.groups[:g]
@@ -410,7 +418,6 @@ func (a *aggOp) place(sp *aggSplit, w *win, h uint64) (g int32, created, ok bool
 			}
 		}
 	}
-	return g, created, false
 }
 
 // updateAccs folds the current row into accs. Aggregates that may fail (user
@@ -462,7 +469,17 @@ func (a *aggOp) emitGroupAt(w *win, g int32, start, end int64) {
 	for j := range accs {
 		a.out.vals = append(a.out.vals, a.result(j, &accs[j]))
 	}
+	if a.node.Changes != planner.AppendOnly {
+		a.out.vals = append(a.out.vals, sql.Null) // the change column: an insert
+	}
 	a.out.endRow()
+}
+
+// retractGroup emits the delete of group g's current row (an updating aggregation's old
+// row, docs/sql.md "Changelogs").
+func (a *aggOp) retractGroup(w *win, g int32) {
+	a.emitGroup(w, g)
+	a.out.vals[len(a.out.vals)-1] = sql.OpDelete
 }
 
 // deleteKey records the deletion of a persisted group's state key and of the chunks of

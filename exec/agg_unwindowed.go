@@ -20,6 +20,9 @@ func (m unwindowedMode) row(a *aggOp, sp *aggSplit, r sql.Row, h uint64) bool {
 	if w == nil {
 		w = sp.window(0, 0)
 	}
+	if m.changes && a.node.Changes == planner.Retract {
+		return m.retractRow(a, sp, w, h)
+	}
 	g, created, ok := a.place(sp, w, h)
 	if !ok {
 		return false
@@ -28,6 +31,27 @@ func (m unwindowedMode) row(a *aggOp, sp *aggSplit, r sql.Row, h uint64) bool {
 	if m.changes && (created || !a.node.EmitNew) {
 		a.emitGroup(w, g)
 	}
+	return false
+}
+
+// retractRow folds the current row into its group and emits the group's old row as a
+// delete, then its new row (planner.Retract). A row an aggregate fails leaves neither.
+func (unwindowedMode) retractRow(a *aggOp, sp *aggSplit, w *win, h uint64) bool {
+	g, created := a.lookup(sp, w, h)
+	mark, rows := len(a.out.vals), len(a.out.ends)
+	if !created {
+		a.retractGroup(w, g)
+	}
+	a.update(w, g)
+	if a.rowErr != nil {
+		a.out.vals, a.out.ends = a.out.vals[:mark], a.out.ends[:rows]
+		if created {
+			a.unplaceCreated(sp, w, g)
+		}
+		return false
+	}
+	w.seen[g] = sp.wm
+	a.emitGroup(w, g)
 	return false
 }
 

@@ -190,6 +190,9 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		if err := checkWindow(n.Window); err != nil {
 			return nil, fmt.Errorf("%w: stage %d: %v", ErrBadPlan, id, err)
 		}
+		if n.Retracting {
+			return nil, sql.Errorf(sql.CodeNotSupported, "an aggregation over a relation whose rows change is not supported yet")
+		}
 		late, err := st.lateOutput(ctx, in)
 		if err != nil {
 			return nil, err

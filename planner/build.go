@@ -55,6 +55,9 @@ func Plan(q *sql.Query, opts Options) (LogicalNode, *Physical, error) {
 	if l, err = Optimize(l); err != nil {
 		return nil, nil, err
 	}
+	if l, err = Changelog(l); err != nil {
+		return nil, nil, err
+	}
 	if err := validate(l); err != nil {
 		return nil, nil, err
 	}
@@ -93,15 +96,25 @@ func BuildPhysical(l LogicalNode, opts Options) (*Physical, error) {
 	if s.Stream == "" {
 		s.Stream = sink.Stream
 	}
+	s.Changes = sink.Changes
+	if sink.Changes != AppendOnly && len(s.Schema) > 0 && s.Schema.Index(sql.ChangeColumn) < 0 {
+		// An updating query's rows end with the change column, which the stream's declared
+		// columns do not name.
+		s.Schema = append(append(sql.Schema{}, s.Schema...), changeColumn)
+	}
 	if len(s.Schema) == 0 {
 		s.Schema = sink.Schema()
 	} else if len(s.Schema) != len(sb.row) {
 		return nil, errorf(sql.CodeTypeMismatch, "the query gives %d columns but %s has %d", len(sb.row), s.Stream, len(s.Schema))
 	}
 	s.KeyColumns = nil
-	for i := range sb.row {
-		if sb.keyPos[i] {
-			s.KeyColumns = append(s.KeyColumns, i)
+	if sink.Changes != AppendOnly {
+		s.KeyColumns = append([]int{}, sink.Key...)
+	} else {
+		for i := range sb.row {
+			if sb.keyPos[i] {
+				s.KeyColumns = append(s.KeyColumns, i)
+			}
 		}
 	}
 	sb.st.Sink, sb.st.Out = s, sb.port
@@ -281,6 +294,9 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 			addUsed(used, n.Keys...)
 			for _, g := range n.Aggs {
 				addUsed(used, g.Arg)
+			}
+			if n.Retracting {
+				used[len(s.row)-1] = true
 			}
 			if n.Window != nil {
 				used[n.Window.TimeCol] = true
@@ -780,14 +796,16 @@ func windowSpec(w sql.Window) WindowSpec {
 
 func aggregateNode(n *Aggregate) (*AggregateNode, error) {
 	a := &AggregateNode{
-		Keys:     make([]Evaluator, len(n.Keys)),
-		KeyTypes: make([]sql.Type, len(n.Keys)),
-		Texts:    make([]string, len(n.Keys)),
-		Aggs:     make([]AggSpec, len(n.Aggs)),
-		Emit:     n.Emit,
-		Schema:   n.Schema(),
-		TTL:      n.TTL,
-		EmitNew:  n.EmitNew,
+		Keys:       make([]Evaluator, len(n.Keys)),
+		KeyTypes:   make([]sql.Type, len(n.Keys)),
+		Texts:      make([]string, len(n.Keys)),
+		Aggs:       make([]AggSpec, len(n.Aggs)),
+		Emit:       n.Emit,
+		Schema:     n.Schema(),
+		TTL:        n.TTL,
+		EmitNew:    n.EmitNew,
+		Changes:    n.Changes,
+		Retracting: n.Retracting,
 	}
 	if n.Window != nil {
 		a.Window = windowSpec(*n.Window)

@@ -143,6 +143,9 @@ func explainStage(b *strings.Builder, s *Stage) {
 		}
 		parts = append(parts, "key=["+strings.Join(keys, ", ")+"]")
 	}
+	if k.Changes != AppendOnly {
+		parts = append(parts, "changes="+k.Changes.String())
+	}
 	if !chain {
 		parts = append(parts, "<- "+portText(s.Out))
 	}
@@ -195,7 +198,12 @@ func nodeText(n Node, row sql.Schema) (parts []string, out sql.Schema) {
 		if n.TTL > 0 {
 			parts = append(parts, "state-ttl="+intervalText(n.TTL))
 		}
-
+		if n.Retracting {
+			parts = append(parts, "retracting")
+		}
+		if n.Changes != AppendOnly {
+			parts = append(parts, "changes="+n.Changes.String())
+		}
 		return parts, n.Schema
 	case *LimitNode:
 		parts := []string{"Limit", strconv.FormatInt(n.N, 10)}

@@ -305,7 +305,7 @@ func evalLogical(t *testing.T, l LogicalNode, stream []sql.Row) []sql.Row {
 			}
 			aggs = append(aggs, a)
 		}
-		return aggregate(evalLogical(t, n.Input, stream), keys, logicalWindow(n.Window), aggs)
+		return withChange(aggregate(evalLogical(t, n.Input, stream), keys, logicalWindow(n.Window), aggs), n.Changes)
 	case *Limit:
 		rows := evalLogical(t, n.Input, stream)
 		if int64(len(rows)) > n.N {
@@ -313,7 +313,7 @@ func evalLogical(t *testing.T, l LogicalNode, stream []sql.Row) []sql.Row {
 		}
 		return rows
 	case *Sink:
-		return evalLogical(t, n.Input, stream)
+		return withoutChange(evalLogical(t, n.Input, stream), n.Changes)
 	}
 	t.Fatalf("evalLogical: %T", l)
 	return nil
@@ -377,7 +377,7 @@ func evalPhysical(t *testing.T, p *Physical, stream []sql.Row) []sql.Row {
 				}
 				w := window{enabled: n.Window.Kind != WindowNone, kind: n.Window.Kind, time: n.Window.Time,
 					size: n.Window.Size, slide: n.Window.Slide, gap: n.Window.Gap}
-				rows = aggregate(rows, n.Keys, w, aggs)
+				rows = withChange(aggregate(rows, n.Keys, w, aggs), n.Changes)
 			case *ExchangeNode:
 				if si+1 >= len(p.Stages) {
 					t.Fatalf("exchange in the last stage")
@@ -397,6 +397,29 @@ func evalPhysical(t *testing.T, p *Physical, stream []sql.Row) []sql.Row {
 				checkWidth(t, rows, len(pn.Schema))
 			}
 		}
+	}
+	return withoutChange(rows, p.Stages[len(p.Stages)-1].Sink.Changes)
+}
+
+// withChange appends the change column of an insert to the final rows of an updating
+// aggregation (the interpreter computes final results: no row is ever taken back);
+// withoutChange drops it at the sink.
+func withChange(rows []sql.Row, m ChangeMode) []sql.Row {
+	if m == AppendOnly {
+		return rows
+	}
+	for i := range rows {
+		rows[i] = append(rows[i], sql.Null)
+	}
+	return rows
+}
+
+func withoutChange(rows []sql.Row, m ChangeMode) []sql.Row {
+	if m == AppendOnly {
+		return rows
+	}
+	for i := range rows {
+		rows[i] = rows[i][:len(rows[i])-1]
 	}
 	return rows
 }

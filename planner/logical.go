@@ -61,6 +61,11 @@ type Aggregate struct {
 	Emit    EmitMode
 	TTL     int64
 	EmitNew bool
+	// Changes is how its rows change (set by Changelog): an updating aggregation's row ends
+	// with the change column. Retracting: its input is updating (its change column is the
+	// input row's last).
+	Changes    ChangeMode
+	Retracting bool
 }
 
 // Limit skips Offset rows then stops after N more (N < 0: no limit).
@@ -122,9 +127,13 @@ type Sort struct {
 }
 
 // Sink delivers the rows: to the stream named Stream, or to the client when Stream is "".
+// Changes and Key (set by Changelog) say how its rows change and, for an updating input,
+// the columns that key them (the change column is the row's last).
 type Sink struct {
-	Input  LogicalNode
-	Stream string
+	Input   LogicalNode
+	Stream  string
+	Changes ChangeMode
+	Key     []int
 }
 
 // Schema implementations.
@@ -161,8 +170,16 @@ func (a *Aggregate) Schema() sql.Schema {
 	for _, g := range a.Aggs {
 		out = append(out, sql.Column{Name: aggText(g), Type: g.T})
 	}
+	if a.Changes != AppendOnly {
+		out = append(out, changeColumn)
+	}
 	return out
 }
+
+// changeColumn is the change column of an updating relation's rows (docs/sql.md,
+// "Changelogs"): NULL for an insert, "delete" for a delete.
+var changeColumn = sql.Column{Name: sql.ChangeColumn, Type: sql.TypeVarchar}
+
 func (l *Limit) Schema() sql.Schema { return l.Input.Schema() }
 func (u *Union) Schema() sql.Schema { return u.Out }
 func (t *TopN) Schema() sql.Schema  { return t.Input.Schema() }
@@ -281,6 +298,12 @@ func (a *Aggregate) String() string {
 	if a.EmitNew {
 		b.WriteString(" emit-new")
 	}
+	if a.Retracting {
+		b.WriteString(" retracting")
+	}
+	if a.Changes != AppendOnly {
+		b.WriteString(" changes=" + a.Changes.String())
+	}
 	return b.String()
 }
 func (l *Limit) String() string {
@@ -316,10 +339,15 @@ func sortText(keys []sql.SortKey) string {
 	return strings.Join(parts, ", ")
 }
 func (s *Sink) String() string {
-	if s.Stream == "" {
-		return "Sink client columns=[" + strings.Join(s.Schema().Names(), ", ") + "]"
+	name := s.Stream
+	if name == "" {
+		name = "client"
 	}
-	return "Sink " + s.Stream + " columns=[" + strings.Join(s.Schema().Names(), ", ") + "]"
+	out := "Sink " + name + " columns=[" + strings.Join(s.Schema().Names(), ", ") + "]"
+	if s.Changes != AppendOnly {
+		out += " changes=" + s.Changes.String()
+	}
+	return out
 }
 
 func aliased(e sql.Expr, name string) string {
@@ -584,9 +612,9 @@ func (b *logicalBuilder) query(q *sql.Query, extra []sql.Expr) (LogicalNode, err
 		case sql.EmitDefault:
 			if w != nil {
 				emit = sql.EmitOnClose
-			} else if snapshot(node) {
-				// A GROUP BY over a view's rows (a pull query) answers once: each group
-				// when the input ends.
+			} else if bounded(node) {
+				// A GROUP BY over a bounded input (a view's rows in a pull query, files)
+				// answers once, like PostgreSQL: each group when the input ends.
 				emit = sql.EmitOnClose
 			}
 		case sql.EmitOnClose:

@@ -97,6 +97,14 @@ type AggregateNode struct {
 	// EmitNew, for an aggregation without aggregates (SELECT DISTINCT), emits a group's row
 	// once, when the group is created, instead of on every change.
 	EmitNew bool
+	// Changes: an aggregation without window that emits changes writes the change column
+	// after its row (Schema's last column): Upsert, each change as the group's new row;
+	// Retract, the group's old row as a delete before its new row. A group whose last row
+	// was taken back is deleted. AppendOnly: no change column.
+	Changes ChangeMode
+	// Retracting: the input is updating, its change column the input row's last: a delete
+	// takes its row back from its group (docs/sql.md, "Changelogs").
+	Retracting bool
 }
 
 // ExchangeNode ends a stage: rows are written to the shuffle topic of the stage, queue =
@@ -221,6 +229,10 @@ type SinkSpec struct {
 	DLQOf string
 	// KeyColumns are the output columns that form the message key (the group key), if any.
 	KeyColumns []int
+	// Changes is how the rows change: for an updating query the row's last column is the
+	// change column (NULL: the key's new row, "delete": the key's row is deleted) and
+	// KeyColumns the changelog's key (docs/sql.md, "Changelogs").
+	Changes ChangeMode
 }
 
 // StreamSink is the sink of a declared stream named stream with the WITH options raw and

@@ -660,7 +660,11 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 		// aggregation state would leave the table without the groups that do not change
 		// again. The exchange stays in process for the same reason.
 		last := plan.Stages[len(plan.Stages)-1]
-		env.OnRow = e.viewFor(def.Sink, last.Sink.Schema, last.Sink.KeyColumns).upsert
+		sch := last.Sink.Schema
+		if last.Sink.Changes != planner.AppendOnly {
+			sch = sch[:len(sch)-1] // the change column
+		}
+		env.OnRow = e.viewFor(def.Sink, sch, last.Sink.KeyColumns).apply
 		env.Store, env.Commit = state.NewMemory(), nil
 		env.ShuffleTopics = false
 	}

@@ -26,10 +26,23 @@ type viewTable struct {
 	rows   map[string]sql.Row
 }
 
-func (v *viewTable) upsert(row sql.Row) error {
+// apply applies one row of the view's job: the key's new row, or, when the row carries the
+// change column past the view's columns (an updating query, docs/sql.md "Changelogs"),
+// the delete of its key.
+func (v *viewTable) apply(row sql.Row) error {
 	var k []byte
 	for _, i := range v.keys {
 		k = sql.AppendKey(k, row[i])
+	}
+	if len(row) > len(v.schema) {
+		del := sql.IsDelete(row[len(v.schema)])
+		row = row[:len(v.schema)]
+		if del {
+			v.mu.Lock()
+			delete(v.rows, string(k))
+			v.mu.Unlock()
+			return nil
+		}
 	}
 	c := append(sql.Row(nil), row...)
 	v.mu.Lock()
@@ -109,9 +122,20 @@ func (e *Engine) query(ctx context.Context, sess *Session, s *sql.Select) (*Resu
 	rows := &pushRows{ch: make(chan sql.Row, 256)}
 	jctx, cancel := context.WithCancel(context.Background())
 	env := e.env("push")
+	cols := q.OutputSchema()
+	updating := plan.Stages[len(plan.Stages)-1].Sink.Changes != planner.AppendOnly
+	if updating {
+		// Each change of an updating query shows its kind, in a last column op (insert or
+		// delete), as RisingWave's SUBSCRIBE does (docs/sql.md, "Changelogs").
+		cols = append(append(sql.Schema{}, cols...), sql.Column{Name: "op", Type: sql.TypeVarchar})
+	}
 	env.OnRow = func(r sql.Row) error {
+		c := append(sql.Row(nil), r...)
+		if updating {
+			c[len(c)-1] = opName(c[len(c)-1])
+		}
 		select {
-		case rows.ch <- append(sql.Row(nil), r...):
+		case rows.ch <- c:
 			return nil
 		case <-jctx.Done():
 			return jctx.Err()
@@ -148,7 +172,17 @@ func (e *Engine) query(ctx context.Context, sess *Session, s *sql.Select) (*Resu
 		rows.err = job.Wait()
 		close(rows.ch)
 	}()
-	return &Result{Columns: q.OutputSchema(), Rows: rows, Tag: "SELECT", Push: true}, nil
+	return &Result{Columns: cols, Rows: rows, Tag: "SELECT", Push: true}, nil
+}
+
+var opInsert, opDeleteText = sql.Varchar("insert"), sql.Varchar("delete")
+
+// opName is the op column's text for a change column's value.
+func opName(v sql.Value) sql.Value {
+	if sql.IsDelete(v) {
+		return opDeleteText
+	}
+	return opInsert
 }
 
 // pushRows streams the rows of a push query; Close stops its job.

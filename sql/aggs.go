@@ -29,6 +29,18 @@ type AggDef struct {
 	User bool
 }
 
+// Retractable reports whether the aggregate can take back a row it has counted, so that it
+// can run over an updating input (docs/sql.md, "Changelogs"): the built-ins can (COUNT,
+// SUM and AVG by subtraction, Retracter; the others by keeping each group's values);
+// user aggregates cannot yet.
+func (d *AggDef) Retractable(AggCall) bool { return !d.User }
+
+// Retracter is implemented by aggregators that take a row back by undoing its Add (COUNT,
+// SUM, AVG): Retract(s, args) leaves s as if the Add of args had not happened.
+type Retracter interface {
+	Retract(s *AggState, args []Value) *Error
+}
+
 // AggState is the state of one aggregate call in one group. Every aggregate keeps its
 // state in these fields (the built-ins: N rows, I and F integer and float sums, V a
 // value, Set the distinct values of a DISTINCT aggregate); the state codec of the executor

@@ -1,5 +1,7 @@
 package sql
 
+import "strings"
+
 // Expr is a bound scalar expression tree: names resolved to column indexes, types known.
 // Trees are immutable; rewrites build new nodes with WithChildren. Compile turns a tree
 // into a closure evaluated once per row.
@@ -32,6 +34,16 @@ type Catalog interface {
 // ChangeColumn is the hidden last column of a versioned table: "delete" in a record ends
 // its key's current version (docs/sql.md, "Joins").
 const ChangeColumn = "__op"
+
+// OpDelete is the change column's value of a delete (docs/sql.md, "Changelogs"); an insert's
+// is NULL.
+var OpDelete = Varchar("delete")
+
+// IsDelete reports whether a change column's value v is a delete: "delete" or "d", in any
+// case.
+func IsDelete(v Value) bool {
+	return v.K == KindVarchar && (len(v.S) == 6 || len(v.S) == 1) && (strings.EqualFold(v.S, "delete") || strings.EqualFold(v.S, "d"))
+}
 
 // Relation is a stream, a table or a materialized view as the binder sees it.
 type Relation struct {

@@ -1,0 +1,253 @@
+package planner
+
+import (
+	"strings"
+
+	"rsql/sql"
+)
+
+// ChangeMode is how the rows of a relation change as input arrives (docs/sql.md,
+// "Changelogs").
+type ChangeMode uint8
+
+const (
+	// AppendOnly: rows are only ever added. The row has no change column.
+	AppendOnly ChangeMode = iota
+	// Upsert: the row's last column is the change column (sql.ChangeColumn). A row whose
+	// change is a delete (sql.IsDelete) removes its key's row; any other row is its key's
+	// new row, replacing the one before. The key is known (the planner derives it: a GROUP
+	// BY's keys).
+	Upsert
+	// Retract: the row's last column is the change column. A delete removes one row equal
+	// to it (but for the change column); any other row adds one. An update is the delete of
+	// the old row followed by the insert of the new one.
+	Retract
+)
+
+func (m ChangeMode) String() string {
+	return [...]string{"append-only", "upsert", "retract"}[m]
+}
+
+// changes is what the changelog pass knows of a relation: its mode and, when known, a key
+// (columns, change column excluded) no two of its current rows share. An empty non-nil key
+// means at most one row (a global aggregate).
+type changes struct {
+	mode ChangeMode
+	key  []int
+}
+
+func (c changes) updating() bool { return c.mode != AppendOnly }
+
+// Changelog infers the change mode of every relation of an optimized plan, adds the change
+// column to the rows of updating relations, and refuses (0A000, naming the operator and
+// why) every combination of an operator and an updating input that rsql does not compute
+// exactly. Each operator's case states what it accepts and what it produces:
+//
+//   - a scan is append-only (a table read as a stream is its changelog, rows with their
+//     change column as a plain column);
+//   - a GROUP BY without a window that emits changes produces an updating relation keyed by
+//     its group keys: upsert when everything up to the sink only passes the keys along,
+//     retract (the old row's delete before the new row) when an operator above needs whole
+//     rows; over an updating input it retracts (COUNT, SUM, AVG, MIN, MAX and the
+//     aggregates sql.AggDef.Retractable marks) — a windowed aggregation does not;
+//   - a filter and a projection accept a retract input (a projection an upsert input when
+//     it keeps the key) and keep the mode;
+//   - a sink accepts any mode; a stream sink of an updating relation needs its key (the
+//     changelog's message key);
+//   - LIMIT passes the changes of a push query (the first N changes); every other operator
+//     (joins, Top-N and deduplication, union, sort, window assignment, table functions)
+//     takes append-only input only.
+func Changelog(l LogicalNode) (LogicalNode, error) {
+	n, _, err := changelog(l, false)
+	return n, err
+}
+
+// refuse is the error of an operator that cannot take an updating input.
+func refuse(op string, in changes, why string) error {
+	return errorf(sql.CodeNotSupported, "%s over a relation whose rows change (%s: the result of a GROUP BY without a window, or of an operator over one) is not supported: %s", op, in.mode, why)
+}
+
+// changelog rewrites n (see Changelog); upsertOK says n's consumer takes an upsert input,
+// so an aggregation need not emit its old rows' deletes.
+func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
+	switch n := n.(type) {
+	case *Sink:
+		in, ch, err := changelog(n.Input, true)
+		if err != nil {
+			return nil, ch, err
+		}
+		if ch.updating() && n.Stream != "" && ch.key == nil {
+			return nil, ch, errorf(sql.CodeNotSupported, "the rows of this query change as input arrives, but it selects no key to write them by: select every GROUP BY column (the key of the changelog written to %s)", n.Stream)
+		}
+		s := *n
+		s.Input, s.Changes, s.Key = in, ch.mode, ch.key
+		return &s, ch, nil
+
+	case *Scan:
+		return n, changes{}, nil
+
+	case *Filter:
+		in, ch, err := changelog(n.Input, false)
+		if err != nil {
+			return nil, ch, err
+		}
+		f := *n
+		f.Input = in
+		return &f, ch, nil
+
+	case *Project:
+		in, ch, err := changelog(n.Input, upsertOK)
+		if err != nil {
+			return nil, ch, err
+		}
+		if !ch.updating() {
+			if in == n.Input {
+				return n, ch, nil
+			}
+			p := *n
+			p.Input = in
+			return &p, ch, nil
+		}
+		key := projectKey(n.Exprs, ch.key)
+		if ch.mode == Upsert && key == nil {
+			// The key does not reach the consumer: it needs whole rows.
+			if in, ch, err = changelog(n.Input, false); err != nil {
+				return nil, ch, err
+			}
+		}
+		sch := in.Schema()
+		op := len(sch) - 1
+		p := &Project{Input: in,
+			Exprs: append(append([]sql.Expr(nil), n.Exprs...), &sql.ColumnRef{Index: op, Name: sql.ChangeColumn, T: sch[op].Type}),
+			Names: append(append([]string(nil), n.Names...), sql.ChangeColumn)}
+		return p, changes{mode: ch.mode, key: key}, nil
+
+	case *Aggregate:
+		in, ch, err := changelog(n.Input, false)
+		if err != nil {
+			return nil, ch, err
+		}
+		a := *n
+		a.Input = in
+		if ch.updating() {
+			if n.Window != nil {
+				return nil, ch, refuse("a windowed aggregation ("+windowName(n.Window.Kind)+")", ch, "aggregate it without a window, or window the input before it changes")
+			}
+			for _, g := range n.Aggs {
+				if def, ok := g.Aggregate(); !ok || !def.Retractable(g) {
+					return nil, ch, refuse("aggregate "+aggText(g), ch, "it cannot take back a row it has counted (COUNT, SUM, AVG, MIN, MAX, BOOL_AND, BOOL_OR and COUNT(DISTINCT) can)")
+				}
+			}
+			a.Retracting, a.TTL, a.EmitNew = true, 0, false
+		}
+		switch {
+		case n.Window == nil && (n.Emit == EmitChanges && !(n.EmitNew && !ch.updating())):
+			a.Changes = Retract
+			if upsertOK {
+				a.Changes = Upsert
+			}
+		case ch.updating():
+			// An aggregation over a changing input that answers once (a bounded input,
+			// EMIT ON CLOSE): its rows are final.
+			a.Changes = AppendOnly
+		}
+		if !a.Changes.updatingMode() {
+			return &a, changes{}, nil
+		}
+		key := make([]int, len(n.Keys))
+		for i := range key {
+			key[i] = i
+		}
+		return &a, changes{mode: a.Changes, key: key}, nil
+
+	case *TopN:
+		if n.Mode == DedupLast && !upsertOK {
+			// Each row later than its partition's current one replaces it: the operator
+			// above would count the replaced rows too.
+			return nil, changes{}, errorf(sql.CodeNotSupported, "deduplication keeping the last row (ORDER BY ... DESC with ROW_NUMBER() = 1) replaces rows as later ones arrive; an operator over it is not supported yet: write it to a stream and read that")
+		}
+
+	case *Limit:
+		in, ch, err := changelog(n.Input, upsertOK)
+		if err != nil {
+			return nil, ch, err
+		}
+		if ch.updating() && !upsertOK {
+			return nil, ch, refuse("LIMIT", ch, "a limit keeps the first rows, and which rows are first changes")
+		}
+		l := *n
+		l.Input = in
+		return &l, ch, nil
+	}
+	// The operators that take append-only input only.
+	kids := n.Children()
+	out := make([]LogicalNode, len(kids))
+	changed := false
+	for i, c := range kids {
+		in, ch, err := changelog(c, false)
+		if err != nil {
+			return nil, ch, err
+		}
+		if ch.updating() {
+			return nil, ch, refuse(operatorName(n), ch, "only append-only input is supported here yet")
+		}
+		out[i] = in
+		changed = changed || in != c
+	}
+	if changed {
+		n = n.WithChildren(out)
+	}
+	return n, changes{}, nil
+}
+
+func (m ChangeMode) updatingMode() bool { return m != AppendOnly }
+
+// projectKey maps key (columns of a projection's input) to the projection's output: nil
+// when a key column is not passed through as is.
+func projectKey(exprs []sql.Expr, key []int) []int {
+	if key == nil {
+		return nil
+	}
+	out := make([]int, 0, len(key))
+	for _, k := range key {
+		found := -1
+		for i, e := range exprs {
+			if c, ok := e.(*sql.ColumnRef); ok && c.Index == k {
+				found = i
+				break
+			}
+		}
+		if found < 0 {
+			return nil
+		}
+		out = append(out, found)
+	}
+	return out
+}
+
+// operatorName names an operator in an error.
+func operatorName(n LogicalNode) string {
+	switch n := n.(type) {
+	case *Join:
+		return "a " + n.Kind.String() + " join (" + n.Mode.String() + ")"
+	case *TopN:
+		switch n.Mode {
+		case DedupFirst, DedupLast:
+			return "deduplication (ROW_NUMBER() = 1)"
+		}
+		return "Top-N (ROW_NUMBER())"
+	case *Union:
+		return "UNION ALL"
+	case *Sort:
+		return "ORDER BY"
+	case *WindowAssign:
+		return "a window (" + windowName(n.Window.Kind) + ")"
+	case *TableFunc:
+		return "table function " + n.Func.Name
+	}
+	s := n.String()
+	if i := strings.IndexByte(s, ' '); i > 0 {
+		s = s[:i]
+	}
+	return s
+}
