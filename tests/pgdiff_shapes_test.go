@@ -1,0 +1,113 @@
+package tests
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The fixed shapes of the differential test (pgdiff_test.go): compositions whose change
+// modes the planner must get right (aggregation over aggregation, HAVING, Top-N, regular
+// joins) and SQL corner cases (an aggregate of no rows, BIGINT sums past the limit).
+
+// pdTumblePG is TUMBLE(orders, ts, 10 s) in PostgreSQL: each row with its window's bounds.
+const pdTumblePG = `(SELECT *, date_bin(INTERVAL '10 seconds', ts, TIMESTAMP '1970-01-01') AS window_start,
+  date_bin(INTERVAL '10 seconds', ts, TIMESTAMP '1970-01-01') + INTERVAL '10 seconds' AS window_end FROM orders)`
+
+const pdTumbleRsql = `TUMBLE(orders, ts, INTERVAL '10' SECOND)`
+
+// pdOverflow accepts an error for a number out of range: a BIGINT sum past the limit may
+// be answered right or refused, never wrapped.
+var pdOverflow = regexp.MustCompile(`^22003$`)
+
+var pdShapes = []pdQuery{
+	{name: "agg_of_agg", rsql: `SELECT n, COUNT(*) AS users FROM (SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id) x GROUP BY n`},
+	{name: "agg_of_agg_window", rsql: `SELECT n, COUNT(*) AS c FROM (SELECT user_id, window_start, window_end, COUNT(*) AS n
+  FROM ` + pdTumbleRsql + ` t GROUP BY user_id, window_start, window_end) x GROUP BY n`,
+		pg: `SELECT n, COUNT(*) AS c FROM (SELECT user_id, window_start, window_end, COUNT(*) AS n
+  FROM ` + pdTumblePG + ` t GROUP BY user_id, window_start, window_end) x GROUP BY n`},
+	{name: "global_of_counts", rsql: `SELECT SUM(n) AS s, MIN(n) AS lo, MAX(n) AS hi, COUNT(*) AS c FROM (SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id) x`},
+	{name: "having_min", rsql: `SELECT order_id, MIN(qty) AS m, COUNT(*) AS c FROM orders GROUP BY order_id HAVING MIN(qty) > 5`},
+	{name: "having_count_1", rsql: `SELECT user_id, category, qty, COUNT(*) AS c FROM orders GROUP BY user_id, category, qty HAVING COUNT(*) = 1`},
+	{name: "where_over_agg", rsql: `SELECT user_id, n FROM (SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id) x WHERE n >= 65`},
+	{name: "global_topn", rsql: `SELECT user_id, total, rn FROM (SELECT user_id, total, ROW_NUMBER() OVER (ORDER BY total DESC, user_id) AS rn
+  FROM (SELECT user_id, SUM(qty) AS total FROM orders GROUP BY user_id) a) b WHERE rn <= 3`},
+	{name: "window_topn", rsql: `SELECT user_id, window_start, total, rn FROM (SELECT user_id, window_start, window_end, total,
+  ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY total DESC, user_id) AS rn
+  FROM (SELECT user_id, window_start, window_end, SUM(qty) AS total FROM ` + pdTumbleRsql + ` t GROUP BY user_id, window_start, window_end) a) b WHERE rn <= 2`,
+		pg: `SELECT user_id, window_start, total, rn FROM (SELECT user_id, window_start, window_end, total,
+  ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY total DESC, user_id) AS rn
+  FROM (SELECT user_id, window_start, window_end, SUM(qty) AS total FROM ` + pdTumblePG + ` t GROUP BY user_id, window_start, window_end) a) b WHERE rn <= 2`},
+	{name: "inner_join_agg", rsql: `SELECT u.tier, COUNT(*) AS n, SUM(o.qty) AS q FROM orders o JOIN users u ON o.user_id = u.user_id GROUP BY u.tier`},
+	{name: "inner_join", rsql: `SELECT o.order_id, o.user_id, u.tier, u.name FROM orders o JOIN users u ON o.user_id = u.user_id`},
+	{name: "left_join", rsql: `SELECT o.order_id, o.user_id, u.tier FROM orders o LEFT JOIN users u ON o.user_id = u.user_id`},
+	{name: "left_join_agg", rsql: `SELECT o.user_id, COUNT(u.tier) AS tiers, COUNT(*) AS n FROM orders o LEFT JOIN users u ON o.user_id = u.user_id GROUP BY o.user_id`},
+	{name: "count_where_false", rsql: `SELECT COUNT(*) AS c FROM orders WHERE false`},
+	{name: "aggs_where_false", rsql: `SELECT COUNT(*) AS c, SUM(qty) AS s, MAX(amount) AS m FROM orders WHERE false`},
+	{name: "grouped_where_false", rsql: `SELECT user_id, COUNT(*) AS c FROM orders WHERE false GROUP BY user_id`},
+	{name: "global_aggs", rsql: `SELECT COUNT(*) AS c, COUNT(user_id) AS cu, SUM(qty) AS s, MIN(amount) AS lo, MAX(amount) AS hi, MIN(big) AS bl, MAX(big) AS bh FROM orders`},
+	{name: "avg", rsql: `SELECT category, AVG(amount) AS a, AVG(qty) AS q FROM orders GROUP BY category`},
+	{name: "sum_bigint_limit", rsql: `SELECT SUM(big) AS s FROM orders`, alsoOK: pdOverflow},
+	{name: "sum_bigint_over", rsql: `SELECT SUM(big) AS s FROM orders WHERE big > 0`, alsoOK: pdOverflow},
+	{name: "sum_bigint_grouped", rsql: `SELECT category, SUM(big) AS s, COUNT(big) AS c FROM orders GROUP BY category`, alsoOK: pdOverflow},
+	{name: "distinct_over_agg", rsql: `SELECT DISTINCT n FROM (SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id) x`},
+	{name: "distinct", rsql: `SELECT DISTINCT category, qty FROM orders`},
+	{name: "union_all_aggs", rsql: `SELECT 'cat' AS kind, category AS k, COUNT(*) AS n FROM orders GROUP BY category
+  UNION ALL SELECT 'user' AS kind, user_id AS k, COUNT(*) AS n FROM orders GROUP BY user_id`},
+	{name: "order_by_limit", ordered: true, rsql: `SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id ORDER BY n DESC, user_id LIMIT 5`},
+	{name: "tumble_agg", rsql: `SELECT user_id, window_start, window_end, COUNT(*) AS n, SUM(amount) AS total FROM ` + pdTumbleRsql + ` t GROUP BY user_id, window_start, window_end`,
+		pg: `SELECT user_id, window_start, window_end, COUNT(*) AS n, SUM(amount) AS total FROM ` + pdTumblePG + ` t GROUP BY user_id, window_start, window_end`},
+	{name: "chained_window", rsql: `SELECT window_start, window_end, MAX(n) AS top, COUNT(*) AS users FROM (SELECT user_id, window_start, window_end, COUNT(*) AS n
+  FROM ` + pdTumbleRsql + ` t GROUP BY user_id, window_start, window_end) x GROUP BY window_start, window_end`,
+		pg: `SELECT window_start, window_end, MAX(n) AS top, COUNT(*) AS users FROM (SELECT user_id, window_start, window_end, COUNT(*) AS n
+  FROM ` + pdTumblePG + ` t GROUP BY user_id, window_start, window_end) x GROUP BY window_start, window_end`},
+}
+
+// pdKnownWrong are shapes rsql answers differently from PostgreSQL today, each with the
+// difference: they still run and are compared, and skip (rather than fail) while the
+// difference stays; RSQL_PGDIFF_STRICT=1 makes them fail.
+var pdKnownWrong = map[string]string{
+	"count_where_false":  pdWrongEmptyGlobal,
+	"aggs_where_false":   pdWrongEmptyGlobal,
+	"sum_bigint_limit":   pdWrongSumWraps,
+	"sum_bigint_over":    pdWrongSumWraps,
+	"sum_bigint_grouped": pdWrongSumWraps,
+}
+
+const (
+	pdWrongEmptyGlobal = "an aggregate without GROUP BY over no rows gives no row; PostgreSQL gives one (COUNT 0, the others NULL)"
+	pdWrongSumWraps    = "SUM of BIGINT wraps around past the 64-bit limit; PostgreSQL gives the NUMERIC sum (rsql must give it or fail with 22003)"
+)
+
+func TestPGDiffShapes(t *testing.T) {
+	e := newPDEnv(t)
+	out := e.pdRun(pdShapes)
+	var table strings.Builder
+	for i, q := range pdShapes {
+		o := out[i]
+		t.Run(q.name, func(t *testing.T) {
+			switch o.kind {
+			case pdEqual:
+				if o.ttl {
+					t.Log("equal (with SET state_ttl)")
+				}
+			case pdRefused:
+				t.Logf("refused: %s", o.detail)
+			case pdWrong:
+				if why, ok := pdKnownWrong[q.name]; ok && !pdStrict() {
+					t.Skipf("known wrong (%s):\n%s\n%s", why, q.rsql, o.detail)
+				}
+				t.Errorf("wrong answer to\n%s\n%s", q.rsql, o.detail)
+			}
+			if _, ok := pdKnownWrong[q.name]; ok && o.kind != pdWrong {
+				t.Logf("listed as known wrong but now %s: remove it from pdKnownWrong", o.kind)
+			}
+		})
+		mark := o.kind.String()
+		if o.ttl {
+			mark += " (state_ttl)"
+		}
+		table.WriteString("  " + q.name + ": " + mark + "\n")
+	}
+	t.Logf("pgdiff shapes: %s\n%s", pdSummary(out), table.String())
+}
