@@ -1,9 +1,11 @@
 # rsql: `make run` builds and starts the embedded default; `make test` runs every test and
-# every fuzz target briefly (scripts/fuzz.sh; `make fuzz` runs them longer).
+# every fuzz target briefly (scripts/fuzz.sh; `make fuzz` runs them longer). `make pgdiff`
+# runs the query-level differential test against PostgreSQL with 500 random queries
+# (RSQL_PGDIFF_N, RSQL_PGDIFF_SEED; tests/pgdiff_test.go).
 export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 
-.PHONY: deps test-deps build run test bench fuzz
+.PHONY: deps test-deps build run test bench fuzz pgdiff
 
 deps:
 	@bash scripts/deps.sh build
@@ -27,3 +29,6 @@ bench: build
 
 fuzz:
 	FUZZTIME=$${FUZZTIME:-20s} bash scripts/fuzz.sh
+
+pgdiff: test-deps build
+	RSQL_BIN=$(CURDIR)/bin/rsql RSQL_PGDIFF_N=$${RSQL_PGDIFF_N:-500} $(GO) test -count=1 -timeout 60m -run 'TestPGDiff' -v ./tests/

@@ -79,8 +79,15 @@ const (
 	pdWrongSumWraps    = "SUM of BIGINT wraps around past the 64-bit limit; PostgreSQL gives the NUMERIC sum (rsql must give it or fail with 22003)"
 )
 
-func TestPGDiffShapes(t *testing.T) {
+// TestPGDiff runs the fixed shapes and the random queries over one data set and one
+// PostgreSQL.
+func TestPGDiff(t *testing.T) {
 	e := newPDEnv(t)
+	t.Run("shapes", func(t *testing.T) { pdShapesTest(t, e) })
+	t.Run("random", func(t *testing.T) { pdRandomTest(t, e) })
+}
+
+func pdShapesTest(t *testing.T, e *pdEnv) {
 	out := e.pdRun(pdShapes)
 	var table strings.Builder
 	for i, q := range pdShapes {

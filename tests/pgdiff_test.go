@@ -14,10 +14,11 @@ package tests
 // stream) is run again after SET state_ttl = '1 day': the data spans minutes, so the TTL
 // never forgets a row and the answer must equal PostgreSQL's.
 //
-//	go test -count=1 -run TestPGDiff ./tests/ -v         # the fixed shapes and 40 random queries
-//	RSQL_PGDIFF_N=500 go test -count=1 -run TestPGDiffRandom ./tests/ -v   # or: make pgdiff
+//	go test -count=1 -run TestPGDiff ./tests/ -v          # the fixed shapes and 30 random queries
+//	RSQL_PGDIFF_N=500 go test -count=1 -run TestPGDiff/random ./tests/ -v   # or: make pgdiff
 //	RSQL_PGDIFF_SEED=7 ...                             # another seed (data and queries)
-//	RSQL_PGDIFF_STRICT=1 ...                           # known-wrong shapes fail instead of skipping
+//	RSQL_PGDIFF_STRICT=1 ...                           # known-wrong answers fail instead of skipping
+//	RSQL_PGDIFF_LIST=1 ...                             # list every random query and its outcome
 
 import (
 	"bufio"
@@ -193,7 +194,9 @@ func pdSeed() int64 {
 
 func newPDEnv(t *testing.T) *pdEnv {
 	t.Helper()
+	start := time.Now()
 	e := &pdEnv{bin: buildRsql(t), dir: t.TempDir()}
+	built := time.Since(start)
 	pg := startPostgres(t)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, pg.URL)
@@ -209,6 +212,7 @@ func newPDEnv(t *testing.T) *pdEnv {
 		ddl.WriteString(tb.rsqlDDL())
 	}
 	e.ddl = ddl.String()
+	t.Logf("rsql built in %v, PostgreSQL started and loaded in %v", built.Round(time.Millisecond), (time.Since(start) - built).Round(time.Millisecond))
 	return e
 }
 
@@ -241,9 +245,10 @@ const (
 func (k pdKind) String() string { return [...]string{"equal", "refused", "wrong"}[k] }
 
 type pdOutcome struct {
-	kind   pdKind
-	ttl    bool   // equal only after SET state_ttl
-	detail string // refusal message, or both answers when wrong
+	kind      pdKind
+	ttl       bool   // equal only after SET state_ttl
+	detail    string // refusal message, or both answers when wrong
+	got, want [][]any
 }
 
 type pdResult struct {
@@ -350,7 +355,7 @@ func (e *pdEnv) judge(q pdQuery, want [][]any) pdOutcome {
 		return pdOutcome{kind: pdWrong, ttl: ttl, detail: fmt.Sprintf("rsql failed (not 0A000): %s\nPostgreSQL: %s", res.err, pdShowRows(want))}
 	}
 	if why := pdCompare(want, res.rows, q.ordered); why != "" {
-		return pdOutcome{kind: pdWrong, ttl: ttl, detail: fmt.Sprintf("%s\nrsql:       %s\nPostgreSQL: %s", why, pdShowRows(res.rows), pdShowRows(want))}
+		return pdOutcome{kind: pdWrong, ttl: ttl, got: res.rows, want: want, detail: fmt.Sprintf("%s\nrsql:       %s\nPostgreSQL: %s", why, pdShowRows(res.rows), pdShowRows(want))}
 	}
 	return pdOutcome{kind: pdEqual, ttl: ttl}
 }
