@@ -57,6 +57,12 @@ var pdShapes = []pdQuery{
 	{name: "order_by_limit", ordered: true, rsql: `SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id ORDER BY n DESC, user_id LIMIT 5`},
 	{name: "tumble_agg", rsql: `SELECT user_id, window_start, window_end, COUNT(*) AS n, SUM(amount) AS total FROM ` + pdTumbleRsql + ` t GROUP BY user_id, window_start, window_end`,
 		pg: `SELECT user_id, window_start, window_end, COUNT(*) AS n, SUM(amount) AS total FROM ` + pdTumblePG + ` t GROUP BY user_id, window_start, window_end`},
+	{name: "distinct_window_start", rsql: `SELECT DISTINCT window_start FROM ` + pdTumbleRsql + ` t`,
+		pg: `SELECT DISTINCT window_start FROM ` + pdTumblePG + ` t`},
+	{name: "distinct_window_start_of_agg", rsql: `SELECT DISTINCT n, window_start FROM (SELECT user_id, window_start, window_end, COUNT(*) AS n
+  FROM ` + pdTumbleRsql + ` t GROUP BY user_id, window_start, window_end) x`,
+		pg: `SELECT DISTINCT n, window_start FROM (SELECT user_id, window_start, window_end, COUNT(*) AS n
+  FROM ` + pdTumblePG + ` t GROUP BY user_id, window_start, window_end) x`},
 	{name: "chained_window", rsql: `SELECT window_start, window_end, MAX(n) AS top, COUNT(*) AS users FROM (SELECT user_id, window_start, window_end, COUNT(*) AS n
   FROM ` + pdTumbleRsql + ` t GROUP BY user_id, window_start, window_end) x GROUP BY window_start, window_end`,
 		pg: `SELECT window_start, window_end, MAX(n) AS top, COUNT(*) AS users FROM (SELECT user_id, window_start, window_end, COUNT(*) AS n
@@ -67,16 +73,19 @@ var pdShapes = []pdQuery{
 // difference: they still run and are compared, and skip (rather than fail) while the
 // difference stays; RSQL_PGDIFF_STRICT=1 makes them fail.
 var pdKnownWrong = map[string]string{
-	"count_where_false":  pdWrongEmptyGlobal,
-	"aggs_where_false":   pdWrongEmptyGlobal,
-	"sum_bigint_limit":   pdWrongSumWraps,
-	"sum_bigint_over":    pdWrongSumWraps,
-	"sum_bigint_grouped": pdWrongSumWraps,
+	"count_where_false":            pdWrongEmptyGlobal,
+	"aggs_where_false":             pdWrongEmptyGlobal,
+	"sum_bigint_limit":             pdWrongSumWraps,
+	"sum_bigint_over":              pdWrongSumWraps,
+	"sum_bigint_grouped":           pdWrongSumWraps,
+	"distinct_window_start":        pdWrongDistinctWindow,
+	"distinct_window_start_of_agg": pdWrongDistinctWindow,
 }
 
 const (
-	pdWrongEmptyGlobal = "an aggregate without GROUP BY over no rows gives no row; PostgreSQL gives one (COUNT 0, the others NULL)"
-	pdWrongSumWraps    = "SUM of BIGINT wraps around past the 64-bit limit; PostgreSQL gives the NUMERIC sum (rsql must give it or fail with 22003)"
+	pdWrongDistinctWindow = "SELECT DISTINCT with window_start and not window_end panics (index out of range) or puts another column's value in window_start"
+	pdWrongEmptyGlobal    = "an aggregate without GROUP BY over no rows gives no row; PostgreSQL gives one (COUNT 0, the others NULL)"
+	pdWrongSumWraps       = "SUM of BIGINT wraps around past the 64-bit limit; PostgreSQL gives the NUMERIC sum (rsql must give it or fail with 22003)"
 )
 
 // TestPGDiff runs the fixed shapes and the random queries over one data set and one
@@ -85,6 +94,7 @@ func TestPGDiff(t *testing.T) {
 	e := newPDEnv(t)
 	t.Run("shapes", func(t *testing.T) { pdShapesTest(t, e) })
 	t.Run("random", func(t *testing.T) { pdRandomTest(t, e) })
+	t.Run("topics", func(t *testing.T) { pdTopicsTest(t, e) })
 }
 
 func pdShapesTest(t *testing.T, e *pdEnv) {

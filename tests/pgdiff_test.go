@@ -19,6 +19,7 @@ package tests
 //	RSQL_PGDIFF_SEED=7 ...                             # another seed (data and queries)
 //	RSQL_PGDIFF_STRICT=1 ...                           # known-wrong answers fail instead of skipping
 //	RSQL_PGDIFF_LIST=1 ...                             # list every random query and its outcome
+//	RSQL_PGDIFF_KEEP=dir ...                           # also write the data files to dir
 
 import (
 	"bufio"
@@ -104,6 +105,8 @@ func pdGenData(seed int64) []*pdTable {
 	users := &pdTable{name: "users", cols: []pdCol{
 		{"user_id", "VARCHAR", "text"}, {"tier", "INT", "integer"}, {"name", "VARCHAR", "text"},
 		{"ts", "TIMESTAMP", "timestamp"}}}
+	// The users' times span the orders' (so over topics neither stream's watermark holds the
+	// other back).
 	for i := 5; i < 35; i++ {
 		n := 1
 		if i%7 == 0 { // a few users twice: duplicate join keys
@@ -112,10 +115,12 @@ func pdGenData(seed int64) []*pdTable {
 		for k := 0; k < n; k++ {
 			users.rows = append(users.rows, []any{fmt.Sprintf("u%d", i), maybeNull(0.1, int64(1+r.Intn(3))),
 				fmt.Sprintf("n%d", r.Intn(8)),
-				pdBase.Add(time.Duration(int64(len(users.rows))*500-r.Int63n(pdDisorderMs)) * time.Millisecond)})
+				pdBase.Add(time.Duration(int64(len(users.rows))*pdOrders*pdStepMs/40-r.Int63n(pdDisorderMs)) * time.Millisecond)})
 		}
 	}
-	users.rows = append(users.rows, []any{nil, int64(1), "nobody", pdBase})
+	// The last user is a minute after the last order: over topics the users' watermark then
+	// passes every order (a join waits for the slower input).
+	users.rows = append(users.rows, []any{nil, int64(1), "nobody", pdBase.Add((pdOrders*pdStepMs + 60_000) * time.Millisecond)})
 	return []*pdTable{orders, users}
 }
 
@@ -129,8 +134,9 @@ func (tb *pdTable) rsqlDDL() string {
 		tb.name, strings.Join(cols, ", "), tb.name)
 }
 
-func (tb *pdTable) writeJSONLines(t *testing.T, dir string) {
-	var b bytes.Buffer
+// jsonLines are the rows as JSON objects, one a line; a NULL is null or a missing key.
+func (tb *pdTable) jsonLines() []string {
+	var out []string
 	for i, row := range tb.rows {
 		var parts []string
 		for k, c := range tb.cols {
@@ -152,9 +158,13 @@ func (tb *pdTable) writeJSONLines(t *testing.T, dir string) {
 			}
 			parts = append(parts, strconv.Quote(c.name)+":"+v)
 		}
-		b.WriteString("{" + strings.Join(parts, ",") + "}\n")
+		out = append(out, "{"+strings.Join(parts, ",")+"}\n")
 	}
-	if err := os.WriteFile(filepath.Join(dir, tb.name+".jsonl"), b.Bytes(), 0o644); err != nil {
+	return out
+}
+
+func (tb *pdTable) writeJSONLines(t *testing.T, dir string) {
+	if err := os.WriteFile(filepath.Join(dir, tb.name+".jsonl"), []byte(strings.Join(tb.jsonLines(), "")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -180,6 +190,7 @@ type pdEnv struct {
 	bin, dir string
 	conn     *pgx.Conn
 	ddl      string
+	tables   []*pdTable
 }
 
 func pdSeed() int64 {
@@ -208,8 +219,12 @@ func newPDEnv(t *testing.T) *pdEnv {
 	var ddl strings.Builder
 	for _, tb := range pdGenData(pdSeed()) {
 		tb.writeJSONLines(t, e.dir)
+		if keep := os.Getenv("RSQL_PGDIFF_KEEP"); keep != "" {
+			tb.writeJSONLines(t, keep)
+		}
 		tb.loadPG(t, conn)
 		ddl.WriteString(tb.rsqlDDL())
+		e.tables = append(e.tables, tb)
 	}
 	e.ddl = ddl.String()
 	t.Logf("rsql built in %v, PostgreSQL started and loaded in %v", built.Round(time.Millisecond), (time.Since(start) - built).Round(time.Millisecond))
@@ -224,6 +239,7 @@ type pdQuery struct {
 	rsql    string
 	pg      string
 	ordered bool           // the result's order is part of the answer
+	ttl     bool           // topic mode: create the view with SET state_ttl = '1 day' at once
 	alsoOK  *regexp.Regexp // SQLSTATEs other than 0A000 that are a right answer (an overflow error)
 }
 
