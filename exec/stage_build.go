@@ -191,7 +191,14 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 			return nil, fmt.Errorf("%w: stage %d: %v", ErrBadPlan, id, err)
 		}
 		if n.Retracting {
-			return nil, sql.Errorf(sql.CodeNotSupported, "an aggregation over a relation whose rows change is not supported yet")
+			if n.Window.Kind != planner.WindowNone {
+				return nil, fmt.Errorf("%w: stage %d: a windowed aggregation over a relation whose rows change", ErrBadPlan, id)
+			}
+			oid := OperatorID(id, "agg", i)
+			st.opIDs = append(st.opIDs, oid)
+			a := newRetractAggOp(n, st.job.name, oid, env.Store)
+			a.bad, a.schema = st.bad(), in
+			return a, nil
 		}
 		late, err := st.lateOutput(ctx, in)
 		if err != nil {
