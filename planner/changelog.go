@@ -161,6 +161,15 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 		return &a, changes{mode: a.Changes, key: key}, nil
 
 	case *TopN:
+		if n.Mode == TopNChanges {
+			in, ch, err := changelog(n.Input, false)
+			if err != nil {
+				return nil, ch, err
+			}
+			t := *n
+			t.Input, t.Retracting, t.Changes = in, ch.updating(), Retract
+			return &t, changes{mode: Retract}, nil
+		}
 		if n.Mode == DedupLast && !upsertOK {
 			// Each row later than its partition's current one replaces it: the operator
 			// above would count the replaced rows too.
