@@ -756,8 +756,8 @@ func (b *logicalBuilder) query(q *sql.Query, extra []sql.Expr) (LogicalNode, err
 
 // distinct makes SELECT DISTINCT an aggregation over every output column: per window when
 // the output holds both bounds of one window (it then emits each row once when the window
-// closes), else over an unbounded stream only with a state TTL (each row once, the first
-// time it is seen; state older than the TTL is forgotten, so a row may come again).
+// closes), else over an unbounded stream each row once, the first time it is seen (with a
+// state TTL, state older than the TTL is forgotten, so a row may come again).
 func (b *logicalBuilder) distinct(q *sql.Query, node LogicalNode) (LogicalNode, error) {
 	sch := node.Schema()
 	width := len(q.Select)
@@ -791,10 +791,12 @@ func (b *logicalBuilder) distinct(q *sql.Query, node LogicalNode) (LogicalNode, 
 		agg.Window = &sql.Window{Kind: sql.WindowGiven, TimeCol: start, EndCol: end}
 		m[start], m[end] = len(keys), len(keys)+1
 	case bounded(node):
-	case b.opts.StateTTL > 0:
-		agg.Emit, agg.TTL, agg.EmitNew = sql.EmitChanges, b.opts.StateTTL, true
 	default:
-		return nil, errorf(sql.CodeNotSupported, "SELECT DISTINCT over an unbounded stream keeps every distinct row for ever: select window_start and window_end of a window to de-duplicate per window, or SET state_ttl = '1 hour' to forget rows older than that (a row may then come again)")
+		// Over a stream: each distinct row once, when first seen (exact: every distinct row
+		// is kept, like a GROUP BY's groups), or with a state TTL forgotten once older than
+		// that (a row may then come again). Over an updating input it follows its changes
+		// (planner.Changelog).
+		agg.Emit, agg.TTL, agg.EmitNew = sql.EmitChanges, b.opts.StateTTL, true
 	}
 	out := make([]sql.Expr, width)
 	names := make([]string, width)
