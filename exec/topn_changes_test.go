@@ -1,76 +1,14 @@
 package exec
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
-	"rsql/connectors"
 	"rsql/planner"
 	"rsql/sql"
 )
-
-// foldChanges runs plan over evs (two splits by user parity, as planCatalog's streams are
-// partitioned) and folds its changelog (the change column last) into the multiset of
-// rows it ends with, failing on a delete of a row it does not hold.
-func foldChanges(t *testing.T, plan *planner.Physical, evs []event4) map[string]int {
-	t.Helper()
-	src := newMemSource(true, 64, "0", "1")
-	var parts [2][]event4
-	for _, e := range evs {
-		parts[int(e.user[len(e.user)-1])%2] = append(parts[int(e.user[len(e.user)-1])%2], e)
-	}
-	feedAll(src, "0", parts[0])
-	feedAll(src, "1", parts[1])
-	rows := map[string]int{}
-	var bad []string
-	env := Env{
-		OpenSource: func(planner.SourceSpec) (connectors.Source, error) { return src, nil },
-		NewFormat:  newTestFormat,
-		OnRow: func(r sql.Row) error {
-			k := fmt.Sprint(r[:len(r)-1])
-			if sql.IsDelete(r[len(r)-1]) {
-				if rows[k] == 0 {
-					bad = append(bad, k)
-				}
-				rows[k]--
-				if rows[k] == 0 {
-					delete(rows, k)
-				}
-				return nil
-			}
-			rows[k]++
-			return nil
-		},
-		CheckpointInterval: time.Second,
-		Tick:               10 * time.Millisecond,
-	}
-	j, err := Start(context.Background(), "topch", plan, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if len(bad) > 0 {
-		t.Fatalf("%d deletes of rows not held, first %s", len(bad), bad[0])
-	}
-	return rows
-}
-
-func multisetText(m map[string]int) string {
-	var out []string
-	for k, n := range m {
-		for i := 0; i < n; i++ {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	return strings.Join(out, "\n")
-}
 
 // A Top-N per key over the whole stream: its changelog folds to each user's two largest
 // amounts, numbered.

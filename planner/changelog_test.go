@@ -39,7 +39,8 @@ func TestChangelogModes(t *testing.T) {
 		{"global Top-N over updating", `SELECT user_id, n, rn FROM (SELECT user_id, n, ROW_NUMBER() OVER (ORDER BY n DESC) AS rn FROM ` + upd + `) x WHERE rn <= 3`, "", "retract"},
 		{"LIMIT of a push query over updating", `SELECT user_id, n FROM ` + upd + ` LIMIT 5`, "", "upsert"},
 		{"LIMIT under an aggregate over updating", `SELECT COUNT(*) FROM (SELECT user_id, n FROM ` + upd + ` LIMIT 5) x`, "", sql.CodeNotSupported},
-		{"UNION ALL over updating", `SELECT user_id, n FROM ` + upd + ` UNION ALL SELECT user_id, n FROM ` + upd, "", sql.CodeNotSupported},
+		{"UNION ALL over updating", `SELECT user_id, n FROM ` + upd + ` UNION ALL SELECT user_id, 1 FROM orders_mq`, "", "retract"},
+		{"UNION ALL over updating, aggregated", `SELECT user_id, SUM(n) FROM (SELECT user_id, n FROM ` + upd + ` UNION ALL SELECT user_id, 1 FROM orders_mq) x GROUP BY user_id`, "totals_mq", "upsert"},
 		{"interval join over updating", `SELECT u.user_id FROM ` + upd + ` JOIN orders_mq o ON u.user_id = o.user_id`, "", sql.CodeNotSupported},
 	}
 	cat := goldenCatalog()
