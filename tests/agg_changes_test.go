@@ -116,11 +116,11 @@ func TestAggregateOverAggregateViewsMatchPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	check := func(conn *pgx.Conn, stage string) {
+	check := func(conn *pgx.Conn, stage string, empty bool) {
 		t.Helper()
 		for _, c := range aggOverAggCases {
 			want := queryRows(t, ctx, ref, c.query)
-			if len(want) == 0 {
+			if len(want) == 0 && !empty {
 				t.Fatalf("%s: PostgreSQL has no rows: the case tests nothing", c.name)
 			}
 			var got []string
@@ -137,10 +137,12 @@ func TestAggregateOverAggregateViewsMatchPostgres(t *testing.T) {
 			}
 		}
 	}
+	// Before any order the global aggregation has its one row, as in PostgreSQL.
+	check(conn, "before any order", true)
 	for i := 0; i < 4; i++ {
 		insert(conn, 400)
 	}
-	check(conn, "before the restart")
+	check(conn, "before the restart", false)
 	if err := srv.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -149,7 +151,7 @@ func TestAggregateOverAggregateViewsMatchPostgres(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		insert(conn, 400)
 	}
-	check(conn, "after the restart")
+	check(conn, "after the restart", false)
 }
 
 // queryRows runs q and returns its rows as sorted text, numbers canonical (canonNumber)
