@@ -85,8 +85,11 @@
 //     per watermark, at a checkpoint, at a restore and at close: unwindowedMode
 //     (agg_unwindowed.go: GROUP BY without a window, state TTL), winMode and givenMode
 //     (agg_window.go: tumble, hop by windows, windows the rows carry), paneMode
-//     (agg_pane.go: hop by panes) and sessionMode (agg_session.go). Another kind (a
-//     retracting changelog mode, say) is another aggMode.
+//     (agg_pane.go: hop by panes) and sessionMode (agg_session.go). An aggregation without
+//     window over an updating input is retractAggOp (agg_retract.go): signed row counts,
+//     aggregates undone by sql.Retracter or rebuilt from value multisets, one change per
+//     group and batch; a global one always has its row (emitted at NewSplit when the store
+//     has none).
 //   - Checkpoints: Job.Checkpoint injects a barrier at every root stage (those reading
 //     streams or shuffle topics); stages behind in-process edges take it when aligned.
 //     Stages joined by in-process edges form a commit group (commit.go) that commits each

@@ -352,11 +352,11 @@ func mergeCounts(dst, src *AggState) {
 // countStar is COUNT(*): N rows.
 type countStar struct{ builtin }
 
-func (countStar) Add(s *AggState, _ []Value) *Error { s.N++; return nil }
-func (countStar) Merge(d, s *AggState)              { mergeCounts(d, s) }
-func (countStar) Result(s *AggState) Value          { return BigInt(s.N) }
-func (countStar) MergesExactly([]Type) bool         { return true }
-func (countStar) AggFields() AggFields              { return AggN }
+func (countStar) Add(s *AggState, _ []Value) *Error     { s.N++; return nil }
+func (countStar) Merge(d, s *AggState)                  { mergeCounts(d, s) }
+func (countStar) Result(s *AggState) Value              { return BigInt(s.N) }
+func (countStar) MergesExactly([]Type) bool             { return true }
+func (countStar) AggFields() AggFields                  { return AggN }
 func (countStar) Retract(s *AggState, _ []Value) *Error { s.N--; return nil }
 
 // count is COUNT(x): N non-NULL values.
@@ -590,7 +590,7 @@ func (extreme) MergesExactly([]Type) bool { return true }
 
 // Forgets: only the extreme's going can change it.
 func (extreme) Forgets(s *AggState, v Value) bool { return s.N == 0 || Compare(v, s.V) == 0 }
-func (extreme) AggFields() AggFields      { return AggN | AggV }
+func (extreme) AggFields() AggFields              { return AggN | AggV }
 
 func (extreme) Result(s *AggState) Value {
 	if s.N == 0 {
