@@ -65,7 +65,8 @@ func TestAggregateOverAggregateFilesMatchPostgres(t *testing.T) {
 }
 
 // Over a topic: each case is a materialized view, fed in batches (so the inner aggregation
-// retracts its users' old counts again and again) across a restart of the server; each
+// retracts its users' old counts again and again) across a restart of the server and a
+// kill -9; each
 // view ends with PostgreSQL's rows over the same orders.
 func TestAggregateOverAggregateViewsMatchPostgres(t *testing.T) {
 	pg := startPostgres(t)
@@ -146,12 +147,22 @@ func TestAggregateOverAggregateViewsMatchPostgres(t *testing.T) {
 	if err := srv.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	_, addr = startServerIn(t, dir)
+	srv, addr = startServerIn(t, dir)
 	conn = connect(addr)
 	for i := 0; i < 4; i++ {
 		insert(conn, 400)
 	}
 	check(conn, "after the restart", false)
+	// Killed while it works: each job resumes from its last checkpoint, exactly once.
+	for i := 0; i < 3; i++ {
+		insert(conn, 400)
+	}
+	time.Sleep(time.Duration(r.Intn(300)) * time.Millisecond)
+	srv.Kill()
+	_, addr = startServerIn(t, dir)
+	conn = connect(addr)
+	insert(conn, 400)
+	check(conn, "after kill -9", false)
 }
 
 // queryRows runs q and returns its rows as sorted text, numbers canonical (canonNumber)
