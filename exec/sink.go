@@ -174,7 +174,7 @@ func (s *sinkOp) Process(b *Batch) error {
 		return nil
 	}
 	if s.fold {
-		s.msgs = foldChanges(s.msgs, s.foldKeys)
+		s.msgs = foldByKey(s.msgs, s.foldKeys)
 	}
 	if s.tx != nil {
 		if err := s.tx.prepare(s.ctx, s.msgs); err != nil {
@@ -277,10 +277,10 @@ func openSinkOp(ctx context.Context, env *Env, spec planner.SinkSpec, cnt *count
 		fold: spec.Changes != planner.AppendOnly}, nil
 }
 
-// foldChanges keeps the last of the messages of each key (keys[i] is msgs[i]'s), at the
+// foldByKey keeps the last of the messages of each key (keys[i] is msgs[i]'s), at the
 // place of the key's first: a key's changes fold to its last row or delete, and the keys
 // keep the order in which they first changed.
-func foldChanges(msgs []connectors.Message, keys []string) []connectors.Message {
+func foldByKey(msgs []connectors.Message, keys []string) []connectors.Message {
 	if len(msgs) < 2 {
 		return msgs
 	}
