@@ -343,14 +343,15 @@ func (o *outbox) add(split string, msgs []connectors.Message, keys []string) {
 		}
 		p := o.pending[split]
 		for i := range msgs {
-			n := len(msgs[i].Key) + len(msgs[i].Body)
+			m := ownMessage(msgs[i])
+			n := len(m.Key) + len(m.Body)
 			if j, ok := at[keys[i]]; ok {
 				o.pendingBytes += n - len(p[j].Key) - len(p[j].Body)
-				p[j] = msgs[i]
+				p[j] = m
 				continue
 			}
 			at[keys[i]] = len(p)
-			p = append(p, msgs[i])
+			p = append(p, m)
 			o.pendingBytes += n
 		}
 		o.pending[split] = p
@@ -358,6 +359,21 @@ func (o *outbox) add(split string, msgs []connectors.Message, keys []string) {
 	if o.pendingBytes >= maxOutboxBytes && o.full != nil {
 		o.full()
 	}
+}
+
+// ownMessage is m with its key and body copied into storage of their own: a folded
+// message must not keep its whole batch's buffer alive after the batch's other changes
+// were replaced, so that pendingBytes is what the outbox holds.
+func ownMessage(m connectors.Message) connectors.Message {
+	k := len(m.Key)
+	b := make([]byte, k+len(m.Body))
+	copy(b, m.Key)
+	copy(b[k:], m.Body)
+	if m.Key != nil {
+		m.Key = b[:k:k]
+	}
+	m.Body = b[k:len(b):len(b)]
+	return m
 }
 
 // checkpoint stores the rows produced since the last checkpoint in the checkpoint's batch,
