@@ -62,6 +62,8 @@ func TestDerivedChangelogIsATable(t *testing.T) {
 	te.mustExec(`CREATE STREAM total AS SELECT COUNT(*) AS n FROM orders`)
 	if d, _ := te.e.cat.Stream("total"); d.IsTable || len(d.Columns) != 2 || d.Columns[1].Name != sql.ChangeColumn {
 		t.Errorf("total is %+v, want a stream of n and %s", d, sql.ChangeColumn)
+	} else if d.Options["queues"] != "1" {
+		t.Errorf("total has options %v, want one queue (its changes have no key)", d.Options)
 	}
 
 	// The changelog table is dropped as a stream or as a table.

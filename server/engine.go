@@ -492,6 +492,11 @@ func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, err
 			}
 		} else {
 			d.Columns = append(d.Columns, ColumnDef{Name: sql.ChangeColumn, Kind: uint8(sql.KindVarchar)})
+			if d.Options["connector"] == "broker" && d.Options["queues"] == "" {
+				// Its changes have no message key to share a queue by: one queue keeps
+				// them in order.
+				d.Options["queues"] = "1"
+			}
 			if sink, err = planner.StreamSink(d.Name, d.Options, d.Schema()); err != nil {
 				return nil, err
 			}
