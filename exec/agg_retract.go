@@ -273,6 +273,8 @@ func (a *retractAggOp) apply(g *raGroup, del bool) *sql.Error {
 				if err := f.Add(&g.accs[j], args); err != nil && first == nil {
 					first = err
 				}
+				// The state is never stored (the multiset is): no chunks of fresh values.
+				g.accs[j].Set.ClearFresh()
 			}
 		}
 		if e.n == 0 {
@@ -307,6 +309,7 @@ func (a *retractAggOp) rebuild(g *raGroup) {
 				f.Add(&g.accs[j], e.vals) // it took the values before
 			}
 		}
+		g.accs[j].Set.ClearFresh()
 	}
 }
 
