@@ -21,9 +21,11 @@ import (
 // number of rows in it (signed: a delete of a row never added leaves it below zero, and a
 // group of no more than zero rows has no output row), and per aggregate either its
 // sql.AggState, which Add and Retract keep (sql.Retracter: COUNT, SUM, AVG), or the
-// multiset of its argument values (encoded values -> count) from which the state is
-// rebuilt when a retraction may change it (MIN, MAX, COUNT(DISTINCT): sql.ValueSetAggregator,
-// and any other aggregate, rebuilt after every retraction).
+// multiset of its argument values (encoded values -> count), its state holding each value
+// present once: when a value's last copy goes, sql.ValueSetAggregator.Forget takes it out
+// (COUNT(DISTINCT), a MIN's value above the minimum) or the state is rebuilt from the
+// multiset (a MIN losing its minimum). Any other aggregate is rebuilt after every
+// retraction.
 //
 // Output (AggregateNode.Changes), once per batch for each group the batch changed and only
 // when its row changed: Upsert, the group's new row, or the delete of its last row when it
@@ -260,8 +262,8 @@ func (a *retractAggOp) apply(g *raGroup, del bool) *sql.Error {
 			switch {
 			case a.vset[j] != nil:
 				// The state holds each value present once: it changes only when the last
-				// copy goes, and maybe not even then (a MIN's value above the minimum).
-				if old == 1 && (g.stale[j] || a.vset[j].Forgets(&g.accs[j], firstOf(e.vals))) {
+				// copy goes, and the aggregate takes it out or says to rebuild.
+				if old == 1 && !g.stale[j] && !a.vset[j].Forget(&g.accs[j], firstOf(e.vals)) {
 					g.stale[j] = true
 				}
 			case old >= 1:

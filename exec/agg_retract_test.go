@@ -530,8 +530,8 @@ func TestAggregateOverAggregateJobRestart(t *testing.T) {
 }
 
 // The outer aggregation of an aggregation over an aggregation, fed what the inner
-// GROUP BY user_id, COUNT(*) AS n emits in Retract mode: per order, its user's old row as
-// a delete and the new one. Rows/s counts the outer operator's input rows.
+// GROUP BY user_id, COUNT(*) AS n emits in Retract mode (n, n, user_id, change): per
+// order, its user's old row as a delete and the new one. Rows/s counts the outer operator's input rows.
 func BenchmarkRetractAggOverAgg(b *testing.B) {
 	const users = 10_000
 	// The changelog of 200k orders, in batches of 512 rows.
@@ -561,6 +561,12 @@ func BenchmarkRetractAggOverAgg(b *testing.B) {
 	}{
 		{"group_by_n_count", retractNode(1, planner.Upsert, "COUNT(*)")},
 		{"global_sum_min_max_count", retractNode(0, planner.Upsert, "SUM", "MIN", "MAX", "COUNT(*)")},
+		// Users per count, distinct: each order moves its user out of one group's set.
+		{"group_by_n_count_distinct", func() *planner.AggregateNode {
+			n := retractNode(1, planner.Upsert)
+			n.Aggs = []planner.AggSpec{builtinAgg("COUNT(DISTINCT)", col(2), sql.TypeBigInt, sql.TypeBigInt)}
+			return n
+		}()},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ResetTimer()

@@ -44,12 +44,13 @@ type Retracter interface {
 // ValueSetAggregator is implemented by the aggregators that cannot undo an Add but whose
 // result depends only on which values were added, not how often (MIN, MAX,
 // COUNT(DISTINCT)): over an updating input the executor keeps each group's multiset of
-// argument values, Adds each distinct value once, and rebuilds the state from the distinct
-// values left when the last copy of a value v goes and Forgets(s, v) says that may change
-// the result. Aggregators that implement neither this nor Retracter are rebuilt by Adding
-// every value as often as it occurs, after every retraction.
+// argument values and Adds each distinct value once; when the last copy of a value v goes
+// it calls Forget(s, v), which takes v out of s when it can and reports whether it did
+// (false: s must be rebuilt from the values left, e.g. a MIN losing its minimum).
+// Aggregators that implement neither this nor Retracter are rebuilt by Adding every value
+// as often as it occurs, after every retraction.
 type ValueSetAggregator interface {
-	Forgets(s *AggState, v Value) bool
+	Forget(s *AggState, v Value) bool
 }
 
 // AggState is the state of one aggregate call in one group. Every aggregate keeps its
@@ -408,8 +409,8 @@ func (c *countDistinct) Result(s *AggState) Value  { return BigInt(int64(s.Set.L
 func (c *countDistinct) MergesExactly([]Type) bool { return true }
 func (c *countDistinct) AggFields() AggFields      { return AggN | AggSet }
 
-// Forgets: every distinct value counts.
-func (c *countDistinct) Forgets(*AggState, Value) bool { return true }
+// Forget takes v out of the distinct values.
+func (c *countDistinct) Forget(s *AggState, v Value) bool { return s.Set.Remove(v) }
 
 // sum is SUM(x) and AVG(x): N values, their sum in I (integers), F (DOUBLE) or V
 // (NUMERIC, exact at any scale). t is the result kind. An integer sum never wraps: it is
@@ -588,9 +589,10 @@ func (e extreme) Merge(d, s *AggState) {
 
 func (extreme) MergesExactly([]Type) bool { return true }
 
-// Forgets: only the extreme's going can change it.
-func (extreme) Forgets(s *AggState, v Value) bool { return s.N == 0 || Compare(v, s.V) == 0 }
-func (extreme) AggFields() AggFields              { return AggN | AggV }
+// Forget: a value other than the extreme leaves it as it is; the extreme's going needs the
+// values left.
+func (extreme) Forget(s *AggState, v Value) bool { return s.N > 0 && Compare(v, s.V) != 0 }
+func (extreme) AggFields() AggFields             { return AggN | AggV }
 
 func (extreme) Result(s *AggState) Value {
 	if s.N == 0 {

@@ -121,3 +121,30 @@ func TestRetractUndoesAdd(t *testing.T) {
 		t.Error("COUNT(DISTINCT) is not a value-set aggregator")
 	}
 }
+
+// Forget takes a value out of a COUNT(DISTINCT)'s set, and of a MIN only when it is not
+// the minimum (which needs the values left).
+func TestForgetValue(t *testing.T) {
+	cd, _ := newAgg(t, "COUNT", TypeVarchar, true)
+	var s AggState
+	for _, v := range []string{"a", "b"} {
+		cd.Add(&s, []Value{Varchar(v)})
+	}
+	if !cd.(ValueSetAggregator).Forget(&s, Varchar("a")) || cd.Result(&s).I != 1 {
+		t.Fatalf("COUNT(DISTINCT) after forgetting a: %v", cd.Result(&s))
+	}
+	if cd.(ValueSetAggregator).Forget(&s, Varchar("zz")) {
+		t.Fatal("forgot a value never added")
+	}
+	mn, _ := newAgg(t, "MIN", TypeBigInt, false)
+	var m AggState
+	mn.Add(&m, []Value{BigInt(3)})
+	mn.Add(&m, []Value{BigInt(5)})
+	f := mn.(ValueSetAggregator)
+	if !f.Forget(&m, BigInt(5)) || mn.Result(&m).I != 3 {
+		t.Fatalf("MIN after forgetting 5: %v", mn.Result(&m))
+	}
+	if f.Forget(&m, BigInt(3)) {
+		t.Fatal("MIN forgot its minimum without the values left")
+	}
+}
