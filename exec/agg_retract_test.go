@@ -416,6 +416,20 @@ func TestAggregateOverAggregateJobRestart(t *testing.T) {
 				}
 				return []string{fmt.Sprintf("%d,%d,%d,%d", s, mn, mx, len(perUser))}
 			}},
+		// DISTINCT is a GROUP BY without aggregates: a count leaves when its last user does.
+		{`SELECT DISTINCT n FROM (SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id) x`,
+			func(perUser map[string]int64) []string {
+				seen := map[int64]bool{}
+				var out []string
+				for _, n := range perUser {
+					if !seen[n] {
+						seen[n] = true
+						out = append(out, strconv.FormatInt(n, 10))
+					}
+				}
+				sort.Strings(out)
+				return out
+			}},
 	}
 	for qi, q := range queries {
 		t.Run(strconv.Itoa(qi), func(t *testing.T) {
@@ -502,7 +516,7 @@ func TestAggregateOverAggregateJobRestart(t *testing.T) {
 					i := strings.LastIndexByte(r, ',')
 					body, op := r[:i], r[i+1:]
 					key := ""
-					if qi == 0 {
+					if qi != 1 {
 						key = strings.SplitN(body, ",", 2)[0]
 					}
 					if op == "delete" {
