@@ -243,6 +243,9 @@ func (a *retractAggOp) apply(g *raGroup, del bool) *sql.Error {
 			}
 			continue
 		}
+		if a.vset[j] != nil && len(args) == 1 && args[0].K == sql.KindNull {
+			continue // MIN, MAX and COUNT(DISTINCT) ignore NULLs: nothing to keep
+		}
 		a.kbuf = a.kbuf[:0]
 		for _, v := range args {
 			a.kbuf = sql.AppendKey(a.kbuf, v)
