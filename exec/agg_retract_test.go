@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand"
 	"sort"
 	"strconv"
@@ -214,6 +215,17 @@ func TestRetractAggScenarios(t *testing.T) {
 	})
 }
 
+// nullX stands for a NULL x in retractModel.
+const nullX = math.MinInt64
+
+// chRowX is chRow, x NULL when it is nullX.
+func chRowX(k string, x int64, del bool) sql.Row {
+	if x == nullX {
+		return chRowNull(k, del)
+	}
+	return chRow(k, x, del)
+}
+
 // retractModel is the expected view: the multiset of current input rows per key.
 type retractModel map[string][]int64
 
@@ -237,18 +249,24 @@ func (m retractModel) answer(global bool) []string {
 		if !global {
 			row = k + ","
 		}
-		if len(xs) == 0 {
-			out = append(out, row+"0,NULL,NULL,NULL,0,NULL")
+		var vals []int64 // the non-NULL ones
+		for _, x := range xs {
+			if x != nullX {
+				vals = append(vals, x)
+			}
+		}
+		if len(vals) == 0 {
+			out = append(out, fmt.Sprintf("%s%d,NULL,NULL,NULL,0,NULL", row, len(xs)))
 			continue
 		}
-		sum, mn, mx := int64(0), xs[0], xs[0]
+		sum, mn, mx := int64(0), vals[0], vals[0]
 		d := map[int64]bool{}
-		for _, x := range xs {
+		for _, x := range vals {
 			sum += x
 			mn, mx = min(mn, x), max(mx, x)
 			d[x] = true
 		}
-		out = append(out, fmt.Sprintf("%s%d,%d,%d,%d,%d,%s", row, len(xs), sum, mn, mx, len(d), sql.Double(float64(sum)/float64(len(xs))).String()))
+		out = append(out, fmt.Sprintf("%s%d,%d,%d,%d,%d,%s", row, len(xs), sum, mn, mx, len(d), sql.Double(float64(sum)/float64(len(vals))).String()))
 	}
 	sort.Strings(out)
 	return out
@@ -312,12 +330,15 @@ func TestRetractAggAgainstModel(t *testing.T) {
 					k := "k" + strconv.Itoa(r.Intn(12))
 					if xs := cur[k]; len(xs) > 0 && r.Intn(5) < 2 {
 						j := r.Intn(len(xs))
-						log = append(log, chRow(k, xs[j], true))
+						log = append(log, chRowX(k, xs[j], true))
 						cur[k] = append(xs[:j:j], xs[j+1:]...)
 						continue
 					}
 					x := int64(r.Intn(40) - 10)
-					log = append(log, chRow(k, x, false))
+					if r.Intn(8) == 0 {
+						x = nullX
+					}
+					log = append(log, chRowX(k, x, false))
 					cur[k] = append(cur[k], x)
 				}
 				h := newRetractHarness(t, node, store)
