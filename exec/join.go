@@ -30,7 +30,13 @@ import (
 //   - temporal: left rows wait until the watermark passes their time, then take the table's
 //     version valid then; versions older than the one valid at the watermark are dropped;
 //   - current: versions replace each other at once; left rows take the current one;
-//   - regular: both sides are kept for the state TTL, matches emitted as they happen.
+//   - regular without a state TTL (exact, join_exact.go): each side's rows are kept until
+//     they are deleted (a retract input's deletes; a table's new version of a key or its
+//     delete replaces the key's row); a row's matches are emitted when it arrives and
+//     retracted when it is deleted, and an outer side's row without a match is emitted
+//     with NULLs until its first match arrives (its match count is its time);
+//   - regular with a state TTL: both sides are kept for the TTL, matches emitted as they
+//     happen.
 //
 // A row older than its own input's watermark (interval, temporal, a version) or of a closed
 // window is late: counted and sent to the late output, never applied. State is written at
@@ -61,6 +67,9 @@ type joinOp struct {
 	lateRow []sql.Row
 	nulls   [2]sql.Row // a side's row of NULLs
 	joined  sql.Row
+	// exact: a regular join without a state TTL (join_exact.go); changes: its rows end
+	// with their change column.
+	exact, changes bool
 	// Rows kept for a while (interval, window, waiting temporal rows) and their values are
 	// carved from slabs: two allocations per few hundred rows instead of two per row. A slab
 	// lives while any of its rows does, so rows that may live long (a table's versions) are
@@ -91,7 +100,7 @@ func (j *joinOp) StateRows() int64 { return j.kept.Load() }
 // newRow is a kept row holding a copy of r that outlives its batch.
 func (j *joinOp) newRow(r sql.Row, ts int64, k *jkey) *jrow {
 	j.kept.Add(1)
-	if k.side == 1 && (j.node.Mode == planner.JoinTemporal || j.node.Mode == planner.JoinCurrent) {
+	if k.side == 1 && (j.node.Mode == planner.JoinTemporal || j.node.Mode == planner.JoinCurrent || j.node.RightTable) {
 		return &jrow{row: ownRow(r), ts: ts, k: k}
 	}
 	if len(j.rowSlab) == 0 {
@@ -162,6 +171,8 @@ func newJoinOp(n *planner.JoinNode, job, id string, store state.Store, late *sid
 	j := &joinOp{node: n, job: job, id: id, store: store, late: late, cnt: cnt, splits: map[string]*joinSplit{}}
 	j.nulls[0] = make(sql.Row, n.LeftWidth)
 	j.nulls[1] = make(sql.Row, n.RightWidth)
+	j.exact = n.Mode == planner.JoinRegular && n.TTL <= 0
+	j.changes = n.Changes != planner.AppendOnly
 	return j
 }
 
@@ -283,6 +294,10 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 		if !ok {
 			// A NULL key matches nothing and is not kept: an outer side's row goes out
 			// alone at once (as PostgreSQL's outer joins give it), unless it is late.
+			if j.exact {
+				j.exactAlone(in, r)
+				continue
+			}
 			if j.outerSide(in) {
 				if j.lateAlone(sp, in, r) {
 					j.lateRow = append(j.lateRow, r)
@@ -300,12 +315,14 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 			}
 			continue
 		}
-		switch n.Mode {
-		case planner.JoinInterval, planner.JoinRegular:
+		switch {
+		case j.exact:
+			j.exactRow(sp, in, key, r)
+		case n.Mode == planner.JoinInterval, n.Mode == planner.JoinRegular:
 			j.probe(sp, in, key, r)
-		case planner.JoinTemporal:
+		case n.Mode == planner.JoinTemporal:
 			j.temporal(sp, in, key, r)
-		case planner.JoinCurrent:
+		case n.Mode == planner.JoinCurrent:
 			j.current(sp, in, key, r)
 		}
 		if j.out.len() >= 1024 {
@@ -548,6 +565,9 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 	}
 	sp.wm = wm
 	n := j.node
+	if j.exact {
+		return nil // rows are kept until deleted, not by time
+	}
 	switch n.Mode {
 	case planner.JoinInterval, planner.JoinRegular:
 		for side := 0; side < 2; side++ {
@@ -856,6 +876,9 @@ func (j *joinOp) load(split string) error {
 				}
 			case planner.JoinCurrent:
 			default:
+				if j.exact {
+					break
+				}
 				sp.exp[side].push(r)
 			}
 			k.rows = append(k.rows, r)

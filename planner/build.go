@@ -603,7 +603,14 @@ func (b *builder) join(n *Join) (sub, error) {
 	jn := &JoinNode{Kind: n.Kind, Mode: n.Mode, LeftTime: n.LeftTime, RightTime: n.RightTime, Lower: n.Lower, Upper: n.Upper,
 		LowerOpen: n.LowerOpen, UpperOpen: n.UpperOpen, LeftEnd: n.LeftEnd, RightEnd: n.RightEnd, AsOf: n.AsOf,
 		RightOp: n.RightOp, TTL: n.TTL, LeftWidth: len(rows[0]), RightWidth: len(rows[1]), Schema: n.Schema(), Text: n.String(),
-		Dominance: dominanceOf(n)}
+		Dominance: dominanceOf(n), LeftChanges: n.LeftChanges, RightChanges: n.RightChanges, Changes: n.Changes,
+		RightTable: n.Mode == JoinRegular && n.Table != nil}
+	if n.LeftChanges {
+		jn.LeftWidth--
+	}
+	if n.RightChanges {
+		jn.RightWidth--
+	}
 	for i := range n.LeftKeys {
 		lk, err := compile(n.LeftKeys[i], "join key")
 		if err != nil {

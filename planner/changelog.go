@@ -54,9 +54,14 @@ func (c changes) updating() bool { return c.mode != AppendOnly }
 //     it keeps the key) and keep the mode;
 //   - a sink accepts any mode; a stream sink of an updating relation needs its key (the
 //     changelog's message key);
+//   - a regular join without a state TTL (INNER, LEFT, RIGHT, FULL) accepts retract inputs
+//     and a table's changelog (each key's latest version): it is append-only when it is
+//     inner and both inputs are append-only streams, retract otherwise (an outer join
+//     retracts its NULL-padded rows when their first match arrives); interval, window,
+//     temporal, lookup and TTL-bounded regular joins take append-only input only;
 //   - LIMIT passes the changes of a push query (the first N changes); every other operator
-//     (joins, Top-N and deduplication, union, sort, window assignment, table functions)
-//     takes append-only input only.
+//     (Top-N and deduplication, union, sort, window assignment, table functions) takes
+//     append-only input only.
 func Changelog(l LogicalNode) (LogicalNode, error) {
 	n, _, err := changelog(l, false)
 	return n, err
@@ -167,6 +172,9 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 			return nil, changes{}, errorf(sql.CodeNotSupported, "deduplication keeping the last row (ORDER BY ... DESC with ROW_NUMBER() = 1) replaces rows as later ones arrive; an operator over it is not supported yet: write it to a stream and read that")
 		}
 
+	case *Join:
+		return changelogJoin(n)
+
 	case *Limit:
 		in, ch, err := changelog(n.Input, upsertOK)
 		if err != nil {
@@ -202,6 +210,42 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 
 func (m ChangeMode) updatingMode() bool { return m != AppendOnly }
 
+// changelogJoin is the changelog pass of a join (see Changelog).
+func changelogJoin(n *Join) (LogicalNode, changes, error) {
+	l, lch, err := changelog(n.Left, false)
+	if err != nil {
+		return nil, lch, err
+	}
+	r, rch, err := changelog(n.Right, false)
+	if err != nil {
+		return nil, rch, err
+	}
+	exact := n.Mode == JoinRegular && n.TTL <= 0
+	for _, ch := range []changes{lch, rch} {
+		if !ch.updating() || exact {
+			continue
+		}
+		why := "its rows are joined as they arrive and never taken back: join the changing relation with a regular join (no time bound, no FOR SYSTEM_TIME AS OF)"
+		if n.Mode == JoinRegular {
+			why = "with a state TTL a join forgets rows rather than taking them back: RESET state_ttl for the exact join"
+		}
+		return nil, ch, refuse(operatorName(n), ch, why)
+	}
+	j := *n
+	j.Left, j.Right = l, r
+	j.LeftChanges, j.RightChanges = lch.updating(), rch.updating()
+	j.Changes = AppendOnly
+	if exact && (n.Kind != sql.JoinInner || j.LeftChanges || j.RightChanges || n.Table != nil) {
+		// Outer rows are taken back when their match arrives, matches when a row goes, and
+		// a table's matches when its key gets a new version.
+		j.Changes = Retract
+	}
+	if j.Changes == AppendOnly && l == n.Left && r == n.Right {
+		return n, changes{}, nil
+	}
+	return &j, changes{mode: j.Changes}, nil
+}
+
 // projectKey maps key (columns of a projection's input) to the projection's output: nil
 // when a key column is not passed through as is.
 func projectKey(exprs []sql.Expr, key []int) []int {
@@ -229,6 +273,9 @@ func projectKey(exprs []sql.Expr, key []int) []int {
 func operatorName(n LogicalNode) string {
 	switch n := n.(type) {
 	case *Join:
+		if n.Kind == sql.JoinInner {
+			return "an inner join (" + n.Mode.String() + ")"
+		}
 		return "a " + n.Kind.String() + " join (" + n.Mode.String() + ")"
 	case *TopN:
 		switch n.Mode {

@@ -163,7 +163,7 @@ func pushFilter(in LogicalNode, preds []sql.Expr) LogicalNode {
 			switch {
 			case onlyLeft && (n.Kind == sql.JoinInner || n.Kind == sql.JoinLeft):
 				lp = append(lp, p)
-			case onlyRight && (n.Kind == sql.JoinInner || n.Kind == sql.JoinRight) && n.Mode != JoinTemporal && n.Mode != JoinCurrent && n.Mode != JoinLookup:
+			case onlyRight && (n.Kind == sql.JoinInner || n.Kind == sql.JoinRight) && n.Table == nil:
 				// (A table's versions are not filtered: an older version must not show
 				// through a newer one that fails the filter.)
 				r, err := sql.RemapColumns(p, shift)
