@@ -140,6 +140,12 @@
 //     held in memory (connectors.MemoryLookup: a file) is asked for each row's key at
 //     once, with no cache, no batching of keys and no retries. Counters
 //     are in JobStats.Lookups.
+//   - Changelogs (docs/sql.md, "Changelogs"): the rows of an updating relation end with
+//     the change column (NULL: insert, "delete": delete), placed there by the planner
+//     (planner.Changelog); stateless operators pass it along as a column. An aggregation
+//     without window emits its groups' changes (AggregateNode.Changes: upsert, or retract
+//     with the old row's delete first); an operator reading an updating input
+//     (Retracting) takes a delete's row back.
 //   - Row counts (stats.go): every port of a stage (an input, an operator's output) counts
 //     the rows it emits, one atomic add per batch, so Job.StageStats gives the rows along
 //     every edge of the plan (planner.Graph) while the job runs.
@@ -159,5 +165,6 @@
 //   - operator.go: the operator contract; ops.go: filter, projection, window assignment,
 //     limit, union; tablefunc.go: table functions; agg*.go: aggregation (see above);
 //     join.go, join_window.go, lookup*.go: joins; topn.go: Top-N and deduplication;
+//     topn_changes.go: Top-N over the whole stream, a changelog;
 //     sort.go: sort.
 package exec

@@ -876,7 +876,7 @@ func sortSpecs(keys []sql.SortKey) ([]SortSpec, []string, error) {
 
 func topNNode(n *TopN) (*TopNNode, error) {
 	t := &TopNNode{N: n.N, RowNumber: n.RowNumber, Mode: n.Mode, WindowEnd: n.WindowEnd, Time: n.Time, TTL: n.TTL,
-		Latest: n.Latest, Schema: n.Schema()}
+		Latest: n.Latest, Schema: n.Schema(), Changes: n.Changes, Retracting: n.Retracting}
 	for _, p := range n.Partition {
 		f, err := compile(p, "partition key")
 		if err != nil {

@@ -166,6 +166,15 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 		return &a, changes{mode: a.Changes, key: key}, nil
 
 	case *TopN:
+		if n.Mode == TopNChanges {
+			in, ch, err := changelog(n.Input, false)
+			if err != nil {
+				return nil, ch, err
+			}
+			t := *n
+			t.Input, t.Retracting, t.Changes = in, ch.updating(), Retract
+			return &t, changes{mode: Retract}, nil
+		}
 		if n.Mode == DedupLast && !upsertOK {
 			// Each row later than its partition's current one replaces it: the operator
 			// above would count the replaced rows too.
@@ -174,6 +183,41 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 
 	case *Join:
 		return changelogJoin(n)
+
+	case *Union:
+		ins := make([]LogicalNode, len(n.Inputs))
+		chs := make([]changes, len(n.Inputs))
+		any := false
+		for i, c := range n.Inputs {
+			in, ch, err := changelog(c, false)
+			if err != nil {
+				return nil, ch, err
+			}
+			ins[i], chs[i] = in, ch
+			any = any || ch.updating()
+		}
+		u := *n
+		u.Inputs = ins
+		if !any {
+			return &u, changes{}, nil
+		}
+		// UNION ALL of changelogs is their Retract union: an append-only input's rows are
+		// inserts.
+		for i, in := range ins {
+			if chs[i].updating() {
+				continue
+			}
+			sch := in.Schema()
+			exprs := make([]sql.Expr, 0, len(sch)+1)
+			names := make([]string, 0, len(sch)+1)
+			for k, c := range sch {
+				exprs, names = append(exprs, colRef(sch, k)), append(names, c.Name)
+			}
+			exprs = append(exprs, &sql.Literal{V: sql.Null, T: sql.TypeVarchar})
+			u.Inputs[i] = &Project{Input: in, Exprs: exprs, Names: append(names, sql.ChangeColumn)}
+		}
+		u.Out = append(append(sql.Schema{}, n.Out...), changeColumn)
+		return &u, changes{mode: Retract}, nil
 
 	case *Limit:
 		in, ch, err := changelog(n.Input, upsertOK)

@@ -134,15 +134,19 @@ type SortSpec struct {
 // RowNumber (see the logical TopN for the modes). Rows with equal Partition values share a
 // split (the planner exchanges on them).
 type TopNNode struct {
-	Partition      []Evaluator
-	Order          []SortSpec
-	N              int64
-	RowNumber      int
-	Mode           TopNMode
-	WindowEnd      int
-	Time           int
-	TTL            int64
-	Latest         bool // among rows equal in Order, the one read last first
+	Partition []Evaluator
+	Order     []SortSpec
+	N         int64
+	RowNumber int
+	Mode      TopNMode
+	WindowEnd int
+	Time      int
+	TTL       int64
+	Latest    bool // among rows equal in Order, the one read last first
+	// Changes, Retracting: as the logical TopN's (TopNChanges: the output row ends with
+	// the change column; a retracting input's change column is its row's last).
+	Changes        ChangeMode
+	Retracting     bool
 	Schema         sql.Schema
 	PartitionTexts []string
 	OrderTexts     []string
