@@ -100,7 +100,7 @@ func (j *joinOp) StateRows() int64 { return j.kept.Load() }
 // newRow is a kept row holding a copy of r that outlives its batch.
 func (j *joinOp) newRow(r sql.Row, ts int64, k *jkey) *jrow {
 	j.kept.Add(1)
-	if k.side == 1 && (j.node.Mode == planner.JoinTemporal || j.node.Mode == planner.JoinCurrent || j.node.RightTable) {
+	if k.side == 1 && (j.node.Mode == planner.JoinTemporal || j.node.Mode == planner.JoinCurrent || j.node.RightTable) || k.side == 0 && j.node.LeftTable {
 		return &jrow{row: ownRow(r), ts: ts, k: k}
 	}
 	if len(j.rowSlab) == 0 {

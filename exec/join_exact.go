@@ -20,30 +20,30 @@ import (
 // A delete (a retract input's row whose change column is a delete) removes one equal row
 // and emits the deletes of what its insert emitted: its joins, and its NULL-padded row when
 // it had no match; an outer other row whose last match it was is emitted with NULLs again.
-// A table's row (RightTable) first deletes its key's current version, then, unless it is
-// a delete, inserts itself.
+// A table's row (LeftTable, RightTable) first deletes its key's current version, then,
+// unless it is a delete, inserts itself.
 //
 // An inner join of two append-only inputs emits inserts only, without a change column.
 
 // exactRow applies row r of input in (of join key key) to an exact regular join.
 func (j *joinOp) exactRow(sp *joinSplit, in int, key string, r sql.Row) {
 	n := j.node
-	w, changes := n.LeftWidth, n.LeftChanges
+	w, changes, table, op := n.LeftWidth, n.LeftChanges, n.LeftTable, n.LeftOp
 	if in == 1 {
-		w, changes = n.RightWidth, n.RightChanges
-		if n.RightTable {
-			if k := sp.keys[1][key]; k != nil {
-				for _, old := range k.rows {
-					if !old.dead {
-						j.exactDelete(sp, 1, old)
-					}
+		w, changes, table, op = n.RightWidth, n.RightChanges, n.RightTable, n.RightOp
+	}
+	if table {
+		if k := sp.keys[in][key]; k != nil {
+			for _, old := range k.rows {
+				if !old.dead {
+					j.exactDelete(sp, in, old)
 				}
 			}
-			if !j.isDelete(r) {
-				j.exactInsert(sp, 1, key, r[:w])
-			}
-			return
 		}
+		if op < 0 || !sql.IsDelete(r[op]) {
+			j.exactInsert(sp, in, key, r[:w])
+		}
+		return
 	}
 	if changes && sql.IsDelete(r[w]) {
 		k := sp.keys[in][key]

@@ -604,7 +604,7 @@ func (b *builder) join(n *Join) (sub, error) {
 		LowerOpen: n.LowerOpen, UpperOpen: n.UpperOpen, LeftEnd: n.LeftEnd, RightEnd: n.RightEnd, AsOf: n.AsOf,
 		RightOp: n.RightOp, TTL: n.TTL, LeftWidth: len(rows[0]), RightWidth: len(rows[1]), Schema: n.Schema(), Text: n.String(),
 		Dominance: dominanceOf(n), LeftChanges: n.LeftChanges, RightChanges: n.RightChanges, Changes: n.Changes,
-		RightTable: n.Mode == JoinRegular && n.Table != nil}
+		RightTable: n.Mode == JoinRegular && n.Table != nil, LeftTable: n.LeftTable != nil, LeftOp: n.LeftOp}
 	if n.LeftChanges {
 		jn.LeftWidth--
 	}

@@ -279,7 +279,7 @@ func changelogJoin(n *Join) (LogicalNode, changes, error) {
 	j.Left, j.Right = l, r
 	j.LeftChanges, j.RightChanges = lch.updating(), rch.updating()
 	j.Changes = AppendOnly
-	if exact && (n.Kind != sql.JoinInner || j.LeftChanges || j.RightChanges || n.Table != nil) {
+	if exact && (n.Kind != sql.JoinInner || j.LeftChanges || j.RightChanges || n.Table != nil || n.LeftTable != nil) {
 		// Outer rows are taken back when their match arrives, matches when a row goes, and
 		// a table's matches when its key gets a new version.
 		j.Changes = Retract

@@ -33,6 +33,10 @@ func TestJoinChangeModes(t *testing.T) {
 			mode: Retract, joinMode: "the latest version of each key of u"},
 		{name: "table_left", query: `SELECT o.order_id, u.tier FROM orders_mq o LEFT JOIN users u ON o.user_id = u.user_id`,
 			mode: Retract, joinMode: "the latest version of each key of u"},
+		{name: "table_on_the_left", query: `SELECT o.order_id, u.tier FROM users u RIGHT JOIN orders_mq o ON u.user_id = o.user_id`,
+			mode: Retract, joinMode: "the latest version of each key of u, o rows until they are deleted"},
+		{name: "table_on_the_left_not_by_key", query: `SELECT o.order_id, u.tier FROM users u JOIN orders_mq o ON u.tier = o.user_id`,
+			refused: "matches its primary key (user_id)"},
 		{name: "over_aggregate", query: `SELECT t.user_id, t.total, p.amount FROM ` + agg + ` JOIN payments_mq p ON t.user_id = p.user_id`,
 			mode: Retract, joinMode: "mode=regular"},
 		{name: "over_two_aggregates", query: `SELECT t.user_id, t.total, s.total FROM ` + agg + ` FULL JOIN

@@ -67,6 +67,10 @@ type Join struct {
 	// a table joins each key's latest version (the table is an upsert input keyed by its
 	// primary key, the join's right keys).
 	Table *sql.Relation
+	// LeftTable: an exact regular join's left side is a table (its latest versions, keyed by
+	// its primary key, the join's left keys); LeftOp is its change column (-1: none).
+	LeftTable *sql.Relation
+	LeftOp    int
 	// Lookup are the options of a JoinLookup's Table, parsed when the join is planned.
 	Lookup  options.LookupOptions
 	AsOf    int
@@ -154,6 +158,10 @@ func (j *Join) String() string {
 		switch {
 		case j.TTL > 0:
 			state = "both sides' rows for the state TTL"
+		case j.Table != nil && j.LeftTable != nil:
+			state = "the latest version of each key of " + ln + " and of " + rn
+		case j.LeftTable != nil:
+			state = "the latest version of each key of " + ln + ", " + rn + " rows until they are deleted"
 		case j.Table != nil:
 			state = ln + " rows until they are deleted, the latest version of each key of " + rn
 		default:
@@ -223,7 +231,7 @@ func boundText(ms int64, open, lower bool) string {
 func (b *logicalBuilder) join(f *sql.FromJoin, left, right LogicalNode) (LogicalNode, error) {
 	lw := len(left.Schema())
 	lsch, rsch := left.Schema(), right.Schema()
-	j := &Join{Left: left, Right: right, Kind: f.Kind, LeftName: f.LeftName, RightName: f.RightName, LeftTime: -1, RightTime: -1, LeftEnd: -1, RightEnd: -1, AsOf: -1, RightOp: -1}
+	j := &Join{Left: left, Right: right, Kind: f.Kind, LeftName: f.LeftName, RightName: f.RightName, LeftTime: -1, RightTime: -1, LeftEnd: -1, RightEnd: -1, AsOf: -1, RightOp: -1, LeftOp: -1}
 	side := func(e sql.Expr) int { // 0: left only, 1: right only, -1: both or none
 		l, r := false, false
 		for _, c := range sql.ColumnsUsed(e) {
@@ -358,6 +366,15 @@ func (b *logicalBuilder) join(f *sql.FromJoin, left, right LogicalNode) (Logical
 			j.LeftTime, j.RightTime = timeColumn(f.LeftAttrs), timeColumn(f.RightAttrs)
 		}
 	}
+	if lrel, ok := f.Left.(*sql.FromRelation); ok && lrel.Rel.IsTable && j.Mode == JoinRegular && j.TTL <= 0 &&
+		(lrel.Rel.Connector() == "broker" || lrel.Rel.Connector() == "file") {
+		// A table on the left of an exact regular join is its latest versions too.
+		t := lrel.Rel
+		if err := matchesPrimaryKey(t, j.LeftKeys); err != nil {
+			return nil, err
+		}
+		j.LeftTable, j.LeftOp = t, t.Schema.Index(sql.ChangeColumn)
+	}
 	switch {
 	case j.Mode == JoinRegular && j.TTL <= 0:
 		// Rows are kept until deleted, not by time.
@@ -389,15 +406,8 @@ func (b *logicalBuilder) tableJoin(j *Join, f *sql.FromJoin, t *sql.Relation, lw
 	if f.Kind == sql.JoinRight || f.Kind == sql.JoinFull {
 		return errorf(sql.CodeNotSupported, "a join with table %s keeps the stream's rows: INNER or LEFT JOIN only", t.Name)
 	}
-	// The keys must be the table's primary key.
-	if len(j.RightKeys) != len(t.PrimaryKey) {
-		return errorf(sql.CodeNotSupported, "a join with table %s matches its primary key (%s): ON must equate every key column, and only those", t.Name, pkNames(t))
-	}
-	for _, k := range j.RightKeys {
-		c, ok := unwrapCast(k).(*sql.ColumnRef)
-		if !ok || !containsInt(t.PrimaryKey, c.Index) {
-			return errorf(sql.CodeNotSupported, "a join with table %s matches its primary key (%s): %s is not a key column", t.Name, pkNames(t), k)
-		}
+	if err := matchesPrimaryKey(t, j.RightKeys); err != nil {
+		return err
 	}
 	j.RightOp = t.Schema.Index(sql.ChangeColumn)
 	if t.Connector() != "broker" && t.Connector() != "file" {
@@ -429,6 +439,20 @@ func (b *logicalBuilder) tableJoin(j *Join, f *sql.FromJoin, t *sql.Relation, lw
 		return nil
 	}
 	j.Mode = JoinRegular
+	return nil
+}
+
+// matchesPrimaryKey checks that a join's keys of table t's side are its primary key.
+func matchesPrimaryKey(t *sql.Relation, keys []sql.Expr) error {
+	if len(keys) != len(t.PrimaryKey) {
+		return errorf(sql.CodeNotSupported, "a join with table %s matches its primary key (%s): ON must equate every key column, and only those", t.Name, pkNames(t))
+	}
+	for _, k := range keys {
+		c, ok := unwrapCast(k).(*sql.ColumnRef)
+		if !ok || !containsInt(t.PrimaryKey, c.Index) {
+			return errorf(sql.CodeNotSupported, "a join with table %s matches its primary key (%s): %s is not a key column", t.Name, pkNames(t), k)
+		}
+	}
 	return nil
 }
 

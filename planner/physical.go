@@ -179,6 +179,9 @@ type JoinNode struct {
 	// its primary key) has one row, its latest version: a row replaces the key's row, a
 	// delete (RightOp) removes it.
 	RightTable bool
+	// LeftTable: the same of the left side, its change column LeftOp.
+	LeftTable bool
+	LeftOp    int
 	Schema     sql.Schema
 	Text       string // the logical Join's description, for EXPLAIN
 }
