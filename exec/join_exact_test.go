@@ -305,7 +305,7 @@ func exactTableRun(t *testing.T, seed int64, side int, kind sql.JoinKind) {
 	j := newOp()
 	out := &joinedRows{}
 	latest := map[string]sql.Row{} // the table's current rows
-	var held []sql.Row              // the other side's rows
+	var held []sql.Row             // the other side's rows
 	keys := []string{"a", "b", "c"}
 	for step := 0; step < 200; step++ {
 		k := keys[rng.Intn(len(keys))]

@@ -182,8 +182,8 @@ type JoinNode struct {
 	// LeftTable: the same of the left side, its change column LeftOp.
 	LeftTable bool
 	LeftOp    int
-	Schema     sql.Schema
-	Text       string // the logical Join's description, for EXPLAIN
+	Schema    sql.Schema
+	Text      string // the logical Join's description, for EXPLAIN
 }
 
 // SortNode emits its bounded input's rows in order when the input ends (one split).
