@@ -287,7 +287,53 @@ func changelogJoin(n *Join) (LogicalNode, changes, error) {
 	if j.Changes == AppendOnly && l == n.Left && r == n.Right {
 		return n, changes{}, nil
 	}
-	return &j, changes{mode: j.Changes}, nil
+	if j.Changes == AppendOnly {
+		return &j, changes{}, nil
+	}
+	ls, _ := j.sides()
+	return &j, changes{mode: j.Changes, key: joinKey(&j, lch.key, rch.key, len(ls))}, nil
+}
+
+// joinKey is a key of an updating join's rows (columns of the joined row), or nil: the
+// union of both sides' keys (a table's is its primary key, the join keys of its side); or
+// one side's key alone when the other side is a table, of which a row matches one row at
+// most (its key), and the join does not emit the table's unmatched rows.
+func joinKey(j *Join, lk, rk []int, lw int) []int {
+	if j.LeftTable != nil {
+		lk = keyColumns(j.LeftKeys)
+	}
+	if j.Table != nil {
+		rk = keyColumns(j.RightKeys)
+	}
+	shift := func(k []int) []int {
+		out := make([]int, len(k))
+		for i, c := range k {
+			out[i] = c + lw
+		}
+		return out
+	}
+	switch {
+	case lk != nil && j.Table != nil && (j.Kind == sql.JoinInner || j.Kind == sql.JoinLeft):
+		return append([]int{}, lk...)
+	case rk != nil && j.LeftTable != nil && (j.Kind == sql.JoinInner || j.Kind == sql.JoinRight):
+		return shift(rk)
+	case lk != nil && rk != nil:
+		return append(append([]int{}, lk...), shift(rk)...)
+	}
+	return nil
+}
+
+// keyColumns are the columns of a side's join keys, or nil when one is not a column.
+func keyColumns(keys []sql.Expr) []int {
+	out := make([]int, 0, len(keys))
+	for _, k := range keys {
+		c, ok := unwrapCast(k).(*sql.ColumnRef)
+		if !ok {
+			return nil
+		}
+		out = append(out, c.Index)
+	}
+	return out
 }
 
 // projectKey maps key (columns of a projection's input) to the projection's output: nil

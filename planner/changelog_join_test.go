@@ -2,6 +2,7 @@ package planner
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -58,6 +59,34 @@ func TestJoinChangeModes(t *testing.T) {
 			refused: "an inner join (lookup) over a relation whose rows change"},
 	}
 	cat := goldenCatalog()
+	// The keys of joins' rows: an aggregate's key joined with a table's latest versions is
+	// the join's; two keyed sides give both keys; a stream side gives none.
+	keyCases := []struct {
+		name, query string
+		key         string
+	}{
+		{"aggregate with a table", `SELECT t.user_id, t.total, u.tier FROM ` + agg + ` JOIN users u ON t.user_id = u.user_id`, "[0]"},
+		{"aggregate LEFT JOIN a table", `SELECT u.tier, t.total, t.user_id FROM ` + agg + ` LEFT JOIN users u ON t.user_id = u.user_id`, "[2]"},
+		{"two aggregates", `SELECT t.user_id, t.total, s.user_id, s.n FROM ` + agg + ` FULL JOIN
+  (SELECT user_id, COUNT(*) AS n FROM payments_mq GROUP BY user_id) s ON t.user_id = s.user_id`, "[0 2]"},
+		{"a stream with a table", `SELECT o.order_id, u.tier FROM orders_mq o JOIN users u ON o.user_id = u.user_id`, "[]"},
+		{"aggregate with a stream", `SELECT t.user_id, p.amount FROM ` + agg + ` JOIN payments_mq p ON t.user_id = p.user_id`, "[]"},
+	}
+	for _, c := range keyCases {
+		t.Run("key/"+c.name, func(t *testing.T) {
+			q, err := bindSQL(t, cat, c.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, _, err := Plan(q, Options{Job: "j"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprint(l.(*Sink).Key); got != c.key {
+				t.Fatalf("key %s, want %s:\n%s", got, c.key, logicalText(l))
+			}
+		})
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			q, err := bindSQL(t, cat, c.query)
