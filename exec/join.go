@@ -837,6 +837,9 @@ func (j *joinOp) load(split string) error {
 		return nil
 	}
 	prefix := state.SplitPrefix(nil, j.job, j.id, split)
+	if j.exact {
+		defer j.recount(sp)
+	}
 	return j.store.Scan(prefix, func(key, v []byte) error {
 		if len(key) < len(prefix)+17 {
 			return &StateError{Op: j.id, Split: split, Err: errBadJoin}

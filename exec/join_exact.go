@@ -10,7 +10,9 @@ import (
 // removed once per delete), in memory, written to the store at checkpoints like every
 // regular join's (the changed keys, in chunks) and loaded at NewSplit. An outer side's row
 // keeps its number of matches as its time (jrow.ts): it is emitted with NULLs while the
-// number is 0.
+// number is 0. The numbers are not what a checkpoint keeps (a match arriving does not
+// make a checkpoint rewrite the other side's rows of its key): a split's are counted
+// again when it is loaded (recount).
 //
 // A row of a side arriving (an insert):
 //   - emits its join with each matching row of the other side; an outer other row that
@@ -85,7 +87,6 @@ func (j *joinOp) exactInsert(sp *joinSplit, in int, key string, row sql.Row) {
 					j.putAlone(1-in, o.row, true)
 				}
 				o.ts++
-				j.markChanged(sp, other)
 			}
 			j.putJoined(false)
 		}
@@ -125,7 +126,6 @@ func (j *joinOp) exactDelete(sp *joinSplit, in int, e *jrow) {
 				if o.ts == 0 {
 					j.putAlone(1-in, o.row, false)
 				}
-				j.markChanged(sp, other)
 			}
 		}
 	}
@@ -182,4 +182,31 @@ func (j *joinOp) putOp(del bool) {
 		}
 	}
 	j.out.endRow()
+}
+
+// recount sets the match count of every row of an outer side of split sp (after a load).
+func (j *joinOp) recount(sp *joinSplit) {
+	for side := 0; side < 2; side++ {
+		if !j.outerSide(side) {
+			continue
+		}
+		for key, k := range sp.keys[side] {
+			other := sp.keys[1-side][key]
+			for _, r := range k.rows {
+				r.ts = 0
+				if other == nil {
+					continue
+				}
+				for _, o := range other.rows {
+					l, rr := r.row, o.row
+					if side == 1 {
+						l, rr = o.row, r.row
+					}
+					if !o.dead && j.joinedPasses(l, rr) {
+						r.ts++
+					}
+				}
+			}
+		}
+	}
 }
