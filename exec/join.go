@@ -70,6 +70,7 @@ type joinOp struct {
 	// exact: a regular join without a state TTL (join_exact.go); changes: its rows end
 	// with their change column.
 	exact, changes bool
+	ownAlloc       [2]bool // a side's rows are allocated alone, not from the slabs
 	// Rows kept for a while (interval, window, waiting temporal rows) and their values are
 	// carved from slabs: two allocations per few hundred rows instead of two per row. A slab
 	// lives while any of its rows does, so rows that may live long (a table's versions) are
@@ -100,7 +101,7 @@ func (j *joinOp) StateRows() int64 { return j.kept.Load() }
 // newRow is a kept row holding a copy of r that outlives its batch.
 func (j *joinOp) newRow(r sql.Row, ts int64, k *jkey) *jrow {
 	j.kept.Add(1)
-	if k.side == 1 && (j.node.Mode == planner.JoinTemporal || j.node.Mode == planner.JoinCurrent || j.node.RightTable) || k.side == 0 && j.node.LeftTable {
+	if j.ownAlloc[k.side] {
 		return &jrow{row: ownRow(r), ts: ts, k: k}
 	}
 	if len(j.rowSlab) == 0 {
@@ -173,6 +174,11 @@ func newJoinOp(n *planner.JoinNode, job, id string, store state.Store, late *sid
 	j.nulls[1] = make(sql.Row, n.RightWidth)
 	j.exact = n.Mode == planner.JoinRegular && n.TTL <= 0
 	j.changes = n.Changes != planner.AppendOnly
+	// Rows that may live long while rows around them go (a table's versions, the rows of
+	// a side whose rows are deleted) are allocated alone: a slab lives while any of its
+	// rows does.
+	j.ownAlloc[0] = n.LeftTable || j.exact && n.LeftChanges
+	j.ownAlloc[1] = n.Mode == planner.JoinTemporal || n.Mode == planner.JoinCurrent || n.RightTable || j.exact && n.RightChanges
 	return j
 }
 
