@@ -67,6 +67,7 @@ type joinOp struct {
 	lateRow []sql.Row
 	nulls   [2]sql.Row // a side's row of NULLs
 	joined  sql.Row
+	rowKey  []byte
 	// exact: a regular join without a state TTL (join_exact.go); changes: its rows end
 	// with their change column.
 	exact, changes bool
@@ -146,6 +147,9 @@ type jkey struct {
 	saved   int   // rows[:saved] are stored, in chunks 0..chunks-1
 	chunks  int64 // stored chunks
 	emptied bool  // in joinSplit.emptied, to leave the map at the next sweep
+	// idx indexes the live rows of a key with many rows of a side whose rows are deleted
+	// (an exact join's retract input) by their encoded values (join_exact.go).
+	idx map[string][]*jrow
 }
 
 // maxJoinChunks is how many chunks a key is stored in at most before a save rewrites it

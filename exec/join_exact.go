@@ -52,16 +52,63 @@ func (j *joinOp) exactRow(sp *joinSplit, in int, key string, r sql.Row) {
 		if k == nil {
 			return // a delete of a row never inserted (or inserted before the job began)
 		}
-		row := r[:w]
-		for _, e := range k.rows {
-			if !e.dead && sql.EqualRows(e.row, row) {
-				j.exactDelete(sp, in, e)
-				return
-			}
+		if e := j.findRow(k, r[:w]); e != nil {
+			j.exactDelete(sp, in, e)
 		}
 		return
 	}
 	j.exactInsert(sp, in, key, r[:w])
+}
+
+// indexFrom is how many rows a key of a side whose rows are deleted has before its rows
+// are indexed by value: below it a delete looks for its row in the list.
+const indexFrom = 16
+
+// findRow takes a live row equal to row out of k's index (if any) and returns it, or nil.
+func (j *joinOp) findRow(k *jkey, row sql.Row) *jrow {
+	if k.idx == nil && len(k.rows)-k.dead < indexFrom {
+		for _, e := range k.rows {
+			if !e.dead && sql.EqualRows(e.row, row) {
+				return e
+			}
+		}
+		return nil
+	}
+	if k.idx == nil {
+		k.idx = make(map[string][]*jrow, len(k.rows))
+		for _, e := range k.rows {
+			if !e.dead {
+				rk := j.encodeRow(e.row)
+				k.idx[rk] = append(k.idx[rk], e)
+			}
+		}
+	}
+	rk := j.encodeRow(row)
+	list := k.idx[rk]
+	for len(list) > 0 {
+		e := list[len(list)-1]
+		list[len(list)-1] = nil
+		list = list[:len(list)-1]
+		if !e.dead {
+			if len(list) == 0 {
+				delete(k.idx, rk)
+			} else {
+				k.idx[rk] = list
+			}
+			return e
+		}
+	}
+	delete(k.idx, rk)
+	return nil
+}
+
+// encodeRow is row's values as a map key (equal values, equal keys).
+func (j *joinOp) encodeRow(row sql.Row) string {
+	j.rowKey = j.rowKey[:0]
+	for _, v := range row {
+		j.rowKey = sql.AppendKey(j.rowKey, v)
+	}
+	return string(j.rowKey)
 }
 
 // exactInsert joins row (of side in, its columns only) with the other side's rows of key
@@ -100,6 +147,10 @@ func (j *joinOp) exactInsert(sp *joinSplit, in int, key string, row sql.Row) {
 		jr.ts = matches
 	}
 	k.rows = append(k.rows, jr)
+	if k.idx != nil {
+		rk := j.encodeRow(row)
+		k.idx[rk] = append(k.idx[rk], jr)
+	}
 	j.markDirty(sp, k)
 }
 
@@ -133,6 +184,9 @@ func (j *joinOp) exactDelete(sp *joinSplit, in int, e *jrow) {
 		j.putAlone(in, e.row, true)
 	}
 	j.remove(sp, e)
+	if len(e.k.rows) == 0 {
+		e.k.idx = nil
+	}
 }
 
 // exactAlone handles a row whose join key is NULL: it matches nothing, so an outer side's
