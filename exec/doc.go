@@ -148,7 +148,9 @@
 //     (planner.Changelog); stateless operators pass it along as a column. An aggregation
 //     without window emits its groups' changes (AggregateNode.Changes: upsert, or retract
 //     with the old row's delete first); an operator reading an updating input
-//     (Retracting) takes a delete's row back.
+//     (Retracting) takes a delete's row back. A sink of an updating query
+//     (SinkSpec.Changes) folds the changes of each key (SinkSpec.KeyColumns) to its last:
+//     per epoch in the outbox, whose stored entry is the folded one, else per batch.
 //   - Row counts (stats.go): every port of a stage (an input, an operator's output) counts
 //     the rows it emits, one atomic add per batch, so Job.StageStats gives the rows along
 //     every edge of the plan (planner.Graph) while the job runs.
