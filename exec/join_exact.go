@@ -23,23 +23,31 @@ import (
 // and emits the deletes of what its insert emitted: its joins, and its NULL-padded row when
 // it had no match; an outer other row whose last match it was is emitted with NULLs again.
 // A table's row (LeftTable, RightTable) first deletes its key's current version, then,
-// unless it is a delete, inserts itself.
+// unless it is a delete, inserts itself; a version older than the current one (by the
+// table's version time) is ignored, as the table's latest versions are those with the
+// greatest version time.
 //
 // An inner join of two append-only inputs emits inserts only, without a change column.
 
 // exactRow applies row r of input in (of join key key) to an exact regular join.
 func (j *joinOp) exactRow(sp *joinSplit, in int, key string, r sql.Row) {
 	n := j.node
-	w, changes, table, op := n.LeftWidth, n.LeftChanges, n.LeftTable, n.LeftOp
+	w, changes, table, op, vt := n.LeftWidth, n.LeftChanges, n.LeftTable, n.LeftOp, n.LeftTime
 	if in == 1 {
-		w, changes, table, op = n.RightWidth, n.RightChanges, n.RightTable, n.RightOp
+		w, changes, table, op, vt = n.RightWidth, n.RightChanges, n.RightTable, n.RightOp, n.RightTime
 	}
 	if table {
 		if k := sp.keys[in][key]; k != nil {
 			for _, old := range k.rows {
-				if !old.dead {
-					j.exactDelete(sp, in, old)
+				if old.dead {
+					continue
 				}
+				if vt >= 0 && !r[vt].IsNull() && !old.row[vt].IsNull() && r[vt].I < old.row[vt].I {
+					// Older than the key's current version: not its latest (among
+					// versions of one time, the one read last is).
+					return
+				}
+				j.exactDelete(sp, in, old)
 			}
 		}
 		if op < 0 || !sql.IsDelete(r[op]) {

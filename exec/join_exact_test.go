@@ -508,3 +508,29 @@ func runOrdersPaymentsFrom(t *testing.T, job string, plan *planner.Physical, sou
 	orders, payments := sources()
 	return runOrdersPayments(t, job, plan, orders, payments, show)
 }
+
+// A table's version older than its key's current one (by version time) is not its latest:
+// it changes nothing; a version of the same time, read later, replaces it.
+func TestJoinExactTableVersionTime(t *testing.T) {
+	col0 := func(r sql.Row) sql.Value { return r[0] }
+	node := &planner.JoinNode{Kind: sql.JoinInner, Mode: planner.JoinRegular, Changes: planner.Retract,
+		LeftKeys: []planner.Evaluator{col0}, RightKeys: []planner.Evaluator{col0},
+		LeftTime: -1, RightTime: 2, AsOf: -1, RightOp: 3, LeftOp: -1, LeftWidth: 2, RightWidth: 4, RightTable: true}
+	j := newJoinOp(node, "job", "op", nil, nil, &counters{})
+	out := &joinedRows{}
+	version := func(tier string, ts int64) sql.Row {
+		return sql.Row{sql.Varchar("u1"), sql.Varchar(tier), sql.Timestamp(ts), sql.Null}
+	}
+	process(t, j, 0, out, sideRow("u1", 1, false, false))
+	process(t, j, 1, out, version("gold", 2000))
+	process(t, j, 1, out, version("silver", 1000)) // older: ignored
+	process(t, j, 1, out, version("bronze", 2000)) // the same time, read later: replaces
+	var got []string
+	for _, r := range out.rows {
+		f := strings.Split(r, ",")
+		got = append(got, f[3]+":"+f[6])
+	}
+	if strings.Join(got, " ") != "gold:NULL gold:delete bronze:NULL" {
+		t.Fatalf("got %v", got)
+	}
+}

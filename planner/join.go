@@ -56,6 +56,7 @@ type Join struct {
 	Residual            sql.Expr
 	// JoinInterval: column LeftTime of the left row, RightTime of the right row, and
 	// Lower <= right - left <= Upper (milliseconds; LowerOpen/UpperOpen make them strict).
+	// An exact regular join: a table side's version time (-1: none).
 	LeftTime, RightTime  int
 	Lower, Upper         int64
 	LowerOpen, UpperOpen bool
@@ -377,8 +378,15 @@ func (b *logicalBuilder) join(f *sql.FromJoin, left, right LogicalNode) (Logical
 	}
 	switch {
 	case j.Mode == JoinRegular && j.TTL <= 0:
-		// Rows are kept until deleted, not by time.
+		// Rows are kept until deleted, not by time; a table side's version time orders
+		// its versions (a version older than its key's current one is not the latest).
 		j.LeftTime, j.RightTime = -1, -1
+		if j.LeftTable != nil {
+			j.LeftTime = j.LeftTable.EventTime
+		}
+		if j.Table != nil {
+			j.RightTime = j.Table.EventTime
+		}
 	case j.Mode == JoinWindow, j.Mode == JoinCurrent, j.Mode == JoinLookup:
 		j.LeftTime, j.RightTime = -1, -1
 	case j.Mode == JoinTemporal:
