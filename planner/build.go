@@ -21,7 +21,8 @@ type Options struct {
 	Sink SinkSpec
 	// StateTTL (milliseconds, 0: none) lets state without a natural end be forgotten once
 	// it is this far behind the watermark: SELECT DISTINCT and deduplication over an
-	// unbounded stream need it (SET state_ttl).
+	// unbounded stream need it (SET state_ttl); a regular join of streams forgets its rows
+	// after it (approximate; without it the join is exact).
 	StateTTL int64
 	// Pull: the query answers once from the current contents of what it reads (a pull
 	// query): a table's scan reads its latest version of each key (sql.Relation.IsTable).
