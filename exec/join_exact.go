@@ -38,10 +38,14 @@ func (j *joinOp) exactRow(sp *joinSplit, in int, key string, r sql.Row) {
 	}
 	if table {
 		if k := sp.keys[in][key]; k != nil {
-			for _, old := range k.rows {
-				if old.dead {
-					continue
+			var old *jrow // the key's current version (a key has one at most)
+			for _, v := range k.rows {
+				if !v.dead {
+					old = v
+					break
 				}
+			}
+			if old != nil {
 				if vt >= 0 && !r[vt].IsNull() && !old.row[vt].IsNull() && r[vt].I < old.row[vt].I {
 					// Older than the key's current version: not its latest (among
 					// versions of one time, the one read last is).
