@@ -133,7 +133,10 @@
 //     checkpoint holds leave memory and are read back from Env.Store when it closes (so
 //     Env.Commit must write the checkpoint's state to Env.Store, as the default does). A
 //     side the planner found dominated (planner.JoinDominance) keeps only rows at or past
-//     their group's running MAX/MIN.
+//     their group's running MAX/MIN. A regular join without a state TTL is exact
+//     (join_exact.go): rows are kept until deleted (a retract input's deletes, a table's
+//     new version of its key), never by time; its output is a retract changelog unless it
+//     is INNER over two append-only inputs.
 //     A stage opens all its splits and restores their positions before any reader starts.
 //   - Lookup joins (lookup.go): one query per batch for the distinct keys the operator's
 //     cache lacks (Env.OpenLookup opens the table), rows out in input order; a lookup the
@@ -169,7 +172,7 @@
 //     loading a split's marks); sink.go, outbox.go, sink_tx.go: sinks.
 //   - operator.go: the operator contract; ops.go: filter, projection, window assignment,
 //     limit, union; tablefunc.go: table functions; agg*.go: aggregation (see above);
-//     join.go, join_window.go, lookup*.go: joins; topn.go: Top-N and deduplication;
+//     join.go, join_window.go, join_exact.go, lookup*.go: joins; topn.go: Top-N and deduplication;
 //     topn_changes.go: Top-N over the whole stream, a changelog;
 //     sort.go: sort.
 package exec

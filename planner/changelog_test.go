@@ -41,7 +41,12 @@ func TestChangelogModes(t *testing.T) {
 		{"LIMIT under an aggregate over updating", `SELECT COUNT(*) FROM (SELECT user_id, n FROM ` + upd + ` LIMIT 5) x`, "", sql.CodeNotSupported},
 		{"UNION ALL over updating", `SELECT user_id, n FROM ` + upd + ` UNION ALL SELECT user_id, 1 FROM orders_mq`, "", "retract"},
 		{"UNION ALL over updating, aggregated", `SELECT user_id, SUM(n) FROM (SELECT user_id, n FROM ` + upd + ` UNION ALL SELECT user_id, 1 FROM orders_mq) x GROUP BY user_id`, "totals_mq", "upsert"},
-		{"interval join over updating", `SELECT u.user_id FROM ` + upd + ` JOIN orders_mq o ON u.user_id = o.user_id`, "", sql.CodeNotSupported},
+		{"regular join over updating", `SELECT u.user_id FROM ` + upd + ` JOIN orders_mq o ON u.user_id = o.user_id`, "", "retract"},
+		{"regular join of streams", `SELECT o.order_id, p.amount FROM orders_mq o JOIN payments_mq p ON o.order_id = p.order_id`, "", "append-only"},
+		{"LEFT regular join of streams", `SELECT o.order_id, p.amount FROM orders_mq o LEFT JOIN payments_mq p ON o.order_id = p.order_id`, "", "retract"},
+		{"regular join with a table", `SELECT o.order_id, t.tier FROM orders_mq o JOIN users t ON o.user_id = t.user_id`, "", "retract"},
+		{"processing-time table join over updating", `SELECT u.user_id, t.tier FROM ` + upd + ` JOIN users FOR SYSTEM_TIME AS OF PROCTIME() AS t ON u.user_id = t.user_id`, "", sql.CodeNotSupported},
+		{"lookup join over updating", `SELECT u.user_id, t.tier FROM ` + upd + ` JOIN dim_users FOR SYSTEM_TIME AS OF PROCTIME() AS t ON u.user_id = t.user_id`, "", sql.CodeNotSupported},
 	}
 	cat := goldenCatalog()
 	for _, c := range cases {
