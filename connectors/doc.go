@@ -1,5 +1,5 @@
 // Package connectors holds rsql's sources and sinks (file, broker topics, print, the nexmark
-// generator) and record formats (JSON lines, CSV).
+// generator) and record formats (JSON lines, CSV, Debezium change events).
 //
 // Contract: a Source is a set of splits, each read in offset order by a SplitReader; a Sink
 // takes raw messages and makes them durable at Flush. Formats turn message bodies into typed
@@ -12,6 +12,11 @@
 //     epoch milliseconds or RFC 3339 and writes RFC 3339 UTC with milliseconds, JSON columns
 //     keep the raw JSON text. CSV has no header, fields in schema order, RFC 4180 quoting; an
 //     empty unquoted field is NULL. Encode then Decode gives back the same row.
+//   - A schema whose last column is sql.ChangeColumn is a changelog's (an updating query's
+//     rows, a table's records): JSON leaves the column out when NULL (an insert) and writes
+//     "__op":"delete" for a delete; NewFormat("debezium-json", schema) writes and reads
+//     Debezium change events ({"before","after","op"}), "d" being a delete (docs/sql.md,
+//     "Changelogs").
 //   - Every message a SplitReader returns carries its split (Message.Split).
 //   - OpenFileSource(path) is a bounded source with one split "0"; a message is a non-empty
 //     line and its Offset the 1-based line number. OpenFileSink(path) appends one body per

@@ -25,3 +25,12 @@ func (e *DecodeError) Error() string {
 	}
 	return "field " + e.Field + ": " + e.Reason
 }
+
+// changeColumn is the index of schema's change column (sql.ChangeColumn as its last
+// column: the rows of an updating query, the records of a table), or -1.
+func changeColumn(schema sql.Schema) int {
+	if n := len(schema); n > 0 && schema[n-1].Name == sql.ChangeColumn {
+		return n - 1
+	}
+	return -1
+}

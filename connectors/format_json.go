@@ -27,7 +27,11 @@ import (
 const maxJSONDepth = 1000
 
 type jsonFormat struct {
-	schema  sql.Schema
+	schema sql.Schema
+	// op is the change column (a last column named sql.ChangeColumn, as an updating
+	// query's rows and a table's records have) or -1: Encode leaves it out when NULL (an
+	// insert), so an insert is written as the row alone (docs/sql.md, "Changelogs").
+	op      int
 	keys    [][]byte // `"name":` per column, for Encode
 	names   [][]byte // column names, for matching keys
 	seen    []bool
@@ -35,7 +39,7 @@ type jsonFormat struct {
 }
 
 func newJSONFormat(schema sql.Schema) *jsonFormat {
-	f := &jsonFormat{schema: schema, seen: make([]bool, len(schema))}
+	f := &jsonFormat{schema: schema, seen: make([]bool, len(schema)), op: changeColumn(schema)}
 	for _, c := range schema {
 		k := appendJSONString(nil, c.Name)
 		f.keys = append(f.keys, append(k, ':'))
@@ -635,6 +639,9 @@ func (f *jsonFormat) Encode(dst []byte, row sql.Row) ([]byte, error) {
 	}
 	dst = append(dst, '{')
 	for i, c := range f.schema {
+		if i == f.op && row[i].K == sql.KindNull {
+			continue
+		}
 		if i > 0 {
 			dst = append(dst, ',')
 		}

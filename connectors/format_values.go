@@ -10,8 +10,10 @@ import (
 	"rsql/sql"
 )
 
-// NewFormat returns the record format called name ("json" or "csv", case-insensitive; and
-// "nexmark", the messages of the nexmark source, which decodes only) bound to schema.
+// NewFormat returns the record format called name ("json", "csv" or "debezium-json",
+// case-insensitive; and "nexmark", the messages of the nexmark source, which decodes only)
+// bound to schema. A last column named sql.ChangeColumn is the change column of an updating
+// query's rows or a table's records (docs/sql.md, "Changelogs").
 func NewFormat(name string, schema sql.Schema) (Format, error) {
 	for _, c := range schema {
 		switch c.Type.Kind {
@@ -26,10 +28,12 @@ func NewFormat(name string, schema sql.Schema) (Format, error) {
 		return newJSONFormat(schema), nil
 	case "csv":
 		return newCSVFormat(schema), nil
+	case "debezium-json":
+		return newDebeziumFormat(schema), nil
 	case "nexmark":
 		return newNexmarkFormat(schema), nil
 	}
-	return nil, fmt.Errorf("unknown format %q: use json or csv", name)
+	return nil, fmt.Errorf("unknown format %q: use json, csv or debezium-json", name)
 }
 
 // bytesString views b as a string without copying. The result must not outlive b's

@@ -59,6 +59,11 @@ func (unwindowedMode) retractRow(a *aggOp, sp *aggSplit, w *win, h uint64) bool 
 // ended (emit on close).
 func (unwindowedMode) fire(a *aggOp, sp *aggSplit, out Emitter) error {
 	if a.node.Emit == planner.EmitOnClose && sp.wm == MaxWatermark {
+		if w := sp.wins[[2]int64{0, 0}]; a.nk == 0 && (w == nil || len(w.groups) == 0) {
+			// A global aggregation has one row also over no rows (COUNT 0, the others
+			// NULL), as in PostgreSQL.
+			a.emitEmpty()
+		}
 		if w := sp.wins[[2]int64{0, 0}]; w != nil {
 			for g := range w.groups {
 				a.emitGroup(w, int32(g))
@@ -75,6 +80,19 @@ func (unwindowedMode) fire(a *aggOp, sp *aggSplit, out Emitter) error {
 		a.expire(sp, sp.wm-ttl)
 	}
 	return a.out.flush(sp.name, out)
+}
+
+// emitEmpty emits the row of a global aggregation over no rows.
+func (a *aggOp) emitEmpty() {
+	var acc accum
+	for j := range a.node.Aggs {
+		acc = accum{}
+		a.out.vals = append(a.out.vals, a.result(j, &acc))
+	}
+	if a.node.Changes != planner.AppendOnly {
+		a.out.vals = append(a.out.vals, sql.Null)
+	}
+	a.out.endRow()
 }
 
 func (unwindowedMode) save(a *aggOp, sp *aggSplit, b *state.Batch) error { return a.saveWins(sp, b) }

@@ -85,8 +85,11 @@
 //     per watermark, at a checkpoint, at a restore and at close: unwindowedMode
 //     (agg_unwindowed.go: GROUP BY without a window, state TTL), winMode and givenMode
 //     (agg_window.go: tumble, hop by windows, windows the rows carry), paneMode
-//     (agg_pane.go: hop by panes) and sessionMode (agg_session.go). Another kind (a
-//     retracting changelog mode, say) is another aggMode.
+//     (agg_pane.go: hop by panes) and sessionMode (agg_session.go). An aggregation without
+//     window over an updating input is retractAggOp (agg_retract.go): signed row counts,
+//     aggregates undone by sql.Retracter or rebuilt from value multisets, one change per
+//     group and batch; a global one always has its row (emitted at NewSplit when the store
+//     has none).
 //   - Checkpoints: Job.Checkpoint injects a barrier at every root stage (those reading
 //     streams or shuffle topics); stages behind in-process edges take it when aligned.
 //     Stages joined by in-process edges form a commit group (commit.go) that commits each
@@ -130,7 +133,10 @@
 //     checkpoint holds leave memory and are read back from Env.Store when it closes (so
 //     Env.Commit must write the checkpoint's state to Env.Store, as the default does). A
 //     side the planner found dominated (planner.JoinDominance) keeps only rows at or past
-//     their group's running MAX/MIN.
+//     their group's running MAX/MIN. A regular join without a state TTL is exact
+//     (join_exact.go): rows are kept until deleted (a retract input's deletes, a table's
+//     new version of its key), never by time; its output is a retract changelog unless it
+//     is INNER over two append-only inputs.
 //     A stage opens all its splits and restores their positions before any reader starts.
 //   - Lookup joins (lookup.go): one query per batch for the distinct keys the operator's
 //     cache lacks (Env.OpenLookup opens the table), rows out in input order; a lookup the
@@ -140,6 +146,14 @@
 //     held in memory (connectors.MemoryLookup: a file) is asked for each row's key at
 //     once, with no cache, no batching of keys and no retries. Counters
 //     are in JobStats.Lookups.
+//   - Changelogs (docs/sql.md, "Changelogs"): the rows of an updating relation end with
+//     the change column (NULL: insert, "delete": delete), placed there by the planner
+//     (planner.Changelog); stateless operators pass it along as a column. An aggregation
+//     without window emits its groups' changes (AggregateNode.Changes: upsert, or retract
+//     with the old row's delete first); an operator reading an updating input
+//     (Retracting) takes a delete's row back. A sink of an updating query
+//     (SinkSpec.Changes) folds the changes of each key (SinkSpec.KeyColumns) to its last:
+//     per epoch in the outbox, whose stored entry is the folded one, else per batch.
 //   - Row counts (stats.go): every port of a stage (an input, an operator's output) counts
 //     the rows it emits, one atomic add per batch, so Job.StageStats gives the rows along
 //     every edge of the plan (planner.Graph) while the job runs.
@@ -158,6 +172,7 @@
 //     loading a split's marks); sink.go, outbox.go, sink_tx.go: sinks.
 //   - operator.go: the operator contract; ops.go: filter, projection, window assignment,
 //     limit, union; tablefunc.go: table functions; agg*.go: aggregation (see above);
-//     join.go, join_window.go, lookup*.go: joins; topn.go: Top-N and deduplication;
+//     join.go, join_window.go, join_exact.go, lookup*.go: joins; topn.go: Top-N and deduplication;
+//     topn_changes.go: Top-N over the whole stream, a changelog;
 //     sort.go: sort.
 package exec

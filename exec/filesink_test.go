@@ -39,7 +39,7 @@ func TestFileSinkOutboxRecoversExactlyOnce(t *testing.T) {
 		t.Helper()
 		for _, r := range rows {
 			sp, body, _ := strings.Cut(r, ":")
-			s.eo.add(sp, []connectors.Message{{Body: []byte(body)}})
+			s.eo.add(sp, []connectors.Message{{Body: []byte(body)}}, nil)
 		}
 		c := &Control{Kind: Checkpoint, Epoch: epoch, State: &state.Batch{}}
 		if err := s.Control(c); err != nil {

@@ -30,7 +30,13 @@ import (
 //   - temporal: left rows wait until the watermark passes their time, then take the table's
 //     version valid then; versions older than the one valid at the watermark are dropped;
 //   - current: versions replace each other at once; left rows take the current one;
-//   - regular: both sides are kept for the state TTL, matches emitted as they happen.
+//   - regular without a state TTL (exact, join_exact.go): each side's rows are kept until
+//     they are deleted (a retract input's deletes; a table's new version of a key or its
+//     delete replaces the key's row); a row's matches are emitted when it arrives and
+//     retracted when it is deleted, and an outer side's row without a match is emitted
+//     with NULLs until its first match arrives (its match count is its time);
+//   - regular with a state TTL: both sides are kept for the TTL, matches emitted as they
+//     happen.
 //
 // A row older than its own input's watermark (interval, temporal, a version) or of a closed
 // window is late: counted and sent to the late output, never applied. State is written at
@@ -61,6 +67,11 @@ type joinOp struct {
 	lateRow []sql.Row
 	nulls   [2]sql.Row // a side's row of NULLs
 	joined  sql.Row
+	rowKey  []byte
+	// exact: a regular join without a state TTL (join_exact.go); changes: its rows end
+	// with their change column.
+	exact, changes bool
+	ownAlloc       [2]bool // a side's rows are allocated alone, not from the slabs
 	// Rows kept for a while (interval, window, waiting temporal rows) and their values are
 	// carved from slabs: two allocations per few hundred rows instead of two per row. A slab
 	// lives while any of its rows does, so rows that may live long (a table's versions) are
@@ -91,7 +102,7 @@ func (j *joinOp) StateRows() int64 { return j.kept.Load() }
 // newRow is a kept row holding a copy of r that outlives its batch.
 func (j *joinOp) newRow(r sql.Row, ts int64, k *jkey) *jrow {
 	j.kept.Add(1)
-	if k.side == 1 && (j.node.Mode == planner.JoinTemporal || j.node.Mode == planner.JoinCurrent) {
+	if j.ownAlloc[k.side] {
 		return &jrow{row: ownRow(r), ts: ts, k: k}
 	}
 	if len(j.rowSlab) == 0 {
@@ -136,6 +147,9 @@ type jkey struct {
 	saved   int   // rows[:saved] are stored, in chunks 0..chunks-1
 	chunks  int64 // stored chunks
 	emptied bool  // in joinSplit.emptied, to leave the map at the next sweep
+	// idx indexes the live rows of a key with many rows of a side whose rows are deleted
+	// (an exact join's retract input) by their encoded values (join_exact.go).
+	idx map[string][]*jrow
 }
 
 // maxJoinChunks is how many chunks a key is stored in at most before a save rewrites it
@@ -162,6 +176,13 @@ func newJoinOp(n *planner.JoinNode, job, id string, store state.Store, late *sid
 	j := &joinOp{node: n, job: job, id: id, store: store, late: late, cnt: cnt, splits: map[string]*joinSplit{}}
 	j.nulls[0] = make(sql.Row, n.LeftWidth)
 	j.nulls[1] = make(sql.Row, n.RightWidth)
+	j.exact = n.Mode == planner.JoinRegular && n.TTL <= 0
+	j.changes = n.Changes != planner.AppendOnly
+	// Rows that may live long while rows around them go (a table's versions, the rows of
+	// a side whose rows are deleted) are allocated alone: a slab lives while any of its
+	// rows does.
+	j.ownAlloc[0] = n.LeftTable || j.exact && n.LeftChanges
+	j.ownAlloc[1] = n.Mode == planner.JoinTemporal || n.Mode == planner.JoinCurrent || n.RightTable || j.exact && n.RightChanges
 	return j
 }
 
@@ -283,6 +304,10 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 		if !ok {
 			// A NULL key matches nothing and is not kept: an outer side's row goes out
 			// alone at once (as PostgreSQL's outer joins give it), unless it is late.
+			if j.exact {
+				j.exactAlone(in, r)
+				continue
+			}
 			if j.outerSide(in) {
 				if j.lateAlone(sp, in, r) {
 					j.lateRow = append(j.lateRow, r)
@@ -300,12 +325,14 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 			}
 			continue
 		}
-		switch n.Mode {
-		case planner.JoinInterval, planner.JoinRegular:
+		switch {
+		case j.exact:
+			j.exactRow(sp, in, key, r)
+		case n.Mode == planner.JoinInterval, n.Mode == planner.JoinRegular:
 			j.probe(sp, in, key, r)
-		case planner.JoinTemporal:
+		case n.Mode == planner.JoinTemporal:
 			j.temporal(sp, in, key, r)
-		case planner.JoinCurrent:
+		case n.Mode == planner.JoinCurrent:
 			j.current(sp, in, key, r)
 		}
 		if j.out.len() >= 1024 {
@@ -548,6 +575,9 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 	}
 	sp.wm = wm
 	n := j.node
+	if j.exact {
+		return nil // rows are kept until deleted, not by time
+	}
 	switch n.Mode {
 	case planner.JoinInterval, planner.JoinRegular:
 		for side := 0; side < 2; side++ {
@@ -817,6 +847,9 @@ func (j *joinOp) load(split string) error {
 		return nil
 	}
 	prefix := state.SplitPrefix(nil, j.job, j.id, split)
+	if j.exact {
+		defer j.recount(sp)
+	}
 	return j.store.Scan(prefix, func(key, v []byte) error {
 		if len(key) < len(prefix)+17 {
 			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
@@ -856,6 +889,9 @@ func (j *joinOp) load(split string) error {
 				}
 			case planner.JoinCurrent:
 			default:
+				if j.exact {
+					break
+				}
 				sp.exp[side].push(r)
 			}
 			k.rows = append(k.rows, r)

@@ -39,9 +39,12 @@ type outbox struct {
 	store   state.Store
 	ds      DedupSink
 	pending map[string][]connectors.Message // per split, produced since the last checkpoint
-	staged  []outboxEntry                   // in the checkpoint being committed
-	epoch   int64                           // of staged
-	drop    []outboxKey                     // entries already published: deleted by the next checkpoint
+	// folded: per split, where in pending each key's change is, for the sink of an updating
+	// query (add with keys): a key's later change replaces its earlier one of the epoch.
+	folded map[string]map[string]int
+	staged []outboxEntry // in the checkpoint being committed
+	epoch  int64         // of staged
+	drop   []outboxKey   // entries already published: deleted by the next checkpoint
 	// removing is the last entry of a split being removed, published once its commit is done.
 	removing *outboxEntry
 	// recovered: splits whose entries the start-up recovery published (their NewSplit
@@ -314,18 +317,63 @@ func (o *outbox) publishStored(ctx context.Context, s *sinkOp, entries []storedE
 	return nil
 }
 
-// add holds the rows of a batch of split until their checkpoint.
-func (o *outbox) add(split string, msgs []connectors.Message) {
+// add holds the rows of a batch of split until their checkpoint. With keys (keys[i] is
+// msgs[i]'s key: the sink of an updating query) the epoch's changes are folded by key: a
+// message replaces the pending one of its key, which keeps its place, so an epoch holds one
+// change per key, the last, in the order the keys first changed (docs/sql.md,
+// "Changelogs"). The entry stored at the checkpoint is the folded one, so its message ids
+// (setIDs) are the same when a restart publishes it again.
+func (o *outbox) add(split string, msgs []connectors.Message, keys []string) {
 	if o.pending == nil {
 		o.pending = map[string][]connectors.Message{}
 	}
-	o.pending[split] = append(o.pending[split], msgs...)
-	for i := range msgs {
-		o.pendingBytes += len(msgs[i].Key) + len(msgs[i].Body)
+	if keys == nil {
+		o.pending[split] = append(o.pending[split], msgs...)
+		for i := range msgs {
+			o.pendingBytes += len(msgs[i].Key) + len(msgs[i].Body)
+		}
+	} else {
+		if o.folded == nil {
+			o.folded = map[string]map[string]int{}
+		}
+		at := o.folded[split]
+		if at == nil {
+			at = map[string]int{}
+			o.folded[split] = at
+		}
+		p := o.pending[split]
+		for i := range msgs {
+			m := ownMessage(msgs[i])
+			n := len(m.Key) + len(m.Body)
+			if j, ok := at[keys[i]]; ok {
+				o.pendingBytes += n - len(p[j].Key) - len(p[j].Body)
+				p[j] = m
+				continue
+			}
+			at[keys[i]] = len(p)
+			p = append(p, m)
+			o.pendingBytes += n
+		}
+		o.pending[split] = p
 	}
 	if o.pendingBytes >= maxOutboxBytes && o.full != nil {
 		o.full()
 	}
+}
+
+// ownMessage is m with its key and body copied into storage of their own: a folded
+// message must not keep its whole batch's buffer alive after the batch's other changes
+// were replaced, so that pendingBytes is what the outbox holds.
+func ownMessage(m connectors.Message) connectors.Message {
+	k := len(m.Key)
+	b := make([]byte, k+len(m.Body))
+	copy(b, m.Key)
+	copy(b[k:], m.Body)
+	if m.Key != nil {
+		m.Key = b[:k:k]
+	}
+	m.Body = b[k:len(b):len(b)]
+	return m
 }
 
 // checkpoint stores the rows produced since the last checkpoint in the checkpoint's batch,
@@ -356,6 +404,9 @@ func (o *outbox) checkpoint(ctx context.Context, c *Control) error {
 	for _, sp := range splits {
 		o.staged = append(o.staged, outboxEntry{split: sp, msgs: o.pending[sp]})
 		o.pending[sp] = nil
+	}
+	for _, at := range o.folded {
+		clear(at) // the next epoch folds afresh
 	}
 	o.pendingBytes = 0
 	o.epoch = c.Epoch
@@ -416,6 +467,7 @@ func (o *outbox) remove(ctx context.Context, c *Control) error {
 	delete(o.recovered, c.Split)
 	msgs := o.pending[c.Split]
 	delete(o.pending, c.Split)
+	delete(o.folded, c.Split)
 	o.removing = nil
 	if len(msgs) == 0 {
 		return nil

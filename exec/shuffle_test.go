@@ -129,7 +129,7 @@ func TestOutboxPublishesAfterCommitAndRecovers(t *testing.T) {
 	ds := &dedupSink{}
 	s := &sinkOp{ctx: context.Background(), sink: ds, cnt: &counters{}, what: "out"}
 	s.eo = &outbox{job: "j", stage: 1, store: store, ds: ds}
-	s.eo.add("q", []connectors.Message{{Body: []byte("a")}, {Body: []byte("b")}, {Body: []byte("c")}})
+	s.eo.add("q", []connectors.Message{{Body: []byte("a")}, {Body: []byte("b")}, {Body: []byte("c")}}, nil)
 	c := &Control{Kind: Checkpoint, Epoch: 7, State: &state.Batch{}}
 	if err := s.Control(c); err != nil {
 		t.Fatal(err)
@@ -199,8 +199,8 @@ func TestOutboxEntryMovesWithItsSplit(t *testing.T) {
 			if err := a.eo.recover(ctx, a, nil); err != nil {
 				t.Fatal(err)
 			}
-			a.eo.add("0", []connectors.Message{{Body: []byte("x0")}})
-			a.eo.add("1", []connectors.Message{{Body: []byte("y0")}})
+			a.eo.add("0", []connectors.Message{{Body: []byte("x0")}}, nil)
+			a.eo.add("1", []connectors.Message{{Body: []byte("y0")}}, nil)
 			c := &Control{Kind: Checkpoint, Epoch: 10, State: &state.Batch{}}
 			if err := a.Control(c); err != nil {
 				t.Fatal(err)
@@ -211,7 +211,7 @@ func TestOutboxEntryMovesWithItsSplit(t *testing.T) {
 			if err := a.committed(10); err != nil {
 				t.Fatal(err)
 			}
-			a.eo.add("1", []connectors.Message{{Body: []byte("y1")}, {Body: []byte("y2")}})
+			a.eo.add("1", []connectors.Message{{Body: []byte("y1")}, {Body: []byte("y2")}}, nil)
 			rm := &Control{Kind: RemoveSplit, Split: "1", Epoch: 11, State: &state.Batch{}}
 			if err := a.Control(rm); err != nil {
 				t.Fatal(err)

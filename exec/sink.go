@@ -15,14 +15,24 @@ import (
 
 // sinkOp encodes rows with a Format and writes them to a connectors.Sink, one Write per
 // batch. The message key is the KeyColumns' values as text, joined by '|'.
+//
+// The sink of an updating query (fold) writes a changelog keyed by KeyColumns: the changes
+// of a key are folded to its last one, over a checkpoint's epoch on the exactly-once path
+// (outbox.add) and over a batch otherwise (docs/sql.md, "Changelogs").
 type sinkOp struct {
 	ctx     context.Context
 	sink    connectors.Sink
 	format  connectors.Format
 	keyCols []int
-	cnt     *counters
-	msgs    []connectors.Message
-	what    string // for errors
+	// fold: the rows are changes by keyCols; foldKeys are the batch's messages' keys
+	// (sql.AppendValue of each key column, so that no two keys share one), foldBuf their
+	// scratch.
+	fold     bool
+	foldKeys []string
+	foldBuf  []byte
+	cnt      *counters
+	msgs     []connectors.Message
+	what     string // for errors
 	// eo is set for exactly-once output: rows wait for the checkpoint that covers them.
 	eo *outbox
 	// tx is set instead for transactional output (sink_tx.go): rows are sent prepared at
@@ -114,6 +124,7 @@ func (s *sinkOp) Process(b *Batch) error {
 	// allocation per batch, none per row).
 	buf := make([]byte, 0, 96*len(b.Rows))
 	s.msgs = s.msgs[:0]
+	s.foldKeys = s.foldKeys[:0]
 	now := nowMillis()
 	for _, r := range b.Rows {
 		start := len(buf)
@@ -143,13 +154,27 @@ func (s *sinkOp) Process(b *Batch) error {
 			key = buf[ks:len(buf):len(buf)]
 		}
 		s.msgs = append(s.msgs, connectors.Message{Key: key, Body: body, Timestamp: now})
+		if s.fold {
+			s.foldBuf = s.foldBuf[:0]
+			for _, c := range s.keyCols {
+				s.foldBuf = sql.AppendValue(s.foldBuf, r[c])
+			}
+			s.foldKeys = append(s.foldKeys, string(s.foldBuf))
+		}
 	}
 	if len(s.msgs) == 0 {
 		return nil
 	}
 	if s.eo != nil {
-		s.eo.add(b.Split, s.msgs)
+		var keys []string
+		if s.fold {
+			keys = s.foldKeys
+		}
+		s.eo.add(b.Split, s.msgs, keys)
 		return nil
+	}
+	if s.fold {
+		s.msgs = foldByKey(s.msgs, s.foldKeys)
 	}
 	if s.tx != nil {
 		if err := s.tx.prepare(s.ctx, s.msgs); err != nil {
@@ -248,7 +273,28 @@ func openSinkOp(ctx context.Context, env *Env, spec planner.SinkSpec, cnt *count
 	if err != nil {
 		return nil, &SinkError{Sink: sinkName(spec), Err: err}
 	}
-	return &sinkOp{ctx: ctx, sink: s, format: f, keyCols: spec.KeyColumns, cnt: cnt, what: sinkName(spec)}, nil
+	return &sinkOp{ctx: ctx, sink: s, format: f, keyCols: spec.KeyColumns, cnt: cnt, what: sinkName(spec),
+		fold: spec.Changes != planner.AppendOnly}, nil
+}
+
+// foldByKey keeps the last of the messages of each key (keys[i] is msgs[i]'s), at the
+// place of the key's first: a key's changes fold to its last row or delete, and the keys
+// keep the order in which they first changed.
+func foldByKey(msgs []connectors.Message, keys []string) []connectors.Message {
+	if len(msgs) < 2 {
+		return msgs
+	}
+	at := make(map[string]int, len(msgs))
+	out := msgs[:0]
+	for i := range msgs {
+		if j, ok := at[keys[i]]; ok {
+			out[j] = msgs[i]
+			continue
+		}
+		at[keys[i]] = len(out)
+		out = append(out, msgs[i])
+	}
+	return out
 }
 
 // callbackOp hands each row to a function (push queries). The row is valid only during the

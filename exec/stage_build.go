@@ -130,6 +130,8 @@ func (st *stage) portSchema(p planner.Port, ops []sql.Schema) sql.Schema {
 		return n.Schema
 	case *planner.AggregateNode:
 		return n.Schema
+	case *planner.TopNNode:
+		return n.Schema
 	}
 	if s, ok := st.plan.Ops[p.Op].Node.(interface{ OutSchema(sql.Schema) sql.Schema }); ok {
 		return s.OutSchema(in)
@@ -191,7 +193,14 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 			return nil, fmt.Errorf("%w: stage %d: %v", ErrBadPlan, id, err)
 		}
 		if n.Retracting {
-			return nil, sql.Errorf(sql.CodeNotSupported, "an aggregation over a relation whose rows change is not supported yet")
+			if n.Window.Kind != planner.WindowNone {
+				return nil, fmt.Errorf("%w: stage %d: a windowed aggregation over a relation whose rows change", ErrBadPlan, id)
+			}
+			oid := OperatorID(id, "agg", i)
+			st.opIDs = append(st.opIDs, oid)
+			a := newRetractAggOp(n, st.job.name, oid, env.Store)
+			a.bad, a.schema = st.bad(), in
+			return a, nil
 		}
 		late, err := st.lateOutput(ctx, in)
 		if err != nil {
@@ -227,6 +236,9 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		}
 		oid := OperatorID(id, "topn", i)
 		st.opIDs = append(st.opIDs, oid)
+		if n.Mode == planner.TopNChanges {
+			return newTopNChangesOp(n, st.job.name, oid, env.Store), nil
+		}
 		return newTopNOp(n, st.job.name, oid, env.Store, late, &st.job.cnt), nil
 	}
 	return nil, fmt.Errorf("%w: stage %d: unknown node %T", ErrBadPlan, id, op.Node)

@@ -21,7 +21,8 @@ type Options struct {
 	Sink SinkSpec
 	// StateTTL (milliseconds, 0: none) lets state without a natural end be forgotten once
 	// it is this far behind the watermark: SELECT DISTINCT and deduplication over an
-	// unbounded stream need it (SET state_ttl).
+	// unbounded stream need it (SET state_ttl); a regular join of streams forgets its rows
+	// after it (approximate; without it the join is exact).
 	StateTTL int64
 	// Pull: the query answers once from the current contents of what it reads (a pull
 	// query): a table's scan reads its latest version of each key (sql.Relation.IsTable).
@@ -603,7 +604,14 @@ func (b *builder) join(n *Join) (sub, error) {
 	jn := &JoinNode{Kind: n.Kind, Mode: n.Mode, LeftTime: n.LeftTime, RightTime: n.RightTime, Lower: n.Lower, Upper: n.Upper,
 		LowerOpen: n.LowerOpen, UpperOpen: n.UpperOpen, LeftEnd: n.LeftEnd, RightEnd: n.RightEnd, AsOf: n.AsOf,
 		RightOp: n.RightOp, TTL: n.TTL, LeftWidth: len(rows[0]), RightWidth: len(rows[1]), Schema: n.Schema(), Text: n.String(),
-		Dominance: dominanceOf(n)}
+		Dominance: dominanceOf(n), LeftChanges: n.LeftChanges, RightChanges: n.RightChanges, Changes: n.Changes,
+		RightTable: n.Mode == JoinRegular && n.Table != nil, LeftTable: n.LeftTable != nil, LeftOp: n.LeftOp}
+	if n.LeftChanges {
+		jn.LeftWidth--
+	}
+	if n.RightChanges {
+		jn.RightWidth--
+	}
 	for i := range n.LeftKeys {
 		lk, err := compile(n.LeftKeys[i], "join key")
 		if err != nil {
@@ -869,7 +877,7 @@ func sortSpecs(keys []sql.SortKey) ([]SortSpec, []string, error) {
 
 func topNNode(n *TopN) (*TopNNode, error) {
 	t := &TopNNode{N: n.N, RowNumber: n.RowNumber, Mode: n.Mode, WindowEnd: n.WindowEnd, Time: n.Time, TTL: n.TTL,
-		Latest: n.Latest, Schema: n.Schema()}
+		Latest: n.Latest, Schema: n.Schema(), Changes: n.Changes, Retracting: n.Retracting}
 	for _, p := range n.Partition {
 		f, err := compile(p, "partition key")
 		if err != nil {

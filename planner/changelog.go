@@ -54,9 +54,14 @@ func (c changes) updating() bool { return c.mode != AppendOnly }
 //     it keeps the key) and keep the mode;
 //   - a sink accepts any mode; a stream sink of an updating relation needs its key (the
 //     changelog's message key);
+//   - a regular join without a state TTL (INNER, LEFT, RIGHT, FULL) accepts retract inputs
+//     and a table's changelog (each key's latest version): it is append-only when it is
+//     inner and both inputs are append-only streams, retract otherwise (an outer join
+//     retracts its NULL-padded rows when their first match arrives); interval, window,
+//     temporal, lookup and TTL-bounded regular joins take append-only input only;
 //   - LIMIT passes the changes of a push query (the first N changes); every other operator
-//     (joins, Top-N and deduplication, union, sort, window assignment, table functions)
-//     takes append-only input only.
+//     (Top-N and deduplication, union, sort, window assignment, table functions) takes
+//     append-only input only.
 func Changelog(l LogicalNode) (LogicalNode, error) {
 	n, _, err := changelog(l, false)
 	return n, err
@@ -161,11 +166,58 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 		return &a, changes{mode: a.Changes, key: key}, nil
 
 	case *TopN:
+		if n.Mode == TopNChanges {
+			in, ch, err := changelog(n.Input, false)
+			if err != nil {
+				return nil, ch, err
+			}
+			t := *n
+			t.Input, t.Retracting, t.Changes = in, ch.updating(), Retract
+			return &t, changes{mode: Retract}, nil
+		}
 		if n.Mode == DedupLast && !upsertOK {
 			// Each row later than its partition's current one replaces it: the operator
 			// above would count the replaced rows too.
 			return nil, changes{}, errorf(sql.CodeNotSupported, "deduplication keeping the last row (ORDER BY ... DESC with ROW_NUMBER() = 1) replaces rows as later ones arrive; an operator over it is not supported yet: write it to a stream and read that")
 		}
+
+	case *Join:
+		return changelogJoin(n)
+
+	case *Union:
+		ins := make([]LogicalNode, len(n.Inputs))
+		chs := make([]changes, len(n.Inputs))
+		any := false
+		for i, c := range n.Inputs {
+			in, ch, err := changelog(c, false)
+			if err != nil {
+				return nil, ch, err
+			}
+			ins[i], chs[i] = in, ch
+			any = any || ch.updating()
+		}
+		u := *n
+		u.Inputs = ins
+		if !any {
+			return &u, changes{}, nil
+		}
+		// UNION ALL of changelogs is their Retract union: an append-only input's rows are
+		// inserts.
+		for i, in := range ins {
+			if chs[i].updating() {
+				continue
+			}
+			sch := in.Schema()
+			exprs := make([]sql.Expr, 0, len(sch)+1)
+			names := make([]string, 0, len(sch)+1)
+			for k, c := range sch {
+				exprs, names = append(exprs, colRef(sch, k)), append(names, c.Name)
+			}
+			exprs = append(exprs, &sql.Literal{V: sql.Null, T: sql.TypeVarchar})
+			u.Inputs[i] = &Project{Input: in, Exprs: exprs, Names: append(names, sql.ChangeColumn)}
+		}
+		u.Out = append(append(sql.Schema{}, n.Out...), changeColumn)
+		return &u, changes{mode: Retract}, nil
 
 	case *Limit:
 		in, ch, err := changelog(n.Input, upsertOK)
@@ -202,6 +254,88 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 
 func (m ChangeMode) updatingMode() bool { return m != AppendOnly }
 
+// changelogJoin is the changelog pass of a join (see Changelog).
+func changelogJoin(n *Join) (LogicalNode, changes, error) {
+	l, lch, err := changelog(n.Left, false)
+	if err != nil {
+		return nil, lch, err
+	}
+	r, rch, err := changelog(n.Right, false)
+	if err != nil {
+		return nil, rch, err
+	}
+	exact := n.Mode == JoinRegular && n.TTL <= 0
+	for _, ch := range []changes{lch, rch} {
+		if !ch.updating() || exact {
+			continue
+		}
+		why := "its rows are joined as they arrive and never taken back: join the changing relation with a regular join (no time bound, no FOR SYSTEM_TIME AS OF)"
+		if n.Mode == JoinRegular {
+			why = "with a state TTL a join forgets rows rather than taking them back: RESET state_ttl for the exact join"
+		}
+		return nil, ch, refuse(operatorName(n), ch, why)
+	}
+	j := *n
+	j.Left, j.Right = l, r
+	j.LeftChanges, j.RightChanges = lch.updating(), rch.updating()
+	j.Changes = AppendOnly
+	if exact && (n.Kind != sql.JoinInner || j.LeftChanges || j.RightChanges || n.Table != nil || n.LeftTable != nil) {
+		// Outer rows are taken back when their match arrives, matches when a row goes, and
+		// a table's matches when its key gets a new version.
+		j.Changes = Retract
+	}
+	if j.Changes == AppendOnly && l == n.Left && r == n.Right {
+		return n, changes{}, nil
+	}
+	if j.Changes == AppendOnly {
+		return &j, changes{}, nil
+	}
+	ls, _ := j.sides()
+	return &j, changes{mode: j.Changes, key: joinKey(&j, lch.key, rch.key, len(ls))}, nil
+}
+
+// joinKey is a key of an updating join's rows (columns of the joined row), or nil: the
+// union of both sides' keys (a table's is its primary key, the join keys of its side); or
+// one side's key alone when the other side is a table, of which a row matches one row at
+// most (its key), and the join does not emit the table's unmatched rows.
+func joinKey(j *Join, lk, rk []int, lw int) []int {
+	if j.LeftTable != nil {
+		lk = keyColumns(j.LeftKeys)
+	}
+	if j.Table != nil {
+		rk = keyColumns(j.RightKeys)
+	}
+	shift := func(k []int) []int {
+		out := make([]int, len(k))
+		for i, c := range k {
+			out[i] = c + lw
+		}
+		return out
+	}
+	switch {
+	case lk != nil && j.Table != nil && (j.Kind == sql.JoinInner || j.Kind == sql.JoinLeft):
+		return append([]int{}, lk...)
+	case rk != nil && j.LeftTable != nil && (j.Kind == sql.JoinInner || j.Kind == sql.JoinRight):
+		return shift(rk)
+	case lk != nil && rk != nil:
+		return append(append([]int{}, lk...), shift(rk)...)
+	}
+	return nil
+}
+
+// keyColumns are the columns of a side's join keys, or nil when one is not a column.
+func keyColumns(keys []sql.Expr) []int {
+	out := make([]int, 0, len(keys))
+	for _, k := range keys {
+		c, ok := unwrapCast(k).(*sql.ColumnRef)
+		if !ok {
+			return nil
+		}
+		out = append(out, c.Index)
+	}
+	return out
+}
+
 // projectKey maps key (columns of a projection's input) to the projection's output: nil
 // when a key column is not passed through as is.
 func projectKey(exprs []sql.Expr, key []int) []int {
@@ -229,6 +363,9 @@ func projectKey(exprs []sql.Expr, key []int) []int {
 func operatorName(n LogicalNode) string {
 	switch n := n.(type) {
 	case *Join:
+		if n.Kind == sql.JoinInner {
+			return "an inner join (" + n.Mode.String() + ")"
+		}
 		return "a " + n.Kind.String() + " join (" + n.Mode.String() + ")"
 	case *TopN:
 		switch n.Mode {

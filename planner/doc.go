@@ -9,12 +9,16 @@
 //	                    [DISTINCT: Aggregate → Project] → [Sort] → [Limit], a derived table
 //	                    with ROW_NUMBER() becoming a TopN; a Sink on top
 //	Optimize(l)         FoldConstants, PushDownPredicates, PruneColumns, MergeProjections
+//	Changelog(l)        the change mode of every relation (append-only, upsert by a key,
+//	                    retract; planner/changelog.go): updating relations' rows get the
+//	                    change column last, and an operator over an updating input it
+//	                    cannot compute exactly is refused with 0A000
 //	BuildPhysical(l, o) stages of compiled operators (planner/physical.go): inputs → an
 //	                    operator DAG → an exchange or the sink
 //	Explain(l, p)       readable text of both plans (EXPLAIN)
 //	Graph(p)            the physical plan as stages, nodes and edges (JSON for the web
 //	                    console), described with EXPLAIN's texts
-//	Plan(q, o)          all of the above but Explain, in order
+//	Plan(q, o)          all of the above but Explain, in order (Changelog after Optimize)
 //
 // Contract:
 //   - The planner runs nothing and opens nothing; every expression is compiled once, here,

@@ -226,6 +226,13 @@ func nodeText(n Node, row sql.Schema) (parts []string, out sql.Schema) {
 		if n.Latest {
 			parts = append(parts, "ties=last-read")
 		}
+		if n.Retracting {
+			parts = append(parts, "retracting")
+		}
+		if n.Changes != AppendOnly {
+			parts = append(parts, "changes="+n.Changes.String())
+			return parts, n.Schema
+		}
 		return parts, nil
 	case *SortNode:
 		return []string{"Sort", strings.Join(n.Texts, ", ")}, nil

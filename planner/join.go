@@ -24,11 +24,17 @@ const (
 	// version valid at its event time (the greatest version time <= it), emitted once the
 	// watermark has passed it.
 	JoinTemporal
-	// JoinCurrent: the right side is a versioned table read in processing time: each left
-	// row is joined with the key's current version when it arrives (not deterministic).
+	// JoinCurrent: FOR SYSTEM_TIME AS OF a processing time (PROCTIME()) with a table read
+	// from a topic: each left row is joined with the key's version current when it arrives
+	// (not deterministic; append-only, as a lookup join).
 	JoinCurrent
-	// JoinRegular: two streams without a time bound: both sides are kept for the state TTL
-	// and every match is emitted when its second row arrives (inner only).
+	// JoinRegular: no time bound. Without a state TTL it is exact: each side's rows are kept
+	// until they are deleted (a retract input's deletes; a table's new version or delete
+	// of its key replaces the key's row), every match is emitted when its second row
+	// arrives and retracted when one of its rows is deleted, and an outer side's row
+	// without a match is emitted with NULLs, retracted when its first match arrives (see
+	// the output's change mode, Join.Changes). With a state TTL (two streams, inner only)
+	// rows are forgotten after it: an approximation with bounded state.
 	JoinRegular
 	// JoinLookup: the right side is a table in an external database, looked up by key for
 	// each left row (cached).
@@ -50,15 +56,22 @@ type Join struct {
 	Residual            sql.Expr
 	// JoinInterval: column LeftTime of the left row, RightTime of the right row, and
 	// Lower <= right - left <= Upper (milliseconds; LowerOpen/UpperOpen make them strict).
+	// An exact regular join: a table side's version time (-1: none).
 	LeftTime, RightTime  int
 	Lower, Upper         int64
 	LowerOpen, UpperOpen bool
 	// JoinWindow: the window_end column of each side's row.
 	LeftEnd, RightEnd int
-	// JoinTemporal, JoinCurrent, JoinLookup: the right side is Table; AsOf is the left
-	// column of the time the version must be valid at (temporal); RightTime the table's
-	// version time; RightOp its change column (-1: none).
+	// JoinTemporal, JoinLookup, and JoinRegular with a table: the right side is Table; AsOf
+	// is the left column of the time the version must be valid at (temporal); RightTime
+	// the table's version time; RightOp its change column (-1: none). A regular join with
+	// a table joins each key's latest version (the table is an upsert input keyed by its
+	// primary key, the join's right keys).
 	Table *sql.Relation
+	// LeftTable: an exact regular join's left side is a table (its latest versions, keyed by
+	// its primary key, the join's left keys); LeftOp is its change column (-1: none).
+	LeftTable *sql.Relation
+	LeftOp    int
 	// Lookup are the options of a JoinLookup's Table, parsed when the join is planned.
 	Lookup  options.LookupOptions
 	AsOf    int
@@ -66,11 +79,33 @@ type Join struct {
 	TTL     int64
 	// LeftName and RightName name the sides in EXPLAIN (their aliases, or left/right).
 	LeftName, RightName string
+	// Set by the changelog pass: LeftChanges and RightChanges say a side is a retract input,
+	// its rows ending with their change column, which is not one of the join's columns;
+	// Changes is the mode of the join's rows, which end with one change column when it is
+	// not append-only (the sides' columns, then the change column).
+	LeftChanges, RightChanges bool
+	Changes                   ChangeMode
 }
 
 func (j *Join) Schema() sql.Schema {
-	l, r := j.Left.Schema(), j.Right.Schema()
-	return append(append(sql.Schema{}, l...), r...)
+	l, r := j.sides()
+	out := append(append(sql.Schema{}, l...), r...)
+	if j.Changes != AppendOnly {
+		out = append(out, changeColumn)
+	}
+	return out
+}
+
+// sides are the columns each side gives the join (its change column left out).
+func (j *Join) sides() (l, r sql.Schema) {
+	l, r = j.Left.Schema(), j.Right.Schema()
+	if j.LeftChanges {
+		l = l[:len(l)-1]
+	}
+	if j.RightChanges {
+		r = r[:len(r)-1]
+	}
+	return l, r
 }
 func (j *Join) Children() []LogicalNode { return []LogicalNode{j.Left, j.Right} }
 func (j *Join) WithChildren(c []LogicalNode) LogicalNode {
@@ -81,7 +116,7 @@ func (j *Join) WithChildren(c []LogicalNode) LogicalNode {
 func (j *Join) String() string {
 	var b strings.Builder
 	b.WriteString("Join " + j.Kind.String() + " mode=" + j.Mode.String())
-	l, r := j.Left.Schema(), j.Right.Schema()
+	l, r := j.sides()
 	ln, rn := j.LeftName, j.RightName
 	if ln == "" {
 		ln = "left"
@@ -121,7 +156,18 @@ func (j *Join) String() string {
 	case JoinCurrent:
 		state = "the current version of each key of " + rn
 	case JoinRegular:
-		state = "both sides' rows for the state TTL"
+		switch {
+		case j.TTL > 0:
+			state = "both sides' rows for the state TTL"
+		case j.Table != nil && j.LeftTable != nil:
+			state = "the latest version of each key of " + ln + " and of " + rn
+		case j.LeftTable != nil:
+			state = "the latest version of each key of " + ln + ", " + rn + " rows until they are deleted"
+		case j.Table != nil:
+			state = ln + " rows until they are deleted, the latest version of each key of " + rn
+		default:
+			state = "both sides' rows until they are deleted"
+		}
 	case JoinLookup:
 		b.WriteString(lookupText(j.Table, j.Lookup))
 		state = "none: a cache of looked-up " + rn + " rows, not checkpointed"
@@ -134,6 +180,9 @@ func (j *Join) String() string {
 	}
 	if state != "" {
 		b.WriteString(" state=(" + state + ")")
+	}
+	if j.Changes != AppendOnly {
+		b.WriteString(" changes=" + j.Changes.String())
 	}
 	return b.String()
 }
@@ -183,7 +232,7 @@ func boundText(ms int64, open, lower bool) string {
 func (b *logicalBuilder) join(f *sql.FromJoin, left, right LogicalNode) (LogicalNode, error) {
 	lw := len(left.Schema())
 	lsch, rsch := left.Schema(), right.Schema()
-	j := &Join{Left: left, Right: right, Kind: f.Kind, LeftName: f.LeftName, RightName: f.RightName, LeftTime: -1, RightTime: -1, LeftEnd: -1, RightEnd: -1, AsOf: -1, RightOp: -1}
+	j := &Join{Left: left, Right: right, Kind: f.Kind, LeftName: f.LeftName, RightName: f.RightName, LeftTime: -1, RightTime: -1, LeftEnd: -1, RightEnd: -1, AsOf: -1, RightOp: -1, LeftOp: -1}
 	side := func(e sql.Expr) int { // 0: left only, 1: right only, -1: both or none
 		l, r := false, false
 		for _, c := range sql.ColumnsUsed(e) {
@@ -307,19 +356,40 @@ func (b *logicalBuilder) join(f *sql.FromJoin, left, right LogicalNode) (Logical
 			return nil, errorf(sql.CodeInvalidValue, "the join's time bounds are empty: %s - %s must be at least %s and at most %s", rsch[j.RightTime].Name, lsch[j.LeftTime].Name, intervalText(lower), intervalText(upper))
 		}
 	default:
-		if b.opts.StateTTL <= 0 {
-			return nil, errorf(sql.CodeNotSupported, "a join of two streams without a time bound keeps both for ever: bound one side's event time around the other's (p.ts BETWEEN o.ts AND o.ts + INTERVAL '10' SECOND), join windows (window_start and window_end of both sides), or SET state_ttl = '1 hour' to keep each side that long")
+		// A regular join: exact, keeping each side's rows until they are deleted, unless a
+		// state TTL trades exactness for bounded state.
+		j.Mode = JoinRegular
+		if b.opts.StateTTL > 0 {
+			if f.Kind != sql.JoinInner {
+				return nil, errorf(sql.CodeNotSupported, "a %s join of streams with a state TTL is not supported (only inner joins forget rows): RESET state_ttl for the exact join, or bound the join by time or windows", strings.ToUpper(f.Kind.String()))
+			}
+			j.TTL = b.opts.StateTTL
+			j.LeftTime, j.RightTime = timeColumn(f.LeftAttrs), timeColumn(f.RightAttrs)
 		}
-		if f.Kind != sql.JoinInner {
-			return nil, errorf(sql.CodeNotSupported, "a %s join of streams needs a time bound or windows: with a state TTL only inner joins are supported", strings.ToUpper(f.Kind.String()))
-		}
-		j.Mode, j.TTL = JoinRegular, b.opts.StateTTL
-		j.LeftTime, j.RightTime = timeColumn(f.LeftAttrs), timeColumn(f.RightAttrs)
 	}
-	switch j.Mode {
-	case JoinWindow, JoinCurrent, JoinLookup:
+	if lrel, ok := f.Left.(*sql.FromRelation); ok && lrel.Rel.IsTable && j.Mode == JoinRegular && j.TTL <= 0 &&
+		(lrel.Rel.Connector() == "broker" || lrel.Rel.Connector() == "file") {
+		// A table on the left of an exact regular join is its latest versions too.
+		t := lrel.Rel
+		if err := matchesPrimaryKey(t, j.LeftKeys); err != nil {
+			return nil, err
+		}
+		j.LeftTable, j.LeftOp = t, t.Schema.Index(sql.ChangeColumn)
+	}
+	switch {
+	case j.Mode == JoinRegular && j.TTL <= 0:
+		// Rows are kept until deleted, not by time; a table side's version time orders
+		// its versions (a version older than its key's current one is not the latest).
 		j.LeftTime, j.RightTime = -1, -1
-	case JoinTemporal:
+		if j.LeftTable != nil {
+			j.LeftTime = j.LeftTable.EventTime
+		}
+		if j.Table != nil {
+			j.RightTime = j.Table.EventTime
+		}
+	case j.Mode == JoinWindow, j.Mode == JoinCurrent, j.Mode == JoinLookup:
+		j.LeftTime, j.RightTime = -1, -1
+	case j.Mode == JoinTemporal:
 		j.LeftTime = -1
 	}
 	return j, nil
@@ -336,22 +406,16 @@ func timeColumn(attrs []sql.ColAttr) int {
 }
 
 // tableJoin plans a join whose right side is a table: temporal (FOR SYSTEM_TIME AS OF the
-// left's event time), in processing time (no AS OF, or AS OF a processing time), or a
-// lookup (a table of an external database).
+// left's event time), regular (no AS OF: each key's latest version, the join's rows
+// changing as the table does), or a lookup (a table of an external database, or AS OF a
+// processing time).
 func (b *logicalBuilder) tableJoin(j *Join, f *sql.FromJoin, t *sql.Relation, lw int) error {
 	j.Table = t
 	if f.Kind == sql.JoinRight || f.Kind == sql.JoinFull {
 		return errorf(sql.CodeNotSupported, "a join with table %s keeps the stream's rows: INNER or LEFT JOIN only", t.Name)
 	}
-	// The keys must be the table's primary key.
-	if len(j.RightKeys) != len(t.PrimaryKey) {
-		return errorf(sql.CodeNotSupported, "a join with table %s matches its primary key (%s): ON must equate every key column, and only those", t.Name, pkNames(t))
-	}
-	for _, k := range j.RightKeys {
-		c, ok := unwrapCast(k).(*sql.ColumnRef)
-		if !ok || !containsInt(t.PrimaryKey, c.Index) {
-			return errorf(sql.CodeNotSupported, "a join with table %s matches its primary key (%s): %s is not a key column", t.Name, pkNames(t), k)
-		}
+	if err := matchesPrimaryKey(t, j.RightKeys); err != nil {
+		return err
 	}
 	j.RightOp = t.Schema.Index(sql.ChangeColumn)
 	if t.Connector() != "broker" && t.Connector() != "file" {
@@ -377,7 +441,26 @@ func (b *logicalBuilder) tableJoin(j *Join, f *sql.FromJoin, t *sql.Relation, lw
 		j.Mode, j.AsOf, j.RightTime = JoinTemporal, asOf, t.EventTime
 		return nil
 	}
-	j.Mode = JoinCurrent
+	if f.AsOf != nil {
+		// AS OF a processing time: the version current when the left row arrives.
+		j.Mode = JoinCurrent
+		return nil
+	}
+	j.Mode = JoinRegular
+	return nil
+}
+
+// matchesPrimaryKey checks that a join's keys of table t's side are its primary key.
+func matchesPrimaryKey(t *sql.Relation, keys []sql.Expr) error {
+	if len(keys) != len(t.PrimaryKey) {
+		return errorf(sql.CodeNotSupported, "a join with table %s matches its primary key (%s): ON must equate every key column, and only those", t.Name, pkNames(t))
+	}
+	for _, k := range keys {
+		c, ok := unwrapCast(k).(*sql.ColumnRef)
+		if !ok || !containsInt(t.PrimaryKey, c.Index) {
+			return errorf(sql.CodeNotSupported, "a join with table %s matches its primary key (%s): %s is not a key column", t.Name, pkNames(t), k)
+		}
+	}
 	return nil
 }
 

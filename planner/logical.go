@@ -96,10 +96,14 @@ const (
 	DedupLast
 	// TopNBounded: the input ends; every partition's first N rows are emitted at its end.
 	TopNBounded
+	// TopNChanges: partitions hold the whole stream; whenever a partition's first N rows
+	// change, the rows that left are deleted and the rows that entered inserted (a Retract
+	// changelog, docs/sql.md "Changelogs"). The input may be updating.
+	TopNChanges
 )
 
 func (m TopNMode) String() string {
-	return [...]string{"window", "dedup-first", "dedup-last", "bounded"}[m]
+	return [...]string{"window", "dedup-first", "dedup-last", "bounded", "changes"}[m]
 }
 
 // TopN keeps the first N rows of each partition (rows with equal Partition values) in
@@ -117,6 +121,10 @@ type TopN struct {
 	TTL       int64 // DedupFirst, DedupLast: forget a partition this long behind the watermark
 	// Latest: among rows equal in Order the one read last comes first (a table's versions).
 	Latest bool
+	// Changes is how its rows change (set by Changelog; TopNChanges: Retract, its row then
+	// ends with the change column); Retracting: its input is updating (TopNChanges only).
+	Changes    ChangeMode
+	Retracting bool
 }
 
 // Sort orders the rows of a bounded input by Keys (nulls last ascending, first
@@ -182,9 +190,15 @@ var changeColumn = sql.Column{Name: sql.ChangeColumn, Type: sql.TypeVarchar}
 
 func (l *Limit) Schema() sql.Schema { return l.Input.Schema() }
 func (u *Union) Schema() sql.Schema { return u.Out }
-func (t *TopN) Schema() sql.Schema  { return t.Input.Schema() }
-func (s *Sort) Schema() sql.Schema  { return s.Input.Schema() }
-func (s *Sink) Schema() sql.Schema  { return s.Input.Schema() }
+func (t *TopN) Schema() sql.Schema {
+	in := t.Input.Schema()
+	if t.Changes != AppendOnly && !t.Retracting {
+		return append(append(sql.Schema{}, in...), changeColumn)
+	}
+	return in
+}
+func (s *Sort) Schema() sql.Schema { return s.Input.Schema() }
+func (s *Sink) Schema() sql.Schema { return s.Input.Schema() }
 
 var windowColumns = sql.Schema{
 	{Name: "window_start", Type: sql.TypeTimestamp},
@@ -323,6 +337,9 @@ func (t *TopN) String() string {
 	s := "TopN " + strconv.FormatInt(t.N, 10) + " mode=" + t.Mode.String() + " partition=[" + joinExprs(t.Partition) + "] order=[" + sortText(t.Order) + "]"
 	if t.Latest {
 		s += " ties=last-read"
+	}
+	if t.Retracting {
+		s += " retracting"
 	}
 	return s
 }
@@ -739,8 +756,8 @@ func (b *logicalBuilder) query(q *sql.Query, extra []sql.Expr) (LogicalNode, err
 
 // distinct makes SELECT DISTINCT an aggregation over every output column: per window when
 // the output holds both bounds of one window (it then emits each row once when the window
-// closes), else over an unbounded stream only with a state TTL (each row once, the first
-// time it is seen; state older than the TTL is forgotten, so a row may come again).
+// closes), else over an unbounded stream each row once, the first time it is seen (with a
+// state TTL, state older than the TTL is forgotten, so a row may come again).
 func (b *logicalBuilder) distinct(q *sql.Query, node LogicalNode) (LogicalNode, error) {
 	sch := node.Schema()
 	width := len(q.Select)
@@ -774,10 +791,12 @@ func (b *logicalBuilder) distinct(q *sql.Query, node LogicalNode) (LogicalNode, 
 		agg.Window = &sql.Window{Kind: sql.WindowGiven, TimeCol: start, EndCol: end}
 		m[start], m[end] = len(keys), len(keys)+1
 	case bounded(node):
-	case b.opts.StateTTL > 0:
-		agg.Emit, agg.TTL, agg.EmitNew = sql.EmitChanges, b.opts.StateTTL, true
 	default:
-		return nil, errorf(sql.CodeNotSupported, "SELECT DISTINCT over an unbounded stream keeps every distinct row for ever: select window_start and window_end of a window to de-duplicate per window, or SET state_ttl = '1 hour' to forget rows older than that (a row may then come again)")
+		// Over a stream: each distinct row once, when first seen (exact: every distinct row
+		// is kept, like a GROUP BY's groups), or with a state TTL forgotten once older than
+		// that (a row may then come again). Over an updating input it follows its changes
+		// (planner.Changelog).
+		agg.Emit, agg.TTL, agg.EmitNew = sql.EmitChanges, b.opts.StateTTL, true
 	}
 	out := make([]sql.Expr, width)
 	names := make([]string, width)
@@ -873,7 +892,8 @@ func (b *logicalBuilder) topN(q *sql.Query, where sql.Expr) (LogicalNode, sql.Ex
 	case bounded(in):
 		t.Mode = TopNBounded
 	default:
-		return nil, nil, errorf(sql.CodeNotSupported, "ROW_NUMBER() over a stream needs window_start and window_end of a window in PARTITION BY (window Top-N), or ORDER BY the event time with rn = 1 (deduplication)")
+		// A Top-N over the whole stream: its rows change as rows arrive (and leave).
+		t.Mode = TopNChanges
 	}
 	// Drop the hidden columns.
 	out := make([]sql.Expr, base)

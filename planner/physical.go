@@ -134,15 +134,19 @@ type SortSpec struct {
 // RowNumber (see the logical TopN for the modes). Rows with equal Partition values share a
 // split (the planner exchanges on them).
 type TopNNode struct {
-	Partition      []Evaluator
-	Order          []SortSpec
-	N              int64
-	RowNumber      int
-	Mode           TopNMode
-	WindowEnd      int
-	Time           int
-	TTL            int64
-	Latest         bool // among rows equal in Order, the one read last first
+	Partition []Evaluator
+	Order     []SortSpec
+	N         int64
+	RowNumber int
+	Mode      TopNMode
+	WindowEnd int
+	Time      int
+	TTL       int64
+	Latest    bool // among rows equal in Order, the one read last first
+	// Changes, Retracting: as the logical TopN's (TopNChanges: the output row ends with
+	// the change column; a retracting input's change column is its row's last).
+	Changes        ChangeMode
+	Retracting     bool
 	Schema         sql.Schema
 	PartitionTexts []string
 	OrderTexts     []string
@@ -164,11 +168,22 @@ type JoinNode struct {
 	AsOf, RightOp        int
 	TTL                  int64
 	// Dominance: the window join may drop rows of one side that can no longer match.
-	Dominance  *JoinDominance
-	LeftWidth  int
-	RightWidth int
-	Schema     sql.Schema
-	Text       string // the logical Join's description, for EXPLAIN
+	Dominance *JoinDominance
+	// LeftWidth and RightWidth are the columns each side gives the joined row; a side with
+	// changes (a retract input) has one more, its change column, last. Changes is the mode
+	// of the join's rows: when not append-only they end with a change column.
+	LeftWidth, RightWidth     int
+	LeftChanges, RightChanges bool
+	Changes                   ChangeMode
+	// RightTable: a regular join's right side is a table, of which each key (the join key,
+	// its primary key) has one row, its latest version: a row replaces the key's row, a
+	// delete (RightOp) removes it.
+	RightTable bool
+	// LeftTable: the same of the left side, its change column LeftOp.
+	LeftTable bool
+	LeftOp    int
+	Schema    sql.Schema
+	Text      string // the logical Join's description, for EXPLAIN
 }
 
 // SortNode emits its bounded input's rows in order when the input ends (one split).

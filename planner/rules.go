@@ -161,9 +161,9 @@ func pushFilter(in LogicalNode, preds []sql.Expr) LogicalNode {
 				onlyRight = onlyRight && c >= lw
 			}
 			switch {
-			case onlyLeft && (n.Kind == sql.JoinInner || n.Kind == sql.JoinLeft):
+			case onlyLeft && (n.Kind == sql.JoinInner || n.Kind == sql.JoinLeft) && n.LeftTable == nil:
 				lp = append(lp, p)
-			case onlyRight && (n.Kind == sql.JoinInner || n.Kind == sql.JoinRight) && n.Mode != JoinTemporal && n.Mode != JoinCurrent && n.Mode != JoinLookup:
+			case onlyRight && (n.Kind == sql.JoinInner || n.Kind == sql.JoinRight) && n.Table == nil:
 				// (A table's versions are not filtered: an older version must not show
 				// through a newer one that fails the filter.)
 				r, err := sql.RemapColumns(p, shift)
@@ -288,7 +288,7 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 				}
 			}
 		}
-		for _, c := range []int{n.LeftTime, n.LeftEnd, n.AsOf} {
+		for _, c := range []int{n.LeftTime, n.LeftEnd, n.AsOf, n.LeftOp} {
 			if c >= 0 {
 				lneed[c] = true
 			}
@@ -330,7 +330,7 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 				return nil, nil, wrapf(err, "pruning join condition")
 			}
 		}
-		for _, f := range []*int{&c.LeftTime, &c.LeftEnd, &c.AsOf} {
+		for _, f := range []*int{&c.LeftTime, &c.LeftEnd, &c.AsOf, &c.LeftOp} {
 			if *f >= 0 {
 				*f = lookup(lm, *f)
 			}

@@ -28,6 +28,10 @@ type StreamDef struct {
 	// IsTable: CREATE TABLE (versions by PrimaryKey, or a lookup table).
 	IsTable    bool     `json:"is_table,omitempty"`
 	PrimaryKey []string `json:"primary_key,omitempty"`
+	// Changelog: a table that CREATE STREAM ... AS SELECT made of an updating query (its
+	// job writes the query's changes keyed by PrimaryKey; docs/sql.md, "Changelogs"). DROP
+	// STREAM drops it as DROP TABLE does.
+	Changelog bool `json:"changelog,omitempty"`
 	// Job is the id of the job that writes this stream or view, if any.
 	Job string `json:"job,omitempty"`
 	// Statement is the CREATE text, for SHOW and DESCRIBE.

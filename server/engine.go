@@ -477,6 +477,31 @@ func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, err
 	if err != nil {
 		return nil, err
 	}
+	planned, err := plannedSink(q, sink, stateTTL(sess))
+	if err != nil {
+		return nil, err
+	}
+	if planned.Changes != planner.AppendOnly {
+		// The query's rows change: the stream is its changelog, a table keyed by the
+		// changelog's key, or, with no key (a global aggregate, one row), a stream whose
+		// last column is the change column (docs/sql.md, "Changelogs").
+		if len(planned.KeyColumns) > 0 {
+			d.IsTable, d.Changelog = true, true
+			for _, c := range planned.KeyColumns {
+				d.PrimaryKey = append(d.PrimaryKey, planned.Schema[c].Name)
+			}
+		} else {
+			d.Columns = append(d.Columns, ColumnDef{Name: sql.ChangeColumn, Kind: uint8(sql.KindVarchar)})
+			if d.Options["connector"] == "broker" && d.Options["queues"] == "" {
+				// Its changes have no message key to share a queue by: one queue keeps
+				// them in order.
+				d.Options["queues"] = "1"
+			}
+			if sink, err = planner.StreamSink(d.Name, d.Options, d.Schema()); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if s.OrReplace {
 		return e.replace(*d, &JobDef{Statement: s.Text, StateTTL: stateTTL(sess), Functions: funcs}, q, sink, "CREATE STREAM")
 	}
@@ -539,6 +564,13 @@ func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	planned, err := plannedSink(q, sink, stateTTL(sess))
+	if err != nil {
+		return nil, err
+	}
+	if err := checkChangelogTarget(target, planned); err != nil {
+		return nil, err
+	}
 	id, err := e.startNewJob(s.Text, nil, q, funcs, sink, stateTTL(sess))
 	if err != nil {
 		return nil, err
@@ -546,6 +578,50 @@ func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
 	// The statement itself inserted no row: its job inserts them as they come. The tag stays
 	// a valid INSERT tag for drivers; the notice says what happened.
 	return &Result{Tag: "INSERT 0 0", Notice: startedNotice(id, target.Name)}, nil
+}
+
+// plannedSink plans q into sink and returns the sink as planned: for an updating query, its
+// change mode and the changelog's key (planner.SinkSpec.Changes, KeyColumns).
+func plannedSink(q *sql.Query, sink planner.SinkSpec, ttl int64) (planner.SinkSpec, error) {
+	_, plan, err := planner.Plan(q, planner.Options{Job: "check", Sink: sink, StateTTL: ttl})
+	if err != nil {
+		return sink, err
+	}
+	return plan.Stages[len(plan.Stages)-1].Sink, nil
+}
+
+// checkChangelogTarget refuses (0A000) INSERT INTO target of an updating query unless target
+// is a table whose primary key is the changelog's key: an append-only stream would read its
+// deletes as rows, and a table keyed otherwise would keep rows the query took back.
+func checkChangelogTarget(target StreamDef, planned planner.SinkSpec) error {
+	if planned.Changes == planner.AppendOnly {
+		return nil
+	}
+	key := make([]string, len(planned.KeyColumns))
+	for i, c := range planned.KeyColumns {
+		key[i] = planned.Schema[c].Name
+	}
+	if target.IsTable && len(target.PrimaryKey) == len(key) && len(key) > 0 {
+		same := true
+		for _, k := range key {
+			found := false
+			for _, p := range target.PrimaryKey {
+				found = found || strings.EqualFold(p, k)
+			}
+			same = same && found
+		}
+		if same {
+			return nil
+		}
+	}
+	what := "stream " + target.Name + " is append-only"
+	if target.IsTable {
+		what = fmt.Sprintf("table %s is keyed by (%s)", target.Name, strings.Join(target.PrimaryKey, ", "))
+	}
+	if len(key) == 0 {
+		return sql.Errorf(sql.CodeNotSupported, "the rows of this query change as input arrives (%s: a GROUP BY without a window), and %s: write it with CREATE STREAM ... AS SELECT, whose stream carries the change column", planned.Changes, what)
+	}
+	return sql.Errorf(sql.CodeNotSupported, "the rows of this query change as input arrives (%s: a GROUP BY without a window), and %s: declare a TABLE with PRIMARY KEY (%s) and insert into it, or use CREATE STREAM ... AS SELECT, which makes that table", planned.Changes, what, strings.Join(key, ", "))
 }
 
 // startNewJob plans q, records the job (and the derived stream d, if any) in the catalog,
@@ -865,7 +941,7 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 		}
 		return nil, sql.Errorf(sql.CodeUnknownTable, "%s %q does not exist", strings.ToLower(s.Kind.String()), s.Name)
 	}
-	if kind := d.Kind(); s.Kind != kind {
+	if kind := d.Kind(); s.Kind != kind && !(d.Changelog && s.Kind == sql.DropStream) {
 		return nil, sql.Errorf(sql.CodeWrongObjectType, "%q is not a %s (use DROP %s)", d.Name, strings.ToLower(s.Kind.String()), kind)
 	}
 	if err := e.cat.DropStream(d.Name); err != nil {

@@ -29,7 +29,7 @@ var settings = func() map[string]setting {
 		{name: "offset_reset", values: []string{"earliest", "latest"}, def: "latest",
 			doc: "where a push query over a topic starts: earliest (the retained history) or latest (new records)"},
 		{name: "state_ttl", check: ttlValue, def: "0",
-			doc: "how long state without a natural end (SELECT DISTINCT, deduplication over a stream) is kept behind the watermark, e.g. '1 hour', '30m'; 0: not at all (such queries are refused)"},
+			doc: "how long state without a natural end (SELECT DISTINCT, deduplication over a stream; a regular join's rows, which makes it approximate) is kept behind the watermark, e.g. '1 hour', '30m'; 0: not at all (such queries are refused; a regular join keeps its rows and is exact)"},
 		{name: "application_name", check: anyText, def: "", doc: "the client's name"},
 		{name: "client_encoding", check: utf8Name, def: "UTF8", doc: "UTF8 only"},
 		{name: "datestyle", check: dateStyle, def: "ISO, MDY", doc: "ISO only"},

@@ -41,6 +41,18 @@ type Retracter interface {
 	Retract(s *AggState, args []Value) *Error
 }
 
+// ValueSetAggregator is implemented by the aggregators that cannot undo an Add but whose
+// result depends only on which values were added, not how often (MIN, MAX,
+// COUNT(DISTINCT)): over an updating input the executor keeps each group's multiset of
+// argument values and Adds each distinct value once; when the last copy of a value v goes
+// it calls Forget(s, v), which takes v out of s when it can and reports whether it did
+// (false: s must be rebuilt from the values left, e.g. a MIN losing its minimum).
+// Aggregators that implement neither this nor Retracter are rebuilt by Adding every value
+// as often as it occurs, after every retraction.
+type ValueSetAggregator interface {
+	Forget(s *AggState, v Value) bool
+}
+
 // AggState is the state of one aggregate call in one group. Every aggregate keeps its
 // state in these fields (the built-ins: N rows, I and F integer and float sums, V a
 // value, Set the distinct values of a DISTINCT aggregate); the state codec of the executor
@@ -289,7 +301,7 @@ func init() {
 				}
 				return TypeBigInt, args, nil
 			},
-			New: func(c AggCall) (Aggregator, error) { return sum{t: c.T.Kind}, nil }},
+			New: func(c AggCall) (Aggregator, error) { return sum{t: c.T.Kind, ints: integerArg(c)}, nil }},
 		&AggDef{Name: "AVG", Sig: "AVG(x)", Arg: "numeric", Doc: "`DOUBLE`",
 			Check: func(args []Expr, _ bool) (Type, []Expr, error) {
 				if err := oneArg("AVG", args); err != nil {
@@ -300,7 +312,7 @@ func init() {
 				}
 				return TypeDouble, args, nil
 			},
-			New: func(c AggCall) (Aggregator, error) { return sum{avg: true, t: KindDouble}, nil }},
+			New: func(c AggCall) (Aggregator, error) { return sum{avg: true, t: KindDouble, ints: integerArg(c)}, nil }},
 		&AggDef{Name: "MIN", Sig: "MIN(x)", Arg: "any but JSON", Doc: "the argument's type",
 			Check: minMaxCheck("MIN"), New: func(AggCall) (Aggregator, error) { return extreme{sign: -1}, nil }},
 		&AggDef{Name: "MAX", Sig: "MAX(x)", Arg: "any but JSON", Doc: "the argument's type",
@@ -341,11 +353,12 @@ func mergeCounts(dst, src *AggState) {
 // countStar is COUNT(*): N rows.
 type countStar struct{ builtin }
 
-func (countStar) Add(s *AggState, _ []Value) *Error { s.N++; return nil }
-func (countStar) Merge(d, s *AggState)              { mergeCounts(d, s) }
-func (countStar) Result(s *AggState) Value          { return BigInt(s.N) }
-func (countStar) MergesExactly([]Type) bool         { return true }
-func (countStar) AggFields() AggFields              { return AggN }
+func (countStar) Add(s *AggState, _ []Value) *Error     { s.N++; return nil }
+func (countStar) Merge(d, s *AggState)                  { mergeCounts(d, s) }
+func (countStar) Result(s *AggState) Value              { return BigInt(s.N) }
+func (countStar) MergesExactly([]Type) bool             { return true }
+func (countStar) AggFields() AggFields                  { return AggN }
+func (countStar) Retract(s *AggState, _ []Value) *Error { s.N--; return nil }
 
 // count is COUNT(x): N non-NULL values.
 type count struct{ builtin }
@@ -360,6 +373,13 @@ func (count) Merge(d, s *AggState)      { mergeCounts(d, s) }
 func (count) Result(s *AggState) Value  { return BigInt(s.N) }
 func (count) MergesExactly([]Type) bool { return true }
 func (count) AggFields() AggFields      { return AggN }
+
+func (count) Retract(s *AggState, a []Value) *Error {
+	if a[0].K != KindNull {
+		s.N--
+	}
+	return nil
+}
 
 // countDistinct is COUNT(DISTINCT x): the distinct non-NULL values in Set.
 type countDistinct struct{ builtin }
@@ -389,12 +409,52 @@ func (c *countDistinct) Result(s *AggState) Value  { return BigInt(int64(s.Set.L
 func (c *countDistinct) MergesExactly([]Type) bool { return true }
 func (c *countDistinct) AggFields() AggFields      { return AggN | AggSet }
 
+// Forget takes v out of the distinct values.
+func (c *countDistinct) Forget(s *AggState, v Value) bool { return s.Set.Remove(v) }
+
 // sum is SUM(x) and AVG(x): N values, their sum in I (integers), F (DOUBLE) or V
-// (NUMERIC, exact at any scale). t is the result kind.
+// (NUMERIC, exact at any scale). t is the result kind. An integer sum never wraps: it is
+// the 128-bit I + F·2⁶⁴, F counting the carries out of I (an integer below 2⁵³ in
+// magnitude, so a float holds it exactly), and SUM's result is 22003 when it does not fit
+// a BIGINT (AVG's is the quotient of the whole sum).
 type sum struct {
 	builtin
 	avg bool
 	t   Kind
+	// ints: the argument is an integer (F counts the carries of I)
+	ints bool
+}
+
+// integerArg reports whether the call's argument is an integer.
+func integerArg(c AggCall) bool {
+	args := c.Args()
+	return len(args) == 1 && args[0].Type().Kind.IsInteger()
+}
+
+// addCarry adds x to the 128-bit integer sum of s (I, F carries of 2⁶⁴).
+func addCarry(s *AggState, x int64) {
+	r := s.I + x
+	if (s.I^r)&(x^r) < 0 { // signed overflow: r wrapped by 2⁶⁴
+		if x > 0 {
+			s.F++
+		} else {
+			s.F--
+		}
+	}
+	s.I = r
+}
+
+// subCarry subtracts x from the 128-bit integer sum of s.
+func subCarry(s *AggState, x int64) {
+	r := s.I - x
+	if (s.I^x)&(s.I^r) < 0 {
+		if x < 0 {
+			s.F++
+		} else {
+			s.F--
+		}
+	}
+	s.I = r
 }
 
 func (sum) Add(s *AggState, a []Value) *Error {
@@ -414,7 +474,28 @@ func (sum) Add(s *AggState, a []Value) *Error {
 		}
 		s.V = cloneValue(s.V)
 	default:
-		s.I += v.I
+		addCarry(s, v.I)
+	}
+	return nil
+}
+
+// Retract takes one value back (an updating input's delete).
+func (sum) Retract(s *AggState, a []Value) *Error {
+	v := a[0]
+	if v.K == KindNull {
+		return nil
+	}
+	s.N--
+	switch v.K {
+	case KindDouble:
+		s.F -= v.F
+	case KindDecimal:
+		if s.V.K != KindDecimal {
+			s.V = Decimal(0, 0)
+		}
+		s.V = cloneValue(NumericSub(s.V, v))
+	default:
+		subCarry(s, v.I)
 	}
 	return nil
 }
@@ -429,7 +510,9 @@ func (sum) Merge(d, s *AggState) {
 			d.V = s.V
 		}
 	}
-	mergeCounts(d, s)
+	d.N += s.N
+	d.F += s.F
+	addCarry(d, s.I)
 }
 
 // MergesExactly: integer and decimal sums are exact; a DOUBLE sum's rounding depends on
@@ -443,15 +526,24 @@ func (sum) MergesExactly(args []Type) bool {
 	return true
 }
 
+// two64 is 2⁶⁴, the weight of an integer sum's carries.
+const two64 = 18446744073709551616.0
+
 func (a sum) Result(s *AggState) Value {
-	if s.N == 0 {
+	if s.N <= 0 {
 		return Null
 	}
-	total := s.F
-	if s.V.K == KindDecimal {
-		total += s.V.AsFloat()
-	} else {
-		total += float64(s.I)
+	var total float64
+	switch {
+	case a.ints:
+		if !a.avg && s.F != 0 {
+			return ErrorValue(CodeNumericOutOfRange, "bigint out of range")
+		}
+		total = s.F*two64 + float64(s.I)
+	case s.V.K == KindDecimal:
+		total = s.F + s.V.AsFloat()
+	default:
+		total = s.F + float64(s.I)
 	}
 	if a.avg {
 		return Double(total / float64(s.N))
@@ -496,7 +588,11 @@ func (e extreme) Merge(d, s *AggState) {
 }
 
 func (extreme) MergesExactly([]Type) bool { return true }
-func (extreme) AggFields() AggFields      { return AggN | AggV }
+
+// Forget: a value other than the extreme leaves it as it is; the extreme's going needs the
+// values left.
+func (extreme) Forget(s *AggState, v Value) bool { return s.N > 0 && Compare(v, s.V) != 0 }
+func (extreme) AggFields() AggFields             { return AggN | AggV }
 
 func (extreme) Result(s *AggState) Value {
 	if s.N == 0 {

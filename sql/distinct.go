@@ -102,6 +102,28 @@ func (d *DistinctSet) AddEncoded(enc []byte) error {
 }
 
 // Len is the number of distinct values.
+// Remove takes v out of the set (the last copy of a value an updating input retracted) and
+// reports whether it was there. The values added since ClearFresh are not changed.
+func (d *DistinctSet) Remove(v Value) bool {
+	if d == nil || v.K == KindNull {
+		return false
+	}
+	if intKind(v.K) && d.kind == v.K {
+		if _, ok := d.ints[v.I]; ok {
+			delete(d.ints, v.I)
+			return true
+		}
+		return false
+	}
+	var buf [64]byte
+	enc := AppendValue(buf[:0], v)
+	if _, ok := d.strs[string(enc)]; ok {
+		delete(d.strs, string(enc))
+		return true
+	}
+	return false
+}
+
 func (d *DistinctSet) Len() int {
 	if d == nil {
 		return 0

@@ -12,9 +12,9 @@ import (
 )
 
 // A TABLE over a topic, through a real server: a pull query reads its latest versions
-// (deletes end a key), before and after new versions arrive; a join with the table without
-// FOR SYSTEM_TIME takes the version current when each order reaches it — here, with the
-// table loaded before any order, its latest. Both are compared with PostgreSQL.
+// (deletes end a key), before and after new versions arrive; a join with the table FOR
+// SYSTEM_TIME AS OF PROCTIME() takes the version current when each order reaches it — here,
+// with the table loaded before any order, its latest. Both are compared with PostgreSQL.
 
 const latestUsersPG = `SELECT DISTINCT ON (user_id) user_id, tier, ts, op FROM users ORDER BY user_id, ts DESC`
 
@@ -38,7 +38,7 @@ CREATE STREAM orders (order_id BIGINT, user_id VARCHAR, amount DOUBLE, ts TIMEST
   category VARCHAR, qty INT, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
   WITH (topic = 'orders', queues = 4);
 CREATE STREAM enriched WITH (queues = 2) AS
-  SELECT o.order_id, u.tier FROM orders o LEFT JOIN users u ON o.user_id = u.user_id;`)
+  SELECT o.order_id, u.tier FROM orders o LEFT JOIN users FOR SYSTEM_TIME AS OF PROCTIME() AS u ON o.user_id = u.user_id;`)
 	if err := produceLines(s.ns, "users", "user_id", userLines(users)); err != nil {
 		t.Fatal(err)
 	}

@@ -326,8 +326,9 @@ func TestQ23MultiWayJoin(t *testing.T) {
 	sameRows(t, "q23", got, want)
 }
 
-// A query file's SET state_ttl is the job's state TTL: q3 plans with it, is refused
-// without it, and a value that is not a duration is an error naming it.
+// A query file's SET state_ttl is the job's state TTL: q3 plans with it, without it plans
+// the exact regular join (no TTL), and a value that is not a duration is an error naming
+// it.
 func TestQueryStateTTL(t *testing.T) {
 	qs, err := Select("q3")
 	if err != nil {
@@ -341,8 +342,12 @@ func TestQueryStateTTL(t *testing.T) {
 		t.Fatalf("q3's plan has no regular join with a one-minute TTL:\n%s", text)
 	}
 	without := Query{Name: "q3", SQL: strings.Replace(qs[0].SQL, "SET state_ttl = '1 minute';", "", 1)}
-	if _, err := Plan(without, Config{}); err == nil || !strings.Contains(err.Error(), "state_ttl") {
+	exact, err := Plan(without, Config{})
+	if err != nil {
 		t.Fatalf("q3 without its TTL: %v", err)
+	}
+	if text := planner.Explain(nil, exact); !strings.Contains(text, "mode=regular") || strings.Contains(text, "state-ttl") {
+		t.Fatalf("q3 without its TTL plans no exact regular join:\n%s", text)
 	}
 	bad := Query{Name: "q3", SQL: strings.Replace(qs[0].SQL, "'1 minute'", "'a while'", 1)}
 	if _, err := Plan(bad, Config{}); err == nil || !strings.Contains(err.Error(), `"a while"`) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"rsql/connectors"
+	"rsql/planner"
 	"rsql/sql"
 )
 
@@ -49,9 +50,23 @@ func runQuery(t *testing.T, name string, cfg Config) ([]string, Result) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	plan, err := Plan(qs[0], cfg)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	// An updating query's rows end with the change column: an insert is rendered without
+	// it, a delete as "DELETE " and the row.
+	updating := plan.Stages[len(plan.Stages)-1].Sink.Changes != planner.AppendOnly
 	var rows []string
 	cfg.OnRow = func(r sql.Row) error {
-		rows = append(rows, render(r...))
+		switch {
+		case !updating:
+			rows = append(rows, render(r...))
+		case sql.IsDelete(r[len(r)-1]):
+			rows = append(rows, "DELETE "+render(r[:len(r)-1]...))
+		default:
+			rows = append(rows, render(r[:len(r)-1]...))
+		}
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

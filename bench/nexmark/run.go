@@ -49,7 +49,9 @@ type Config struct {
 	// server's default; negative: only at the end).
 	CheckpointInterval time.Duration
 	// OnRow, when set, sees every result row (valid only during the call), from one
-	// goroutine.
+	// goroutine. The rows of an updating query (the plan's sink has Changes, see
+	// docs/sql.md "Changelogs") end with the change column: NULL for an insert, "delete"
+	// for a delete.
 	OnRow func(sql.Row) error
 	// ThroughBroker puts the streams on topics of a bundled broker first and has the job
 	// read them there (broker.go).

@@ -15,7 +15,7 @@ type Kind struct {
 	Doc string
 	// Options are the WITH options it reads beyond the common ones (CommonOptions).
 	Options []string
-	// Formats are the record formats it takes besides json and csv.
+	// Formats are the record formats it takes besides RecordFormats.
 	Formats []string
 	// Bounded says reading it ends (every split is finite).
 	Bounded bool
@@ -32,6 +32,10 @@ type Kind struct {
 func (k Kind) IsLookupOnly() bool {
 	return k.Lookupable && !k.Readable && !k.Writable
 }
+
+// RecordFormats are the record formats every connector that reads or writes records takes
+// (connectors.NewFormat; docs/sql.md, "WITH options" and "Changelogs").
+var RecordFormats = []string{"json", "csv", "debezium-json"}
 
 // NexmarkOptionKeys are the WITH option keys the nexmark connector reads.
 var NexmarkOptionKeys = []string{"table", "events", "rate", "event_rate", "base_time", "seed", "splits"}

@@ -106,8 +106,8 @@ func parse(raw map[string]string, strict bool) (StreamOptions, error) {
 		case "path":
 			o.Path = v
 		case "format":
-			if strict && v != "json" && v != "csv" && !contains(kind.Formats, v) {
-				return o, &OptionError{Option: k, Value: v, Reason: "unknown format (json or csv)"}
+			if strict && !contains(RecordFormats, v) && !contains(kind.Formats, v) {
+				return o, &OptionError{Option: k, Value: v, Reason: "unknown format (json, csv or debezium-json)"}
 			}
 			o.Format = v
 		case "queues":

@@ -1,0 +1,96 @@
+package exec
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"rsql/connectors"
+	"rsql/planner"
+	"rsql/sql"
+)
+
+// foldChanges runs plan over evs (two splits by user parity, as planCatalog's streams are
+// partitioned) and folds its changelog (the change column last) into the multiset of
+// rows it ends with, failing on a delete of a row it does not hold.
+func foldChanges(t *testing.T, plan *planner.Physical, evs []event4) map[string]int {
+	t.Helper()
+	src := newMemSource(true, 64, "0", "1")
+	var parts [2][]event4
+	for _, e := range evs {
+		parts[int(e.user[len(e.user)-1])%2] = append(parts[int(e.user[len(e.user)-1])%2], e)
+	}
+	feedAll(src, "0", parts[0])
+	feedAll(src, "1", parts[1])
+	rows := map[string]int{}
+	var bad []string
+	env := Env{
+		OpenSource: func(planner.SourceSpec) (connectors.Source, error) { return src, nil },
+		NewFormat:  newTestFormat,
+		OnRow: func(r sql.Row) error {
+			k := fmt.Sprint(r[:len(r)-1])
+			if sql.IsDelete(r[len(r)-1]) {
+				if rows[k] == 0 {
+					bad = append(bad, k)
+				}
+				rows[k]--
+				if rows[k] == 0 {
+					delete(rows, k)
+				}
+				return nil
+			}
+			rows[k]++
+			return nil
+		},
+		CheckpointInterval: time.Second,
+		Tick:               10 * time.Millisecond,
+	}
+	j, err := Start(context.Background(), "topch", plan, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%d deletes of rows not held, first %s", len(bad), bad[0])
+	}
+	return rows
+}
+
+func multisetText(m map[string]int) string {
+	var out []string
+	for k, n := range m {
+		for i := 0; i < n; i++ {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+// UNION ALL of an updating aggregate and an append-only stream: the union's changelog
+// folds to the aggregate's final rows and every row of the stream.
+func TestUnionOfChangelogs(t *testing.T) {
+	plan := planSQL(t, `SELECT user_id, n FROM (SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id) a
+  UNION ALL SELECT user_id, n FROM orders WHERE n > 40`, planCatalog(), "topch")
+	evs := genEvents(5, 3000, 30, 0)
+	counts := map[string]int64{}
+	want := map[string]int{}
+	for _, e := range evs {
+		counts[e.user]++
+		if !e.nNull && e.n > 40 {
+			want[fmt.Sprint(sql.Row{sql.Varchar(e.user), sql.BigInt(e.n)})]++
+		}
+	}
+	for u, n := range counts {
+		want[fmt.Sprint(sql.Row{sql.Varchar(u), sql.BigInt(n)})]++
+	}
+	got := foldChanges(t, plan, evs)
+	if g, w := multisetText(got), multisetText(want); g != w {
+		t.Fatalf("folded union differs:\n%s", diff(strings.Split(g, "\n"), strings.Split(w, "\n")))
+	}
+}

@@ -1,0 +1,294 @@
+package exec
+
+import (
+	"encoding/binary"
+	"errors"
+	"sort"
+
+	"rsql/planner"
+	"rsql/sql"
+	"rsql/state"
+)
+
+// topNChangesOp is a Top-N over the whole stream (planner.TopNChanges): per partition it
+// keeps the rows in Order, and whenever a partition's first N rows change it emits the
+// rows that left as deletes and those that entered as inserts (a Retract changelog: the
+// output row is the input's, numbered into RowNumber when selected, then the change
+// column; docs/sql.md "Changelogs").
+//
+// Over an append-only input a row can only enter the first N, so a partition keeps its N
+// first rows only; over an updating input (Retracting: the change column is the input
+// row's last) a delete can bring a row back in, so a partition keeps all its rows. Rows
+// equal in Order are ordered by their values (so the answer does not depend on arrival
+// order); rows equal in every column are interchangeable.
+//
+// State is per split (the plan exchanges on the partition keys), written at checkpoints
+// under the operator's id, one key per changed partition: uvarint count, then the rows
+// (sql.AppendRow each); a partition left empty is deleted.
+type topNChangesOp struct {
+	node  *planner.TopNNode
+	job   string
+	id    string
+	store state.Store
+	// width: the columns of a kept row (the input's, without a change column)
+	width  int
+	splits map[string]*topChSplit
+
+	keyBuf  []byte
+	enc     []byte
+	before  []sql.Row
+	outB    Batch
+	outRows []sql.Row
+}
+
+type topChPart struct {
+	key       string
+	rows      []sql.Row // sorted (rowOrder)
+	dirty     bool
+	persisted bool
+}
+
+type topChSplit struct {
+	parts map[string]*topChPart
+	dirty []*topChPart
+	dels  [][]byte
+}
+
+func newTopNChangesOp(n *planner.TopNNode, job, id string, store state.Store) *topNChangesOp {
+	w := len(n.Schema) - 1 // the output's change column
+	return &topNChangesOp{node: n, job: job, id: id, store: store, width: w, splits: map[string]*topChSplit{}}
+}
+
+func (t *topNChangesOp) split(name string) *topChSplit {
+	sp := t.splits[name]
+	if sp == nil {
+		sp = &topChSplit{parts: map[string]*topChPart{}}
+		t.splits[name] = sp
+	}
+	return sp
+}
+
+// rowOrder compares kept rows: by the Top-N's Order, then by every value.
+func (t *topNChangesOp) rowOrder(a, b sql.Row) int {
+	if c := compareKeys(t.node.Order, a, b); c != 0 {
+		return c
+	}
+	return compareRows(a, b)
+}
+
+// compareRows orders rows of one layout value by value (NULL first).
+func compareRows(a, b sql.Row) int {
+	for i := range a {
+		an, bn := a[i].IsNull(), b[i].IsNull()
+		switch {
+		case an && bn:
+			continue
+		case an:
+			return -1
+		case bn:
+			return 1
+		}
+		if c := sql.Compare(a[i], b[i]); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+func (t *topNChangesOp) Process(_ int, b *Batch, out Emitter) error {
+	sp := t.split(b.Split)
+	n := t.node
+	for _, r := range b.Rows {
+		del := false
+		if n.Retracting {
+			del = sql.IsDelete(r[len(r)-1])
+			r = r[:len(r)-1]
+		}
+		t.keyBuf = t.keyBuf[:0]
+		for _, k := range n.Partition {
+			t.keyBuf = sql.AppendKey(t.keyBuf, k(r))
+		}
+		p := sp.parts[string(t.keyBuf)]
+		if p == nil {
+			if del {
+				continue // the delete of a row never seen: nothing to take back
+			}
+			p = &topChPart{key: string(t.keyBuf)}
+			sp.parts[p.key] = p
+		}
+		limit := int(n.N)
+		t.before = append(t.before[:0], p.rows[:min(limit, len(p.rows))]...)
+		i := sort.Search(len(p.rows), func(i int) bool { return t.rowOrder(p.rows[i], r) >= 0 })
+		if del {
+			if i >= len(p.rows) || t.rowOrder(p.rows[i], r) != 0 {
+				continue
+			}
+			p.rows = append(p.rows[:i], p.rows[i+1:]...)
+		} else {
+			if !n.Retracting && i >= limit {
+				continue // below the first N of an append-only input: it can never enter
+			}
+			p.rows = append(p.rows, nil)
+			copy(p.rows[i+1:], p.rows[i:])
+			p.rows[i] = ownRow(r)
+			if !n.Retracting && len(p.rows) > limit {
+				p.rows = p.rows[:limit]
+			}
+		}
+		if !p.dirty {
+			p.dirty = true
+			sp.dirty = append(sp.dirty, p)
+		}
+		if len(p.rows) == 0 {
+			delete(sp.parts, p.key)
+			if p.persisted {
+				sp.dels = append(sp.dels, t.stateKey(b.Split, p.key))
+			}
+			p.persisted = false
+		}
+		t.diff(t.before, p.rows[:min(limit, len(p.rows))])
+		if len(t.outRows) >= 1024 {
+			if err := t.flush(b.Split, out); err != nil {
+				return err
+			}
+		}
+	}
+	return t.flush(b.Split, out)
+}
+
+// diff emits the change from a partition's first rows old to new. With a row number,
+// position i's row is deleted and inserted again when its row changed; without one, the
+// rows that left are deleted and those that entered inserted.
+func (t *topNChangesOp) diff(old, cur []sql.Row) {
+	if t.node.RowNumber >= 0 {
+		for i := 0; i < max(len(old), len(cur)); i++ {
+			if i < len(old) && i < len(cur) && compareRows(old[i], cur[i]) == 0 {
+				continue
+			}
+			if i < len(old) {
+				t.emit(old[i], i+1, true)
+			}
+			if i < len(cur) {
+				t.emit(cur[i], i+1, false)
+			}
+		}
+		return
+	}
+	// Both lists are sorted by rowOrder: merge them.
+	i, j := 0, 0
+	for i < len(old) || j < len(cur) {
+		switch {
+		case j >= len(cur) || i < len(old) && t.rowOrder(old[i], cur[j]) < 0:
+			t.emit(old[i], 0, true)
+			i++
+		case i >= len(old) || t.rowOrder(old[i], cur[j]) > 0:
+			t.emit(cur[j], 0, false)
+			j++
+		default:
+			i++
+			j++
+		}
+	}
+}
+
+func (t *topNChangesOp) emit(r sql.Row, rn int, del bool) {
+	o := make(sql.Row, t.width+1)
+	copy(o, r)
+	if t.node.RowNumber >= 0 {
+		o[t.node.RowNumber] = sql.BigInt(int64(rn))
+	}
+	if del {
+		o[t.width] = sql.OpDelete
+	}
+	t.outRows = append(t.outRows, o)
+}
+
+func (t *topNChangesOp) flush(split string, out Emitter) error {
+	if len(t.outRows) == 0 {
+		return nil
+	}
+	t.outB.Split, t.outB.Rows, t.outB.Offsets = split, t.outRows, nil
+	err := out.Emit(&t.outB)
+	t.outRows = t.outRows[:0]
+	return err
+}
+
+func (t *topNChangesOp) Watermark(string, int64, Emitter) error { return nil }
+
+func (t *topNChangesOp) stateKey(split, key string) []byte {
+	return state.Key(nil, t.job, t.id, split, []byte(key), 0, 0)
+}
+
+func (t *topNChangesOp) Control(c *Control, _ Emitter) error {
+	switch c.Kind {
+	case NewSplit:
+		return t.load(c.Split)
+	case Checkpoint:
+		for name, sp := range t.splits {
+			t.save(name, sp, c.State)
+		}
+	case RemoveSplit:
+		if sp := t.splits[c.Split]; sp != nil {
+			t.save(c.Split, sp, c.State)
+			delete(t.splits, c.Split)
+		}
+	}
+	return nil
+}
+
+func (t *topNChangesOp) save(name string, sp *topChSplit, b *state.Batch) {
+	for _, k := range sp.dels {
+		b.Delete(k)
+	}
+	sp.dels = sp.dels[:0]
+	for _, p := range sp.dirty {
+		p.dirty = false
+		if len(p.rows) == 0 {
+			continue
+		}
+		t.enc = binary.AppendUvarint(t.enc[:0], uint64(len(p.rows)))
+		for _, r := range p.rows {
+			t.enc = sql.AppendRow(t.enc, r)
+		}
+		b.Put(t.stateKey(name, p.key), t.enc)
+		p.persisted = true
+	}
+	sp.dirty = sp.dirty[:0]
+}
+
+var errBadTopNChanges = errors.New("corrupt Top-N state")
+
+func (t *topNChangesOp) load(split string) error {
+	sp := t.split(split)
+	if t.store == nil {
+		return nil
+	}
+	prefix := state.SplitPrefix(nil, t.job, t.id, split)
+	return t.store.Scan(prefix, func(key, v []byte) error {
+		bad := &StateError{Op: t.id, Split: split, Err: errBadTopNChanges}
+		if len(key) < len(prefix)+16 {
+			return bad
+		}
+		p := &topChPart{key: string(key[len(prefix) : len(key)-16]), persisted: true}
+		cnt, n := binary.Uvarint(v)
+		if n <= 0 || cnt > uint64(len(v)) {
+			return bad
+		}
+		v = v[n:]
+		for i := uint64(0); i < cnt; i++ {
+			r, k, err := sql.DecodeRow(v, nil)
+			if err != nil {
+				return &StateError{Op: t.id, Split: split, Err: err}
+			}
+			p.rows = append(p.rows, ownRow(r))
+			v = v[k:]
+		}
+		if len(v) != 0 {
+			return bad
+		}
+		sp.parts[p.key] = p
+		return nil
+	})
+}
+
+func (t *topNChangesOp) Close() error { return nil }

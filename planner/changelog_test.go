@@ -1,0 +1,77 @@
+package planner
+
+import (
+	"errors"
+	"testing"
+
+	"rsql/sql"
+)
+
+// The operator × input-mode table: each operator over an append-only input and over an
+// updating one (a GROUP BY without a window over a stream) is either planned with the
+// change mode its sink receives, or refused with 0A000 — never planned as if its input
+// only grew. The results themselves are compared with PostgreSQL in tests/.
+func TestChangelogModes(t *testing.T) {
+	const upd = `(SELECT user_id, COUNT(*) AS n, SUM(amount) AS total FROM orders_mq GROUP BY user_id) u`
+	const bnd = `(SELECT user_id, COUNT(*) AS n, SUM(amount) AS total FROM orders GROUP BY user_id) u`
+	cases := []struct {
+		name, query string
+		sink        string // a stream sink ("" the client)
+		want        string // the sink's change mode, or the SQLSTATE of the refusal
+	}{
+		{"scan", `SELECT user_id, amount FROM orders_mq`, "", "append-only"},
+		{"aggregate", `SELECT user_id, COUNT(*) AS n FROM orders_mq GROUP BY user_id`, "", "upsert"},
+		{"aggregate to a stream", `SELECT user_id, COUNT(*) AS n FROM orders_mq GROUP BY user_id`, "totals_mq", "upsert"},
+		{"global aggregate", `SELECT COUNT(*) AS n FROM orders_mq`, "totals_mq", "upsert"},
+		{"windowed aggregate", `SELECT user_id, window_end, COUNT(*) AS n FROM TUMBLE(orders_mq, ts, INTERVAL '1' MINUTE) GROUP BY user_id, window_start, window_end`, "", "append-only"},
+		{"aggregate of a bounded input", `SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id`, "", "append-only"},
+		{"aggregate over a bounded aggregate", `SELECT n, COUNT(*) FROM ` + bnd + ` GROUP BY n`, "", "append-only"},
+		{"filter over updating", `SELECT user_id, n FROM ` + upd + ` WHERE n < 3`, "", "retract"},
+		{"HAVING", `SELECT user_id, COUNT(*) AS n FROM orders_mq GROUP BY user_id HAVING MIN(amount) > 5`, "totals_mq", "retract"},
+		{"projection keeping the key", `SELECT user_id, n * 2 AS twice FROM ` + upd, "totals_mq", "upsert"},
+		{"projection dropping the key, to the client", `SELECT n FROM ` + upd, "", "retract"},
+		{"projection dropping the key, to a stream", `SELECT n FROM ` + upd, "totals_mq", sql.CodeNotSupported},
+		{"aggregate over updating", `SELECT n, COUNT(*) AS users FROM ` + upd + ` GROUP BY n`, "totals_mq", "upsert"},
+		{"global aggregate over updating", `SELECT SUM(n) AS s, MIN(n) AS lo, COUNT(*) AS c FROM ` + upd, "", "upsert"},
+		{"DISTINCT over updating", `SELECT DISTINCT n FROM ` + upd, "", "upsert"},
+		{"windowed aggregate over updating", `SELECT window_end, COUNT(*) FROM TUMBLE((SELECT user_id, MAX(ts) AS ts FROM orders_mq GROUP BY user_id), ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end`, "", "error"},
+		{"Top-N over the stream", `SELECT user_id, amount, rn FROM (SELECT user_id, amount, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY amount DESC) AS rn FROM orders_mq) x WHERE rn <= 3`, "", "retract"},
+		{"global Top-N over updating", `SELECT user_id, n, rn FROM (SELECT user_id, n, ROW_NUMBER() OVER (ORDER BY n DESC) AS rn FROM ` + upd + `) x WHERE rn <= 3`, "", "retract"},
+		{"LIMIT of a push query over updating", `SELECT user_id, n FROM ` + upd + ` LIMIT 5`, "", "upsert"},
+		{"LIMIT under an aggregate over updating", `SELECT COUNT(*) FROM (SELECT user_id, n FROM ` + upd + ` LIMIT 5) x`, "", sql.CodeNotSupported},
+		{"UNION ALL over updating", `SELECT user_id, n FROM ` + upd + ` UNION ALL SELECT user_id, 1 FROM orders_mq`, "", "retract"},
+		{"UNION ALL over updating, aggregated", `SELECT user_id, SUM(n) FROM (SELECT user_id, n FROM ` + upd + ` UNION ALL SELECT user_id, 1 FROM orders_mq) x GROUP BY user_id`, "totals_mq", "upsert"},
+		{"regular join over updating", `SELECT u.user_id FROM ` + upd + ` JOIN orders_mq o ON u.user_id = o.user_id`, "", "retract"},
+		{"regular join of streams", `SELECT o.order_id, p.amount FROM orders_mq o JOIN payments_mq p ON o.order_id = p.order_id`, "", "append-only"},
+		{"LEFT regular join of streams", `SELECT o.order_id, p.amount FROM orders_mq o LEFT JOIN payments_mq p ON o.order_id = p.order_id`, "", "retract"},
+		{"regular join with a table", `SELECT o.order_id, t.tier FROM orders_mq o JOIN users t ON o.user_id = t.user_id`, "", "retract"},
+		{"processing-time table join over updating", `SELECT u.user_id, t.tier FROM ` + upd + ` JOIN users FOR SYSTEM_TIME AS OF PROCTIME() AS t ON u.user_id = t.user_id`, "", sql.CodeNotSupported},
+		{"lookup join over updating", `SELECT u.user_id, t.tier FROM ` + upd + ` JOIN dim_users FOR SYSTEM_TIME AS OF PROCTIME() AS t ON u.user_id = t.user_id`, "", sql.CodeNotSupported},
+	}
+	cat := goldenCatalog()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q, err := bindSQL(t, cat, c.query)
+			if err == nil {
+				var l LogicalNode
+				l, _, err = Plan(q, Options{Sink: SinkSpec{Stream: c.sink}, StateTTL: 0})
+				if err == nil {
+					got := l.(*Sink).Changes.String()
+					if got != c.want {
+						t.Fatalf("sink changes %s, want %s\n%s", got, c.want, Explain(l, nil))
+					}
+					return
+				}
+			}
+			var se *sql.Error
+			switch {
+			case c.want == "error":
+				// Refused before the changelog pass (binding): any clear error will do.
+			case !errors.As(err, &se):
+				t.Fatalf("error %v, want SQLSTATE %s", err, c.want)
+			case se.Code != c.want:
+				t.Fatalf("SQLSTATE %s (%v), want %s", se.Code, err, c.want)
+			}
+		})
+	}
+}

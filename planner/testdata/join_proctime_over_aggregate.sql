@@ -1,0 +1,6 @@
+-- A table joined AS OF a processing time takes append-only input only: over a GROUP BY it
+-- is refused.
+-- job: j32
+SELECT t.user_id, t.total, u.tier
+FROM (SELECT user_id, SUM(amount) AS total FROM orders_mq GROUP BY user_id) t
+JOIN users FOR SYSTEM_TIME AS OF PROCTIME() AS u ON t.user_id = u.user_id;
