@@ -7,7 +7,8 @@ package tests
 // json` over the files (bounded: it answers once, with final rows) and in PostgreSQL; the
 // multisets of rows must be equal (order-insensitive unless the query orders its result;
 // floating-point and NUMERIC values compared with a relative tolerance of 1e-9; NULLs
-// equal), or rsql must refuse the query with SQLSTATE 0A000 (the CLI prints
+// equal; a changelog, the rows of an updating query with their op column, folded to its
+// final rows first), or rsql must refuse the query with SQLSTATE 0A000 (the CLI prints
 // "ERROR 0A000: ..." on stderr and exits non-zero). Anything else is wrong.
 //
 // A query refused only because it needs a state TTL (a regular join, DISTINCT over a
@@ -298,16 +299,49 @@ func (e *pdEnv) runRsql(query string, ttl bool) pdResult {
 		}
 		return res
 	}
-	rows, perr := pdDecodeLines(stdout.Bytes())
+	rows, last, perr := pdDecodeLines(stdout.Bytes())
+	if perr == nil && last == "op" {
+		rows, perr = pdFold(rows)
+	}
 	if perr != nil {
 		return pdResult{err: fmt.Sprintf("unreadable output: %v\n%s", perr, stdout.String())}
 	}
 	return pdResult{rows: rows}
 }
 
-// pdDecodeLines reads JSON lines as rows, the values in the order of the object's keys.
-func pdDecodeLines(out []byte) ([][]any, error) {
-	var rows [][]any
+// pdFold applies a changelog (rows whose last column is the push query's op, insert or
+// delete) to a multiset and returns the rows left: the query's final rows.
+func pdFold(rows [][]any) ([][]any, error) {
+	held := map[string][][]any{}
+	var order []string
+	for _, r := range rows {
+		vals, op := r[:len(r)-1], r[len(r)-1]
+		k := pdRowOf(vals).String()
+		switch op {
+		case "insert":
+			if _, ok := held[k]; !ok {
+				order = append(order, k)
+			}
+			held[k] = append(held[k], vals)
+		case "delete":
+			if len(held[k]) == 0 {
+				return nil, fmt.Errorf("a delete of %s, which is not there", k)
+			}
+			held[k] = held[k][1:]
+		default:
+			return nil, fmt.Errorf("op %v is neither insert nor delete", op)
+		}
+	}
+	var out [][]any
+	for _, k := range order {
+		out = append(out, held[k]...)
+	}
+	return out, nil
+}
+
+// pdDecodeLines reads JSON lines as rows, the values in the order of the object's keys,
+// and says what the last key is.
+func pdDecodeLines(out []byte) (rows [][]any, lastKey string, err error) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	for sc.Scan() {
@@ -318,22 +352,24 @@ func pdDecodeLines(out []byte) ([][]any, error) {
 		dec := json.NewDecoder(strings.NewReader(line))
 		dec.UseNumber()
 		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-			return nil, fmt.Errorf("not a JSON object: %s", line)
+			return nil, "", fmt.Errorf("not a JSON object: %s", line)
 		}
 		var row []any
 		for dec.More() {
-			if _, err := dec.Token(); err != nil {
-				return nil, err
+			key, err := dec.Token()
+			if err != nil {
+				return nil, "", err
 			}
+			lastKey, _ = key.(string)
 			var v any
 			if err := dec.Decode(&v); err != nil {
-				return nil, err
+				return nil, "", err
 			}
 			row = append(row, v)
 		}
 		rows = append(rows, row)
 	}
-	return rows, sc.Err()
+	return rows, lastKey, sc.Err()
 }
 
 // pgQuery runs the query in PostgreSQL and returns its rows.
