@@ -346,7 +346,12 @@ var pdKnownWrongRandom = []struct {
 		}
 		return false
 	}, pdWrongDistinctWindow},
+	{func(q pdQuery, o pdOutcome) bool { return pdDedupDistinct.MatchString(q.rsql) }, pdWrongDedupDistinct},
 }
+
+// pdDedupDistinct finds a deduplication (ROW_NUMBER() by the event time alone) over a
+// SELECT DISTINCT.
+var pdDedupDistinct = regexp.MustCompile(`OVER \(ORDER BY ts( ASC| DESC)?\) AS rn\d+ FROM \(SELECT DISTINCT`)
 
 // pdDistinctList finds the select lists of SELECT DISTINCT.
 var pdDistinctList = regexp.MustCompile(`SELECT DISTINCT ([^()]*?) FROM`)

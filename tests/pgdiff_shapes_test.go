@@ -65,6 +65,8 @@ var pdShapes = []pdQuery{
   FROM ` + pdTumblePG + ` t GROUP BY user_id, window_start, window_end) x`},
 	{name: "distinct_window_end_of_key", rsql: `SELECT DISTINCT category, window_end FROM ` + pdTumbleRsql + ` t`,
 		pg: `SELECT DISTINCT category, window_end FROM ` + pdTumblePG + ` t`},
+	{name: "dedup_first", rsql: `SELECT order_id, ts, rn FROM (SELECT order_id, ts, ROW_NUMBER() OVER (ORDER BY ts) AS rn FROM orders) n WHERE rn = 1`},
+	{name: "dedup_first_of_distinct", rsql: `SELECT ts, rn FROM (SELECT ts, ROW_NUMBER() OVER (ORDER BY ts) AS rn FROM (SELECT DISTINCT ts FROM orders) s) n WHERE rn = 1`},
 	{name: "chained_window", rsql: `SELECT window_start, window_end, MAX(n) AS top, COUNT(*) AS users FROM (SELECT user_id, window_start, window_end, COUNT(*) AS n
   FROM ` + pdTumbleRsql + ` t GROUP BY user_id, window_start, window_end) x GROUP BY window_start, window_end`,
 		pg: `SELECT window_start, window_end, MAX(n) AS top, COUNT(*) AS users FROM (SELECT user_id, window_start, window_end, COUNT(*) AS n
@@ -81,9 +83,11 @@ var pdKnownWrong = map[string]string{
 	"distinct_window_start":        pdWrongDistinctWindow,
 	"distinct_window_start_of_agg": pdWrongDistinctWindow,
 	"distinct_window_end_of_key":   pdWrongDistinctWindow,
+	"dedup_first_of_distinct":      pdWrongDedupDistinct,
 }
 
 const (
+	pdWrongDedupDistinct  = "ROW_NUMBER() OVER (ORDER BY ts) ... rn = 1 over SELECT DISTINCT ts gives a later ts, not the first"
 	pdWrongDistinctWindow = "SELECT DISTINCT with one of window_start and window_end and not the other panics (index out of range) or puts another column's value in it"
 	pdWrongEmptyGlobal    = "a materialized view of an aggregate without GROUP BY over no rows has no row; PostgreSQL gives one (COUNT 0, the others NULL), and so does rsql -c over files"
 	pdWrongSumWraps       = "SUM of BIGINT past the 64-bit limit: over files the group's row is missing (no error, exit 0), in a view it wraps around; PostgreSQL gives the NUMERIC sum (rsql must give it or fail with 22003)"
