@@ -34,6 +34,7 @@ func TestChangelogModes(t *testing.T) {
 		{"projection dropping the key, to a stream", `SELECT n FROM ` + upd, "totals_mq", sql.CodeNotSupported},
 		{"aggregate over updating", `SELECT n, COUNT(*) AS users FROM ` + upd + ` GROUP BY n`, "totals_mq", "upsert"},
 		{"global aggregate over updating", `SELECT SUM(n) AS s, MIN(n) AS lo, COUNT(*) AS c FROM ` + upd, "", "upsert"},
+		{"DISTINCT of one window bound", `SELECT DISTINCT window_start FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE) t`, "", "append-only"},
 		{"DISTINCT over updating", `SELECT DISTINCT n FROM ` + upd, "", "upsert"},
 		{"windowed aggregate over updating", `SELECT window_end, COUNT(*) FROM TUMBLE((SELECT user_id, MAX(ts) AS ts FROM orders_mq GROUP BY user_id), ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end`, "", "error"},
 		{"Top-N over the stream", `SELECT user_id, amount, rn FROM (SELECT user_id, amount, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY amount DESC) AS rn FROM orders_mq) x WHERE rn <= 3`, "", "retract"},
