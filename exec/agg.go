@@ -527,11 +527,14 @@ func (sp *aggSplit) dropWin(w *win) {
 	}
 }
 
-func (a *aggOp) Control(c *Control, _ Emitter) error {
+func (a *aggOp) Control(c *Control, out Emitter) error {
 	switch c.Kind {
 	case NewSplit:
 		if err := a.load(c.Split); err != nil {
 			return err
+		}
+		if n := a.node; n.Window.Kind == planner.WindowNone && len(n.Keys) == 0 && n.Changes != planner.AppendOnly {
+			return a.startGlobal(c.Split, out)
 		}
 	case Checkpoint:
 		for _, sp := range a.splits {
@@ -551,6 +554,22 @@ func (a *aggOp) Control(c *Control, _ Emitter) error {
 		}
 	}
 	return nil
+}
+
+// startGlobal gives a global aggregation that emits changes its one row when its split
+// starts without state, as PostgreSQL answers one row over no rows (COUNT 0, SUM NULL);
+// the group is saved at the next checkpoint, so a restart after it does not emit it again.
+func (a *aggOp) startGlobal(split string, out Emitter) error {
+	sp := a.split(split)
+	if w := sp.wins[[2]int64{0, 0}]; w != nil && len(w.groups) > 0 {
+		return nil
+	}
+	w := sp.window(0, 0)
+	a.keys = a.keys[:0]
+	g, _ := a.lookup(sp, w, sql.HashSeed)
+	w.seen[g] = sp.wm
+	a.emitGroup(w, g)
+	return a.out.flush(split, out)
 }
 
 // flushDeletes adds sp's pending deletions to b.

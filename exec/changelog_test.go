@@ -27,27 +27,21 @@ func foldChanges(t *testing.T, plan *planner.Physical, evs []event4) map[string]
 	feedAll(src, "1", parts[1])
 	rows := map[string]int{}
 	var bad []string
-	env := Env{
-		OpenSource: func(planner.SourceSpec) (connectors.Source, error) { return src, nil },
-		NewFormat:  newTestFormat,
-		OnRow: func(r sql.Row) error {
-			k := fmt.Sprint(r[:len(r)-1])
-			if sql.IsDelete(r[len(r)-1]) {
-				if rows[k] == 0 {
-					bad = append(bad, k)
-				}
-				rows[k]--
-				if rows[k] == 0 {
-					delete(rows, k)
-				}
-				return nil
+	env := testEnvFor(src, func(r sql.Row) error {
+		k := fmt.Sprint(r[:len(r)-1])
+		if sql.IsDelete(r[len(r)-1]) {
+			if rows[k] == 0 {
+				bad = append(bad, k)
 			}
-			rows[k]++
+			rows[k]--
+			if rows[k] == 0 {
+				delete(rows, k)
+			}
 			return nil
-		},
-		CheckpointInterval: time.Second,
-		Tick:               10 * time.Millisecond,
-	}
+		}
+		rows[k]++
+		return nil
+	})
 	j, err := Start(context.Background(), "topch", plan, env)
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +53,17 @@ func foldChanges(t *testing.T, plan *planner.Physical, evs []event4) map[string]
 		t.Fatalf("%d deletes of rows not held, first %s", len(bad), bad[0])
 	}
 	return rows
+}
+
+// testEnvFor runs a plan over src, its rows to onRow.
+func testEnvFor(src *memSource, onRow func(sql.Row) error) Env {
+	return Env{
+		OpenSource:         func(planner.SourceSpec) (connectors.Source, error) { return src, nil },
+		NewFormat:          newTestFormat,
+		OnRow:              onRow,
+		CheckpointInterval: time.Second,
+		Tick:               10 * time.Millisecond,
+	}
 }
 
 func multisetText(m map[string]int) string {
@@ -92,5 +97,35 @@ func TestUnionOfChangelogs(t *testing.T) {
 	got := foldChanges(t, plan, evs)
 	if g, w := multisetText(got), multisetText(want); g != w {
 		t.Fatalf("folded union differs:\n%s", diff(strings.Split(g, "\n"), strings.Split(w, "\n")))
+	}
+}
+
+// A global aggregation over a stream has its one row before any input, as PostgreSQL
+// answers one row over no rows, and then follows its input.
+func TestGlobalAggregateRowBeforeInput(t *testing.T) {
+	plan := planSQL(t, `SELECT COUNT(*) AS n, SUM(amount) AS total FROM orders`, planCatalog(), "glob")
+	got := foldChanges(t, plan, nil)
+	if g, w := multisetText(got), fmt.Sprint(sql.Row{sql.BigInt(0), sql.Null}); g != w {
+		t.Fatalf("over no rows: %q, want %q", g, w)
+	}
+	evs := genEvents(3, 500, 10, 0)
+	var sum float64
+	for _, e := range evs {
+		sum += e.amount
+	}
+	// Upsert changes of the one row: its last row is the answer.
+	var last sql.Row
+	src := newMemSource(true, 64, "0", "1")
+	feedAll(src, "0", evs)
+	env := testEnvFor(src, func(r sql.Row) error { last = append(sql.Row(nil), r[:len(r)-1]...); return nil })
+	j, err := Start(context.Background(), "glob", plan, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if w := fmt.Sprint(sql.Row{sql.BigInt(int64(len(evs))), sql.Double(sum)}); fmt.Sprint(last) != w {
+		t.Fatalf("last row %v, want %s", last, w)
 	}
 }

@@ -91,6 +91,12 @@ type joinOp struct {
 // times are not event times (as in Flink SQL), see docs/sql.md "Joins".
 func (j *joinOp) WatermarkHold() int64 {
 	if n := j.node; n.Mode == planner.JoinInterval {
+		if n.HasUntil {
+			// A match is emitted when its second row arrives: a right row's time is at
+			// least its left's + Lower. The left rows' times are not event times here
+			// (as a regular join's, docs/sql.md "Joins").
+			return max(-n.Lower, 0)
+		}
 		return max(n.Upper, -n.Lower, 0)
 	}
 	return 0
@@ -439,6 +445,9 @@ func (j *joinOp) inInterval(d int64) bool {
 	if d < n.Lower || d == n.Lower && n.LowerOpen {
 		return false
 	}
+	if n.HasUntil {
+		return true // the upper bound is the residual's
+	}
 	return d < n.Upper || d == n.Upper && !n.UpperOpen
 }
 
@@ -448,6 +457,10 @@ func (j *joinOp) expired(side int, r *jrow, wm int64) bool {
 	switch n.Mode {
 	case planner.JoinInterval:
 		// Future rows of the other side have times >= wm.
+		if side == 0 && n.HasUntil { // needs right <= the left row's own bound
+			v := r.row[n.LeftUntil]
+			return v.IsNull() || wm > v.I
+		}
 		if side == 0 { // needs right <= left + upper
 			end := r.ts + n.Upper
 			return wm > end || n.UpperOpen && wm == end

@@ -602,7 +602,7 @@ func (b *builder) join(n *Join) (sub, error) {
 		b.edges[st] = append(b.edges[st], up)
 	}
 	jn := &JoinNode{Kind: n.Kind, Mode: n.Mode, LeftTime: n.LeftTime, RightTime: n.RightTime, Lower: n.Lower, Upper: n.Upper,
-		LowerOpen: n.LowerOpen, UpperOpen: n.UpperOpen, LeftEnd: n.LeftEnd, RightEnd: n.RightEnd, AsOf: n.AsOf,
+		LowerOpen: n.LowerOpen, UpperOpen: n.UpperOpen, HasUntil: n.HasUntil, LeftUntil: n.LeftUntil, LeftEnd: n.LeftEnd, RightEnd: n.RightEnd, AsOf: n.AsOf,
 		RightOp: n.RightOp, TTL: n.TTL, LeftWidth: len(rows[0]), RightWidth: len(rows[1]), Schema: n.Schema(), Text: n.String(),
 		Dominance: dominanceOf(n), LeftChanges: n.LeftChanges, RightChanges: n.RightChanges, Changes: n.Changes,
 		RightTable: n.Mode == JoinRegular && n.Table != nil, LeftTable: n.LeftTable != nil, LeftOp: n.LeftOp}

@@ -59,8 +59,13 @@ func (c changes) updating() bool { return c.mode != AppendOnly }
 //     inner and both inputs are append-only streams, retract otherwise (an outer join
 //     retracts its NULL-padded rows when their first match arrives); interval, window,
 //     temporal, lookup and TTL-bounded regular joins take append-only input only;
+//   - a Top-N over the whole stream (ROW_NUMBER() without a window, TopNChanges) accepts
+//     append-only and retract inputs and produces retract; deduplication keeping the last
+//     row is upsert-like and only a sink or projection may take it;
+//   - UNION ALL of updating and append-only inputs is retract (the append-only rows are
+//     inserts);
 //   - LIMIT passes the changes of a push query (the first N changes); every other operator
-//     (Top-N and deduplication, union, sort, window assignment, table functions) takes
+//     (window Top-N, deduplication, sort, window assignment, table functions) takes
 //     append-only input only.
 func Changelog(l LogicalNode) (LogicalNode, error) {
 	n, _, err := changelog(l, false)
@@ -140,7 +145,7 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 			}
 			for _, g := range n.Aggs {
 				if def, ok := g.Aggregate(); !ok || !def.Retractable(g) {
-					return nil, ch, refuse("aggregate "+aggText(g), ch, "it cannot take back a row it has counted (COUNT, SUM, AVG, MIN, MAX, BOOL_AND, BOOL_OR and COUNT(DISTINCT) can)")
+					return nil, ch, refuse("aggregate "+aggText(g), ch, "it cannot take back a row it has counted (the built-in aggregates can; a user-defined one cannot yet)")
 				}
 			}
 			a.Retracting, a.TTL, a.EmitNew = true, 0, false

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"rsql/sql"
@@ -33,6 +34,7 @@ func TestChangelogModes(t *testing.T) {
 		{"projection dropping the key, to a stream", `SELECT n FROM ` + upd, "totals_mq", sql.CodeNotSupported},
 		{"aggregate over updating", `SELECT n, COUNT(*) AS users FROM ` + upd + ` GROUP BY n`, "totals_mq", "upsert"},
 		{"global aggregate over updating", `SELECT SUM(n) AS s, MIN(n) AS lo, COUNT(*) AS c FROM ` + upd, "", "upsert"},
+		{"DISTINCT of one window bound", `SELECT DISTINCT window_start FROM TUMBLE(orders, ts, INTERVAL '1' MINUTE) t`, "", "append-only"},
 		{"DISTINCT over updating", `SELECT DISTINCT n FROM ` + upd, "", "upsert"},
 		{"windowed aggregate over updating", `SELECT window_end, COUNT(*) FROM TUMBLE((SELECT user_id, MAX(ts) AS ts FROM orders_mq GROUP BY user_id), ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end`, "", "error"},
 		{"Top-N over the stream", `SELECT user_id, amount, rn FROM (SELECT user_id, amount, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY amount DESC) AS rn FROM orders_mq) x WHERE rn <= 3`, "", "retract"},
@@ -73,5 +75,36 @@ func TestChangelogModes(t *testing.T) {
 				t.Fatalf("SQLSTATE %s (%v), want %s", se.Code, err, c.want)
 			}
 		})
+	}
+}
+
+// A join bounded by a column of the left row (B.t BETWEEN A.t AND A.expires, as Nexmark
+// q4 and q9 write it) is an interval join whose left rows live until their own bound: an
+// inner one is append-only. An outer one stays the exact regular join.
+func TestJoinBoundedByAColumn(t *testing.T) {
+	cat := goldenCatalog()
+	for _, c := range []struct {
+		query, mode string
+	}{
+		{`SELECT o.user_id, p.amount FROM orders_mq o JOIN payments_mq p ON o.user_id = p.user_id AND p.ts BETWEEN o.ts AND o.ts`, "mode=interval"},
+		{`SELECT o.user_id, p.amount FROM (SELECT user_id, ts, ts + INTERVAL '1' HOUR AS ends FROM orders_mq) o JOIN payments_mq p ON o.user_id = p.user_id AND p.ts BETWEEN o.ts AND o.ends`, "<= o.ends"},
+		{`SELECT o.user_id, p.amount FROM (SELECT user_id, ts, ts + INTERVAL '1' HOUR AS ends FROM orders_mq) o JOIN payments_mq p ON o.user_id = p.user_id AND p.ts >= o.ts AND p.ts <= o.ends`, "<= o.ends"},
+		{`SELECT o.user_id, p.amount FROM (SELECT user_id, ts, ts + INTERVAL '1' HOUR AS ends FROM orders_mq) o LEFT JOIN payments_mq p ON o.user_id = p.user_id AND p.ts BETWEEN o.ts AND o.ends`, "mode=regular"},
+	} {
+		q, err := bindSQL(t, cat, c.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _, err := Plan(q, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.query, err)
+		}
+		text := Explain(l, nil)
+		if !strings.Contains(text, c.mode) {
+			t.Fatalf("%s: want %q in\n%s", c.query, c.mode, text)
+		}
+		if strings.Contains(c.mode, "until") && l.(*Sink).Changes != AppendOnly {
+			t.Fatalf("%s: an inner join bounded by a column changes: %s", c.query, l.(*Sink).Changes)
+		}
 	}
 }

@@ -60,6 +60,12 @@ type Join struct {
 	LeftTime, RightTime  int
 	Lower, Upper         int64
 	LowerOpen, UpperOpen bool
+	// JoinInterval with HasUntil: the upper bound is a column of the left row instead of a
+	// constant (right's time <= left's column LeftUntil, as in B.t BETWEEN A.t AND
+	// A.expires): a left row is kept until the watermark passes its own bound, and that
+	// comparison is part of Residual, so matches are exact.
+	HasUntil  bool
+	LeftUntil int
 	// JoinWindow: the window_end column of each side's row.
 	LeftEnd, RightEnd int
 	// JoinTemporal, JoinLookup, and JoinRegular with a table: the right side is Table; AsOf
@@ -133,6 +139,13 @@ func (j *Join) String() string {
 	var state string
 	switch j.Mode {
 	case JoinInterval:
+		if j.HasUntil {
+			until := ln + "." + colName(l, j.LeftUntil)
+			b.WriteString(" time=" + rt + " - " + lt + " >= " + intervalText(j.Lower) + ", " + rt + " <= " + until)
+			state = ln + " rows until the watermark passes " + until + ", " +
+				rn + " rows until it passes " + offsetText(rt, -j.Lower)
+			break
+		}
 		b.WriteString(" time=" + rt + " - " + lt + " in " + boundText(j.Lower, j.LowerOpen, true) + ", " + boundText(j.Upper, j.UpperOpen, false))
 		state = ln + " rows until the watermark passes " + offsetText(lt, j.Upper) + ", " +
 			rn + " rows until it passes " + offsetText(rt, -j.Lower)
@@ -258,6 +271,9 @@ func (b *logicalBuilder) join(f *sql.FromJoin, left, right LogicalNode) (Logical
 	var residual []sql.Expr
 	lower, upper := int64(0), int64(0)
 	haveLower, haveUpper := false, false
+	untilCol := -1          // the left column bounding the right's time, when one does
+	var untilRight sql.Expr // that bound's comparison (for EXPLAIN)
+	_ = untilRight
 	var lwin, rwin [2]int // [start, end] column of each side's window in the keys
 	lwin, rwin = [2]int{-1, -1}, [2]int{-1, -1}
 	attr := func(c int) sql.ColAttr {
@@ -311,6 +327,27 @@ func (b *logicalBuilder) join(f *sql.FromJoin, left, right LogicalNode) (Logical
 				continue
 			}
 		}
+		// An upper bound taken from a column of the left row (B.t <= A.expires, or B.t
+		// BETWEEN A.t AND A.expires): kept in the residual, and the left row's end of life.
+		if lo, col, rest, ok := untilBound(c, lw, attr); ok && (untilCol < 0 || untilCol == col) {
+			okLo := true
+			for _, bd := range lo {
+				if j.LeftTime >= 0 && (bd.left != j.LeftTime || bd.right != j.RightTime) {
+					okLo = false
+				}
+			}
+			if okLo {
+				for _, bd := range lo {
+					j.LeftTime, j.RightTime = bd.left, bd.right
+					if !haveLower || bd.value > lower || bd.value == lower && bd.open {
+						lower, j.LowerOpen, haveLower = bd.value, bd.open, true
+					}
+				}
+				untilCol, untilRight = col, rest
+				residual = append(residual, rest)
+				continue
+			}
+		}
 		// A time bound between the sides' event-time columns.
 		if bounds, ok := timeBounds(c, lw, attr); ok {
 			for _, bd := range bounds {
@@ -349,6 +386,11 @@ func (b *logicalBuilder) join(f *sql.FromJoin, left, right LogicalNode) (Logical
 	case lwin[0] >= 0 && lwin[1] >= 0 && attr(lwin[0]).Window == attr(lwin[1]).Window &&
 		attr(rwin[0]+lw).Window == attr(rwin[1]+lw).Window:
 		j.Mode, j.LeftEnd, j.RightEnd = JoinWindow, lwin[1], rwin[1]
+	case haveLower && !haveUpper && untilCol >= 0 && f.Kind == sql.JoinInner && j.RightTime-lw == untilTimeOf(j, lw):
+		// Bounded by the left row's own column: an interval join whose left rows live
+		// until the watermark passes that column's value.
+		j.Mode, j.Lower, j.Upper, j.HasUntil, j.LeftUntil = JoinInterval, lower, untilUpper, true, untilCol
+		j.RightTime -= lw
 	case haveLower && haveUpper:
 		j.Mode, j.Lower, j.Upper = JoinInterval, lower, upper
 		j.RightTime -= lw
@@ -393,6 +435,63 @@ func (b *logicalBuilder) join(f *sql.FromJoin, left, right LogicalNode) (Logical
 		j.LeftTime = -1
 	}
 	return j, nil
+}
+
+// untilUpper is the Upper of a join bounded by a left column (HasUntil): no constant bound.
+const untilUpper = int64(1) << 62
+
+// untilTimeOf is the right time column (in the joined row's numbering, less lw) the
+// interval's lower bound was found on.
+func untilTimeOf(j *Join, lw int) int { return j.RightTime - lw }
+
+// untilBound recognizes an upper bound of the right side's event time taken from a
+// TIMESTAMP column of the left row: R <= L.c (or L.c >= R), or R BETWEEN <lower> AND L.c
+// whose lower part is a time bound (returned). It returns the left column and the
+// comparison R <= L.c, which stays in the residual.
+func untilBound(c sql.Expr, lw int, attr func(int) sql.ColAttr) (lo []timeBound, col int, cmp sql.Expr, ok bool) {
+	rightTime := func(e sql.Expr) bool {
+		x, ok := e.(*sql.ColumnRef)
+		return ok && x.Index >= lw && x.T.Kind == sql.KindTimestamp && attr(x.Index).Time
+	}
+	leftCol := func(e sql.Expr) (int, bool) {
+		x, ok := e.(*sql.ColumnRef)
+		if !ok || x.Index >= lw || x.T.Kind != sql.KindTimestamp {
+			return 0, false
+		}
+		return x.Index, true
+	}
+	le := func(r, l sql.Expr) sql.Expr { return &sql.Call{Func: "<=", Args: []sql.Expr{r, l}, T: sql.TypeBool} }
+	switch x := c.(type) {
+	case *sql.Call:
+		if len(x.Args) != 2 {
+			return nil, 0, nil, false
+		}
+		a, b := x.Args[0], x.Args[1]
+		switch x.Func {
+		case "<=":
+		case ">=":
+			a, b = b, a
+		default:
+			return nil, 0, nil, false
+		}
+		if lc, ok := leftCol(b); ok && rightTime(a) {
+			return nil, lc, c, true
+		}
+	case *sql.Between:
+		if x.Not || !rightTime(x.Arg) {
+			return nil, 0, nil, false
+		}
+		lc, ok := leftCol(x.Hi)
+		if !ok {
+			return nil, 0, nil, false
+		}
+		bounds, ok := timeBounds(&sql.Call{Func: ">=", Args: []sql.Expr{x.Arg, x.Lo}, T: sql.TypeBool}, lw, attr)
+		if !ok {
+			return nil, 0, nil, false
+		}
+		return bounds, lc, le(x.Arg, x.Hi), true
+	}
+	return nil, 0, nil, false
 }
 
 // timeColumn is the first event-time column of a side, or -1.

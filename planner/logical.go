@@ -773,7 +773,8 @@ func (b *logicalBuilder) distinct(q *sql.Query, node LogicalNode) (LogicalNode, 
 			start = i
 		}
 	}
-	if start >= 0 && end >= 0 && attrOf(q, start).Window != attrOf(q, end).Window {
+	if start < 0 || end < 0 || attrOf(q, start).Window != attrOf(q, end).Window {
+		// Not both bounds of one window: the window columns are plain keys.
 		start, end = -1, -1
 	}
 	var keys []sql.Expr

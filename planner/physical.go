@@ -164,9 +164,13 @@ type JoinNode struct {
 	LeftTime, RightTime  int
 	Lower, Upper         int64
 	LowerOpen, UpperOpen bool
-	LeftEnd, RightEnd    int
-	AsOf, RightOp        int
-	TTL                  int64
+	// HasUntil: a left row lives until the watermark passes its column LeftUntil (the
+	// logical Join's).
+	HasUntil          bool
+	LeftUntil         int
+	LeftEnd, RightEnd int
+	AsOf, RightOp     int
+	TTL               int64
 	// Dominance: the window join may drop rows of one side that can no longer match.
 	Dominance *JoinDominance
 	// LeftWidth and RightWidth are the columns each side gives the joined row; a side with

@@ -293,6 +293,9 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 				lneed[c] = true
 			}
 		}
+		if n.HasUntil {
+			lneed[n.LeftUntil] = true
+		}
 		for _, c := range []int{n.RightTime, n.RightEnd, n.RightOp} {
 			if c >= 0 {
 				rneed[c] = true
@@ -334,6 +337,9 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 			if *f >= 0 {
 				*f = lookup(lm, *f)
 			}
+		}
+		if c.HasUntil {
+			c.LeftUntil = lookup(lm, c.LeftUntil)
 		}
 		for _, f := range []*int{&c.RightTime, &c.RightEnd, &c.RightOp} {
 			if *f >= 0 {

@@ -740,7 +740,8 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 		if last.Sink.Changes != planner.AppendOnly {
 			sch = sch[:len(sch)-1] // the change column
 		}
-		env.OnRow = e.viewFor(def.Sink, sch, last.Sink.KeyColumns).apply
+		all := last.Sink.Changes == planner.AppendOnly && len(last.Sink.KeyColumns) == 0 && !globalAggregate(plan)
+		env.OnRow = e.viewFor(def.Sink, sch, last.Sink.KeyColumns, all).apply
 		env.Store, env.Commit = state.NewMemory(), nil
 		env.ShuffleTopics = false
 	}
@@ -1154,4 +1155,15 @@ func readsFilesOnly(q *sql.Query) bool {
 		}
 	}
 	return len(rels) > 0
+}
+
+// globalAggregate reports whether a plan's last stage aggregates without group keys or a
+// window (its one row is the answer, replaced as it changes).
+func globalAggregate(plan *planner.Physical) bool {
+	for _, n := range plan.Stages[len(plan.Stages)-1].Nodes() {
+		if a, ok := n.(*planner.AggregateNode); ok && len(a.Keys) == 0 && a.Window.Kind == planner.WindowNone {
+			return true
+		}
+	}
+	return false
 }

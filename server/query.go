@@ -22,8 +22,12 @@ import (
 type viewTable struct {
 	schema sql.Schema
 	keys   []int // output columns that form the group key; empty: one row
-	mu     sync.Mutex
-	rows   map[string]sql.Row
+	// all: the view's query is append-only without a key (a projection, a join): it holds
+	// every row, each under its own sequence number (seq).
+	all  bool
+	seq  uint64
+	mu   sync.Mutex
+	rows map[string]sql.Row
 }
 
 // apply applies one row of the view's job: the key's new row, or, when the row carries the
@@ -33,6 +37,14 @@ func (v *viewTable) apply(row sql.Row) error {
 	var k []byte
 	for _, i := range v.keys {
 		k = sql.AppendKey(k, row[i])
+	}
+	if v.all {
+		c := append(sql.Row(nil), row...)
+		v.mu.Lock()
+		v.seq++
+		v.rows[strconv.FormatUint(v.seq, 10)] = c
+		v.mu.Unlock()
+		return nil
 	}
 	if len(row) > len(v.schema) {
 		del := sql.IsDelete(row[len(v.schema)])
@@ -94,14 +106,20 @@ func (e *Engine) createView(s *sql.CreateView, sess *Session) (*Result, error) {
 }
 
 // viewFor returns the table of view name, making it when the view's job starts.
-func (e *Engine) viewFor(name string, schema sql.Schema, keys []int) *viewTable {
+// A view of an append-only query without a key (all) holds every row; its job replays
+// its input from the beginning at each start, so the rows start again from none.
+func (e *Engine) viewFor(name string, schema sql.Schema, keys []int, all bool) *viewTable {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := strings.ToLower(name)
 	v := e.views[k]
 	if v == nil {
-		v = &viewTable{schema: schema, keys: keys, rows: map[string]sql.Row{}}
+		v = &viewTable{schema: schema, keys: keys, all: all, rows: map[string]sql.Row{}}
 		e.views[k] = v
+	} else if all {
+		v.mu.Lock()
+		v.rows, v.seq = map[string]sql.Row{}, 0
+		v.mu.Unlock()
 	}
 	return v
 }
