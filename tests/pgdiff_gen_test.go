@@ -338,23 +338,12 @@ var pdKnownWrongRandom = []struct {
 	is  func(q pdQuery, o pdOutcome) bool
 	why string
 }{
-	{func(q pdQuery, o pdOutcome) bool {
-		for _, m := range pdDistinctList.FindAllStringSubmatch(q.rsql, -1) {
-			if strings.Contains(m[1], "window_start") != strings.Contains(m[1], "window_end") {
-				return true
-			}
-		}
-		return false
-	}, pdWrongDistinctWindow},
 	{func(q pdQuery, o pdOutcome) bool { return pdDedupDistinct.MatchString(q.rsql) }, pdWrongDedupDistinct},
 }
 
 // pdDedupDistinct finds a deduplication (ROW_NUMBER() by the event time alone) over a
 // SELECT DISTINCT.
 var pdDedupDistinct = regexp.MustCompile(`OVER \(ORDER BY ts( ASC| DESC)?\) AS rn\d+ FROM \(SELECT DISTINCT`)
-
-// pdDistinctList finds the select lists of SELECT DISTINCT.
-var pdDistinctList = regexp.MustCompile(`SELECT DISTINCT ([^()]*?) FROM`)
 
 func pdRandomTest(t *testing.T, e *pdEnv) {
 	n := 30

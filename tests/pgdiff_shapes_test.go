@@ -77,20 +77,15 @@ var pdShapes = []pdQuery{
 // difference: they still run and are compared, and skip (rather than fail) while the
 // difference stays; RSQL_PGDIFF_STRICT=1 makes them fail.
 var pdKnownWrong = map[string]string{
-	"sum_bigint_limit":             pdWrongSumWraps,
-	"sum_bigint_over":              pdWrongSumWraps,
-	"sum_bigint_grouped":           pdWrongSumWraps,
-	"distinct_window_start":        pdWrongDistinctWindow,
-	"distinct_window_start_of_agg": pdWrongDistinctWindow,
-	"distinct_window_end_of_key":   pdWrongDistinctWindow,
-	"dedup_first_of_distinct":      pdWrongDedupDistinct,
+	"sum_bigint_limit":        pdWrongSumOverflow,
+	"sum_bigint_over":         pdWrongSumOverflow,
+	"sum_bigint_grouped":      pdWrongSumOverflow,
+	"dedup_first_of_distinct": pdWrongDedupDistinct,
 }
 
 const (
-	pdWrongDedupDistinct  = "ROW_NUMBER() OVER (ORDER BY ts) ... rn = 1 over SELECT DISTINCT ts gives a later ts, not the first"
-	pdWrongDistinctWindow = "SELECT DISTINCT with one of window_start and window_end and not the other panics (index out of range) or puts another column's value in it"
-	pdWrongEmptyGlobal    = "a materialized view of an aggregate without GROUP BY over no rows has no row; PostgreSQL gives one (COUNT 0, the others NULL), and so does rsql -c over files"
-	pdWrongSumWraps       = "SUM of BIGINT past the 64-bit limit: over files the group's row is missing (no error, exit 0), in a view it wraps around; PostgreSQL gives the NUMERIC sum (rsql must give it or fail with 22003)"
+	pdWrongDedupDistinct = "ROW_NUMBER() OVER (ORDER BY ts) ... rn = 1 over SELECT DISTINCT ts gives a later ts, not the first"
+	pdWrongSumOverflow   = "SUM of BIGINT past the 64-bit limit: the row that overflows and every later row of its group become bad records (SHOW JOBS bad), with no error and the job running; over files the group's row is missing, a view keeps the sum from before; PostgreSQL gives the NUMERIC sum (rsql must give it or fail with 22003)"
 )
 
 // TestPGDiff runs the fixed shapes and the random queries over one data set and one

@@ -237,13 +237,9 @@ func pdTopicsTest(t *testing.T, e *pdEnv) {
 // pdKnownWrongTopics are the shapes whose views differ from PostgreSQL today (see
 // pdKnownWrong).
 var pdKnownWrongTopics = map[string]string{
-	"count_where_false":  pdWrongEmptyGlobal,
-	"aggs_where_false":   pdWrongEmptyGlobal,
-	"sum_bigint_limit":   pdWrongSumWraps,
-	"sum_bigint_over":    pdWrongSumWraps,
-	"sum_bigint_grouped": pdWrongSumWraps,
-	"inner_join_agg":     pdWrongTTLLoses,
-	"inner_join":         "a materialized view of a query without GROUP BY (here an inner join) holds one row, the last, instead of every row",
+	"sum_bigint_limit":   pdWrongSumOverflow,
+	"sum_bigint_over":    pdWrongSumOverflow,
+	"sum_bigint_grouped": pdWrongSumOverflow,
 	"global_aggs_ttl":    pdWrongTTLLoses,
 	"per_user_ttl":       pdWrongTTLLoses,
 }
