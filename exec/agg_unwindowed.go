@@ -113,6 +113,13 @@ func (a *aggOp) expire(sp *aggSplit, horizon int64) {
 	if w == nil {
 		return
 	}
+	// A group whose last row came before the split had a watermark was seen at
+	// MinWatermark: it counts as seen at the first watermark, not as infinitely old.
+	for g := range w.seen {
+		if w.seen[g] == MinWatermark {
+			w.seen[g] = sp.wm
+		}
+	}
 	keep := 0
 	for g := range w.groups {
 		if w.seen[g] >= horizon {

@@ -129,3 +129,42 @@ func TestGlobalAggregateRowBeforeInput(t *testing.T) {
 		t.Fatalf("last row %v, want %s", last, w)
 	}
 }
+
+// With a state TTL far longer than the data, a GROUP BY without a window forgets nothing:
+// the groups whose rows came before the split's first watermark are not taken as
+// infinitely old at the first sweep.
+func TestStateTTLKeepsGroupsSeenBeforeTheWatermark(t *testing.T) {
+	stmts, err := sql.Parse(`SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := sql.Bind(stmts[0].(*sql.Select), planCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, plan, err := planner.Plan(q, planner.Options{Job: "ttl", StateTTL: 3_600_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := genEvents(9, 3000, 20, 0)
+	want := map[string]int64{}
+	for _, e := range evs {
+		want[e.user]++
+	}
+	src := newMemSource(true, 64, "0", "1")
+	feedAll(src, "0", evs)
+	last := map[string]int64{}
+	env := testEnvFor(src, func(r sql.Row) error { last[r[0].S] = r[1].I; return nil })
+	j, err := Start(context.Background(), "ttl", plan, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	for u, n := range want {
+		if last[u] != n {
+			t.Fatalf("user %s: last count %d, want %d (a group was forgotten within the TTL)", u, last[u], n)
+		}
+	}
+}

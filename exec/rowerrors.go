@@ -52,6 +52,9 @@ func (b *badRows) report(ctx context.Context, op, split string, row sql.Row, sch
 	}
 	stream := b.st.rootSource().Stream
 	rerr := &RowError{Stream: stream, Split: split, Operator: op, Err: cause}
+	if b.st.job.env.FailOnRowError {
+		return rerr
+	}
 	b.st.job.recordBad(rerr)
 	dlq := b.st.rootDLQ()
 	if dlq == nil {

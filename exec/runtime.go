@@ -28,6 +28,11 @@ type Env struct {
 	// OnRow receives the rows of a stage whose SinkSpec.Stream is "" (push queries). The
 	// row is valid only during the call; an error stops the job with that error.
 	OnRow func(sql.Row) error
+	// FailOnRowError: a row that fails inside the pipeline (rowerrors.go) fails the job
+	// with its RowError instead of going to the bad-record path — a one-off query (a push
+	// or pull query, a query over files) fails with its first row error, as PostgreSQL's
+	// statement does, rather than answering without the row.
+	FailOnRowError bool
 	// Store holds operator state and source offsets (default: a fresh in-memory store).
 	Store state.Store
 	// Commit makes a checkpoint durable: the state delta and the source offsets in one

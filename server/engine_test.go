@@ -71,8 +71,11 @@ func (te *testEngine) exec(text string) ([]*Result, [][][]string, error) {
 		var rr [][]string
 		if r.Rows != nil {
 			for {
-				row, err := r.Rows.Next(context.Background())
-				if err != nil {
+				row, rerr := r.Rows.Next(context.Background())
+				if rerr != nil {
+					if !errors.Is(rerr, io.EOF) && err == nil {
+						err = rerr // the statement failed while its rows were read
+					}
 					break
 				}
 				cells := make([]string, len(row))

@@ -55,6 +55,8 @@ func (e *Engine) pull(ctx context.Context, sess *Session, q *sql.Query) (*Result
 	var out []sql.Row
 	var size int64
 	env := exec.Env{
+		// A pull query fails with its first row error, as PostgreSQL's statement does.
+		FailOnRowError: true,
 		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
 			switch spec.Connector {
 			case "values":

@@ -140,6 +140,7 @@ func (e *Engine) query(ctx context.Context, sess *Session, s *sql.Select) (*Resu
 	rows := &pushRows{ch: make(chan sql.Row, 256)}
 	jctx, cancel := context.WithCancel(context.Background())
 	env := e.env("push")
+	env.FailOnRowError = true // a one-off query fails with its first row error
 	cols := q.OutputSchema()
 	updating := plan.Stages[len(plan.Stages)-1].Sink.Changes != planner.AppendOnly
 	if updating {
