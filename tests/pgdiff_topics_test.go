@@ -240,11 +240,7 @@ var pdKnownWrongTopics = map[string]string{
 	"sum_bigint_limit":   pdWrongSumOverflow,
 	"sum_bigint_over":    pdWrongSumOverflow,
 	"sum_bigint_grouped": pdWrongSumOverflow,
-	"global_aggs_ttl":    pdWrongTTLLoses,
-	"per_user_ttl":       pdWrongTTLLoses,
 }
-
-const pdWrongTTLLoses = "a GROUP BY view over a topic created with SET state_ttl = '1 day' misses rows the job read (the data spans minutes; without the TTL the view is right)"
 
 // pdTopicQueues is the number of queues of each input topic (RSQL_PGDIFF_QUEUES, default 2).
 func pdTopicQueues() int {
