@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -337,13 +336,7 @@ func (g *pdGen) query(i int) pdQuery {
 var pdKnownWrongRandom = []struct {
 	is  func(q pdQuery, o pdOutcome) bool
 	why string
-}{
-	{func(q pdQuery, o pdOutcome) bool { return pdDedupDistinct.MatchString(q.rsql) }, pdWrongDedupDistinct},
-}
-
-// pdDedupDistinct finds a deduplication (ROW_NUMBER() by the event time alone) over a
-// SELECT DISTINCT.
-var pdDedupDistinct = regexp.MustCompile(`OVER \(ORDER BY ts( ASC| DESC)?\) AS rn\d+ FROM \(SELECT DISTINCT`)
+}{}
 
 func pdRandomTest(t *testing.T, e *pdEnv) {
 	n := 30

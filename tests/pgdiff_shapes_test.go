@@ -76,13 +76,10 @@ var pdShapes = []pdQuery{
 // pdKnownWrong are shapes rsql answers differently from PostgreSQL today, each with the
 // difference: they still run and are compared, and skip (rather than fail) while the
 // difference stays; RSQL_PGDIFF_STRICT=1 makes them fail.
-var pdKnownWrong = map[string]string{
-	"dedup_first_of_distinct": pdWrongDedupDistinct,
-}
+var pdKnownWrong = map[string]string{}
 
 const (
-	pdWrongDedupDistinct = "ROW_NUMBER() OVER (ORDER BY ts) ... rn = 1 over SELECT DISTINCT ts gives a later ts, not the first"
-	pdWrongSumOverflow   = "SUM of BIGINT past the 64-bit limit in a view over a topic: the row that overflows and every later row of its group become bad records (SHOW JOBS bad), the job goes on RUNNING with no error, and the view keeps the sum from before; PostgreSQL gives the NUMERIC sum (rsql must give it or fail with 22003, as rsql -c over files now does)"
+	pdWrongSumOverflow = "SUM of BIGINT past the 64-bit limit in a view over a topic: the row that overflows and every later row of its group become bad records (SHOW JOBS bad), the job goes on RUNNING with no error, and the view keeps the sum from before; PostgreSQL gives the NUMERIC sum (rsql must give it or fail with 22003, as rsql -c over files now does)"
 )
 
 // TestPGDiff runs the fixed shapes and the random queries over one data set and one
