@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"math/big"
 	"sort"
 	"strings"
 )
@@ -283,7 +284,7 @@ func init() {
 				return count{}, nil
 			}},
 		&AggDef{Name: "SUM", Sig: "SUM(x)", Arg: "numeric",
-			Doc: "`BIGINT` for integers, `DOUBLE`, or `NUMERIC` (exact, any size)",
+			Doc: "`BIGINT` for `SMALLINT`/`INT`, `NUMERIC` for `BIGINT` (exact, any size, as PostgreSQL), `DOUBLE`, or `NUMERIC`",
 			Check: func(args []Expr, _ bool) (Type, []Expr, error) {
 				if err := oneArg("SUM", args); err != nil {
 					return TypeNull, nil, err
@@ -298,6 +299,9 @@ func init() {
 					return TypeNumeric, args, nil // the sum keeps the values' scales
 				case t.Kind == KindDecimal:
 					return Type{Kind: KindDecimal, Precision: 18, Scale: t.Scale}, args, nil
+				case t.Kind == KindBigInt:
+					// As PostgreSQL: the sum of BIGINTs is NUMERIC, exact past 2⁶³.
+					return TypeNumeric, args, nil
 				}
 				return TypeBigInt, args, nil
 			},
@@ -431,6 +435,22 @@ func integerArg(c AggCall) bool {
 	return len(args) == 1 && args[0].Type().Kind.IsInteger()
 }
 
+// intSumNumeric is the NUMERIC value of the 128-bit integer sum of s (I, F carries of
+// 2⁶⁴): SUM of BIGINT, as PostgreSQL computes it.
+func intSumNumeric(s *AggState) Value {
+	if s.F == 0 {
+		return Decimal(s.I, 0)
+	}
+	t := new(big.Int).SetInt64(int64(s.F))
+	t.Lsh(t, 64)
+	t.Add(t, big.NewInt(s.I))
+	v, ok := NumericFromString(t.String())
+	if !ok {
+		return ErrorValue(CodeNumericOutOfRange, "numeric out of range")
+	}
+	return v
+}
+
 // addCarry adds x to the 128-bit integer sum of s (I, F carries of 2⁶⁴).
 func addCarry(s *AggState, x int64) {
 	r := s.I + x
@@ -535,6 +555,8 @@ func (a sum) Result(s *AggState) Value {
 	}
 	var total float64
 	switch {
+	case a.ints && !a.avg && a.t == KindDecimal:
+		return intSumNumeric(s)
 	case a.ints:
 		if !a.avg && s.F != 0 {
 			return ErrorValue(CodeNumericOutOfRange, "bigint out of range")

@@ -78,10 +78,6 @@ var pdShapes = []pdQuery{
 // difference stays; RSQL_PGDIFF_STRICT=1 makes them fail.
 var pdKnownWrong = map[string]string{}
 
-const (
-	pdWrongSumOverflow = "SUM of BIGINT past the 64-bit limit in a view over a topic: the row that overflows and every later row of its group become bad records (SHOW JOBS bad), the job goes on RUNNING with no error, and the view keeps the sum from before; PostgreSQL gives the NUMERIC sum (rsql must give it or fail with 22003, as rsql -c over files now does)"
-)
-
 // TestPGDiff runs the fixed shapes and the random queries over one data set and one
 // PostgreSQL.
 func TestPGDiff(t *testing.T) {

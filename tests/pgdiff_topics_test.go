@@ -236,11 +236,7 @@ func pdTopicsTest(t *testing.T, e *pdEnv) {
 
 // pdKnownWrongTopics are the shapes whose views differ from PostgreSQL today (see
 // pdKnownWrong).
-var pdKnownWrongTopics = map[string]string{
-	"sum_bigint_limit":   pdWrongSumOverflow,
-	"sum_bigint_over":    pdWrongSumOverflow,
-	"sum_bigint_grouped": pdWrongSumOverflow,
-}
+var pdKnownWrongTopics = map[string]string{}
 
 // pdTopicQueues is the number of queues of each input topic (RSQL_PGDIFF_QUEUES, default 2).
 func pdTopicQueues() int {
