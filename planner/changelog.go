@@ -145,7 +145,7 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 			}
 			for _, g := range n.Aggs {
 				if def, ok := g.Aggregate(); !ok || !def.Retractable(g) {
-					return nil, ch, refuse("aggregate "+aggText(g), ch, "it cannot take back a row it has counted (the built-in aggregates can; a user-defined one cannot yet)")
+					return nil, ch, refuse("aggregate "+aggText(g), ch, "it cannot take back a row it has counted (the built-in aggregates can; a JavaScript aggregate can when its body defines retract(state, args...))")
 				}
 			}
 			a.Retracting, a.TTL, a.EmitNew = true, 0, false

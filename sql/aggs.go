@@ -26,15 +26,16 @@ type AggDef struct {
 	// New builds the Aggregator of one call (typed by Check). The planner calls it once
 	// per compiled plan, so each stage has its own.
 	New func(c AggCall) (Aggregator, error)
-	// User marks a user-defined aggregate.
-	User bool
+	// User marks a user-defined aggregate; CanRetract one that can take a row back (a
+	// JavaScript aggregate whose body defines retract).
+	User, CanRetract bool
 }
 
 // Retractable reports whether the aggregate can take back a row it has counted, so that it
 // can run over an updating input (docs/sql.md, "Changelogs"): the built-ins can (COUNT,
 // SUM and AVG by subtraction, Retracter; the others by keeping each group's values);
-// user aggregates cannot yet.
-func (d *AggDef) Retractable(AggCall) bool { return !d.User }
+// a user aggregate when it defines retract (CanRetract).
+func (d *AggDef) Retractable(AggCall) bool { return !d.User || d.CanRetract }
 
 // Retracter is implemented by aggregators that take a row back by undoing its Add (COUNT,
 // SUM, AVG): Retract(s, args) leaves s as if the Add of args had not happened.

@@ -164,6 +164,7 @@ type jsVM struct {
 	add       goja.Callable
 	merge     goja.Callable
 	result    goja.Callable
+	retract   goja.Callable // optional: retract(state, args...) takes one row back
 	stringify goja.Callable
 	parse     goja.Callable
 	date      goja.Callable
@@ -230,6 +231,7 @@ func (f *jsFunc) newVM() (in *jsVM, err error) {
 		}
 		*m.fn = c
 	}
+	in.retract, _ = goja.AssertFunction(obj.Get("retract"))
 	return in, nil
 }
 

@@ -31,7 +31,16 @@ func (r *Runtime) Agg(spec Spec) (*sql.AggDef, error) {
 	for i, p := range spec.Params {
 		types[i] = p.Type
 	}
+	// Whether the body defines retract(state, args...) is known once its program ran:
+	// one VM tells, at definition (docs/sql.md, "JavaScript aggregates").
+	probe, err := f.newVM()
+	if err != nil {
+		return nil, err
+	}
+	canRetract := probe.retract != nil
+	unregister(probe.w)
 	return &sql.AggDef{Name: spec.Name, Sig: signature(spec), Arg: paramNames(spec), Doc: spec.Returns.String(), User: true,
+		CanRetract: canRetract,
 		Check: func(args []sql.Expr, distinct bool) (sql.Type, []sql.Expr, error) {
 			if distinct {
 				return spec.Returns, nil, sql.Errorf(sql.CodeNotSupported, "%s(DISTINCT ...) is not supported; only COUNT(DISTINCT x) is", spec.Name)
@@ -119,6 +128,41 @@ func (a *jsAgg) Add(s *sql.AggState, args []sql.Value) *sql.Error {
 	}
 	s.Obj = res
 	s.N++
+	return nil
+}
+
+// Retract calls retract(state, args...) (an updating input's delete, docs/sql.md
+// "Changelogs"); a row with a NULL argument was skipped by Add and is skipped here too.
+// The planner lets a JavaScript aggregate read an updating input only when its body
+// defines retract (AggDef.CanRetract).
+func (a *jsAgg) Retract(s *sql.AggState, args []sql.Value) *sql.Error {
+	for _, v := range args {
+		if v.K == sql.KindNull {
+			return nil
+		}
+	}
+	in, err := a.vm()
+	if err != nil {
+		return err
+	}
+	if in.retract == nil {
+		return sql.Errorf(sql.CodeExternalRoutine, "aggregate %s has no retract function", a.f.spec.Name)
+	}
+	st, failed, ok := a.state(in, s)
+	if !ok {
+		return failed.AsError()
+	}
+	a.args = append(a.args[:0], st)
+	for _, v := range args {
+		a.args = append(a.args, in.toJS(v))
+	}
+	res, failed, ok := in.call(in.retract, a.args...)
+	clear(a.args)
+	if !ok {
+		return failed.AsError()
+	}
+	s.Obj = res
+	s.N--
 	return nil
 }
 
