@@ -51,6 +51,7 @@ func Plan(q *sql.Query, opts Options) (LogicalNode, *Physical, error) {
 	if s, ok := l.(*Sink); ok {
 		c := *s
 		c.Stream = opts.Sink.Stream
+		c.Multiset = opts.Sink.Connector == "view"
 		l = &c
 	}
 	if l, err = Optimize(l); err != nil {
@@ -534,11 +535,16 @@ func (b *builder) union(ins []sub, out sql.Schema) (sub, error) {
 	}
 	var ups []*Stage
 	for i, s := range ins {
-		keys := make([]sql.Expr, len(s.row))
+		keys := make([]sql.Expr, 0, len(s.row))
 		used := map[int]bool{}
 		for c, col := range s.row {
-			keys[c] = &sql.ColumnRef{Index: c, Name: col.Name, T: col.Type}
 			used[c] = true
+			if c == len(s.row)-1 && col.Name == sql.ChangeColumn && out[len(out)-1].Name == sql.ChangeColumn {
+				// A changelog's row is routed by its values, not its change: a row's
+				// delete follows its insert into the same split, in order.
+				continue
+			}
+			keys = append(keys, &sql.ColumnRef{Index: c, Name: col.Name, T: col.Type})
 		}
 		x, _, err := b.exchange(s, keys, used, false)
 		if err != nil {

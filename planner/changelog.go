@@ -53,7 +53,8 @@ func (c changes) updating() bool { return c.mode != AppendOnly }
 //   - a filter and a projection accept a retract input (a projection an upsert input when
 //     it keeps the key) and keep the mode;
 //   - a sink accepts any mode; a stream sink of an updating relation needs its key (the
-//     changelog's message key);
+//     changelog's message key), but a materialized view (Sink.Multiset) takes a retract
+//     changelog without one, as a multiset;
 //   - a regular join without a state TTL (INNER, LEFT, RIGHT, FULL) accepts retract inputs
 //     and a table's changelog (each key's latest version): it is append-only when it is
 //     inner and both inputs are append-only streams, retract otherwise (an outer join
@@ -86,7 +87,7 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 		if err != nil {
 			return nil, ch, err
 		}
-		if ch.updating() && n.Stream != "" && ch.key == nil {
+		if ch.updating() && n.Stream != "" && ch.key == nil && !(n.Multiset && ch.mode == Retract) {
 			return nil, ch, errorf(sql.CodeNotSupported, "the rows of this query change as input arrives, but it selects no key to write them by: select every GROUP BY column (the key of the changelog written to %s)", n.Stream)
 		}
 		s := *n

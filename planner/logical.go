@@ -142,6 +142,9 @@ type Sink struct {
 	Stream  string
 	Changes ChangeMode
 	Key     []int
+	// Multiset: the sink holds the rows as a multiset (a materialized view), so a retract
+	// changelog without a key can go there (a delete takes back one equal row).
+	Multiset bool
 }
 
 // Schema implementations.

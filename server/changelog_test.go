@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -103,4 +104,56 @@ func TestViewOfAppendOnlyRowsHoldsEvery(t *testing.T) {
 	if w := "2|y 3|z 3|z"; strings.Join(got, " ") != w {
 		t.Fatalf("view rows %q, want %q", strings.Join(got, " "), w)
 	}
+}
+
+// A view of a retract changelog without a key (a global Top-N over an aggregate) holds
+// the multiset of its rows: each change's delete takes one equal row back.
+func TestViewOfKeylessChangelog(t *testing.T) {
+	te := newTestEngine(t, true)
+	te.mustExec("CREATE STREAM ev (u VARCHAR, x BIGINT) WITH (queues = 1)")
+	te.mustExec(`CREATE MATERIALIZED VIEW top AS SELECT u, n, rn FROM (SELECT u, n, ROW_NUMBER() OVER (ORDER BY n DESC) AS rn
+		FROM (SELECT u, COUNT(*) AS n FROM ev GROUP BY u) a) b WHERE rn <= 2`)
+	te.mustExec("INSERT INTO ev VALUES ('a', 1), ('a', 2), ('b', 3), ('c', 4), ('c', 5), ('c', 6)")
+	var got string
+	waitFor(t, "the view's rows", func() bool {
+		_, rows, err := te.exec("SELECT u, n, rn FROM top ORDER BY rn")
+		if err != nil || len(rows) == 0 {
+			return false
+		}
+		var parts []string
+		for _, r := range rows[0] {
+			parts = append(parts, strings.Join(r, "|"))
+		}
+		got = strings.Join(parts, " ")
+		return got == "c|3|1 a|2|2"
+	})
+}
+
+// A view of UNION ALL of two aggregates over a stream of two queues: the union's stage
+// receives each input's changelog routed by the rows' values, so a row's delete follows its
+// insert, and the view holds one row per group.
+func TestViewOfUnionOfAggregates(t *testing.T) {
+	te := newTestEngine(t, true)
+	te.mustExec("CREATE STREAM ev (u VARCHAR, c VARCHAR) WITH (queues = 2)")
+	te.mustExec(`CREATE MATERIALIZED VIEW uv AS SELECT 'cat' AS kind, c AS k, COUNT(*) AS n FROM ev GROUP BY c
+		UNION ALL SELECT 'user' AS kind, u AS k, COUNT(*) AS n FROM ev GROUP BY u`)
+	var vals []string
+	for i := 0; i < 200; i++ {
+		vals = append(vals, fmt.Sprintf("('u%d', 'c%d')", i%7, i%3))
+	}
+	te.mustExec("INSERT INTO ev VALUES " + strings.Join(vals, ", "))
+	want := "cat|c0|67 cat|c1|67 cat|c2|66 user|u0|29 user|u1|29 user|u2|29 user|u3|29 user|u4|28 user|u5|28 user|u6|28"
+	var got string
+	waitFor(t, "the union view's rows", func() bool {
+		_, rows, err := te.exec("SELECT kind, k, n FROM uv ORDER BY kind, k")
+		if err != nil || len(rows) == 0 {
+			return false
+		}
+		var parts []string
+		for _, r := range rows[0] {
+			parts = append(parts, strings.Join(r, "|"))
+		}
+		got = strings.Join(parts, " ")
+		return got == want
+	})
 }

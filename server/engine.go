@@ -741,7 +741,8 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 			sch = sch[:len(sch)-1] // the change column
 		}
 		all := last.Sink.Changes == planner.AppendOnly && len(last.Sink.KeyColumns) == 0 && !globalAggregate(plan)
-		env.OnRow = e.viewFor(def.Sink, sch, last.Sink.KeyColumns, all).apply
+		multiset := last.Sink.Changes == planner.Retract && len(last.Sink.KeyColumns) == 0
+		env.OnRow = e.viewFor(def.Sink, sch, last.Sink.KeyColumns, all, multiset).apply
 		env.Store, env.Commit = state.NewMemory(), nil
 		env.ShuffleTopics = false
 	}

@@ -24,10 +24,15 @@ type viewTable struct {
 	keys   []int // output columns that form the group key; empty: one row
 	// all: the view's query is append-only without a key (a projection, a join): it holds
 	// every row, each under its own sequence number (seq).
-	all  bool
-	seq  uint64
-	mu   sync.Mutex
-	rows map[string]sql.Row
+	all bool
+	seq uint64
+	// multiset: the view's query is a retract changelog without a key (a global Top-N, an
+	// outer join, UNION ALL of changes): rows are kept by their values with a count, and a
+	// delete takes one equal row back.
+	multiset bool
+	counts   map[string]int
+	mu       sync.Mutex
+	rows     map[string]sql.Row
 }
 
 // apply applies one row of the view's job: the key's new row, or, when the row carries the
@@ -37,6 +42,31 @@ func (v *viewTable) apply(row sql.Row) error {
 	var k []byte
 	for _, i := range v.keys {
 		k = sql.AppendKey(k, row[i])
+	}
+	if v.multiset {
+		del := sql.IsDelete(row[len(v.schema)])
+		row = row[:len(v.schema)]
+		k = sql.AppendRow(k[:0], row)
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		// A count may go below zero for a while (a delete that overtook its insert from
+		// another split); only rows counted above zero are the view's.
+		d := 1
+		if del {
+			d = -1
+		}
+		c := v.counts[string(k)] + d
+		switch {
+		case c == 0:
+			delete(v.counts, string(k))
+			delete(v.rows, string(k))
+		default:
+			if _, ok := v.rows[string(k)]; !ok {
+				v.rows[string(k)] = append(sql.Row(nil), row...)
+			}
+			v.counts[string(k)] = c
+		}
+		return nil
 	}
 	if v.all {
 		c := append(sql.Row(nil), row...)
@@ -67,8 +97,14 @@ func (v *viewTable) snapshot() []sql.Row {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	out := make([]sql.Row, 0, len(v.rows))
-	for _, r := range v.rows {
-		out = append(out, r)
+	for k, r := range v.rows {
+		n := 1
+		if v.multiset {
+			n = v.counts[k] // below zero: not (yet) a row of the view
+		}
+		for i := 0; i < n; i++ {
+			out = append(out, r)
+		}
 	}
 	return out
 }
@@ -106,19 +142,20 @@ func (e *Engine) createView(s *sql.CreateView, sess *Session) (*Result, error) {
 }
 
 // viewFor returns the table of view name, making it when the view's job starts.
-// A view of an append-only query without a key (all) holds every row; its job replays
-// its input from the beginning at each start, so the rows start again from none.
-func (e *Engine) viewFor(name string, schema sql.Schema, keys []int, all bool) *viewTable {
+// A view of an append-only query without a key (all) holds every row, one of a keyless
+// retract changelog (multiset) the multiset of its rows; its job replays its input from the
+// beginning at each start, so the rows start again from none.
+func (e *Engine) viewFor(name string, schema sql.Schema, keys []int, all, multiset bool) *viewTable {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := strings.ToLower(name)
 	v := e.views[k]
 	if v == nil {
-		v = &viewTable{schema: schema, keys: keys, all: all, rows: map[string]sql.Row{}}
+		v = &viewTable{schema: schema, keys: keys, all: all, multiset: multiset, rows: map[string]sql.Row{}, counts: map[string]int{}}
 		e.views[k] = v
-	} else if all {
+	} else if all || multiset {
 		v.mu.Lock()
-		v.rows, v.seq = map[string]sql.Row{}, 0
+		v.rows, v.seq, v.counts = map[string]sql.Row{}, 0, map[string]int{}
 		v.mu.Unlock()
 	}
 	return v
