@@ -883,10 +883,11 @@ func (b *logicalBuilder) topN(q *sql.Query, where sql.Expr) (LogicalNode, sql.Ex
 	switch {
 	case ws >= 0 && we >= 0 && rn.PartitionAttr(ws).Window == rn.PartitionAttr(we).Window:
 		t.Mode, t.WindowEnd = TopNWindow, base+we
-	case bounded(in):
-		// A bounded input answers once: every partition's first N rows at its end, which
-		// is exact whatever order the rows come in (an aggregate's rows, emitted when its
-		// input ends, are not in event-time order).
+	case bounded(in) && aggregatesWithoutWindow(in):
+		// A bounded input answers once: every partition's first N rows at its end, exact
+		// whatever order the rows come in — an aggregate without a window emits its rows
+		// when its input ends, not in event-time order, so a deduplication by event time
+		// would take them as late.
 		t.Mode = TopNBounded
 	case len(rn.Order) == 1 && rn.OrderAttr(0).Time && limit == 1:
 		t.Time = base + len(rn.Partition)
@@ -894,10 +895,12 @@ func (b *logicalBuilder) topN(q *sql.Query, where sql.Expr) (LogicalNode, sql.Ex
 		if rn.Order[0].Desc {
 			t.Mode = DedupLast
 		}
-		if b.opts.StateTTL <= 0 {
+		if !bounded(in) && b.opts.StateTTL <= 0 {
 			return nil, nil, errorf(sql.CodeNotSupported, "deduplication over an unbounded stream keeps every key for ever: add window_start and window_end to PARTITION BY, or SET state_ttl = '1 hour' to forget keys older than that (a key may then come again)")
 		}
 		t.TTL = b.opts.StateTTL
+	case bounded(in):
+		t.Mode = TopNBounded
 	default:
 		// A Top-N over the whole stream: its rows change as rows arrive (and leave).
 		t.Mode = TopNChanges
@@ -908,6 +911,19 @@ func (b *logicalBuilder) topN(q *sql.Query, where sql.Expr) (LogicalNode, sql.Ex
 		out[i] = &sql.ColumnRef{Index: i, Name: sch[i].Name, T: sch[i].Type}
 	}
 	return &Project{Input: t, Exprs: out, Names: q.Names}, and(rest), nil
+}
+
+// aggregatesWithoutWindow reports whether a plan holds an aggregation without a window.
+func aggregatesWithoutWindow(n LogicalNode) bool {
+	if a, ok := n.(*Aggregate); ok && a.Window == nil {
+		return true
+	}
+	for _, c := range n.Children() {
+		if aggregatesWithoutWindow(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // rowNumberBound recognizes rn <= N, rn < N, rn = 1 (and the mirrored forms) over column
