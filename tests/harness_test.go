@@ -177,6 +177,30 @@ func waitListening(t testing.TB, p *proc, addr string) {
 	t.Fatalf("nothing listens on %s after 30 s\nstderr:\n%s", addr, p.Stderr.String())
 }
 
+// listensOrTaken waits until addr accepts connections (true), or reports false when the
+// process exited because one of its addresses was taken meanwhile (free ports are only
+// free when chosen: another test's process may bind one first); any other failure fails t.
+func listensOrTaken(t testing.TB, p *proc, addr string) bool {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return true
+		}
+		select {
+		case <-p.done:
+			if strings.Contains(p.Stderr.String(), "address already in use") {
+				return false
+			}
+			t.Fatalf("process exited before listening on %s: %v\nstderr:\n%s", addr, p.err, p.Stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("nothing listens on %s after 30 s\nstderr:\n%s", addr, p.Stderr.String())
+	return false
+}
+
 // runRsql runs the rsql binary to completion and returns stdout, stderr and the error.
 func runRsql(t testing.TB, stdin string, args ...string) (string, string, error) {
 	t.Helper()

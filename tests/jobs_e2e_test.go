@@ -47,9 +47,18 @@ func (s *jobsServer) start() {
 		waitListening(s.t, s.p, s.pg)
 		return
 	}
-	s.p = startProc(s.t, buildRsql(s.t), "server", "--data-dir", s.dir, "--pg-addr", s.pg,
-		"--namesrv-addr", s.ns, "--broker-addr", s.br, "--http-addr", s.http)
-	waitListening(s.t, s.p, s.pg)
+	for attempt := 1; ; attempt++ {
+		s.p = startProc(s.t, buildRsql(s.t), "server", "--data-dir", s.dir, "--pg-addr", s.pg,
+			"--namesrv-addr", s.ns, "--broker-addr", s.br, "--http-addr", s.http)
+		if listensOrTaken(s.t, s.p, s.pg) {
+			break
+		}
+		if s.starts > 1 || attempt == 3 {
+			s.t.Fatalf("an address of the server was taken: %s", s.p.Stderr.String())
+		}
+		// First start: its free ports were taken by another process; choose others.
+		s.pg, s.ns, s.br, s.http = freePort(s.t), freePort(s.t), freePort(s.t), freePort(s.t)
+	}
 	waitListening(s.t, s.p, s.ns)
 }
 
