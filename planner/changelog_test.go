@@ -44,6 +44,8 @@ func TestChangelogModes(t *testing.T) {
 		{"UNION ALL over updating", `SELECT user_id, n FROM ` + upd + ` UNION ALL SELECT user_id, 1 FROM orders_mq`, "", "retract"},
 		{"UNION ALL over updating, aggregated", `SELECT user_id, SUM(n) FROM (SELECT user_id, n FROM ` + upd + ` UNION ALL SELECT user_id, 1 FROM orders_mq) x GROUP BY user_id`, "totals_mq", "upsert"},
 		{"regular join over updating", `SELECT u.user_id FROM ` + upd + ` JOIN orders_mq o ON u.user_id = o.user_id`, "", "retract"},
+		{"window over a regular join", `SELECT window_end, COUNT(*) FROM TUMBLE((SELECT o.ts AS ts FROM orders_mq o JOIN payments_mq p ON o.user_id = p.user_id), ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end`, "", sql.CodeNotSupported},
+		{"window over an interval join", `SELECT window_end, COUNT(*) FROM TUMBLE((SELECT o.ts AS ts FROM orders_mq o JOIN payments_mq p ON o.user_id = p.user_id AND p.ts BETWEEN o.ts AND o.ts + INTERVAL '1' MINUTE), ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end`, "", "append-only"},
 		{"regular join of streams", `SELECT o.order_id, p.amount FROM orders_mq o JOIN payments_mq p ON o.order_id = p.order_id`, "", "append-only"},
 		{"LEFT regular join of streams", `SELECT o.order_id, p.amount FROM orders_mq o LEFT JOIN payments_mq p ON o.order_id = p.order_id`, "", "retract"},
 		{"regular join with a table", `SELECT o.order_id, t.tier FROM orders_mq o JOIN users t ON o.user_id = t.user_id`, "", "retract"},

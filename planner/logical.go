@@ -564,6 +564,11 @@ func (b *logicalBuilder) query(q *sql.Query, extra []sql.Expr) (LogicalNode, err
 	}
 	// tvfCols is true when the input row carries window_start/window_end at n, n+1.
 	// (A binder may also refer to a SESSION's window_start/window_end at n, n+1 in GROUP BY.)
+	if w != nil {
+		if j := timelessJoin(node); j != nil {
+			return nil, errorf(sql.CodeNotSupported, "a %s window over %s: its rows come when their second side arrives, so their times are not event times and rows would be late (as in Flink SQL); window each input before joining, or bound the join by time (an interval join)", windowName(w.Kind), joinWhat(j))
+		}
+	}
 	tvfCols := w != nil && w.TVF
 	isWindowCol := func(i int) bool {
 		switch {
@@ -889,6 +894,8 @@ func (b *logicalBuilder) topN(q *sql.Query, where sql.Expr) (LogicalNode, sql.Ex
 		// when its input ends, not in event-time order, so a deduplication by event time
 		// would take them as late.
 		t.Mode = TopNBounded
+	case len(rn.Order) == 1 && rn.OrderAttr(0).Time && limit == 1 && !bounded(in) && timelessJoin(in) != nil:
+		return nil, nil, errorf(sql.CodeNotSupported, "a deduplication by event time over %s: its rows come when their second side arrives, so their times are not event times; deduplicate each input before joining", joinWhat(timelessJoin(in)))
 	case len(rn.Order) == 1 && rn.OrderAttr(0).Time && limit == 1:
 		t.Time = base + len(rn.Partition)
 		t.Mode = DedupFirst
@@ -911,6 +918,33 @@ func (b *logicalBuilder) topN(q *sql.Query, where sql.Expr) (LogicalNode, sql.Ex
 		out[i] = &sql.ColumnRef{Index: i, Name: sch[i].Name, T: sch[i].Type}
 	}
 	return &Project{Input: t, Exprs: out, Names: q.Names}, and(rest), nil
+}
+
+// timelessJoin returns a join in n whose rows' times are not event times — a regular join,
+// or an interval join bounded by a left column (only its lower bound holds the watermark)
+// — unless an aggregation sits between it and n's top; nil when there is none.
+func timelessJoin(n LogicalNode) *Join {
+	switch x := n.(type) {
+	case *Join:
+		if x.Mode == JoinRegular || x.Mode == JoinInterval && x.HasUntil {
+			return x
+		}
+	case *Aggregate:
+		return nil
+	}
+	for _, c := range n.Children() {
+		if j := timelessJoin(c); j != nil {
+			return j
+		}
+	}
+	return nil
+}
+
+func joinWhat(j *Join) string {
+	if j.Mode == JoinRegular {
+		return "a regular join"
+	}
+	return "a join bounded by a column of its left side"
 }
 
 // aggregatesWithoutWindow reports whether a plan holds an aggregation without a window.
