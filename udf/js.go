@@ -83,6 +83,8 @@ type jsFunc struct {
 	spec Spec
 	lim  limits
 	prog *goja.Program // evaluates to the function, or to the aggregate's object
+	// canRetract: the aggregate's object has a retract function (seen in the scratch VM)
+	canRetract bool
 }
 
 // jsFunc compiles (once per content) scalar or aggregate function spec and checks it in a
@@ -118,6 +120,7 @@ func (r *Runtime) jsFunc(spec Spec) (*jsFunc, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.canRetract = vm.retract != nil
 	vm.close()
 	r.mu.Lock()
 	r.js[key] = prog

@@ -31,16 +31,8 @@ func (r *Runtime) Agg(spec Spec) (*sql.AggDef, error) {
 	for i, p := range spec.Params {
 		types[i] = p.Type
 	}
-	// Whether the body defines retract(state, args...) is known once its program ran:
-	// one VM tells, at definition (docs/sql.md, "JavaScript aggregates").
-	probe, err := f.newVM()
-	if err != nil {
-		return nil, err
-	}
-	canRetract := probe.retract != nil
-	unregister(probe.w)
 	return &sql.AggDef{Name: spec.Name, Sig: signature(spec), Arg: paramNames(spec), Doc: spec.Returns.String(), User: true,
-		CanRetract: canRetract,
+		CanRetract: f.canRetract, // seen in jsFunc's scratch VM (docs/sql.md, "JavaScript aggregates")
 		Check: func(args []sql.Expr, distinct bool) (sql.Type, []sql.Expr, error) {
 			if distinct {
 				return spec.Returns, nil, sql.Errorf(sql.CodeNotSupported, "%s(DISTINCT ...) is not supported; only COUNT(DISTINCT x) is", spec.Name)
@@ -104,31 +96,7 @@ func (a *jsAgg) state(in *jsVM, s *sql.AggState) (goja.Value, sql.Value, bool) {
 // Add calls add(state, args...) unless an argument is NULL (like the built-in
 // aggregates, a row with a NULL argument is skipped).
 func (a *jsAgg) Add(s *sql.AggState, args []sql.Value) *sql.Error {
-	for _, v := range args {
-		if v.K == sql.KindNull {
-			return nil
-		}
-	}
-	in, err := a.vm()
-	if err != nil {
-		return err
-	}
-	st, failed, ok := a.state(in, s)
-	if !ok {
-		return failed.AsError()
-	}
-	a.args = append(a.args[:0], st)
-	for _, v := range args {
-		a.args = append(a.args, in.toJS(v))
-	}
-	res, failed, ok := in.call(in.add, a.args...)
-	clear(a.args)
-	if !ok {
-		return failed.AsError()
-	}
-	s.Obj = res
-	s.N++
-	return nil
+	return a.step(s, args, func(in *jsVM) goja.Callable { return in.add }, 1)
 }
 
 // Retract calls retract(state, args...) (an updating input's delete, docs/sql.md
@@ -136,6 +104,12 @@ func (a *jsAgg) Add(s *sql.AggState, args []sql.Value) *sql.Error {
 // The planner lets a JavaScript aggregate read an updating input only when its body
 // defines retract (AggDef.CanRetract).
 func (a *jsAgg) Retract(s *sql.AggState, args []sql.Value) *sql.Error {
+	return a.step(s, args, func(in *jsVM) goja.Callable { return in.retract }, -1)
+}
+
+// step calls fn(state, args...) of s's VM (add or retract), unless an argument is NULL,
+// and moves the row count by dn.
+func (a *jsAgg) step(s *sql.AggState, args []sql.Value, fn func(*jsVM) goja.Callable, dn int64) *sql.Error {
 	for _, v := range args {
 		if v.K == sql.KindNull {
 			return nil
@@ -145,7 +119,8 @@ func (a *jsAgg) Retract(s *sql.AggState, args []sql.Value) *sql.Error {
 	if err != nil {
 		return err
 	}
-	if in.retract == nil {
+	f := fn(in)
+	if f == nil {
 		return sql.Errorf(sql.CodeExternalRoutine, "aggregate %s has no retract function", a.f.spec.Name)
 	}
 	st, failed, ok := a.state(in, s)
@@ -156,13 +131,13 @@ func (a *jsAgg) Retract(s *sql.AggState, args []sql.Value) *sql.Error {
 	for _, v := range args {
 		a.args = append(a.args, in.toJS(v))
 	}
-	res, failed, ok := in.call(in.retract, a.args...)
+	res, failed, ok := in.call(f, a.args...)
 	clear(a.args)
 	if !ok {
 		return failed.AsError()
 	}
 	s.Obj = res
-	s.N--
+	s.N += dn
 	return nil
 }
 
