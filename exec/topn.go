@@ -304,10 +304,7 @@ func (t *topNOp) save(sp *topSplit, b *state.Batch) {
 		}
 		t.enc = binary.AppendUvarint(t.enc[:0], flags)
 		t.enc = binary.AppendVarint(t.enc, p.time)
-		t.enc = binary.AppendUvarint(t.enc, uint64(len(p.rows)))
-		for _, r := range p.rows {
-			t.enc = sql.AppendRow(t.enc, r)
-		}
+		t.enc = appendPartRows(t.enc, p.rows)
 		b.Put(t.stateKey(sp, p.key), t.enc)
 		p.persisted = true
 	}
@@ -315,6 +312,37 @@ func (t *topNOp) save(sp *topSplit, b *state.Batch) {
 }
 
 var errBadTopN = errors.New("corrupt Top-N state")
+
+// appendPartRows appends a partition's kept rows: uvarint count, then each row
+// (sql.AppendRow); decodePartRows reads them back, all of v.
+func appendPartRows(dst []byte, rows []sql.Row) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(rows)))
+	for _, r := range rows {
+		dst = sql.AppendRow(dst, r)
+	}
+	return dst
+}
+
+func decodePartRows(v []byte) ([]sql.Row, error) {
+	cnt, n := binary.Uvarint(v)
+	if n <= 0 || cnt > uint64(len(v)) {
+		return nil, errBadTopN
+	}
+	v = v[n:]
+	rows := make([]sql.Row, 0, cnt)
+	for i := uint64(0); i < cnt; i++ {
+		r, k, err := sql.DecodeRow(v, nil)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, ownRow(r))
+		v = v[k:]
+	}
+	if len(v) != 0 {
+		return nil, errBadTopN
+	}
+	return rows, nil
+}
 
 func (t *topNOp) load(split string) error {
 	sp := t.split(split)
@@ -337,22 +365,11 @@ func (t *topNOp) load(split string) error {
 			return &StateError{Op: t.id, Split: split, Err: errBadTopN}
 		}
 		v = v[n:]
-		cnt, n := binary.Uvarint(v)
-		if n <= 0 || cnt > uint64(len(v)) {
-			return &StateError{Op: t.id, Split: split, Err: errBadTopN}
+		rows, err := decodePartRows(v)
+		if err != nil {
+			return &StateError{Op: t.id, Split: split, Err: err}
 		}
-		v = v[n:]
-		for i := uint64(0); i < cnt; i++ {
-			r, k, err := sql.DecodeRow(v, nil)
-			if err != nil {
-				return &StateError{Op: t.id, Split: split, Err: err}
-			}
-			p.rows = append(p.rows, ownRow(r))
-			v = v[k:]
-		}
-		if len(v) != 0 {
-			return &StateError{Op: t.id, Split: split, Err: errBadTopN}
-		}
+		p.rows = rows
 		sp.parts[p.key] = p
 		if !p.emitted && t.node.Mode != planner.DedupLast {
 			heap.Push(&sp.heap, partEntry{p.time, p})

@@ -1,8 +1,6 @@
 package exec
 
 import (
-	"encoding/binary"
-	"errors"
 	"sort"
 
 	"rsql/planner"
@@ -246,17 +244,12 @@ func (t *topNChangesOp) save(name string, sp *topChSplit, b *state.Batch) {
 		if len(p.rows) == 0 {
 			continue
 		}
-		t.enc = binary.AppendUvarint(t.enc[:0], uint64(len(p.rows)))
-		for _, r := range p.rows {
-			t.enc = sql.AppendRow(t.enc, r)
-		}
+		t.enc = appendPartRows(t.enc[:0], p.rows)
 		b.Put(t.stateKey(name, p.key), t.enc)
 		p.persisted = true
 	}
 	sp.dirty = sp.dirty[:0]
 }
-
-var errBadTopNChanges = errors.New("corrupt Top-N state")
 
 func (t *topNChangesOp) load(split string) error {
 	sp := t.split(split)
@@ -265,27 +258,14 @@ func (t *topNChangesOp) load(split string) error {
 	}
 	prefix := state.SplitPrefix(nil, t.job, t.id, split)
 	return t.store.Scan(prefix, func(key, v []byte) error {
-		bad := &StateError{Op: t.id, Split: split, Err: errBadTopNChanges}
 		if len(key) < len(prefix)+16 {
-			return bad
+			return &StateError{Op: t.id, Split: split, Err: errBadTopN}
 		}
-		p := &topChPart{key: string(key[len(prefix) : len(key)-16]), persisted: true}
-		cnt, n := binary.Uvarint(v)
-		if n <= 0 || cnt > uint64(len(v)) {
-			return bad
+		rows, err := decodePartRows(v)
+		if err != nil {
+			return &StateError{Op: t.id, Split: split, Err: err}
 		}
-		v = v[n:]
-		for i := uint64(0); i < cnt; i++ {
-			r, k, err := sql.DecodeRow(v, nil)
-			if err != nil {
-				return &StateError{Op: t.id, Split: split, Err: err}
-			}
-			p.rows = append(p.rows, ownRow(r))
-			v = v[k:]
-		}
-		if len(v) != 0 {
-			return bad
-		}
+		p := &topChPart{key: string(key[len(prefix) : len(key)-16]), rows: rows, persisted: true}
 		sp.parts[p.key] = p
 		return nil
 	})
