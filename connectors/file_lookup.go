@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strings"
 
 	"rsql/connectors/options"
 	"rsql/sql"
@@ -142,7 +141,7 @@ func OpenFileLookup(files *FileRoots, spec LookupSpec) (*FileLookup, error) {
 				}
 				key = sql.AppendKey(key, v)
 			}
-			if op >= 0 && isDeleteOp(row[op]) {
+			if op >= 0 && sql.IsDelete(row[op]) {
 				delete(l.rows, string(key))
 				continue
 			}
@@ -154,12 +153,6 @@ func OpenFileLookup(files *FileRoots, spec LookupSpec) (*FileLookup, error) {
 		}
 	}
 	return l, nil
-}
-
-// isDeleteOp reports whether a change column's value ends the key ("delete" or "d", any
-// case), as a table's changelog reads it.
-func isDeleteOp(v sql.Value) bool {
-	return v.K == sql.KindVarchar && (strings.EqualFold(v.S, "delete") || strings.EqualFold(v.S, "d"))
 }
 
 // Len is the number of keys the table holds.

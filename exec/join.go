@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"sync/atomic"
 
 	"rsql/planner"
@@ -516,8 +515,7 @@ func (j *joinOp) isDelete(r sql.Row) bool {
 	if j.node.RightOp < 0 {
 		return false
 	}
-	v := r[j.node.RightOp]
-	return !v.IsNull() && (strings.EqualFold(v.S, "delete") || strings.EqualFold(v.S, "d"))
+	return sql.IsDelete(r[j.node.RightOp])
 }
 
 // pruneVersions drops the versions of k older than the one valid at t, when every left
