@@ -257,3 +257,123 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+// lockedQueueSink is a queueSink a test may read while the job writes it.
+type lockedQueueSink struct {
+	mu sync.Mutex
+	queueSink
+}
+
+func (s *lockedQueueSink) WriteQueue(ctx context.Context, q int, msgs []connectors.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queueSink.WriteQueue(ctx, q, msgs)
+}
+
+// statuses decodes the watermark messages written so far: per producing split, whether it
+// was ever written as idle and the largest watermark written.
+func (s *lockedQueueSink) statuses(t *testing.T) (idle map[string]bool, wm map[string]int64) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idle, wm = map[string]bool{}, map[string]int64{}
+	var m shuffleMsg
+	for _, q := range s.q {
+		for _, msg := range q {
+			if err := decodeShuffle(msg.Body, &m); err != nil {
+				t.Fatal(err)
+			}
+			if m.isWM {
+				idle[m.split] = idle[m.split] || m.idle
+				wm[m.split] = max(wm[m.split], m.wm)
+			}
+		}
+	}
+	return idle, wm
+}
+
+// A split reader held back by the alignment of split readers is not idle, however long the
+// slowest split holds it (here the stage after the exchange, whose producing splits' last
+// watermarks are low, as when a producing unit's instance died and the unit awaits its new
+// owner): the stage writing the shuffle topic keeps saying its splits are active, at their
+// own watermarks. Were they written as idle, the stage after it would stop waiting for them
+// (and, with both idle, their watermarks would jump to the largest event time read), and
+// the records they have not read yet would be late there once the slow producer moved on.
+func TestAlignedReaderIsNotIdle(t *testing.T) {
+	const job = "held"
+	clk := newFakeClock()
+	// The stage after the exchange reads, on each queue, the watermark 1000 of both
+	// producing splits, and then nothing: its input watermark holds the job's floor at 1000.
+	down := &gatedQueues{data: map[string][]connectors.Message{}, drained: make(chan struct{})}
+	for _, q := range []string{"0", "1"} {
+		m := newShuffleMessages()
+		for _, p := range []string{"a", "b"} {
+			if err := m.x.SplitWatermark(p, 1000); err != nil {
+				t.Fatal(err)
+			}
+		}
+		down.add(q, m.bodies()...)
+	}
+	up := newMemSource(false, 0, "a", "b")
+	spec := sourceSpec(map[string]string{"idle_timeout": "2s"}, 100)
+	spec.Connector = "broker"
+	w := planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000}
+	node := &planner.AggregateNode{Window: w, Keys: []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar},
+		Aggs: countSum, Schema: aggSchema(1, true, countSum)}
+	plan := &planner.Physical{Stages: []*planner.Stage{
+		planner.Chain(0, spec, planner.SinkSpec{}, &planner.ExchangeNode{Topic: job + "-0-shuffle", Keys: []planner.Evaluator{col(0)}, Queues: 2}),
+		planner.Chain(1, planner.SourceSpec{Stream: job + "-0-shuffle", Connector: "broker", Schema: eventSchema, EventTime: 2, FromStage: 0}, sinkSpec(node.Schema), node),
+	}}
+	shuffle := &lockedQueueSink{queueSink: queueSink{q: make([][]connectors.Message, 2)}}
+	sk := &sinks{}
+	env := Env{
+		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
+			if spec.Stream == job+"-0-shuffle" {
+				return down, nil
+			}
+			return up, nil
+		},
+		OpenSink: func(spec planner.SinkSpec) (connectors.Sink, error) {
+			if spec.Stream == job+"-0-shuffle" {
+				return shuffle, nil
+			}
+			return sk.open(spec)
+		},
+		NewFormat:          newTestFormat,
+		Store:              state.NewMemory(),
+		ShuffleTopics:      true,
+		CheckpointInterval: -1,
+		Tick:               5 * time.Millisecond,
+		AlignmentWindow:    time.Second,
+		Now:                clk.now,
+	}
+	j, err := Start(context.Background(), job, plan, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Stop()
+	waitFor(t, "the stage after the exchange to read its queues", func() bool { return queueRead(j, "0", 2) && queueRead(j, "1", 2) })
+
+	// Both splits read records far ahead of the floor: their readers wait.
+	up.feed("a", "x,1,1500,", "x,1,5000,")
+	up.feed("b", "y,1,1600,", "y,1,5000,")
+	waitFor(t, "records in", func() bool { return j.Stats().RecordsIn == 4 })
+	up.feed("a", "x,1,5100,") // waits unread behind the held reader
+	up.feed("b", "y,1,5100,")
+	for i := 0; i < 5; i++ {
+		clk.advance(time.Second)
+		time.Sleep(50 * time.Millisecond) // ticks run advance with the clock moved on
+	}
+	idle, wm := shuffle.statuses(t)
+	for _, p := range []string{"a", "b"} {
+		if idle[p] {
+			t.Errorf("split %s, held back by alignment for 5 s of a 2 s idle timeout, was written as idle", p)
+		}
+		if wm[p] > 5000-100 {
+			t.Errorf("split %s written with watermark %d, beyond its own 4900 (the largest event time it read less the delay)", p, wm[p])
+		}
+	}
+	if n := j.Stats().RecordsIn; n != 4 {
+		t.Errorf("%d records in: the held readers read on", n)
+	}
+}

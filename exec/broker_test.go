@@ -159,6 +159,37 @@ func TestBrokerShuffleStopRestartExactlyOnce(t *testing.T) {
 	}
 }
 
+// A job over topics whose source declares a watermark delay larger than the alignment
+// window (30 s against 10 s): the stage after the shuffle topic stands in the alignment
+// floor at its input watermark plus that delay, so the source readers are not held a delay
+// behind themselves — they read everything, and the result is exact.
+func TestBrokerShuffleDelayBeyondAlignmentWindow(t *testing.T) {
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	all := fillTopic(t, b, 6000)
+	groups := closedBy(tumbleGroups(all), maxTs(all))
+	want := expectRows(groups, true, countSumText)
+	plan := brokerPlan()
+	plan.Stages[0].Inputs[0].WatermarkDelay = 30_000
+	env := brokerEnv(b, state.NewMemory(), true)
+	env.AlignmentWindow = 10 * time.Second
+	j, err := Start(context.Background(), "bj", plan, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Stop()
+	got := waitOutput(t, b, len(want))
+	if d := diff(got, want); d != "" {
+		t.Fatal(d)
+	}
+	if n := j.Stats().RecordsIn; n != int64(len(all)) {
+		t.Fatalf("%d records read of %d", n, len(all))
+	}
+}
+
 // BenchmarkTopicToTopic: events from a 3-queue topic through a tumbling COUNT/SUM by key to
 // a sink topic, with the exchange in process or through a shuffle topic; memory state,
 // checkpoints every 200 ms. Reports events/s until the last window is out.

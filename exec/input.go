@@ -193,7 +193,7 @@ func (in *sourceInput) readRows(ctx context.Context, st *stage, sp *split, rd *r
 			}
 			if spec.EventTime >= 0 {
 				readMax = max(readMax, sentMax)
-				st.waitAligned(ctx, readMax)
+				st.waitAligned(ctx, rd, readMax)
 			}
 		} else {
 			ob.release()
@@ -326,7 +326,7 @@ func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, rd *reade
 			}
 			if spec.EventTime >= 0 {
 				readMax = max(readMax, sentMax)
-				st.waitAligned(ctx, readMax)
+				st.waitAligned(ctx, rd, readMax)
 			}
 		}
 		if errors.Is(err, connectors.ErrEndOfSplit) {
@@ -498,7 +498,7 @@ func (in *shuffleInput) read(ctx context.Context, st *stage, sp *split, rd *read
 						return
 					}
 					readMax = max(readMax, w)
-					st.waitAligned(ctx, readMax)
+					st.waitAligned(ctx, rd, readMax)
 					if !newBatch() {
 						return
 					}

@@ -393,6 +393,11 @@ func (j *Job) build(ctx context.Context) error {
 		src.Options.Topic, src.Options.Queues = src.Stream, q
 		down.shuffleIn = true
 	}
+	for _, st := range j.stages {
+		if st.shuffleIn {
+			st.floorLead = j.watermarkLead(st, byID, 0)
+		}
+	}
 	// Commit groups: connected components over in-process edges.
 	groupOf := map[*stage]*commitGroup{}
 	var assign func(st *stage, g *commitGroup)
@@ -795,6 +800,25 @@ func (j *Job) Checkpoint(ctx context.Context) (int64, error) {
 }
 
 // alignMoved wakes the split readers waiting for the alignment floor to move.
+// watermarkLead is how far the event time read by the sources feeding st (through any
+// stages before it) may run ahead of the watermark st's inputs report: the largest source
+// watermark delay on a path to st plus the output holds of the stages on the way (the
+// alignment floor of a stage reading shuffle topics, setAlignFloor).
+func (j *Job) watermarkLead(st *stage, byID map[int]*stage, depth int) int64 {
+	var lead int64
+	for _, src := range st.plan.Inputs {
+		var l int64
+		switch up := byID[src.FromStage]; {
+		case src.FromStage < 0:
+			l = src.WatermarkDelay
+		case up != nil && depth < len(byID):
+			l = j.watermarkLead(up, byID, depth+1) + up.outHold
+		}
+		lead = max(lead, l)
+	}
+	return lead
+}
+
 func (j *Job) alignMoved() {
 	j.alignMu.Lock()
 	close(j.alignCh)

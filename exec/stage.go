@@ -170,6 +170,11 @@ type stage struct {
 	inEmit    []*emitter // where each stage input's rows go
 	edges     int        // in-process edge inputs
 	shuffleIn bool       // the stage reads a shuffle topic
+	// floorLead is, for a stage reading shuffle topics, how far the event time its
+	// producing splits have read runs ahead of the watermark they write (their sources'
+	// watermark delay and the holds of the operators on the way): a split's input
+	// watermark plus floorLead is the event time it stands at in the alignment floor.
+	floorLead int64
 
 	nodes []*opNode
 	// outHold is how far the output watermark trails the splits' (watermarkHolder).

@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"rsql/state"
@@ -49,6 +50,9 @@ type reader struct {
 	// shuf is, for a shuffle input, what the stage has applied from it (the reader
 	// goroutine works on a copy and reports changes with its batches).
 	shuf *queueState
+	// aligned is set while the reader waits for the job's slowest split (waitAligned): it
+	// has read records ahead of the others, and more may wait for it unread.
+	aligned atomic.Bool
 }
 
 // stop cancels the reader (closing it if it never started).
@@ -79,10 +83,12 @@ func (sp *split) pos() SplitPos {
 	return p
 }
 
-// waiting reports whether a reader of the split knows of records it has not read yet.
+// waiting reports whether a reader of the split knows of records it has not read yet, or
+// is held back by the alignment of split readers (it stopped reading because it is ahead,
+// not because its input stopped).
 func (sp *split) waiting() bool {
 	for _, rd := range sp.rds {
-		if rd.lag != nil && rd.lag() > 0 {
+		if rd.aligned.Load() || (rd.lag != nil && rd.lag() > 0) {
 			return true
 		}
 	}

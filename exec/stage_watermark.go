@@ -195,11 +195,21 @@ func (st *stage) setAlignFloor() {
 		if sp.done || sp.idle || (sp.input < 0 && !st.shuffleIn) {
 			continue
 		}
+		// A split reading shuffle topics knows its input's watermark, not an event time
+		// (its maxTs is that watermark): it stands at the watermark plus the lead of its
+		// producers, or it would hold every reader of the instance a watermark delay
+		// behind, and a delay larger than the alignment window would stop them for good.
+		lead := sp.delay
+		if st.shuffleIn {
+			lead = st.floorLead
+		}
 		switch {
+		case sp.maxTs != MinWatermark && st.shuffleIn:
+			floor = min(floor, addLead(sp.maxTs, lead))
 		case sp.maxTs != MinWatermark:
 			floor = min(floor, sp.maxTs)
-		case sp.wm != MinWatermark && sp.wm < MaxWatermark-sp.delay && (sp.idleAfter > 0 || st.shuffleIn):
-			floor = min(floor, sp.wm+sp.delay)
+		case sp.wm != MinWatermark && (sp.idleAfter > 0 || st.shuffleIn):
+			floor = min(floor, addLead(sp.wm, lead))
 		}
 	}
 	if st.alignFloor.Swap(floor) == floor {
@@ -208,21 +218,38 @@ func (st *stage) setAlignFloor() {
 	st.job.alignMoved()
 }
 
+// addLead is wm moved ahead by lead, saturating at MaxWatermark.
+func addLead(wm, lead int64) int64 {
+	if wm >= MaxWatermark-lead {
+		return MaxWatermark
+	}
+	return wm + lead
+}
+
 // waitAligned blocks a split reader while its split's max event time is more than the
 // alignment window ahead of the slowest live split of the job's root stages, so that
 // replay after a restart (when every split has a backlog) reads the splits in step, as
 // they were read live, and a stage joining or uniting two streams is not handed one far
 // ahead of the other (it would have to keep it until the other caught up).
-func (st *stage) waitAligned(ctx context.Context, maxTs int64) {
+//
+// While it waits, rd counts as having records waiting (split.waiting): a split held back
+// must not go idle. If it did, its watermark would be pulled up to the others' (or, with
+// every split of the stage held, to the largest event time read), and through a shuffle
+// topic the stage after it would stop waiting for it; the records it has not read yet would
+// then be late once the slow split that holds the floor (a producer on an instance that
+// died, until its unit is taken over) moves on.
+func (st *stage) waitAligned(ctx context.Context, rd *reader, maxTs int64) {
 	bound := st.job.env.AlignmentWindow
 	if bound < 0 || maxTs == MinWatermark {
 		return
 	}
+	defer rd.aligned.Store(false)
 	for {
 		ch, f := st.job.alignState()
 		if f == MaxWatermark || maxTs <= f+bound.Milliseconds() {
 			return
 		}
+		rd.aligned.Store(true)
 		select {
 		case <-ch:
 		case <-ctx.Done():
