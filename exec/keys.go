@@ -27,12 +27,13 @@ import (
 //	"s<stage>.<kind><i>" split       operator i's state (OperatorID), keys below the prefix
 //	"out<stage>"        split        the split's outbox entries (rows of the stage's sink
 //	                                 held for their checkpoint), + 8-byte epoch
+//	"view<stage>"       split        a materialized view's rows (tableout.go)
 //	"wm"                "<stage>"    the stage's output watermark (varint)
 //	"out"               "<stage>"    outbox entries written before "out<stage>" (recovered)
 //	"out"               "<stage>.tx" transaction records of its transactional sink, + 8-byte epoch
 //	"job"               "epoch"      the last committed epoch (state.JobOperator)
 //
-// The first five are per split — the unit (Unit: stage, split) an instance can own — and
+// The first six are per split — the unit (Unit: stage, split) an instance can own — and
 // move with it (KeyUnit tells which unit a key belongs to); the last four belong to the
 // instance running the stage (see docs/checkpoints.md).
 
@@ -123,6 +124,8 @@ func KeyUnit(job string, key []byte) (u Unit, ok bool) {
 		digits = o[4:]
 	case strings.HasPrefix(o, "dedup"):
 		digits = o[5:]
+	case strings.HasPrefix(o, "view"):
+		digits = o[4:]
 	case strings.HasPrefix(o, OutboxOperator):
 		digits = o[len(OutboxOperator):]
 	case strings.HasPrefix(o, "s"):

@@ -595,6 +595,18 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 			x.cols = cols
 		}
 		st.out = x
+	case ps.Sink.Connector == "view":
+		global := false
+		for _, n := range ps.Nodes() {
+			if a, ok := n.(*planner.AggregateNode); ok && len(a.Keys) == 0 && a.Window.Kind == planner.WindowNone {
+				global = true
+			}
+		}
+		t, err := newTableOut(j.name, ps, env.Store, &j.cnt, global)
+		if err != nil {
+			return err
+		}
+		st.out = t
 	case ps.Sink.Stream == "" && ps.Sink.Connector == "":
 		if env.OnRow == nil {
 			return fmt.Errorf("%w: stage %d has a client sink but Env.OnRow is nil", ErrMissingEnv, ps.ID)

@@ -123,7 +123,7 @@ func (c consoleEngine) Plan(id string) (*planner.Physical, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sink.Connector == "view" {
+	if sink.Connector == "view" && c.e.cluster != nil {
 		sink = planner.SinkSpec{Schema: sink.Schema}
 	}
 	_, p, err := planner.Plan(q, planner.Options{Job: def.ID, Sink: sink, StateTTL: def.StateTTL})

@@ -705,8 +705,11 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 		interval, minInterval = sink.Options.CheckpointInterval, 0
 	}
 	isView := sink.Connector == "view"
-	if isView {
-		// A view's rows go to its in-memory table, through the row callback.
+	// A view's rows are state of its job, committed with its checkpoints (exec/tableout.go)
+	// — except across instances, where every instance keeps the whole view in memory,
+	// through the row callback, rebuilt from its input at each start.
+	memView := isView && e.cluster != nil
+	if memView {
 		sink = planner.SinkSpec{Schema: sink.Schema}
 	}
 	_, plan, err := planner.Plan(q, planner.Options{Job: def.ID, Sink: sink, StateTTL: def.StateTTL})
@@ -730,7 +733,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 			return open(spec)
 		}
 	}
-	if isView {
+	if memView {
 		// A view's table lives in memory, so its job keeps its state in memory too and
 		// starts from the beginning of its input at every start: restoring checkpointed
 		// aggregation state would leave the table without the groups that do not change
@@ -954,6 +957,9 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 		if rj := e.jobs.get(d.Job); rj != nil {
 			rj.stop()
 		}
+		if d.IsView {
+			e.dropViewRows(d.Job)
+		}
 	}
 	e.mu.Lock()
 	delete(e.views, strings.ToLower(d.Name))
@@ -1160,6 +1166,20 @@ func readsFilesOnly(q *sql.Query) bool {
 
 // globalAggregate reports whether a plan's last stage aggregates without group keys or a
 // window (its one row is the answer, replaced as it changes).
+// dropViewRows deletes the state of a dropped or replaced view's (stopped) job from the
+// local store, its rows with it (exec/tableout.go); across instances a view keeps nothing
+// in the store.
+func (e *Engine) dropViewRows(job string) {
+	if e.cluster != nil || job == "" {
+		return
+	}
+	b := &state.Batch{}
+	b.DropPrefix(jobPrefix(job))
+	if err := e.store.Write(b); err != nil {
+		fmt.Fprintf(e.cfg.Log, "job %s: drop the rows of its view: %v\n", job, err)
+	}
+}
+
 func globalAggregate(plan *planner.Physical) bool {
 	for _, n := range plan.Stages[len(plan.Stages)-1].Nodes() {
 		if a, ok := n.(*planner.AggregateNode); ok && len(a.Keys) == 0 && a.Window.Kind == planner.WindowNone {

@@ -40,6 +40,10 @@ func pullable(r *sql.Relation) bool {
 	return r.IsView || r.IsTable && (r.Connector() == "broker" || r.Connector() == "file")
 }
 
+// maxViewStages bounds the stages of a view's job whose rows ReadView looks for (a plan
+// has a handful).
+const maxViewStages = 32
+
 // pull runs a pull query to its end and returns its rows.
 func (e *Engine) pull(ctx context.Context, sess *Session, q *sql.Query) (*Result, error) {
 	for _, r := range q.Relations() {
@@ -62,10 +66,22 @@ func (e *Engine) pull(ctx context.Context, sess *Session, q *sql.Query) (*Result
 			case "values":
 				return &rowSource{rows: []sql.Row{{}}}, nil
 			case "view":
+				src := &rowSource{}
+				if e.cluster == nil {
+					// The view's committed rows, from the store (exec/tableout.go).
+					d, ok := e.cat.Stream(spec.Stream)
+					if !ok || d.Job == "" {
+						return src, nil
+					}
+					err := exec.ReadView(e.store, d.Job, maxViewStages, func(r sql.Row) error {
+						src.rows = append(src.rows, r)
+						return nil
+					})
+					return src, err
+				}
 				e.mu.Lock()
 				v := e.views[strings.ToLower(spec.Stream)]
 				e.mu.Unlock()
-				src := &rowSource{}
 				if v != nil {
 					src.rows = v.snapshot()
 				}

@@ -46,6 +46,9 @@ func (e *Engine) replace(d StreamDef, j *JobDef, q *sql.Query, sink planner.Sink
 		if rj != nil {
 			rj.stop()
 		}
+		if old.IsView {
+			e.dropViewRows(oldJob)
+		}
 	}
 	e.mu.Lock()
 	delete(e.views, strings.ToLower(d.Name))
