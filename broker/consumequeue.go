@@ -36,9 +36,12 @@ type consumeQueue struct {
 	per   int64
 	fs    storeFS
 
-	mu     sync.RWMutex
-	files  []*cqFile
-	closed bool // set by close (topic deleted or broker closing); guarded by mu
+	mu    sync.RWMutex
+	files []*cqFile
+	// touched: pages of the files may have become resident since the last release
+	// (resident.go); a queue nobody wrote or read is not released again.
+	touched touchFlag
+	closed  bool // set by close (topic deleted or broker closing); guarded by mu
 
 	min atomic.Int64
 	max atomic.Int64
@@ -49,6 +52,7 @@ type consumeQueue struct {
 
 func openConsumeQueue(fs storeFS, root, topic string, id, per int) (*consumeQueue, error) {
 	q := &consumeQueue{topic: topic, id: id, per: int64(per), fs: fs, dir: filepath.Join(root, topic, strconv.Itoa(id))}
+	q.touched.mark()
 	if err := fs.MkdirAll(q.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -192,6 +196,7 @@ func (q *consumeQueue) put(off, phys int64, size int32, tags int64) error {
 			return err
 		}
 	}
+	q.touched.mark()
 	b := f.data[at:]
 	binary.BigEndian.PutUint64(b, uint64(phys))
 	binary.BigEndian.PutUint32(b[8:], uint32(size))
@@ -208,6 +213,7 @@ func (q *consumeQueue) get(off int64) (phys int64, size int32, tags int64, ok bo
 	if f == nil {
 		return 0, 0, 0, false
 	}
+	q.touched.mark()
 	b := f.data[(off-f.first)*cqEntrySize:]
 	phys = int64(binary.BigEndian.Uint64(b))
 	size = int32(binary.BigEndian.Uint32(b[8:]))
@@ -217,6 +223,7 @@ func (q *consumeQueue) get(off int64) (phys int64, size int32, tags int64, ok bo
 
 // truncate zeroes entries from off on (recovery only).
 func (q *consumeQueue) truncate(off int64) {
+	q.touched.mark()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.files) > 0 {
@@ -281,6 +288,7 @@ func (q *consumeQueue) flush() error {
 // dropBelow removes files whose entries all point below the commit-log offset minPhys and
 // moves min to the first entry at or above it.
 func (q *consumeQueue) dropBelow(minPhys int64) {
+	q.touched.mark()
 	for {
 		q.mu.RLock()
 		if len(q.files) < 2 {

@@ -120,6 +120,8 @@ type indexFile struct {
 	// beginTS and endTS are published for lookups choosing files by time.
 	beginTS, endTS atomic.Int64
 	dirty          atomic.Bool
+	// touched: pages may have become resident since the last release (resident.go).
+	touched touchFlag
 	// The writer's: the bytes backed on disk (fsys.go) — the header and slots from the
 	// start, the entries as they are added — and fs to reserve more; a file whose slots
 	// could not be reserved takes no entries (readOnly).
@@ -150,6 +152,7 @@ func keyHash(topicName, key string) uint32 {
 // add appends an entry. The writer only; false when the file is full, an error when the
 // entry's bytes cannot be reserved on disk.
 func (x *indexFile) add(hash uint32, phys, storeTS int64) (bool, error) {
+	x.touched.mark()
 	h := &x.hdr
 	if h.count >= h.capacity || x.readOnly {
 		return false, nil
@@ -185,6 +188,7 @@ func (x *indexFile) add(hash uint32, phys, storeTS int64) (bool, error) {
 // setRange records that records up to endPhys are covered, and writes the header (of a
 // file that takes entries: the header of one that does not may have no blocks).
 func (x *indexFile) setRange(endPhys int64) {
+	x.touched.mark()
 	if x.readOnly {
 		return
 	}
@@ -198,6 +202,7 @@ func (x *indexFile) setRange(endPhys int64) {
 // entries below the published count and strictly backwards, so a damaged file can yield
 // wrong offsets (which the caller verifies) but never loops.
 func (x *indexFile) lookup(hash uint32, begin, end int64, limit int, out []int64) []int64 {
+	x.touched.mark()
 	count := x.count.Load()
 	slots := x.hdr.slots
 	be := binary.BigEndian
@@ -333,6 +338,7 @@ func openIndexFile(fs storeFS, path string) (*indexFile, error) {
 	}
 	adviseWriting(data) // advice only (resident.go): a failure changes nothing stored
 	x := &indexFile{path: path, f: f, data: data, hdr: h, fs: fs, res: reservation{size: st.Size(), chunk: indexReserveChunk}}
+	x.touched.mark()
 	// The slots are written at random: back them all before taking entries. On a full disk
 	// the file serves lookups and takes nothing more (a new file takes over when there is
 	// space).
@@ -372,6 +378,7 @@ func (s *indexService) newFile(beginPhys int64) (*indexFile, error) {
 	}
 	adviseWriting(data) // advice only (resident.go): a failure changes nothing stored
 	x.data = data
+	x.touched.mark()
 	encodeIndexHeader(data, &x.hdr)
 	return x, nil
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"os"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -93,6 +94,9 @@ func (cl *commitLog) release() error {
 
 // release drops the queue's mapped pages; the writer maps the page it appends to again.
 func (q *consumeQueue) release() error {
+	if !q.touched.Swap(false) {
+		return nil
+	}
 	q.mu.RLock()
 	defer q.mu.RUnlock()
 	for _, f := range q.files {
@@ -108,7 +112,7 @@ func (s *indexService) release() error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, x := range s.files {
-		if x.f == nil {
+		if x.f == nil || !x.touched.Swap(false) {
 			continue
 		}
 		if err := releasePages(x.data, 0, int64(len(x.data))); err != nil {
@@ -138,3 +142,15 @@ func adviseWriting(data []byte) error { return syscall.Madvise(data, writingAdvi
 
 // adviseReading turns read-ahead back on once the writer has left the mapping.
 func adviseReading(data []byte) error { return syscall.Madvise(data, syscall.MADV_NORMAL) }
+
+// touchFlag says that pages of a mapping may have become resident since the last release:
+// a release skips mappings nobody wrote or read since (with many idle topics, releasing
+// every queue's pages each ReleaseInterval was most of an idle server's CPU).
+type touchFlag struct{ atomic.Bool }
+
+// mark sets the flag, writing the shared word only when it is not set yet.
+func (t *touchFlag) mark() {
+	if !t.Load() {
+		t.Store(true)
+	}
+}

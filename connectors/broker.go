@@ -22,8 +22,10 @@ type BrokerSource struct {
 	b      *broker.Broker
 	topic  string
 	queues int
-	// Wait is how long one Read waits for new messages before returning none (default 200ms),
-	// so the runtime can notice idleness.
+	// Wait is how long one Read waits for new messages before returning none (default 1s:
+	// a new message ends the wait at once, and the runtime notices idleness and stops
+	// readers without the reader returning, so a long wait costs no latency; a short one
+	// costs an idle job's CPU, docs/benchmarks.md "Idle jobs").
 	Wait time.Duration
 	// until, when set (Snapshot), is each queue's end: the source is bounded and a split
 	// ends there.
@@ -51,7 +53,7 @@ func OpenBrokerSource(b *broker.Broker, topic string, queues int) (*BrokerSource
 	if err != nil {
 		return nil, err
 	}
-	return &BrokerSource{b: b, topic: topic, queues: n, Wait: 200 * time.Millisecond}, nil
+	return &BrokerSource{b: b, topic: topic, queues: n, Wait: time.Second}, nil
 }
 
 func ensureTopic(b *broker.Broker, topic string, queues int) (int, error) {

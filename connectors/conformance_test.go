@@ -45,6 +45,9 @@ func inProcessPath() topicPath {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// drainSplit ends at the first empty read: a short wait keeps the tests quick (and
+		// within the transaction timeouts TestTxWriter sets).
+		src.Wait = 50 * time.Millisecond
 		return src, sink
 	}}
 }

@@ -186,6 +186,11 @@ func TestAdaptiveCheckpointInterval(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Stop()
+	// Rows keep arriving, so that each checkpoint has something to record (an idle job
+	// takes none: TestIdleJobTakesNoCheckpoints).
+	stop := make(chan struct{})
+	defer close(stop)
+	go trickle(b, stop)
 	waitFor(t, "ten epochs", func() bool { return j.Stats().Epoch >= 10 })
 	if commits.Load() < 10 {
 		t.Fatalf("%d commits for epoch %d", commits.Load(), j.Stats().Epoch)
@@ -228,4 +233,62 @@ func TestFullOutboxCheckpoints(t *testing.T) {
 	if j.Stats().Epoch == 0 {
 		t.Fatal("output published without a checkpoint")
 	}
+}
+
+// trickle appends one row to queue 0 of the topic "events" every millisecond until stop.
+func trickle(b *broker.Broker, stop <-chan struct{}) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Millisecond):
+		}
+		body := event4{user: "t", amount: 1, ts: int64(1_000_000 + i), n: 1}.body()
+		if _, err := b.Append("events", 0, []broker.Message{{Body: []byte(body)}}); err != nil {
+			return
+		}
+	}
+}
+
+// A job whose inputs bring nothing takes no checkpoints, even with an adaptive interval
+// whose minimum is a millisecond; the first row after the pause wakes it, long before its
+// (maximum) interval of an hour.
+func TestIdleJobTakesNoCheckpoints(t *testing.T) {
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	fillTopic(t, b, 100)
+	store := state.NewMemory()
+	env := brokerEnv(b, store, true)
+	env.CheckpointInterval, env.MinCheckpointInterval = time.Hour, time.Millisecond
+	j, err := Start(context.Background(), "ij", brokerPlan(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Stop()
+	waitFor(t, "the rows read", func() bool { s := j.Stats(); return s.RecordsIn >= 300 && s.Epoch >= 1 })
+	// Once the splits have gone idle and their watermarks settled, nothing moves: the
+	// epoch stays where it is (without the skip it would grow by hundreds in this time).
+	var settled int64
+	for stable, tries := 0, 0; stable < 5; tries++ {
+		if tries == 200 {
+			t.Fatalf("an idle job goes on checkpointing: epoch %d after %d looks", settled, tries)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if e := j.Stats().Epoch; e == settled {
+			stable++
+		} else {
+			settled, stable = e, 0
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if e := j.Stats().Epoch; e > settled+1 {
+		t.Fatalf("an idle job checkpointed: epoch %d, then %d", settled, e)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	go trickle(b, stop)
+	waitFor(t, "a checkpoint after new rows", func() bool { return j.Stats().Epoch > settled+1 })
 }

@@ -229,6 +229,12 @@ type Job struct {
 	// early asks the adaptive checkpoint loop for an early checkpoint: a watermark released
 	// rows into an outbox (cpearly.go).
 	early chan struct{}
+	// activity counts what a checkpoint would record (cpidle.go): the checkpoint loop
+	// skips a checkpoint when it did not move since the last one, and while quiet it waits
+	// for wake.
+	activity atomic.Uint64
+	quiet    atomic.Bool
+	wake     chan struct{}
 	// cpTimes records the phases of the job's checkpoints (cptimes.go).
 	cpTimes cpTimes
 }
@@ -270,7 +276,7 @@ func Start(ctx context.Context, job string, plan *planner.Physical, env Env) (*J
 		return nil, fmt.Errorf("%w: no stages", ErrBadPlan)
 	}
 	jctx, cancel := context.WithCancel(ctx)
-	j := &Job{name: job, env: env, plan: plan, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1), early: make(chan struct{}, 1), alignCh: make(chan struct{})}
+	j := &Job{name: job, env: env, plan: plan, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1), early: make(chan struct{}, 1), wake: make(chan struct{}, 1), alignCh: make(chan struct{})}
 	if err := j.build(jctx); err != nil {
 		cancel()
 		for _, st := range j.stages {
@@ -674,11 +680,22 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 	defer t.Stop()
 	due := time.Now().Add(wait)
 	var lastEnd, lastEarly time.Time
+	var lastActivity uint64
+	taken := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-j.wake:
+			// Activity after a quiet stretch: the adaptive cadence starts again, from the
+			// shortest wait (a fixed interval keeps its schedule).
+			if j.quiet.Swap(false) && adaptive {
+				wait = min
+				t.Reset(wait)
+				due = time.Now().Add(wait)
+			}
 		case <-j.kick:
+			j.quiet.Store(false)
 			t.Reset(0) // (Go 1.23 timers: no stale tick to drain)
 			due = time.Now()
 		case <-j.early:
@@ -690,6 +707,16 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 				due, lastEarly = at, at
 			}
 		case <-t.C:
+			if adaptive && taken && j.idleSince(lastActivity) {
+				// Nothing to record since the last checkpoint: none is taken, and the loop
+				// waits for activity (wake), looking again after the longest interval. A
+				// fixed interval (checkpoint_interval) is kept as the user set it.
+				wait = max
+				t.Reset(wait)
+				due = time.Now().Add(wait)
+				continue
+			}
+			lastActivity, taken = j.activity.Load(), true
 			start := time.Now()
 			if _, err := j.Checkpoint(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, errJobEnded) {
 				j.env.Logf("job %s: checkpoint: %v", j.name, err)

@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -175,6 +176,9 @@ type stage struct {
 	// watermark delay and the holds of the operators on the way): a split's input
 	// watermark plus floorLead is the event time it stands at in the alignment floor.
 	floorLead int64
+	// moved: the last advance raised a watermark or changed a split's idleness (the
+	// tick slows down while it does not, run).
+	moved bool
 
 	nodes []*opNode
 	// outHold is how far the output watermark trails the splits' (watermarkHolder).
@@ -215,6 +219,8 @@ type stage struct {
 	statsMu    sync.Mutex
 	statWM     int64
 	statSplits []SplitStats
+	// statScratch is publishStats' buffer: a tick that changed nothing allocates nothing.
+	statScratch []SplitStats
 }
 
 // closeAll closes every operator, the output, side outputs and inputs.
@@ -293,11 +299,24 @@ func (st *stage) run(ctx context.Context) (err error) {
 		return err
 	}
 	st.startReaders()
+	// The tick checks idleness and wall-clock watermarks (advance). While every split is
+	// idle or done and a tick moved nothing, nothing can move until an event or a request
+	// arrives: the ticks slow down (up to maxIdleTick), and the first event or request
+	// brings them back to Env.Tick. An idle job's stages then wake a few times a second
+	// instead of ten (docs/benchmarks.md "Idle jobs").
 	var tick <-chan time.Time
+	var tk *time.Timer
+	every := st.job.env.Tick
 	if st.edges == 0 {
-		tk := time.NewTicker(st.job.env.Tick)
+		tk = time.NewTimer(every)
 		defer tk.Stop()
 		tick = tk.C
+	}
+	brisk := func() {
+		if tk != nil && every != st.job.env.Tick {
+			every = st.job.env.Tick
+			tk.Reset(every)
+		}
 	}
 	for {
 		if st.root && !st.finished && st.exhausted() {
@@ -307,19 +326,28 @@ func (st *stage) run(ctx context.Context) (err error) {
 		}
 		select {
 		case ev := <-st.in:
+			brisk()
 			fin, err := st.handle(ctx, ev)
 			if err != nil || fin {
 				return err
 			}
 		case r := <-st.reqs:
+			brisk()
 			fin, err := st.serve(ctx, r)
 			if err != nil || fin {
 				return err
 			}
 		case <-tick:
+			st.moved = false
 			if err := st.advance(); err != nil {
 				return err
 			}
+			if !st.moved && st.allQuiet() {
+				every = min(2*every, maxIdleTick)
+			} else {
+				every = st.job.env.Tick
+			}
+			tk.Reset(every)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -365,6 +393,9 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 		// Held back until the barrier is aligned.
 		st.stash[ev.input] = append(st.stash[ev.input], ev)
 		return false, nil
+	}
+	if ev.kind != evError && ev.kind != evBarrier {
+		st.job.touch() // cpidle.go
 	}
 	switch ev.kind {
 	case evData:
@@ -453,7 +484,7 @@ func (st *stage) control(c *Control) error {
 }
 
 func (st *stage) publishStats() {
-	stats := make([]SplitStats, 0, len(st.order))
+	stats := st.statScratch[:0]
 	for _, name := range st.order {
 		sp := st.splits[name]
 		if sp == nil {
@@ -473,7 +504,11 @@ func (st *stage) publishStats() {
 			Offset: sp.next0(), MaxEventTime: sp.maxTs, Watermark: sp.wm,
 			Idle: sp.idle, Done: sp.done, Lag: lag})
 	}
+	st.statScratch = stats
 	st.statsMu.Lock()
-	st.statSplits = stats
+	if !slices.Equal(stats, st.statSplits) {
+		// (A new slice: readers append from the published one after unlocking.)
+		st.statSplits = slices.Clone(stats)
+	}
 	st.statsMu.Unlock()
 }

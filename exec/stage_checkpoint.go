@@ -53,6 +53,7 @@ func (st *stage) serve(ctx context.Context, r *request) (finished bool, err erro
 		r.done <- err
 		return true, err
 	case reqAddSplit:
+		st.job.touch()
 		if _, ok := st.splits[r.split]; ok {
 			err = fmt.Errorf("exec: split %s is already read", r.split)
 		} else if err = st.addSplit(ctx, r.split); err == nil {
@@ -60,6 +61,7 @@ func (st *stage) serve(ctx context.Context, r *request) (finished bool, err erro
 			st.publishStats()
 		}
 	case reqRemoveSplit:
+		st.job.touch()
 		err = st.removeSplit(ctx, r.split)
 	}
 	r.done <- err

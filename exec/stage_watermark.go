@@ -92,9 +92,11 @@ func (st *stage) advance() error {
 		// on busy cores, a unit just taken over) must not let the other splits' watermark
 		// make its records late.
 		if sp.idleAfter > 0 && now.Sub(sp.lastActive) >= sp.idleAfter && !sp.waiting() {
+			st.moved = st.moved || !sp.idle
 			sp.idle = true
 			continue
 		}
+		st.moved = st.moved || sp.idle
 		sp.idle = false
 		anyLive = true
 		live = min(live, sp.ownWM())
@@ -132,6 +134,8 @@ func (st *stage) advance() error {
 		}
 		if target > sp.wm {
 			sp.wm = target
+			st.moved = true
+			st.job.touch() // a position to checkpoint (cpidle.go)
 			if err := st.splitWatermark(sp.name, target); err != nil {
 				return err
 			}
@@ -178,6 +182,8 @@ func (st *stage) setOutputWatermark(wm int64) error {
 	if wm <= st.wm {
 		return nil
 	}
+	st.job.touch()
+	st.moved = true
 	st.wm = wm
 	st.statsMu.Lock()
 	st.statWM = wm
@@ -283,4 +289,19 @@ func (st *stage) restoreWatermark() error {
 	st.statWM = wm
 	st.statsMu.Unlock()
 	return nil
+}
+
+// maxIdleTick is the slowest a stage's tick gets while nothing moves (stage.run).
+const maxIdleTick = time.Second
+
+// allQuiet reports whether every split the stage reads is idle or done: until an event or
+// a request arrives, a tick can only move what time moves (an idle stage's watermark that
+// follows the wall clock), and advance says when it did (moved).
+func (st *stage) allQuiet() bool {
+	for _, sp := range st.splits {
+		if sp.input >= 0 && !sp.idle && !sp.done {
+			return false
+		}
+	}
+	return true
 }

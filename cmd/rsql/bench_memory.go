@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -99,54 +98,18 @@ func (c *BenchMemoryCmd) Run() error {
 	if err := writeMemoryEvents(events, c.Events, c.Users, c.EventRate); err != nil {
 		return err
 	}
-	addrs := make([]string, 4)
-	for i := range addrs {
-		if addrs[i], err = freePort(); err != nil {
-			return err
-		}
-	}
-	pgAddr, nsAddr, brAddr, httpAddr := addrs[0], addrs[1], addrs[2], addrs[3]
-	args := []string{"server", "--data-dir", filepath.Join(dir, "data"), "--pg-addr", pgAddr, "--namesrv-addr", nsAddr,
-		"--broker-addr", brAddr, "--http-addr", httpAddr}
+	var extra []string
 	if c.HeapProfile != "" {
-		args = append(args, "--heap-profile", c.HeapProfile)
+		extra = append(extra, "--heap-profile", c.HeapProfile)
 	}
-	bin := self
-	if c.Server != "" {
-		bin = c.Server
-	}
-	srv := exec.Command(bin, args...)
-	var srvErr bytes.Buffer
-	srv.Stderr = &srvErr
-	if err := srv.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		srv.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { srv.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			srv.Process.Kill()
-			<-done
-		}
-	}()
-	pid := srv.Process.Pid
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	var conn *pgx.Conn
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		conn, err = pgx.Connect(ctx, "postgres://rsql@"+pgAddr+"/rsql?sslmode=disable&default_query_exec_mode=simple_protocol")
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("rsql server did not accept connections: %v\n%s", err, srvErr.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	s, err := startBenchServer(ctx, c.Server, dir, extra...)
+	if err != nil {
+		return err
 	}
-	defer conn.Close(context.Background())
+	defer s.stop()
+	srv, pid, conn, nsAddr := s.cmd, s.pid, s.conn, s.nsAddr
 	idle, _ := readMem(pid)
 
 	fmt.Printf("rsql bench memory: %d events, %d users, %d queues, TUMBLE %v COUNT/SUM by user to a topic, checkpoints every %v; %s\n\n",
