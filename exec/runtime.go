@@ -990,6 +990,9 @@ func (j *Job) SplitPrefixes(split string) [][]byte {
 	return append(out, SplitKey(j.name, st.plan.ID, split))
 }
 
+// RecordsIn is JobStats.RecordsIn without the rest (a rate meter's sample).
+func (j *Job) RecordsIn() int64 { return j.cnt.in.Load() }
+
 // Stats returns a snapshot of the job's counters.
 func (j *Job) Stats() JobStats {
 	s := JobStats{

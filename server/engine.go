@@ -773,7 +773,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 	}
 	rj := &runningJob{def: def, job: job, cancel: cancel, done: make(chan struct{}), units: units, owned: owned, whole: whole,
 		checkpoints: cps, out: out, attempt: attempt, started: time.Now()}
-	go rj.rate.run(rj.done, func() int64 { return job.Stats().RecordsIn })
+	go rj.rate.run(rj.done, job.RecordsIn)
 	e.jobs.add(rj)
 	return nil
 }

@@ -19,7 +19,7 @@ import (
 type BenchIdleCmd struct {
 	Jobs     int           `name:"jobs" default:"100" help:"Idle jobs to run."`
 	Duration time.Duration `name:"duration" default:"20s" help:"How long each stretch is measured."`
-	Warmup   time.Duration `name:"warmup" default:"5s" help:"Wait after the jobs started before measuring."`
+	Warmup   time.Duration `name:"warmup" default:"15s" help:"Wait after the server or the jobs started before measuring (past the splits' idle timeout and the checkpoints of the start)."`
 	Server   string        `name:"server-binary" help:"Run this rsql binary as the server (default: this one), to compare builds."`
 }
 
