@@ -206,7 +206,10 @@ type Job struct {
 	first  *stage   // receives AddSplit / RemoveSplit
 	groups []*commitGroup
 	cnt    counters
-	done   chan struct{}
+	// cntGroup is the commit group whose checkpoints keep the counters (CountersKey): one
+	// group, so they are written in epoch order; nil when they are not kept.
+	cntGroup *commitGroup
+	done     chan struct{}
 
 	// inject is held while a checkpoint numbers its barrier and hands it to every root
 	// stage, so that concurrent checkpoints (the periodic one, the last one of a bounded
@@ -283,6 +286,18 @@ func Start(ctx context.Context, job string, plan *planner.Physical, env Env) (*J
 		return nil, err
 	}
 	j.epoch = ep
+	if env.OwnsUnit == nil {
+		// The counters go on from the last checkpoint (docs/operations.md, "Job
+		// counters"); an instance running part of a job counts its part from zero.
+		if err := loadCounters(env.Store, job, &j.cnt); err != nil {
+			cancel()
+			for _, st := range j.stages {
+				st.closeAll()
+			}
+			return nil, err
+		}
+		j.cntGroup = j.stages[len(j.stages)-1].group
+	}
 	j.rootsLeft = len(j.roots)
 	for _, st := range j.stages {
 		j.wg.Add(1)
@@ -1006,8 +1021,11 @@ func (j *Job) recordBad(err error) {
 }
 
 // commit makes a checkpoint durable and records its epoch.
-func (j *Job) commit(epoch int64, b *state.Batch, offsets []SplitOffset) error {
+func (j *Job) commit(g *commitGroup, epoch int64, b *state.Batch, offsets []SplitOffset) error {
 	b.Put(EpochKey(j.name), binary.AppendVarint(nil, epoch))
+	if g != nil && g == j.cntGroup {
+		b.Put(CountersKey(j.name), appendCounters(nil, &j.cnt))
+	}
 	if err := j.env.Commit(&CheckpointInfo{Job: j.name, Epoch: epoch, Offsets: offsets, State: b}); err != nil {
 		return fmt.Errorf("job %s: commit checkpoint %d: %w", j.name, epoch, err)
 	}
