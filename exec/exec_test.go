@@ -811,8 +811,9 @@ func TestCheckpointRestoreExactlyOnce(t *testing.T) {
 		env2 := testEnv(src2, &sk2)
 		env2.Store = store
 		j2 := runJob(t, "cp", plan, env2)
-		if j2.Stats().RecordsIn != 3000 {
-			t.Fatalf("resumed job read %d records, want 3000", j2.Stats().RecordsIn)
+		// The counters go on from the checkpoint's 3000: the resumed job reads 3000 more.
+		if j2.Stats().RecordsIn != 6000 {
+			t.Fatalf("resumed job counts %d records in, want 3000 + 3000", j2.Stats().RecordsIn)
 		}
 		groups := tumbleGroups(evs)
 		// Rows emitted before the checkpoint by job 1 + all rows of job 2 = the whole answer.
