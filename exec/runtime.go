@@ -168,18 +168,32 @@ type JobStats struct {
 	Lookups []LookupStats
 }
 
-// SplitStats describes one source split.
+// SplitStats describes one split of a stage: a source split, the queue of a shuffle topic
+// (one per input of the stage) or the queue of an in-process edge (which reads no topic:
+// Stream "", no Reads).
 type SplitStats struct {
-	Stage        int
-	Stream       string
-	Split        string
-	Offset       int64 // next offset to read
+	Stage  int
+	Stream string // what the split's first reader reads ("" for an in-process edge)
+	Split  string
+	Offset int64 // next offset the first reader reads
+	// Reads are what the split reads, one per reader: a source split's stream, or each
+	// input's shuffle topic. Within a stage (Stream, Split) of a read is unique.
+	Reads        []SplitRead
 	MaxEventTime int64 // MinWatermark before the first record
 	Watermark    int64 // MaxEventTime - delay
 	Idle, Done   bool
 	// Lag is how many messages the split is behind its end, when the reader can tell
 	// (it implements interface{ Lag() int64 }), else -1.
 	Lag int64
+}
+
+// SplitRead is where one reader of a split is: the stream or shuffle topic of the stage's
+// input Input, the next offset it reads and, when its reader can tell, its lag (else -1).
+type SplitRead struct {
+	Input  int
+	Stream string
+	Offset int64
+	Lag    int64
 }
 
 type counters struct {

@@ -460,17 +460,21 @@ func (st *stage) publishStats() {
 			continue
 		}
 		lag := int64(-1)
+		var reads []SplitRead
 		for _, rd := range sp.rds {
+			rl := int64(-1)
 			if rd.lag != nil {
-				lag = max(lag, 0) + rd.lag()
+				rl = rd.lag()
+				lag = max(lag, 0) + rl
 			}
+			reads = append(reads, SplitRead{Input: rd.input, Stream: st.plan.Inputs[rd.input].Stream, Offset: rd.next, Lag: rl})
 		}
 		stream := ""
-		if len(sp.rds) > 0 {
-			stream = st.plan.Inputs[sp.rds[0].input].Stream
+		if len(reads) > 0 {
+			stream = reads[0].Stream
 		}
 		stats = append(stats, SplitStats{Stage: st.plan.ID, Stream: stream, Split: sp.name,
-			Offset: sp.next0(), MaxEventTime: sp.maxTs, Watermark: sp.wm,
+			Offset: sp.next0(), Reads: reads, MaxEventTime: sp.maxTs, Watermark: sp.wm,
 			Idle: sp.idle, Done: sp.done, Lag: lag})
 	}
 	st.statsMu.Lock()
