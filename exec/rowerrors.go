@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"rsql/connectors"
+	"rsql/planner"
 	"rsql/sql"
 )
 
@@ -41,7 +42,8 @@ func (e *RowError) Unwrap() error { return e.Err }
 // goroutine only (operators are single-goroutine); the dead-letter output it writes to is
 // shared with the split readers and has its own lock.
 type badRows struct {
-	st *stage
+	st   *stage
+	port planner.Port // the rows' port: their stream is the one it was read from
 }
 
 // report handles one failed row: row is the operator's input, schema names its columns
@@ -50,13 +52,13 @@ func (b *badRows) report(ctx context.Context, op, split string, row sql.Row, sch
 	if b == nil || b.st == nil {
 		return &RowError{Split: split, Operator: op, Err: cause}
 	}
-	stream := b.st.rootSource().Stream
+	stream := b.st.rootSource(b.port).Stream
 	rerr := &RowError{Stream: stream, Split: split, Operator: op, Err: cause}
 	if b.st.job.env.FailOnRowError {
 		return rerr
 	}
 	b.st.job.recordBad(rerr)
-	dlq := b.st.rootDLQ()
+	dlq := b.st.rootDLQ(b.port)
 	if dlq == nil {
 		return nil
 	}

@@ -649,7 +649,7 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 		if err != nil {
 			return err
 		}
-		op.bad, op.schema = st.bad(), ps.Sink.Schema
+		op.bad, op.schema = st.bad(ps.Out), ps.Sink.Schema
 		if ps.Sink.Options.Delivery == DeliveryTransactional && !env.AtLeastOnce && env.CheckpointInterval > 0 {
 			ts, ok := op.sink.(connectors.TxSink)
 			if !ok {

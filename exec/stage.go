@@ -181,7 +181,9 @@ type stage struct {
 	outHold int64
 	out     output
 	sink    *sinkOp // the stage's exactly-once sink, if any
-	late    *sideOutput
+	// lates are the stage's late outputs, by stream and row layout (lateOutput).
+	lates   map[string]*sideOutput
+	lateOrd []*sideOutput
 	opIDs   []string     // ids of the stateful operators (state key prefixes)
 	opIn    []sql.Schema // each operator's (first) input row
 
@@ -233,8 +235,8 @@ func (st *stage) closeAll() error {
 	if st.out != nil {
 		keep(st.out.Close())
 	}
-	if st.late != nil {
-		keep(st.late.close())
+	for _, l := range st.lateOrd {
+		keep(l.close())
 	}
 	for _, sp := range st.splits {
 		for _, rd := range sp.rds {

@@ -1,0 +1,101 @@
+package exec
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"rsql/connectors"
+	"rsql/planner"
+	"rsql/sql"
+	"rsql/state"
+)
+
+// sideCatalog has two streams, orders and payments, each with its own dead-letter and
+// late outputs (files named after the stream).
+func sideCatalog() benchCatalog {
+	rel := func(name string) *sql.Relation {
+		return &sql.Relation{Name: name, Schema: eventSchema, EventTime: 2, WatermarkDelay: 0,
+			Options: map[string]string{"connector": "mem", "format": "test", "queues": "2",
+				"dlq_path": name + ".dlq", "late_path": name + ".late"}}
+	}
+	return benchCatalog{"orders": rel("orders"), "payments": rel("payments")}
+}
+
+// runSides runs plan to its end over bounded orders and payments (split "1" of each is
+// empty) and returns the side outputs it wrote, by name.
+func runSides(t *testing.T, query string, orders, payments []string) *sinks {
+	t.Helper()
+	plan := planSQL(t, query, sideCatalog(), "side")
+	o, p := newMemSource(true, 1, "0", "1"), newMemSource(true, 1, "0", "1")
+	o.feed("0", orders...)
+	p.feed("0", payments...)
+	var sk sinks
+	env := Env{
+		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
+			if spec.Stream == "payments" {
+				return p, nil
+			}
+			return o, nil
+		},
+		NewFormat:          newTestFormat,
+		OpenSink:           sk.open,
+		OnRow:              func(sql.Row) error { return nil },
+		Store:              state.NewMemory(),
+		CheckpointInterval: time.Second,
+		Tick:               5 * time.Millisecond,
+	}
+	j, err := Start(context.Background(), "side", plan, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return &sk
+}
+
+// A join's late rows go to the late output of the stream they were read from: the right
+// input's to its own late_path, encoded with its own columns, not to the left input's.
+func TestJoinLateRowsToTheirOwnStream(t *testing.T) {
+	// One record per batch, no delay: the second record of each stream is behind its
+	// input's watermark at the join (5000) and late. Late rows hold the columns the join reads.
+	sk := runSides(t, `SELECT o.n, p.n FROM orders o JOIN payments p ON o.user_id = p.user_id AND p.ts BETWEEN o.ts AND o.ts + INTERVAL '1' SECOND`,
+		[]string{"u1,1,5000,1", "u1,2,100,2"},
+		[]string{"u1,3,5000,10", "u2,4,200,11"})
+	if d := diff(sk.get("orders.late").bodies(), []string{"u1,100,2"}); d != "" {
+		t.Errorf("orders.late: %s", d)
+	}
+	if d := diff(sk.get("payments.late").bodies(), []string{"u2,200,11"}); d != "" {
+		t.Errorf("payments.late: %s", d)
+	}
+}
+
+// Rows of a stage reading two streams that fail an expression go to the dead-letter
+// output of the stream they were read from, named in their error.
+func TestRowErrorsToTheirOwnStreamsDLQ(t *testing.T) {
+	sk := runSides(t, `SELECT user_id, 10 / n AS q FROM orders UNION ALL SELECT user_id, 20 / n AS q FROM payments`,
+		[]string{"u1,1,1000,1", "u2,1,1001,0"},
+		[]string{"u3,1,1000,2", "u4,1,1001,0", "u5,1,1002,0"})
+	streams := func(name string) []string {
+		var out []string
+		for _, b := range sk.get(name).bodies() {
+			var rec struct {
+				Stream string         `json:"stream"`
+				Row    map[string]any `json:"row"`
+			}
+			if err := json.Unmarshal([]byte(b), &rec); err != nil {
+				t.Fatalf("%s: %q: %v", name, b, err)
+			}
+			out = append(out, rec.Stream+":"+rec.Row["user_id"].(string))
+		}
+		return out
+	}
+	if d := diff(streams("orders.dlq"), []string{"orders:u2"}); d != "" {
+		t.Errorf("orders.dlq: %s", d)
+	}
+	if d := diff(streams("payments.dlq"), []string{"payments:u4", "payments:u5"}); d != "" {
+		t.Errorf("payments.dlq: %s", d)
+	}
+}
