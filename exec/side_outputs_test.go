@@ -13,12 +13,12 @@ import (
 )
 
 // sideCatalog has two streams, orders and payments, each with its own dead-letter and
-// late outputs (files named after the stream).
+// late topics (named after the stream).
 func sideCatalog() benchCatalog {
 	rel := func(name string) *sql.Relation {
 		return &sql.Relation{Name: name, Schema: eventSchema, EventTime: 2, WatermarkDelay: 0,
 			Options: map[string]string{"connector": "mem", "format": "test", "queues": "2",
-				"dlq_path": name + ".dlq", "late_path": name + ".late"}}
+				"dlq_topic": name + "_dlq", "late_topic": name + "_late"}}
 	}
 	return benchCatalog{"orders": rel("orders"), "payments": rel("payments")}
 }
@@ -57,18 +57,18 @@ func runSides(t *testing.T, query string, orders, payments []string) *sinks {
 }
 
 // A join's late rows go to the late output of the stream they were read from: the right
-// input's to its own late_path, encoded with its own columns, not to the left input's.
+// input's to its own late_topic, encoded with its own columns, not to the left input's.
 func TestJoinLateRowsToTheirOwnStream(t *testing.T) {
 	// One record per batch, no delay: the second record of each stream is behind its
 	// input's watermark at the join (5000) and late. Late rows hold the columns the join reads.
 	sk := runSides(t, `SELECT o.n, p.n FROM orders o JOIN payments p ON o.user_id = p.user_id AND p.ts BETWEEN o.ts AND o.ts + INTERVAL '1' SECOND`,
 		[]string{"u1,1,5000,1", "u1,2,100,2"},
 		[]string{"u1,3,5000,10", "u2,4,200,11"})
-	if d := diff(sk.get("orders.late").bodies(), []string{"u1,100,2"}); d != "" {
-		t.Errorf("orders.late: %s", d)
+	if d := diff(sk.get("orders_late").bodies(), []string{"u1,100,2"}); d != "" {
+		t.Errorf("orders_late: %s", d)
 	}
-	if d := diff(sk.get("payments.late").bodies(), []string{"u2,200,11"}); d != "" {
-		t.Errorf("payments.late: %s", d)
+	if d := diff(sk.get("payments_late").bodies(), []string{"u2,200,11"}); d != "" {
+		t.Errorf("payments_late: %s", d)
 	}
 }
 
@@ -92,10 +92,10 @@ func TestRowErrorsToTheirOwnStreamsDLQ(t *testing.T) {
 		}
 		return out
 	}
-	if d := diff(streams("orders.dlq"), []string{"orders:u2"}); d != "" {
-		t.Errorf("orders.dlq: %s", d)
+	if d := diff(streams("orders_dlq"), []string{"orders:u2"}); d != "" {
+		t.Errorf("orders_dlq: %s", d)
 	}
-	if d := diff(streams("payments.dlq"), []string{"payments:u4", "payments:u5"}); d != "" {
-		t.Errorf("payments.dlq: %s", d)
+	if d := diff(streams("payments_dlq"), []string{"payments:u4", "payments:u5"}); d != "" {
+		t.Errorf("payments_dlq: %s", d)
 	}
 }
