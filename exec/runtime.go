@@ -238,10 +238,14 @@ type Job struct {
 	stopped   bool
 	finished  bool
 	badErrors []string
-	epoch     int64
-	seq       int64 // last epoch handed out
-	rootsLeft int   // root stages whose input is not exhausted yet
-	lookups   []stageLookup
+	// the rate limit of bad-record log lines (recordBad)
+	badLogStart time.Time
+	badLogged   int
+	badSkipped  int64
+	epoch       int64
+	seq         int64 // last epoch handed out
+	rootsLeft   int   // root stages whose input is not exhausted yet
+	lookups     []stageLookup
 
 	// early asks the adaptive checkpoint loop for an early checkpoint: a watermark released
 	// rows into an outbox (cpearly.go).
@@ -1022,9 +1026,35 @@ func (j *Job) Stats() JobStats {
 	return s
 }
 
+// Bad records are logged as they happen, at most badLogBurst of them per badLogEvery per
+// job; the next line logged after a window that dropped some says how many.
+const (
+	badLogBurst = 10
+	badLogEvery = 10 * time.Second
+)
+
 func (j *Job) recordBad(err error) {
 	j.cnt.bad.Add(1)
-	j.env.Logf("job %s: bad record: %v", j.name, err)
+	j.mu.Lock()
+	now := j.env.Now()
+	if now.Sub(j.badLogStart) >= badLogEvery {
+		j.badLogStart, j.badLogged = now, 0
+	}
+	var skipped int64
+	logIt := j.badLogged < badLogBurst
+	if logIt {
+		j.badLogged++
+		skipped, j.badSkipped = j.badSkipped, 0
+	} else {
+		j.badSkipped++
+	}
+	j.mu.Unlock()
+	if skipped > 0 {
+		j.env.Logf("job %s: %d more bad records were not logged (at most %d are logged every %v; SHOW JOBS counts them all)", j.name, skipped, badLogBurst, badLogEvery)
+	}
+	if logIt {
+		j.env.Logf("job %s: bad record: %v", j.name, err)
+	}
 	j.mu.Lock()
 	if len(j.badErrors) == 16 {
 		copy(j.badErrors, j.badErrors[1:])

@@ -217,6 +217,12 @@ type stage struct {
 	statsMu    sync.Mutex
 	statWM     int64
 	statSplits []SplitStats
+
+	// cur is the source batch the stage's operators are working through (nil otherwise)
+	// and curLine whether its offsets are line numbers: a failed row's offset is found in
+	// it (offsetOf).
+	cur     *ownedBatch
+	curLine bool
 }
 
 // closeAll closes every operator, the output, side outputs and inputs.
@@ -396,7 +402,11 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 			}
 		}
 		if n > 0 {
+			if sp != nil && !st.shuffleIn {
+				st.cur, st.curLine = b, st.plan.Inputs[ev.input].Connector == "file"
+			}
 			err = st.inEmit[ev.input].Emit(&b.Batch)
+			st.cur = nil
 		}
 		// A shuffle batch's rows came before the watermark it carries: the input's
 		// watermark rises once they are applied, never before (they would be late).
