@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -140,6 +141,8 @@ func TestMetricsEveryPlanShape(t *testing.T) {
 		// Two stages fed in process after the join: their splits read no topic.
 		{"nested_join", "CREATE MATERIALIZED VIEW nested_join AS SELECT n, COUNT(*) AS users FROM (SELECT o.user_id, COUNT(*) AS n FROM " + join + " GROUP BY o.user_id) x GROUP BY n", 2},
 		{"sessions", "CREATE MATERIALIZED VIEW sessions AS SELECT user_id, window_start, window_end, COUNT(*) AS n FROM SESSION(orders, ts, INTERVAL '20' SECOND) GROUP BY user_id, window_start, window_end", 1},
+		// Fails for every seventh order (division by zero): bad records, logged as they happen.
+		{"ratios", "CREATE STREAM ratios AS SELECT order_id, 100 / (order_id % 7) AS r FROM orders", 1},
 	}
 	for _, s := range shapes {
 		run(s.ddl)
@@ -218,14 +221,21 @@ func TestMetricsEveryPlanShape(t *testing.T) {
 	}
 
 	insert(0, 20)
-	waitCounts(20, all)
+	fams := waitCounts(20, all)
+	// Orders 0, 7 and 14 failed; the server logged them while the job runs, with the offset.
+	if v, _ := jobValue(fams, "rsql_job_bad_records_total", ids["ratios"]); v != 3 {
+		t.Errorf("ratios: %v bad records, want 3", v)
+	}
+	if log := srv.Stderr.String(); !regexp.MustCompile(`job `+ids["ratios"]+`: bad record: stream orders, split \d, offset \d+: project: ERROR 22012: division by zero`).MatchString(log) {
+		t.Errorf("the server did not log the bad records as they happened:\n%s", log)
+	}
 
 	// Paused jobs leave /metrics; the others stay, and it still parses.
 	paused := []string{ids["joined"], ids["nested_join"], ids["chained"]}
 	for _, id := range paused {
 		run("PAUSE JOB " + id)
 	}
-	fams := scrapeParsed(t, httpAddr)
+	fams = scrapeParsed(t, httpAddr)
 	for _, id := range paused {
 		if _, ok := jobValue(fams, "rsql_job_records_in_total", id); ok {
 			t.Errorf("paused job %s still in /metrics", id)
