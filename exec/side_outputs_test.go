@@ -23,12 +23,13 @@ func sideCatalog() benchCatalog {
 	return benchCatalog{"orders": rel("orders"), "payments": rel("payments")}
 }
 
-// runSides runs plan to its end over bounded orders and payments (split "1" of each is
-// empty) and returns the side outputs it wrote, by name.
+// runSides runs plan to its end over bounded orders and payments (one split each, so that
+// a stream's watermark is its split's, one record per batch) and returns the side outputs
+// it wrote, by name.
 func runSides(t *testing.T, query string, orders, payments []string) *sinks {
 	t.Helper()
 	plan := planSQL(t, query, sideCatalog(), "side")
-	o, p := newMemSource(true, 1, "0", "1"), newMemSource(true, 1, "0", "1")
+	o, p := newMemSource(true, 1, "0"), newMemSource(true, 1, "0")
 	o.feed("0", orders...)
 	p.feed("0", payments...)
 	var sk sinks
