@@ -64,7 +64,7 @@ func udafBatch(evs []event) (tumble, session []string, lastEnd int64) {
 		sort.Slice(es, func(i, j int) bool { return es[i].TsMs < es[j].TsMs })
 		start, end, n, cents := int64(0), int64(-1), int64(0), int64(0)
 		for _, e := range es {
-			if n > 0 && e.TsMs >= end {
+			if n > 0 && e.TsMs > end { // a row at a session's end touches it: same session
 				session = append(session, udafLine(user, start, end, n, cents))
 				n = 0
 			}
