@@ -226,7 +226,7 @@ func TestMetricsEveryPlanShape(t *testing.T) {
 	if v, _ := jobValue(fams, "rsql_job_bad_records_total", ids["ratios"]); v != 3 {
 		t.Errorf("ratios: %v bad records, want 3", v)
 	}
-	if log := srv.Stderr.String(); !regexp.MustCompile(`job `+ids["ratios"]+`: bad record: stream orders, split \d, offset \d+: project: ERROR 22012: division by zero`).MatchString(log) {
+	if log := srv.Stderr.String(); !regexp.MustCompile(`job ` + ids["ratios"] + `: bad record: stream orders, split \d, offset \d+: project: ERROR 22012: division by zero`).MatchString(log) {
 		t.Errorf("the server did not log the bad records as they happened:\n%s", log)
 	}
 
