@@ -260,3 +260,13 @@ func (h *sessHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return x
 }
+
+// WatermarkHold holds back by 1 ms the watermark the operators after a session
+// aggregation see: a session fires only once the watermark is past its end (fire), so its
+// row, whose window_end may equal the watermark it saw before, is not late after it.
+func (a *aggOp) WatermarkHold() int64 {
+	if _, ok := a.mode.(sessionMode); ok {
+		return 1
+	}
+	return 0
+}

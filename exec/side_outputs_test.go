@@ -3,6 +3,8 @@ package exec
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,5 +100,53 @@ func TestRowErrorsToTheirOwnStreamsDLQ(t *testing.T) {
 	}
 	if d := diff(streams("payments_dlq"), []string{"payments:u4", "payments:u5"}); d != "" {
 		t.Errorf("payments_dlq: %s", d)
+	}
+}
+
+// A session ending exactly at the watermark fires at a later one (the touching rule); the
+// aggregation after it, over the sessions' bounds, still takes its row instead of calling
+// it late: the session aggregation holds the watermark it passes on back by 1 ms.
+func TestChainedAggregationOverSessionsAtTheBoundary(t *testing.T) {
+	plan := planSQL(t, `SELECT window_start, window_end, COUNT(*) AS users FROM
+  (SELECT user_id, window_start, window_end, COUNT(*) AS n FROM SESSION(orders, ts, INTERVAL '10' SECOND)
+   GROUP BY user_id, window_start, window_end) x GROUP BY window_start, window_end`, sideCatalog(), "chain")
+	o, p := newMemSource(true, 1, "0"), newMemSource(true, 1, "0")
+	// One record per batch, no delay: after b's record at 10000 the watermark is 10000, the
+	// end of a's session [0, 10000), which stays open; c's at 30000 fires it.
+	o.feed("0", "a,1,0,1", "b,1,10000,2", "c,1,30000,3")
+	var mu sync.Mutex
+	var got []string
+	var sk sinks
+	env := Env{
+		OpenSink: sk.open,
+		OpenSource: func(spec planner.SourceSpec) (connectors.Source, error) {
+			if spec.Stream == "payments" {
+				return p, nil
+			}
+			return o, nil
+		},
+		NewFormat: newTestFormat,
+		OnRow: func(r sql.Row) error {
+			mu.Lock()
+			got = append(got, fmt.Sprintf("%d-%d:%s", r[0].I, r[1].I, r[2].String()))
+			mu.Unlock()
+			return nil
+		},
+		Store:              state.NewMemory(),
+		CheckpointInterval: time.Second,
+		Tick:               5 * time.Millisecond,
+	}
+	j, err := Start(context.Background(), "chain", plan, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(got, []string{"0-10000:1", "10000-20000:1", "30000-40000:1"}); d != "" {
+		t.Fatal(d)
+	}
+	if st := j.Stats(); st.Late != 0 {
+		t.Fatalf("late=%d", st.Late)
 	}
 }
