@@ -9,7 +9,8 @@ import (
 )
 
 // sessionMode aggregates by session windows: a key's rows at most Window.Gap apart make
-// one session, and a row that bridges two sessions merges them. A split's sessions are in
+// one session (sessions that touch, one's end equal to the other's start, are one session:
+// docs/sql.md, "Windows"), and a row that bridges two sessions merges them. A split's sessions are in
 // sessSplit; a session keeps its accumulators itself (not in a window's rows) and is
 // stored under its current bounds.
 type sessionMode struct{}
@@ -61,11 +62,12 @@ func (sessionMode) row(a *aggOp, sp *aggSplit, r sql.Row, h uint64) bool {
 	return false
 }
 
-// fire emits (on close) and forgets every session of sp that ends at or before the
-// split's watermark.
+// fire emits (on close) and forgets every session of sp that ends before the split's
+// watermark. A session ending at the watermark stays open: a row at the watermark is not
+// late and touches it, so it may still grow.
 func (sessionMode) fire(a *aggOp, sp *aggSplit, out Emitter) error {
 	onClose := a.node.Emit != planner.EmitChanges
-	for len(sp.sheap) > 0 && sp.sheap[0].end <= sp.wm {
+	for len(sp.sheap) > 0 && sp.sheap[0].end < sp.wm {
 		e := heap.Pop(&sp.sheap).(sessEntry)
 		s := e.s
 		if s.dead || s.end != e.end {
@@ -193,7 +195,8 @@ func (a *aggOp) sessKeyFor(sp *aggSplit, h uint64) int32 {
 }
 
 // session returns the session that an event at t joins, creating or merging sessions,
-// and how to undo that for the row.
+// and how to undo that for the row. The event's own session is [t, t+gap); it joins every
+// session it overlaps or touches (bounds equal), as do the sessions those reach.
 func (a *aggOp) session(sp *aggSplit, h uint64, t int64) (*session, sessUndo) {
 	k := a.sessKeyFor(sp, h)
 	gap := a.node.Window.Gap
@@ -205,7 +208,7 @@ func (a *aggOp) session(sp *aggSplit, h uint64, t int64) (*session, sessUndo) {
 		ss := sp.sks[k].sessions
 		for i := 0; i < len(ss); i++ {
 			s := ss[i]
-			if s == merged || !(s.start < hi && lo < s.end) {
+			if s == merged || !(s.start <= hi && lo <= s.end) {
 				continue
 			}
 			if merged == nil {
@@ -256,4 +259,14 @@ func (h *sessHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// WatermarkHold holds back by 1 ms the watermark the operators after a session
+// aggregation see: a session fires only once the watermark is past its end (fire), so its
+// row, whose window_end may equal the watermark it saw before, is not late after it.
+func (a *aggOp) WatermarkHold() int64 {
+	if _, ok := a.mode.(sessionMode); ok {
+		return 1
+	}
+	return 0
 }

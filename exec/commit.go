@@ -78,7 +78,7 @@ func (g *commitGroup) add(epoch int64, b *state.Batch, offs []SplitOffset, r *re
 	go func() {
 		<-prev
 		start := time.Now()
-		err := g.job.commit(epoch, e.state, e.offs)
+		err := g.job.commit(g, epoch, e.state, e.offs)
 		committed := time.Now()
 		// What the checkpoint costs is the commit; publishing the outbox is the sink's
 		// writing, which the rows cost however often the job checkpoints.

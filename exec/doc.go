@@ -46,12 +46,17 @@
 //     aggregation that yields an error value (sql.ErrorValue: division by zero, overflow, a
 //     cast that does not convert), or a value the sink's format cannot encode — is a bad
 //     record too: dropped, counted, its RowError (stream, split, operator, SQLSTATE,
-//     message) kept in BadErrors, and written to the source stream's dead-letter output as
-//     a JSON object {"error": {...}, "stream", "split", "row": {...}} (rowerrors.go).
+//     message, and the offset it was read at when the operator failed on it as read) kept
+//     in BadErrors, and written to the dead-letter output of the stream the row was read
+//     from (its operator's input port followed back through operators' first inputs and
+//     upstream stages: stage.portRoot) as a JSON object {"error": {...}, "stream",
+//     "split", "offset", "row": {...}} (rowerrors.go). Env.Logf gets bad records as they
+//     happen, at most badLogBurst per badLogEvery per job.
 //   - Side outputs are opened with Env.OpenSink: dlq_topic/late_topic as a SinkSpec of the
 //     stream's connector with Options{topic, format}, dlq_path/late_path as connector
 //     "file" with Options{path, format}. Late rows are encoded with the stream's format
-//     over the aggregation's input columns. A dead-letter SinkSpec's Options also hold
+//     over the aggregation's input columns; a join's go to the outputs of the input they
+//     came from. A dead-letter SinkSpec's Options also hold
 //     dlq_of, the stream whose bad records it takes, and each message written to it carries
 //     the Offset and Split it was read at: Env.OpenSink can keep one copy of a bad record
 //     however many jobs read the stream (the server does, with ids
@@ -70,6 +75,9 @@
 //     updated row per change with EMIT CHANGES (a GROUP BY without window: per change, or
 //     once at the end of a bounded input with EmitOnClose). A row whose every window has
 //     fired is late: counted and written to late_topic/late_path when set, never applied.
+//   - Counters (JobStats) count over the job's life: the commit group of the last stage
+//     writes them with each checkpoint (CountersKey) and Start reads them back, unless
+//     the job runs only part of its units (Env.OwnsUnit).
 //   - State: every key of a job is laid out by keys.go (positions, watermarks, epochs,
 //     outbox, de-duplication marks, operator state), per split where it moves with the
 //     split; Units lists a plan's ownable (stage, split) units. Operator state lives in

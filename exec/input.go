@@ -297,9 +297,9 @@ func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, rd *reade
 					}
 					continue
 				}
-				if shuffles {
-					ob.offs = append(ob.offs, m.Offset)
-				}
+				// Kept for every row: a shuffle's ids, and where a row an operator fails
+				// on was read (stage.offsetOf).
+				ob.offs = append(ob.offs, m.Offset)
 				if spec.Columns == nil {
 					ob.vals = append(ob.vals, full...)
 				} else {

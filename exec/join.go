@@ -47,8 +47,9 @@ type joinOp struct {
 	job   string
 	id    string
 	store state.Store
-	late  *sideOutput
-	cnt   *counters
+	// late is each input's late output (its own stream's late_topic / late_path).
+	late [2]*sideOutput
+	cnt  *counters
 
 	splits map[string]*joinSplit
 	keyBuf []byte
@@ -178,7 +179,7 @@ type joinSplit struct {
 }
 
 func newJoinOp(n *planner.JoinNode, job, id string, store state.Store, late *sideOutput, cnt *counters) *joinOp {
-	j := &joinOp{node: n, job: job, id: id, store: store, late: late, cnt: cnt, splits: map[string]*joinSplit{}}
+	j := &joinOp{node: n, job: job, id: id, store: store, late: [2]*sideOutput{late, late}, cnt: cnt, splits: map[string]*joinSplit{}}
 	j.nulls[0] = make(sql.Row, n.LeftWidth)
 	j.nulls[1] = make(sql.Row, n.RightWidth)
 	j.exact = n.Mode == planner.JoinRegular && n.TTL <= 0
@@ -348,9 +349,9 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 	}
 	if len(j.lateRow) > 0 {
 		j.cnt.late.Add(int64(len(j.lateRow)))
-		if j.late != nil {
+		if late := j.late[min(in, 1)]; late != nil {
 			j.lateB.Split, j.lateB.Rows = b.Split, j.lateRow
-			if err := j.late.Process(&j.lateB); err != nil {
+			if err := late.Process(&j.lateB); err != nil {
 				return err
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"rsql/planner"
 	"rsql/state"
@@ -71,6 +72,60 @@ func loadEpoch(st state.Store, job string) (int64, error) {
 		return 0, fmt.Errorf("job %s: the stored epoch (%d bytes) is not a varint", job, len(v))
 	}
 	return ep, nil
+}
+
+// CountersKey is the store key of the job's counters (records in and out, bytes, bad and
+// late rows) as of its last checkpoint: a job started again from its state goes on counting
+// from them (docs/operations.md, "Job counters").
+func CountersKey(job string) []byte {
+	return state.SplitPrefix(nil, job, state.JobOperator, "counters")
+}
+
+// fields lists the counters a checkpoint keeps, in their stored order.
+func (c *counters) fields() []*atomic.Int64 {
+	return []*atomic.Int64{&c.in, &c.out, &c.bad, &c.late, &c.bytesIn, &c.bytesOut}
+}
+
+// appendCounters encodes the counters as varints, in fields order.
+func appendCounters(b []byte, c *counters) []byte {
+	for _, f := range c.fields() {
+		b = binary.AppendVarint(b, f.Load())
+	}
+	return b
+}
+
+// decodeCounters reads what appendCounters wrote into c. A value written by a later
+// version with more counters is read as far as this one knows; a truncated or negative
+// one is an error.
+func decodeCounters(v []byte, c *counters) error {
+	for i, f := range c.fields() {
+		x, n := binary.Varint(v)
+		if n <= 0 {
+			return fmt.Errorf("stored counters: field %d of %d is not a varint", i+1, len(c.fields()))
+		}
+		if x < 0 {
+			return fmt.Errorf("stored counters: field %d is negative (%d)", i+1, x)
+		}
+		f.Store(x)
+		v = v[n:]
+	}
+	return nil
+}
+
+// loadCounters sets c to the job's counters as of its last checkpoint (zero when none).
+func loadCounters(st state.Store, job string, c *counters) error {
+	v, ok, err := st.Get(CountersKey(job))
+	if err != nil || !ok {
+		return err
+	}
+	var tmp counters
+	if err := decodeCounters(v, &tmp); err != nil {
+		return fmt.Errorf("job %s: %w", job, err)
+	}
+	for i, f := range c.fields() {
+		f.Store(tmp.fields()[i].Load())
+	}
+	return nil
 }
 
 // OutboxPrefix is the store prefix of a stage's outbox entries.

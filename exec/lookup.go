@@ -457,7 +457,7 @@ func (c *lookupCounters) snapshot(stage int) LookupStats {
 
 // openLookup opens the table of a lookup join through Env.OpenLookup and makes its
 // operator.
-func (st *stage) openLookup(ctx context.Context, n *planner.LookupJoinNode, in sql.Schema) (Operator, error) {
+func (st *stage) openLookup(ctx context.Context, n *planner.LookupJoinNode, port planner.Port, in sql.Schema) (Operator, error) {
 	env := &st.job.env
 	opts := n.Options // parsed when the join was planned
 	if opts.Connector == "" {
@@ -471,7 +471,7 @@ func (st *stage) openLookup(ctx context.Context, n *planner.LookupJoinNode, in s
 		return nil, fmt.Errorf("lookup table %s: %w", n.Table, err)
 	}
 	op := newLookupOp(ctx, n, table, opts, env.Now)
-	op.bad, op.schema = st.bad(), in
+	op.bad, op.schema = st.bad(port), in
 	op.logf = func(format string, args ...any) { env.Logf("job %s: "+format, append([]any{st.job.name}, args...)...) }
 	st.job.addLookup(st.plan.ID, op.stats)
 	return op, nil

@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"rsql/connectors"
+	"rsql/planner"
 	"rsql/sql"
 )
 
@@ -27,12 +28,25 @@ import (
 // RowError is the error of one row an operator could not finish.
 type RowError struct {
 	Stream, Split string
-	Operator      string // filter, project, aggregate, sink
-	Err           *sql.Error
+	// Offset is where the row was read (the line for files: Line), when known
+	// (HasOffset): for the rows an operator of the stage that reads the stream fails on
+	// as they were read (a filter's, a projection's).
+	Offset          int64
+	HasOffset, Line bool
+	Operator        string // filter, project, aggregate, sink
+	Err             *sql.Error
 }
 
 func (e *RowError) Error() string {
-	return fmt.Sprintf("stream %s, split %s: %s: ERROR %s: %s", e.Stream, e.Split, e.Operator, e.Err.Code, e.Err.Message)
+	where := ""
+	if e.HasOffset {
+		what := "offset"
+		if e.Line {
+			what = "line"
+		}
+		where = fmt.Sprintf(", %s %d", what, e.Offset)
+	}
+	return fmt.Sprintf("stream %s, split %s%s: %s: ERROR %s: %s", e.Stream, e.Split, where, e.Operator, e.Err.Code, e.Err.Message)
 }
 
 func (e *RowError) Unwrap() error { return e.Err }
@@ -41,7 +55,8 @@ func (e *RowError) Unwrap() error { return e.Err }
 // goroutine only (operators are single-goroutine); the dead-letter output it writes to is
 // shared with the split readers and has its own lock.
 type badRows struct {
-	st *stage
+	st   *stage
+	port planner.Port // the rows' port: their stream is the one it was read from
 }
 
 // report handles one failed row: row is the operator's input, schema names its columns
@@ -50,20 +65,29 @@ func (b *badRows) report(ctx context.Context, op, split string, row sql.Row, sch
 	if b == nil || b.st == nil {
 		return &RowError{Split: split, Operator: op, Err: cause}
 	}
-	stream := b.st.rootSource().Stream
+	stream := b.st.rootSource(b.port).Stream
 	rerr := &RowError{Stream: stream, Split: split, Operator: op, Err: cause}
+	rerr.Offset, rerr.HasOffset, rerr.Line = b.st.offsetOf(row)
 	if b.st.job.env.FailOnRowError {
 		return rerr
 	}
 	b.st.job.recordBad(rerr)
-	dlq := b.st.rootDLQ()
+	dlq := b.st.rootDLQ(b.port)
 	if dlq == nil {
 		return nil
 	}
-	body, err := json.Marshal(dlqRecord{
+	rec := dlqRecord{
 		Error:  dlqError{Code: cause.Code, Message: cause.Message, Operator: op},
 		Stream: stream, Split: split, Row: rowJSON(row, schema),
-	})
+	}
+	if rerr.HasOffset {
+		if rerr.Line {
+			rec.Line = &rerr.Offset
+		} else {
+			rec.Offset = &rerr.Offset
+		}
+	}
+	body, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
@@ -80,7 +104,29 @@ type dlqRecord struct {
 	Error  dlqError        `json:"error"`
 	Stream string          `json:"stream"`
 	Split  string          `json:"split"`
+	Offset *int64          `json:"offset,omitempty"`
+	Line   *int64          `json:"line,omitempty"`
 	Row    json.RawMessage `json:"row"`
+}
+
+// offsetOf finds where row was read when it is one of the rows of the source batch the
+// stage is working through (an operator failing on a row as it was read): its offset, and
+// whether that is a line number (files). The batch's rows are found by where their values
+// start in its storage, which a filter compacting Rows in place does not move. Only called
+// for failed rows.
+func (st *stage) offsetOf(row sql.Row) (off int64, ok, line bool) {
+	b := st.cur
+	if b == nil || len(row) == 0 || len(b.offs) != len(b.ends) {
+		return 0, false, false
+	}
+	start := 0
+	for i, e := range b.ends {
+		if e > start && &b.vals[start] == &row[0] {
+			return b.offs[i], true, st.curLine
+		}
+		start = e
+	}
+	return 0, false, false
 }
 
 // rowJSON renders a row as a JSON object by column name (an array when the names are not

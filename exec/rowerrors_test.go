@@ -1,11 +1,15 @@
 package exec
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"rsql/planner"
 	"rsql/sql"
@@ -68,6 +72,68 @@ func TestFailedRowsGoToDeadLetter(t *testing.T) {
 	}
 	if recs[1].Error.Operator != "project" || recs[1].Error.Code != sql.CodeDivisionByZero || recs[1].Stream != "events" || !strings.Contains(string(recs[1].Row), `"n":0`) {
 		t.Fatalf("second dead letter: %+v %s", recs[1], recs[1].Row)
+	}
+	// Each names the offset it was read at, in the dead letter and in its error.
+	for i, want := range []int64{2, 3} {
+		if recs[i].Offset == nil || *recs[i].Offset != want {
+			t.Errorf("dead letter %d: offset %v, want %d", i, recs[i].Offset, want)
+		}
+		if w := fmt.Sprintf("stream events, split 0, offset %d: ", want); !strings.HasPrefix(st.BadErrors[i], w) {
+			t.Errorf("bad record error %q does not start with %q", st.BadErrors[i], w)
+		}
+	}
+}
+
+// Bad records are logged as they happen, at most badLogBurst per badLogEvery per job; the
+// next line logged after that says how many were not.
+func TestBadRecordsLoggedRateLimited(t *testing.T) {
+	src := newMemSource(false, 0, "0")
+	var mu sync.Mutex
+	var lines []string
+	now := time.Unix(1_796_000_000, 0)
+	var sk sinks
+	env := testEnv(src, &sk)
+	env.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	env.Logf = func(format string, args ...any) {
+		mu.Lock()
+		lines = append(lines, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	quot := compiled(t, sqlCall(t, "/", colRef(1), colRef(3)))
+	outSchema := sql.Schema{{Name: "q", Type: sql.TypeDouble}}
+	plan := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, sourceSpec(nil, 0), sinkSpec(outSchema), &planner.ProjectNode{Exprs: []planner.Evaluator{quot}, Schema: outSchema})}}
+	j, err := Start(context.Background(), "job", plan, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Stop()
+	feedBad := func(from, n int, total int64) {
+		t.Helper()
+		for i := from; i < from+n; i++ {
+			src.feed("0", fmt.Sprintf("u%d,1,%d,0", i, i)) // amount / 0
+		}
+		waitFor(t, "bad records", func() bool { return j.Stats().Bad == total })
+	}
+	feedBad(0, 25, 25)
+	mu.Lock()
+	got := append([]string(nil), lines...)
+	mu.Unlock()
+	if len(got) != badLogBurst {
+		t.Fatalf("%d lines logged for 25 bad records, want %d:\n%s", len(got), badLogBurst, strings.Join(got, "\n"))
+	}
+	if want := "job job: bad record: stream events, split 0, offset 1: project: ERROR 22012: division by zero"; got[0] != want {
+		t.Errorf("first line %q, want %q", got[0], want)
+	}
+	mu.Lock()
+	now = now.Add(badLogEvery)
+	mu.Unlock()
+	feedBad(25, 1, 26)
+	mu.Lock()
+	got = append([]string(nil), lines...)
+	mu.Unlock()
+	if len(got) != badLogBurst+2 || !strings.Contains(got[badLogBurst], "15 more bad records were not logged") ||
+		!strings.Contains(got[badLogBurst+1], "offset 26: ") {
+		t.Fatalf("after the window:\n%s", strings.Join(got, "\n"))
 	}
 }
 

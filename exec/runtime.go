@@ -168,18 +168,32 @@ type JobStats struct {
 	Lookups []LookupStats
 }
 
-// SplitStats describes one source split.
+// SplitStats describes one split of a stage: a source split, the queue of a shuffle topic
+// (one per input of the stage) or the queue of an in-process edge (which reads no topic:
+// Stream "", no Reads).
 type SplitStats struct {
-	Stage        int
-	Stream       string
-	Split        string
-	Offset       int64 // next offset to read
+	Stage  int
+	Stream string // what the split's first reader reads ("" for an in-process edge)
+	Split  string
+	Offset int64 // next offset the first reader reads
+	// Reads are what the split reads, one per reader: a source split's stream, or each
+	// input's shuffle topic. Within a stage (Stream, Split) of a read is unique.
+	Reads        []SplitRead
 	MaxEventTime int64 // MinWatermark before the first record
 	Watermark    int64 // MaxEventTime - delay
 	Idle, Done   bool
 	// Lag is how many messages the split is behind its end, when the reader can tell
 	// (it implements interface{ Lag() int64 }), else -1.
 	Lag int64
+}
+
+// SplitRead is where one reader of a split is: the stream or shuffle topic of the stage's
+// input Input, the next offset it reads and, when its reader can tell, its lag (else -1).
+type SplitRead struct {
+	Input  int
+	Stream string
+	Offset int64
+	Lag    int64
 }
 
 type counters struct {
@@ -206,7 +220,10 @@ type Job struct {
 	first  *stage   // receives AddSplit / RemoveSplit
 	groups []*commitGroup
 	cnt    counters
-	done   chan struct{}
+	// cntGroup is the commit group whose checkpoints keep the counters (CountersKey): one
+	// group, so they are written in epoch order; nil when they are not kept.
+	cntGroup *commitGroup
+	done     chan struct{}
 
 	// inject is held while a checkpoint numbers its barrier and hands it to every root
 	// stage, so that concurrent checkpoints (the periodic one, the last one of a bounded
@@ -221,10 +238,14 @@ type Job struct {
 	stopped   bool
 	finished  bool
 	badErrors []string
-	epoch     int64
-	seq       int64 // last epoch handed out
-	rootsLeft int   // root stages whose input is not exhausted yet
-	lookups   []stageLookup
+	// the rate limit of bad-record log lines (recordBad)
+	badLogStart time.Time
+	badLogged   int
+	badSkipped  int64
+	epoch       int64
+	seq         int64 // last epoch handed out
+	rootsLeft   int   // root stages whose input is not exhausted yet
+	lookups     []stageLookup
 
 	// early asks the adaptive checkpoint loop for an early checkpoint: a watermark released
 	// rows into an outbox (cpearly.go).
@@ -289,6 +310,18 @@ func Start(ctx context.Context, job string, plan *planner.Physical, env Env) (*J
 		return nil, err
 	}
 	j.epoch = ep
+	if env.OwnsUnit == nil {
+		// The counters go on from the last checkpoint (docs/operations.md, "Job
+		// counters"); an instance running part of a job counts its part from zero.
+		if err := loadCounters(env.Store, job, &j.cnt); err != nil {
+			cancel()
+			for _, st := range j.stages {
+				st.closeAll()
+			}
+			return nil, err
+		}
+		j.cntGroup = j.stages[len(j.stages)-1].group
+	}
 	j.rootsLeft = len(j.roots)
 	for _, st := range j.stages {
 		j.wg.Add(1)
@@ -626,7 +659,7 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 		if err != nil {
 			return err
 		}
-		op.bad, op.schema = st.bad(), ps.Sink.Schema
+		op.bad, op.schema = st.bad(ps.Out), ps.Sink.Schema
 		if ps.Sink.Options.Delivery == DeliveryTransactional && !env.AtLeastOnce && env.CheckpointInterval > 0 {
 			ts, ok := op.sink.(connectors.TxSink)
 			if !ok {
@@ -1023,9 +1056,35 @@ func (j *Job) Stats() JobStats {
 	return s
 }
 
+// Bad records are logged as they happen, at most badLogBurst of them per badLogEvery per
+// job; the next line logged after a window that dropped some says how many.
+const (
+	badLogBurst = 10
+	badLogEvery = 10 * time.Second
+)
+
 func (j *Job) recordBad(err error) {
 	j.cnt.bad.Add(1)
-	j.env.Logf("job %s: bad record: %v", j.name, err)
+	j.mu.Lock()
+	now := j.env.Now()
+	if now.Sub(j.badLogStart) >= badLogEvery {
+		j.badLogStart, j.badLogged = now, 0
+	}
+	var skipped int64
+	logIt := j.badLogged < badLogBurst
+	if logIt {
+		j.badLogged++
+		skipped, j.badSkipped = j.badSkipped, 0
+	} else {
+		j.badSkipped++
+	}
+	j.mu.Unlock()
+	if skipped > 0 {
+		j.env.Logf("job %s: %d more bad records were not logged (at most %d are logged every %v; SHOW JOBS counts them all)", j.name, skipped, badLogBurst, badLogEvery)
+	}
+	if logIt {
+		j.env.Logf("job %s: bad record: %v", j.name, err)
+	}
 	j.mu.Lock()
 	if len(j.badErrors) == 16 {
 		copy(j.badErrors, j.badErrors[1:])
@@ -1036,8 +1095,11 @@ func (j *Job) recordBad(err error) {
 }
 
 // commit makes a checkpoint durable and records its epoch.
-func (j *Job) commit(epoch int64, b *state.Batch, offsets []SplitOffset) error {
+func (j *Job) commit(g *commitGroup, epoch int64, b *state.Batch, offsets []SplitOffset) error {
 	b.Put(EpochKey(j.name), binary.AppendVarint(nil, epoch))
+	if g != nil && g == j.cntGroup {
+		b.Put(CountersKey(j.name), appendCounters(nil, &j.cnt))
+	}
 	if err := j.env.Commit(&CheckpointInfo{Job: j.name, Epoch: epoch, Offsets: offsets, State: b}); err != nil {
 		return fmt.Errorf("job %s: commit checkpoint %d: %w", j.name, epoch, err)
 	}

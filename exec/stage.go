@@ -185,7 +185,9 @@ type stage struct {
 	outHold int64
 	out     output
 	sink    *sinkOp // the stage's exactly-once sink, if any
-	late    *sideOutput
+	// lates are the stage's late outputs, by stream and row layout (lateOutput).
+	lates   map[string]*sideOutput
+	lateOrd []*sideOutput
 	opIDs   []string     // ids of the stateful operators (state key prefixes)
 	opIn    []sql.Schema // each operator's (first) input row
 
@@ -219,8 +221,14 @@ type stage struct {
 	statsMu    sync.Mutex
 	statWM     int64
 	statSplits []SplitStats
-	// statScratch is publishStats' buffer: a tick that changed nothing allocates nothing.
+	// statScratch is publishStats' buffer: a tick that changed nothing publishes nothing.
 	statScratch []SplitStats
+
+	// cur is the source batch the stage's operators are working through (nil otherwise)
+	// and curLine whether its offsets are line numbers: a failed row's offset is found in
+	// it (offsetOf).
+	cur     *ownedBatch
+	curLine bool
 }
 
 // closeAll closes every operator, the output, side outputs and inputs.
@@ -239,8 +247,8 @@ func (st *stage) closeAll() error {
 	if st.out != nil {
 		keep(st.out.Close())
 	}
-	if st.late != nil {
-		keep(st.late.close())
+	for _, l := range st.lateOrd {
+		keep(l.close())
 	}
 	for _, sp := range st.splits {
 		for _, rd := range sp.rds {
@@ -425,7 +433,11 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 			}
 		}
 		if n > 0 {
+			if sp != nil && !st.shuffleIn {
+				st.cur, st.curLine = b, st.plan.Inputs[ev.input].Connector == "file"
+			}
 			err = st.inEmit[ev.input].Emit(&b.Batch)
+			st.cur = nil
 		}
 		// A shuffle batch's rows came before the watermark it carries: the input's
 		// watermark rises once they are applied, never before (they would be late).
@@ -483,6 +495,13 @@ func (st *stage) control(c *Control) error {
 	return st.out.Control(c)
 }
 
+// sameSplitStats reports whether a and b say the same.
+func sameSplitStats(a, b SplitStats) bool {
+	return a.Stage == b.Stage && a.Stream == b.Stream && a.Split == b.Split && a.Offset == b.Offset &&
+		slices.Equal(a.Reads, b.Reads) && a.MaxEventTime == b.MaxEventTime && a.Watermark == b.Watermark &&
+		a.Idle == b.Idle && a.Done == b.Done && a.Lag == b.Lag
+}
+
 func (st *stage) publishStats() {
 	stats := st.statScratch[:0]
 	for _, name := range st.order {
@@ -491,22 +510,26 @@ func (st *stage) publishStats() {
 			continue
 		}
 		lag := int64(-1)
+		var reads []SplitRead
 		for _, rd := range sp.rds {
+			rl := int64(-1)
 			if rd.lag != nil {
-				lag = max(lag, 0) + rd.lag()
+				rl = rd.lag()
+				lag = max(lag, 0) + rl
 			}
+			reads = append(reads, SplitRead{Input: rd.input, Stream: st.plan.Inputs[rd.input].Stream, Offset: rd.next, Lag: rl})
 		}
 		stream := ""
-		if len(sp.rds) > 0 {
-			stream = st.plan.Inputs[sp.rds[0].input].Stream
+		if len(reads) > 0 {
+			stream = reads[0].Stream
 		}
 		stats = append(stats, SplitStats{Stage: st.plan.ID, Stream: stream, Split: sp.name,
-			Offset: sp.next0(), MaxEventTime: sp.maxTs, Watermark: sp.wm,
+			Offset: sp.next0(), Reads: reads, MaxEventTime: sp.maxTs, Watermark: sp.wm,
 			Idle: sp.idle, Done: sp.done, Lag: lag})
 	}
 	st.statScratch = stats
 	st.statsMu.Lock()
-	if !slices.Equal(stats, st.statSplits) {
+	if !slices.EqualFunc(stats, st.statSplits, sameSplitStats) {
 		// (A new slice: readers append from the published one after unlocking.)
 		st.statSplits = slices.Clone(stats)
 	}

@@ -139,38 +139,60 @@ func (st *stage) portSchema(p planner.Port, ops []sql.Schema) sql.Schema {
 	return in
 }
 
-// bad is the stage's bad-record path (rowerrors.go).
-func (st *stage) bad() *badRows { return &badRows{st: st} }
+// bad is the bad-record path (rowerrors.go) of the rows that flow through port p.
+func (st *stage) bad(p planner.Port) *badRows { return &badRows{st: st, port: p} }
 
-// rootDLQ is the dead-letter output of the stream the stage's rows come from (it belongs
-// to the stage that reads that stream; rawOutput is safe for concurrent use), or nil.
-func (st *stage) rootDLQ() *rawOutput {
-	s := st
-	for s.plan.Inputs[0].FromStage >= 0 {
-		up := s.job.stageByID(s.plan.Inputs[0].FromStage)
-		if up == nil {
-			return nil
+// portRoot follows port p of the stage back to the stream its rows were read from: through
+// an operator's first input, and from a stage input that is an edge to the upstream
+// stage's output. It returns the stage that reads the stream and the stream's input index
+// there. Rows of a join's or a union's output count as their first input's (docs/sql.md,
+// "Time, watermarks and late rows"); the operators before them see one input's rows each.
+func (st *stage) portRoot(p planner.Port) (*planner.Stage, int) {
+	ps := st.plan
+	for range 1 << 16 { // a plan is acyclic; the bound only guards a malformed one
+		if p.Op >= 0 {
+			if p.Op >= len(ps.Ops) || len(ps.Ops[p.Op].Inputs) == 0 {
+				break
+			}
+			p = ps.Ops[p.Op].Inputs[0]
+			continue
 		}
-		s = up
-	}
-	if in, ok := s.inputs[0].(*sourceInput); ok {
-		return in.dlq
-	}
-	return nil
-}
-
-// rootSource is the stream the stage's rows come from at the start of the plan (for the
-// late_* options): its first input, or its first upstream stage's.
-func (st *stage) rootSource() planner.SourceSpec {
-	src := st.plan.Inputs[0]
-	for src.FromStage >= 0 {
-		up := st.job.plan.Stage(src.FromStage)
-		if up == nil {
+		if p.Input < 0 || p.Input >= len(ps.Inputs) {
 			break
 		}
-		src = up.Inputs[0]
+		src := ps.Inputs[p.Input]
+		if src.FromStage < 0 {
+			return ps, p.Input
+		}
+		up := st.job.plan.Stage(src.FromStage)
+		if up == nil {
+			return ps, p.Input
+		}
+		ps, p = up, up.Out
 	}
-	return src
+	return ps, 0
+}
+
+// rootSource is the stream the rows of port p were read from (for its late_* and dlq_*
+// options and to name it in row errors).
+func (st *stage) rootSource(p planner.Port) planner.SourceSpec {
+	ps, in := st.portRoot(p)
+	return ps.Inputs[in]
+}
+
+// rootDLQ is the dead-letter output of the stream the rows of port p were read from (it
+// belongs to the stage that reads that stream; rawOutput is safe for concurrent use), or
+// nil.
+func (st *stage) rootDLQ(p planner.Port) *rawOutput {
+	ps, in := st.portRoot(p)
+	s := st.job.stageByID(ps.ID)
+	if s == nil || in >= len(s.inputs) {
+		return nil
+	}
+	if si, ok := s.inputs[in].(*sourceInput); ok {
+		return si.dlq
+	}
+	return nil
 }
 
 func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.Schema) (Operator, error) {
@@ -178,11 +200,11 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 	id := st.plan.ID
 	switch n := op.Node.(type) {
 	case *planner.FilterNode:
-		return &filterOp{pred: n.Pred, bad: st.bad(), schema: in, ctx: ctx}, nil
+		return &filterOp{pred: n.Pred, bad: st.bad(op.Inputs[0]), schema: in, ctx: ctx}, nil
 	case *planner.ProjectNode:
-		return &projectOp{exprs: n.Exprs, bad: st.bad(), schema: in, ctx: ctx}, nil
+		return &projectOp{exprs: n.Exprs, bad: st.bad(op.Inputs[0]), schema: in, ctx: ctx}, nil
 	case *planner.TableFuncNode:
-		return &tableFuncOp{n: n, bad: st.bad(), schema: in, ctx: ctx}, nil
+		return &tableFuncOp{n: n, bad: st.bad(op.Inputs[0]), schema: in, ctx: ctx}, nil
 	case *planner.WindowAssignNode:
 		if n.Window.Kind != planner.WindowTumble && n.Window.Kind != planner.WindowHop {
 			return nil, fmt.Errorf("%w: stage %d: window assignment needs TUMBLE or HOP", ErrBadPlan, id)
@@ -199,17 +221,17 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 			oid := OperatorID(id, "agg", i)
 			st.opIDs = append(st.opIDs, oid)
 			a := newRetractAggOp(n, st.job.name, oid, env.Store)
-			a.bad, a.schema = st.bad(), in
+			a.bad, a.schema = st.bad(op.Inputs[0]), in
 			return a, nil
 		}
-		late, err := st.lateOutput(ctx, in)
+		late, err := st.lateOutput(ctx, op.Inputs[0], in)
 		if err != nil {
 			return nil, err
 		}
 		oid := OperatorID(id, "agg", i)
 		st.opIDs = append(st.opIDs, oid)
 		a := newAggOp(n, st.job.name, oid, env.Store, late, &st.job.cnt)
-		a.bad, a.schema = st.bad(), in
+		a.bad, a.schema = st.bad(op.Inputs[0]), in
 		return a, nil
 	case *planner.LimitNode:
 		return &limitOp{n: n.N, offset: n.Offset}, nil
@@ -218,19 +240,25 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 	case *planner.SortNode:
 		return &sortOp{keys: n.Keys}, nil
 	case *planner.JoinNode:
-		late, err := st.lateOutput(ctx, in)
+		late, err := st.lateOutput(ctx, op.Inputs[0], in)
 		if err != nil {
 			return nil, err
 		}
 		oid := OperatorID(id, "join", i)
 		st.opIDs = append(st.opIDs, oid)
 		j := newJoinOp(n, st.job.name, oid, env.Store, late, &st.job.cnt)
+		if len(op.Inputs) > 1 {
+			// The right input's late rows go to its own stream's late output.
+			if j.late[1], err = st.lateOutput(ctx, op.Inputs[1], st.portSchema(op.Inputs[1], st.opIn)); err != nil {
+				return nil, err
+			}
+		}
 		j.logf = env.Logf
 		return j, nil
 	case *planner.LookupJoinNode:
-		return st.openLookup(ctx, n, in)
+		return st.openLookup(ctx, n, op.Inputs[0], in)
 	case *planner.TopNNode:
-		late, err := st.lateOutput(ctx, in)
+		late, err := st.lateOutput(ctx, op.Inputs[0], in)
 		if err != nil {
 			return nil, err
 		}
@@ -244,16 +272,18 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 	return nil, fmt.Errorf("%w: stage %d: unknown node %T", ErrBadPlan, id, op.Node)
 }
 
-// lateOutput opens the late-row output of the stage's root stream (late_topic/late_path),
-// once per stage; rows are encoded over schema in.
-func (st *stage) lateOutput(ctx context.Context, in sql.Schema) (*sideOutput, error) {
-	if st.late != nil {
-		return st.late, nil
-	}
+// lateOutput opens the late-row output of the stream the rows of port p were read from
+// (its late_topic/late_path), once per stage for a stream and row layout; rows are
+// encoded over schema in.
+func (st *stage) lateOutput(ctx context.Context, p planner.Port, in sql.Schema) (*sideOutput, error) {
 	env := &st.job.env
-	spec, ok := sideSpec(st.rootSource(), "late", in)
+	spec, ok := sideSpec(st.rootSource(p), "late", in)
 	if !ok {
 		return nil, nil
+	}
+	key := spec.Stream + "\x00" + fmt.Sprint(in)
+	if l := st.lates[key]; l != nil {
+		return l, nil
 	}
 	if env.OpenSink == nil || env.NewFormat == nil {
 		return nil, fmt.Errorf("%w: late output %s needs Env.OpenSink and Env.NewFormat", ErrMissingEnv, spec.Stream)
@@ -262,8 +292,13 @@ func (st *stage) lateOutput(ctx context.Context, in sql.Schema) (*sideOutput, er
 	if err != nil {
 		return nil, err
 	}
-	st.late = &sideOutput{op: *op}
-	return st.late, nil
+	l := &sideOutput{op: *op}
+	if st.lates == nil {
+		st.lates = map[string]*sideOutput{}
+	}
+	st.lates[key] = l
+	st.lateOrd = append(st.lateOrd, l)
+	return l, nil
 }
 
 func checkWindow(w planner.WindowSpec) error {

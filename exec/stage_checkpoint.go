@@ -117,8 +117,8 @@ func (st *stage) spare(i int) *state.Batch {
 }
 
 func (st *stage) flushSides() error {
-	if st.late != nil {
-		if err := st.late.flush(); err != nil {
+	for _, l := range st.lateOrd {
+		if err := l.flush(); err != nil {
 			return err
 		}
 	}

@@ -808,6 +808,9 @@ func (e *Engine) env(job string) exec.Env {
 		Store:         e.store,
 		ShuffleTopics: e.cfg.Broker != nil || e.cfg.RocketMQ != nil,
 		Commit:        e.commitCheckpoint,
+		// Bad records (rate-limited by exec), checkpoint and sink notices, as they happen;
+		// each line names its job.
+		Logf: func(format string, args ...any) { fmt.Fprintf(e.cfg.Log, format+"\n", args...) },
 	}
 }
 

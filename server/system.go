@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -190,7 +191,10 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 			reg.MustRegister(&storeCollector{b: b, dataDir: cfg.DataDir})
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		// A metric that fails to collect is logged and left out; the others are still
+		// served (docs/operations.md, "Metrics").
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError,
+			ErrorLog: slog.NewLogLogger(slog.NewTextHandler(cfg.Log, nil).WithAttrs([]slog.Attr{slog.String("component", "metrics")}), slog.LevelError)}))
 		mux.HandleFunc("/healthz", s.healthz)
 		// The web console and its API (server/console), answering to the wire's
 		// authentication.
@@ -356,20 +360,27 @@ func (s *System) Close() error {
 // engineCollector exports per-job counters from the engine's running jobs.
 type engineCollector struct{ e *Engine }
 
+// splitLabels are the labels of a split reader's metrics: a job's stage, the stream or
+// shuffle topic it reads and the stage's split. They tell the readers of a job apart by
+// construction: a stage's split reads each of the stage's inputs at most once, and
+// different inputs read different streams or topics (exec.SplitStats.Reads). A split of
+// an in-process edge reads no topic and has none of these metrics.
+var splitLabels = []string{"job", "stage", "stream", "split"}
+
 var (
 	descIn        = prometheus.NewDesc("rsql_job_records_in_total", "Records read and decoded by a job.", []string{"job"}, nil)
 	descOut       = prometheus.NewDesc("rsql_job_records_out_total", "Rows a job wrote to its sink.", []string{"job"}, nil)
 	descLate      = prometheus.NewDesc("rsql_job_late_records_total", "Records that arrived after all their windows fired.", []string{"job"}, nil)
 	descBad       = prometheus.NewDesc("rsql_job_bad_records_total", "Records that failed to decode.", []string{"job"}, nil)
 	descWatermark = prometheus.NewDesc("rsql_job_watermark_delay_seconds", "Wall clock minus the job's watermark.", []string{"job"}, nil)
-	descLag       = prometheus.NewDesc("rsql_job_split_lag_records", "Messages a source split is behind its end.", []string{"job", "stream", "split"}, nil)
+	descLag       = prometheus.NewDesc("rsql_job_split_lag_records", "Messages a split's reader is behind the end of what it reads.", splitLabels, nil)
 	descEpoch     = prometheus.NewDesc("rsql_job_checkpoint_epoch", "The job's last committed checkpoint (0 before the first).", []string{"job"}, nil)
 	descBytesIn   = prometheus.NewDesc("rsql_job_bytes_in_total", "Bytes of message bodies a job read from its sources.", []string{"job"}, nil)
 	descBytesOut  = prometheus.NewDesc("rsql_job_bytes_out_total", "Bytes of message bodies a job wrote to its sinks.", []string{"job"}, nil)
 	descCkptDur   = prometheus.NewDesc("rsql_job_checkpoint_duration_seconds", "How long the job's last checkpoint commit took.", []string{"job"}, nil)
 	descCkptSize  = prometheus.NewDesc("rsql_job_checkpoint_size_bytes", "Size of the job's last checkpoint (state delta, offsets and held output).", []string{"job"}, nil)
 	descCkptCount = prometheus.NewDesc("rsql_job_checkpoints_total", "Checkpoints the job committed since it started in this process.", []string{"job"}, nil)
-	descOffset    = prometheus.NewDesc("rsql_job_split_offset", "Next offset a source split reads.", []string{"job", "stream", "split"}, nil)
+	descOffset    = prometheus.NewDesc("rsql_job_split_offset", "Next offset a split's reader reads of a stream or shuffle topic.", splitLabels, nil)
 
 	lookupLabels      = []string{"job", "table"}
 	descLookupQueries = prometheus.NewDesc("rsql_lookup_queries_total", "Queries a lookup join sent to its database (one per batch with keys the cache lacks; every retry counts).", lookupLabels, nil)
@@ -428,9 +439,12 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		collectLookups(ch, id, st.Lookups)
 		for _, sp := range st.Splits {
-			ch <- prometheus.MustNewConstMetric(descOffset, prometheus.GaugeValue, float64(sp.Offset), id, sp.Stream, sp.Split)
-			if sp.Lag >= 0 {
-				ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(sp.Lag), id, sp.Stream, sp.Split)
+			stage := strconv.Itoa(sp.Stage)
+			for _, rd := range sp.Reads {
+				ch <- prometheus.MustNewConstMetric(descOffset, prometheus.GaugeValue, float64(rd.Offset), id, stage, rd.Stream, sp.Split)
+				if rd.Lag >= 0 {
+					ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(rd.Lag), id, stage, rd.Stream, sp.Split)
+				}
 			}
 		}
 	}

@@ -227,6 +227,13 @@ func closeWindows(t *testing.T, ns string, lastEnd int64) {
 func waitWindowsClosed(t *testing.T, s *jobsServer, lastEnd int64) {
 	t.Helper()
 	closeWindows(t, s.ns, lastEnd)
+	waitWatermark(t, s, lastEnd)
+}
+
+// waitWatermark waits until the job's watermark reaches lastEnd, then for the checkpoint
+// that publishes the last rows.
+func waitWatermark(t *testing.T, s *jobsServer, lastEnd int64) {
+	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

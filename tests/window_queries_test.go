@@ -197,10 +197,11 @@ FROM orders WHERE amount > 10 AND category IN ('a', 'b') AND user_id LIKE 'u1%'`
 }
 
 // sessionSQL computes per-user sessions with gaps-and-islands: a new session starts where
-// the gap to the previous on-time event of the user is at least gap ms.
+// the gap to the previous on-time event of the user is more than gap ms (sessions that touch
+// are one: docs/sql.md, "Windows").
 func sessionSQL(gap, aggs, startName, endName string) string {
 	return fmt.Sprintf(`WITH o AS (SELECT * FROM orders WHERE NOT late),
-m AS (SELECT *, CASE WHEN ts - lag(ts) OVER (PARTITION BY user_id ORDER BY ts, order_id) < %[1]s THEN 0 ELSE 1 END AS brk FROM o),
+m AS (SELECT *, CASE WHEN ts - lag(ts) OVER (PARTITION BY user_id ORDER BY ts, order_id) <= %[1]s THEN 0 ELSE 1 END AS brk FROM o),
 s AS (SELECT *, SUM(brk) OVER (PARTITION BY user_id ORDER BY ts, order_id) AS sid FROM m)
 SELECT user_id, MIN(ts) AS %[3]s, MAX(ts) + %[1]s AS %[4]s, %[2]s FROM s GROUP BY user_id, sid`, gap, aggs, startName, endName)
 }
