@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"strings"
+	"unicode/utf8"
 )
 
 func init() {
@@ -19,9 +20,19 @@ func init() {
 // regexpExtractor is a compiled REGEXP_EXTRACT pattern with the literals every match
 // contains: an input without one of them cannot match, which strings.Contains finds for a
 // fraction of the cost of running the expression.
+//
+// When the pattern is a concatenation whose first required literal (anchor) follows a
+// part that matches at most lead bytes, no match can start before the anchor's first
+// occurrence minus lead: the expression runs from there (from, which sees no text start
+// there) instead of trying every earlier position — for the URL patterns of Nexmark q21,
+// one or two positions instead of dozens.
 type regexpExtractor struct {
 	re   *regexp.Regexp
 	need []string
+	// anchor, lead and from: see above; from is nil when the skip does not apply.
+	anchor string
+	lead   int
+	from   *regexp.Regexp
 }
 
 func newRegexpExtractor(pattern string) (*regexpExtractor, *Error) {
@@ -29,7 +40,9 @@ func newRegexpExtractor(pattern string) (*regexpExtractor, *Error) {
 	if err != nil {
 		return nil, Errorf(CodeInvalidRegex, "invalid regular expression: %v", err)
 	}
-	return &regexpExtractor{re: re, need: requiredLiterals(pattern)}, nil
+	x := &regexpExtractor{re: re, need: requiredLiterals(pattern)}
+	x.anchor, x.lead, x.from = leadSkip(pattern, re.NumSubexp())
+	return x, nil
 }
 
 func (x *regexpExtractor) extract(s string, group int64) Value {
@@ -41,11 +54,141 @@ func (x *regexpExtractor) extract(s string, group int64) Value {
 			return Null
 		}
 	}
-	m := x.re.FindStringSubmatchIndex(s)
+	m, at := x.find(s)
 	if m == nil || m[2*group] < 0 {
 		return Null
 	}
-	return Varchar(s[m[2*group]:m[2*group+1]])
+	return Varchar(s[at+m[2*group] : at+m[2*group+1]])
+}
+
+// find is FindStringSubmatchIndex(s) of the pattern, its offsets relative to s[at:].
+func (x *regexpExtractor) find(s string) (m []int, at int) {
+	if x.from != nil {
+		i := strings.Index(s, x.anchor)
+		if i < 0 {
+			return nil, 0
+		}
+		if at = i - x.lead; at > 0 {
+			return x.from.FindStringSubmatchIndex(s[at:]), at
+		}
+	}
+	return x.re.FindStringSubmatchIndex(s), 0
+}
+
+// leadSkip finds, for a pattern whose top level is a concatenation, its first
+// case-sensitive literal (anchor) and the most bytes the parts before it can match (lead),
+// and compiles the pattern with its text-start assertions made impossible (from: matching
+// s[k:] with k > 0, where no position is the start of the text). It gives up (from nil)
+// when the lead is unbounded or the pattern has assertions that look at the byte before a
+// position (line starts, word boundaries), which s[k:] would not show.
+func leadSkip(pattern string, subexps int) (anchor string, lead int, from *regexp.Regexp) {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return "", 0, nil
+	}
+	re = re.Simplify()
+	if lookBehind(re) {
+		return "", 0, nil
+	}
+	top := re
+	for top.Op == syntax.OpCapture {
+		top = top.Sub[0]
+	}
+	if top.Op != syntax.OpConcat {
+		return "", 0, nil
+	}
+	for i, sub := range top.Sub {
+		lit := sub
+		for lit.Op == syntax.OpCapture {
+			lit = lit.Sub[0]
+		}
+		if lit.Op != syntax.OpLiteral || lit.Flags&syntax.FoldCase != 0 {
+			continue
+		}
+		for _, p := range top.Sub[:i] {
+			w, ok := maxWidth(p)
+			if !ok {
+				return "", 0, nil
+			}
+			lead += w
+		}
+		noTextStart(re)
+		from, err := regexp.Compile(re.String())
+		if err != nil || from.NumSubexp() != subexps {
+			return "", 0, nil
+		}
+		return string(lit.Rune), lead, from
+	}
+	return "", 0, nil
+}
+
+// lookBehind reports whether the expression has an assertion that depends on the byte
+// before a position other than the start of the text.
+func lookBehind(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpBeginLine, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return true
+	}
+	for _, sub := range re.Sub {
+		if lookBehind(sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// noTextStart replaces the text-start assertions of re with a match of nothing.
+func noTextStart(re *syntax.Regexp) {
+	if re.Op == syntax.OpBeginText {
+		*re = syntax.Regexp{Op: syntax.OpNoMatch}
+		return
+	}
+	for _, sub := range re.Sub {
+		noTextStart(sub)
+	}
+}
+
+// maxWidth is the most bytes re can match, if bounded.
+func maxWidth(re *syntax.Regexp) (int, bool) {
+	switch re.Op {
+	case syntax.OpEmptyMatch, syntax.OpNoMatch, syntax.OpBeginText, syntax.OpEndText,
+		syntax.OpBeginLine, syntax.OpEndLine, syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return 0, true
+	case syntax.OpLiteral:
+		if re.Flags&syntax.FoldCase != 0 {
+			return utf8.UTFMax * len(re.Rune), true // a folded rune may be wider
+		}
+		n := 0
+		for _, r := range re.Rune {
+			n += utf8.RuneLen(r)
+		}
+		return n, true
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return utf8.UTFMax, true // (an invalid byte matches as U+FFFD: one byte)
+	case syntax.OpCapture, syntax.OpQuest:
+		return maxWidth(re.Sub[0])
+	case syntax.OpRepeat:
+		if re.Max < 0 {
+			return 0, false
+		}
+		w, ok := maxWidth(re.Sub[0])
+		return w * re.Max, ok
+	case syntax.OpConcat, syntax.OpAlternate:
+		total := 0
+		for _, sub := range re.Sub {
+			w, ok := maxWidth(sub)
+			if !ok {
+				return 0, false
+			}
+			if re.Op == syntax.OpConcat {
+				total += w
+			} else {
+				total = max(total, w)
+			}
+		}
+		return total, true
+	}
+	return 0, false // star, plus
 }
 
 func buildRegexpExtract(c *Call, args []Evaluator) (Evaluator, error) {

@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -49,4 +50,68 @@ func TestRequiredLiterals(t *testing.T) {
 			t.Errorf("requiredLiterals(%q) = %q, want %q", c.pattern, got, c.want)
 		}
 	}
+}
+
+// The lead skip finds what the expression finds on the whole text: patterns with and
+// without an anchor, text starts, bounded and unbounded leads, over texts where the
+// anchor comes early, late, twice or not at all.
+func TestRegexpLeadSkipMatchesRegexp(t *testing.T) {
+	patterns := []string{
+		`(&|^)channel_id=([^&]*)`, `(?:^|[?&])id=(\d+)`, `ab?c=(x*)`, `.{0,3}key=(.)`,
+		`(^)k=(.*)$`, `[a-c]{2}k=`, `(?i)K=(.)`, `x*k=(.)`, `\bk=(.)`, `(?m)^k=(.)`,
+		`(a|bb|ccc)k=(\w+)`, `é?k=(.)`, `(?s).?k=(.)`, `k=`, `(k)=(.)`,
+	}
+	texts := []string{"", "k=1", "a&k=2", "xk=3&k=4", "channel_id=5", "q&channel_id=6&z",
+		"zzzzzzzzzzzzzzzzchannel_id=7", "ab&channel_id=&channel_id=8", "?id=9&id=10", "abc=xx",
+		"ac=", "ccck=z", "bbk=y", "ak=w", "éék=v", "\xffk=u", "\nk=t", "K=s", "xxxk=r", "1234key=q",
+		"key=p", "k=\nk=o", "aak=n&bbk=m"}
+	for _, p := range patterns {
+		x, err := newRegexpExtractor(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range texts {
+			want := x.re.FindStringSubmatchIndex(s)
+			got, at := x.find(s)
+			if got != nil {
+				got = slices.Clone(got)
+				for i := range got {
+					if got[i] >= 0 {
+						got[i] += at
+					}
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("pattern %q text %q: %v, want %v", p, s, got, want)
+			}
+		}
+	}
+	// The skip applies where it should (and so the test above exercises it).
+	for p, skips := range map[string]bool{`(&|^)channel_id=([^&]*)`: true, `x*k=(.)`: false, `\bk=(.)`: false, `(?m)^k=(.)`: false, `.{0,3}key=(.)`: true} {
+		x, _ := newRegexpExtractor(p)
+		if (x.from != nil) != skips {
+			t.Errorf("pattern %q: skip %v, want %v", p, x.from != nil, skips)
+		}
+	}
+}
+
+func FuzzRegexpLeadSkip(f *testing.F) {
+	f.Add(`(&|^)channel_id=([^&]*)`, "a&channel_id=7")
+	f.Add(`.{0,3}key=(.)`, "1234key=q")
+	f.Fuzz(func(t *testing.T, p, s string) {
+		x, err := newRegexpExtractor(p)
+		if err != nil {
+			return
+		}
+		want := x.re.FindStringSubmatchIndex(s)
+		got, at := x.find(s)
+		for i := range got {
+			if got[i] >= 0 {
+				got[i] += at
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("pattern %q text %q: %v, want %v", p, s, got, want)
+		}
+	})
 }
