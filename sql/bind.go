@@ -639,12 +639,18 @@ func (b *binder) knownQualifier(t string) bool {
 // lookupColumn finds a column of the scope by name and, when given, qualifier: its index,
 // or -1. Two columns of a join that match are ambiguous (42702).
 func (b *binder) lookupColumn(qual, name string) (int, error) {
-	if b.quals == nil {
-		return b.scope.Index(name), nil
-	}
 	found := -1
 	for i, c := range b.scope {
 		if !strings.EqualFold(c.Name, name) {
+			continue
+		}
+		if b.quals == nil {
+			// One relation whose columns share a name: a derived table or view with two
+			// count columns, as PostgreSQL allows in a result.
+			if found >= 0 {
+				return -1, b.errf(CodeAmbiguousColumn, "column reference %q is ambiguous: %s has more than one column named %s (give them distinct aliases with AS)", name, b.fromName, name)
+			}
+			found = i
 			continue
 		}
 		if qual != "" {
@@ -1011,31 +1017,19 @@ func (b *binder) windowArgs(f *ast.FuncCallExpr, name string, want int) (int, []
 	return i, sizes, nil
 }
 
-// fieldName is the output name of a select field: its alias, the column name, or its text
-// as the user wrote it.
+// fieldName is the output name of a select field: its alias, or the name PostgreSQL
+// gives the expression (pgColumnName).
 func (b *binder) fieldName(f *ast.SelectField, e Expr) string {
 	if f.AsName.O != "" {
 		return f.AsName.O
 	}
-	if c, ok := f.Expr.(*ast.ColumnNameExpr); ok {
+	if _, ok := f.Expr.(*ast.ColumnNameExpr); ok {
 		if r, ok := e.(*ColumnRef); ok {
 			return r.Name
 		}
-		return c.Name.Name.O
 	}
-	text := f.Text()
-	start := f.Offset
-	if start >= 0 && start+len(text) <= len(b.rw.text) && len(text) > 0 {
-		s := b.rw.mapBack(start)
-		end := b.rw.mapEnd(start + len(text))
-		if s < end && end <= len(b.input) {
-			return b.input[s:end]
-		}
-	}
-	if strings.Contains(text, syntaxPrefix) || text == "" {
-		return e.String()
-	}
-	return text
+	name, _ := b.pgColumnName(f.Expr)
+	return name
 }
 
 // hasAgg reports whether the tree holds an aggregate call.

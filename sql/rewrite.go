@@ -329,7 +329,8 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			}
 			last := i + sub.i // the type's last token
 			seq++
-			edits = append(edits, edit{toks[ls].Pos, toks[ls].Pos, res.add(streamSyntax{kind: synCast, typ: typ}) + "(", seq},
+			tn := castColumnName(toks[i+1].Val, toks[min(i+2, last)].Val)
+			edits = append(edits, edit{toks[ls].Pos, toks[ls].Pos, res.add(streamSyntax{kind: synCast, typ: typ, typName: tn}) + "(", seq},
 				edit{t.Pos, toks[last].End, ")", 0})
 			chains[last] = ls
 			i = last
@@ -407,7 +408,7 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 				return nil, nil, err
 			}
 			edits = append(edits,
-				edit{t.Pos, t.End, res.add(streamSyntax{kind: synCast, typ: typ}), 0},
+				edit{t.Pos, t.End, res.add(streamSyntax{kind: synCast, typ: typ, typName: castColumnName(toks[asIdx+1].Val, toks[min(asIdx+2, closeIdx)].Val)}), 0},
 				edit{toks[asIdx].Pos, toks[closeIdx].Pos, "", 0})
 		}
 	}
