@@ -146,7 +146,8 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 				}
 			}
 			edits = append(edits, edit{t.Pos, t.End, res.add(streamSyntax{kind: synParam, param: n}) + "()", 0})
-		case t.is("INTERVAL"):
+		case t.is("INTERVAL") && (toks[i+1].Kind == tokString || toks[i+1].Kind == tokNumber || toks[i+1].isP("-") && toks[i+2].Kind == tokNumber):
+			// Otherwise interval is a name (keywords.go).
 			ms, next, err := parseInterval(p.src, toks, i)
 			if err != nil {
 				return nil, nil, err
@@ -412,6 +413,7 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 				edit{toks[asIdx].Pos, toks[closeIdx].Pos, "", 0})
 		}
 	}
+	edits = quoteKeywordNames(toks, start, edits)
 	sort.SliceStable(edits, func(a, b int) bool {
 		ea, eb := edits[a], edits[b]
 		if ea.pos != eb.pos {

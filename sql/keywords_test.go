@@ -1,0 +1,145 @@
+package sql
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+type pgKeyword struct {
+	word      string
+	cat       byte
+	bareLabel bool
+}
+
+// readPGKeywords reads testdata/pg_keywords.txt, PostgreSQL 15's pg_get_keywords().
+func readPGKeywords(t *testing.T) []pgKeyword {
+	t.Helper()
+	f, err := os.Open("testdata/pg_keywords.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []pgKeyword
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
+			continue
+		}
+		fs := strings.Fields(line)
+		if len(fs) != 3 {
+			t.Fatalf("bad line %q", line)
+		}
+		out = append(out, pgKeyword{fs[0], fs[1][0], fs[2] == "t"})
+	}
+	if len(out) < 400 {
+		t.Fatalf("only %d keywords", len(out))
+	}
+	return out
+}
+
+// bindOne parses and binds one query over a stream s(a BIGINT, <col> BIGINT).
+func bindOne(text, col string) (*Query, error) {
+	cat := testCatalog{"s": &Relation{Name: "s", EventTime: -1, Schema: Schema{{"a", TypeBigInt}, {col, TypeBigInt}}}}
+	sts, err := Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	sel, ok := sts[0].(*Select)
+	if !ok {
+		return nil, fmt.Errorf("not a query: %T", sts[0])
+	}
+	return Bind(sel, cat)
+}
+
+// TestKeywordsAsNames: every word PostgreSQL 15 accepts as a column name (its unreserved
+// and column-name keywords) works unquoted as a column name, qualifier and alias, and
+// every keyword works as an alias after AS, as in PostgreSQL.
+func TestKeywordsAsNames(t *testing.T) {
+	kws := readPGKeywords(t)
+	if len(kws) != len(pgKeywords) {
+		t.Fatalf("pgkeywords.go has %d words, testdata/pg_keywords.txt %d", len(pgKeywords), len(kws))
+	}
+	for _, k := range kws {
+		if pgKeywords[k.word] != k.cat {
+			t.Fatalf("pgkeywords.go: %s is %q, testdata says %q", k.word, pgKeywords[k.word], k.cat)
+		}
+	}
+	for _, k := range kws {
+		w := k.word
+		// As an alias after AS: every keyword (PostgreSQL's ColLabel).
+		q, err := bindOne("SELECT a AS "+w+" FROM s", "b")
+		if err != nil {
+			t.Errorf("SELECT a AS %s FROM s: %v", w, err)
+		} else if q.Names[0] != w {
+			t.Errorf("SELECT a AS %s FROM s: column named %q", w, q.Names[0])
+		}
+		if k.cat != 'U' && k.cat != 'C' {
+			continue
+		}
+		// A stream's column.
+		sts, err := Parse("CREATE STREAM s (a BIGINT, " + w + " BIGINT) WITH (connector = 'file')")
+		if err != nil {
+			t.Errorf("CREATE STREAM with column %s: %v", w, err)
+		} else if cs := sts[0].(*CreateStream); cs.Columns[1].Name != w {
+			t.Errorf("CREATE STREAM with column %s: named %q", w, cs.Columns[1].Name)
+		}
+		shapes := []struct{ text, name string }{
+			{"SELECT @ FROM s", "@"},
+			{"SELECT s.@ FROM s", "@"},
+			{"SELECT @.a FROM s @", "a"},
+			{"SELECT @.@ FROM s AS @", "@"},
+			{"SELECT a FROM s WHERE @ = 1", "a"},
+			{"SELECT a FROM s WHERE @ BETWEEN 1 AND 2", "a"},
+			{"SELECT @, COUNT(*) FROM s GROUP BY @ ORDER BY @", "@"},
+			{"SELECT @ + 1 AS x FROM s", "x"},
+			{"SELECT x.@ FROM (SELECT @ FROM s) x", "@"},
+			{"SELECT @ FROM (SELECT a AS @ FROM s) AS x", "@"},
+			{"SELECT MAX(@) AS m FROM s", "m"},
+			{"SELECT CAST(@ AS VARCHAR) FROM s", "@"},
+			{"SELECT @::VARCHAR FROM s", "@"},
+		}
+		if k.bareLabel {
+			shapes = append(shapes, struct{ text, name string }{"SELECT a @ FROM s", "@"})
+		}
+		for _, sh := range shapes {
+			text := strings.ReplaceAll(sh.text, "@", w)
+			q, err := bindOne(text, w)
+			if err != nil {
+				t.Errorf("%s: %v", text, err)
+				continue
+			}
+			if want := strings.ReplaceAll(sh.name, "@", w); q.Names[0] != want {
+				t.Errorf("%s: column named %q, want %q", text, q.Names[0], want)
+			}
+		}
+		sts, err = Parse("INSERT INTO s (a, " + w + ") VALUES (1, 2)")
+		if err != nil {
+			t.Errorf("INSERT with column %s: %v", w, err)
+		} else if ins := sts[0].(*Insert); len(ins.Columns) != 2 || ins.Columns[1] != w {
+			t.Errorf("INSERT with column %s: columns %v", w, ins.Columns)
+		}
+	}
+}
+
+// TestReservedWordError: a word that stays reserved gives a syntax error that says so and
+// shows the quoted form, which works.
+func TestReservedWordError(t *testing.T) {
+	for _, w := range []string{"order", "select", "where", "group", "limit"} {
+		_, err := bindOne("SELECT a, "+w+" FROM s", w)
+		if err == nil {
+			t.Errorf("SELECT a, %s FROM s: no error", w)
+			continue
+		}
+		e := err.(*Error)
+		if e.Code != CodeSyntax || !strings.Contains(e.Message, "reserved word") || !strings.Contains(e.Message, `"`+w+`"`) {
+			t.Errorf("SELECT a, %s FROM s: %v", w, err)
+		}
+		if q, err := bindOne(`SELECT a, "`+w+`" FROM s`, w); err != nil || q.Names[1] != w {
+			t.Errorf(`SELECT a, "%s" FROM s: %v`, w, err)
+		}
+	}
+}
