@@ -24,6 +24,7 @@ const (
 	synRegexpCI             // the pattern of a ~* p: argument p
 	synFullJoin             // FULL JOIN: the marker at the start of the LEFT JOIN's ON
 	synAsOf                 // FOR SYSTEM_TIME AS OF e: the marker at the start of the ON; argument e
+	synNulls                // NULLS FIRST | LAST: an ORDER BY item of its own after the one it orders; text true for FIRST
 )
 
 // streamSyntax is one occurrence of stream syntax the pre-pass replaced by a placeholder
