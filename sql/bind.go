@@ -520,7 +520,7 @@ func (b *binder) orderLimit(q *Query, order *ast.OrderByClause, limit *ast.Limit
 				var err error
 				if e, err = ob.expr(it.Expr); err != nil {
 					se, ok := err.(*Error)
-					if !ok || se.Code != CodeUnknownColumn {
+					if !ok || se.Code != CodeUnknownColumn && se.Code != CodeUnknownTable {
 						return err
 					}
 					if sel == nil {
@@ -576,8 +576,9 @@ func (b *binder) orderLimit(q *Query, order *ast.OrderByClause, limit *ast.Limit
 
 // hiddenSortColumn binds an ORDER BY expression that is not over the result columns
 // over the select list's input (in the select list's mode: over the groups when the query
-// aggregates) and appends it to the select list as a hidden column, which it returns a
-// reference to; q.Hidden counts them.
+// aggregates): a select-list column that computes the same, or else a hidden column it
+// appends to the select list; it returns a reference to the column. q.Hidden counts the
+// hidden ones.
 func (b *binder) hiddenSortColumn(q *Query, sel *ast.SelectStmt, n ast.ExprNode) (Expr, error) {
 	b.setPos(n)
 	switch {
@@ -592,6 +593,13 @@ func (b *binder) hiddenSortColumn(q *Query, sel *ast.SelectStmt, n ast.ExprNode)
 	b.clause = saved
 	if err != nil {
 		return nil, err
+	}
+	// An expression the select list computes is that column (ORDER BY t.col).
+	ks := keyString(e)
+	for i, s := range q.Select[:len(q.Select)-q.Hidden] {
+		if keyString(s) == ks {
+			return &ColumnRef{Index: i, Name: q.Names[i], T: s.Type()}, nil
+		}
 	}
 	q.Select = append(q.Select, e)
 	q.Names = append(q.Names, fmt.Sprintf("%ssort_%d", syntaxPrefix, q.Hidden))

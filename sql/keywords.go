@@ -14,9 +14,10 @@ import (
 // word where it is a name, so that the tidb parser reads an identifier:
 //
 //   - after AS, any keyword (PostgreSQL's ColLabel: SELECT 1 AS order);
-//   - elsewhere, a PostgreSQL unreserved or column-name keyword that MySQL reserves, unless
-//     it stands where the grammar rsql accepts uses it as a keyword (a call f(...), GROUP
-//     BY, PARTITION BY, x BETWEEN a AND b, f(...) OVER (...), WITH RECURSIVE, DOUBLE
+//   - elsewhere, a PostgreSQL unreserved or column-name keyword, or a word that is no
+//     PostgreSQL keyword (rank, lead, div), that MySQL reserves, unless it stands where
+//     the grammar rsql accepts uses it as a keyword (a call f(...), GROUP BY, PARTITION
+//     BY, x BETWEEN a AND b, x DIV y, f(...) OVER (...), WITH RECURSIVE, DOUBLE
 //     PRECISION, a window frame's ROWS BETWEEN).
 //
 // A word that stays reserved gets a syntax error that says so and shows the quoted form.
@@ -26,28 +27,53 @@ var (
 	tidbReservedSet  map[string]bool
 )
 
-// tidbReserved reports whether the tidb parser refuses the PostgreSQL keyword w (lower
-// case) as an alias: the words the pre-pass must quote to use as names. It is worked out
-// once, by asking the parser, for every PostgreSQL keyword.
+// reservedProbes are statements in which @ stands for a name: a word the tidb parser
+// refuses in one of them must be quoted to be a name.
+var reservedProbes = []string{
+	"SELECT 1 AS @",
+	"SELECT @ FROM t",
+	"SELECT SUM(@), COUNT(@), MAX(@), MIN(@), AVG(@), COUNT(DISTINCT @) FROM t",
+	"SELECT UPPER(@), @ + 1, -@, (@), CASE WHEN @ THEN @ ELSE @ END FROM t",
+	"SELECT a FROM t WHERE @ = 1 AND @ IN (1) GROUP BY @ HAVING @ > 1 ORDER BY @",
+	"SELECT @.a FROM t @ JOIN u ON @.a = u.a",
+}
+
+// tidbReserved reports whether the tidb parser refuses w (lower case), a PostgreSQL or
+// MySQL keyword, as a name somewhere (reservedProbes): the words the pre-pass must quote
+// to use as names. It is worked out once, by asking the parser, for every keyword of
+// either.
 func tidbReserved(w string) bool {
 	tidbReservedOnce.Do(func() {
 		tp := parser.New()
 		tidbReservedSet = map[string]bool{}
+		words := make(map[string]bool, len(pgKeywords)+len(parser.Keywords))
 		for k := range pgKeywords {
-			if _, _, err := tp.Parse("SELECT 1 AS "+k, "", ""); err != nil {
-				tidbReservedSet[k] = true
+			words[k] = true
+		}
+		for _, k := range parser.Keywords {
+			if w := strings.ToLower(k.Word); isIdentStart(w[0]) {
+				words[w] = true
+			}
+		}
+		for k := range words {
+			for _, p := range reservedProbes {
+				if _, _, err := tp.Parse(strings.ReplaceAll(p, "@", k), "", ""); err != nil {
+					tidbReservedSet[k] = true
+					break
+				}
 			}
 		}
 	})
 	return tidbReservedSet[w]
 }
 
-// nameKeyword reports whether w is a word PostgreSQL accepts as a column name (unreserved
-// or column-name keyword) that the tidb parser reserves.
+// nameKeyword reports whether w is a word PostgreSQL accepts as a column name (an
+// unreserved or column-name keyword, or no keyword at all: rank, div) that the tidb parser
+// reserves.
 func nameKeyword(w string) bool {
 	w = strings.ToLower(w)
-	c := pgKeywords[w]
-	return (c == 'U' || c == 'C') && tidbReserved(w)
+	c, kw := pgKeywords[w]
+	return (!kw || c == 'U' || c == 'C') && tidbReserved(w)
 }
 
 // isNameAt reports whether the bare word toks[i] is used as a name where it stands (see
@@ -64,8 +90,7 @@ func isNameAt(toks []token, start, i int, prevName bool) bool {
 	// prevEnds: the token before ends an operand (so a BETWEEN or OVER after it is one).
 	prevEnds := i > start && (prevName || endsOperand(prev))
 	if prev.is("AS") && !prevName {
-		_, kw := pgKeywords[w]
-		return kw && tidbReserved(w)
+		return tidbReserved(w)
 	}
 	if !nameKeyword(w) {
 		return false
@@ -81,8 +106,8 @@ func isNameAt(toks []token, start, i int, prevName bool) bool {
 		return !(prev.is("GROUP") || prev.is("ORDER") || prev.is("PARTITION"))
 	case "partition":
 		return !next.is("BY")
-	case "between":
-		// The operator has operands on both sides: FROM s between, SELECT a between FROM
+	case "between", "div", "mod", "xor", "regexp", "rlike":
+		// An operator has operands on both sides: FROM s between, SELECT a between FROM
 		// s name an alias.
 		op := prevEnds || prev.is("NOT") && i-1 > start && endsOperand(toks[i-2])
 		nextStarts := next.Kind != tokEOF && !next.isP(",") && !next.isP(")") && !next.isP(";") && !isClauseWord(next) && !next.is("FROM")
@@ -148,7 +173,7 @@ func quoteKeywordNames(toks []token, start int, edits []edit) []edit {
 // the parser reserves: how to write it as a name.
 func reservedHint(w string) string {
 	l := strings.ToLower(w)
-	if _, ok := pgKeywords[l]; !ok || !tidbReserved(l) {
+	if !tidbReserved(l) {
 		return ""
 	}
 	return ": " + strings.ToUpper(w) + " is a reserved word here; to use it as a name, quote it: \"" + l + "\""
