@@ -3,9 +3,6 @@ package sql
 import (
 	"sort"
 	"strings"
-	"sync"
-
-	"github.com/pingcap/tidb/pkg/parser"
 )
 
 // Keywords as names (docs/sql.md, "Identifiers"). rsql's SQL is PostgreSQL's, but the
@@ -22,50 +19,10 @@ import (
 //
 // A word that stays reserved gets a syntax error that says so and shows the quoted form.
 
-var (
-	tidbReservedOnce sync.Once
-	tidbReservedSet  map[string]bool
-)
-
-// reservedProbes are statements in which @ stands for a name: a word the tidb parser
-// refuses in one of them must be quoted to be a name.
-var reservedProbes = []string{
-	"SELECT 1 AS @",
-	"SELECT @ FROM t",
-	"SELECT SUM(@), COUNT(@), MAX(@), MIN(@), AVG(@), COUNT(DISTINCT @) FROM t",
-	"SELECT UPPER(@), @ + 1, -@, (@), CASE WHEN @ THEN @ ELSE @ END FROM t",
-	"SELECT a FROM t WHERE @ = 1 AND @ IN (1) GROUP BY @ HAVING @ > 1 ORDER BY @",
-	"SELECT @.a FROM t @ JOIN u ON @.a = u.a",
-}
-
 // tidbReserved reports whether the tidb parser refuses w (lower case), a PostgreSQL or
-// MySQL keyword, as a name somewhere (reservedProbes): the words the pre-pass must quote
-// to use as names. It is worked out once, by asking the parser, for every keyword of
-// either.
-func tidbReserved(w string) bool {
-	tidbReservedOnce.Do(func() {
-		tp := parser.New()
-		tidbReservedSet = map[string]bool{}
-		words := make(map[string]bool, len(pgKeywords)+len(parser.Keywords))
-		for k := range pgKeywords {
-			words[k] = true
-		}
-		for _, k := range parser.Keywords {
-			if w := strings.ToLower(k.Word); isIdentStart(w[0]) {
-				words[w] = true
-			}
-		}
-		for k := range words {
-			for _, p := range reservedProbes {
-				if _, _, err := tp.Parse(strings.ReplaceAll(p, "@", k), "", ""); err != nil {
-					tidbReservedSet[k] = true
-					break
-				}
-			}
-		}
-	})
-	return tidbReservedSet[w]
-}
+// MySQL keyword, as a name somewhere: the words the pre-pass must quote to use as names
+// (tidbReservedWords, which TestTidbReservedWords derives from the parser).
+func tidbReserved(w string) bool { return tidbReservedWords[w] }
 
 // nameKeyword reports whether w is a word PostgreSQL accepts as a column name (an
 // unreserved or column-name keyword, or no keyword at all: rank, div) that the tidb parser
