@@ -29,6 +29,9 @@ import (
 //	CONCAT(                        -> __rsql_N(           (synConcat, so that || stays an operator)
 //	a FULL [OUTER] JOIN b ON c     -> a LEFT JOIN b ON __rsql_N() AND c   (synFullJoin)
 //	JOIN t FOR SYSTEM_TIME AS OF e ... ON c -> JOIN t ... ON __rsql_N(e) AND c (synAsOf)
+//	x [DESC] NULLS FIRST | LAST    -> x [DESC], __rsql_N() (synNulls: an ORDER BY item the binder takes out)
+//	OFFSET n [ROWS], FETCH FIRST n ROWS ONLY, LIMIT ALL -> LIMIT count OFFSET n (noLimit when none)
+//	a keyword used as a name (key, rows, rank; keywords.go) -> "key"
 //
 // Every position the tidb parser reports in the rewritten text maps back to the user's
 // text through the rewrite's segments.
