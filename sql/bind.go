@@ -35,7 +35,12 @@ func Bind(s *Select, cat Catalog) (q *Query, err error) {
 	}
 	q.Text = s.Text
 	q.Emit = s.Emit
-	if q.Emit == EmitOnClose && q.Window == nil {
+	top := q // the query block the statement's clauses belong to
+	if f, ok := q.From.(*FromQuery); ok && f.Query.Hidden > 0 {
+		top = f.Query // q drops its hidden ORDER BY columns (wrapHidden)
+		top.Emit = s.Emit
+	}
+	if q.Emit == EmitOnClose && top.Window == nil {
 		b.pos = s.emitPos
 		return nil, b.errf(CodeNotSupported, "EMIT ON WINDOW CLOSE needs a window (TUMBLE, HOP or SESSION)")
 	}
