@@ -7,22 +7,23 @@ import (
 	"rsql/sql"
 )
 
-// compareKeys orders two rows by keys as PostgreSQL's ORDER BY: NULL is larger than every
-// value (last ascending, first descending).
+// compareKeys orders two rows by keys as PostgreSQL's ORDER BY: NULL comes first or last
+// as the key says (by default it is larger than every value: last ascending, first
+// descending).
 func compareKeys(keys []planner.SortSpec, a, b sql.Row) int {
 	for _, k := range keys {
 		va, vb := k.Eval(a), k.Eval(b)
-		var c int
-		switch an, bn := va.IsNull(), vb.IsNull(); {
-		case an && bn:
-			c = 0
-		case an:
-			c = 1
-		case bn:
-			c = -1
-		default:
-			c = sql.Compare(va, vb)
+		an, bn := va.IsNull(), vb.IsNull()
+		if an || bn {
+			if an && bn {
+				continue
+			}
+			if an == k.NullsFirst {
+				return -1
+			}
+			return 1
 		}
+		c := sql.Compare(va, vb)
 		if k.Desc {
 			c = -c
 		}

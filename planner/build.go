@@ -872,10 +872,13 @@ func sortSpecs(keys []sql.SortKey) ([]SortSpec, []string, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		out[i] = SortSpec{Eval: f, Desc: k.Desc}
+		out[i] = SortSpec{Eval: f, Desc: k.Desc, NullsFirst: k.NullsFirst()}
 		texts[i] = k.Expr.String()
 		if k.Desc {
 			texts[i] += " DESC"
+		}
+		if k.NullsFirst() != k.Desc {
+			texts[i] += map[bool]string{true: " NULLS FIRST", false: " NULLS LAST"}[k.NullsFirst()]
 		}
 	}
 	return out, texts, nil

@@ -355,6 +355,12 @@ func sortText(keys []sql.SortKey) string {
 		if k.Desc {
 			parts[i] += " DESC"
 		}
+		switch k.Nulls {
+		case sql.NullsFirst:
+			parts[i] += " NULLS FIRST"
+		case sql.NullsLast:
+			parts[i] += " NULLS LAST"
+		}
 	}
 	return strings.Join(parts, ", ")
 }
@@ -868,7 +874,7 @@ func (b *logicalBuilder) topN(q *sql.Query, where sql.Expr) (LogicalNode, sql.Ex
 	}
 	for i, k := range rn.Order {
 		c := base + len(rn.Partition) + i
-		t.Order = append(t.Order, sql.SortKey{Expr: &sql.ColumnRef{Index: c, Name: sch[c].Name, T: sch[c].Type}, Desc: k.Desc})
+		t.Order = append(t.Order, sql.SortKey{Expr: &sql.ColumnRef{Index: c, Name: sch[c].Name, T: sch[c].Type}, Desc: k.Desc, Nulls: k.Nulls})
 	}
 	// Window Top-N: the partition holds both bounds of one window.
 	ws, we := -1, -1

@@ -124,8 +124,9 @@ type LimitNode struct{ N, Offset int64 }
 
 // SortSpec is one compiled sort key (nulls sort last ascending, first descending).
 type SortSpec struct {
-	Eval Evaluator
-	Desc bool
+	Eval       Evaluator
+	Desc       bool
+	NullsFirst bool // nulls before every value (by default: when Desc)
 }
 
 // TopNMode is the logical TopN's.

@@ -417,7 +417,7 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 			if err != nil {
 				return nil, nil, wrapf(err, "pruning TopN")
 			}
-			c.Order[i] = sql.SortKey{Expr: e, Desc: k.Desc}
+			c.Order[i] = sql.SortKey{Expr: e, Desc: k.Desc, Nulls: k.Nulls}
 		}
 		for _, f := range []*int{&c.RowNumber, &c.WindowEnd, &c.Time} {
 			if *f >= 0 {
@@ -441,7 +441,7 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 			if err != nil {
 				return nil, nil, wrapf(err, "pruning ORDER BY")
 			}
-			keys[i] = sql.SortKey{Expr: e, Desc: k.Desc}
+			keys[i] = sql.SortKey{Expr: e, Desc: k.Desc, Nulls: k.Nulls}
 		}
 		return &Sort{Input: child, Keys: keys}, m, nil
 

@@ -441,6 +441,21 @@ func (e *Engine) bindContinuous(s *sql.Select) (*sql.Query, []string, error) {
 	return q, cat.usedFunctions(), nil
 }
 
+// uniqueColumns refuses, as PostgreSQL does, a stream or view whose query gives two
+// columns one name (two unaliased COUNTs are both count: docs/sql.md, "Result column
+// names"): a relation's columns are read by name.
+func uniqueColumns(s sql.Schema, what, name string) error {
+	seen := make(map[string]bool, len(s))
+	for _, c := range s {
+		l := strings.ToLower(c.Name)
+		if seen[l] {
+			return sql.Errorf(sql.CodeDuplicateColumn, "column %q specified more than once in %s %s: give the query's columns distinct names with AS", c.Name, what, name)
+		}
+		seen[l] = true
+	}
+	return nil
+}
+
 func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, error) {
 	if err := checkOptions(s.Options); err != nil {
 		return nil, err
@@ -465,6 +480,9 @@ func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, err
 	}
 	if s.OrReplace && slices.Contains(relationNames(q), strings.ToLower(s.Name)) {
 		return nil, sql.Errorf(sql.CodeNotSupported, "CREATE OR REPLACE STREAM %s cannot read %s itself", s.Name, s.Name)
+	}
+	if err := uniqueColumns(q.OutputSchema(), "stream", s.Name); err != nil {
+		return nil, err
 	}
 	d := &StreamDef{Name: s.Name, Columns: columnDefs(q.OutputSchema()), Options: withDefaults(s.Name, s.Options), Statement: s.Text}
 	if err := checkStreamTopic(*d); err != nil {

@@ -128,6 +128,9 @@ func (e *Engine) createView(s *sql.CreateView, sess *Session) (*Result, error) {
 	if s.OrReplace && slices.Contains(relationNames(q), strings.ToLower(s.Name)) {
 		return nil, sql.Errorf(sql.CodeNotSupported, "CREATE OR REPLACE MATERIALIZED VIEW %s cannot read %s itself", s.Name, s.Name)
 	}
+	if err := uniqueColumns(q.OutputSchema(), "materialized view", s.Name); err != nil {
+		return nil, err
+	}
 	d := &StreamDef{Name: s.Name, Columns: columnDefs(q.OutputSchema()), Options: map[string]string{"connector": "view"},
 		IsView: true, Statement: s.Text}
 	sink := planner.SinkSpec{Stream: s.Name, Connector: "view", Schema: d.Schema()}

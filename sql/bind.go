@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -34,7 +35,12 @@ func Bind(s *Select, cat Catalog) (q *Query, err error) {
 	}
 	q.Text = s.Text
 	q.Emit = s.Emit
-	if q.Emit == EmitOnClose && q.Window == nil {
+	top := q // the query block the statement's clauses belong to
+	if f, ok := q.From.(*FromQuery); ok && f.Query.Hidden > 0 {
+		top = f.Query // q drops its hidden ORDER BY columns (wrapHidden)
+		top.Emit = s.Emit
+	}
+	if q.Emit == EmitOnClose && top.Window == nil {
 		b.pos = s.emitPos
 		return nil, b.errf(CodeNotSupported, "EMIT ON WINDOW CLOSE needs a window (TUMBLE, HOP or SESSION)")
 	}
@@ -278,7 +284,7 @@ func (b *binder) bindSetOpr(with *ast.WithClause, list *ast.SetOprSelectList, or
 		q.Names = append(q.Names, first.Names[i])
 	}
 	q.Attrs = attrs
-	if err := b.orderLimit(q, order, limit); err != nil {
+	if err := b.orderLimit(q, order, limit, nil); err != nil {
 		return nil, err
 	}
 	return q, nil
@@ -457,20 +463,51 @@ func (b *binder) bindSelect(sel *ast.SelectStmt) (*Query, error) {
 		b.setPos(sel)
 		return nil, b.errf(CodeNotSupported, "SELECT DISTINCT with ROW_NUMBER() is not supported")
 	}
-	if err := b.orderLimit(q, sel.OrderBy, sel.Limit); err != nil {
+	if err := b.orderLimit(q, sel.OrderBy, sel.Limit, sel); err != nil {
 		return nil, err
 	}
-	return q, nil
+	return wrapHidden(q), nil
 }
 
-// orderLimit binds ORDER BY (over the output columns: names, positions, or expressions of
-// them), LIMIT and OFFSET.
-func (b *binder) orderLimit(q *Query, order *ast.OrderByClause, limit *ast.Limit) error {
+// byItems takes the NULLS FIRST/LAST markers (synNulls, rewrite.go) out of an ORDER BY
+// list: the items and, for each, its NullsOrder.
+func (b *binder) byItems(items []*ast.ByItem) ([]*ast.ByItem, []NullsOrder, error) {
+	var out []*ast.ByItem
+	var nulls []NullsOrder
+	for _, it := range items {
+		if f, ok := it.Expr.(*ast.FuncCallExpr); ok {
+			if syn := syntaxOf(b.syntax, f); syn != nil && syn.kind == synNulls {
+				if len(out) == 0 || nulls[len(nulls)-1] != NullsDefault {
+					b.setPos(f)
+					return nil, nil, b.errf(CodeSyntax, "NULLS FIRST or NULLS LAST must follow an ORDER BY item")
+				}
+				nulls[len(nulls)-1] = NullsLast
+				if syn.text {
+					nulls[len(nulls)-1] = NullsFirst
+				}
+				continue
+			}
+		}
+		out = append(out, it)
+		nulls = append(nulls, NullsDefault)
+	}
+	return out, nulls, nil
+}
+
+// orderLimit binds ORDER BY, LIMIT and OFFSET. An ORDER BY item is a result column (by
+// name or position) or an expression of them; else, as in PostgreSQL, an expression over
+// the select list's own input (sel, nil for a UNION), computed as a hidden column the
+// query drops after sorting (wrapHidden).
+func (b *binder) orderLimit(q *Query, order *ast.OrderByClause, limit *ast.Limit, sel *ast.SelectStmt) error {
 	if order != nil {
 		out := q.OutputSchema()
 		ob := &binder{ctx: b.ctx, input: b.input, rw: b.rw, params: b.params, syntax: b.syntax, mode: modeInput,
 			from: &FromNothing{}, fromName: "the query's result", base: out, scope: out, clause: "ORDER BY"}
-		for _, it := range order.Items {
+		items, nulls, err := b.byItems(order.Items)
+		if err != nil {
+			return err
+		}
+		for k, it := range items {
 			ob.setPos(it.Expr)
 			var e Expr
 			if pe, ok := it.Expr.(*ast.PositionExpr); ok {
@@ -478,16 +515,29 @@ func (b *binder) orderLimit(q *Query, order *ast.OrderByClause, limit *ast.Limit
 					return ob.errf(CodeUnknownColumn, "ORDER BY position %d is not in the select list", pe.N)
 				}
 				e = &ColumnRef{Index: pe.N - 1, Name: out[pe.N-1].Name, T: out[pe.N-1].Type}
+			} else if sel != nil && q.Aggregated && hasAgg(it.Expr) {
+				// An aggregate the select list may not compute: over the groups.
+				var err error
+				if e, err = b.hiddenSortColumn(q, sel, it.Expr); err != nil {
+					return err
+				}
 			} else {
 				var err error
 				if e, err = ob.expr(it.Expr); err != nil {
-					if se, ok := err.(*Error); ok && se.Code == CodeUnknownColumn {
-						se.Message += " (ORDER BY reads the query's result columns: select it, or order by its alias)"
+					se, ok := err.(*Error)
+					if !ok || se.Code != CodeUnknownColumn && se.Code != CodeUnknownTable {
+						return err
 					}
-					return err
+					if sel == nil {
+						se.Message += " (ORDER BY of a UNION reads its result columns: order by one of them)"
+						return err
+					}
+					if e, err = b.hiddenSortColumn(q, sel, it.Expr); err != nil {
+						return err
+					}
 				}
 			}
-			q.OrderBy = append(q.OrderBy, SortKey{Expr: e, Desc: it.Desc})
+			q.OrderBy = append(q.OrderBy, SortKey{Expr: e, Desc: it.Desc, Nulls: nulls[k]})
 		}
 	}
 	if limit != nil {
@@ -514,7 +564,9 @@ func (b *binder) orderLimit(q *Query, order *ast.OrderByClause, limit *ast.Limit
 			if err != nil {
 				return err
 			}
-			q.Limit = n
+			if n != math.MaxInt64 { // noLimit: OFFSET alone, LIMIT ALL (rewrite.go)
+				q.Limit = n
+			}
 		}
 		if limit.Offset != nil {
 			n, err := intOf(limit.Offset, "OFFSET")
@@ -525,6 +577,58 @@ func (b *binder) orderLimit(q *Query, order *ast.OrderByClause, limit *ast.Limit
 		}
 	}
 	return nil
+}
+
+// hiddenSortColumn binds an ORDER BY expression that is not over the result columns
+// over the select list's input (in the select list's mode: over the groups when the query
+// aggregates): a select-list column that computes the same, or else a hidden column it
+// appends to the select list; it returns a reference to the column. q.Hidden counts the
+// hidden ones.
+func (b *binder) hiddenSortColumn(q *Query, sel *ast.SelectStmt, n ast.ExprNode) (Expr, error) {
+	b.setPos(n)
+	switch {
+	case q.Distinct:
+		return nil, b.errf(CodeInvalidColumnReference, "for SELECT DISTINCT, ORDER BY expressions must appear in the select list")
+	case q.RowNumber != nil:
+		return nil, b.errf(CodeNotSupported, "ORDER BY an expression not in the select list of a query with ROW_NUMBER() is not supported: select it")
+	}
+	saved := b.clause
+	b.clause = "ORDER BY"
+	e, err := b.expr(n)
+	b.clause = saved
+	if err != nil {
+		return nil, err
+	}
+	// An expression the select list computes is that column (ORDER BY t.col).
+	ks := keyString(e)
+	for i, s := range q.Select[:len(q.Select)-q.Hidden] {
+		if keyString(s) == ks {
+			return &ColumnRef{Index: i, Name: q.Names[i], T: s.Type()}, nil
+		}
+	}
+	q.Select = append(q.Select, e)
+	q.Names = append(q.Names, fmt.Sprintf("%ssort_%d", syntaxPrefix, q.Hidden))
+	q.Hidden++
+	q.Aggs = b.aggs
+	q.Attrs = b.outputAttrs(q)
+	i := len(q.Select) - 1
+	return &ColumnRef{Index: i, Name: q.Names[i], T: e.Type()}, nil
+}
+
+// wrapHidden returns a query that reads q, sorted and limited with its hidden ORDER BY
+// columns, and gives its other columns: the hidden ones are dropped after sorting.
+func wrapHidden(q *Query) *Query {
+	if q.Hidden == 0 {
+		return q
+	}
+	n := len(q.Select) - q.Hidden
+	out := &Query{From: &FromQuery{Query: q, Name: syntaxPrefix + "sorted"}, Limit: -1}
+	for i := 0; i < n; i++ {
+		out.Select = append(out.Select, &ColumnRef{Index: i, Name: q.Names[i], T: q.Select[i].Type()})
+		out.Names = append(out.Names, q.Names[i])
+	}
+	out.Attrs = append([]ColAttr(nil), q.Attrs[:min(n, len(q.Attrs))]...)
+	return out
 }
 
 // rowNumber binds ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...) of the select list;
@@ -554,12 +658,16 @@ func (b *binder) rowNumber(q *Query, wf *ast.WindowFuncExpr) error {
 			rn.PartAttrs = append(rn.PartAttrs, b.rowAttr(q, e))
 		}
 	}
-	for _, it := range wf.Spec.OrderBy.Items {
+	items, nulls, err := b.byItems(wf.Spec.OrderBy.Items)
+	if err != nil {
+		return err
+	}
+	for k, it := range items {
 		e, err := b.expr(it.Expr)
 		if err != nil {
 			return err
 		}
-		rn.Order = append(rn.Order, SortKey{Expr: e, Desc: it.Desc})
+		rn.Order = append(rn.Order, SortKey{Expr: e, Desc: it.Desc, Nulls: nulls[k]})
 		rn.OrderAttrs = append(rn.OrderAttrs, b.rowAttr(q, e))
 	}
 	q.RowNumber = rn
@@ -639,12 +747,18 @@ func (b *binder) knownQualifier(t string) bool {
 // lookupColumn finds a column of the scope by name and, when given, qualifier: its index,
 // or -1. Two columns of a join that match are ambiguous (42702).
 func (b *binder) lookupColumn(qual, name string) (int, error) {
-	if b.quals == nil {
-		return b.scope.Index(name), nil
-	}
 	found := -1
 	for i, c := range b.scope {
 		if !strings.EqualFold(c.Name, name) {
+			continue
+		}
+		if b.quals == nil {
+			// One relation whose columns share a name: a derived table or view with two
+			// count columns, as PostgreSQL allows in a result.
+			if found >= 0 {
+				return -1, b.errf(CodeAmbiguousColumn, "column reference %q is ambiguous: %s has more than one column named %s (give them distinct aliases with AS)", name, b.fromName, name)
+			}
+			found = i
 			continue
 		}
 		if qual != "" {
@@ -1011,31 +1125,19 @@ func (b *binder) windowArgs(f *ast.FuncCallExpr, name string, want int) (int, []
 	return i, sizes, nil
 }
 
-// fieldName is the output name of a select field: its alias, the column name, or its text
-// as the user wrote it.
+// fieldName is the output name of a select field: its alias, or the name PostgreSQL
+// gives the expression (pgColumnName).
 func (b *binder) fieldName(f *ast.SelectField, e Expr) string {
 	if f.AsName.O != "" {
 		return f.AsName.O
 	}
-	if c, ok := f.Expr.(*ast.ColumnNameExpr); ok {
+	if _, ok := f.Expr.(*ast.ColumnNameExpr); ok {
 		if r, ok := e.(*ColumnRef); ok {
 			return r.Name
 		}
-		return c.Name.Name.O
 	}
-	text := f.Text()
-	start := f.Offset
-	if start >= 0 && start+len(text) <= len(b.rw.text) && len(text) > 0 {
-		s := b.rw.mapBack(start)
-		end := b.rw.mapEnd(start + len(text))
-		if s < end && end <= len(b.input) {
-			return b.input[s:end]
-		}
-	}
-	if strings.Contains(text, syntaxPrefix) || text == "" {
-		return e.String()
-	}
-	return text
+	name, _ := b.pgColumnName(f.Expr)
+	return name
 }
 
 // hasAgg reports whether the tree holds an aggregate call.

@@ -8,6 +8,8 @@ const (
 
 	CodeUndefinedFunction = "42883" // no function of that name takes these argument types
 	CodeAmbiguousColumn   = "42702" // a column name two relations of a join have
+	// CodeInvalidColumnReference: ORDER BY of SELECT DISTINCT not in the select list.
+	CodeInvalidColumnReference = "42P10"
 
 	// Data exceptions: the row's value cannot be computed (run-time errors; see ErrorValue).
 	CodeNumericOutOfRange    = "22003" // a number too large for its type

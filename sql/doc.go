@@ -58,7 +58,9 @@
 // table functions in FROM, table function calls after JOIN (JOIN LATERAL f(...) AS t(c),
 // JOIN UNNEST(...): a derived table the binder recognizes, the call recorded),
 // TUMBLE/HOP/SESSION group-by calls, CAST to rsql's types,
-// TIMESTAMP '...' literals, EMIT clauses, $n parameters) into text tidb accepts and keeps a
+// TIMESTAMP '...' literals, EMIT clauses, $n parameters, NULLS FIRST/LAST, OFFSET without
+// LIMIT and FETCH FIRST, and the words PostgreSQL accepts as names that MySQL reserves —
+// key, rows, rank — which it quotes where they are names: keywords.go) into text tidb accepts and keeps a
 // map from every rewritten offset back to the user's text, so errors reported by tidb and
 // by Bind point into what the user typed. What it replaces by a call tidb can parse (an
 // INTERVAL, a parameter, a cast, a group-by window, ->, ~*, EXTRACT, CONCAT, the FULL
@@ -70,6 +72,11 @@
 // case-insensitively; double quotes and backticks quote identifiers, single quotes strings.
 //
 // # Binding
+//
+// Result columns are named as PostgreSQL names them (colname.go: the alias, a column's or
+// function's name, a cast's type, ?column?); names may repeat in a result, and reading a
+// repeated name of a relation is ambiguous (42702). An ORDER BY item not in the select list
+// becomes a hidden column of a query that Bind wraps in one dropping it (Query.Hidden).
 //
 // Bind(*Select, Catalog) resolves the relation, columns and functions and returns a *Query
 // laid out as documented on Query: WHERE, GROUP BY keys and aggregate arguments over the

@@ -22,6 +22,9 @@ func FuzzParse(f *testing.F) {
 		"SELECT a FROM t WHERE /* comment",
 		"SELECT CASE WHEN qty IN (1, NULL) THEN -qty ELSE ABS(qty) END FROM orders",
 		"SELECT o.order_id, t.tag, u.x FROM orders AS o CROSS JOIN LATERAL string_to_table(o.user_id, ',') AS t(tag) LEFT JOIN UNNEST(o.payload->'a', '{1,2}') u(x, y) ON TRUE, LATERAL generate_series(1, o.qty) g",
+		"SELECT key, rank, rows AS range FROM orders groups WHERE groups.key BETWEEN 1 AND 2 ORDER BY rank DESC NULLS LAST, key NULLS FIRST OFFSET 2 ROWS FETCH NEXT 3 ROWS ONLY",
+		"SELECT user_id FROM user_counts ORDER BY n * 2, user_id LIMIT ALL OFFSET 1",
+		"SELECT a AS order, x div 2, MOD(qty, 3) FROM (SELECT COUNT(*), COUNT(qty) FROM orders) t ORDER BY count FETCH FIRST ROW ONLY",
 	} {
 		f.Add(s)
 	}

@@ -1164,7 +1164,15 @@ func (p *stmtParser) tidbError(rw *rewrite, perr error) *Error {
 			end = pos + 1
 		}
 		at = fmt.Sprintf("%q", p.src[pos:end])
-		return errAt(p.src, pos, CodeSyntax, "syntax error at or near %s", at)
+		w := pos
+		for w < end && (p.src[w] >= 'a' && p.src[w] <= 'z' || p.src[w] >= 'A' && p.src[w] <= 'Z' || p.src[w] == '_') {
+			w++
+		}
+		hint := ""
+		if w > pos && (w == len(p.src) || !isIdentByte(p.src[w])) {
+			hint = reservedHint(p.src[pos:w])
+		}
+		return errAt(p.src, pos, CodeSyntax, "syntax error at or near %s%s", at, hint)
 	}
 	return errAt(p.src, pos, CodeSyntax, "syntax error at %s", at)
 }

@@ -173,10 +173,13 @@ type Query struct {
 	// RowNumber is the ROW_NUMBER() OVER (...) of the select list, if any.
 	RowNumber *RowNumber
 	OrderBy   []SortKey
-	Emit      EmitMode
-	Limit     int64 // -1 when absent
-	Offset    int64
-	Text      string
+	// Hidden counts the last Select entries that only ORDER BY reads (an expression not in
+	// the select list); Bind returns such a query wrapped in one that drops them.
+	Hidden int
+	Emit   EmitMode
+	Limit  int64 // -1 when absent
+	Offset int64
+	Text   string
 }
 
 // From is the bound FROM of a query.
@@ -319,11 +322,32 @@ func (r *RowNumber) OrderAttr(i int) ColAttr {
 	return ColAttr{}
 }
 
-// SortKey is one ORDER BY item. Nulls sort as larger than every value (PostgreSQL: last
-// ascending, first descending).
+// SortKey is one ORDER BY item. By default nulls sort as larger than every value
+// (PostgreSQL: last ascending, first descending); NULLS FIRST/LAST says otherwise.
 type SortKey struct {
-	Expr Expr
-	Desc bool
+	Expr  Expr
+	Desc  bool
+	Nulls NullsOrder
+}
+
+// NullsOrder is an ORDER BY item's NULLS FIRST or NULLS LAST, or neither.
+type NullsOrder uint8
+
+const (
+	NullsDefault NullsOrder = iota // last ascending, first descending
+	NullsFirst
+	NullsLast
+)
+
+// NullsFirst reports whether the key puts nulls before every value.
+func (k SortKey) NullsFirst() bool {
+	switch k.Nulls {
+	case NullsFirst:
+		return true
+	case NullsLast:
+		return false
+	}
+	return k.Desc
 }
 
 // IsConstant reports whether the query has no FROM: it computes one row from constants.

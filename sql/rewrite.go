@@ -29,6 +29,9 @@ import (
 //	CONCAT(                        -> __rsql_N(           (synConcat, so that || stays an operator)
 //	a FULL [OUTER] JOIN b ON c     -> a LEFT JOIN b ON __rsql_N() AND c   (synFullJoin)
 //	JOIN t FOR SYSTEM_TIME AS OF e ... ON c -> JOIN t ... ON __rsql_N(e) AND c (synAsOf)
+//	x [DESC] NULLS FIRST | LAST    -> x [DESC], __rsql_N() (synNulls: an ORDER BY item the binder takes out)
+//	OFFSET n [ROWS], FETCH FIRST n ROWS ONLY, LIMIT ALL -> LIMIT count OFFSET n (noLimit when none)
+//	a keyword used as a name (key, rows, rank; keywords.go) -> "key"
 //
 // Every position the tidb parser reports in the rewritten text maps back to the user's
 // text through the rewrite's segments.
@@ -146,7 +149,8 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 				}
 			}
 			edits = append(edits, edit{t.Pos, t.End, res.add(streamSyntax{kind: synParam, param: n}) + "()", 0})
-		case t.is("INTERVAL"):
+		case t.is("INTERVAL") && (toks[i+1].Kind == tokString || toks[i+1].Kind == tokNumber || toks[i+1].isP("-") && toks[i+2].Kind == tokNumber):
+			// Otherwise interval is a name (keywords.go).
 			ms, next, err := parseInterval(p.src, toks, i)
 			if err != nil {
 				return nil, nil, err
@@ -200,6 +204,20 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			edits = append(edits, edit{t.Pos, toks[end-1].End, " ", 0},
 				edit{toks[on].End, toks[on].End, " " + res.add(streamSyntax{kind: synAsOf}) + "(" + expr + ") AND", seq})
 			i = end - 1
+		case t.is("NULLS") && (toks[i+1].is("FIRST") || toks[i+1].is("LAST")):
+			// The MySQL grammar has no NULLS FIRST/LAST: it becomes an ORDER BY item of its
+			// own after the one it orders (the binder takes it out).
+			edits = append(edits, edit{t.Pos, toks[i+1].End, ", " + res.add(streamSyntax{kind: synNulls, text: toks[i+1].is("FIRST")}) + "()", 0})
+			i++
+		case t.is("LIMIT") || t.is("OFFSET") || t.is("FETCH") && (toks[i+1].is("FIRST") || toks[i+1].is("NEXT")):
+			last, repl, err := p.limitClause(toks, i)
+			if err != nil {
+				return nil, nil, err
+			}
+			if repl != "" {
+				edits = append(edits, edit{t.Pos, toks[last].End, repl, 0})
+			}
+			i = last
 		case t.is("EMIT") && depth == 0:
 			mode := EmitDefault
 			end := i + 1
@@ -329,7 +347,8 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			}
 			last := i + sub.i // the type's last token
 			seq++
-			edits = append(edits, edit{toks[ls].Pos, toks[ls].Pos, res.add(streamSyntax{kind: synCast, typ: typ}) + "(", seq},
+			tn := castColumnName(toks[i+1].Val, toks[min(i+2, last)].Val)
+			edits = append(edits, edit{toks[ls].Pos, toks[ls].Pos, res.add(streamSyntax{kind: synCast, typ: typ, typName: tn}) + "(", seq},
 				edit{t.Pos, toks[last].End, ")", 0})
 			chains[last] = ls
 			i = last
@@ -407,10 +426,11 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 				return nil, nil, err
 			}
 			edits = append(edits,
-				edit{t.Pos, t.End, res.add(streamSyntax{kind: synCast, typ: typ}), 0},
+				edit{t.Pos, t.End, res.add(streamSyntax{kind: synCast, typ: typ, typName: castColumnName(toks[asIdx+1].Val, toks[min(asIdx+2, closeIdx)].Val)}), 0},
 				edit{toks[asIdx].Pos, toks[closeIdx].Pos, "", 0})
 		}
 	}
+	edits = quoteKeywordNames(toks, start, edits)
 	sort.SliceStable(edits, func(a, b int) bool {
 		ea, eb := edits[a], edits[b]
 		if ea.pos != eb.pos {
@@ -448,6 +468,106 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 	}
 	rw.text = b.String()
 	return rw, res, nil
+}
+
+// noLimit is the count a LIMIT clause the pre-pass writes has when the query gives none
+// (OFFSET alone, LIMIT ALL); the binder reads it as no limit.
+const noLimit = "9223372036854775807"
+
+// limitClause reads PostgreSQL's row-limiting clauses at toks[i], in either order: LIMIT
+// count | ALL, OFFSET start [ROW | ROWS], FETCH FIRST | NEXT [count] ROW | ROWS ONLY. It
+// returns the index of their last token and, unless they are already in the form the
+// MySQL grammar accepts (LIMIT n [OFFSET m], LIMIT m, n), the text LIMIT n OFFSET m that
+// replaces them.
+func (p *stmtParser) limitClause(toks []token, i int) (last int, repl string, err error) {
+	count, offset := "", ""
+	canonical := true
+	num := func(k int, what string) (string, error) {
+		if toks[k].Kind != tokNumber || strings.ContainsAny(toks[k].Val, ".eE") {
+			return "", p.errNear(toks[k], "a whole number after "+what)
+		}
+		return toks[k].Val, nil
+	}
+	k := i
+	for part := 0; part < 3; part++ {
+		t := toks[k]
+		switch {
+		case t.is("LIMIT") && count == "":
+			if toks[k+1].is("ALL") {
+				count, canonical = noLimit, false
+				k += 2
+				break
+			}
+			if toks[k+1].Kind != tokNumber {
+				return k, "", nil // a parameter or an expression: the tidb parser reports it
+			}
+			if count, err = num(k+1, "LIMIT"); err != nil {
+				return 0, "", err
+			}
+			k += 2
+			if toks[k].isP(",") && offset == "" { // LIMIT m, n
+				offset = count
+				if count, err = num(k+1, "LIMIT m,"); err != nil {
+					return 0, "", err
+				}
+				k += 2
+			}
+		case t.is("OFFSET") && offset == "":
+			if toks[k+1].Kind != tokNumber {
+				return k, "", nil
+			}
+			if offset, err = num(k+1, "OFFSET"); err != nil {
+				return 0, "", err
+			}
+			if count == "" {
+				canonical = false // OFFSET before LIMIT, or without it
+			}
+			k += 2
+			if toks[k].is("ROW") || toks[k].is("ROWS") {
+				canonical = false
+				k++
+			}
+		case t.is("FETCH") && (toks[k+1].is("FIRST") || toks[k+1].is("NEXT")):
+			if count != "" {
+				return 0, "", errAt(p.src, t.Pos, CodeSyntax, "LIMIT and FETCH FIRST cannot both be given")
+			}
+			canonical = false
+			k += 2
+			count = "1"
+			if toks[k].Kind == tokNumber {
+				if count, err = num(k, "FETCH FIRST"); err != nil {
+					return 0, "", err
+				}
+				k++
+			}
+			if !toks[k].is("ROW") && !toks[k].is("ROWS") {
+				return 0, "", p.errNear(toks[k], "ROWS in FETCH FIRST n ROWS ONLY")
+			}
+			k++
+			if toks[k].is("WITH") && toks[k+1].is("TIES") {
+				return 0, "", errAt(p.src, toks[k].Pos, CodeNotSupported, "FETCH FIRST ... WITH TIES is not supported: use ONLY")
+			}
+			if !toks[k].is("ONLY") {
+				return 0, "", p.errNear(toks[k], "ONLY in FETCH FIRST n ROWS ONLY")
+			}
+			k++
+		default:
+			part = 3
+			continue
+		}
+	}
+	last = k - 1
+	if canonical {
+		return last, "", nil
+	}
+	if count == "" {
+		count = noLimit
+	}
+	repl = "LIMIT " + count
+	if offset != "" {
+		repl += " OFFSET " + offset
+	}
+	return last, repl, nil
 }
 
 // endsOperand reports whether t can be the last token of an operand (so a following ~ is

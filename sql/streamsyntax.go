@@ -24,6 +24,7 @@ const (
 	synRegexpCI             // the pattern of a ~* p: argument p
 	synFullJoin             // FULL JOIN: the marker at the start of the LEFT JOIN's ON
 	synAsOf                 // FOR SYSTEM_TIME AS OF e: the marker at the start of the ON; argument e
+	synNulls                // NULLS FIRST | LAST: an ORDER BY item of its own after the one it orders; text true for FIRST
 )
 
 // streamSyntax is one occurrence of stream syntax the pre-pass replaced by a placeholder
@@ -31,12 +32,13 @@ const (
 // placeholder's name, says what the call means. Arguments that are expressions stay in the
 // text as the call's arguments (the tidb parser parses them); the others are here.
 type streamSyntax struct {
-	kind   syntaxKind
-	ms     int64      // synInterval
-	param  int        // synParam: 1-based
-	typ    Type       // synCast
-	window WindowKind // synWindow
-	text   bool       // synJSONGet: ->> (text result)
+	kind    syntaxKind
+	ms      int64      // synInterval
+	param   int        // synParam: 1-based
+	typ     Type       // synCast
+	typName string     // synCast: PostgreSQL's name of the type as written (castColumnName)
+	window  WindowKind // synWindow
+	text    bool       // synJSONGet: ->> (text result)
 }
 
 // syntaxPrefix starts every placeholder call's name; the user may not write names that

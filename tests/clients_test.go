@@ -243,7 +243,7 @@ func TestPgxExtendedProtocol(t *testing.T) {
 }
 
 // node-postgres (the `pg` package from the npm registry): connect, query, parameters, an
-// error. The package is installed into tests/node by npm when missing.
+// error, columns read by name (named as PostgreSQL names them). The package is installed into tests/node by npm when missing.
 func TestNodePostgres(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Fatal("node is needed (apt-get install nodejs npm, or scripts/deps.sh)")
@@ -271,7 +271,7 @@ func TestNodePostgres(t *testing.T) {
 		// BEGIN and COMMIT work, each with a notice that there are no transactions.
 		"transaction 2 true\n" +
 		"error 42703 "
-	if !strings.HasPrefix(string(out), want) || !strings.Contains(string(out), "nope") || !strings.HasSuffix(string(out), "after error tea\n") {
+	if !strings.HasPrefix(string(out), want) || !strings.Contains(string(out), "nope") || !strings.HasSuffix(string(out), "after error tea\nnames key,rows,?column?,upper,int8 k 4 7 K\n") {
 		t.Errorf("node client.js printed:\n%s\nwant it to start with:\n%s", out, want)
 	}
 	if err := srv.Stop(); err != nil {

@@ -560,6 +560,18 @@ func TestConsoleAPI(t *testing.T) {
 				t.Errorf("row %v does not pass the WHERE", v)
 			}
 		}
+		// Result columns are named as PostgreSQL names them.
+		evs, status = postSQL(t, cs.httpAddr, `{"sql": "SELECT orders.id, amount * 2, upper('a'), CAST(1 AS BIGINT) FROM orders", "max_rows": 1}`, nil)
+		var names []string
+		if status == 200 && len(evs) > 0 {
+			cols, _ := evs[0]["columns"].([]any)
+			for _, c := range cols {
+				names = append(names, fmt.Sprint(c.(map[string]any)["name"]))
+			}
+		}
+		if strings.Join(names, ",") != "id,?column?,upper,int8" {
+			t.Errorf("result column names %v: %d %v", names, status, evs)
+		}
 		// A push query the client stops: the answer ends when the client goes away.
 		ctx, cancel := context.WithCancel(context.Background())
 		got := 0

@@ -1,5 +1,5 @@
 // node-postgres against an rsql server: connect, a statement, a query with parameters, an
-// error with its SQLSTATE. Prints one line per check; tests/clients_test.go compares them.
+// error with its SQLSTATE, columns read by their PostgreSQL names. Prints one line per check; tests/clients_test.go compares them.
 // Usage: node client.js HOST PORT
 const { Client } = require('pg');
 
@@ -35,6 +35,13 @@ async function main() {
   }
   const again = await client.query('SELECT item FROM node_orders WHERE id = $1 LIMIT 1', [7]);
   console.log('after error ' + again.rows[0].item);
+
+  // Columns read by name, named as PostgreSQL names them; keywords as column names.
+  await client.query('CREATE STREAM node_keys (key VARCHAR, rank INT, rows INT) WITH (queues = 1)');
+  await client.query("INSERT INTO node_keys VALUES ('k', 3, 4)");
+  const named = await client.query('SELECT key, rows, rank + rows, upper(key), CAST(1 AS BIGINT) FROM node_keys LIMIT 1');
+  const n = named.rows[0];
+  console.log(`names ${named.fields.map((f) => f.name).join(',')} ${n.key} ${n.rows} ${n['?column?']} ${n.upper}`);
   await client.end();
 }
 
