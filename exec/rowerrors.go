@@ -27,12 +27,31 @@ import (
 // RowError is the error of one row an operator could not finish.
 type RowError struct {
 	Stream, Split string
-	Operator      string // filter, project, aggregate, sink
-	Err           *sql.Error
+	// Offset is the source offset of the row (Line: its line number in a file), -1 when the
+	// row is not one record's (an aggregate's, a join's) or the stage does not track it.
+	Offset   int64
+	Line     bool
+	Operator string // filter, project, aggregate, sink
+	Err      *sql.Error
 }
 
 func (e *RowError) Error() string {
-	return fmt.Sprintf("stream %s, split %s: %s: ERROR %s: %s", e.Stream, e.Split, e.Operator, e.Err.Code, e.Err.Message)
+	where := ""
+	switch {
+	case e.Offset >= 0 && e.Line:
+		where = fmt.Sprintf(", line %d", e.Offset)
+	case e.Offset >= 0:
+		where = fmt.Sprintf(", offset %d", e.Offset)
+	}
+	return fmt.Sprintf("stream %s, split %s%s: %s: ERROR %s: %s", e.Stream, e.Split, where, e.Operator, e.Err.Code, e.Err.Message)
+}
+
+// rowOffset is the source offset of row i of b, -1 when b does not carry offsets.
+func rowOffset(b *Batch, i int) int64 {
+	if b.Offsets == nil || i >= len(b.Offsets) {
+		return -1
+	}
+	return b.Offsets[i]
 }
 
 func (e *RowError) Unwrap() error { return e.Err }
@@ -47,11 +66,20 @@ type badRows struct {
 // report handles one failed row: row is the operator's input, schema names its columns
 // (nil: positional), cause the row's error.
 func (b *badRows) report(ctx context.Context, op, split string, row sql.Row, schema sql.Schema, cause *sql.Error) error {
+	return b.reportAt(ctx, op, split, -1, row, schema, cause)
+}
+
+// reportAt is report of a row whose source offset is known (rowOffset; -1: not known).
+func (b *badRows) reportAt(ctx context.Context, op, split string, off int64, row sql.Row, schema sql.Schema, cause *sql.Error) error {
 	if b == nil || b.st == nil {
-		return &RowError{Split: split, Operator: op, Err: cause}
+		return &RowError{Split: split, Offset: off, Operator: op, Err: cause}
 	}
-	stream := b.st.rootSource().Stream
-	rerr := &RowError{Stream: stream, Split: split, Operator: op, Err: cause}
+	src := b.st.rootSource()
+	stream := src.Stream
+	if len(b.st.plan.Inputs) != 1 || b.st.plan.Inputs[0].FromStage >= 0 {
+		off = -1 // the offset of a row read from another stage's edge is not its record's
+	}
+	rerr := &RowError{Stream: stream, Split: split, Offset: off, Line: src.Connector == "file", Operator: op, Err: cause}
 	if b.st.job.env.FailOnRowError {
 		return rerr
 	}
