@@ -54,7 +54,9 @@ const (
 func (p *printer) result(ctx context.Context, r *server.Result) error {
 	mode := streamNever
 	if r.Push {
-		mode = streamNow
+		// A push query over files ends within a moment and prints as one table; one over a
+		// topic prints its header once the moment has passed, and its rows as they come.
+		mode = streamAfter
 	}
 	return p.resultMode(ctx, r, mode)
 }
@@ -115,6 +117,7 @@ func (p *printer) resultMode(ctx context.Context, r *server.Result, mode streami
 	stream := func() {
 		tw = newTableWriter(p.w, r.Columns, held)
 		tw.fitTypes(r.Columns)
+		tw.rehead = true
 		tw.header()
 		for _, h := range held {
 			tw.row(h)
@@ -186,13 +189,15 @@ func (p *printer) resultMode(ctx context.Context, r *server.Result, mode streami
 
 // tableWriter prints rows aligned under their column names, psql style: numbers right-
 // aligned, a cell holding line breaks over several lines with a '+' after each line but
-// its last. Widths come from the names and the rows given to newTableWriter; a later, wider
-// value widens only its own line.
+// its last. Widths come from the names and the rows given to newTableWriter; with rehead
+// (rows printed as they arrive), a later, wider value widens its column and the header
+// prints again above its row, so every row lines up under the header above it.
 type tableWriter struct {
 	w      *bufio.Writer
 	names  []string
 	widths []int
 	right  func(i int) bool
+	rehead bool
 }
 
 func newTableWriter(w *bufio.Writer, cols sql.Schema, rows []sql.Row) *tableWriter {
@@ -219,8 +224,8 @@ func newTextTable(w *bufio.Writer, names []string, rows [][]string, right func(i
 	return t
 }
 
-// fitTypes widens the columns whose type prints at one width (TIMESTAMP, BOOLEAN) to that
-// width, so rows printed as they arrive line up under a header printed before them.
+// fitTypes widens TIMESTAMP columns to the width of a timestamp without fraction, so rows
+// printed as they arrive mostly line up under the first header.
 func (t *tableWriter) fitTypes(cols sql.Schema) {
 	for i, c := range cols {
 		if i >= len(t.widths) {
@@ -228,9 +233,7 @@ func (t *tableWriter) fitTypes(cols sql.Schema) {
 		}
 		switch c.Type.Kind {
 		case sql.KindTimestamp:
-			t.widths[i] = max(t.widths[i], len("2006-01-02T15:04:05.000Z"))
-		case sql.KindBool:
-			t.widths[i] = max(t.widths[i], len("false"))
+			t.widths[i] = max(t.widths[i], len("2006-01-02 15:04:05"))
 		}
 	}
 }
@@ -255,7 +258,23 @@ func (t *tableWriter) header() {
 	t.w.WriteString("\n")
 }
 
-func (t *tableWriter) row(r sql.Row) { t.line(cellTexts(r), t.right) }
+func (t *tableWriter) row(r sql.Row) {
+	cells := cellTexts(r)
+	if t.rehead {
+		wider := false
+		for i, c := range cells {
+			if i < len(t.widths) {
+				if w := cellWidth(c); w > t.widths[i] {
+					t.widths[i], wider = w, true
+				}
+			}
+		}
+		if wider {
+			t.header()
+		}
+	}
+	t.line(cells, t.right)
+}
 
 // line prints one row; a cell with line breaks continues on the next lines, the other
 // cells blank there.
@@ -297,13 +316,16 @@ func (t *tableWriter) line(cells []string, right func(int) bool) {
 	}
 }
 
+// cellTexts are a row's values as psql prints them: PostgreSQL's text of each value
+// (sql.Text: DOUBLE in its shortest exact digits, TIMESTAMP as 2026-12-01 10:00:04.5,
+// BOOLEAN as t or f), NULL as nothing.
 func cellTexts(row sql.Row) []string {
 	out := make([]string, len(row))
 	for i, v := range row {
 		if v.IsNull() {
 			out[i] = ""
 		} else {
-			out[i] = v.String()
+			out[i] = sql.Text(v)
 		}
 	}
 	return out

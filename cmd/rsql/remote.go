@@ -287,7 +287,13 @@ func (w *wireRows) Next(ctx context.Context) (sql.Row, error) {
 				return nil, fmt.Errorf("column %q: the server sent %q, which is not an integer", w.cols[i].Name, s)
 			}
 			row[i] = sql.Value{K: w.cols[i].Type.Kind, I: n}
-		case sql.KindDouble, sql.KindDecimal:
+		case sql.KindDecimal:
+			// NUMERIC keeps every digit the server sent.
+			if _, err := strconv.ParseFloat(s, 64); err != nil {
+				return nil, fmt.Errorf("column %q: the server sent %q, which is not a number", w.cols[i].Name, s)
+			}
+			row[i] = sql.Value{K: sql.KindDecimal, S: s}
+		case sql.KindDouble:
 			f, err := strconv.ParseFloat(s, 64)
 			if err != nil {
 				return nil, fmt.Errorf("column %q: the server sent %q, which is not a number", w.cols[i].Name, s)
