@@ -512,7 +512,7 @@ func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, err
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Tag: "CREATE STREAM", Notice: startedNotice(id, d.Name)}, nil
+	return &Result{Tag: "CREATE STREAM", Notice: e.startedNotice(id, d.Name)}, nil
 }
 
 // skipped is the result of CREATE ... IF NOT EXISTS for a name that exists, with
@@ -529,10 +529,32 @@ func skipped(kind string, old StreamDef) *Result {
 		Message: fmt.Sprintf("%s %q already exists, skipping", what, old.Name)}}
 }
 
-// startedNotice tells the client which job a statement started.
-func startedNotice(job, sink string) *Notice {
+// startedNotice tells the client which job a statement started, and whether it runs
+// until stopped or finishes at the end of the files it reads.
+func (e *Engine) startedNotice(job, sink string) *Notice {
+	if e.JobBounded(job) {
+		return &Notice{Severity: "NOTICE", Code: "00000",
+			Message: fmt.Sprintf("started job %s, which writes %s from the files it reads and finishes at their end (SHOW JOBS shows it)", job, sink)}
+	}
 	return &Notice{Severity: "NOTICE", Code: "00000",
 		Message: fmt.Sprintf("started job %s, which writes %s continuously (SHOW JOBS shows it; TERMINATE JOB %s stops it)", job, sink, job)}
+}
+
+// JobBounded reports whether job id ends by itself: every relation it reads is a stream
+// of the file connector (a file source ends at the file's end). A job reading a topic, a
+// view or a generator runs until it is stopped.
+func (e *Engine) JobBounded(id string) bool {
+	def, ok := e.cat.Job(id)
+	if !ok || len(def.Sources) == 0 {
+		return false
+	}
+	for _, name := range def.Sources {
+		d, ok := e.cat.Stream(name)
+		if !ok || d.IsView || d.StreamOptions().Connector != "file" {
+			return false
+		}
+	}
+	return true
 }
 
 func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
@@ -577,7 +599,7 @@ func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
 	}
 	// The statement itself inserted no row: its job inserts them as they come. The tag stays
 	// a valid INSERT tag for drivers; the notice says what happened.
-	return &Result{Tag: "INSERT 0 0", Notice: startedNotice(id, target.Name)}, nil
+	return &Result{Tag: "INSERT 0 0", Notice: e.startedNotice(id, target.Name)}, nil
 }
 
 // plannedSink plans q into sink and returns the sink as planned: for an updating query, its

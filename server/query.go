@@ -138,7 +138,7 @@ func (e *Engine) createView(s *sql.CreateView, sess *Session) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Tag: "CREATE MATERIALIZED VIEW", Notice: startedNotice(id, d.Name)}, nil
+	return &Result{Tag: "CREATE MATERIALIZED VIEW", Notice: e.startedNotice(id, d.Name)}, nil
 }
 
 // viewFor returns the table of view name, making it when the view's job starts.
