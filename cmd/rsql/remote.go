@@ -229,6 +229,11 @@ func (rc *remoteConn) runTo(ctx context.Context, p *printer, text string, retry 
 		return rc.runTo(ctx, p, text, false)
 	} else if err != nil {
 		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == sql.CodeQueryCanceled && ctx.Err() != nil {
+			// The user stopped the statement (Ctrl-C): what it printed stands, as it does
+			// in the process; the server's "canceling statement" is no error to show.
+			return nil
+		}
 		if errors.As(err, &pe) {
 			se := &sql.Error{Code: pe.Code, Message: pe.Message, Pos: -1}
 			if pe.Position > 0 {

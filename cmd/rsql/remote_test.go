@@ -228,3 +228,24 @@ func TestRemoteShellReconnects(t *testing.T) {
 		t.Errorf("notes %q, want one saying it reconnected", notes)
 	}
 }
+
+// Stopping a push query over the wire (Ctrl-C cancels the statement's context) prints no
+// error: the server's 57014 answers the client's own cancel request.
+func TestRemotePushQueryStopsQuietly(t *testing.T) {
+	eng := testEngine(t)
+	exec1(t, eng, "CREATE STREAM ev (a BIGINT) WITH (queues = 1)")
+	addr, _ := servePG(t, eng, "127.0.0.1:0")
+	p, out, _ := testPrinter(false)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	rc := &remoteConn{addr: addr}
+	defer rc.close()
+	go func() { done <- rc.runTo(ctx, p, "SELECT a FROM ev", true) }()
+	waitOutput(t, out, " a\n---\n")
+	exec1(t, eng, "INSERT INTO ev VALUES (7)")
+	waitOutput(t, out, " 7\n")
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("a push query stopped by its client: %v", err)
+	}
+}
