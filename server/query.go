@@ -170,6 +170,9 @@ func (e *Engine) query(ctx context.Context, sess *Session, s *sql.Select) (*Resu
 	if isPull(q) {
 		return e.pull(ctx, sess, q)
 	}
+	if err := viewInStreamQuery(q, "a push query"); err != nil {
+		return nil, err
+	}
 	_, plan, err := planner.Plan(q, planner.Options{Job: "push", Sink: planner.SinkSpec{}, StateTTL: stateTTL(sess)})
 	if err != nil {
 		return nil, err
