@@ -48,6 +48,10 @@ type Config struct {
 	// MaxResultBytes bounds the rows one pull query collects (about their size in memory):
 	// past it the query fails with 54000. Default 64 MiB; negative: no limit.
 	MaxResultBytes int64
+	// PushWaitNotice is how long a push query that starts at the end of its topics
+	// (offset_reset = 'latest') waits without a row before it tells the client, once, that
+	// it waits for new records and how to read from the beginning. Default 3 s.
+	PushWaitNotice time.Duration
 	// deferJobs leaves the jobs recorded as RUNNING stopped until the job manager's
 	// startRecorded, so a System can attach the broker first.
 	deferJobs bool
@@ -68,6 +72,9 @@ func (c *Config) ensureDefaults() {
 	}
 	if c.MaxResultBytes == 0 {
 		c.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if c.PushWaitNotice == 0 {
+		c.PushWaitNotice = 3 * time.Second
 	}
 	c.Limits = c.Limits.WithDefaults()
 }

@@ -128,10 +128,22 @@ func (p *printer) resultMode(ctx context.Context, r *server.Result, mode streami
 	if mode == streamNow && !p.json {
 		stream()
 	}
+	// A push query's notice while it runs (that it waits for new records) goes to p.err.
+	var notices <-chan *server.Notice
+	if nr, ok := r.Rows.(server.NoticeRows); ok {
+		notices = nr.Notices()
+	}
 	for {
 		var it rowOrEnd
 		var ok bool
 		select {
+		case n, open := <-notices:
+			if !open {
+				notices = nil
+			}
+			p.w.Flush()
+			p.notice(n)
+			continue
 		case it, ok = <-ch:
 		case <-timer:
 			timer = nil
