@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -168,7 +171,9 @@ func (p *printer) resultMode(ctx context.Context, r *server.Result, mode streami
 				}
 			}
 			if buf, err = enc.Encode(buf[:0], it.row); err != nil {
-				return err
+				// A value a stream's JSON cannot hold (Infinity, a year past 9999) is shown
+				// anyway, as PostgreSQL's text in a string.
+				buf = appendLenientJSON(buf[:0], r.Columns, it.row)
 			}
 			p.w.Write(buf)
 			p.w.WriteByte('\n')
@@ -341,4 +346,50 @@ func cellTexts(row sql.Row) []string {
 		}
 	}
 	return out
+}
+
+// appendLenientJSON renders row as a JSON object for display when a stream's JSON format
+// cannot encode it: numbers as numbers, booleans, NULL as null, a JSON value as itself, a
+// TIMESTAMP of years 1-9999 as the JSON format writes it (ISO 8601 UTC with milliseconds),
+// and everything else (NaN, Infinity, other years, intervals, text) as a string holding
+// PostgreSQL's text.
+func appendLenientJSON(b []byte, cols sql.Schema, row sql.Row) []byte {
+	b = append(b, '{')
+	for i, v := range row {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		name := fmt.Sprint(i)
+		if i < len(cols) {
+			name = cols[i].Name
+		}
+		k, _ := json.Marshal(name) // a Go string always encodes
+		b = append(append(b, k...), ':')
+		switch {
+		case v.IsNull():
+			b = append(b, "null"...)
+			continue
+		case v.K == sql.KindBool:
+			b = strconv.AppendBool(b, v.I != 0)
+			continue
+		case v.K == sql.KindInt || v.K == sql.KindBigInt:
+			b = strconv.AppendInt(b, v.I, 10)
+			continue
+		case v.K == sql.KindDouble && !math.IsNaN(v.F) && !math.IsInf(v.F, 0):
+			b = sql.AppendFloat8(b, v.F)
+			continue
+		case v.K == sql.KindJSON && json.Valid([]byte(v.S)):
+			b = append(b, v.S...)
+			continue
+		case v.K == sql.KindTimestamp:
+			if t := time.UnixMilli(v.I).UTC(); t.Year() >= 1 && t.Year() <= 9999 {
+				b = t.AppendFormat(append(b, '"'), "2006-01-02T15:04:05.000Z")
+				b = append(b, '"')
+				continue
+			}
+		}
+		s, _ := json.Marshal(sql.Text(v)) // a Go string always encodes
+		b = append(b, s...)
+	}
+	return append(b, '}')
 }

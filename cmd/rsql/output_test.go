@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"math"
 	"testing"
 
 	"rsql/server"
@@ -103,6 +104,25 @@ func TestRemoteValuesAsPsql(t *testing.T) {
 --------------+---------------------+--------------------------
  536870913.25 | 2026-12-01 10:00:04 | 12345678901234567890.125
 (1 row)
+`
+	if out.String() != want {
+		t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+// JSON lines print every value, one a stream's JSON format cannot hold too (Infinity, a
+// year past 9999, BC) as PostgreSQL's text in a string; other rows as the format writes them.
+func TestJSONLinesPrintEveryValue(t *testing.T) {
+	ch := make(chan sql.Row, 2)
+	ch <- sql.Row{sql.Double(1.5), sql.Timestamp(1796119204000), sql.Bool(true), sql.Value{K: sql.KindBigInt, I: 7}}
+	ch <- sql.Row{sql.Double(math.Inf(1)), sql.Timestamp(253402387200000), sql.Null, sql.Value{K: sql.KindBigInt, I: 8}}
+	close(ch)
+	p, out, _ := testPrinter(true)
+	if err := p.resultMode(context.Background(), &server.Result{Columns: valuesSchema, Rows: &chanRows{ch}}, streamNever); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"d":1.5,"ts":"2026-12-01T10:00:04.000Z","ok":true,"n":7}
+{"d":"Infinity","ts":"10000-01-02 00:00:00","ok":null,"n":8}
 `
 	if out.String() != want {
 		t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
