@@ -241,8 +241,8 @@ func newTextTable(w *bufio.Writer, names []string, rows [][]string, right func(i
 	return t
 }
 
-// fitTypes widens TIMESTAMP columns to the width of a timestamp without fraction, so rows
-// printed as they arrive mostly line up under the first header.
+// fitTypes widens TIMESTAMP columns to the width of a timestamp with milliseconds (the
+// widest of years 1-9999), so rows printed as they arrive line up under the first header.
 func (t *tableWriter) fitTypes(cols sql.Schema) {
 	for i, c := range cols {
 		if i >= len(t.widths) {
@@ -250,7 +250,7 @@ func (t *tableWriter) fitTypes(cols sql.Schema) {
 		}
 		switch c.Type.Kind {
 		case sql.KindTimestamp:
-			t.widths[i] = max(t.widths[i], len("2006-01-02 15:04:05"))
+			t.widths[i] = max(t.widths[i], len("2006-01-02 15:04:05.000"))
 		}
 	}
 }
