@@ -31,11 +31,15 @@ type RowError struct {
 	// row is not one record's (an aggregate's, a join's) or the stage does not track it.
 	Offset   int64
 	Line     bool
+	View     bool   // Stream is a materialized view (a pull query's row)
 	Operator string // filter, project, aggregate, sink
 	Err      *sql.Error
 }
 
 func (e *RowError) Error() string {
+	if e.View {
+		return fmt.Sprintf("view %s: %s: ERROR %s: %s", e.Stream, e.Operator, e.Err.Code, e.Err.Message)
+	}
 	where := ""
 	switch {
 	case e.Offset >= 0 && e.Line:
@@ -76,10 +80,13 @@ func (b *badRows) reportAt(ctx context.Context, op, split string, off int64, row
 	}
 	src := b.st.rootSource()
 	stream := src.Stream
-	if len(b.st.plan.Inputs) != 1 || b.st.plan.Inputs[0].FromStage >= 0 {
-		off = -1 // the offset of a row read from another stage's edge is not its record's
+	view := src.Connector == "view"
+	if len(b.st.plan.Inputs) != 1 || b.st.plan.Inputs[0].FromStage >= 0 || view || src.Connector == "values" {
+		// The offset of a row read from another stage's edge is not its record's, nor is
+		// a view's row position (a pull query's).
+		off = -1
 	}
-	rerr := &RowError{Stream: stream, Split: split, Offset: off, Line: src.Connector == "file", Operator: op, Err: cause}
+	rerr := &RowError{Stream: stream, Split: split, Offset: off, Line: src.Connector == "file", View: view, Operator: op, Err: cause}
 	if b.st.job.env.FailOnRowError {
 		return rerr
 	}

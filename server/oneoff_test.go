@@ -32,6 +32,14 @@ func TestOneOffRowErrorNamesTheRow(t *testing.T) {
 			t.Errorf("%s: got %v, want the error of line 2", q, err)
 		}
 	}
+	// A pull query's row names the view (a view's row has no line or offset).
+	te.mustExec("CREATE MATERIALIZED VIEW per_user AS SELECT user, SUM(amount) AS s FROM orders GROUP BY user")
+	te.waitJobs()
+	_, _, err := te.exec("SELECT user, 10 / (s - 7) FROM per_user")
+	if err == nil || !strings.Contains(err.Error(), "view per_user: project: ERROR 22012: division by zero") {
+		t.Errorf("pull query: got %v, want the error naming the view", err)
+	}
+	te.wantCode("SELECT 1 / 0", "22012", "division by zero")
 }
 
 // A push query over a topic whose function throws fails with the row's error (its offset
