@@ -168,10 +168,10 @@ func init() {
 					return v
 				}), nil
 			}},
-		// a DIV b with a NUMERIC operand: PostgreSQL's div(numeric, numeric), integers
-		// converted to NUMERIC as PostgreSQL does implicitly (the binder calls it; integers
-		// alone divide as integers).
-		&FuncDef{Name: "DIV", Hidden: true,
+		// PostgreSQL's div(numeric, numeric), integers converted to NUMERIC as PostgreSQL
+		// does implicitly; also the operator a DIV b when an operand is NUMERIC (the binder
+		// calls it; integers alone divide as integers there).
+		&FuncDef{Name: "DIV", Sig: "DIV(a, b)", Group: "math", Doc: "`NUMERIC` quotient of a / b truncated toward zero, computed exactly (integers converted, as PostgreSQL's `div`); zero b is an error (22012)",
 			Check: func(args []Expr) (Type, []Expr, error) {
 				if err := argCount("DIV", args, 2, 2); err != nil {
 					return TypeNull, nil, err
