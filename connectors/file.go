@@ -8,8 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
+
+	"rsql/sql"
 )
 
 // MaxLineBytes is the longest line the file source reads; a longer line is an error that
@@ -44,6 +48,15 @@ func (r *FileRoots) OpenSource(path string) (Source, error) {
 		return nil, err
 	}
 	st, err := t.stat()
+	if errors.Is(err, fs.ErrNotExist) && !errors.Is(r.escapeErr(path, err), ErrOutsideFileRoots) {
+		// PostgreSQL's undefined_file, with the path as resolved (relative paths start at
+		// the first file root, or the working directory: docs/security.md).
+		where := t.display
+		if abs, aerr := filepath.Abs(where); aerr == nil {
+			where = abs
+		}
+		return nil, sql.Errorf(sql.CodeUndefinedFile, "file source %s: could not open file %q: no such file or directory", path, where)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("file source %s: %w", path, r.escapeErr(path, err))
 	}

@@ -165,7 +165,9 @@ func (r *FileRoots) outside(path, why string) error {
 	if why != "" {
 		msg = fmt.Sprintf("file %s: %s, %v", path, why, ErrOutsideFileRoots)
 	}
-	return &outsideError{msg: msg + ": " + strings.Join(r.Dirs(), ", ") + " (the server's --file-root)"}
+	// The roots are those of the rsql that runs the statement: a server's, or the shell's
+	// or rsql -c/-f's own engine (docs/security.md, "File sandbox").
+	return &outsideError{msg: msg + ": " + strings.Join(r.Dirs(), ", ") + " (--file-root DIR allows another directory)"}
 }
 
 type outsideError struct{ msg string }

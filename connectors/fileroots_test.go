@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"rsql/sql"
 )
 
 func TestFileRoots(t *testing.T) {
@@ -138,5 +140,34 @@ func TestFileRoots(t *testing.T) {
 	}
 	if _, err := OpenFileRoots(filepath.Join(dir, "missing")); err == nil {
 		t.Fatal("a missing root opened")
+	}
+}
+
+// A file that does not exist is PostgreSQL's undefined_file (58P01), naming the path as
+// resolved: relative to the first root.
+func TestMissingFileIsUndefinedFile(t *testing.T) {
+	dir := t.TempDir()
+	r, err := OpenFileRoots(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.OpenSource("nope.jsonl")
+	var se *sql.Error
+	if !errors.As(err, &se) || se.Code != sql.CodeUndefinedFile || !strings.Contains(se.Message, filepath.Join(dir, "nope.jsonl")) {
+		t.Fatalf("got %v, want 58P01 naming %s", err, filepath.Join(dir, "nope.jsonl"))
+	}
+}
+
+// A path outside the roots names them and the flag that adds one, without speaking of a
+// server: rsql -c and the shell run an engine of their own with roots of their own.
+func TestOutsideFileRootsMessage(t *testing.T) {
+	dir := t.TempDir()
+	r, err := OpenFileRoots(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.OpenSource("/etc/passwd")
+	if !errors.Is(err, ErrOutsideFileRoots) || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "--file-root DIR allows another directory") || strings.Contains(err.Error(), "server") {
+		t.Fatalf("got %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package connectors
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -178,10 +179,19 @@ func fetchRoute(ctx context.Context, creds remoting.Credentials, ns, topic strin
 		return nil, Unavailable(fmt.Errorf("topic %s: route from name server %s: %w", topic, ns, err))
 	}
 	if resp.Code != respSuccess {
-		return nil, Unavailable(fmt.Errorf("topic %s: name server %s has no route (code %d: %s)", topic, ns, resp.Code, resp.Remark))
+		return nil, Unavailable(noRouteError{fmt.Errorf("topic %s: name server %s has no route (code %d: %s)", topic, ns, resp.Code, resp.Remark)})
 	}
 	return decodeRoute(resp.Body)
 }
+
+// ErrNoTopicRoute says the name server has no route for a topic: it does not exist, or
+// every broker holding it is down (the name server cannot tell which).
+var ErrNoTopicRoute = errors.New("the name server has no route for the topic")
+
+type noRouteError struct{ err error }
+
+func (e noRouteError) Error() string   { return e.err.Error() }
+func (e noRouteError) Unwrap() []error { return []error{ErrNoTopicRoute, e.err} }
 
 // brokerRef is a master broker: its name and address.
 type brokerRef struct{ name, addr string }

@@ -136,7 +136,9 @@ func (in *sourceInput) readRows(ctx context.Context, st *stage, sp *split, rd *r
 	defer r.Close()
 	spec := in.spec
 	env := &st.job.env
-	shuffles := st.plan.Exchange != nil && st.job.shuffleOut(st.plan.ID)
+	// A stage ending in a shuffle topic tracks each row's source offset for the rows' ids; a
+	// one-off query for the offset or line its first row error names (rowerrors.go).
+	shuffles := st.plan.Exchange != nil && st.job.shuffleOut(st.plan.ID) || env.FailOnRowError
 	readMax := MinWatermark
 	width := len(spec.Schema)
 	if spec.Columns != nil {
@@ -244,7 +246,9 @@ func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, rd *reade
 	msgs := make([]connectors.Message, 0, env.BatchSize)
 	full := make(sql.Row, 0, len(spec.Schema))
 	line := spec.Connector == "file"
-	shuffles := st.plan.Exchange != nil && st.job.shuffleOut(st.plan.ID)
+	// A stage ending in a shuffle topic tracks each row's source offset for the rows' ids; a
+	// one-off query for the offset or line its first row error names (rowerrors.go).
+	shuffles := st.plan.Exchange != nil && st.job.shuffleOut(st.plan.ID) || env.FailOnRowError
 	readMax := MinWatermark
 	send := func(ev event) bool {
 		select {

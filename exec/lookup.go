@@ -225,7 +225,7 @@ func (o *lookupOp) processMemory(mem connectors.MemoryLookup, b *Batch, out Emit
 			if v.IsNull() {
 				if v.IsError() {
 					o.kinds[i] = rowBad
-					if err := o.bad.report(o.ctx, "lookup join", b.Split, r, o.schema, v.AsError()); err != nil {
+					if err := o.bad.reportAt(o.ctx, "lookup join", b.Split, rowOffset(b, i), r, o.schema, v.AsError()); err != nil {
 						return err
 					}
 				} else {
@@ -331,7 +331,7 @@ func (o *lookupOp) emit(b *Batch, out Emitter) error {
 		emitted := false
 		for _, m := range matches {
 			if cause := sql.RowError(m); cause != nil {
-				if err := o.bad.report(o.ctx, "lookup join", b.Split, r, o.schema, cause); err != nil {
+				if err := o.bad.reportAt(o.ctx, "lookup join", b.Split, rowOffset(b, i), r, o.schema, cause); err != nil {
 					return err
 				}
 				emitted = true // the row is accounted for: not emitted with NULLs
@@ -345,7 +345,7 @@ func (o *lookupOp) emit(b *Batch, out Emitter) error {
 				v := o.node.Residual(o.out.vals[start:])
 				if v.IsError() {
 					o.out.vals = o.out.vals[:start]
-					if err := o.bad.report(o.ctx, "lookup join", b.Split, r, o.schema, v.AsError()); err != nil {
+					if err := o.bad.reportAt(o.ctx, "lookup join", b.Split, rowOffset(b, i), r, o.schema, v.AsError()); err != nil {
 						return err
 					}
 					emitted = true

@@ -31,7 +31,7 @@ func (f *filterOp) Process(_ int, b *Batch, out Emitter) error {
 			}
 			k++
 		} else if v.K == sql.KindNull && v.S != "" {
-			if err := f.bad.report(f.ctx, "filter", b.Split, r, f.schema, v.AsError()); err != nil {
+			if err := f.bad.reportAt(f.ctx, "filter", b.Split, rowOffset(b, i), r, f.schema, v.AsError()); err != nil {
 				return err
 			}
 		}
@@ -73,7 +73,7 @@ func (p *projectOp) Process(_ int, b *Batch, out Emitter) error {
 		if failed {
 			cause := sql.RowError(p.out.vals[start:])
 			p.out.vals = p.out.vals[:start]
-			if err := p.bad.report(p.ctx, "project", b.Split, r, p.schema, cause); err != nil {
+			if err := p.bad.reportAt(p.ctx, "project", b.Split, rowOffset(b, i), r, p.schema, cause); err != nil {
 				return err
 			}
 			dropped = append(dropped, i)

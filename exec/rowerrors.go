@@ -33,11 +33,15 @@ type RowError struct {
 	// as they were read (a filter's, a projection's).
 	Offset          int64
 	HasOffset, Line bool
+	View            bool   // Stream is a materialized view (a pull query's row)
 	Operator        string // filter, project, aggregate, sink
 	Err             *sql.Error
 }
 
 func (e *RowError) Error() string {
+	if e.View {
+		return fmt.Sprintf("view %s: %s: ERROR %s: %s", e.Stream, e.Operator, e.Err.Code, e.Err.Message)
+	}
 	where := ""
 	if e.HasOffset {
 		what := "offset"
@@ -47,6 +51,14 @@ func (e *RowError) Error() string {
 		where = fmt.Sprintf(", %s %d", what, e.Offset)
 	}
 	return fmt.Sprintf("stream %s, split %s%s: %s: ERROR %s: %s", e.Stream, e.Split, where, e.Operator, e.Err.Code, e.Err.Message)
+}
+
+// rowOffset is the source offset of row i of b, -1 when b does not carry offsets.
+func rowOffset(b *Batch, i int) int64 {
+	if b.Offsets == nil || i >= len(b.Offsets) {
+		return -1
+	}
+	return b.Offsets[i]
 }
 
 func (e *RowError) Unwrap() error { return e.Err }
@@ -62,12 +74,24 @@ type badRows struct {
 // report handles one failed row: row is the operator's input, schema names its columns
 // (nil: positional), cause the row's error.
 func (b *badRows) report(ctx context.Context, op, split string, row sql.Row, schema sql.Schema, cause *sql.Error) error {
+	return b.reportAt(ctx, op, split, -1, row, schema, cause)
+}
+
+// reportAt is report of a row whose source offset is known (rowOffset; -1: not known).
+func (b *badRows) reportAt(ctx context.Context, op, split string, off int64, row sql.Row, schema sql.Schema, cause *sql.Error) error {
 	if b == nil || b.st == nil {
-		return &RowError{Split: split, Operator: op, Err: cause}
+		return &RowError{Split: split, Offset: off, HasOffset: off >= 0, Operator: op, Err: cause}
 	}
-	stream := b.st.rootSource(b.port).Stream
-	rerr := &RowError{Stream: stream, Split: split, Operator: op, Err: cause}
-	rerr.Offset, rerr.HasOffset, rerr.Line = b.st.offsetOf(row)
+	src := b.st.rootSource(b.port)
+	view := src.Connector == "view"
+	rerr := &RowError{Stream: src.Stream, Split: split, View: view, Operator: op, Err: cause}
+	if off >= 0 && len(b.st.plan.Inputs) == 1 && b.st.plan.Inputs[0].FromStage < 0 && !view && src.Connector != "values" {
+		// (The offset of a row read from another stage's edge is not its record's, nor is
+		// a view's row position, a pull query's.)
+		rerr.Offset, rerr.HasOffset, rerr.Line = off, true, src.Connector == "file"
+	} else if !view {
+		rerr.Offset, rerr.HasOffset, rerr.Line = b.st.offsetOf(row)
+	}
 	if b.st.job.env.FailOnRowError {
 		return rerr
 	}
@@ -78,7 +102,7 @@ func (b *badRows) report(ctx context.Context, op, split string, row sql.Row, sch
 	}
 	rec := dlqRecord{
 		Error:  dlqError{Code: cause.Code, Message: cause.Message, Operator: op},
-		Stream: stream, Split: split, Row: rowJSON(row, schema),
+		Stream: src.Stream, Split: split, Row: rowJSON(row, schema),
 	}
 	if rerr.HasOffset {
 		if rerr.Line {

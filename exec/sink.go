@@ -126,7 +126,7 @@ func (s *sinkOp) Process(b *Batch) error {
 	s.msgs = s.msgs[:0]
 	s.foldKeys = s.foldKeys[:0]
 	now := nowMillis()
-	for _, r := range b.Rows {
+	for i, r := range b.Rows {
 		start := len(buf)
 		var err error
 		buf, err = s.format.Encode(buf, r)
@@ -136,7 +136,7 @@ func (s *sinkOp) Process(b *Batch) error {
 			}
 			buf = buf[:start]
 			cause := &sql.Error{Code: sinkErrorCode(err), Message: "sink " + s.what + ": " + err.Error(), Pos: -1}
-			if rerr := s.bad.report(s.ctx, "sink", b.Split, r, s.schema, cause); rerr != nil {
+			if rerr := s.bad.reportAt(s.ctx, "sink", b.Split, rowOffset(b, i), r, s.schema, cause); rerr != nil {
 				return rerr
 			}
 			continue

@@ -91,7 +91,7 @@ func (o *tableFuncOp) Process(_ int, b *Batch, out Emitter) error {
 					o.offs = o.offs[:startRows]
 				}
 			}
-			if rerr := o.bad.report(o.ctx, "table function "+o.n.Name, b.Split, r, o.schema, err); rerr != nil {
+			if rerr := o.bad.reportAt(o.ctx, "table function "+o.n.Name, b.Split, rowOffset(b, i), r, o.schema, err); rerr != nil {
 				return rerr
 			}
 			continue

@@ -386,11 +386,9 @@ func (c *Catalog) ReplaceStream(d StreamDef, j *JobDef) (oldJob, newJob string, 
 			if strings.EqualFold(o.Sink, old.Name) {
 				return "", "", sql.Errorf(sql.CodeInUse, "cannot replace %q: job %s writes it (TERMINATE JOB %s first)", old.Name, o.ID, o.ID)
 			}
-			for _, src := range o.Sources {
-				if strings.EqualFold(src, old.Name) {
-					return "", "", sql.Errorf(sql.CodeInUse, "cannot replace %q: job %s reads it (TERMINATE JOB %s first)", old.Name, o.ID, o.ID)
-				}
-			}
+		}
+		if readers := c.readersLocked(old.Name, old.Job); len(readers) > 0 {
+			return "", "", sql.Errorf(sql.CodeInUse, "cannot replace %q: %s", old.Name, readersText(readers))
 		}
 	}
 	saved := map[string]JobDef{}
@@ -436,15 +434,8 @@ func (c *Catalog) DropStream(name string) error {
 	if !ok {
 		return sql.Errorf(sql.CodeUnknownTable, "stream or view %q does not exist", name)
 	}
-	for _, j := range c.jobs {
-		if !j.live() {
-			continue
-		}
-		for _, s := range j.Sources {
-			if strings.EqualFold(s, d.Name) {
-				return sql.Errorf(sql.CodeInUse, "cannot drop %q: job %s reads it (TERMINATE JOB %s first)", d.Name, j.ID, j.ID)
-			}
-		}
+	if readers := c.readersLocked(d.Name, ""); len(readers) > 0 {
+		return sql.Errorf(sql.CodeInUse, "cannot drop %q: %s", d.Name, readersText(readers))
 	}
 	delete(c.streams, key(name))
 	var stopped *JobDef
@@ -478,6 +469,33 @@ func (c *Catalog) Jobs() []JobDef {
 	}
 	sort.Slice(out, func(a, b int) bool { return jobNum(out[a].ID) < jobNum(out[b].ID) })
 	return out
+}
+
+// readersLocked returns the ids of the live jobs (but except) that read stream name, in
+// job order.
+func (c *Catalog) readersLocked(name, except string) []string {
+	var out []string
+	for _, j := range c.jobs {
+		if !j.live() || j.ID == except {
+			continue
+		}
+		for _, s := range j.Sources {
+			if strings.EqualFold(s, name) {
+				out = append(out, j.ID)
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return jobNum(out[a]) < jobNum(out[b]) })
+	return out
+}
+
+// readersText says which jobs read a stream, all of them, and what to do about it.
+func readersText(ids []string) string {
+	if len(ids) == 1 {
+		return fmt.Sprintf("job %s reads it (TERMINATE JOB %s first)", ids[0], ids[0])
+	}
+	return fmt.Sprintf("jobs %s read it (TERMINATE JOB each of them first)", strings.Join(ids, ", "))
 }
 
 func jobNum(id string) int {

@@ -48,6 +48,10 @@ type Config struct {
 	// MaxResultBytes bounds the rows one pull query collects (about their size in memory):
 	// past it the query fails with 54000. Default 64 MiB; negative: no limit.
 	MaxResultBytes int64
+	// PushWaitNotice is how long a push query that starts at the end of its topics
+	// (offset_reset = 'latest') waits without a row before it tells the client, once, that
+	// it waits for new records and how to read from the beginning. Default 3 s.
+	PushWaitNotice time.Duration
 	// deferJobs leaves the jobs recorded as RUNNING stopped until the job manager's
 	// startRecorded, so a System can attach the broker first.
 	deferJobs bool
@@ -68,6 +72,9 @@ func (c *Config) ensureDefaults() {
 	}
 	if c.MaxResultBytes == 0 {
 		c.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if c.PushWaitNotice == 0 {
+		c.PushWaitNotice = 3 * time.Second
 	}
 	c.Limits = c.Limits.WithDefaults()
 }
@@ -433,10 +440,8 @@ func (e *Engine) bindContinuous(s *sql.Select) (*sql.Query, []string, error) {
 	if q.IsConstant() {
 		return nil, nil, sql.Errorf(sql.CodeNotSupported, "a continuous query needs FROM a stream")
 	}
-	for _, r := range q.Relations() {
-		if r.IsView {
-			return nil, nil, sql.Errorf(sql.CodeNotSupported, "a continuous query reads streams: %s is a materialized view, which pull queries read (SELECT ... FROM %s)", r.Name, r.Name)
-		}
+	if err := viewInStreamQuery(q, "a continuous query"); err != nil {
+		return nil, nil, err
 	}
 	return q, cat.usedFunctions(), nil
 }
@@ -452,6 +457,24 @@ func uniqueColumns(s sql.Schema, what, name string) error {
 			return sql.Errorf(sql.CodeDuplicateColumn, "column %q specified more than once in %s %s: give the query's columns distinct names with AS", c.Name, what, name)
 		}
 		seen[l] = true
+	}
+	return nil
+}
+
+// viewInStreamQuery refuses a query over streams (a job's, a push query) that reads a
+// materialized view too: a view's rows are read by pull queries, and a stream is not joined
+// with them (docs/sql.md, "Pull queries").
+func viewInStreamQuery(q *sql.Query, what string) error {
+	for _, r := range q.Relations() {
+		if !r.IsView {
+			continue
+		}
+		for _, o := range q.Relations() {
+			if !o.IsView && !o.IsTable {
+				return sql.Errorf(sql.CodeNotSupported, "%s reads streams, and %s is a materialized view, which only pull queries read (SELECT ... FROM %s): to join stream %s with what %s computes, write %s's query to a stream (CREATE STREAM ... AS SELECT) and join that stream, or join %s's own input streams", what, r.Name, r.Name, o.Name, r.Name, r.Name, r.Name)
+			}
+		}
+		return sql.Errorf(sql.CodeNotSupported, "%s reads streams: %s is a materialized view, which pull queries read (SELECT ... FROM %s)", what, r.Name, r.Name)
 	}
 	return nil
 }
@@ -530,7 +553,7 @@ func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, err
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Tag: "CREATE STREAM", Notice: startedNotice(id, d.Name)}, nil
+	return &Result{Tag: "CREATE STREAM", Notice: e.startedNotice(id, d.Name)}, nil
 }
 
 // skipped is the result of CREATE ... IF NOT EXISTS for a name that exists, with
@@ -547,10 +570,32 @@ func skipped(kind string, old StreamDef) *Result {
 		Message: fmt.Sprintf("%s %q already exists, skipping", what, old.Name)}}
 }
 
-// startedNotice tells the client which job a statement started.
-func startedNotice(job, sink string) *Notice {
+// startedNotice tells the client which job a statement started, and whether it runs
+// until stopped or finishes at the end of the files it reads.
+func (e *Engine) startedNotice(job, sink string) *Notice {
+	if e.JobBounded(job) {
+		return &Notice{Severity: "NOTICE", Code: "00000",
+			Message: fmt.Sprintf("started job %s, which writes %s from the files it reads and finishes at their end (SHOW JOBS shows it)", job, sink)}
+	}
 	return &Notice{Severity: "NOTICE", Code: "00000",
 		Message: fmt.Sprintf("started job %s, which writes %s continuously (SHOW JOBS shows it; TERMINATE JOB %s stops it)", job, sink, job)}
+}
+
+// JobBounded reports whether job id ends by itself: every relation it reads is a stream
+// of the file connector (a file source ends at the file's end). A job reading a topic, a
+// view or a generator runs until it is stopped.
+func (e *Engine) JobBounded(id string) bool {
+	def, ok := e.cat.Job(id)
+	if !ok || len(def.Sources) == 0 {
+		return false
+	}
+	for _, name := range def.Sources {
+		d, ok := e.cat.Stream(name)
+		if !ok || d.IsView || d.StreamOptions().Connector != "file" {
+			return false
+		}
+	}
+	return true
 }
 
 func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
@@ -595,7 +640,7 @@ func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
 	}
 	// The statement itself inserted no row: its job inserts them as they come. The tag stays
 	// a valid INSERT tag for drivers; the notice says what happened.
-	return &Result{Tag: "INSERT 0 0", Notice: startedNotice(id, target.Name)}, nil
+	return &Result{Tag: "INSERT 0 0", Notice: e.startedNotice(id, target.Name)}, nil
 }
 
 // plannedSink plans q into sink and returns the sink as planned: for an updating query, its

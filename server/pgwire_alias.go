@@ -14,6 +14,7 @@ type (
 	Session     = pgwire.Session
 	Result      = pgwire.Result
 	Rows        = pgwire.Rows
+	NoticeRows  = pgwire.NoticeRows
 	Notice      = pgwire.Notice
 	Executor    = pgwire.Executor
 )

@@ -111,6 +111,10 @@ func (e *Engine) pull(ctx context.Context, sess *Session, q *sql.Query) (*Result
 		return nil, err
 	}
 	if err := job.Wait(); err != nil {
+		var re *exec.RowError
+		if errors.As(err, &re) && re.Stream != "" {
+			return nil, re // the row's error, naming the view (or table) and the operator
+		}
 		var se *sql.Error
 		if errors.As(err, &se) {
 			return nil, se

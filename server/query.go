@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"rsql/connectors"
@@ -141,7 +143,7 @@ func (e *Engine) createView(s *sql.CreateView, sess *Session) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Tag: "CREATE MATERIALIZED VIEW", Notice: startedNotice(id, d.Name)}, nil
+	return &Result{Tag: "CREATE MATERIALIZED VIEW", Notice: e.startedNotice(id, d.Name)}, nil
 }
 
 // viewFor returns the table of view name, making it when the view's job starts.
@@ -173,6 +175,9 @@ func (e *Engine) query(ctx context.Context, sess *Session, s *sql.Select) (*Resu
 	if isPull(q) {
 		return e.pull(ctx, sess, q)
 	}
+	if err := viewInStreamQuery(q, "a push query"); err != nil {
+		return nil, err
+	}
 	_, plan, err := planner.Plan(q, planner.Options{Job: "push", Sink: planner.SinkSpec{}, StateTTL: stateTTL(sess)})
 	if err != nil {
 		return nil, err
@@ -189,6 +194,7 @@ func (e *Engine) query(ctx context.Context, sess *Session, s *sql.Select) (*Resu
 		cols = append(append(sql.Schema{}, cols...), sql.Column{Name: "op", Type: sql.TypeVarchar})
 	}
 	env.OnRow = func(r sql.Row) error {
+		rows.seen.Store(true)
 		c := append(sql.Row(nil), r...)
 		if updating {
 			c[len(c)-1] = opName(c[len(c)-1])
@@ -203,7 +209,8 @@ func (e *Engine) query(ctx context.Context, sess *Session, s *sql.Select) (*Resu
 	env.Store = nil // a push query keeps its state in memory and checkpoints nowhere
 	// Nothing of a push query outlives it: its exchange stays in process.
 	env.ShuffleTopics = false
-	if sess.Settings["offset_reset"] != "earliest" && e.cfg.Broker != nil {
+	latest := sess.Settings["offset_reset"] != "earliest" && e.cfg.Broker != nil
+	if latest {
 		// Like ksqlDB's auto.offset.reset: a push query over a topic starts at its end.
 		b := e.cfg.Broker
 		env.InitialOffset = func(src planner.SourceSpec, split string) int64 {
@@ -231,6 +238,21 @@ func (e *Engine) query(ctx context.Context, sess *Session, s *sql.Select) (*Resu
 		rows.err = job.Wait()
 		close(rows.ch)
 	}()
+	if latest && readsTopic(plan) {
+		// Starting at the end of a quiet topic looks like a hang: say once what it waits for.
+		rows.notices = make(chan *Notice, 1)
+		go func() {
+			t := time.NewTimer(e.cfg.PushWaitNotice)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				if !rows.seen.Load() {
+					rows.notices <- &Notice{Severity: "NOTICE", Code: "00000", Message: "waiting for new records: a push query reads the records that arrive after it starts (offset_reset = 'latest'); SET offset_reset = 'earliest' reads from the oldest retained record"}
+				}
+			case <-jctx.Done():
+			}
+		}()
+	}
 	return &Result{Columns: cols, Rows: rows, Tag: "SELECT", Push: true}, nil
 }
 
@@ -249,6 +271,25 @@ type pushRows struct {
 	ch     chan sql.Row
 	cancel context.CancelFunc
 	err    error // set before ch is closed
+	// seen is set at the first row; notices carries the notice that the query waits for
+	// new records (nil when it reads from the beginning).
+	seen    atomic.Bool
+	notices chan *Notice
+}
+
+// Notices implements pgwire.NoticeRows.
+func (r *pushRows) Notices() <-chan *Notice { return r.notices }
+
+// readsTopic reports whether plan reads a topic of the broker (not only files).
+func readsTopic(plan *planner.Physical) bool {
+	for _, st := range plan.Stages {
+		for _, in := range st.Inputs {
+			if in.FromStage < 0 && in.Connector == "broker" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (r *pushRows) Next(ctx context.Context) (sql.Row, error) {

@@ -60,7 +60,7 @@ func (e *Engine) replace(d StreamDef, j *JobDef, q *sql.Query, sink planner.Sink
 			e.cat.SetJobState(newJob, JobFailed, err.Error())
 			return nil, err
 		}
-		res.Notice = startedNotice(newJob, d.Name)
+		res.Notice = e.startedNotice(newJob, d.Name)
 		if oldJob != "" {
 			res.Notice.Message = fmt.Sprintf("terminated job %s (the replaced definition's); %s", oldJob, res.Notice.Message)
 		}

@@ -1307,7 +1307,10 @@ func (b *binder) node(n ast.ExprNode) (Expr, error) {
 		}
 		b.setPos(x)
 		if x.Op == opcode.IntDiv && (!isIntOrNull(l.Type().Kind) || !isIntOrNull(r.Type().Kind)) {
-			return nil, b.errf(CodeTypeMismatch, "DIV needs integer operands, not %s and %s", l.Type(), r.Type())
+			if isIntOrDecimalOrNull(l.Type().Kind) && isIntOrDecimalOrNull(r.Type().Kind) {
+				return b.call("DIV", l, r) // PostgreSQL's div(numeric, numeric)
+			}
+			return nil, b.errf(CodeTypeMismatch, "DIV needs integer or NUMERIC operands, not %s and %s", l.Type(), r.Type())
 		}
 		return b.call(op, l, r)
 	case *ast.UnaryOperationExpr:
@@ -1498,6 +1501,8 @@ func (b *binder) node(n ast.ExprNode) (Expr, error) {
 }
 
 func isIntOrNull(k Kind) bool { return k.IsInteger() || k == KindNull }
+
+func isIntOrDecimalOrNull(k Kind) bool { return isIntOrNull(k) || k == KindDecimal }
 
 func (b *binder) value(x *driver.ValueExpr) (Expr, error) {
 	switch x.Kind() {

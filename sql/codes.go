@@ -38,4 +38,6 @@ const (
 	CodeQueryCanceled     = "57014" // a user function's call ran past its time limit
 	CodeOutOfMemory       = "53200" // a user function's call exceeded its memory limit
 	CodeTooComplex        = "54001" // a statement too long, an expression too deep or too large, SQL functions nested too deeply
+
+	CodeUndefinedFile = "58P01" // a file a stream reads does not exist
 )

@@ -168,6 +168,24 @@ func init() {
 					return v
 				}), nil
 			}},
+		// PostgreSQL's div(numeric, numeric), integers converted to NUMERIC as PostgreSQL
+		// does implicitly; also the operator a DIV b when an operand is NUMERIC (the binder
+		// calls it; integers alone divide as integers there).
+		&FuncDef{Name: "DIV", Sig: "DIV(a, b)", Group: "math", Doc: "`NUMERIC` quotient of a / b truncated toward zero, computed exactly (integers converted, as PostgreSQL's `div`); zero b is an error (22012)",
+			Check: func(args []Expr) (Type, []Expr, error) {
+				if err := argCount("DIV", args, 2, 2); err != nil {
+					return TypeNull, nil, err
+				}
+				for _, a := range args {
+					if k := a.Type().Kind; !k.IsInteger() && k != KindDecimal && k != KindNull {
+						return TypeNull, nil, noFunc("div", args)
+					}
+				}
+				return TypeNumeric, args, nil
+			},
+			Build: func(c *Call, args []Evaluator) (Evaluator, error) {
+				return strict2(args[0], args[1], NumericIntDiv), nil
+			}},
 		&FuncDef{Name: "MOD", Sig: "MOD(a, b)", Group: "math", Doc: "as `a % b`: the sign of a; zero b is an error (22012)",
 			Check: func(args []Expr) (Type, []Expr, error) {
 				if err := argCount("MOD", args, 2, 2); err != nil {

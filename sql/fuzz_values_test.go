@@ -33,7 +33,8 @@ func FuzzJSONExtract(f *testing.F) {
 // successful cast yields a value of the target kind.
 func FuzzCastValue(f *testing.F) {
 	for _, s := range []string{"42", "-1.5", "1e400", "true", "2026-11-30T05:00:00Z", "2026-11-30 05:00:00.123", `{"a":1}`, "99999999999999999999", ".", "-",
-		"NaN", "-Infinity", " 3.5 ", "1e3", "0.000000000000000000001", "123456789012345678901234567890.123456789", "+.5", "5.", "1e-16383", "1e131073"} {
+		"NaN", "-Infinity", " 3.5 ", "1e3", "0.000000000000000000001", "123456789012345678901234567890.123456789", "+.5", "5.", "1e-16383", "1e131073",
+		"10000-01-01 00:00:00", "0005-02-29 00:00:00 BC", "294277-01-01 00:00:00", "0000-01-01 BC"} {
 		f.Add(s)
 	}
 	types := []Type{TypeBool, TypeInt, TypeBigInt, TypeDouble, {Kind: KindDecimal, Precision: 10, Scale: 2},
@@ -121,4 +122,22 @@ func mustNumeric(s string) Value {
 		panic(s)
 	}
 	return v
+}
+
+// FuzzTimestampText: every timestamp in PostgreSQL's range prints as PostgreSQL's text
+// (AppendTimestampText: wide years, BC) and that text reads back to the same instant.
+func FuzzTimestampText(f *testing.F) {
+	for _, ms := range []int64{0, -1, 1796119204250, minTimestampMs, maxTimestampMs, -62135596800000 - 1, 253402300800000} {
+		f.Add(ms)
+	}
+	f.Fuzz(func(t *testing.T, ms int64) {
+		if ms < minTimestampMs || ms > maxTimestampMs {
+			ms = minTimestampMs + int64(uint64(ms)%uint64(maxTimestampMs-minTimestampMs+1))
+		}
+		text := string(AppendTimestampText(nil, ms))
+		back, ok := ParseTimestamp(text)
+		if !ok || back != ms {
+			t.Fatalf("%d prints as %q, which reads back as %d (%v)", ms, text, back, ok)
+		}
+	})
 }

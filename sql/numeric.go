@@ -269,6 +269,38 @@ func NumericMul(a, b Value) Value { return numericArith('*', a, b) }
 // NumericDiv returns a / b with PostgreSQL's result scale (22012 for division by zero).
 func NumericDiv(a, b Value) Value { return numericArith('/', a, b) }
 
+// NumericIntDiv returns PostgreSQL's div(a, b): the quotient of a / b truncated toward zero,
+// computed exactly, as a NUMERIC of scale 0 (22012 for zero; NaN with NaN; Infinity over a
+// finite number is Infinity with the quotient's sign, a finite number over Infinity 0).
+func NumericIntDiv(a, b Value) Value {
+	if a.K == KindNull || b.K == KindNull {
+		return nullOf(a, b)
+	}
+	var x, y, z apd.Decimal
+	decimalOf(a, &x)
+	decimalOf(b, &y)
+	switch {
+	case x.Form == apd.NaN || y.Form == apd.NaN:
+		return Value{K: KindDecimal, S: "NaN"}
+	case y.Form == apd.Finite && y.IsZero():
+		return ErrorValue(CodeDivisionByZero, "division by zero")
+	case x.Form == apd.Infinite && y.Form == apd.Infinite:
+		return Value{K: KindDecimal, S: "NaN"}
+	case x.Form == apd.Infinite:
+		if x.Negative != y.Negative {
+			return Value{K: KindDecimal, S: "-Infinity"}
+		}
+		return Value{K: KindDecimal, S: "Infinity"}
+	case y.Form == apd.Infinite:
+		return Value{K: KindDecimal}
+	}
+	if _, err := numCtx.QuoInteger(&z, &x, &y); err != nil {
+		return numericOpError(err)
+	}
+	z.Negative = z.Negative && !z.IsZero()
+	return numericValue(&z)
+}
+
 // NumericMod returns a % b (the sign of a; 22012 for zero).
 func NumericMod(a, b Value) Value { return numericArith('%', a, b) }
 

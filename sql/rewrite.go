@@ -27,6 +27,7 @@ import (
 //	a IS [NOT] DISTINCT FROM b     -> [NOT] a <=> b
 //	EXTRACT(unit FROM ts)          -> __rsql_N('unit', ts) (synExtract)
 //	CONCAT(                        -> __rsql_N(           (synConcat, so that || stays an operator)
+//	DIV( where an operand starts   -> `div`(              (PostgreSQL's div function, not the operator)
 //	a FULL [OUTER] JOIN b ON c     -> a LEFT JOIN b ON __rsql_N() AND c   (synFullJoin)
 //	JOIN t FOR SYSTEM_TIME AS OF e ... ON c -> JOIN t ... ON __rsql_N(e) AND c (synAsOf)
 //	x [DESC] NULLS FIRST | LAST    -> x [DESC], __rsql_N() (synNulls: an ORDER BY item the binder takes out)
@@ -397,6 +398,10 @@ func (p *stmtParser) prepass(start int, prefix string) (*rewrite, *prepassResult
 			i += 3
 		case t.is("CONCAT") && toks[i+1].isP("("):
 			edits = append(edits, edit{t.Pos, t.End, res.add(streamSyntax{kind: synConcat}), 0})
+		case t.is("DIV") && toks[i+1].isP("(") && (i == 0 || !endsOperand(toks[i-1])):
+			// PostgreSQL's div(a, b), where the MySQL grammar knows only the operator a DIV b:
+			// the quoted name reaches the function of that name.
+			edits = append(edits, edit{t.Pos, t.End, "`div`", 0})
 		case t.is("CAST") && toks[i+1].isP("("):
 			closeIdx := matchParen(toks, i+1)
 			if closeIdx < 0 {

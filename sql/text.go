@@ -158,10 +158,11 @@ func appendPad(dst []byte, n, w int) []byte {
 	return append(dst, s...)
 }
 
-// Timestamps in expressions have PostgreSQL's range, 4713 BC to 294276 AD (the record
-// formats write years 1 through 9999 only: a sink refuses the others as bad rows).
+// Timestamps in expressions have PostgreSQL's range, from its Julian day 0 (November 24,
+// 4714 BC in the proleptic Gregorian calendar: astronomical year -4713) to 294276 AD (the
+// record formats write years 1 through 9999 only: a sink refuses the others as bad rows).
 var (
-	minTimestampMs = time.Date(-4712, 11, 24, 0, 0, 0, 0, time.UTC).UnixMilli()
+	minTimestampMs = time.Date(-4713, 11, 24, 0, 0, 0, 0, time.UTC).UnixMilli()
 	maxTimestampMs = time.Date(294277, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli() - 1
 )
 

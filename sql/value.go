@@ -226,12 +226,51 @@ func FormatTimestamp(ms int64) string {
 }
 
 // ParseTimestamp accepts RFC 3339 (with or without fraction or zone: a missing zone means
-// UTC) and "YYYY-MM-DD HH:MM:SS[.fff]" and returns epoch milliseconds.
+// UTC) and "YYYY-MM-DD HH:MM:SS[.fff]" and returns epoch milliseconds. As in PostgreSQL's
+// own output (AppendTimestampText), the year may have more than four digits and the text
+// may end in " BC" (year 1 BC is year 0); the caller checks the range.
 func ParseTimestamp(s string) (int64, bool) {
 	s = strings.TrimSpace(s)
 	for _, layout := range tsLayouts {
 		if t, err := time.Parse(layout, s); err == nil {
 			return t.UnixMilli(), true
+		}
+	}
+	return parseWideYear(s)
+}
+
+// parseWideYear parses a timestamp whose year has more than four digits or that ends in
+// " BC": the rest is parsed with a four-digit year of the same leap-ness, then moved to the
+// year (proleptic Gregorian, as PostgreSQL's calendar).
+func parseWideYear(s string) (int64, bool) {
+	bc := false
+	if n := len(s); n > 3 && strings.EqualFold(s[n-3:], " BC") {
+		bc, s = true, strings.TrimSpace(s[:n-3])
+	}
+	dash := strings.IndexByte(s, '-')
+	if dash < 4 || dash > 9 || (dash == 4 && !bc) {
+		return 0, false
+	}
+	year := 0
+	for _, c := range s[:dash] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		year = year*10 + int(c-'0')
+	}
+	if bc {
+		if year == 0 {
+			return 0, false
+		}
+		year = 1 - year
+	}
+	stand := "2001" // a year of the same leap-ness, so February 29 parses when it exists
+	if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+		stand = "2000"
+	}
+	for _, layout := range tsLayouts {
+		if t, err := time.Parse(layout, stand+s[dash:]); err == nil {
+			return time.Date(year, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), t.Location()).UnixMilli(), true
 		}
 	}
 	return 0, false

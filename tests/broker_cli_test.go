@@ -183,3 +183,22 @@ func lines(s string) []string {
 	}
 	return out
 }
+
+// A topic that does not exist: consume says so once, on one line; produce creates it and
+// says so, with its queues, on stderr (a mistyped name does not pass silently), and says
+// nothing of the kind once it exists.
+func TestBrokerCLIMissingTopic(t *testing.T) {
+	b := startBroker(t)
+	_, errOut, err := runRsql(t, "", "consume", "nosuchtopic", "--namesrv-addr", b.NS)
+	if err == nil || strings.Count(errOut, "nosuchtopic") != 1 || strings.Count(errOut, "does not exist") != 1 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Errorf("consume of a missing topic: err %v, stderr %q", err, errOut)
+	}
+	_, errOut, err = runRsql(t, "{\"a\":1}\n", "produce", "ordrs", "--namesrv-addr", b.NS)
+	if err != nil || !strings.Contains(errOut, "created topic ordrs with 4 queues") {
+		t.Errorf("produce to a new topic: err %v, stderr %q", err, errOut)
+	}
+	_, errOut, err = runRsql(t, "{\"a\":2}\n", "produce", "ordrs", "--namesrv-addr", b.NS)
+	if err != nil || strings.Contains(errOut, "created") || !strings.Contains(errOut, "produced 1 records") {
+		t.Errorf("produce to an existing topic: err %v, stderr %q", err, errOut)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -77,6 +78,11 @@ func (c *ConsumeCmd) Run() error {
 	return nil
 }
 
+// noTopicMessage says, once, that the name server knows no topic of that name.
+func noTopicMessage(verb, topic, ns string) string {
+	return fmt.Sprintf("cannot %s %s: name server %s has no route for it: the topic does not exist (rsql produce or CREATE STREAM creates one), or every broker holding it is down", verb, topic, ns)
+}
+
 // consumeTopic reads c.Topic at name server ns and hands each record's body to emit (flush
 // after each batch) until c.Max records, c.IdleExit without records or ctx's end; then, with
 // c.Group, it commits what was emitted. It returns the number of records emitted.
@@ -84,8 +90,11 @@ func consumeTopic(ctx context.Context, ns string, c *ConsumeCmd, emit func([]byt
 	creds, _ := c.Credentials() // checked by nameServer
 	cfg := connectors.RocketMQConfig{NameServer: ns, Group: "rsql-consume", Credentials: creds}
 	src, err := connectors.OpenRocketMQSource(ctx, cfg, c.Topic, 0)
+	if errors.Is(err, connectors.ErrNoTopicRoute) {
+		return 0, &exitError{noTopicMessage("consume", c.Topic, ns)}
+	}
 	if err != nil {
-		return 0, &exitError{fmt.Sprintf("cannot consume %s: %v (does the topic exist?)", c.Topic, err)}
+		return 0, &exitError{fmt.Sprintf("cannot consume %s: %v", c.Topic, err)}
 	}
 	defer src.Close()
 	splits, err := src.Splits(ctx)

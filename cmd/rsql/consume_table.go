@@ -13,6 +13,9 @@ type recordTable struct {
 	cols  []string
 	index map[string]int
 	rows  []map[string]string
+	// text: the column holds a value that is not a JSON number (numbers right-align, as
+	// psql's do, in a column of numbers and nulls only).
+	text map[string]bool
 }
 
 func (t *recordTable) col(name string) {
@@ -27,30 +30,43 @@ func (t *recordTable) col(name string) {
 
 func (t *recordTable) add(body []byte) {
 	row, ok := objectFields(body)
+	if t.text == nil {
+		t.text = map[string]bool{}
+	}
 	if !ok {
 		t.col("value")
+		t.text["value"] = true
 		t.rows = append(t.rows, map[string]string{"value": string(body)})
 		return
 	}
-	for _, kv := range row {
-		t.col(kv[0])
+	for _, f := range row {
+		t.col(f.name)
 	}
 	m := make(map[string]string, len(row))
-	for _, kv := range row {
-		m[kv[0]] = kv[1]
+	for _, f := range row {
+		m[f.name] = f.text
+		if !f.number && f.text != "" {
+			t.text[f.name] = true
+		}
 	}
 	t.rows = append(t.rows, m)
 }
 
+// field is one field of a record: its name, its text and whether it is a JSON number.
+type field struct {
+	name, text string
+	number     bool
+}
+
 // objectFields reads a JSON object's fields in order: strings unquoted, null empty, other
 // values as their JSON text.
-func objectFields(body []byte) ([][2]string, bool) {
+func objectFields(body []byte) ([]field, bool) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, false
 	}
-	var out [][2]string
+	var out []field
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -63,13 +79,17 @@ func objectFields(body []byte) ([][2]string, bool) {
 		}
 		val := string(raw)
 		var s string
+		number := false
 		switch {
 		case val == "null":
 			val = ""
 		case json.Unmarshal(raw, &s) == nil:
 			val = s
+		default:
+			c := val[0]
+			number = c == '-' || c >= '0' && c <= '9'
 		}
-		out = append(out, [2]string{key, val})
+		out = append(out, field{name: key, text: val, number: number})
 	}
 	if _, err := dec.Token(); err != nil {
 		return nil, false
@@ -89,7 +109,7 @@ func (t *recordTable) print(w *bufio.Writer) {
 			texts[i][j] = r[c]
 		}
 	}
-	tw := newTextTable(w, t.cols, texts, func(int) bool { return false })
+	tw := newTextTable(w, t.cols, texts, func(i int) bool { return !t.text[t.cols[i]] })
 	tw.header()
 	for _, r := range texts {
 		tw.line(r, tw.right)

@@ -11,17 +11,20 @@ func TestRecordTable(t *testing.T) {
 	tbl.add([]byte(`{"user":"u1","n":3,"tags":["a"]}`))
 	tbl.add([]byte(`{"n":null,"extra":true,"user":"ü2"}`))
 	tbl.add([]byte(`not json`))
+	tbl.add([]byte(`{"n":-10.5,"user":"u3","extra":7}`))
 	var b bytes.Buffer
 	w := bufio.NewWriter(&b)
 	tbl.print(w)
 	w.Flush()
+	// Numbers right-align in a column of numbers and nulls (n), as psql's do.
 	want := "" +
-		" user | n | tags  | extra | value   \n" +
-		"------+---+-------+-------+----------\n" +
-		" u1   | 3 | [\"a\"] |       |         \n" +
-		" ü2   |   |       | true  |         \n" +
-		"      |   |       |       | not json\n" +
-		"(3 rows)\n"
+		" user | n     | tags  | extra | value   \n" +
+		"------+-------+-------+-------+----------\n" +
+		" u1   |     3 | [\"a\"] |       |         \n" +
+		" ü2   |       |       | true  |         \n" +
+		"      |       |       |       | not json\n" +
+		" u3   | -10.5 |       | 7     |         \n" +
+		"(4 rows)\n"
 	if b.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
 	}

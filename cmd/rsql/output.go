@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -54,7 +57,9 @@ const (
 func (p *printer) result(ctx context.Context, r *server.Result) error {
 	mode := streamNever
 	if r.Push {
-		mode = streamNow
+		// A push query over files ends within a moment and prints as one table; one over a
+		// topic prints its header once the moment has passed, and its rows as they come.
+		mode = streamAfter
 	}
 	return p.resultMode(ctx, r, mode)
 }
@@ -115,6 +120,7 @@ func (p *printer) resultMode(ctx context.Context, r *server.Result, mode streami
 	stream := func() {
 		tw = newTableWriter(p.w, r.Columns, held)
 		tw.fitTypes(r.Columns)
+		tw.rehead = true
 		tw.header()
 		for _, h := range held {
 			tw.row(h)
@@ -125,10 +131,22 @@ func (p *printer) resultMode(ctx context.Context, r *server.Result, mode streami
 	if mode == streamNow && !p.json {
 		stream()
 	}
+	// A push query's notice while it runs (that it waits for new records) goes to p.err.
+	var notices <-chan *server.Notice
+	if nr, ok := r.Rows.(server.NoticeRows); ok {
+		notices = nr.Notices()
+	}
 	for {
 		var it rowOrEnd
 		var ok bool
 		select {
+		case n, open := <-notices:
+			if !open {
+				notices = nil
+			}
+			p.w.Flush()
+			p.notice(n)
+			continue
 		case it, ok = <-ch:
 		case <-timer:
 			timer = nil
@@ -153,7 +171,9 @@ func (p *printer) resultMode(ctx context.Context, r *server.Result, mode streami
 				}
 			}
 			if buf, err = enc.Encode(buf[:0], it.row); err != nil {
-				return err
+				// A value a stream's JSON cannot hold (Infinity, a year past 9999) is shown
+				// anyway, as PostgreSQL's text in a string.
+				buf = appendLenientJSON(buf[:0], r.Columns, it.row)
 			}
 			p.w.Write(buf)
 			p.w.WriteByte('\n')
@@ -186,13 +206,15 @@ func (p *printer) resultMode(ctx context.Context, r *server.Result, mode streami
 
 // tableWriter prints rows aligned under their column names, psql style: numbers right-
 // aligned, a cell holding line breaks over several lines with a '+' after each line but
-// its last. Widths come from the names and the rows given to newTableWriter; a later, wider
-// value widens only its own line.
+// its last. Widths come from the names and the rows given to newTableWriter; with rehead
+// (rows printed as they arrive), a later, wider value widens its column and the header
+// prints again above its row, so every row lines up under the header above it.
 type tableWriter struct {
 	w      *bufio.Writer
 	names  []string
 	widths []int
 	right  func(i int) bool
+	rehead bool
 }
 
 func newTableWriter(w *bufio.Writer, cols sql.Schema, rows []sql.Row) *tableWriter {
@@ -219,8 +241,8 @@ func newTextTable(w *bufio.Writer, names []string, rows [][]string, right func(i
 	return t
 }
 
-// fitTypes widens the columns whose type prints at one width (TIMESTAMP, BOOLEAN) to that
-// width, so rows printed as they arrive line up under a header printed before them.
+// fitTypes widens TIMESTAMP columns to the width of a timestamp with milliseconds (the
+// widest of years 1-9999), so rows printed as they arrive line up under the first header.
 func (t *tableWriter) fitTypes(cols sql.Schema) {
 	for i, c := range cols {
 		if i >= len(t.widths) {
@@ -228,9 +250,7 @@ func (t *tableWriter) fitTypes(cols sql.Schema) {
 		}
 		switch c.Type.Kind {
 		case sql.KindTimestamp:
-			t.widths[i] = max(t.widths[i], len("2006-01-02T15:04:05.000Z"))
-		case sql.KindBool:
-			t.widths[i] = max(t.widths[i], len("false"))
+			t.widths[i] = max(t.widths[i], len("2006-01-02 15:04:05.000"))
 		}
 	}
 }
@@ -255,7 +275,23 @@ func (t *tableWriter) header() {
 	t.w.WriteString("\n")
 }
 
-func (t *tableWriter) row(r sql.Row) { t.line(cellTexts(r), t.right) }
+func (t *tableWriter) row(r sql.Row) {
+	cells := cellTexts(r)
+	if t.rehead {
+		wider := false
+		for i, c := range cells {
+			if i < len(t.widths) {
+				if w := cellWidth(c); w > t.widths[i] {
+					t.widths[i], wider = w, true
+				}
+			}
+		}
+		if wider {
+			t.header()
+		}
+	}
+	t.line(cells, t.right)
+}
 
 // line prints one row; a cell with line breaks continues on the next lines, the other
 // cells blank there.
@@ -297,14 +333,63 @@ func (t *tableWriter) line(cells []string, right func(int) bool) {
 	}
 }
 
+// cellTexts are a row's values as psql prints them: PostgreSQL's text of each value
+// (sql.Text: DOUBLE in its shortest exact digits, TIMESTAMP as 2026-12-01 10:00:04.5,
+// BOOLEAN as t or f), NULL as nothing.
 func cellTexts(row sql.Row) []string {
 	out := make([]string, len(row))
 	for i, v := range row {
 		if v.IsNull() {
 			out[i] = ""
 		} else {
-			out[i] = v.String()
+			out[i] = sql.Text(v)
 		}
 	}
 	return out
+}
+
+// appendLenientJSON renders row as a JSON object for display when a stream's JSON format
+// cannot encode it: numbers as numbers, booleans, NULL as null, a JSON value as itself, a
+// TIMESTAMP of years 1-9999 as the JSON format writes it (ISO 8601 UTC with milliseconds),
+// and everything else (NaN, Infinity, other years, intervals, text) as a string holding
+// PostgreSQL's text.
+func appendLenientJSON(b []byte, cols sql.Schema, row sql.Row) []byte {
+	b = append(b, '{')
+	for i, v := range row {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		name := fmt.Sprint(i)
+		if i < len(cols) {
+			name = cols[i].Name
+		}
+		k, _ := json.Marshal(name) // a Go string always encodes
+		b = append(append(b, k...), ':')
+		switch {
+		case v.IsNull():
+			b = append(b, "null"...)
+			continue
+		case v.K == sql.KindBool:
+			b = strconv.AppendBool(b, v.I != 0)
+			continue
+		case v.K == sql.KindInt || v.K == sql.KindBigInt:
+			b = strconv.AppendInt(b, v.I, 10)
+			continue
+		case v.K == sql.KindDouble && !math.IsNaN(v.F) && !math.IsInf(v.F, 0):
+			b = sql.AppendFloat8(b, v.F)
+			continue
+		case v.K == sql.KindJSON && json.Valid([]byte(v.S)):
+			b = append(b, v.S...)
+			continue
+		case v.K == sql.KindTimestamp:
+			if t := time.UnixMilli(v.I).UTC(); t.Year() >= 1 && t.Year() <= 9999 {
+				b = t.AppendFormat(append(b, '"'), "2006-01-02T15:04:05.000Z")
+				b = append(b, '"')
+				continue
+			}
+		}
+		s, _ := json.Marshal(sql.Text(v)) // a Go string always encodes
+		b = append(b, s...)
+	}
+	return append(b, '}')
 }

@@ -279,8 +279,18 @@ func (c *ProduceCmd) Run() error {
 	if err != nil {
 		return err
 	}
+	// Creating one is said on stderr, with its queues: a mistyped name must not pass as a
+	// topic that was there.
 	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	_, err = connectors.EnsureRocketMQTopic(cctx, connectors.RocketMQConfig{NameServer: ns, CreateTopics: true, Credentials: creds}, c.Topic, 4)
+	rcfg := connectors.RocketMQConfig{NameServer: ns, Credentials: creds}
+	_, err = connectors.EnsureRocketMQTopic(cctx, rcfg, c.Topic, 4)
+	if errors.Is(err, connectors.ErrNoTopicRoute) {
+		rcfg.CreateTopics = true
+		var queues int
+		if queues, err = connectors.EnsureRocketMQTopic(cctx, rcfg, c.Topic, 4); err == nil {
+			fmt.Fprintf(os.Stderr, "created topic %s with %d queues (it did not exist at name server %s)\n", c.Topic, queues, ns)
+		}
+	}
 	cancel()
 	if err != nil {
 		return &exitError{fmt.Sprintf("topic %s: %v", c.Topic, err)}

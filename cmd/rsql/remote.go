@@ -229,6 +229,11 @@ func (rc *remoteConn) runTo(ctx context.Context, p *printer, text string, retry 
 		return rc.runTo(ctx, p, text, false)
 	} else if err != nil {
 		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == sql.CodeQueryCanceled && ctx.Err() != nil {
+			// The user stopped the statement (Ctrl-C): what it printed stands, as it does
+			// in the process; the server's "canceling statement" is no error to show.
+			return nil
+		}
 		if errors.As(err, &pe) {
 			se := &sql.Error{Code: pe.Code, Message: pe.Message, Pos: -1}
 			if pe.Position > 0 {
@@ -287,7 +292,13 @@ func (w *wireRows) Next(ctx context.Context) (sql.Row, error) {
 				return nil, fmt.Errorf("column %q: the server sent %q, which is not an integer", w.cols[i].Name, s)
 			}
 			row[i] = sql.Value{K: w.cols[i].Type.Kind, I: n}
-		case sql.KindDouble, sql.KindDecimal:
+		case sql.KindDecimal:
+			// NUMERIC keeps every digit the server sent.
+			if _, err := strconv.ParseFloat(s, 64); err != nil {
+				return nil, fmt.Errorf("column %q: the server sent %q, which is not a number", w.cols[i].Name, s)
+			}
+			row[i] = sql.Value{K: sql.KindDecimal, S: s}
+		case sql.KindDouble:
 			f, err := strconv.ParseFloat(s, 64)
 			if err != nil {
 				return nil, fmt.Errorf("column %q: the server sent %q, which is not a number", w.cols[i].Name, s)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"rsql/broker"
 	"rsql/server"
 )
@@ -226,5 +228,101 @@ func TestRemoteShellReconnects(t *testing.T) {
 	}
 	if len(notes) != 1 || !strings.Contains(notes[0], "reconnected") {
 		t.Errorf("notes %q, want one saying it reconnected", notes)
+	}
+}
+
+// Stopping a push query over the wire (Ctrl-C cancels the statement's context) prints no
+// error: the server's 57014 answers the client's own cancel request.
+func TestRemotePushQueryStopsQuietly(t *testing.T) {
+	eng := testEngine(t)
+	exec1(t, eng, "CREATE STREAM ev (a BIGINT) WITH (queues = 1)")
+	addr, _ := servePG(t, eng, "127.0.0.1:0")
+	p, out, _ := testPrinter(false)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	rc := &remoteConn{addr: addr}
+	defer rc.close()
+	go func() { done <- rc.runTo(ctx, p, "SELECT a FROM ev", true) }()
+	waitOutput(t, out, " a\n---\n")
+	exec1(t, eng, "INSERT INTO ev VALUES (7)")
+	waitOutput(t, out, " 7\n")
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("a push query stopped by its client: %v", err)
+	}
+}
+
+// A push query that starts at the end of a quiet topic (offset_reset = 'latest') says once,
+// after a moment without rows, that it waits for new records and how to read from the
+// beginning: in the process (on the printer's stderr) and over the wire (a NoticeResponse).
+// With offset_reset = 'earliest' it says nothing.
+func TestPushQueryWaitingNotice(t *testing.T) {
+	dir := t.TempDir()
+	b, err := broker.Open(broker.Config{Dir: filepath.Join(dir, "broker")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	eng, err := server.Open(server.Config{DataDir: dir, StateBackend: "memory", Broker: b, Log: &syncBuffer{}, PushWaitNotice: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	exec1(t, eng, "CREATE STREAM ev (a BIGINT) WITH (queues = 1)")
+	const want = "waiting for new records"
+
+	p, _, errOut := testPrinter(false)
+	ctx, cancel := context.WithCancel(context.Background())
+	res, err := eng.Execute(ctx, server.NewSession(), "SELECT a FROM ev", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.result(ctx, res[0]) }()
+	waitOutput(t, errOut, want)
+	cancel()
+	<-done
+	if n := strings.Count(errOut.String(), want); n != 1 || !strings.Contains(errOut.String(), "SET offset_reset = 'earliest'") {
+		t.Errorf("in the process: stderr %q", errOut.String())
+	}
+
+	addr, _ := servePG(t, eng, "127.0.0.1:0")
+	notices := make(chan string, 4)
+	cfg, err := pgconn.ParseConfig("postgres://rsql@" + addr + "/rsql?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices <- n.Message }
+	conn, err := pgconn.ConnectConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() {
+		got := <-notices
+		if !strings.Contains(got, want) {
+			t.Errorf("over the wire: notice %q", got)
+		}
+		cancel()
+	}()
+	conn.Exec(ctx, "SELECT a FROM ev").ReadAll()
+
+	// Reading from the beginning: no such notice, the rows come.
+	exec1(t, eng, "INSERT INTO ev VALUES (1)")
+	sess := server.NewSession()
+	if _, err := eng.Execute(context.Background(), sess, "SET offset_reset = 'earliest'", nil); err != nil {
+		t.Fatal(err)
+	}
+	p, out, errOut := testPrinter(false)
+	res, err = eng.Execute(context.Background(), sess, "SELECT a FROM ev LIMIT 1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.result(context.Background(), res[0]); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(errOut.String(), want) || !strings.Contains(out.String(), "(1 row)") {
+		t.Errorf("earliest: stdout %q stderr %q", out.String(), errOut.String())
 	}
 }

@@ -72,8 +72,16 @@ func runStatements(c *ShellCmd) error {
 		return &exitError{describeError(text, err)}
 	}
 	started := eng.RunningJobIDs()
-	if n := len(started); n > 0 {
-		fmt.Fprintf(os.Stderr, "%d job(s) running; Ctrl-C stops them\n", n)
+	// Jobs that read only files finish at their end, and say so when they do; the others
+	// run until stopped.
+	unbounded := 0
+	for _, id := range started {
+		if !eng.JobBounded(id) {
+			unbounded++
+		}
+	}
+	if unbounded > 0 {
+		fmt.Fprintf(os.Stderr, "%d job(s) running until stopped; Ctrl-C stops them\n", unbounded)
 	}
 	if err := eng.WaitJobs(ctx); err != nil {
 		if persistent {

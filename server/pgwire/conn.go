@@ -856,6 +856,8 @@ type rowStream struct {
 	cancel context.CancelFunc
 	ch     chan streamItem
 	done   chan struct{} // closed when the producer returns
+	// notices are the rows' notices while they run (NoticeRows), nil when none.
+	notices <-chan *Notice
 }
 
 type streamItem struct {
@@ -873,6 +875,9 @@ func newRowStream(ctx context.Context, r *Result, formats []int16) *rowStream {
 		st.ctx, st.cancel = context.WithCancel(ctx)
 		st.ch = make(chan streamItem, 256)
 		st.done = make(chan struct{})
+		if nr, ok := r.Rows.(NoticeRows); ok {
+			st.notices = nr.Notices()
+		}
 		go st.produce()
 	}
 	return st
@@ -962,6 +967,16 @@ func (c *pgConn) streamRows(ctx context.Context, st *rowStream, max int) (sent i
 		var it streamItem
 		select {
 		case it = <-st.ch:
+		case n := <-st.notices:
+			if n != nil {
+				c.send(&pgproto3.NoticeResponse{Severity: n.Severity, SeverityUnlocalized: n.Severity, Code: n.Code, Message: n.Message})
+				if err := c.flush(); err != nil {
+					return sent, false, err
+				}
+			} else {
+				st.notices = nil // closed: no more
+			}
+			continue
 		case <-ctx.Done():
 			return sent, false, context.Cause(ctx)
 		}

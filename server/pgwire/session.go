@@ -15,6 +15,13 @@ type Rows interface {
 	Close() error
 }
 
+// NoticeRows is what Rows may add: notices to send while the rows run (a push query that
+// says, once, that it waits for new records). The front end sends each as it comes, between
+// rows.
+type NoticeRows interface {
+	Notices() <-chan *Notice
+}
+
 // Result is the outcome of one statement.
 type Result struct {
 	// Columns is nil for statements that return no rows.

@@ -164,9 +164,11 @@ func AppendText(dst []byte, v sql.Value, t sql.Type) []byte {
 	return append(dst, v.String()...)
 }
 
-// appendTimestampText appends 'YYYY-MM-DD HH:MM:SS.mmm' (UTC).
+// appendTimestampText appends a TIMESTAMP (UTC) as PostgreSQL prints one:
+// 'YYYY-MM-DD HH:MM:SS', a fraction only when it is not zero, without its trailing zeros,
+// and ' BC' before year 1 (docs/clients.md, "Values as text").
 func appendTimestampText(dst []byte, ms int64) []byte {
-	return time.UnixMilli(ms).UTC().AppendFormat(dst, "2006-01-02 15:04:05.000")
+	return sql.AppendTimestampText(dst, ms)
 }
 
 // appendIntervalText appends an interval of ms milliseconds as Postgres prints one:
