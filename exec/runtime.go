@@ -633,8 +633,9 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 				return &SinkError{Sink: op.what, Err: err}
 			}
 			op.tx = tx
-		} else if ds, ok := op.sink.(DedupSink); ok && !env.AtLeastOnce && env.CheckpointInterval > 0 {
-			op.eo = &outbox{job: j.name, stage: ps.ID, store: env.Store, ds: ds, full: j.kickCheckpoint}
+		} else if eo := exactlyOnceOutbox(op.sink); eo != nil && !env.AtLeastOnce && env.CheckpointInterval > 0 {
+			op.eo = eo
+			eo.job, eo.stage, eo.store, eo.full = j.name, ps.ID, env.Store, j.kickCheckpoint
 			var owns func(string) bool
 			if env.OwnsUnit != nil {
 				owns = func(split string) bool { return env.OwnsUnit(Unit{Stage: ps.ID, Split: split}) }
@@ -646,6 +647,18 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 		}
 		st.sink = op
 		st.out = op
+	}
+	return nil
+}
+
+// exactlyOnceOutbox is the outbox of a sink that can take exactly-once output (a DedupSink,
+// or an EpochSink), or nil.
+func exactlyOnceOutbox(s connectors.Sink) *outbox {
+	if es, ok := s.(connectors.EpochSink); ok {
+		return &outbox{es: es}
+	}
+	if ds, ok := s.(DedupSink); ok {
+		return &outbox{ds: ds}
 	}
 	return nil
 }

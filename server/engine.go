@@ -571,6 +571,9 @@ func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
 	if err := checkChangelogTarget(target, planned); err != nil {
 		return nil, err
 	}
+	if err := e.checkDatabaseSink(target, planned); err != nil {
+		return nil, err
+	}
 	id, err := e.startNewJob(s.Text, nil, q, funcs, sink, stateTTL(sess))
 	if err != nil {
 		return nil, err
@@ -840,7 +843,8 @@ func (e *Engine) openSink(spec planner.SinkSpec) (connectors.Sink, error) {
 	if kind.OpenSink == nil {
 		return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: the %s connector cannot be written", spec.Stream, kind.Name)
 	}
-	sink, err := kind.OpenSink(context.Background(), e.deps(), connectors.Spec{Stream: spec.Stream, Options: opts})
+	sink, err := kind.OpenSink(context.Background(), e.deps(), connectors.Spec{Stream: spec.Stream, Options: opts,
+		Schema: spec.Schema, Key: e.declaredKey(spec.Stream, spec.Schema)})
 	if errors.Is(err, connectors.ErrNoBroker) {
 		_, err = e.needBroker(spec.Stream)
 	}

@@ -59,8 +59,8 @@ var builtin = []Kind{
 		Options: NexmarkOptionKeys, Formats: []string{"nexmark"}, Readable: true,
 	},
 	{
-		Name: "postgres", Doc: "a table of a PostgreSQL database, looked up by primary key in lookup joins (CREATE TABLE only; not read as a stream nor written)",
-		Options: PostgresOptionKeys, Lookupable: true,
+		Name: "postgres", Doc: "a table of a PostgreSQL database, looked up by primary key in lookup joins and written by INSERT INTO ... SELECT (CREATE TABLE only; not read as a stream)",
+		Options: PostgresOptionKeys, Lookupable: true, Writable: true,
 	},
 	{Name: "print", Doc: "standard output of the server (write only)", Writable: true},
 }
