@@ -66,7 +66,16 @@ func (e *Engine) checkDatabaseSink(target StreamDef, planned planner.SinkSpec) e
 	if err != nil || opts.Connector != "postgres" {
 		return nil
 	}
-	spec := connectors.Spec{Stream: target.Name, Options: opts, Schema: planned.Schema, Key: e.declaredKey(target.Name, planned.Schema)}
+	var key []int
+	for _, k := range target.PrimaryKey {
+		for i, c := range planned.Schema {
+			if strings.EqualFold(c.Name, k) {
+				key = append(key, i)
+				break
+			}
+		}
+	}
+	spec := connectors.Spec{Stream: target.Name, Options: opts, Schema: planned.Schema, Key: key}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return connectors.CheckPostgresSink(ctx, spec)

@@ -11,8 +11,8 @@ import (
 )
 
 // TestLookupTableStatements: a postgres table is declared with CREATE TABLE and a primary
-// key, its options are checked when it is declared, and it is only ever joined: reading it
-// as a stream, writing it and joining it as of an event time are refused with 0A000.
+// key, its options are checked when it is declared, and it is joined or written: reading it
+// as a stream and joining it as of an event time are refused with 0A000.
 func TestLookupTableStatements(t *testing.T) {
 	e, err := Open(Config{DataDir: t.TempDir(), StateBackend: "memory", Log: io.Discard})
 	if err != nil {
@@ -72,7 +72,8 @@ func TestLookupTableStatements(t *testing.T) {
 		{`CREATE TABLE t (user_id VARCHAR PRIMARY KEY) WITH (connector = 'postgres', url = 'postgres://h/db', table = 'a.b.c')`, sql.CodeInvalidValue, `table = "a.b.c"`},
 		{`CREATE TABLE t (user_id VARCHAR PRIMARY KEY, ts TIMESTAMP, WATERMARK FOR ts AS ts) WITH (connector = 'postgres', url = 'postgres://h/db')`, sql.CodeNotSupported, "has no event time"},
 		{`SELECT * FROM dim_users`, sql.CodeNotSupported, "is not a stream"},
-		{`INSERT INTO dim_users SELECT user_id, user_id FROM orders`, sql.CodeNotSupported, "never writes it"},
+		// Written, it is checked in its database first: here, one that cannot be reached.
+		{`INSERT INTO dim_users SELECT user_id, user_id FROM orders`, "08001", "cannot reach PostgreSQL to check crm.users"},
 		{`SELECT o.order_id FROM orders o JOIN dim_users FOR SYSTEM_TIME AS OF o.ts AS u ON o.user_id = u.user_id`, sql.CodeNotSupported, "FOR SYSTEM_TIME AS OF ts asks for the version valid at an event time"},
 		{`SELECT o.order_id FROM orders o JOIN dim_users u ON o.order_id = u.order_id`, sql.CodeUnknownColumn, "order_id"},
 		{`SELECT o.order_id FROM orders o JOIN dim_users u ON o.user_id = u.tier`, sql.CodeNotSupported, "matches its primary key (user_id)"},
