@@ -36,7 +36,7 @@ import (
 //     them to the columns' types, as in the lookup (postgres.go).
 //   - A row PostgreSQL refuses (a class 22 or 23 error: a constraint, a value out of a
 //     column's range) is tried alone, and given to the reject function with PostgreSQL's
-//     message when it fails alone; the others are applied.
+//     message when it fails alone, before the transaction commits; the others are applied.
 //   - The database unreachable: the epoch's transaction is tried again with backoff (up
 //     to postgresRetryFor), then the error is ErrUnavailable and the job is started again
 //     from its checkpoint later (docs/guarantees.md, "Faults"); nothing is dropped.
@@ -65,10 +65,19 @@ type RowSink interface {
 }
 
 // RejectSink is a sink that can refuse single rows (a database constraint): it gives them
-// to the function set with SetReject, with the split they came from and the reason, and
-// goes on with the others. A reject function that returns an error fails the write.
+// to the function set with SetReject, with the split each came from and the reason, and
+// goes on with the others. The function is called before the write commits and must have
+// the rows stored (in a dead-letter output) when it returns; one that returns an error
+// fails the write. A write tried again after a failure may give the same rows again.
 type RejectSink interface {
-	SetReject(fn func(split string, body []byte, cause *sql.Error) error)
+	SetReject(fn func(rows []RejectedRow) error)
+}
+
+// RejectedRow is a row a RejectSink refused: its message body, its split and why.
+type RejectedRow struct {
+	Split string
+	Body  []byte
+	Cause *sql.Error
 }
 
 // EpochEntry is the output of one split in one checkpoint epoch.
@@ -116,7 +125,7 @@ type PostgresSink struct {
 	cols   []int // the schema's columns written, in order (all but the change column)
 	change int   // the change column's index, or -1 (append-only)
 	key    []int // the table's primary key (indexes into the schema)
-	reject func(split string, body []byte, cause *sql.Error) error
+	reject func(rows []RejectedRow) error
 	logf   func(string, ...any)
 
 	mu        sync.Mutex
@@ -212,7 +221,7 @@ func CheckPostgresSink(ctx context.Context, spec Spec) error {
 func (p *PostgresSink) TakesRows() {}
 
 // SetReject implements RejectSink.
-func (p *PostgresSink) SetReject(fn func(split string, body []byte, cause *sql.Error) error) {
+func (p *PostgresSink) SetReject(fn func(rows []RejectedRow) error) {
 	p.reject = fn
 }
 
@@ -579,18 +588,13 @@ func (p *PostgresSink) retry(ctx context.Context, fn func(tx pgx.Tx) ([]rejected
 	start := time.Now()
 	wait := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		rej, err := p.try(ctx, fn)
+		err := p.try(ctx, fn)
 		if err == nil {
-			for _, r := range rej {
-				cause := &sql.Error{Code: r.err.Code, Message: fmt.Sprintf("sink %s: PostgreSQL table %s refused the row: %s", p.spec.Stream, p.opts.Target, pgMessage(r.err)), Pos: -1}
-				if p.reject == nil {
-					return cause
-				}
-				if err := p.reject(r.c.split, r.c.body, cause); err != nil {
-					return err
-				}
-			}
 			return nil
+		}
+		var re *rejectError
+		if errors.As(err, &re) {
+			return re.err
 		}
 		var ce *SinkCheckError
 		if errors.As(err, &ce) {
@@ -625,25 +629,41 @@ func pgMessage(e *pgconn.PgError) string {
 	return m + " [SQLSTATE " + e.Code + "]"
 }
 
-func (p *PostgresSink) try(ctx context.Context, fn func(tx pgx.Tx) ([]rejected, error)) ([]rejected, error) {
+// rejectError is the reject function's error: it fails the write, not retried.
+type rejectError struct{ err error }
+
+func (e *rejectError) Error() string { return e.err.Error() }
+
+// try runs fn in a transaction and, before committing it, hands the rows PostgreSQL
+// refused to the reject function.
+func (p *PostgresSink) try(ctx context.Context, fn func(tx pgx.Tx) ([]rejected, error)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.describe(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rej, err := fn(tx)
+	if err == nil && len(rej) > 0 {
+		rows := make([]RejectedRow, len(rej))
+		for i, r := range rej {
+			rows[i] = RejectedRow{Split: r.c.split, Body: r.c.body, Cause: &sql.Error{Code: r.err.Code, Pos: -1,
+				Message: fmt.Sprintf("sink %s: PostgreSQL table %s refused the row: %s", p.spec.Stream, p.opts.Target, pgMessage(r.err))}}
+		}
+		if p.reject == nil {
+			err = &rejectError{rows[0].Cause}
+		} else if rerr := p.reject(rows); rerr != nil {
+			err = &rejectError{rerr}
+		}
+	}
 	if err != nil {
 		tx.Rollback(context.Background())
-		return nil, err
+		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, err
-	}
-	return rej, nil
+	return tx.Commit(ctx)
 }
 
 // rowRefused reports whether err is PostgreSQL refusing the rows' values: a data

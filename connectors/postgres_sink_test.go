@@ -129,12 +129,14 @@ func TestPostgresSinkEpochs(t *testing.T) {
 	}
 	defer p.Close()
 	var rejected []string
-	p.SetReject(func(split string, body []byte, cause *sql.Error) error {
-		row, err := RowFormat{}.Decode(body, nil)
-		if err != nil {
-			return err
+	p.SetReject(func(rows []RejectedRow) error {
+		for _, r := range rows {
+			row, err := RowFormat{}.Decode(r.Body, nil)
+			if err != nil {
+				return err
+			}
+			rejected = append(rejected, r.Split+" "+sql.Text(row[0])+" "+r.Cause.Code+" "+r.Cause.Message)
 		}
-		rejected = append(rejected, split+" "+sql.Text(row[0])+" "+cause.Code+" "+cause.Message)
 		return nil
 	})
 	ctx := context.Background()
@@ -187,8 +189,10 @@ func TestPostgresSinkAppend(t *testing.T) {
 	}
 	defer p.Close()
 	var rejected []string
-	p.SetReject(func(split string, body []byte, cause *sql.Error) error {
-		rejected = append(rejected, split+" "+cause.Code)
+	p.SetReject(func(rows []RejectedRow) error {
+		for _, r := range rows {
+			rejected = append(rejected, r.Split+" "+r.Cause.Code)
+		}
 		return nil
 	})
 	row := func(user string, n sql.Value, total float64) Message {

@@ -465,6 +465,13 @@ func (j *Job) build(ctx context.Context) error {
 		if st.root {
 			j.roots = append(j.roots, st)
 		}
+		if st.sink != nil && st.sink.recover != nil {
+			rec := st.sink.recover
+			st.sink.recover = nil
+			if err := rec(); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -640,10 +647,9 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 			if env.OwnsUnit != nil {
 				owns = func(split string) bool { return env.OwnsUnit(Unit{Stage: ps.ID, Split: split}) }
 			}
-			if err := op.eo.recover(ctx, op, owns); err != nil {
-				op.Close()
-				return err
-			}
+			// The recovery publishes once the stage's inputs are open: a sink that refuses
+			// rows (RejectSink) sends them to the dead-letter output of the stage's input.
+			op.recover = func() error { return op.eo.recover(ctx, op, owns) }
 		}
 		st.sink = op
 		st.out = op

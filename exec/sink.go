@@ -38,6 +38,9 @@ type sinkOp struct {
 	// tx is set instead for transactional output (sink_tx.go): rows are sent prepared at
 	// once and committed after the checkpoint that covers them.
 	tx *txOutput
+	// recover, when set, publishes what the outbox holds from before the job started; the
+	// job runs it once the stage's inputs are open, before it reads anything.
+	recover func() error
 	// publishOnClose: the job ended normally without a last checkpoint (LIMIT): what eo
 	// holds is written out at Close.
 	publishOnClose bool
@@ -307,12 +310,23 @@ func openSinkOp(ctx context.Context, env *Env, spec planner.SinkSpec, cnt *count
 	if rs, ok := s.(connectors.RejectSink); ok {
 		// A row the sink's database refuses goes where the stage's bad rows go (its
 		// dead-letter output), with the database's message.
-		rs.SetReject(func(split string, body []byte, cause *sql.Error) error {
-			row, derr := (connectors.RowFormat{}).Decode(body, nil)
-			if derr != nil {
-				return &SinkError{Sink: op.what, Err: derr}
+		// They are stored (the dead-letter output flushed) before the sink commits.
+		rs.SetReject(func(rows []connectors.RejectedRow) error {
+			for _, r := range rows {
+				row, derr := (connectors.RowFormat{}).Decode(r.Body, nil)
+				if derr != nil {
+					return &SinkError{Sink: op.what, Err: derr}
+				}
+				if err := op.bad.report(op.ctx, "sink", r.Split, row, op.schema, r.Cause); err != nil {
+					return err
+				}
 			}
-			return op.bad.report(op.ctx, "sink", split, row, op.schema, cause)
+			if op.bad != nil && op.bad.st != nil {
+				if dlq := op.bad.st.rootDLQ(); dlq != nil {
+					return dlq.flush()
+				}
+			}
+			return nil
 		})
 	}
 	return op, nil

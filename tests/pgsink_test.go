@@ -2,12 +2,15 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"math/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -23,7 +26,7 @@ func pgSinkTables(t *testing.T, conn *pgx.Conn) {
 		`CREATE TABLE sink.user_totals (user_id text PRIMARY KEY, n bigint, total float8)`,
 		`CREATE TABLE sink.band (user_id text PRIMARY KEY, n bigint, total float8)`,
 		`CREATE TABLE cat_totals (category text PRIMARY KEY, n bigint, q bigint)`,
-		`CREATE TABLE sink.big_orders (order_id bigint PRIMARY KEY, user_id text, amount float8)`,
+		`CREATE TABLE sink.big_orders (order_id bigint PRIMARY KEY, user_id text, amount float8 CHECK (amount < 190))`,
 	} {
 		if _, err := conn.Exec(context.Background(), s); err != nil {
 			t.Fatalf("%s: %v", s, err)
@@ -32,7 +35,8 @@ func pgSinkTables(t *testing.T, conn *pgx.Conn) {
 }
 
 // pgSinkCases are the sink tables and the PostgreSQL queries over orders that compute
-// what they must hold (totals rounded: a sum of doubles depends on its order).
+// what they must hold (totals rounded: a sum of doubles depends on its order). The rows of
+// big_orders with an amount of 190 or more are refused by the table's CHECK constraint.
 var pgSinkCases = []struct{ table, want string }{
 	{`SELECT user_id, n, round(total::numeric, 6) FROM sink.user_totals`,
 		`SELECT user_id, count(*), round(sum(amount)::numeric, 6) FROM orders GROUP BY user_id`},
@@ -41,7 +45,7 @@ var pgSinkCases = []struct{ table, want string }{
 	{`SELECT category, n, q FROM cat_totals`,
 		`SELECT category, count(*), sum(qty) FROM orders GROUP BY category`},
 	{`SELECT order_id, user_id, round(amount::numeric, 6) FROM sink.big_orders`,
-		`SELECT order_id, user_id, round(amount::numeric, 6) FROM orders WHERE amount > 90`},
+		`SELECT order_id, user_id, round(amount::numeric, 6) FROM orders WHERE amount > 90 AND amount < 190`},
 }
 
 func pgSinkDDL(url string) string {
@@ -129,5 +133,119 @@ func TestPostgresSinkMatchesPostgres(t *testing.T) {
 	left := pgCount(t, conn, `SELECT user_id FROM orders GROUP BY user_id HAVING count(*) > 155`)
 	if left == 0 {
 		t.Errorf("no key left the band: the test does not test deletes")
+	}
+}
+
+// TestPostgresSinkTopicsKilled: the same per-key aggregates, HAVING band and append-only
+// filter over a topic, into PostgreSQL tables, with the rsql server killed with SIGKILL
+// three times while it writes. At the end the tables equal PostgreSQL's queries over every
+// order produced: nothing lost; the rows a CHECK constraint refuses are in the orders'
+// dead-letter topic with PostgreSQL's message; no append-only row was inserted
+// twice (a second insert of a key would be refused by the table's primary key and land in
+// the dead-letter topic too). The progress table holds the epochs applied.
+func TestPostgresSinkTopicsKilled(t *testing.T) {
+	pg := startPostgres(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	loadEvents(t, conn, nil)
+	pgSinkTables(t, conn)
+	s := newJobsServer(t)
+	s.sql(`CREATE STREAM orders (order_id BIGINT, user_id VARCHAR, amount DOUBLE, ts TIMESTAMP, category VARCHAR, qty INT)
+  WITH (topic = 'orders', queues = 2, dlq_topic = 'orders_dlq');` + pgSinkDDL(pg.URL))
+	all := genEvents(62)[:30_000]
+	r := rand.New(rand.NewSource(time.Now().UnixNano()))
+	// 15 rounds of 2000 orders: each user's count grows by about 10 a round, so keys enter
+	// the band (140 to 155) in one checkpoint epoch and leave it in a later one.
+	const rounds, per = 15, 2000
+	for round := 0; round < rounds; round++ {
+		evs := all[round*per : (round+1)*per]
+		rows := make([][]any, len(evs))
+		for i, e := range evs {
+			rows[i] = []any{e.OrderID, e.UserID, e.Amount, e.TsMs, e.Category, e.Qty, e.Late}
+		}
+		if _, err := conn.CopyFrom(ctx, pgx.Identifier{"orders"}, []string{"order_id", "user_id", "amount", "ts", "category", "qty", "late"}, pgx.CopyFromRows(rows)); err != nil {
+			t.Fatal(err)
+		}
+		produceTo(t, s.ns, "orders", evs)
+		if round%4 == 2 && round < 12 {
+			time.Sleep(time.Duration(200+r.Intn(800)) * time.Millisecond)
+			s.p.Kill()
+			s.start()
+		} else {
+			time.Sleep(400 * time.Millisecond)
+		}
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for _, c := range pgSinkCases {
+		for {
+			d := pgDiff(t, conn, c.table, c.want)
+			if d == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s differs from %s:\n%s\nserver stderr:\n%s", c.table, c.want, d, s.p.Stderr.String())
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	// Keys left the band: rows of sink.band were deleted (the statistics of the sink's
+	// sessions reach pg_stat_user_tables within a second or so).
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		var dels int64
+		if err := conn.QueryRow(ctx, `SELECT n_tup_del FROM pg_stat_user_tables WHERE schemaname = 'sink' AND relname = 'band'`).Scan(&dels); err != nil {
+			t.Fatal(err)
+		}
+		if dels > 0 {
+			t.Logf("%d rows deleted from sink.band", dels)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no row was deleted from sink.band: no key left the band, the test does not test deletes")
+		}
+		time.Sleep(200 * time.Millisecond)
+		conn.Exec(ctx, `SELECT pg_stat_clear_snapshot()`)
+	}
+	if n := pgCount(t, conn, `SELECT * FROM rsql_sink_progress`); n == 0 {
+		t.Errorf("the progress table is empty")
+	}
+	// The dead-letter topic holds each order the CHECK constraint refused, with
+	// PostgreSQL's message (at least once: an epoch whose transaction did not commit
+	// reports its refused rows again), and no other row (a duplicate insert would be
+	// refused by the primary key and land there too).
+	out, errOut, err := runRsql(t, "", "consume", "orders_dlq", "--from-beginning", "--idle-exit", "2s", "--namesrv-addr", s.ns)
+	if err != nil {
+		t.Fatalf("consume orders_dlq: %v\n%s", err, errOut)
+	}
+	got := map[int64]int{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var rec struct {
+			Error struct{ Code, Message string }
+			Row   struct {
+				OrderID int64 `json:"order_id"`
+			}
+		}
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("dead letter %q: %v", l, err)
+		}
+		if rec.Error.Code != "23514" || !strings.Contains(rec.Error.Message, "big_orders_amount_check") {
+			t.Errorf("dead letter %q: want 23514 with the constraint's name", l)
+		}
+		got[rec.Row.OrderID]++
+	}
+	want := 0
+	for _, e := range all {
+		if e.Amount >= 190 {
+			want++
+			if got[e.OrderID] == 0 {
+				t.Errorf("order %d (amount %v) is not in the dead-letter topic", e.OrderID, e.Amount)
+			}
+		}
+	}
+	if want == 0 || len(got) != want {
+		t.Errorf("%d orders in the dead-letter topic, want the %d the constraint refuses", len(got), want)
 	}
 }
