@@ -7,4 +7,5 @@ type BenchCmd struct {
 	Nexmark  BenchNexmarkCmd  `cmd:"" help:"Nexmark queries as in-process jobs: events per second and per CPU-second, peak RSS."`
 	Memory   BenchMemoryCmd   `cmd:"" help:"Memory of rsql server running a topic -> tumble -> topic job (peak RSS, anonymous and mapped)."`
 	Latency  BenchLatencyCmd  `cmd:"" help:"Born-to-delivery latency through a job with exactly-once topic output (p50/p90/p99/max)."`
+	Pgsink   BenchPgsinkCmd   `cmd:"" help:"Job throughput into a PostgreSQL table (topic -> COUNT/SUM by key -> upserts), beside the same job into a topic."`
 }

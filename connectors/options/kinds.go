@@ -27,12 +27,6 @@ type Kind struct {
 	ParseLookup func(table string, raw map[string]string) (LookupOptions, error)
 }
 
-// IsLookupOnly reports whether a connector is a lookup table only: it can be looked up by
-// key but neither read as a stream nor written.
-func (k Kind) IsLookupOnly() bool {
-	return k.Lookupable && !k.Readable && !k.Writable
-}
-
 // RecordFormats are the record formats every connector that reads or writes records takes
 // (connectors.NewFormat; docs/sql.md, "WITH options" and "Changelogs").
 var RecordFormats = []string{"json", "csv", "debezium-json"}
