@@ -3,10 +3,14 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
+	"rsql/internal/pgtest"
 	"rsql/sql"
 )
 
@@ -95,5 +99,61 @@ func TestLogStatementRedactsConnectionPasswords(t *testing.T) {
 		if got := logStatement(in); got != want {
 			t.Errorf("logStatement(%q)\n = %q\nwant %q", in, got, want)
 		}
+	}
+}
+
+// TestPostgresSinkStatements: INSERT INTO a postgres table checks the database table when
+// the job would start, and refuses with the SQLSTATE of what is wrong; nothing is started
+// then. A table that fits starts a job.
+func TestPostgresSinkStatements(t *testing.T) {
+	c, err := pgtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, s := range []string{
+		`CREATE TABLE totals (user_id text PRIMARY KEY, n bigint, total float8)`,
+		`CREATE TABLE by_n (user_id text, n bigint PRIMARY KEY, total float8)`,
+		`CREATE TABLE narrow (user_id text PRIMARY KEY, n int, total float8)`,
+	} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	te := newTestEngine(t, true)
+	e, sess := te.e, te.sess
+	decl := func(name, table string) string {
+		return fmt.Sprintf(`CREATE TABLE %s (user_id VARCHAR PRIMARY KEY, n BIGINT, total DOUBLE) WITH (connector = 'postgres', url = '%s', table = '%s')`, name, c.URL, table)
+	}
+	for _, s := range []string{
+		`CREATE STREAM orders (order_id BIGINT, user_id VARCHAR, amount DOUBLE) WITH (topic = 'orders')`,
+		decl("t_ok", "totals"), decl("t_missing", "nosuch"), decl("t_key", "by_n"), decl("t_narrow", "narrow"),
+		`CREATE TABLE t_bykey (n BIGINT PRIMARY KEY, user_id VARCHAR, total DOUBLE) WITH (connector = 'postgres', url = '` + c.URL + `', table = 'by_n')`,
+	} {
+		if _, err := e.Execute(ctx, sess, s, nil); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	agg := ` SELECT user_id, COUNT(*), SUM(amount) FROM orders GROUP BY user_id`
+	for _, tc := range []struct{ stmt, code, want string }{
+		{`INSERT INTO t_missing` + agg, "42P01", "PostgreSQL has no table nosuch"},
+		{`INSERT INTO t_key` + agg, "42P10", "the primary key of PostgreSQL table by_n is (n) but table t_key declares PRIMARY KEY (user_id)"},
+		{`INSERT INTO t_narrow` + agg, "42804", "column n is BIGINT but is integer"},
+		{`INSERT INTO t_bykey SELECT COUNT(*), user_id, SUM(amount) FROM orders GROUP BY user_id`, sql.CodeNotSupported, "keyed by (n)"},
+	} {
+		_, err := e.Execute(ctx, sess, tc.stmt, nil)
+		var se *sql.Error
+		if !errors.As(err, &se) || se.Code != tc.code || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s:\n  error %v, want %s containing %q", tc.stmt, err, tc.code, tc.want)
+		}
+	}
+	if _, err := e.Execute(ctx, sess, `INSERT INTO t_ok`+agg, nil); err != nil {
+		t.Fatalf("INSERT INTO t_ok: %v", err)
 	}
 }
