@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -289,4 +290,62 @@ func FuzzRowFormat(f *testing.F) {
 			t.Fatalf("%x: decoded %v, encoded again %x: %v", body, row, again, err)
 		}
 	})
+}
+
+// TestPostgresSinkTypes: every declared type reaches the columns that take it, through the
+// upsert and through COPY: TIMESTAMP into timestamptz (as UTC), DECIMAL into numeric, JSON
+// into jsonb, VARCHAR into a uuid key, BOOLEAN, DOUBLE's NaN and infinities, NULLs.
+func TestPostgresSinkTypes(t *testing.T) {
+	c, conn := startPG(t)
+	pgExec(t, conn,
+		`CREATE TABLE up (k uuid PRIMARY KEY, ts timestamptz, b boolean, d numeric(12,3), j jsonb, f float8, i int8)`,
+		`CREATE TABLE ap (k uuid PRIMARY KEY, ts timestamp, b boolean, d numeric, j json, f float8, i numeric)`)
+	schema := sql.Schema{{Name: "k", Type: sql.Type{Kind: sql.KindVarchar}}, {Name: "ts", Type: sql.Type{Kind: sql.KindTimestamp}},
+		{Name: "b", Type: sql.Type{Kind: sql.KindBool}}, {Name: "d", Type: sql.Type{Kind: sql.KindDecimal}},
+		{Name: "j", Type: sql.Type{Kind: sql.KindJSON}}, {Name: "f", Type: sql.Type{Kind: sql.KindDouble}},
+		{Name: "i", Type: sql.Type{Kind: sql.KindInt}}}
+	rows := []sql.Row{
+		{sql.Varchar("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"), sql.Timestamp(1767225600123), sql.Bool(true), sql.Decimal(12345, 3),
+			sql.JSONValue(`{"a": [1, "x\ty"]}`), sql.Double(math.Inf(-1)), sql.Int(-7)},
+		{sql.Varchar("b0eebc99-9c0b-4ef8-bb6d-6bb9bd380a12"), sql.Null, sql.Bool(false), sql.Null, sql.Null, sql.Double(math.NaN()), sql.Null},
+	}
+	want := "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11|2026-01-01 00:00:00.123|true|12.345|{\"a\": [1, \"x\\ty\"]}|-Infinity|-7\n" +
+		"b0eebc99-9c0b-4ef8-bb6d-6bb9bd380a12|<nil>|false|<nil>|<nil>|NaN|<nil>"
+	q := `SELECT k::text, to_char(ts, 'YYYY-MM-DD HH24:MI:SS.MS'), b, d::text, j::text, f::text, i::text FROM %s ORDER BY k`
+	ctx := context.Background()
+	for _, tc := range []struct {
+		table   string
+		changes bool
+	}{{"up", true}, {"ap", false}} {
+		sch := schema
+		if tc.changes {
+			sch = append(append(sql.Schema{}, schema...), sql.Column{Name: sql.ChangeColumn, Type: sql.Type{Kind: sql.KindVarchar}})
+		}
+		spec := sinkSpec(c.URL, tc.table, sch)
+		if err := CheckPostgresSink(ctx, spec); err != nil {
+			t.Fatalf("%s: %v", tc.table, err)
+		}
+		p, err := OpenPostgresSink(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msgs []Message
+		for _, r := range rows {
+			if tc.changes {
+				r = append(append(sql.Row{}, r...), sql.Null)
+			}
+			b, err := RowFormat{}.Encode(nil, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			msgs = append(msgs, Message{Body: b})
+		}
+		if err := p.WriteEpoch(ctx, "j-"+tc.table, 1, 1, []EpochEntry{{Split: "0", Msgs: msgs}}); err != nil {
+			t.Fatalf("%s: %v", tc.table, err)
+		}
+		p.Close()
+		if got := pgTableText(t, c.URL, fmt.Sprintf(q, tc.table)); got != want {
+			t.Errorf("%s:\n%s\nwant:\n%s", tc.table, got, want)
+		}
+	}
 }
