@@ -138,7 +138,7 @@ func TestPostgresSinkMatchesPostgres(t *testing.T) {
 
 // TestPostgresSinkTopicsKilled: the same per-key aggregates, HAVING band and append-only
 // filter over a topic, into PostgreSQL tables, with the rsql server killed with SIGKILL
-// three times while it writes. At the end the tables equal PostgreSQL's queries over every
+// three times while it writes, and the database stopped for a few seconds. At the end the tables equal PostgreSQL's queries over every
 // order produced: nothing lost; the rows a CHECK constraint refuses are in the orders'
 // dead-letter topic with PostgreSQL's message; no append-only row was inserted
 // twice (a second insert of a key would be refused by the table's primary key and land in
@@ -150,7 +150,7 @@ func TestPostgresSinkTopicsKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	defer func() { conn.Close(ctx) }()
 	loadEvents(t, conn, nil)
 	pgSinkTables(t, conn)
 	s := newJobsServer(t)
@@ -171,11 +171,28 @@ func TestPostgresSinkTopicsKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 		produceTo(t, s.ns, "orders", evs)
-		if round%4 == 2 && round < 12 {
+		switch {
+		case round%4 == 2 && round < 12:
 			time.Sleep(time.Duration(200+r.Intn(800)) * time.Millisecond)
 			s.p.Kill()
 			s.start()
-		} else {
+		case round == 8:
+			// The database goes away for a while: the jobs wait for it and go on.
+			pg.StopServer()
+			release, err := pg.HoldPort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.Close(ctx)
+			time.Sleep(3 * time.Second)
+			release()
+			if err := pg.StartServer(); err != nil {
+				t.Fatal(err)
+			}
+			if conn, err = pgx.Connect(ctx, pg.URL); err != nil {
+				t.Fatal(err)
+			}
+		default:
 			time.Sleep(400 * time.Millisecond)
 		}
 	}
