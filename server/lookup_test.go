@@ -156,4 +156,17 @@ func TestPostgresSinkStatements(t *testing.T) {
 	if _, err := e.Execute(ctx, sess, `INSERT INTO t_ok`+agg, nil); err != nil {
 		t.Fatalf("INSERT INTO t_ok: %v", err)
 	}
+	// INSERT ... VALUES inserts at once; a key the table holds is PostgreSQL's 23505.
+	if _, err := e.Execute(ctx, sess, `INSERT INTO t_ok VALUES ('v1', 2, 2.5), ('v2', NULL, -1)`, nil); err != nil {
+		t.Fatalf("INSERT INTO t_ok VALUES: %v", err)
+	}
+	var got string
+	if err := conn.QueryRow(ctx, `SELECT string_agg(user_id || '|' || coalesce(n::text, 'NULL') || '|' || total, ',' ORDER BY user_id) FROM totals`).Scan(&got); err != nil || got != "v1|2|2.5,v2|NULL|-1" {
+		t.Errorf("totals after INSERT VALUES: %q, %v", got, err)
+	}
+	_, err = e.Execute(ctx, sess, `INSERT INTO t_ok VALUES ('v1', 3, 0)`, nil)
+	var se *sql.Error
+	if !errors.As(err, &se) || se.Code != "23505" || !strings.Contains(se.Message, "totals_pkey") {
+		t.Errorf("INSERT of a key the table holds: %v, want 23505", err)
+	}
 }
