@@ -503,6 +503,9 @@ type pgChange struct {
 	body  []byte
 	row   sql.Row
 	del   bool
+	// castErr: a value does not convert to its column's declared type; the row is refused
+	// without reaching the database.
+	castErr *pgconn.PgError
 }
 
 func (p *PostgresSink) decode(split string, msgs []Message, out []pgChange) ([]pgChange, error) {
@@ -521,6 +524,26 @@ func (p *PostgresSink) decode(split string, msgs []Message, out []pgChange) ([]p
 		c := pgChange{split: sp, body: msgs[i].Body, row: row}
 		if p.change >= 0 {
 			c.del = sql.IsDelete(row[p.change])
+		}
+		// A value of another type than the declared column's is converted to it as
+		// PostgreSQL's INSERT does (an assignment cast: a DOUBLE into a BIGINT column is
+		// rounded); one that does not convert refuses the row.
+		for _, ci := range p.cols {
+			v, t := row[ci], p.spec.Schema[ci].Type
+			if v.IsNull() || v.K == t.Kind || t.Kind == sql.KindDecimal && v.K == sql.KindDecimal {
+				continue
+			}
+			cv, err := sql.CastValue(v, t)
+			if err != nil {
+				code := sql.CodeInvalidText
+				var se *sql.Error
+				if errors.As(err, &se) {
+					code = se.Code
+				}
+				c.castErr = &pgconn.PgError{Code: code, Message: fmt.Sprintf("column %s: %s does not convert to %s: %v", p.spec.Schema[ci].Name, sql.Text(v), t, err)}
+				break
+			}
+			row[ci] = cv
 		}
 		out = append(out, c)
 	}
@@ -651,7 +674,7 @@ func (p *PostgresSink) try(ctx context.Context, fn func(tx pgx.Tx) ([]rejected, 
 		rows := make([]RejectedRow, len(rej))
 		for i, r := range rej {
 			rows[i] = RejectedRow{Split: r.c.split, Body: r.c.body, Cause: &sql.Error{Code: r.err.Code, Pos: -1,
-				Message: fmt.Sprintf("sink %s: PostgreSQL table %s refused the row: %s", p.spec.Stream, p.opts.Target, pgMessage(r.err))}}
+				Message: fmt.Sprintf("sink %s: a row for PostgreSQL table %s was refused: %s", p.spec.Stream, p.opts.Target, pgMessage(r.err))}}
 		}
 		if p.reject == nil {
 			err = &rejectError{rows[0].Cause}
@@ -684,14 +707,18 @@ func (p *PostgresSink) apply(ctx context.Context, tx pgx.Tx, changes []pgChange)
 		return nil, nil
 	}
 	var dels, ups []pgChange
+	var rej []rejected
 	for _, c := range changes {
+		if c.castErr != nil {
+			rej = append(rej, rejected{c: c, err: c.castErr})
+			continue
+		}
 		if c.del {
 			dels = append(dels, c)
 		} else {
 			ups = append(ups, c)
 		}
 	}
-	var rej []rejected
 	for _, part := range []struct {
 		rows []pgChange
 		del  bool
