@@ -156,6 +156,23 @@ func TestPostgresSinkStatements(t *testing.T) {
 	if _, err := e.Execute(ctx, sess, `INSERT INTO t_ok`+agg, nil); err != nil {
 		t.Fatalf("INSERT INTO t_ok: %v", err)
 	}
+	// The table a job writes is still looked up by a join.
+	res, err := e.Execute(ctx, sess, `EXPLAIN SELECT o.order_id, t.n FROM orders o JOIN t_ok t ON o.user_id = t.user_id`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan strings.Builder
+	for {
+		r, err := res[0].Rows.Next(ctx)
+		if err != nil || r == nil {
+			break
+		}
+		plan.WriteString(sql.Text(r[0]) + "\n")
+	}
+	res[0].Rows.Close()
+	if !strings.Contains(plan.String(), "mode=lookup") || !strings.Contains(plan.String(), "table=totals") {
+		t.Errorf("EXPLAIN of a lookup join with t_ok:\n%s", plan.String())
+	}
 	// INSERT ... VALUES inserts at once; a key the table holds is PostgreSQL's 23505.
 	if _, err := e.Execute(ctx, sess, `INSERT INTO t_ok VALUES ('v1', 2, 2.5), ('v2', NULL, -1)`, nil); err != nil {
 		t.Fatalf("INSERT INTO t_ok VALUES: %v", err)
