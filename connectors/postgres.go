@@ -15,9 +15,9 @@ import (
 )
 
 // The postgres connector: a table of a PostgreSQL database that lookup joins read by
-// primary key (docs/sql.md, "Lookup joins"). It is declared with CREATE TABLE ... PRIMARY
-// KEY ... WITH (connector = 'postgres', url = '...', table = '...'); it is not a stream
-// source nor a sink.
+// primary key (docs/sql.md, "Lookup joins") and jobs write (postgres_sink.go). It is
+// declared with CREATE TABLE ... PRIMARY KEY ... WITH (connector = 'postgres', url = '...',
+// table = '...'); it is not a stream source.
 //
 // A lookup is one query whatever the number of keys: `WHERE k = ANY($1)` for one key
 // column, a join with unnest($1, $2, ...) for several. Keys go as text arrays cast to the
@@ -179,6 +179,9 @@ var postgresKind = Kind{
 	}(),
 	OpenLookup: func(_ context.Context, _ Deps, s LookupSpec) (LookupTable, error) {
 		return OpenPostgresLookup(s)
+	},
+	OpenSink: func(_ context.Context, _ Deps, s Spec) (Sink, error) {
+		return OpenPostgresSink(s)
 	},
 }
 

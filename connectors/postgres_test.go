@@ -67,8 +67,8 @@ func TestParsePostgresOptions(t *testing.T) {
 		t.Errorf("ParseStreamOptions: %v", err)
 	}
 	k, _ := Lookup("postgres")
-	if !k.IsLookupOnly() {
-		t.Error("the postgres connector should be lookup-only")
+	if !k.Lookupable || !k.Writable || k.Readable {
+		t.Error("the postgres connector should be looked up and written, not read as a stream")
 	}
 }
 

@@ -38,6 +38,9 @@ type Spec struct {
 	Options StreamOptions
 	Schema  sql.Schema
 	Columns []int
+	// Key are the declared primary key's columns (indexes into Schema) of a table written
+	// by a sink that needs them (postgres).
+	Key []int
 }
 
 // Kind is one connector: its metadata (options.Kind: name, options, formats, what it

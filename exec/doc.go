@@ -122,8 +122,11 @@
 //   - Exactly-once output: a main sink implementing DedupSink (the broker and file sinks) gets rows
 //     only after the checkpoint covering them commits; they wait in the checkpoint's outbox
 //     and carry ids "<job>/<epoch>/<seq>"; on start, committed outbox entries are published
-//     again, skipping ids the sink holds (outbox.go, docs/guarantees.md). Side outputs and
-//     other sinks are at-least-once.
+//     again, skipping ids the sink holds (outbox.go, docs/guarantees.md). A main sink
+//     implementing connectors.EpochSink instead (a PostgreSQL table) gets each epoch's
+//     entries in one call, applied in one database transaction with a progress record
+//     that makes an epoch published again a no-op (docs/guarantees.md, "Exactly-once output
+//     to a PostgreSQL table"). Side outputs and other sinks are at-least-once.
 //   - Transactional output (the sink's option delivery = 'transactional', a
 //     connectors.TxSink, sink_tx.go): rows are sent at once as prepared messages of their
 //     epoch's transaction "<run>/<epoch>"; the transaction's record goes into the

@@ -34,10 +34,14 @@ type DedupSink interface {
 // did not publish. Message ids are "<job>/<epoch>.<split>/<seq>" (entryIDs); entries of an
 // epoch share one sink position.
 type outbox struct {
-	job     string
-	stage   int
-	store   state.Store
-	ds      DedupSink
+	job   string
+	stage int
+	store state.Store
+	ds    DedupSink
+	// es is set instead of ds for a sink that applies an epoch's entries atomically and
+	// skips the epochs it already holds (a database table): entries carry no sink position
+	// and no message ids.
+	es      connectors.EpochSink
 	pending map[string][]connectors.Message // per split, produced since the last checkpoint
 	// folded: per split, where in pending each key's change is, for the sink of an updating
 	// query (add with keys): a key's later change replaces its earlier one of the epoch.
@@ -63,6 +67,7 @@ var maxOutboxBytes = 32 << 20 // a variable for tests
 type outboxEntry struct {
 	split string
 	msgs  []connectors.Message
+	epoch int64 // of the entry of a split being removed
 }
 
 type outboxKey struct {
@@ -293,6 +298,20 @@ func (o *outbox) publishStored(ctx context.Context, s *sinkOp, entries []storedE
 		}
 		group := entries[i:k]
 		epoch, legacy := group[0].epoch, group[0].legacy
+		if o.es != nil {
+			batch := make([]outboxEntry, len(group))
+			for j, e := range group {
+				batch[j] = outboxEntry{split: e.key.split, msgs: e.msgs}
+			}
+			if err := s.writeEpoch(epoch, batch); err != nil {
+				return err
+			}
+			for _, e := range group {
+				o.drop = append(o.drop, e.key)
+			}
+			i = k
+			continue
+		}
 		have := map[string]bool{}
 		if err := o.ds.IDsSince(ctx, group[0].pos, epochIDPrefix(o.job, epoch, legacy), func(id string) { have[id] = true }); err != nil {
 			return &SinkError{Sink: s.what, Err: fmt.Errorf("outbox of epoch %d: %w", epoch, err)}
@@ -413,9 +432,12 @@ func (o *outbox) checkpoint(ctx context.Context, c *Control) error {
 	if len(o.staged) == 0 {
 		return nil
 	}
-	pos, err := o.ds.Position(ctx)
-	if err != nil {
-		return err
+	var pos []byte
+	if o.ds != nil {
+		var err error
+		if pos, err = o.ds.Position(ctx); err != nil {
+			return err
+		}
 	}
 	for _, e := range o.staged {
 		// Encoded once, in place in the checkpoint's batch.
@@ -434,11 +456,17 @@ func (o *outbox) committed(s *sinkOp, epoch int64) error {
 	if epoch != o.epoch || len(o.staged) == 0 {
 		return nil
 	}
-	for _, e := range o.staged {
-		setIDs(e.msgs, o.job, epoch, e.split, false)
-	}
-	if err := s.writeEntries(o.staged); err != nil {
-		return err
+	if o.es != nil {
+		if err := s.writeEpoch(epoch, o.staged); err != nil {
+			return err
+		}
+	} else {
+		for _, e := range o.staged {
+			setIDs(e.msgs, o.job, epoch, e.split, false)
+		}
+		if err := s.writeEntries(o.staged); err != nil {
+			return err
+		}
 	}
 	for i := range o.staged {
 		e := &o.staged[i]
@@ -472,12 +500,15 @@ func (o *outbox) remove(ctx context.Context, c *Control) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	pos, err := o.ds.Position(ctx)
-	if err != nil {
-		return err
+	var pos []byte
+	if o.ds != nil {
+		var err error
+		if pos, err = o.ds.Position(ctx); err != nil {
+			return err
+		}
 	}
 	c.State.Put(unitOutboxKey(o.job, o.stage, c.Split, c.Epoch), encodeOutbox(pos, msgs))
 	setIDs(msgs, o.job, c.Epoch, c.Split, false)
-	o.removing = &outboxEntry{split: c.Split, msgs: msgs}
+	o.removing = &outboxEntry{split: c.Split, msgs: msgs, epoch: c.Epoch}
 	return nil
 }

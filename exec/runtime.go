@@ -504,6 +504,13 @@ func (j *Job) build(ctx context.Context) error {
 		if st.root {
 			j.roots = append(j.roots, st)
 		}
+		if st.sink != nil && st.sink.recover != nil {
+			rec := st.sink.recover
+			st.sink.recover = nil
+			if err := rec(); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -672,19 +679,31 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 				return &SinkError{Sink: op.what, Err: err}
 			}
 			op.tx = tx
-		} else if ds, ok := op.sink.(DedupSink); ok && !env.AtLeastOnce && env.CheckpointInterval > 0 {
-			op.eo = &outbox{job: j.name, stage: ps.ID, store: env.Store, ds: ds, full: j.kickCheckpoint}
+		} else if eo := exactlyOnceOutbox(op.sink); eo != nil && !env.AtLeastOnce && env.CheckpointInterval > 0 {
+			op.eo = eo
+			eo.job, eo.stage, eo.store, eo.full = j.name, ps.ID, env.Store, j.kickCheckpoint
 			var owns func(string) bool
 			if env.OwnsUnit != nil {
 				owns = func(split string) bool { return env.OwnsUnit(Unit{Stage: ps.ID, Split: split}) }
 			}
-			if err := op.eo.recover(ctx, op, owns); err != nil {
-				op.Close()
-				return err
-			}
+			// The recovery publishes once the stage's inputs are open: a sink that refuses
+			// rows (RejectSink) sends them to the dead-letter output of the stage's input.
+			op.recover = func() error { return op.eo.recover(ctx, op, owns) }
 		}
 		st.sink = op
 		st.out = op
+	}
+	return nil
+}
+
+// exactlyOnceOutbox is the outbox of a sink that can take exactly-once output (a DedupSink,
+// or an EpochSink), or nil.
+func exactlyOnceOutbox(s connectors.Sink) *outbox {
+	if es, ok := s.(connectors.EpochSink); ok {
+		return &outbox{es: es}
+	}
+	if ds, ok := s.(DedupSink); ok {
+		return &outbox{ds: ds}
 	}
 	return nil
 }

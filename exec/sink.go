@@ -38,6 +38,9 @@ type sinkOp struct {
 	// tx is set instead for transactional output (sink_tx.go): rows are sent prepared at
 	// once and committed after the checkpoint that covers them.
 	tx *txOutput
+	// recover, when set, publishes what the outbox holds from before the job started; the
+	// job runs it once the stage's inputs are open, before it reads anything.
+	recover func() error
 	// publishOnClose: the job ended normally without a last checkpoint (LIMIT): what eo
 	// holds is written out at Close.
 	publishOnClose bool
@@ -95,6 +98,29 @@ func (s *sinkOp) writeEntries(entries []outboxEntry) error {
 	return nil
 }
 
+// writeEpoch hands the entries of epoch to an EpochSink, which applies them at most once.
+func (s *sinkOp) writeEpoch(epoch int64, entries []outboxEntry) error {
+	es := make([]connectors.EpochEntry, 0, len(entries))
+	var n, nb int64
+	for _, e := range entries {
+		if len(e.msgs) == 0 {
+			continue
+		}
+		es = append(es, connectors.EpochEntry{Split: e.split, Msgs: e.msgs})
+		n += int64(len(e.msgs))
+		nb += bodyBytes(e.msgs)
+	}
+	if len(es) == 0 {
+		return nil
+	}
+	if err := s.eo.es.WriteEpoch(s.ctx, s.eo.job, s.eo.stage, epoch, es); err != nil {
+		return &SinkError{Sink: s.what, Err: err}
+	}
+	s.cnt.out.Add(n)
+	s.cnt.bytesOut.Add(nb)
+	return nil
+}
+
 // removed publishes the last entry of a split whose removal committed.
 func (s *sinkOp) removed(split string) error {
 	if s.eo == nil || s.eo.removing == nil || s.eo.removing.split != split {
@@ -102,6 +128,9 @@ func (s *sinkOp) removed(split string) error {
 	}
 	e := s.eo.removing
 	s.eo.removing = nil
+	if s.eo.es != nil {
+		return s.writeEpoch(e.epoch, []outboxEntry{*e})
+	}
 	return s.write(e.msgs)
 }
 
@@ -153,7 +182,7 @@ func (s *sinkOp) Process(b *Batch) error {
 			}
 			key = buf[ks:len(buf):len(buf)]
 		}
-		s.msgs = append(s.msgs, connectors.Message{Key: key, Body: body, Timestamp: now})
+		s.msgs = append(s.msgs, connectors.Message{Key: key, Body: body, Timestamp: now, Split: b.Split})
 		if s.fold {
 			s.foldBuf = s.foldBuf[:0]
 			for _, c := range s.keyCols {
@@ -265,16 +294,42 @@ func openSinkOp(ctx context.Context, env *Env, spec planner.SinkSpec, cnt *count
 	if name == "" {
 		name = "json"
 	}
-	f, err := env.NewFormat(name, spec.Schema)
-	if err != nil {
-		return nil, &SinkError{Sink: sinkName(spec), Err: err}
-	}
 	s, err := env.OpenSink(spec)
 	if err != nil {
 		return nil, &SinkError{Sink: sinkName(spec), Err: err}
 	}
-	return &sinkOp{ctx: ctx, sink: s, format: f, keyCols: spec.KeyColumns, cnt: cnt, what: sinkName(spec),
-		fold: spec.Changes != planner.AppendOnly}, nil
+	var f connectors.Format = connectors.RowFormat{}
+	if _, rows := s.(connectors.RowSink); !rows {
+		if f, err = env.NewFormat(name, spec.Schema); err != nil {
+			s.Close()
+			return nil, &SinkError{Sink: sinkName(spec), Err: err}
+		}
+	}
+	op := &sinkOp{ctx: ctx, sink: s, format: f, keyCols: spec.KeyColumns, cnt: cnt, what: sinkName(spec),
+		fold: spec.Changes != planner.AppendOnly}
+	if rs, ok := s.(connectors.RejectSink); ok {
+		// A row the sink's database refuses goes where the stage's bad rows go (its
+		// dead-letter output), with the database's message.
+		// They are stored (the dead-letter output flushed) before the sink commits.
+		rs.SetReject(func(rows []connectors.RejectedRow) error {
+			for _, r := range rows {
+				row, derr := (connectors.RowFormat{}).Decode(r.Body, nil)
+				if derr != nil {
+					return &SinkError{Sink: op.what, Err: derr}
+				}
+				if err := op.bad.report(op.ctx, "sink", r.Split, row, op.schema, r.Cause); err != nil {
+					return err
+				}
+			}
+			if op.bad != nil && op.bad.st != nil {
+				if dlq := op.bad.st.rootDLQ(op.bad.port); dlq != nil {
+					return dlq.flush()
+				}
+			}
+			return nil
+		})
+	}
+	return op, nil
 }
 
 // foldByKey keeps the last of the messages of each key (keys[i] is msgs[i]'s), at the

@@ -543,6 +543,26 @@ func (e *Engine) createDerived(s *sql.CreateStream, sess *Session) (*Result, err
 			}
 		}
 	}
+	if d.Options["connector"] == "postgres" {
+		// A table of a database made by its query: keyed by the query's changelog key, and
+		// checked in the database now.
+		if !s.Table {
+			return nil, sql.Errorf(sql.CodeNotSupported, "the postgres connector is a table of a database: write it with CREATE TABLE %s WITH (connector = 'postgres', ...) AS SELECT ...", s.Name)
+		}
+		if len(d.PrimaryKey) == 0 && len(planned.KeyColumns) > 0 {
+			// Rows that do not change but have a key (a GROUP BY over files, computed once).
+			d.IsTable = true
+			for _, c := range planned.KeyColumns {
+				d.PrimaryKey = append(d.PrimaryKey, planned.Schema[c].Name)
+			}
+		}
+		if len(d.PrimaryKey) == 0 {
+			return nil, sql.Errorf(sql.CodeNotSupported, "CREATE TABLE %s AS SELECT into PostgreSQL needs a query whose rows have a key (a GROUP BY): declare the table with its PRIMARY KEY and INSERT INTO it instead", s.Name)
+		}
+		if err := e.checkDatabaseSink(*d, planned); err != nil {
+			return nil, err
+		}
+	}
 	if s.OrReplace {
 		return e.replace(*d, &JobDef{Statement: s.Text, StateTTL: stateTTL(sess), Functions: funcs}, q, sink, "CREATE STREAM")
 	}
@@ -632,6 +652,9 @@ func (e *Engine) insertSelect(s *sql.Insert, sess *Session) (*Result, error) {
 		return nil, err
 	}
 	if err := checkChangelogTarget(target, planned); err != nil {
+		return nil, err
+	}
+	if err := e.checkDatabaseSink(target, planned); err != nil {
 		return nil, err
 	}
 	id, err := e.startNewJob(s.Text, nil, q, funcs, sink, stateTTL(sess))
@@ -906,7 +929,8 @@ func (e *Engine) openSink(spec planner.SinkSpec) (connectors.Sink, error) {
 	if kind.OpenSink == nil {
 		return nil, sql.Errorf(sql.CodeNotSupported, "stream %s: the %s connector cannot be written", spec.Stream, kind.Name)
 	}
-	sink, err := kind.OpenSink(context.Background(), e.deps(), connectors.Spec{Stream: spec.Stream, Options: opts})
+	sink, err := kind.OpenSink(context.Background(), e.deps(), connectors.Spec{Stream: spec.Stream, Options: opts,
+		Schema: spec.Schema, Key: e.declaredKey(spec.Stream, spec.Schema)})
 	if errors.Is(err, connectors.ErrNoBroker) {
 		_, err = e.needBroker(spec.Stream)
 	}

@@ -351,9 +351,12 @@ func (e *Engine) insertValues(ctx context.Context, s *sql.Insert) (*Result, erro
 			cols = append(cols, i)
 		}
 	}
-	format, err := connectors.NewFormat(d.StreamOptions().Format, schema)
-	if err != nil {
-		return nil, err
+	var format connectors.Format = connectors.RowFormat{} // a table of a database takes rows
+	if d.StreamOptions().Connector != "postgres" {
+		var err error
+		if format, err = connectors.NewFormat(d.StreamOptions().Format, schema); err != nil {
+			return nil, err
+		}
 	}
 	msgs := make([]connectors.Message, 0, len(s.Values))
 	for n, vals := range s.Values {

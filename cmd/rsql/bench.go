@@ -8,4 +8,5 @@ type BenchCmd struct {
 	Memory   BenchMemoryCmd   `cmd:"" help:"Memory of rsql server running a topic -> tumble -> topic job (peak RSS, anonymous and mapped)."`
 	Latency  BenchLatencyCmd  `cmd:"" help:"Born-to-delivery latency through a job with exactly-once topic output (p50/p90/p99/max)."`
 	Idle     BenchIdleCmd     `cmd:"" help:"CPU and checkpoints of rsql server running idle jobs (a topic that receives nothing)."`
+	Pgsink   BenchPgsinkCmd   `cmd:"" help:"Job throughput into a PostgreSQL table (topic -> COUNT/SUM by key -> upserts), beside the same job into a topic."`
 }

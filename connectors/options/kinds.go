@@ -27,12 +27,6 @@ type Kind struct {
 	ParseLookup func(table string, raw map[string]string) (LookupOptions, error)
 }
 
-// IsLookupOnly reports whether a connector is a lookup table only: it can be looked up by
-// key but neither read as a stream nor written.
-func (k Kind) IsLookupOnly() bool {
-	return k.Lookupable && !k.Readable && !k.Writable
-}
-
 // RecordFormats are the record formats every connector that reads or writes records takes
 // (connectors.NewFormat; docs/sql.md, "WITH options" and "Changelogs").
 var RecordFormats = []string{"json", "csv", "debezium-json"}
@@ -59,8 +53,8 @@ var builtin = []Kind{
 		Options: NexmarkOptionKeys, Formats: []string{"nexmark"}, Readable: true,
 	},
 	{
-		Name: "postgres", Doc: "a table of a PostgreSQL database, looked up by primary key in lookup joins (CREATE TABLE only; not read as a stream nor written)",
-		Options: PostgresOptionKeys, Lookupable: true,
+		Name: "postgres", Doc: "a table of a PostgreSQL database, looked up by primary key in lookup joins and written by INSERT INTO ... SELECT (CREATE TABLE only; not read as a stream)",
+		Options: PostgresOptionKeys, Lookupable: true, Writable: true,
 	},
 	{Name: "print", Doc: "standard output of the server (write only)", Writable: true},
 }

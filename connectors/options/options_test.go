@@ -46,7 +46,7 @@ func TestLookupOptions(t *testing.T) {
 		t.Errorf("common = %+v, %v", c, err)
 	}
 	k, ok := Lookup("POSTGRES")
-	if !ok || !k.IsLookupOnly() {
+	if !ok || !k.Lookupable || !k.Writable || k.Readable {
 		t.Errorf("postgres = %+v, %v", k, ok)
 	}
 }
