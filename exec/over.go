@@ -1,0 +1,327 @@
+package exec
+
+import (
+	"fmt"
+	"sort"
+
+	"rsql/planner"
+	"rsql/sql"
+	"rsql/state"
+)
+
+// overOp computes aggregates over a window of rows (planner.OverNode; docs/sql.md, "Window
+// aggregates"): per partition it keeps every row, sorted by the window's ORDER BY and then
+// by its values (rows equal in every column are interchangeable), and a row's value of each
+// call is the aggregate over it and the Preceding rows before it.
+//
+// Over a stream (Changes is Retract) a row that arrives or leaves (a delete of a retracting
+// input: the change column is the input row's last) changes the value of the rows that
+// follow it within Preceding rows: their old rows are deleted and their new ones inserted,
+// then the arriving row is inserted (or the leaving row's output deleted). A row arriving
+// after every row of its partition, as rows in order do, changes nothing else and emits
+// one insert. Over a bounded input (Bounded) nothing is emitted until the input ends (the
+// watermark reaches MaxWatermark); then every row is emitted once, with its values.
+//
+// State is per split (the plan exchanges on the partition keys), written at checkpoints
+// under the operator's id, one key per changed partition: the partition's rows as the
+// Top-N stores them (appendPartRows); a partition left empty is deleted.
+type overOp struct {
+	node  *planner.OverNode
+	job   string
+	id    string
+	store state.Store
+	// width: the columns of a kept row (the input's, without a change column)
+	width  int
+	splits map[string]*overSplit
+
+	keyBuf  []byte
+	enc     []byte
+	args    []sql.Value
+	old     []sql.Row // the affected rows' outputs before a change
+	outB    Batch
+	outRows []sql.Row
+}
+
+type overPart struct {
+	key       string
+	rows      []sql.Row // sorted (rowOrder)
+	dirty     bool
+	persisted bool
+}
+
+type overSplit struct {
+	parts map[string]*overPart
+	dirty []*overPart
+	dels  [][]byte
+	done  bool // Bounded: the input ended and every row was emitted
+}
+
+func newOverOp(n *planner.OverNode, job, id string, store state.Store) *overOp {
+	w := len(n.Schema)
+	if n.Changes != planner.AppendOnly {
+		w-- // the output's change column
+	}
+	return &overOp{node: n, job: job, id: id, store: store, width: w, splits: map[string]*overSplit{}}
+}
+
+func (o *overOp) split(name string) *overSplit {
+	sp := o.splits[name]
+	if sp == nil {
+		sp = &overSplit{parts: map[string]*overPart{}}
+		o.splits[name] = sp
+	}
+	return sp
+}
+
+// rowOrder compares kept rows: by the window's ORDER BY, then by every value.
+func (o *overOp) rowOrder(a, b sql.Row) int {
+	if c := compareKeys(o.node.Order, a, b); c != 0 {
+		return c
+	}
+	return compareRows(a, b)
+}
+
+func (o *overOp) Process(_ int, b *Batch, out Emitter) error {
+	sp := o.split(b.Split)
+	n := o.node
+	for _, r := range b.Rows {
+		del := false
+		if n.Retracting {
+			del = sql.IsDelete(r[len(r)-1])
+			r = r[:len(r)-1]
+		}
+		o.keyBuf = o.keyBuf[:0]
+		for _, k := range n.Partition {
+			o.keyBuf = sql.AppendKey(o.keyBuf, k(r))
+		}
+		p := sp.parts[string(o.keyBuf)]
+		if p == nil {
+			if del {
+				continue // the delete of a row never seen: nothing to take back
+			}
+			p = &overPart{key: string(o.keyBuf)}
+			sp.parts[p.key] = p
+		}
+		i := sort.Search(len(p.rows), func(i int) bool { return o.rowOrder(p.rows[i], r) >= 0 })
+		if del && (i >= len(p.rows) || o.rowOrder(p.rows[i], r) != 0) {
+			continue // not there (never seen, or already taken back)
+		}
+		// The rows whose frame holds position i: i up to Preceding rows after it.
+		emit := !n.Bounded
+		pre := int(min(n.Preceding, int64(len(p.rows))))
+		if emit {
+			o.old = o.old[:0]
+			hi := min(i+pre, len(p.rows)-1)
+			if !del {
+				hi = min(i+pre-1, len(p.rows)-1)
+			}
+			for k := i; k <= hi; k++ {
+				v, err := o.output(p.rows, k)
+				if err != nil {
+					return err
+				}
+				o.old = append(o.old, v)
+			}
+		}
+		if del {
+			p.rows = append(p.rows[:i], p.rows[i+1:]...)
+		} else {
+			p.rows = append(p.rows, nil)
+			copy(p.rows[i+1:], p.rows[i:])
+			p.rows[i] = ownRow(r)
+		}
+		if !p.dirty {
+			p.dirty = true
+			sp.dirty = append(sp.dirty, p)
+		}
+		if emit {
+			hi := min(i+pre, len(p.rows)-1)
+			if del {
+				hi = min(i+pre-1, len(p.rows)-1)
+			}
+			// The old outputs (of the rows from i on before the change) and the new ones
+			// (from i on after it): a row kept in the frame appears in both, one place
+			// later after an insert, one earlier after a delete; equal outputs cancel.
+			var cur []sql.Row
+			for k := i; k <= hi; k++ {
+				v, err := o.output(p.rows, k)
+				if err != nil {
+					return err
+				}
+				cur = append(cur, v)
+			}
+			o.diff(o.old, cur, del)
+		}
+		if len(p.rows) == 0 {
+			delete(sp.parts, p.key)
+			if p.persisted {
+				sp.dels = append(sp.dels, o.stateKey(b.Split, p.key))
+			}
+			p.persisted = false
+		}
+		if len(o.outRows) >= 1024 {
+			if err := o.flush(b.Split, out); err != nil {
+				return err
+			}
+		}
+	}
+	return o.flush(b.Split, out)
+}
+
+// diff emits the change from old to cur (see Process): after an insert at position i,
+// old[k] is the row now at cur[k+1] and cur[0] is the new row; after a delete, old[0] is
+// the row that left and old[k+1] the row now at cur[k].
+func (o *overOp) diff(old, cur []sql.Row, del bool) {
+	shift := 1
+	if del {
+		shift = -1
+	}
+	for k, r := range old {
+		if j := k + shift; j >= 0 && j < len(cur) && compareRows(r, cur[j]) == 0 {
+			continue
+		}
+		o.emit(r, true)
+	}
+	for j, r := range cur {
+		if k := j - shift; k >= 0 && k < len(old) && compareRows(old[k], r) == 0 {
+			continue
+		}
+		o.emit(r, false)
+	}
+}
+
+// output is row k of rows with its values of the calls over its frame.
+func (o *overOp) output(rows []sql.Row, k int) (sql.Row, error) {
+	n := o.node
+	out := make(sql.Row, o.width, o.width+1)
+	copy(out, rows[k])
+	lo := max(0, k-int(min(n.Preceding, int64(k))))
+	for c, spec := range n.Aggs {
+		var st sql.AggState
+		for j := lo; j <= k; j++ {
+			o.args = o.args[:0]
+			for _, a := range spec.Args {
+				o.args = append(o.args, a(rows[j]))
+			}
+			if err := spec.Func.Add(&st, o.args); err != nil {
+				return nil, fmt.Errorf("%s OVER a window: %w", spec.Text, err)
+			}
+		}
+		out[n.Cols[c]] = spec.Func.Result(&st)
+	}
+	return out, nil
+}
+
+func (o *overOp) emit(r sql.Row, del bool) {
+	if o.node.Changes != planner.AppendOnly {
+		if del {
+			r = append(r, sql.OpDelete)
+		} else {
+			r = append(r, sql.Value{})
+		}
+	}
+	o.outRows = append(o.outRows, r)
+}
+
+func (o *overOp) flush(split string, out Emitter) error {
+	if len(o.outRows) == 0 {
+		return nil
+	}
+	o.outB.Split, o.outB.Rows, o.outB.Offsets = split, o.outRows, nil
+	err := out.Emit(&o.outB)
+	o.outRows = o.outRows[:0]
+	return err
+}
+
+// Watermark emits, over a bounded input, every row once the input has ended.
+func (o *overOp) Watermark(split string, wm int64, out Emitter) error {
+	if !o.node.Bounded || wm != MaxWatermark {
+		return nil
+	}
+	sp := o.split(split)
+	if sp.done {
+		return nil
+	}
+	sp.done = true
+	keys := make([]string, 0, len(sp.parts))
+	for k := range sp.parts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p := sp.parts[k]
+		for i := range p.rows {
+			r, err := o.output(p.rows, i)
+			if err != nil {
+				return err
+			}
+			o.emit(r, false)
+			if len(o.outRows) >= 1024 {
+				if err := o.flush(split, out); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return o.flush(split, out)
+}
+
+func (o *overOp) stateKey(split, key string) []byte {
+	return state.Key(nil, o.job, o.id, split, []byte(key), 0, 0)
+}
+
+func (o *overOp) Control(c *Control, _ Emitter) error {
+	switch c.Kind {
+	case NewSplit:
+		return o.load(c.Split)
+	case Checkpoint:
+		for name, sp := range o.splits {
+			o.save(name, sp, c.State)
+		}
+	case RemoveSplit:
+		if sp := o.splits[c.Split]; sp != nil {
+			o.save(c.Split, sp, c.State)
+			delete(o.splits, c.Split)
+		}
+	}
+	return nil
+}
+
+func (o *overOp) save(name string, sp *overSplit, b *state.Batch) {
+	for _, k := range sp.dels {
+		b.Delete(k)
+	}
+	sp.dels = sp.dels[:0]
+	for _, p := range sp.dirty {
+		p.dirty = false
+		if len(p.rows) == 0 {
+			continue
+		}
+		o.enc = appendPartRows(o.enc[:0], p.rows)
+		b.Put(o.stateKey(name, p.key), o.enc)
+		p.persisted = true
+	}
+	sp.dirty = sp.dirty[:0]
+}
+
+func (o *overOp) load(split string) error {
+	sp := o.split(split)
+	if o.store == nil {
+		return nil
+	}
+	prefix := state.SplitPrefix(nil, o.job, o.id, split)
+	return o.store.Scan(prefix, func(key, v []byte) error {
+		if len(key) < len(prefix)+16 {
+			return &StateError{Op: o.id, Split: split, Err: errBadTopN}
+		}
+		rows, err := decodePartRows(v)
+		if err != nil {
+			return &StateError{Op: o.id, Split: split, Err: err}
+		}
+		p := &overPart{key: string(key[len(prefix) : len(key)-16]), rows: rows, persisted: true}
+		sp.parts[p.key] = p
+		return nil
+	})
+}
+
+func (o *overOp) Close() error { return nil }
