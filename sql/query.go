@@ -176,10 +176,10 @@ type Query struct {
 	// list, if any.
 	Over    *Over
 	OrderBy []SortKey
-	Emit      EmitMode
-	Limit     int64 // -1 when absent
-	Offset    int64
-	Text      string
+	Emit    EmitMode
+	Limit   int64 // -1 when absent
+	Offset  int64
+	Text    string
 }
 
 // From is the bound FROM of a query.
