@@ -38,6 +38,10 @@ type overOp struct {
 	enc     []byte
 	args    []sql.Value
 	old     []sql.Row // the affected rows' outputs before a change
+	cur     []sql.Row // and after it
+	slide   []bool    // per call: its state slides along the rows (see outputs)
+	states  []sql.AggState
+	slab    []sql.Value
 	outB    Batch
 	outRows []sql.Row
 }
@@ -110,17 +114,13 @@ func (o *overOp) Process(_ int, b *Batch, out Emitter) error {
 		emit := !n.Bounded
 		pre := int(min(n.Preceding, int64(len(p.rows))))
 		if emit {
-			o.old = o.old[:0]
 			hi := min(i+pre, len(p.rows)-1)
 			if !del {
 				hi = min(i+pre-1, len(p.rows)-1)
 			}
-			for k := i; k <= hi; k++ {
-				v, err := o.output(p.rows, k)
-				if err != nil {
-					return err
-				}
-				o.old = append(o.old, v)
+			var err error
+			if o.old, err = o.outputs(o.old[:0], p.rows, i, hi); err != nil {
+				return err
 			}
 		}
 		if del {
@@ -142,15 +142,11 @@ func (o *overOp) Process(_ int, b *Batch, out Emitter) error {
 			// The old outputs (of the rows from i on before the change) and the new ones
 			// (from i on after it): a row kept in the frame appears in both, one place
 			// later after an insert, one earlier after a delete; equal outputs cancel.
-			var cur []sql.Row
-			for k := i; k <= hi; k++ {
-				v, err := o.output(p.rows, k)
-				if err != nil {
-					return err
-				}
-				cur = append(cur, v)
+			var err error
+			if o.cur, err = o.outputs(o.cur[:0], p.rows, i, hi); err != nil {
+				return err
 			}
-			o.diff(o.old, cur, del)
+			o.diff(o.old, o.cur, del)
 		}
 		if len(p.rows) == 0 {
 			delete(sp.parts, p.key)
@@ -190,26 +186,88 @@ func (o *overOp) diff(old, cur []sql.Row, del bool) {
 	}
 }
 
-// output is row k of rows with its values of the calls over its frame.
-func (o *overOp) output(rows []sql.Row, k int) (sql.Row, error) {
+// outputs appends to dst rows lo..hi of rows, each with its values of the calls over its
+// frame. A call whose aggregator takes a row back exactly (COUNT, and SUM and AVG of
+// integers and decimals: sql.Retracter and sql.MergesExactly) slides one state along the
+// rows, adding the row that enters the frame and taking back the one that leaves; the
+// others (MIN, MAX, floating-point sums, whose value would depend on the order of the
+// additions) aggregate each frame afresh, from its first row to its last.
+func (o *overOp) outputs(dst []sql.Row, rows []sql.Row, lo, hi int) ([]sql.Row, error) {
 	n := o.node
-	out := make(sql.Row, o.width, o.width+1)
-	copy(out, rows[k])
-	lo := max(0, k-int(min(n.Preceding, int64(k))))
+	if hi < lo {
+		return dst, nil
+	}
+	if o.slide == nil {
+		o.slide = make([]bool, len(n.Aggs))
+		for c, spec := range n.Aggs {
+			_, ok := spec.Func.(sql.Retracter)
+			o.slide[c] = ok && sql.MergesExactly(spec.Func, spec.ArgTypes)
+		}
+		o.states = make([]sql.AggState, len(n.Aggs))
+	}
+	w := o.width + 1
+	if need := (hi - lo + 1) * w; cap(o.slab)-len(o.slab) < need {
+		o.slab = make([]sql.Value, 0, max(need, 512))
+	}
+	first := len(dst)
+	for k := lo; k <= hi; k++ {
+		out := o.slab[len(o.slab) : len(o.slab)+o.width : len(o.slab)+w]
+		o.slab = o.slab[:len(o.slab)+w]
+		copy(out, rows[k])
+		dst = append(dst, out)
+	}
+	pre := int(min(n.Preceding, int64(len(rows))))
 	for c, spec := range n.Aggs {
-		var st sql.AggState
-		for j := lo; j <= k; j++ {
-			o.args = o.args[:0]
-			for _, a := range spec.Args {
-				o.args = append(o.args, a(rows[j]))
+		col := n.Cols[c]
+		if !o.slide[c] {
+			for k := lo; k <= hi; k++ {
+				var st sql.AggState
+				for j := max(0, k-pre); j <= k; j++ {
+					if err := o.add(spec, &st, rows[j]); err != nil {
+						return nil, err
+					}
+				}
+				dst[first+k-lo][col] = spec.Func.Result(&st)
 			}
-			if err := spec.Func.Add(&st, o.args); err != nil {
-				return nil, fmt.Errorf("%s OVER a window: %w", spec.Text, err)
+			continue
+		}
+		st := &o.states[c]
+		*st = sql.AggState{}
+		for j := max(0, lo-pre); j <= lo; j++ {
+			if err := o.add(spec, st, rows[j]); err != nil {
+				return nil, err
 			}
 		}
-		out[n.Cols[c]] = spec.Func.Result(&st)
+		dst[first][col] = spec.Func.Result(st)
+		r := spec.Func.(sql.Retracter)
+		for k := lo + 1; k <= hi; k++ {
+			if err := o.add(spec, st, rows[k]); err != nil {
+				return nil, err
+			}
+			if j := k - pre - 1; j >= 0 {
+				o.args = o.args[:0]
+				for _, a := range spec.Args {
+					o.args = append(o.args, a(rows[j]))
+				}
+				if err := r.Retract(st, o.args); err != nil {
+					return nil, fmt.Errorf("%s OVER a window: %w", spec.Text, err)
+				}
+			}
+			dst[first+k-lo][col] = spec.Func.Result(st)
+		}
 	}
-	return out, nil
+	return dst, nil
+}
+
+func (o *overOp) add(spec planner.AggSpec, st *sql.AggState, row sql.Row) error {
+	o.args = o.args[:0]
+	for _, a := range spec.Args {
+		o.args = append(o.args, a(row))
+	}
+	if err := spec.Func.Add(st, o.args); err != nil {
+		return fmt.Errorf("%s OVER a window: %w", spec.Text, err)
+	}
+	return nil
 }
 
 func (o *overOp) emit(r sql.Row, del bool) {
@@ -250,16 +308,16 @@ func (o *overOp) Watermark(split string, wm int64, out Emitter) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		p := sp.parts[k]
-		for i := range p.rows {
-			r, err := o.output(p.rows, i)
-			if err != nil {
-				return err
-			}
+		var err error
+		if o.cur, err = o.outputs(o.cur[:0], p.rows, 0, len(p.rows)-1); err != nil {
+			return err
+		}
+		for _, r := range o.cur {
 			o.emit(r, false)
-			if len(o.outRows) >= 1024 {
-				if err := o.flush(split, out); err != nil {
-					return err
-				}
+		}
+		if len(o.outRows) >= 1024 {
+			if err := o.flush(split, out); err != nil {
+				return err
 			}
 		}
 	}
