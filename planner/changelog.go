@@ -202,8 +202,9 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 			// Every row once, with its value, when the input ends.
 			return &o, changes{}, nil
 		}
+		// Each output row is one input row with its values: an input's key keys it too.
 		o.Changes = Retract
-		return &o, changes{mode: Retract}, nil
+		return &o, changes{mode: Retract, key: ch.key}, nil
 
 	case *Join:
 		return changelogJoin(n)
