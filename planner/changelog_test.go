@@ -58,6 +58,7 @@ func TestChangelogModes(t *testing.T) {
 		{"aggregate OVER rows, aggregated", `SELECT c, COUNT(*) FROM (SELECT COUNT(*) OVER (PARTITION BY user_id ORDER BY ts ROWS 2 PRECEDING) AS c FROM orders_mq) x GROUP BY c`, "totals_mq", "upsert"},
 		{"aggregate OVER rows to a stream, no key", `SELECT user_id, AVG(amount) OVER (PARTITION BY user_id ORDER BY ts ROWS 3 PRECEDING) AS a FROM orders_mq`, "totals_mq", sql.CodeNotSupported},
 		{"window Top-N over aggregate OVER rows", `SELECT a, rn FROM (SELECT a, window_start, window_end, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY a DESC) AS rn FROM TUMBLE((SELECT ts, AVG(amount) OVER (PARTITION BY user_id ORDER BY ts ROWS 3 PRECEDING) AS a FROM orders_mq), ts, INTERVAL '1' MINUTE)) x WHERE rn <= 3`, "", sql.CodeNotSupported},
+		{"aggregate OVER a fractional frame offset", `SELECT SUM(amount) OVER (ORDER BY ts ROWS 1.5 PRECEDING) FROM orders_mq`, "", sql.CodeTypeMismatch},
 		{"aggregate OVER the default frame", `SELECT AVG(amount) OVER (PARTITION BY user_id ORDER BY ts) FROM orders_mq`, "", sql.CodeNotSupported},
 		{"aggregate OVER a RANGE frame", `SELECT AVG(amount) OVER (ORDER BY ts RANGE BETWEEN 3 PRECEDING AND CURRENT ROW) FROM orders_mq`, "", sql.CodeNotSupported},
 		{"aggregate OVER following rows", `SELECT AVG(amount) OVER (ORDER BY ts ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) FROM orders_mq`, "", sql.CodeNotSupported},

@@ -637,9 +637,16 @@ func (b *binder) overAgg(q *Query, wf *ast.WindowFuncExpr) (AggCall, error) {
 		if err != nil {
 			return AggCall{}, b.at(err)
 		}
-		if !v.K.IsInteger() || v.I < 0 {
+		switch {
+		case v.K == KindNull:
 			b.setPos(wf)
-			return AggCall{}, b.errf(CodeInvalidFrameOffset, "frame starting offset must not be negative or NULL: %s", v)
+			return AggCall{}, b.errf(CodeInvalidFrameOffset, "frame starting offset must not be NULL")
+		case !v.K.IsInteger():
+			b.setPos(wf)
+			return AggCall{}, b.errf(CodeTypeMismatch, "argument of ROWS must be an integer, not %s", e.Type())
+		case v.I < 0:
+			b.setPos(wf)
+			return AggCall{}, b.errf(CodeInvalidFrameOffset, "frame starting offset must not be negative")
 		}
 		preceding = v.I
 	}
