@@ -188,10 +188,10 @@ func (o *overOp) diff(old, cur []sql.Row, del bool) {
 
 // outputs appends to dst rows lo..hi of rows, each with its values of the calls over its
 // frame. A call whose aggregator takes a row back exactly (COUNT, and SUM and AVG of
-// integers and decimals: sql.Retracter and sql.MergesExactly) slides one state along the
-// rows, adding the row that enters the frame and taking back the one that leaves; the
-// others (MIN, MAX, floating-point sums, whose value would depend on the order of the
-// additions) aggregate each frame afresh, from its first row to its last.
+// integers: sql.Retracter and sql.MergesExactly) slides one state along the rows, adding
+// the row that enters the frame and taking back the one that leaves; the others (MIN, MAX,
+// floating-point sums, whose value would depend on the order of the additions, decimal
+// sums, whose scale would) aggregate each frame afresh, from its first row to its last.
 func (o *overOp) outputs(dst []sql.Row, rows []sql.Row, lo, hi int) ([]sql.Row, error) {
 	n := o.node
 	if hi < lo {
@@ -202,6 +202,11 @@ func (o *overOp) outputs(dst []sql.Row, rows []sql.Row, lo, hi int) ([]sql.Row, 
 		for c, spec := range n.Aggs {
 			_, ok := spec.Func.(sql.Retracter)
 			o.slide[c] = ok && sql.MergesExactly(spec.Func, spec.ArgTypes)
+			for _, t := range spec.ArgTypes {
+				// A decimal sum taken back keeps the scale of the values that left: a
+				// fresh one shows the scale of those in the frame (as PostgreSQL).
+				o.slide[c] = o.slide[c] && t.Kind != sql.KindDecimal
+			}
 		}
 		o.states = make([]sql.AggState, len(n.Aggs))
 	}
