@@ -68,6 +68,8 @@ var pdShapes = []pdQuery{
 	{name: "dedup_first", rsql: `SELECT order_id, ts, rn FROM (SELECT order_id, ts, ROW_NUMBER() OVER (ORDER BY ts) AS rn FROM orders) n WHERE rn = 1`},
 	{name: "dedup_first_of_distinct", rsql: `SELECT ts, rn FROM (SELECT ts, ROW_NUMBER() OVER (ORDER BY ts) AS rn FROM (SELECT DISTINCT ts FROM orders) s) n WHERE rn = 1`},
 	{name: "over_rows", rsql: `SELECT order_id, user_id, ts, ` + pdOverCalls("PARTITION BY user_id ORDER BY ts, order_id, category, amount, qty, big ROWS BETWEEN 2 PRECEDING AND CURRENT ROW") + ` FROM orders`},
+	{name: "over_rows_numeric", rsql: `SELECT order_id, user_id, SUM(CAST(amount AS NUMERIC)) OVER (PARTITION BY user_id ORDER BY ts, order_id, category, amount, qty, big ROWS 2 PRECEDING) AS s,
+  SUM(big) OVER (PARTITION BY user_id ORDER BY ts, order_id, category, amount, qty, big ROWS 2 PRECEDING) AS b FROM orders`, alsoOK: pdOverflow},
 	{name: "over_rows_global", rsql: `SELECT order_id, SUM(qty) OVER (ORDER BY order_id DESC, ts, user_id, category, amount, qty, big ROWS 4 PRECEDING) AS s FROM orders WHERE qty > 2`},
 	{name: "over_of_agg", rsql: `SELECT user_id, n, SUM(n) OVER (ORDER BY n, user_id ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) AS s,
   AVG(n) OVER (ORDER BY n, user_id ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) AS a FROM (SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id) x`},
