@@ -92,7 +92,7 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 			return nil, ch, err
 		}
 		if ch.updating() && n.Stream != "" && ch.key == nil && !(n.Multiset && ch.mode == Retract) {
-			return nil, ch, errorf(sql.CodeNotSupported, "the rows of this query change as input arrives, but it selects no key to write them by: select every GROUP BY column (the key of the changelog written to %s)", n.Stream)
+			return nil, ch, errorf(sql.CodeNotSupported, "the rows of this query change as input arrives, but it selects no key to write them by: select every GROUP BY column (the key of the changelog written to %s); a changelog without a key (a Top-N, a UNION ALL of changes, aggregates OVER a window of a stream's rows) can be a materialized view", n.Stream)
 		}
 		s := *n
 		s.Input, s.Changes, s.Key = in, ch.mode, ch.key
