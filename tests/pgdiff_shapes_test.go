@@ -76,6 +76,9 @@ var pdShapes = []pdQuery{
 	{name: "over_partition_of_agg", rsql: `SELECT category, user_id, n, MAX(q) OVER (PARTITION BY category ORDER BY n DESC, user_id ROWS 1 PRECEDING) AS m,
   COUNT(q) OVER (PARTITION BY category ORDER BY n DESC, user_id ROWS 1 PRECEDING) AS c
   FROM (SELECT category, user_id, COUNT(*) AS n, MIN(qty) AS q FROM orders GROUP BY category, user_id) x`},
+	{name: "over_left_join", rsql: `SELECT o.order_id, u.tier, COUNT(u.tier) OVER (PARTITION BY o.user_id ORDER BY o.ts, o.order_id, o.category, o.amount, o.qty, o.big, u.tier, u.name ROWS 2 PRECEDING) AS c,
+  MAX(u.name) OVER (PARTITION BY o.user_id ORDER BY o.ts, o.order_id, o.category, o.amount, o.qty, o.big, u.tier, u.name ROWS 2 PRECEDING) AS m
+  FROM orders o LEFT JOIN users u ON o.user_id = u.user_id`},
 	{name: "agg_of_over", rsql: `SELECT c, COUNT(*) AS rows_with FROM (SELECT COUNT(*) OVER (PARTITION BY category ORDER BY ts, order_id, user_id, amount, qty, big ROWS 3 PRECEDING) AS c FROM orders) x GROUP BY c`},
 	{name: "chained_window", rsql: `SELECT window_start, window_end, MAX(n) AS top, COUNT(*) AS users FROM (SELECT user_id, window_start, window_end, COUNT(*) AS n
   FROM ` + pdTumbleRsql + ` t GROUP BY user_id, window_start, window_end) x GROUP BY window_start, window_end`,
