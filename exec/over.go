@@ -124,7 +124,10 @@ func (o *overOp) Process(_ int, b *Batch, out Emitter) error {
 			}
 		}
 		if del {
-			p.rows = append(p.rows[:i], p.rows[i+1:]...)
+			last := len(p.rows) - 1
+			copy(p.rows[i:], p.rows[i+1:])
+			p.rows[last] = nil // not kept alive by the array
+			p.rows = p.rows[:last]
 		} else {
 			p.rows = append(p.rows, nil)
 			copy(p.rows[i+1:], p.rows[i:])
