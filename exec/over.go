@@ -1,6 +1,8 @@
 package exec
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -23,8 +25,10 @@ import (
 // watermark reaches MaxWatermark); then every row is emitted once, with its values.
 //
 // State is per split (the plan exchanges on the partition keys), written at checkpoints
-// under the operator's id, one key per changed partition: the partition's rows as the
-// Top-N stores them (appendPartRows); a partition left empty is deleted.
+// under the operator's id, one key per distinct row: the partition's key and the row
+// (appendOverRowKey), its value the row's count (uvarint); a row changed since the last
+// checkpoint is written again, or deleted when none is left. A checkpoint writes what
+// changed, not whole partitions.
 type overOp struct {
 	node  *planner.OverNode
 	job   string
@@ -36,6 +40,7 @@ type overOp struct {
 
 	keyBuf  []byte
 	enc     []byte
+	val     []byte
 	args    []sql.Value
 	old     []sql.Row // the affected rows' outputs before a change
 	cur     []sql.Row // and after it
@@ -47,17 +52,21 @@ type overOp struct {
 }
 
 type overPart struct {
-	key       string
-	rows      []sql.Row // sorted (rowOrder)
-	dirty     bool
-	persisted bool
+	key  string
+	rows []sql.Row // sorted (rowOrder)
 }
 
 type overSplit struct {
 	parts map[string]*overPart
-	dirty []*overPart
-	dels  [][]byte
-	done  bool // Bounded: the input ended and every row was emitted
+	// changed: the rows inserted or deleted since the last checkpoint, by their state key
+	// (appendOverRowKey), with their partition's key.
+	changed map[string]overChange
+	done    bool // Bounded: the input ended and every row was emitted
+}
+
+type overChange struct {
+	part string
+	row  sql.Row
 }
 
 func newOverOp(n *planner.OverNode, job, id string, store state.Store) *overOp {
@@ -71,7 +80,7 @@ func newOverOp(n *planner.OverNode, job, id string, store state.Store) *overOp {
 func (o *overOp) split(name string) *overSplit {
 	sp := o.splits[name]
 	if sp == nil {
-		sp = &overSplit{parts: map[string]*overPart{}}
+		sp = &overSplit{parts: map[string]*overPart{}, changed: map[string]overChange{}}
 		o.splits[name] = sp
 	}
 	return sp
@@ -123,19 +132,24 @@ func (o *overOp) Process(_ int, b *Batch, out Emitter) error {
 				return err
 			}
 		}
+		var kept sql.Row
 		if del {
+			kept = p.rows[i]
 			last := len(p.rows) - 1
 			copy(p.rows[i:], p.rows[i+1:])
 			p.rows[last] = nil // not kept alive by the array
 			p.rows = p.rows[:last]
 		} else {
+			kept = ownRow(r)
 			p.rows = append(p.rows, nil)
 			copy(p.rows[i+1:], p.rows[i:])
-			p.rows[i] = ownRow(r)
+			p.rows[i] = kept
 		}
-		if !p.dirty {
-			p.dirty = true
-			sp.dirty = append(sp.dirty, p)
+		if o.store != nil {
+			o.enc = appendOverRowKey(o.enc[:0], p.key, kept)
+			if _, ok := sp.changed[string(o.enc)]; !ok {
+				sp.changed[string(o.enc)] = overChange{part: p.key, row: kept}
+			}
 		}
 		if emit {
 			hi := min(i+pre, len(p.rows)-1)
@@ -153,10 +167,6 @@ func (o *overOp) Process(_ int, b *Batch, out Emitter) error {
 		}
 		if len(p.rows) == 0 {
 			delete(sp.parts, p.key)
-			if p.persisted {
-				sp.dels = append(sp.dels, o.stateKey(b.Split, p.key))
-			}
-			p.persisted = false
 		}
 		if len(o.outRows) >= 1024 {
 			if err := o.flush(b.Split, out); err != nil {
@@ -332,9 +342,44 @@ func (o *overOp) Watermark(split string, wm int64, out Emitter) error {
 	return o.flush(split, out)
 }
 
-func (o *overOp) stateKey(split, key string) []byte {
-	return state.Key(nil, o.job, o.id, split, []byte(key), 0, 0)
+func (o *overOp) stateKey(split string, key []byte) []byte {
+	return state.Key(nil, o.job, o.id, split, key, 0, 0)
 }
+
+// appendOverRowKey appends a kept row's state key (within its split's prefix): uvarint
+// length of the partition's key, the key, then the row (sql.AppendRow).
+func appendOverRowKey(dst []byte, part string, row sql.Row) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(part)))
+	dst = append(dst, part...)
+	return sql.AppendRow(dst, row)
+}
+
+var errBadOver = errors.New("corrupt window aggregate state")
+
+// decodeOverRow reads a kept row's state: key as appendOverRowKey wrote it, v its count.
+func decodeOverRow(key, v []byte) (part string, row sql.Row, count uint64, err error) {
+	l, n := binary.Uvarint(key)
+	if n <= 0 || l > uint64(len(key)-n) {
+		return "", nil, 0, errBadOver
+	}
+	part = string(key[n : n+int(l)])
+	rest := key[n+int(l):]
+	r, k, err := sql.DecodeRow(rest, nil)
+	if err != nil {
+		return "", nil, 0, fmt.Errorf("%w: %v", errBadOver, err)
+	}
+	if k != len(rest) {
+		return "", nil, 0, errBadOver
+	}
+	count, m := binary.Uvarint(v)
+	if m <= 0 || m != len(v) || count == 0 || count > maxOverCopies {
+		return "", nil, 0, errBadOver
+	}
+	return part, ownRow(r), count, nil
+}
+
+// maxOverCopies bounds the count of one stored row that a restore believes.
+const maxOverCopies = 1 << 32
 
 func (o *overOp) Control(c *Control, _ Emitter) error {
 	switch c.Kind {
@@ -353,21 +398,30 @@ func (o *overOp) Control(c *Control, _ Emitter) error {
 	return nil
 }
 
+// save writes the rows changed since the last checkpoint: each with the count of its
+// copies in its partition now, or deleted when none is left.
 func (o *overOp) save(name string, sp *overSplit, b *state.Batch) {
-	for _, k := range sp.dels {
-		b.Delete(k)
-	}
-	sp.dels = sp.dels[:0]
-	for _, p := range sp.dirty {
-		p.dirty = false
-		if len(p.rows) == 0 {
-			continue
+	for k, c := range sp.changed {
+		cnt := 0
+		if p := sp.parts[c.part]; p != nil {
+			i := sort.Search(len(p.rows), func(i int) bool { return o.rowOrder(p.rows[i], c.row) >= 0 })
+			for j := i; j < len(p.rows) && o.rowOrder(p.rows[j], c.row) == 0; j++ {
+				// Equal rows may differ in form (NUMERIC 1.0 and 1.00): each form is its
+				// own record.
+				if o.enc = appendOverRowKey(o.enc[:0], c.part, p.rows[j]); string(o.enc) == k {
+					cnt++
+				}
+			}
 		}
-		o.enc = appendPartRows(o.enc[:0], p.rows)
-		b.Put(o.stateKey(name, p.key), o.enc)
-		p.persisted = true
+		key := o.stateKey(name, []byte(k))
+		if cnt == 0 {
+			b.Delete(key)
+		} else {
+			o.val = binary.AppendUvarint(o.val[:0], uint64(cnt))
+			b.Put(key, o.val)
+		}
+		delete(sp.changed, k)
 	}
-	sp.dirty = sp.dirty[:0]
 }
 
 func (o *overOp) load(split string) error {
@@ -376,18 +430,31 @@ func (o *overOp) load(split string) error {
 		return nil
 	}
 	prefix := state.SplitPrefix(nil, o.job, o.id, split)
-	return o.store.Scan(prefix, func(key, v []byte) error {
+	err := o.store.Scan(prefix, func(key, v []byte) error {
 		if len(key) < len(prefix)+16 {
-			return &StateError{Op: o.id, Split: split, Err: errBadTopN}
+			return &StateError{Op: o.id, Split: split, Err: errBadOver}
 		}
-		rows, err := decodePartRows(v)
+		part, row, cnt, err := decodeOverRow(key[len(prefix):len(key)-16], v)
 		if err != nil {
 			return &StateError{Op: o.id, Split: split, Err: err}
 		}
-		p := &overPart{key: string(key[len(prefix) : len(key)-16]), rows: rows, persisted: true}
-		sp.parts[p.key] = p
+		p := sp.parts[part]
+		if p == nil {
+			p = &overPart{key: part}
+			sp.parts[part] = p
+		}
+		for ; cnt > 0; cnt-- {
+			p.rows = append(p.rows, row)
+		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	for _, p := range sp.parts {
+		sort.Slice(p.rows, func(i, j int) bool { return o.rowOrder(p.rows[i], p.rows[j]) < 0 })
+	}
+	return nil
 }
 
 func (o *overOp) Close() error { return nil }

@@ -2,6 +2,7 @@ package exec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -105,4 +106,28 @@ func TestOverRowsOfAStream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A stored row's key and count read back as written; anything else is errBadOver, never a
+// crash.
+func FuzzDecodeOverRow(f *testing.F) {
+	key := appendOverRowKey(nil, "p\x00", sql.Row{sql.Varchar("u1"), sql.BigInt(7), sql.Null})
+	f.Add(key, []byte{2})
+	f.Add(key[:len(key)-1], []byte{1})
+	f.Add([]byte{9, 1}, []byte{0})
+	f.Fuzz(func(t *testing.T, key, v []byte) {
+		part, row, cnt, err := decodeOverRow(key, v)
+		if err != nil {
+			if !errors.Is(err, errBadOver) {
+				t.Fatalf("error %v does not wrap errBadOver", err)
+			}
+			return
+		}
+		if cnt == 0 || cnt > maxOverCopies {
+			t.Fatalf("count %d", cnt)
+		}
+		if again := appendOverRowKey(nil, part, row); string(again) != string(key) {
+			t.Fatalf("key %x decodes to a row that encodes as %x", key, again)
+		}
+	})
 }
