@@ -58,10 +58,11 @@ type overPart struct {
 
 type overSplit struct {
 	parts map[string]*overPart
-	// changed: the rows inserted or deleted since the last checkpoint, by their state key
-	// (appendOverRowKey), with their partition's key.
-	changed map[string]overChange
-	done    bool // Bounded: the input ended and every row was emitted
+	// changed: the rows inserted or deleted since the last checkpoint (a row may be listed
+	// more than once), with their partition's key.
+	changed []overChange
+	seen    map[string]bool // save's: the state keys written
+	done    bool            // Bounded: the input ended and every row was emitted
 }
 
 type overChange struct {
@@ -80,7 +81,7 @@ func newOverOp(n *planner.OverNode, job, id string, store state.Store) *overOp {
 func (o *overOp) split(name string) *overSplit {
 	sp := o.splits[name]
 	if sp == nil {
-		sp = &overSplit{parts: map[string]*overPart{}, changed: map[string]overChange{}}
+		sp = &overSplit{parts: map[string]*overPart{}, seen: map[string]bool{}}
 		o.splits[name] = sp
 	}
 	return sp
@@ -146,10 +147,7 @@ func (o *overOp) Process(_ int, b *Batch, out Emitter) error {
 			p.rows[i] = kept
 		}
 		if o.store != nil {
-			o.enc = appendOverRowKey(o.enc[:0], p.key, kept)
-			if _, ok := sp.changed[string(o.enc)]; !ok {
-				sp.changed[string(o.enc)] = overChange{part: p.key, row: kept}
-			}
+			sp.changed = append(sp.changed, overChange{part: p.key, row: kept})
 		}
 		if emit {
 			hi := min(i+pre, len(p.rows)-1)
@@ -401,7 +399,13 @@ func (o *overOp) Control(c *Control, _ Emitter) error {
 // save writes the rows changed since the last checkpoint: each with the count of its
 // copies in its partition now, or deleted when none is left.
 func (o *overOp) save(name string, sp *overSplit, b *state.Batch) {
-	for k, c := range sp.changed {
+	clear(sp.seen)
+	for _, c := range sp.changed {
+		k := string(appendOverRowKey(nil, c.part, c.row))
+		if sp.seen[k] {
+			continue
+		}
+		sp.seen[k] = true
 		cnt := 0
 		if p := sp.parts[c.part]; p != nil {
 			i := sort.Search(len(p.rows), func(i int) bool { return o.rowOrder(p.rows[i], c.row) >= 0 })
@@ -420,8 +424,9 @@ func (o *overOp) save(name string, sp *overSplit, b *state.Batch) {
 			o.val = binary.AppendUvarint(o.val[:0], uint64(cnt))
 			b.Put(key, o.val)
 		}
-		delete(sp.changed, k)
 	}
+	clear(sp.changed)
+	sp.changed = sp.changed[:0]
 }
 
 func (o *overOp) load(split string) error {
