@@ -132,6 +132,8 @@ func (st *stage) portSchema(p planner.Port, ops []sql.Schema) sql.Schema {
 		return n.Schema
 	case *planner.TopNNode:
 		return n.Schema
+	case *planner.OverNode:
+		return n.Schema
 	}
 	if s, ok := st.plan.Ops[p.Op].Node.(interface{ OutSchema(sql.Schema) sql.Schema }); ok {
 		return s.OutSchema(in)
@@ -257,6 +259,10 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		return j, nil
 	case *planner.LookupJoinNode:
 		return st.openLookup(ctx, n, op.Inputs[0], in)
+	case *planner.OverNode:
+		oid := OperatorID(id, "over", i)
+		st.opIDs = append(st.opIDs, oid)
+		return newOverOp(n, st.job.name, oid, env.Store), nil
 	case *planner.TopNNode:
 		late, err := st.lateOutput(ctx, op.Inputs[0], in)
 		if err != nil {

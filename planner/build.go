@@ -354,6 +354,27 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 		}
 		return b.addOp(s, t, nil), nil
 
+	case *Over:
+		s, err := b.build(n.Input)
+		if err != nil {
+			return s, err
+		}
+		if b.needsExchange(s, n.Partition) {
+			// Every column goes across: the Over's rows are its input's.
+			used := map[int]bool{}
+			for i := range s.row {
+				used[i] = true
+			}
+			if s, _, err = b.exchange(s, n.Partition, used, true); err != nil {
+				return s, err
+			}
+		}
+		o, err := overNode(n)
+		if err != nil {
+			return s, err
+		}
+		return b.addOp(s, o, nil), nil
+
 	case *Sort:
 		s, err := b.build(n.Input)
 		if err != nil {
@@ -882,6 +903,31 @@ func sortSpecs(keys []sql.SortKey) ([]SortSpec, []string, error) {
 		}
 	}
 	return out, texts, nil
+}
+
+func overNode(n *Over) (*OverNode, error) {
+	o := &OverNode{Preceding: n.Preceding, Bounded: n.Bounded, Changes: n.Changes, Retracting: n.Retracting,
+		Schema: n.Schema(), Text: n.String()}
+	for _, p := range n.Partition {
+		f, err := compile(p, "partition key")
+		if err != nil {
+			return nil, err
+		}
+		o.Partition = append(o.Partition, f)
+	}
+	var err error
+	if o.Order, _, err = sortSpecs(n.Order); err != nil {
+		return nil, err
+	}
+	for _, c := range n.Calls {
+		spec, err := aggSpec(c.Agg)
+		if err != nil {
+			return nil, err
+		}
+		o.Aggs = append(o.Aggs, spec)
+		o.Cols = append(o.Cols, c.Col)
+	}
+	return o, nil
 }
 
 func topNNode(n *TopN) (*TopNNode, error) {

@@ -63,6 +63,10 @@ func (c changes) updating() bool { return c.mode != AppendOnly }
 //   - a Top-N over the whole stream (ROW_NUMBER() without a window, TopNChanges) accepts
 //     append-only and retract inputs and produces retract; deduplication keeping the last
 //     row is upsert-like and only a sink or projection may take it;
+//   - aggregates over a window of rows (AVG(x) OVER (... ROWS BETWEEN n PRECEDING AND
+//     CURRENT ROW), Over) accept append-only and retract inputs; over a stream they produce
+//     retract (a row arriving or leaving changes the values of the rows after it in its
+//     frame), over a bounded input append-only (each row once, at the end);
 //   - UNION ALL of updating and append-only inputs is retract (the append-only rows are
 //     inserts);
 //   - LIMIT passes the changes of a push query (the first N changes); every other operator
@@ -88,7 +92,7 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 			return nil, ch, err
 		}
 		if ch.updating() && n.Stream != "" && ch.key == nil && !(n.Multiset && ch.mode == Retract) {
-			return nil, ch, errorf(sql.CodeNotSupported, "the rows of this query change as input arrives, but it selects no key to write them by: select every GROUP BY column (the key of the changelog written to %s)", n.Stream)
+			return nil, ch, errorf(sql.CodeNotSupported, "the rows of this query change as input arrives, but it selects no key to write them by: select every GROUP BY column (the key of the changelog written to %s); a changelog without a key (a Top-N, a UNION ALL of changes, aggregates OVER a window of a stream's rows) can be a materialized view", n.Stream)
 		}
 		s := *n
 		s.Input, s.Changes, s.Key = in, ch.mode, ch.key
@@ -186,6 +190,21 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 			// above would count the replaced rows too.
 			return nil, changes{}, errorf(sql.CodeNotSupported, "deduplication keeping the last row (ORDER BY ... DESC with ROW_NUMBER() = 1) replaces rows as later ones arrive; an operator over it is not supported yet: write it to a stream and read that")
 		}
+
+	case *Over:
+		in, ch, err := changelog(n.Input, false)
+		if err != nil {
+			return nil, ch, err
+		}
+		o := *n
+		o.Input, o.Retracting = in, ch.updating()
+		if n.Bounded {
+			// Every row once, with its value, when the input ends.
+			return &o, changes{}, nil
+		}
+		// Each output row is one input row with its values: an input's key keys it too.
+		o.Changes = Retract
+		return &o, changes{mode: Retract, key: ch.key}, nil
 
 	case *Join:
 		return changelogJoin(n)
@@ -383,6 +402,8 @@ func operatorName(n LogicalNode) string {
 		return "UNION ALL"
 	case *Sort:
 		return "ORDER BY"
+	case *Over:
+		return "aggregates OVER a window"
 	case *WindowAssign:
 		return "a window (" + windowName(n.Window.Kind) + ")"
 	case *TableFunc:

@@ -7,7 +7,9 @@
 //	                    [TableFunc ...] (JOIN LATERAL, JOIN UNNEST: stateless, no exchange) →
 //	                    [WindowAssign] → [Filter] → [Aggregate → [Filter]] → Project →
 //	                    [DISTINCT: Aggregate → Project] → [Sort] → [Limit], a derived table
-//	                    with ROW_NUMBER() becoming a TopN; a Sink on top
+//	                    with ROW_NUMBER() becoming a TopN, a block with aggregates OVER a
+//	                    window of rows an Over between its Project and the one dropping
+//	                    the window's hidden columns; a Sink on top
 //	Optimize(l)         FoldConstants, PushDownPredicates, PruneColumns, MergeProjections
 //	Changelog(l)        the change mode of every relation (append-only, upsert by a key,
 //	                    retract; planner/changelog.go): updating relations' rows get the
@@ -31,7 +33,7 @@
 //
 // Exchange rule. Records of a broker topic are spread over its queues by the producer's key,
 // which the planner does not know in general. An operator that needs the rows of equal keys
-// in one split — an aggregation (its group key), a TopN (its partition keys), a Sort (all
+// in one split — an aggregation (its group key), a TopN or an Over (its partition keys), a Sort (all
 // rows) — therefore gets an exchange unless its input already arrives in one split or
 // partitioned by (a subset of) its keys (tracked through projections and exchanges):
 //   - a source is read as one split when its connector is "file" or "values", it is a view,

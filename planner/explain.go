@@ -236,6 +236,13 @@ func nodeText(n Node, row sql.Schema) (parts []string, out sql.Schema) {
 		return parts, nil
 	case *SortNode:
 		return []string{"Sort", strings.Join(n.Texts, ", ")}, nil
+	case *OverNode:
+		parts := []string{n.Text}
+		if n.Changes != AppendOnly {
+			parts = append(parts, "changes="+n.Changes.String())
+			return parts, n.Schema
+		}
+		return parts, nil
 	case *JoinNode:
 		return []string{n.Text}, n.Schema
 	case *UnionNode:

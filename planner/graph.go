@@ -210,6 +210,8 @@ func nodeKind(n Node) string {
 		return "union"
 	case *TopNNode:
 		return "topn"
+	case *OverNode:
+		return "over"
 	case *SortNode:
 		return "sort"
 	case *JoinNode:

@@ -127,6 +127,27 @@ type TopN struct {
 	Retracting bool
 }
 
+// Over computes aggregates over a window of rows: for each row, each call of Calls over
+// the rows of its partition (equal Partition values) from Preceding rows before it to it,
+// in Order (rows equal in Order are ordered by their values), written into the row's
+// column Calls[i].Col (AGG(x) OVER (PARTITION BY ... ORDER BY ... ROWS BETWEEN n PRECEDING
+// AND CURRENT ROW)). Its rows have its input's layout; the calls' arguments are over it.
+//
+// Over a bounded input (Bounded) every row is emitted once, with its value, when the input
+// ends. Otherwise its rows change (Changes is Retract, set by Changelog): a row that
+// arrives or leaves changes the values of the rows after it in its frame, whose old rows
+// are deleted and new ones inserted; Retracting: the input is updating.
+type Over struct {
+	Input      LogicalNode
+	Partition  []sql.Expr
+	Order      []sql.SortKey
+	Preceding  int64
+	Calls      []sql.OverCall
+	Bounded    bool
+	Changes    ChangeMode
+	Retracting bool
+}
+
 // Sort orders the rows of a bounded input by Keys (nulls last ascending, first
 // descending, as PostgreSQL); it emits them all when the input ends.
 type Sort struct {
@@ -201,6 +222,17 @@ func (t *TopN) Schema() sql.Schema {
 	return in
 }
 func (s *Sort) Schema() sql.Schema { return s.Input.Schema() }
+func (o *Over) Schema() sql.Schema {
+	in := o.Input.Schema()
+	switch {
+	case o.Changes != AppendOnly && !o.Retracting:
+		return append(append(sql.Schema{}, in...), changeColumn)
+	case o.Changes == AppendOnly && o.Retracting:
+		// Over a bounded input the rows are final: the input's changes are applied.
+		return in[:len(in)-1]
+	}
+	return in
+}
 func (s *Sink) Schema() sql.Schema { return s.Input.Schema() }
 
 var windowColumns = sql.Schema{
@@ -226,6 +258,7 @@ func (l *Limit) Children() []LogicalNode        { return []LogicalNode{l.Input} 
 func (u *Union) Children() []LogicalNode        { return u.Inputs }
 func (t *TopN) Children() []LogicalNode         { return []LogicalNode{t.Input} }
 func (s *Sort) Children() []LogicalNode         { return []LogicalNode{s.Input} }
+func (o *Over) Children() []LogicalNode         { return []LogicalNode{o.Input} }
 func (s *Sink) Children() []LogicalNode         { return []LogicalNode{s.Input} }
 
 // WithChildren implementations.
@@ -263,6 +296,11 @@ func (u *Union) WithChildren(c []LogicalNode) LogicalNode {
 }
 func (t *TopN) WithChildren(c []LogicalNode) LogicalNode {
 	n := *t
+	n.Input = c[0]
+	return &n
+}
+func (o *Over) WithChildren(c []LogicalNode) LogicalNode {
+	n := *o
 	n.Input = c[0]
 	return &n
 }
@@ -347,6 +385,28 @@ func (t *TopN) String() string {
 	return s
 }
 func (s *Sort) String() string { return "Sort " + sortText(s.Keys) }
+func (o *Over) String() string {
+	s := "Over " + overCallsText(o.Calls) + " " + overWindowText(o.Partition, o.Order, o.Preceding)
+	if o.Bounded {
+		s += " bounded"
+	}
+	if o.Retracting {
+		s += " retracting"
+	}
+	return s
+}
+
+func overCallsText(calls []sql.OverCall) string {
+	parts := make([]string, len(calls))
+	for i, c := range calls {
+		parts[i] = aggText(c.Agg)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func overWindowText(part []sql.Expr, order []sql.SortKey, preceding int64) string {
+	return "partition=[" + joinExprs(part) + "] order=[" + sortText(order) + "] rows=" + strconv.FormatInt(preceding, 10) + "-preceding"
+}
 
 func sortText(keys []sql.SortKey) string {
 	parts := make([]string, len(keys))
@@ -548,6 +608,12 @@ var constantRelation = &sql.Relation{Name: "", EventTime: -1, Options: map[strin
 func (b *logicalBuilder) query(q *sql.Query, extra []sql.Expr) (LogicalNode, error) {
 	if len(q.Names) != len(q.Select) {
 		return nil, errorf(sql.CodeInternal, "query has %d select expressions but %d names", len(q.Select), len(q.Names))
+	}
+	if q.Over != nil {
+		if len(extra) > 0 {
+			return nil, errorf(sql.CodeNotSupported, "ROW_NUMBER() over a query with aggregates OVER a window is not supported")
+		}
+		return b.over(q)
 	}
 	node, where, err := b.from(q.From, q.Where)
 	if err != nil {
@@ -924,6 +990,58 @@ func (b *logicalBuilder) topN(q *sql.Query, where sql.Expr) (LogicalNode, sql.Ex
 		out[i] = &sql.ColumnRef{Index: i, Name: sch[i].Name, T: sch[i].Type}
 	}
 	return &Project{Input: t, Exprs: out, Names: q.Names}, and(rest), nil
+}
+
+// over builds a query whose select list has aggregates over a window of rows (sql.Over):
+// the query's rows with the partition keys, order keys and the calls' arguments as hidden
+// columns, an Over computing the calls into their placeholder columns, then the hidden
+// columns dropped.
+func (b *logicalBuilder) over(q *sql.Query) (LogicalNode, error) {
+	w := q.Over
+	extra := append([]sql.Expr(nil), w.Partition...)
+	for _, k := range w.Order {
+		extra = append(extra, k.Expr)
+	}
+	argAt := make([]int, len(w.Calls))
+	for i, c := range w.Calls {
+		argAt[i] = -1
+		if c.Agg.Arg != nil {
+			argAt[i] = len(q.Select) + len(extra)
+			extra = append(extra, c.Agg.Arg)
+		}
+	}
+	inner := *q
+	inner.Over = nil
+	in, err := b.query(&inner, extra)
+	if err != nil {
+		return nil, err
+	}
+	sch := in.Schema()
+	base := len(q.Select)
+	o := &Over{Input: in, Preceding: w.Preceding, Bounded: bounded(in)}
+	for i := range w.Partition {
+		o.Partition = append(o.Partition, colRef(sch, base+i))
+	}
+	for i, k := range w.Order {
+		o.Order = append(o.Order, sql.SortKey{Expr: colRef(sch, base+len(w.Partition)+i), Desc: k.Desc})
+	}
+	for i, c := range w.Calls {
+		g := c.Agg
+		if argAt[i] >= 0 {
+			g.Arg = colRef(sch, argAt[i])
+		}
+		t, err := aggResultType(g)
+		if err != nil {
+			return nil, err
+		}
+		g.T = t
+		o.Calls = append(o.Calls, sql.OverCall{Col: c.Col, Agg: g})
+	}
+	out := make([]sql.Expr, base)
+	for i := range out {
+		out[i] = colRef(sch, i)
+	}
+	return &Project{Input: o, Exprs: out, Names: q.Names}, nil
 }
 
 // timelessJoin returns a join in n whose rows' times are not event times — a regular join,

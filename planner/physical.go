@@ -191,6 +191,25 @@ type JoinNode struct {
 	Text      string // the logical Join's description, for EXPLAIN
 }
 
+// OverNode computes aggregates over a window of rows (see the logical Over): per partition
+// (rows with equal Partition values share a split: the planner exchanges on them) the rows
+// in Order, each call's value over the Preceding rows before a row and the row written into
+// column Cols[i]. Bounded: every row is emitted once, with its values, when the input ends;
+// otherwise Changes is Retract and the output row ends with the change column (a retracting
+// input's change column is its row's last).
+type OverNode struct {
+	Partition  []Evaluator
+	Order      []SortSpec
+	Preceding  int64
+	Aggs       []AggSpec
+	Cols       []int
+	Bounded    bool
+	Changes    ChangeMode
+	Retracting bool
+	Schema     sql.Schema
+	Text       string // the logical Over's description, for EXPLAIN
+}
+
 // SortNode emits its bounded input's rows in order when the input ends (one split).
 type SortNode struct {
 	Keys  []SortSpec
@@ -212,6 +231,7 @@ func (*LimitNode) physicalNode()        {}
 func (*UnionNode) physicalNode()        {}
 func (*TopNNode) physicalNode()         {}
 func (*SortNode) physicalNode()         {}
+func (*OverNode) physicalNode()         {}
 func (*JoinNode) physicalNode()         {}
 
 // SourceSpec is one input of a stage: a declared stream, or the edge from an upstream stage

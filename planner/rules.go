@@ -426,6 +426,49 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 		}
 		return &c, m, nil
 
+	case *Over:
+		in := copySet(need)
+		addUsed(in, n.Partition...)
+		for _, k := range n.Order {
+			addUsed(in, k.Expr)
+		}
+		for _, c := range n.Calls {
+			in[c.Col] = true
+			if c.Agg.Arg != nil {
+				addUsed(in, c.Agg.Arg)
+			}
+		}
+		child, m, err := p.prune(n.Input, in)
+		if err != nil {
+			return nil, nil, err
+		}
+		c := *n
+		c.Input = child
+		if c.Partition, err = remapAll(n.Partition, m); err != nil {
+			return nil, nil, wrapf(err, "pruning Over")
+		}
+		c.Order = make([]sql.SortKey, len(n.Order))
+		for i, k := range n.Order {
+			e, err := sql.RemapColumns(k.Expr, m)
+			if err != nil {
+				return nil, nil, wrapf(err, "pruning Over")
+			}
+			c.Order[i] = sql.SortKey{Expr: e, Desc: k.Desc}
+		}
+		c.Calls = make([]sql.OverCall, len(n.Calls))
+		for i, oc := range n.Calls {
+			oc.Col = lookup(m, oc.Col)
+			if oc.Agg.Arg != nil {
+				e, err := sql.RemapColumns(oc.Agg.Arg, m)
+				if err != nil {
+					return nil, nil, wrapf(err, "pruning Over")
+				}
+				oc.Agg.Arg = e
+			}
+			c.Calls[i] = oc
+		}
+		return &c, m, nil
+
 	case *Sort:
 		in := copySet(need)
 		for _, k := range n.Keys {

@@ -109,6 +109,22 @@ func validate(l LogicalNode) error {
 				return err
 			}
 		}
+	case *Over:
+		if err := check(n.Partition...); err != nil {
+			return err
+		}
+		for _, k := range n.Order {
+			if err := check(k.Expr); err != nil {
+				return err
+			}
+		}
+		for _, c := range n.Calls {
+			if c.Agg.Arg != nil {
+				if err := check(c.Agg.Arg); err != nil {
+					return err
+				}
+			}
+		}
 	case *Sort:
 		for _, k := range n.Keys {
 			if err := check(k.Expr); err != nil {

@@ -437,6 +437,23 @@ func (b *binder) bindSelect(sel *ast.SelectStmt) (*Query, error) {
 			q.Names = append(q.Names, name)
 			continue
 		}
+		if wf, ok := f.Expr.(*ast.WindowFuncExpr); ok && overAggNames[strings.ToUpper(wf.Name)] {
+			if aggregated {
+				b.setPos(wf)
+				return nil, b.errf(CodeNotSupported, "%s() OVER in a query that aggregates (GROUP BY or aggregates) is not supported: aggregate in a derived table and apply the window in the query over it", strings.ToUpper(wf.Name))
+			}
+			call, err := b.overAgg(q, wf)
+			if err != nil {
+				return nil, err
+			}
+			q.Select = append(q.Select, &Literal{V: Value{K: KindNull}, T: call.T})
+			name := f.AsName.O
+			if name == "" {
+				name = strings.ToLower(wf.Name)
+			}
+			q.Names = append(q.Names, name)
+			continue
+		}
 		e, err := b.expr(f.Expr)
 		if err != nil {
 			return nil, err
@@ -462,6 +479,17 @@ func (b *binder) bindSelect(sel *ast.SelectStmt) (*Query, error) {
 	if q.Distinct && q.RowNumber != nil {
 		b.setPos(sel)
 		return nil, b.errf(CodeNotSupported, "SELECT DISTINCT with ROW_NUMBER() is not supported")
+	}
+	if q.Over != nil {
+		b.setPos(sel)
+		switch {
+		case q.RowNumber != nil:
+			return nil, b.errf(CodeNotSupported, "ROW_NUMBER() and aggregates OVER a window in one query are not supported: compute one in a derived table")
+		case q.Distinct:
+			return nil, b.errf(CodeNotSupported, "SELECT DISTINCT with aggregates OVER a window is not supported: apply DISTINCT in a query over it")
+		case sel.OrderBy != nil || sel.Limit != nil:
+			return nil, b.errf(CodeNotSupported, "ORDER BY and LIMIT in a query with aggregates OVER a window are not supported: order or limit in a query over it")
+		}
 	}
 	if err := b.orderLimit(q, sel.OrderBy, sel.Limit, sel); err != nil {
 		return nil, err
@@ -673,6 +701,150 @@ func (b *binder) rowNumber(q *Query, wf *ast.WindowFuncExpr) error {
 	q.RowNumber = rn
 	return nil
 }
+
+// overAggNames are the aggregates that may run over a window of rows (AGG(x) OVER (...)).
+var overAggNames = map[string]bool{"AVG": true, "SUM": true, "COUNT": true, "MIN": true, "MAX": true}
+
+// overAgg binds an aggregate over a window of rows, AGG(x) OVER (PARTITION BY ... ORDER BY
+// ... ROWS BETWEEN n PRECEDING AND CURRENT ROW), of the select list (docs/sql.md, "Window
+// aggregates"); every such call of a query must name the same window. Its expressions are
+// over the input row.
+func (b *binder) overAgg(q *Query, wf *ast.WindowFuncExpr) (AggCall, error) {
+	fn := strings.ToUpper(wf.Name)
+	b.setPos(wf)
+	spec := wf.Spec
+	switch {
+	case spec.Name.O != "" || spec.Ref.O != "":
+		return AggCall{}, b.errf(CodeNotSupported, "named windows are not supported: write OVER (PARTITION BY ... ORDER BY ... ROWS BETWEEN n PRECEDING AND CURRENT ROW)")
+	case wf.Distinct:
+		return AggCall{}, b.errf(CodeNotSupported, "%s(DISTINCT ...) OVER a window is not supported", fn)
+	case wf.IgnoreNull || wf.FromLast:
+		return AggCall{}, b.errf(CodeNotSupported, "IGNORE NULLS and FROM LAST are not supported")
+	case spec.OrderBy == nil:
+		return AggCall{}, b.errf(CodeNotSupported, "%s() OVER needs ORDER BY in its window (and ROWS BETWEEN n PRECEDING AND CURRENT ROW)", fn)
+	case spec.Frame == nil:
+		return AggCall{}, b.errf(CodeNotSupported, "%s() OVER (... ORDER BY ...) without a frame means RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW, which is not supported: write ROWS BETWEEN n PRECEDING AND CURRENT ROW", fn)
+	case spec.Frame.Type != ast.Rows:
+		return AggCall{}, b.errf(CodeNotSupported, "only ROWS frames are supported in OVER (RANGE and GROUPS are not): write ROWS BETWEEN n PRECEDING AND CURRENT ROW")
+	}
+	start, end := spec.Frame.Extent.Start, spec.Frame.Extent.End
+	if end.Type != ast.CurrentRow || start.Type == ast.Following || start.UnBounded || start.Unit != 0 {
+		return AggCall{}, b.errf(CodeNotSupported, "the frame must be ROWS BETWEEN n PRECEDING AND CURRENT ROW (or ROWS n PRECEDING) with a constant n; other frames are not supported")
+	}
+	var preceding int64
+	if start.Type == ast.Preceding {
+		saved := b.mode
+		b.mode = modeConst
+		e, err := b.expr(start.Expr)
+		b.mode = saved
+		if err != nil {
+			return AggCall{}, err
+		}
+		v, err := Eval(e, nil)
+		if err != nil {
+			return AggCall{}, b.at(err)
+		}
+		switch {
+		case v.K == KindNull:
+			b.setPos(wf)
+			return AggCall{}, b.errf(CodeInvalidFrameOffset, "frame starting offset must not be NULL")
+		case !v.K.IsInteger():
+			b.setPos(wf)
+			return AggCall{}, b.errf(CodeTypeMismatch, "argument of ROWS must be an integer, not %s", e.Type())
+		case v.I < 0:
+			b.setPos(wf)
+			return AggCall{}, b.errf(CodeInvalidFrameOffset, "frame starting offset must not be negative")
+		}
+		preceding = v.I
+	}
+	saved := b.mode
+	b.mode = modeInput
+	defer func() { b.mode = saved }()
+	w := &Over{Preceding: preceding}
+	if spec.PartitionBy != nil {
+		for _, it := range spec.PartitionBy.Items {
+			e, err := b.expr(it.Expr)
+			if err != nil {
+				return AggCall{}, err
+			}
+			w.Partition = append(w.Partition, e)
+		}
+	}
+	for _, it := range spec.OrderBy.Items {
+		e, err := b.expr(it.Expr)
+		if err != nil {
+			return AggCall{}, err
+		}
+		w.Order = append(w.Order, SortKey{Expr: e, Desc: it.Desc})
+	}
+	var parts []string
+	for _, e := range w.Partition {
+		parts = append(parts, e.String())
+	}
+	var order []string
+	for _, k := range w.Order {
+		t := k.Expr.String()
+		if k.Desc {
+			t += " DESC"
+		}
+		order = append(order, t)
+	}
+	w.Text = fmt.Sprintf("PARTITION BY %s ORDER BY %s ROWS BETWEEN %d PRECEDING AND CURRENT ROW", strings.Join(parts, ", "), strings.Join(order, ", "), preceding)
+	if len(w.Partition) == 0 {
+		w.Text = fmt.Sprintf("ORDER BY %s ROWS BETWEEN %d PRECEDING AND CURRENT ROW", strings.Join(order, ", "), preceding)
+	}
+	if q.Over != nil && q.Over.Text != w.Text {
+		b.setPos(wf)
+		return AggCall{}, b.errf(CodeNotSupported, "aggregates OVER different windows in one query are not supported (%s; %s): compute one in a derived table", q.Over.Text, w.Text)
+	}
+	def, ok := LookupAgg(fn)
+	if !ok {
+		return AggCall{}, b.errf(CodeNotSupported, "aggregate %s is not supported OVER a window", fn)
+	}
+	for _, a := range wf.Args {
+		if hasAgg(a) || hasWindowFunc(a) {
+			b.setPos(a)
+			return AggCall{}, b.errf(CodeGrouping, "aggregate calls cannot be nested in a window aggregate")
+		}
+	}
+	args, err := b.exprs(wf.Args)
+	if err != nil {
+		return AggCall{}, err
+	}
+	b.setPos(wf)
+	star := false
+	if def.Star && len(args) == 1 {
+		if l, ok := args[0].(*Literal); ok && l.V.K != KindNull {
+			star, args = true, nil
+		}
+	}
+	call, err := BindAggCall(def, args, false, star)
+	if err != nil {
+		return AggCall{}, b.at(err)
+	}
+	if q.Over == nil {
+		q.Over = w
+	}
+	q.Over.Calls = append(q.Over.Calls, OverCall{Col: len(q.Select), Agg: call})
+	return call, nil
+}
+
+// hasWindowFunc reports whether the tree holds a window function call.
+func hasWindowFunc(n ast.Node) bool {
+	v := &windowFuncFinder{}
+	n.Accept(v)
+	return v.found
+}
+
+type windowFuncFinder struct{ found bool }
+
+func (v *windowFuncFinder) Enter(n ast.Node) (ast.Node, bool) {
+	if _, ok := n.(*ast.WindowFuncExpr); ok {
+		v.found = true
+	}
+	return n, v.found
+}
+func (v *windowFuncFinder) Leave(n ast.Node) (ast.Node, bool) { return n, true }
 
 // rowAttr is the ColAttr of an expression over the row the select list reads (the input
 // row, or the aggregate row when the query aggregates): a column's, or none.
@@ -1485,7 +1657,7 @@ func (b *binder) node(n ast.ExprNode) (Expr, error) {
 		}
 		return nil, b.errf(CodeGrouping, "aggregate functions are not allowed in %s", b.clause)
 	case *ast.WindowFuncExpr:
-		return nil, b.errf(CodeNotSupported, "window functions (OVER) are not supported: use TUMBLE, HOP or SESSION with GROUP BY")
+		return nil, b.errf(CodeNotSupported, "window function calls (OVER) are supported as whole select items only: ROW_NUMBER() in a derived table, and AVG, SUM, COUNT, MIN, MAX OVER (PARTITION BY ... ORDER BY ... ROWS BETWEEN n PRECEDING AND CURRENT ROW)")
 	case *ast.SubqueryExpr, *ast.ExistsSubqueryExpr, *ast.CompareSubqueryExpr:
 		return nil, b.errf(CodeNotSupported, "subqueries are not supported")
 	case *ast.FuncCastExpr:

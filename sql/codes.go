@@ -14,6 +14,7 @@ const (
 	// Data exceptions: the row's value cannot be computed (run-time errors; see ErrorValue).
 	CodeNumericOutOfRange    = "22003" // a number too large for its type
 	CodeDivisionByZero       = "22012"
+	CodeInvalidFrameOffset   = "22013" // a negative or NULL ROWS frame offset
 	CodeInvalidText          = "22P02" // text that is not a value of the target type
 	CodeSubstringError       = "22011" // a negative SUBSTRING length
 	CodeInvalidEscape        = "22025" // a LIKE pattern ending in its escape character

@@ -172,7 +172,10 @@ type Query struct {
 	Distinct bool
 	// RowNumber is the ROW_NUMBER() OVER (...) of the select list, if any.
 	RowNumber *RowNumber
-	OrderBy   []SortKey
+	// Over is the aggregates over a window of rows (AVG(x) OVER (...)) of the select
+	// list, if any.
+	Over    *Over
+	OrderBy []SortKey
 	// Hidden counts the last Select entries that only ORDER BY reads (an expression not in
 	// the select list); Bind returns such a query wrapped in one that drops them.
 	Hidden int
@@ -320,6 +323,27 @@ func (r *RowNumber) OrderAttr(i int) ColAttr {
 		return r.OrderAttrs[i]
 	}
 	return ColAttr{}
+}
+
+// Over is the window aggregates of a select list: AGG(x) OVER (PARTITION BY Partition ORDER
+// BY Order ROWS BETWEEN Preceding PRECEDING AND CURRENT ROW), one window shared by every
+// call. Each call's value goes to output column Calls[i].Col (whose select expression is a
+// NULL placeholder); Partition, Order and the calls' arguments are over the input row (a
+// query with window aggregates does not aggregate otherwise). docs/sql.md, "Window
+// aggregates".
+type Over struct {
+	Partition []Expr
+	Order     []SortKey
+	Preceding int64
+	Calls     []OverCall
+	// Text is the window as written, for errors and EXPLAIN.
+	Text string
+}
+
+// OverCall is one aggregate over the window, at output column Col.
+type OverCall struct {
+	Col int
+	Agg AggCall
 }
 
 // SortKey is one ORDER BY item. By default nulls sort as larger than every value

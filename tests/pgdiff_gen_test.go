@@ -15,7 +15,8 @@ import (
 // LEFT join with users on the user key; a UNION ALL of two filters) and one to three layers
 // over it (GROUP BY with aggregates, HAVING and DISTINCT; WHERE; SELECT DISTINCT; Top-N with
 // ROW_NUMBER()), each layer a derived table of the next, sometimes ordered and limited at the
-// end. Each is written in both dialects (only the window differs) and must equal
+// end; and half as many with a layer of aggregates over a window of rows (AGG(x) OVER
+// (... ROWS n PRECEDING)). Each is written in both dialects (only the window differs) and must equal
 // PostgreSQL's answer or be refused with 0A000.
 
 // pdGCol is a column of a generated relation and the kind of its values.
@@ -299,6 +300,78 @@ func (g *pdGen) topnLayer(in pdRel) pdLayer {
 	return pdLayer{sel: sel, cols: append(append([]pdGCol(nil), in.cols...), pdGCol{rn, "int"}), win: perWindow}
 }
 
+// overLayer adds one to three aggregates over a window of rows of in (AGG(x) OVER
+// (PARTITION BY ... ORDER BY ... ROWS n PRECEDING)), ordered by one column and then all
+// the others, so that rows equal in the order are equal in every column and the values are
+// the same in both engines.
+func (g *pdGen) overLayer(in pdRel) pdLayer {
+	var lead []pdGCol
+	var parts []pdGCol
+	for _, c := range in.cols {
+		switch c.kind {
+		case "int", "float", "ts":
+			lead = append(lead, c)
+		case "str":
+			parts = append(parts, c)
+		}
+	}
+	if len(lead) == 0 {
+		lead = in.cols
+	}
+	first := lead[g.r.Intn(len(lead))]
+	order := []string{first.name + g.pick(" DESC", "")}
+	for _, c := range in.cols {
+		if c.name != first.name {
+			order = append(order, c.name)
+		}
+	}
+	w := ""
+	if len(parts) > 0 && g.r.Intn(3) != 0 {
+		w = "PARTITION BY " + parts[g.r.Intn(len(parts))].name + " "
+	}
+	n := strconv.Itoa(g.r.Intn(5))
+	w += "ORDER BY " + strings.Join(order, ", ") + " " + g.pick("ROWS BETWEEN "+n+" PRECEDING AND CURRENT ROW", "ROWS "+n+" PRECEDING")
+	cols := append([]pdGCol(nil), in.cols...)
+	items := pdNames(in.cols)
+	for k := 1 + g.r.Intn(3); k > 0; k-- {
+		call, kind := g.agg(in.cols)
+		name := g.name("w")
+		items = append(items, call+" OVER ("+w+") AS "+name)
+		cols = append(cols, pdGCol{name, kind})
+	}
+	where := ""
+	if g.r.Intn(3) == 0 {
+		where = " WHERE " + g.pred(in.cols)
+	}
+	return pdLayer{sel: "SELECT " + strings.Join(items, ", ") + " FROM %s" + where, cols: cols}
+}
+
+// overQuery generates a random query with a layer of window aggregates: over the base
+// relation or over a first layer, sometimes under one more.
+func (g *pdGen) overQuery(i int) pdQuery {
+	rel := g.base()
+	if x := g.r.Intn(4); rel.rawWindow || x < 2 {
+		var first pdLayer
+		switch {
+		case rel.rawWindow || x == 0:
+			first = g.aggLayer(rel)
+		default:
+			first = g.topnLayer(rel)
+		}
+		rel = first.wrap(rel, g.name("s"))
+	}
+	last := g.overLayer(rel)
+	if g.r.Intn(3) == 0 {
+		rel = last.wrap(rel, g.name("s"))
+		if g.r.Intn(2) == 0 {
+			last = g.aggLayer(rel)
+		} else {
+			last = g.filterLayer(rel)
+		}
+	}
+	return pdQuery{name: fmt.Sprintf("w%03d", i), rsql: fmt.Sprintf(last.sel, rel.r), pg: fmt.Sprintf(last.sel, rel.p)}
+}
+
 // query generates one random query.
 func (g *pdGen) query(i int) pdQuery {
 	rel := g.base()
@@ -350,6 +423,12 @@ func pdRandomTest(t *testing.T, e *pdEnv) {
 	for i := range qs {
 		qs[i] = g.query(i)
 	}
+	// Queries with window aggregates, from a generator of their own (the others stay as
+	// they were for a seed).
+	gw := &pdGen{r: rand.New(rand.NewSource(pdSeed() + 1))}
+	for i := 0; i < n/2; i++ {
+		qs = append(qs, gw.overQuery(i))
+	}
 	out := e.pdRun(qs)
 	known := 0
 	for i, q := range qs {
@@ -391,5 +470,5 @@ func pdRandomTest(t *testing.T, e *pdEnv) {
 		why = append(why, fmt.Sprintf("  %3d × %s", c, r))
 	}
 	sort.Strings(why)
-	t.Logf("pgdiff random (seed %d, %d queries): %s, of them known wrong %d; refusals:\n%s", pdSeed(), n, pdSummary(out), known, strings.Join(why, "\n"))
+	t.Logf("pgdiff random (seed %d, %d queries): %s, of them known wrong %d; refusals:\n%s", pdSeed(), len(qs), pdSummary(out), known, strings.Join(why, "\n"))
 }

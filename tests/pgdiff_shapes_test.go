@@ -67,10 +67,29 @@ var pdShapes = []pdQuery{
 		pg: `SELECT DISTINCT category, window_end FROM ` + pdTumblePG + ` t`},
 	{name: "dedup_first", rsql: `SELECT order_id, ts, rn FROM (SELECT order_id, ts, ROW_NUMBER() OVER (ORDER BY ts) AS rn FROM orders) n WHERE rn = 1`},
 	{name: "dedup_first_of_distinct", rsql: `SELECT ts, rn FROM (SELECT ts, ROW_NUMBER() OVER (ORDER BY ts) AS rn FROM (SELECT DISTINCT ts FROM orders) s) n WHERE rn = 1`},
+	{name: "over_rows", rsql: `SELECT order_id, user_id, ts, ` + pdOverCalls("PARTITION BY user_id ORDER BY ts, order_id, category, amount, qty, big ROWS BETWEEN 2 PRECEDING AND CURRENT ROW") + ` FROM orders`},
+	{name: "over_rows_numeric", rsql: `SELECT order_id, user_id, SUM(CAST(amount AS NUMERIC)) OVER (PARTITION BY user_id ORDER BY ts, order_id, category, amount, qty, big ROWS 2 PRECEDING) AS s,
+  SUM(big) OVER (PARTITION BY user_id ORDER BY ts, order_id, category, amount, qty, big ROWS 2 PRECEDING) AS b FROM orders`, alsoOK: pdOverflow},
+	{name: "over_rows_global", rsql: `SELECT order_id, SUM(qty) OVER (ORDER BY order_id DESC, ts, user_id, category, amount, qty, big ROWS 4 PRECEDING) AS s FROM orders WHERE qty > 2`},
+	{name: "over_of_agg", rsql: `SELECT user_id, n, SUM(n) OVER (ORDER BY n, user_id ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) AS s,
+  AVG(n) OVER (ORDER BY n, user_id ROWS BETWEEN 3 PRECEDING AND CURRENT ROW) AS a FROM (SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id) x`},
+	{name: "over_partition_of_agg", rsql: `SELECT category, user_id, n, MAX(q) OVER (PARTITION BY category ORDER BY n DESC, user_id ROWS 1 PRECEDING) AS m,
+  COUNT(q) OVER (PARTITION BY category ORDER BY n DESC, user_id ROWS 1 PRECEDING) AS c
+  FROM (SELECT category, user_id, COUNT(*) AS n, MIN(qty) AS q FROM orders GROUP BY category, user_id) x`},
+	{name: "over_left_join", rsql: `SELECT o.order_id, u.tier, COUNT(u.tier) OVER (PARTITION BY o.user_id ORDER BY o.ts, o.order_id, o.category, o.amount, o.qty, o.big, u.tier, u.name ROWS 2 PRECEDING) AS c,
+  MAX(u.name) OVER (PARTITION BY o.user_id ORDER BY o.ts, o.order_id, o.category, o.amount, o.qty, o.big, u.tier, u.name ROWS 2 PRECEDING) AS m
+  FROM orders o LEFT JOIN users u ON o.user_id = u.user_id`},
+	{name: "agg_of_over", rsql: `SELECT c, COUNT(*) AS rows_with FROM (SELECT COUNT(*) OVER (PARTITION BY category ORDER BY ts, order_id, user_id, amount, qty, big ROWS 3 PRECEDING) AS c FROM orders) x GROUP BY c`},
 	{name: "chained_window", rsql: `SELECT window_start, window_end, MAX(n) AS top, COUNT(*) AS users FROM (SELECT user_id, window_start, window_end, COUNT(*) AS n
   FROM ` + pdTumbleRsql + ` t GROUP BY user_id, window_start, window_end) x GROUP BY window_start, window_end`,
 		pg: `SELECT window_start, window_end, MAX(n) AS top, COUNT(*) AS users FROM (SELECT user_id, window_start, window_end, COUNT(*) AS n
   FROM ` + pdTumblePG + ` t GROUP BY user_id, window_start, window_end) x GROUP BY window_start, window_end`},
+}
+
+// pdOverCalls is every aggregate rsql computes over a window of rows, over frame w.
+func pdOverCalls(w string) string {
+	return `AVG(amount) OVER (` + w + `) AS a, SUM(qty) OVER (` + w + `) AS s, COUNT(*) OVER (` + w + `) AS c,
+  COUNT(amount) OVER (` + w + `) AS ca, MIN(amount) OVER (` + w + `) AS lo, MAX(category) OVER (` + w + `) AS hi`
 }
 
 // pdKnownWrong are shapes rsql answers differently from PostgreSQL today, each with the

@@ -495,3 +495,49 @@ func TestQ9WinningBids(t *testing.T) {
 		sameRows(t, "q9", got, want)
 	})
 }
+
+// q6: per seller, the average winning price of each auction and the seller's ten auctions
+// before it (by the winning bid's time, then the auction id), its changes folded.
+func TestQ6AverageSellingPriceBySeller(t *testing.T) {
+	forStates(t, func(t *testing.T, st string) {
+		cfg := Config{Events: 50_000, Splits: 2, EventRate: 1000, State: st, CheckpointInterval: 10 * time.Millisecond}
+		rows, _ := runQuery(t, "q6", cfg)
+		got := foldChanges(t, "q6", rows)
+		ev := testEventsOf(cfg)
+		seller := map[int64]int64{}
+		for _, a := range ev.auctions {
+			seller[a.ID] = a.Seller
+		}
+		type won struct{ id, time, price int64 }
+		by := map[int64][]won{}
+		for id, b := range ev.winners() {
+			by[seller[id]] = append(by[seller[id]], won{id, b.DateTime, b.Price})
+		}
+		var want []string
+		for s, ws := range by {
+			sort.Slice(ws, func(i, j int) bool {
+				if ws[i].time != ws[j].time {
+					return ws[i].time < ws[j].time
+				}
+				return ws[i].id < ws[j].id
+			})
+			for k := range ws {
+				var sum, n int64
+				for j := max(0, k-10); j <= k; j++ {
+					sum += ws[j].price
+					n++
+				}
+				want = append(want, render(bi(s))+"|"+strconvF(float64(sum)/float64(n)))
+			}
+		}
+		for i, r := range got {
+			k, v, _ := strings.Cut(r, "|")
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("q6: row %s: %v", r, err)
+			}
+			got[i] = k + "|" + strconvF(f)
+		}
+		sameRows(t, "q6", got, want)
+	})
+}
