@@ -7,8 +7,8 @@ package exec
 // batch of rows or shuffle marks, the end of an input, a watermark from an in-process edge,
 // a split added or removed, a split's or the stage's watermark rising (which also covers
 // windows closed by idleness or the wall clock). When the periodic checkpoint finds the
-// count where it was when the last checkpoint started, it skips it and waits for the next
-// activity or the longest interval (CheckpointInterval), instead of checkpointing at the
+// count where it was when the last checkpoint started, it skips it and sleeps until the
+// next activity wakes it, instead of checkpointing at the
 // adaptive interval (a hundred times a second for a job whose commits are cheap). The
 // first activity after such a pause wakes the loop, which starts again from the shortest
 // wait, so the latency of exactly-once output after a pause stays one short interval.

@@ -761,11 +761,10 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 		case <-t.C:
 			if adaptive && taken && j.idleSince(lastActivity) {
 				// Nothing to record since the last checkpoint: none is taken, and the loop
-				// waits for activity (wake), looking again after the longest interval. A
-				// fixed interval (checkpoint_interval) is kept as the user set it.
-				wait = max
-				t.Reset(wait)
-				due = time.Now().Add(wait)
+				// sleeps until activity wakes it (touch; a kick or a stop still reach it).
+				// A fixed interval (checkpoint_interval) is kept as the user set it.
+				t.Stop()
+				due = time.Now().Add(max)
 				continue
 			}
 			lastActivity, taken = j.activity.Load(), true

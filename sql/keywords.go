@@ -15,7 +15,7 @@ import (
 //     PostgreSQL keyword (rank, lead, div), that MySQL reserves, unless it stands where
 //     the grammar rsql accepts uses it as a keyword (a call f(...), GROUP BY, PARTITION
 //     BY, x BETWEEN a AND b, x DIV y, f(...) OVER (...), WITH RECURSIVE, DOUBLE
-//     PRECISION, a window frame's ROWS BETWEEN).
+//     PRECISION, a window frame's ROWS BETWEEN and CURRENT ROW).
 //
 // A word that stays reserved gets a syntax error that says so and shows the quoted form.
 
@@ -76,6 +76,8 @@ func isNameAt(toks []token, start, i int, prevName bool) bool {
 		frame := next.is("BETWEEN") || next.is("UNBOUNDED") || next.is("CURRENT") ||
 			next.Kind == tokNumber && (toks[i+2].is("PRECEDING") || toks[i+2].is("FOLLOWING"))
 		return !(frame && (prevEnds || prev.is("ASC") || prev.is("DESC")))
+	case "row":
+		return !prev.is("CURRENT") // a window frame's CURRENT ROW
 	case "recursive":
 		return !prev.is("WITH")
 	case "update":
