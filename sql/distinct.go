@@ -8,16 +8,17 @@ import (
 // DistinctSet is the set of distinct non-NULL values of a DISTINCT aggregate (COUNT(DISTINCT
 // x)). Two values are the same when their AppendValue forms are equal (so kinds never mix).
 //
-// Integer values of one kind (ids, the common argument) are kept as int64 in a map without
-// pointers, which costs about a quarter of an encoded string's memory and which the garbage
-// collector does not scan; every other value is kept as its AppendValue form.
+// Integer values of one kind (ids, the common argument) are kept as int64 in an intSet (a
+// flat open-addressing table without pointers, which costs about a quarter of an encoded
+// string's memory and which the garbage collector does not scan); every other value is kept
+// as its AppendValue form.
 //
 // The set remembers the values added since the last ClearFresh (FreshChunk), so a
 // checkpoint writes only those instead of re-encoding the whole set (exec's state codec
 // stores them as a chunk under a key of its own). A DistinctSet is used by one goroutine.
 type DistinctSet struct {
 	kind  Kind // kind of the values in ints (KindNull before the first integer)
-	ints  map[int64]struct{}
+	ints  intSet
 	strs  map[string]struct{}
 	fresh []byte // AppendValue forms added since ClearFresh, each after its uvarint length
 	// Chunks is the number of chunks of the set its owner has stored (exec's state codec
@@ -35,13 +36,10 @@ func (d *DistinctSet) Add(v Value) bool {
 		return false
 	}
 	if intKind(v.K) && (d.kind == KindNull || d.kind == v.K) {
-		if d.ints == nil {
-			d.ints, d.kind = map[int64]struct{}{}, v.K
-		}
-		if _, ok := d.ints[v.I]; ok {
+		d.kind = v.K
+		if !d.ints.add(v.I) {
 			return false
 		}
-		d.ints[v.I] = struct{}{}
 		d.appendFresh(v)
 		return true
 	}
@@ -85,10 +83,8 @@ func (d *DistinctSet) AddEncoded(enc []byte) error {
 		return fmt.Errorf("%w: %d bytes after a distinct value", ErrCorrupt, len(enc)-n)
 	}
 	if intKind(v.K) && (d.kind == KindNull || d.kind == v.K) {
-		if d.ints == nil {
-			d.ints, d.kind = map[int64]struct{}{}, v.K
-		}
-		d.ints[v.I] = struct{}{}
+		d.kind = v.K
+		d.ints.add(v.I)
 		return nil
 	}
 	if v.K == KindNull {
@@ -109,11 +105,7 @@ func (d *DistinctSet) Remove(v Value) bool {
 		return false
 	}
 	if intKind(v.K) && d.kind == v.K {
-		if _, ok := d.ints[v.I]; ok {
-			delete(d.ints, v.I)
-			return true
-		}
-		return false
+		return d.ints.remove(v.I)
 	}
 	var buf [64]byte
 	enc := AppendValue(buf[:0], v)
@@ -128,7 +120,7 @@ func (d *DistinctSet) Len() int {
 	if d == nil {
 		return 0
 	}
-	return len(d.ints) + len(d.strs)
+	return d.ints.len() + len(d.strs)
 }
 
 // Range calls fn with the AppendValue form of every value (valid during the call only), in
@@ -138,9 +130,9 @@ func (d *DistinctSet) Range(fn func(enc []byte)) {
 		return
 	}
 	var buf [16]byte
-	for i := range d.ints {
+	d.ints.each(func(i int64) {
 		fn(AppendValue(buf[:0], Value{K: d.kind, I: i}))
-	}
+	})
 	for s := range d.strs {
 		fn([]byte(s))
 	}
