@@ -657,7 +657,8 @@ func (a *aggOp) putGroup(sp *aggSplit, b *state.Batch, keys []sql.Value, start, 
 			set.Chunks = 1
 		} else {
 			a.dkey = distinctKey(a.dkey[:0], a.kbuf, j, set.Chunks)
-			b.Put(a.dkey, set.FreshChunk())
+			a.chunk = set.AppendFreshChunk(a.chunk[:0])
+			b.Put(a.dkey, a.chunk)
 			set.Chunks++
 		}
 		set.ClearFresh()

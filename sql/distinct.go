@@ -21,6 +21,9 @@ type DistinctSet struct {
 	ints  intSet
 	strs  map[string]struct{}
 	fresh []byte // AppendValue forms added since ClearFresh, each after its uvarint length
+	// freshInts are the integers (of kind) added since ClearFresh, encoded only when a
+	// checkpoint asks for them (AppendFreshChunk).
+	freshInts []int64
 	// Chunks is the number of chunks of the set its owner has stored (exec's state codec
 	// keeps it; the set itself never reads it).
 	Chunks int
@@ -40,7 +43,7 @@ func (d *DistinctSet) Add(v Value) bool {
 		if !d.ints.add(v.I) {
 			return false
 		}
-		d.appendFresh(v)
+		d.freshInts = append(d.freshInts, v.I)
 		return true
 	}
 	var buf [64]byte
@@ -139,13 +142,22 @@ func (d *DistinctSet) Range(fn func(enc []byte)) {
 }
 
 // FreshChunk returns the values added since the last ClearFresh as a chunk: each value's
-// AppendValue form after its uvarint length (AddChunk reads it back). It is valid until
-// the set changes.
-func (d *DistinctSet) FreshChunk() []byte {
+// AppendValue form after its uvarint length (AddChunk reads it back).
+func (d *DistinctSet) FreshChunk() []byte { return d.AppendFreshChunk(nil) }
+
+// AppendFreshChunk appends FreshChunk's chunk to dst.
+func (d *DistinctSet) AppendFreshChunk(dst []byte) []byte {
 	if d == nil {
-		return nil
+		return dst
 	}
-	return d.fresh
+	dst = append(dst, d.fresh...)
+	var buf [16]byte
+	for _, i := range d.freshInts {
+		enc := AppendValue(buf[:0], Value{K: d.kind, I: i})
+		dst = binary.AppendUvarint(dst, uint64(len(enc)))
+		dst = append(dst, enc...)
+	}
+	return dst
 }
 
 // AppendChunk appends every value of the set to dst as one chunk (as FreshChunk).
@@ -175,7 +187,9 @@ func (d *DistinctSet) AddChunk(b []byte) error {
 }
 
 // HasFresh reports whether values were added since the last ClearFresh.
-func (d *DistinctSet) HasFresh() bool { return d != nil && len(d.fresh) > 0 }
+func (d *DistinctSet) HasFresh() bool {
+	return d != nil && (len(d.fresh) > 0 || len(d.freshInts) > 0)
+}
 
 // ClearFresh forgets which values were added (they have been saved). A large buffer is
 // dropped rather than kept, so a set that grew fast once does not hold its peak for ever.
@@ -185,9 +199,14 @@ func (d *DistinctSet) ClearFresh() {
 	}
 	if cap(d.fresh) > 4096 {
 		d.fresh = nil
-		return
+	} else {
+		d.fresh = d.fresh[:0]
 	}
-	d.fresh = d.fresh[:0]
+	if cap(d.freshInts) > 512 {
+		d.freshInts = nil
+	} else {
+		d.freshInts = d.freshInts[:0]
+	}
 }
 
 // MarkAllFresh makes every value fresh again (its stored copy is gone: it must be written
@@ -197,4 +216,5 @@ func (d *DistinctSet) MarkAllFresh() {
 		return
 	}
 	d.fresh = d.AppendChunk(d.fresh[:0])
+	d.freshInts = d.freshInts[:0]
 }
