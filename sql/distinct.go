@@ -27,6 +27,9 @@ type DistinctSet struct {
 	// Chunks is the number of chunks of the set its owner has stored (exec's state codec
 	// keeps it; the set itself never reads it).
 	Chunks int
+	// Whole is the set's size when its owner last stored it whole (exec's state codec keeps
+	// it to decide when to rewrite the chunks as one; the set itself never reads it).
+	Whole int
 }
 
 func intKind(k Kind) bool {
