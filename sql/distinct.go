@@ -154,21 +154,38 @@ func (d *DistinctSet) AppendFreshChunk(dst []byte) []byte {
 		return dst
 	}
 	dst = append(dst, d.fresh...)
-	var buf [16]byte
 	for _, i := range d.freshInts {
-		enc := AppendValue(buf[:0], Value{K: d.kind, I: i})
-		dst = binary.AppendUvarint(dst, uint64(len(enc)))
-		dst = append(dst, enc...)
+		dst = appendIntChunkValue(dst, d.kind, i)
 	}
+	return dst
+}
+
+// appendIntChunkValue appends integer i of kind k as a chunk value: its AppendValue form
+// after its uvarint length, which is one byte (an integer's form is under 128 bytes).
+func appendIntChunkValue(dst []byte, k Kind, i int64) []byte {
+	at := len(dst)
+	dst = AppendValue(append(dst, 0), Value{K: k, I: i})
+	dst[at] = byte(len(dst) - at - 1)
 	return dst
 }
 
 // AppendChunk appends every value of the set to dst as one chunk (as FreshChunk).
 func (d *DistinctSet) AppendChunk(dst []byte) []byte {
-	d.Range(func(enc []byte) {
-		dst = binary.AppendUvarint(dst, uint64(len(enc)))
-		dst = append(dst, enc...)
-	})
+	if d == nil {
+		return dst
+	}
+	if d.ints.hasZero {
+		dst = appendIntChunkValue(dst, d.kind, 0)
+	}
+	for _, i := range d.ints.slots {
+		if i != 0 {
+			dst = appendIntChunkValue(dst, d.kind, i)
+		}
+	}
+	for s := range d.strs {
+		dst = binary.AppendUvarint(dst, uint64(len(s)))
+		dst = append(dst, s...)
+	}
 	return dst
 }
 
