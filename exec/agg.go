@@ -647,17 +647,23 @@ func (a *aggOp) putGroup(sp *aggSplit, b *state.Batch, keys []sql.Value, start, 
 		if !set.HasFresh() {
 			continue
 		}
-		if set.Chunks >= maxDistinctChunks || set.Len() <= smallDistinctSet {
+		n := set.Len()
+		if n <= smallDistinctSet || set.Chunks >= maxDistinctChunks ||
+			set.Chunks >= compactDistinctChunks && n >= 2*set.Whole {
 			// Rewrite the set as chunk 0; the other chunks go.
 			for c := 1; c < set.Chunks; c++ {
 				b.Delete(distinctKey(a.dkey[:0], a.kbuf, j, c))
 			}
 			a.chunk = set.AppendChunk(a.chunk[:0])
 			b.Put(distinctKey(a.dkey[:0], a.kbuf, j, 0), a.chunk)
-			set.Chunks = 1
+			set.Chunks, set.Whole = 1, n
 		} else {
+			if set.Chunks == 0 {
+				set.Whole = n // this first chunk holds the whole set
+			}
 			a.dkey = distinctKey(a.dkey[:0], a.kbuf, j, set.Chunks)
-			b.Put(a.dkey, set.FreshChunk())
+			a.chunk = set.AppendFreshChunk(a.chunk[:0])
+			b.Put(a.dkey, a.chunk)
 			set.Chunks++
 		}
 		set.ClearFresh()

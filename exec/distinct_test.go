@@ -276,3 +276,65 @@ func TestPagedRows(t *testing.T) {
 		}
 	}
 }
+
+// A set that grows fast is rewritten as one chunk only when it has doubled since it was last
+// written whole (not every compactDistinctChunks checkpoints), and restores whole from the
+// chunks the store holds at any point.
+func TestDistinctChunksGrowing(t *testing.T) {
+	store := state.NewMemory()
+	var cnt counters
+	node := &planner.AggregateNode{Keys: []planner.Evaluator{col(0)}, Emit: planner.EmitOnClose,
+		Aggs: []planner.AggSpec{builtinAgg("COUNT(DISTINCT)", col(3), sql.TypeBigInt, sql.TypeBigInt)}}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	chunks := func() int {
+		n := 0
+		must(store.Scan(state.SplitPrefix(nil, "j", "agg", "s"), func(k, v []byte) error { n++; return nil }))
+		return n - 1 // the group's own key
+	}
+	a := newOpChain(&discard{}, newAggOp(node, "j", "agg", store, nil, &cnt))
+	must(a.Control(&Control{Kind: NewSplit, Split: "s"}))
+	const per = 8 // new values per checkpoint
+	next := int64(0)
+	add := func(n int) {
+		var rows []sql.Row
+		for ; n > 0; n-- {
+			rows = append(rows, sql.Row{sql.Varchar("u"), sql.Null, sql.Null, sql.BigInt(next)}, sql.Row{sql.Varchar("u"), sql.Null, sql.Null, sql.BigInt(0)})
+			next++
+		}
+		must(a.Process(&Batch{Split: "s", Rows: rows}))
+	}
+	add(smallDistinctSet)
+	most, rewrites, prev := 0, 0, 0
+	for i := int64(0); i < 100; i++ {
+		add(per)
+		c := &Control{Kind: Checkpoint, Epoch: i + 1, State: &state.Batch{}}
+		must(a.Control(c))
+		must(store.Write(c.State))
+		n := chunks()
+		if n < 1 || n > maxDistinctChunks {
+			t.Fatalf("after checkpoint %d: %d chunks", i+1, n)
+		}
+		if n < prev {
+			rewrites++
+		}
+		most, prev = max(most, n), n
+		if i%7 == 3 {
+			out := lastRows{}
+			b := newOpChain(out, newAggOp(node, "j", "agg", store, nil, &cnt))
+			must(b.Control(&Control{Kind: NewSplit, Split: "s"}))
+			must(b.Watermark("s", MaxWatermark))
+			if got, want := out["u"], fmt.Sprintf("u,%d", next); got != want {
+				t.Fatalf("restored after checkpoint %d: %q, want %q", i+1, got, want)
+			}
+		}
+	}
+	// 72 values written first, then rewritten at 192 (16 chunks), 384 and 768.
+	if rewrites != 3 || most <= compactDistinctChunks {
+		t.Fatalf("%d rewrites, at most %d chunks; want 3 rewrites, more than %d chunks between them", rewrites, most, compactDistinctChunks)
+	}
+}

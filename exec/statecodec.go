@@ -24,8 +24,11 @@ import (
 // they are chunks under keys of their own, the group's state key followed by uvarint
 // aggregate index and 4-byte big-endian chunk number (distinctKey), each chunk the values
 // added between two checkpoints (sql.DistinctSet.FreshChunk: per value uvarint length and
-// AppendValue bytes). A checkpoint thus writes only what is new; after maxDistinctChunks
-// chunks the next checkpoint rewrites the set as chunk 0 and deletes the others. A set of
+// AppendValue bytes). A checkpoint thus writes only what is new; it rewrites the set as
+// chunk 0 and deletes the others once the set has maxDistinctChunks chunks, or
+// compactDistinctChunks and twice the size it had when last written whole (so a growing
+// set's values are rewritten a bounded number of times on average, and a set that barely
+// grows is not rewritten at every few checkpoints). A set of
 // at most smallDistinctSet values is always written whole as chunk 0: rewriting it costs
 // less than the keys of more chunks would. A group's
 // chunk keys sort right after its state key (they extend it), so a scan of a split meets
@@ -183,7 +186,11 @@ func appendAccs(dst []byte, accs []accum) []byte {
 // maxDistinctChunks is how many chunks a distinct set may have before a checkpoint
 // rewrites it as one: a set that changes at every checkpoint is written whole once every
 // that many checkpoints instead of every time.
-const maxDistinctChunks = 16
+const maxDistinctChunks = 64
+
+// compactDistinctChunks is how many chunks a distinct set needs before a checkpoint
+// rewrites it as one because it has doubled since it was last written whole.
+const compactDistinctChunks = 16
 
 // smallDistinctSet is the size up to which a distinct set is one chunk.
 const smallDistinctSet = 64

@@ -8,21 +8,28 @@ import (
 // DistinctSet is the set of distinct non-NULL values of a DISTINCT aggregate (COUNT(DISTINCT
 // x)). Two values are the same when their AppendValue forms are equal (so kinds never mix).
 //
-// Integer values of one kind (ids, the common argument) are kept as int64 in a map without
-// pointers, which costs about a quarter of an encoded string's memory and which the garbage
-// collector does not scan; every other value is kept as its AppendValue form.
+// Integer values of one kind (ids, the common argument) are kept as int64 in an intSet (a
+// flat open-addressing table without pointers, which costs about a quarter of an encoded
+// string's memory and which the garbage collector does not scan); every other value is kept
+// as its AppendValue form.
 //
 // The set remembers the values added since the last ClearFresh (FreshChunk), so a
 // checkpoint writes only those instead of re-encoding the whole set (exec's state codec
 // stores them as a chunk under a key of its own). A DistinctSet is used by one goroutine.
 type DistinctSet struct {
 	kind  Kind // kind of the values in ints (KindNull before the first integer)
-	ints  map[int64]struct{}
+	ints  intSet
 	strs  map[string]struct{}
 	fresh []byte // AppendValue forms added since ClearFresh, each after its uvarint length
+	// freshInts are the integers (of kind) added since ClearFresh, encoded only when a
+	// checkpoint asks for them (AppendFreshChunk).
+	freshInts []int64
 	// Chunks is the number of chunks of the set its owner has stored (exec's state codec
 	// keeps it; the set itself never reads it).
 	Chunks int
+	// Whole is the set's size when its owner last stored it whole (exec's state codec keeps
+	// it to decide when to rewrite the chunks as one; the set itself never reads it).
+	Whole int
 }
 
 func intKind(k Kind) bool {
@@ -35,14 +42,11 @@ func (d *DistinctSet) Add(v Value) bool {
 		return false
 	}
 	if intKind(v.K) && (d.kind == KindNull || d.kind == v.K) {
-		if d.ints == nil {
-			d.ints, d.kind = map[int64]struct{}{}, v.K
-		}
-		if _, ok := d.ints[v.I]; ok {
+		d.kind = v.K
+		if !d.ints.add(v.I) {
 			return false
 		}
-		d.ints[v.I] = struct{}{}
-		d.appendFresh(v)
+		d.freshInts = append(d.freshInts, v.I)
 		return true
 	}
 	var buf [64]byte
@@ -85,10 +89,8 @@ func (d *DistinctSet) AddEncoded(enc []byte) error {
 		return fmt.Errorf("%w: %d bytes after a distinct value", ErrCorrupt, len(enc)-n)
 	}
 	if intKind(v.K) && (d.kind == KindNull || d.kind == v.K) {
-		if d.ints == nil {
-			d.ints, d.kind = map[int64]struct{}{}, v.K
-		}
-		d.ints[v.I] = struct{}{}
+		d.kind = v.K
+		d.ints.add(v.I)
 		return nil
 	}
 	if v.K == KindNull {
@@ -109,11 +111,7 @@ func (d *DistinctSet) Remove(v Value) bool {
 		return false
 	}
 	if intKind(v.K) && d.kind == v.K {
-		if _, ok := d.ints[v.I]; ok {
-			delete(d.ints, v.I)
-			return true
-		}
-		return false
+		return d.ints.remove(v.I)
 	}
 	var buf [64]byte
 	enc := AppendValue(buf[:0], v)
@@ -128,7 +126,7 @@ func (d *DistinctSet) Len() int {
 	if d == nil {
 		return 0
 	}
-	return len(d.ints) + len(d.strs)
+	return d.ints.len() + len(d.strs)
 }
 
 // Range calls fn with the AppendValue form of every value (valid during the call only), in
@@ -138,30 +136,56 @@ func (d *DistinctSet) Range(fn func(enc []byte)) {
 		return
 	}
 	var buf [16]byte
-	for i := range d.ints {
+	d.ints.each(func(i int64) {
 		fn(AppendValue(buf[:0], Value{K: d.kind, I: i}))
-	}
+	})
 	for s := range d.strs {
 		fn([]byte(s))
 	}
 }
 
 // FreshChunk returns the values added since the last ClearFresh as a chunk: each value's
-// AppendValue form after its uvarint length (AddChunk reads it back). It is valid until
-// the set changes.
-func (d *DistinctSet) FreshChunk() []byte {
+// AppendValue form after its uvarint length (AddChunk reads it back).
+func (d *DistinctSet) FreshChunk() []byte { return d.AppendFreshChunk(nil) }
+
+// AppendFreshChunk appends FreshChunk's chunk to dst.
+func (d *DistinctSet) AppendFreshChunk(dst []byte) []byte {
 	if d == nil {
-		return nil
+		return dst
 	}
-	return d.fresh
+	dst = append(dst, d.fresh...)
+	for _, i := range d.freshInts {
+		dst = appendIntChunkValue(dst, d.kind, i)
+	}
+	return dst
+}
+
+// appendIntChunkValue appends integer i of kind k as a chunk value: its AppendValue form
+// after its uvarint length, which is one byte (an integer's form is under 128 bytes).
+func appendIntChunkValue(dst []byte, k Kind, i int64) []byte {
+	at := len(dst)
+	dst = AppendValue(append(dst, 0), Value{K: k, I: i})
+	dst[at] = byte(len(dst) - at - 1)
+	return dst
 }
 
 // AppendChunk appends every value of the set to dst as one chunk (as FreshChunk).
 func (d *DistinctSet) AppendChunk(dst []byte) []byte {
-	d.Range(func(enc []byte) {
-		dst = binary.AppendUvarint(dst, uint64(len(enc)))
-		dst = append(dst, enc...)
-	})
+	if d == nil {
+		return dst
+	}
+	if d.ints.hasZero {
+		dst = appendIntChunkValue(dst, d.kind, 0)
+	}
+	for _, i := range d.ints.slots {
+		if i != 0 {
+			dst = appendIntChunkValue(dst, d.kind, i)
+		}
+	}
+	for s := range d.strs {
+		dst = binary.AppendUvarint(dst, uint64(len(s)))
+		dst = append(dst, s...)
+	}
 	return dst
 }
 
@@ -183,7 +207,9 @@ func (d *DistinctSet) AddChunk(b []byte) error {
 }
 
 // HasFresh reports whether values were added since the last ClearFresh.
-func (d *DistinctSet) HasFresh() bool { return d != nil && len(d.fresh) > 0 }
+func (d *DistinctSet) HasFresh() bool {
+	return d != nil && (len(d.fresh) > 0 || len(d.freshInts) > 0)
+}
 
 // ClearFresh forgets which values were added (they have been saved). A large buffer is
 // dropped rather than kept, so a set that grew fast once does not hold its peak for ever.
@@ -193,9 +219,14 @@ func (d *DistinctSet) ClearFresh() {
 	}
 	if cap(d.fresh) > 4096 {
 		d.fresh = nil
-		return
+	} else {
+		d.fresh = d.fresh[:0]
 	}
-	d.fresh = d.fresh[:0]
+	if cap(d.freshInts) > 512 {
+		d.freshInts = nil
+	} else {
+		d.freshInts = d.freshInts[:0]
+	}
 }
 
 // MarkAllFresh makes every value fresh again (its stored copy is gone: it must be written
@@ -205,4 +236,5 @@ func (d *DistinctSet) MarkAllFresh() {
 		return
 	}
 	d.fresh = d.AppendChunk(d.fresh[:0])
+	d.freshInts = d.freshInts[:0]
 }
