@@ -89,7 +89,14 @@ func (c *counters) fields() []*atomic.Int64 {
 // appendCounters encodes the counters as varints, in fields order.
 func appendCounters(b []byte, c *counters) []byte {
 	for _, f := range c.fields() {
-		b = binary.AppendVarint(b, f.Load())
+		v := f.Load()
+		switch f {
+		case &c.out:
+			v += c.stagedOut.Load()
+		case &c.bytesOut:
+			v += c.stagedBytes.Load()
+		}
+		b = binary.AppendVarint(b, v)
 	}
 	return b
 }

@@ -290,6 +290,8 @@ func (o *outbox) recoverSplit(ctx context.Context, s *sinkOp, split string) erro
 // publishStored writes the rows of entries the sink does not hold yet, epoch by epoch, and
 // marks the entries for deletion by the next checkpoint.
 func (o *outbox) publishStored(ctx context.Context, s *sinkOp, entries []storedEntry) error {
+	s.recovering = true // counted by the checkpoint that stored them
+	defer func() { s.recovering = false }()
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].epoch < entries[j].epoch })
 	for i := 0; i < len(entries); {
 		k := i

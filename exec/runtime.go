@@ -201,6 +201,10 @@ type counters struct {
 	// bytesIn counts message bodies read from sources (bad records included); bytesOut the
 	// bodies written to sinks.
 	bytesIn, bytesOut atomic.Int64
+	// stagedOut and stagedBytes are the rows (and bodies) of exactly-once sinks staged for
+	// the epoch being committed and published only after it: a checkpoint's counters
+	// include them (appendCounters), since a restart does not count them again.
+	stagedOut, stagedBytes atomic.Int64
 }
 
 // Job is a running continuous query.

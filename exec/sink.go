@@ -38,6 +38,11 @@ type sinkOp struct {
 	// tx is set instead for transactional output (sink_tx.go): rows are sent prepared at
 	// once and committed after the checkpoint that covers them.
 	tx *txOutput
+	// stagedN and stagedB are what this sink added to cnt.stagedOut and cnt.stagedBytes
+	// for its staged epoch; recovering: rows published by recovery were counted by the
+	// checkpoint that stored them, and are not counted again.
+	stagedN, stagedB int64
+	recovering       bool
 	// recover, when set, publishes what the outbox holds from before the job started; the
 	// job runs it once the stage's inputs are open, before it reads anything.
 	recover func() error
@@ -61,9 +66,16 @@ func (s *sinkOp) write(msgs []connectors.Message) error {
 	if err := s.sink.Flush(s.ctx); err != nil {
 		return &SinkError{Sink: s.what, Err: err}
 	}
-	s.cnt.out.Add(int64(len(msgs)))
-	s.cnt.bytesOut.Add(bodyBytes(msgs))
+	s.count(int64(len(msgs)), bodyBytes(msgs))
 	return nil
+}
+
+// count adds rows written to the job's counters (not while recovering).
+func (s *sinkOp) count(n, nb int64) {
+	if !s.recovering {
+		s.cnt.out.Add(n)
+		s.cnt.bytesOut.Add(nb)
+	}
 }
 
 func bodyBytes(msgs []connectors.Message) int64 {
@@ -93,8 +105,7 @@ func (s *sinkOp) writeEntries(entries []outboxEntry) error {
 	if err := s.sink.Flush(s.ctx); err != nil {
 		return &SinkError{Sink: s.what, Err: err}
 	}
-	s.cnt.out.Add(n)
-	s.cnt.bytesOut.Add(nb)
+	s.count(n, nb)
 	return nil
 }
 
@@ -116,8 +127,7 @@ func (s *sinkOp) writeEpoch(epoch int64, entries []outboxEntry) error {
 	if err := s.eo.es.WriteEpoch(s.ctx, s.eo.job, s.eo.stage, epoch, es); err != nil {
 		return &SinkError{Sink: s.what, Err: err}
 	}
-	s.cnt.out.Add(n)
-	s.cnt.bytesOut.Add(nb)
+	s.count(n, nb)
 	return nil
 }
 
@@ -136,13 +146,25 @@ func (s *sinkOp) removed(split string) error {
 
 // committed is called once the checkpoint of epoch is durable.
 func (s *sinkOp) committed(epoch int64) error {
-	if s.tx != nil {
-		return s.tx.committed(s.ctx, s, epoch)
+	var err error
+	switch {
+	case s.tx != nil:
+		err = s.tx.committed(s.ctx, s, epoch)
+	case s.eo != nil:
+		err = s.eo.committed(s, epoch)
 	}
-	if s.eo == nil {
-		return nil
+	if err == nil {
+		s.stage(0, 0) // published: counted in cnt.out now
 	}
-	return s.eo.committed(s, epoch)
+	return err
+}
+
+// stage sets the rows and bytes the sink holds staged for the epoch being committed
+// (counters.stagedOut).
+func (s *sinkOp) stage(n, nb int64) {
+	s.cnt.stagedOut.Add(n - s.stagedN)
+	s.cnt.stagedBytes.Add(nb - s.stagedB)
+	s.stagedN, s.stagedB = n, nb
 }
 
 func (s *sinkOp) Process(b *Batch) error {
@@ -225,13 +247,23 @@ func (s *sinkOp) End() error            { return nil }
 func (s *sinkOp) Control(c *Control) error {
 	if c.Kind == Checkpoint && s.tx != nil {
 		s.tx.checkpoint(c)
+		if s.tx.staged != 0 {
+			s.stage(s.tx.stagedN, s.tx.stagedB)
+		}
 		return nil
 	}
 	if s.eo != nil {
 		var err error
 		switch c.Kind {
 		case Checkpoint:
-			err = s.eo.checkpoint(s.ctx, c)
+			if err = s.eo.checkpoint(s.ctx, c); err == nil {
+				var n, nb int64
+				for _, e := range s.eo.staged {
+					n += int64(len(e.msgs))
+					nb += bodyBytes(e.msgs)
+				}
+				s.stage(n, nb)
+			}
 		case NewSplit:
 			return s.eo.recoverSplit(s.ctx, s, c.Split)
 		case RemoveSplit:
