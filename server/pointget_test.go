@@ -1,10 +1,17 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"rsql/broker"
 )
 
 // A pull query fixing a keyed view's key by = or IN reads those keys from the store
@@ -94,5 +101,82 @@ func TestPointLookupEqualsScan(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, all) {
 		t.Errorf("the keys looked up one by one give %d rows, the scan %d", len(got), len(all))
+	}
+}
+
+// BenchmarkPullPointLookup runs a pull query for one key of a view of 100 k keys (a topic of
+// 4 queues, RocksDB state) as a client does, by key and by a condition that scans
+// (docs/benchmarks.md, "Point lookups").
+func BenchmarkPullPointLookup(b *testing.B) {
+	const n = 100_000
+	dir := b.TempDir()
+	br, err := broker.Open(broker.Config{Dir: filepath.Join(dir, "broker")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close()
+	e, err := Open(Config{DataDir: dir, StateBackend: "rocksdb", Log: io.Discard, Broker: br})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	sess := NewSession()
+	run := func(q string) [][]string {
+		res, err := e.Execute(context.Background(), sess, q, nil)
+		if err != nil {
+			b.Fatalf("%.100s: %v", q, err)
+		}
+		var out [][]string
+		for _, r := range res {
+			if r.Rows == nil {
+				continue
+			}
+			for {
+				row, err := r.Rows.Next(context.Background())
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				var ss []string
+				for _, v := range row {
+					ss = append(ss, v.String())
+				}
+				out = append(out, ss)
+			}
+			r.Rows.Close()
+		}
+		return out
+	}
+	run("CREATE STREAM ev (k INT, v INT) WITH (queues = 4)")
+	run("SET offset_reset = 'earliest'")
+	for i := 0; i < n; i += 10_000 {
+		vals := make([]string, 0, 10_000)
+		for j := i; j < i+10_000; j++ {
+			vals = append(vals, fmt.Sprintf("(%d, %d)", j, j%7))
+		}
+		run("INSERT INTO ev VALUES " + strings.Join(vals, ", "))
+	}
+	run("CREATE MATERIALIZED VIEW per_k AS SELECT k, COUNT(*) AS n, SUM(v) AS total FROM ev GROUP BY k")
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		if r := run("SELECT COUNT(*) FROM per_k"); r[0][0] == fmt.Sprint(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the view never held every key")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, c := range []struct{ name, cond string }{{"lookup", "k = %d"}, {"scan", "k + 0 = %d"}} {
+		b.Run(c.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				k := i * 7919 % n
+				if r := run(fmt.Sprintf("SELECT * FROM per_k WHERE "+c.cond, k)); len(r) != 1 || r[0][0] != fmt.Sprint(k) {
+					b.Fatalf("key %d: %v", k, r)
+				}
+			}
+		})
 	}
 }
