@@ -91,6 +91,11 @@ func TestPointLookupEqualsScan(t *testing.T) {
 			t.Errorf("EXPLAIN %s: looks up by key %v, want %v:\n%s", q, used, c.lookup, plan)
 		}
 	}
+	// EXPLAIN's first line, as docs/sql.md shows it.
+	if got := rows("EXPLAIN SELECT * FROM per_ks WHERE s = 'c' AND k IN (1, 2) AND n > 10"); len(got) == 0 ||
+		!slices.Contains(got, "Lookup view per_ks by key: (s = 'c') AND k IN (1, 2)") {
+		t.Errorf("EXPLAIN of a point lookup: %q", got)
+	}
 	// Every key, one by one, as the scan has it.
 	all := rows("SELECT * FROM per_k")
 	var got []string
