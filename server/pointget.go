@@ -31,17 +31,18 @@ type viewKeyInfo struct {
 
 // keyedView returns where the rows of view d are kept by key; ok is false for a view kept
 // otherwise (every row, a multiset, a global aggregate) or whose job cannot be planned
-// again. The answer is kept per job: a job's plan does not change.
+// again. The answer is kept per job and statement: its plan does not change.
 func (e *Engine) keyedView(d StreamDef) (viewKeyInfo, bool) {
-	e.mu.Lock()
-	vk, seen := e.viewKeys[d.Job]
-	e.mu.Unlock()
-	if seen {
-		return vk, vk.keys != nil
-	}
 	def, ok := e.cat.Job(d.Job)
 	if !ok {
 		return viewKeyInfo{}, false
+	}
+	id := def.ID + "\x00" + def.Statement
+	e.mu.Lock()
+	vk, seen := e.viewKeys[id]
+	e.mu.Unlock()
+	if seen {
+		return vk, vk.keys != nil
 	}
 	q, sink, err := e.jobQuery(def)
 	if err != nil {
@@ -59,7 +60,7 @@ func (e *Engine) keyedView(d StreamDef) (viewKeyInfo, bool) {
 	if e.viewKeys == nil {
 		e.viewKeys = map[string]viewKeyInfo{}
 	}
-	e.viewKeys[d.Job] = vk
+	e.viewKeys[id] = vk
 	e.mu.Unlock()
 	return vk, vk.keys != nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"rsql/broker"
+	"rsql/sql"
 )
 
 // A pull query fixing a keyed view's key by = or IN reads those keys from the store
@@ -183,5 +184,41 @@ func BenchmarkPullPointLookup(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// keyValue converts a constant to a key column's value only when the comparison in
+// PostgreSQL would find exactly that value.
+func TestPointKeyValue(t *testing.T) {
+	dec := func(i int64, scale uint8) sql.Value { return sql.Value{K: sql.KindDecimal, I: i, Scale: scale} }
+	cases := []struct {
+		v    sql.Value
+		kind sql.Kind
+		want sql.Value
+		ok   bool
+	}{
+		{sql.Int(5), sql.KindInt, sql.Int(5), true},
+		{sql.BigInt(5), sql.KindInt, sql.Int(5), true},
+		{sql.BigInt(-1 << 31), sql.KindInt, sql.Int(-1 << 31), true},
+		{sql.BigInt(1 << 31), sql.KindInt, sql.Null, false},
+		{sql.BigInt(-1<<31 - 1), sql.KindInt, sql.Null, false},
+		{sql.Int(5), sql.KindBigInt, sql.BigInt(5), true},
+		{sql.BigInt(1 << 40), sql.KindBigInt, sql.BigInt(1 << 40), true},
+		{dec(1700, 2), sql.KindInt, sql.Int(17), true},
+		{dec(-170, 1), sql.KindBigInt, sql.BigInt(-17), true},
+		{dec(175, 1), sql.KindInt, sql.Null, false},
+		{sql.Value{K: sql.KindDecimal, S: "123456789012345678901234567890"}, sql.KindBigInt, sql.Null, false},
+		{sql.Double(5), sql.KindInt, sql.Null, false},
+		{sql.Varchar("5"), sql.KindInt, sql.Null, false},
+		{sql.Varchar("a "), sql.KindVarchar, sql.Varchar("a "), true},
+		{sql.Int(5), sql.KindVarchar, sql.Null, false},
+		{dec(5, 0), sql.KindDecimal, sql.Null, false},
+		{sql.Double(1), sql.KindDouble, sql.Null, false},
+	}
+	for _, c := range cases {
+		got, ok := keyValue(c.v, c.kind)
+		if ok != c.ok || ok && got != c.want {
+			t.Errorf("keyValue(%#v, %v) = %#v, %v; want %#v, %v", c.v, c.kind, got, ok, c.want, c.ok)
+		}
 	}
 }
