@@ -264,3 +264,54 @@ func decodeViewEntry(k, v []byte, fn func(sql.Row) error) error {
 	}
 	return errBadViewRow
 }
+
+// ViewKey appends the store encoding of a keyed view's key (the values of its key columns,
+// in the order of SinkSpec.KeyColumns) to dst: what LookupView takes.
+func ViewKey(dst []byte, key sql.Row) []byte {
+	for _, v := range key {
+		dst = sql.AppendValue(dst, v)
+	}
+	return dst
+}
+
+// LookupView calls fn with the committed row of each key of keys (ViewKey encodings) that
+// the keyed view written by stage stage of job holds, reading only those keys: a key's row
+// is in the split of the stage that processed it, so each key is looked up in every split
+// of the stage. The splits are those with a position (SplitKey): a checkpoint writes each
+// split's position in the same batch as its view rows, so every split holding rows has one.
+// Rows come in the order of keys, then of the splits' names.
+func LookupView(store state.Store, job string, stage int, keys [][]byte, fn func(sql.Row) error) error {
+	var splits []string
+	err := store.Scan(state.OperatorPrefix(nil, job, "src"+strconv.Itoa(stage)), func(k, _ []byte) error {
+		_, _, split, _, ok := state.KeyParts(k)
+		if !ok {
+			return fmt.Errorf("%w: a position key of stage %d", errBadViewRow, stage)
+		}
+		splits = append(splits, string(split))
+		return nil
+	})
+	if err != nil {
+		return &StateError{Op: "view", Split: job, Err: err}
+	}
+	prefixes := make([][]byte, len(splits))
+	for i, s := range splits {
+		prefixes[i] = state.SplitPrefix(nil, job, ViewOperator(stage), s)
+	}
+	var k []byte
+	for _, key := range keys {
+		for i, p := range prefixes {
+			k = append(append(k[:0], p...), key...)
+			v, ok, err := store.Get(k)
+			if err != nil {
+				return &StateError{Op: "view", Split: splits[i], Err: err}
+			}
+			if !ok {
+				continue
+			}
+			if err := decodeViewEntry(k, v, fn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -110,6 +110,9 @@ type Engine struct {
 
 	mu    sync.Mutex // guards views
 	views map[string]*viewTable
+	// viewKeys is, per job of a materialized view, where it keeps its rows by key
+	// (pointget.go); guarded by mu.
+	viewKeys map[string]viewKeyInfo
 
 	// dlq shares dead-letter outputs between the jobs reading a stream (dlq.go).
 	dlq dlqWriters
@@ -1083,7 +1086,13 @@ func (e *Engine) explain(s *sql.Explain, sess *Session) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return textResult("plan", planner.Explain(l, p)), nil
+	text := planner.Explain(l, p)
+	if isSelect && isPull(q) {
+		if pl := e.pointLookupOf(q); pl != nil {
+			text = pl.explain() + "\n" + text
+		}
+	}
+	return textResult("plan", text), nil
 }
 
 // textResult is a one-column result with a row per line of text.

@@ -55,6 +55,7 @@ func (e *Engine) pull(ctx context.Context, sess *Session, q *sql.Query) (*Result
 	if err != nil {
 		return nil, err
 	}
+	lookup := e.pointLookupOf(q)
 	var mu sync.Mutex
 	var out []sql.Row
 	var size int64
@@ -72,6 +73,14 @@ func (e *Engine) pull(ctx context.Context, sess *Session, q *sql.Query) (*Result
 					d, ok := e.cat.Stream(spec.Stream)
 					if !ok || d.Job == "" {
 						return src, nil
+					}
+					add := func(r sql.Row) error {
+						src.rows = append(src.rows, r)
+						return nil
+					}
+					if lookup != nil && strings.EqualFold(spec.Stream, lookup.view) && d.Job == lookup.job {
+						// Only the keys WHERE fixes (pointget.go).
+						return src, exec.LookupView(e.store, d.Job, lookup.stage, lookup.keys, add)
 					}
 					err := exec.ReadView(e.store, d.Job, maxViewStages, func(r sql.Row) error {
 						src.rows = append(src.rows, r)
