@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -208,28 +209,39 @@ func OpenPostgresLookup(spec LookupSpec) (*PostgresLookup, error) {
 	if len(spec.Key) == 0 {
 		return nil, fmt.Errorf("lookup table %s: no key columns", spec.Table)
 	}
-	cfg, err := pgxpool.ParseConfig(o.URL)
-	if err != nil {
-		return nil, &OptionError{Option: "url", Value: redactURL(o.URL), Reason: redactErr(err, o.URL)}
-	}
 	// One goroutine looks up at a time; a second connection lets a new one be made while
 	// a broken one is being closed.
-	cfg.MaxConns = 2
-	cfg.MinConns = 0
-	cfg.ConnConfig.ConnectTimeout = o.Timeout
-	rp := cfg.ConnConfig.RuntimeParams
-	rp["timezone"] = "UTC"
-	rp["datestyle"] = "ISO, MDY"
-	rp["extra_float_digits"] = "1"
-	rp["default_transaction_read_only"] = "on"
-	if rp["application_name"] == "" {
-		rp["application_name"] = "rsql lookup " + spec.Table
+	cfg, err := poolConfig(o.URL, o.Timeout, "rsql lookup "+spec.Table)
+	if err != nil {
+		return nil, err
 	}
+	cfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("lookup table %s: %s", spec.Table, redactErr(err, o.URL))
 	}
 	return &PostgresLookup{spec: spec, opts: o, pool: pool}, nil
+}
+
+// poolConfig is the pool configuration of a PostgreSQL table's connections (lookups, the
+// sink): two connections at most, the connect timeout, and the session settings rsql reads
+// and writes values with (UTC, ISO dates, shortest float text).
+func poolConfig(url string, timeout time.Duration, app string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, &OptionError{Option: "url", Value: redactURL(url), Reason: redactErr(err, url)}
+	}
+	cfg.MaxConns = 2
+	cfg.MinConns = 0
+	cfg.ConnConfig.ConnectTimeout = timeout
+	rp := cfg.ConnConfig.RuntimeParams
+	rp["timezone"] = "UTC"
+	rp["datestyle"] = "ISO, MDY"
+	rp["extra_float_digits"] = "1"
+	if rp["application_name"] == "" {
+		rp["application_name"] = app
+	}
+	return cfg, nil
 }
 
 // Close closes the pool.

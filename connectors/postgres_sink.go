@@ -169,19 +169,9 @@ func OpenPostgresSink(spec Spec) (*PostgresSink, error) {
 	if p.change >= 0 && len(p.key) == 0 {
 		return nil, &SinkCheckError{sql.Errorf(sql.CodeNotSupported, "table %s: the rows of this query change by key, and the table declares no PRIMARY KEY to upsert and delete them by", spec.Stream)}
 	}
-	cfg, err := pgxpool.ParseConfig(o.URL)
+	cfg, err := poolConfig(o.URL, o.Timeout, "rsql sink "+spec.Stream)
 	if err != nil {
-		return nil, &OptionError{Option: "url", Value: redactURL(o.URL), Reason: redactErr(err, o.URL)}
-	}
-	cfg.MaxConns = 2
-	cfg.MinConns = 0
-	cfg.ConnConfig.ConnectTimeout = o.Timeout
-	rp := cfg.ConnConfig.RuntimeParams
-	rp["timezone"] = "UTC"
-	rp["datestyle"] = "ISO, MDY"
-	rp["extra_float_digits"] = "1"
-	if rp["application_name"] == "" {
-		rp["application_name"] = "rsql sink " + spec.Stream
+		return nil, err
 	}
 	p.pool, err = pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {

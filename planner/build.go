@@ -338,15 +338,8 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 		if err != nil {
 			return s, err
 		}
-		if b.needsExchange(s, n.Partition) {
-			// Every column goes across: the TopN's rows are its input's.
-			used := map[int]bool{}
-			for i := range s.row {
-				used[i] = true
-			}
-			if s, _, err = b.exchange(s, n.Partition, used, true); err != nil {
-				return s, err
-			}
+		if s, err = b.exchangeRows(s, n.Partition); err != nil {
+			return s, err
 		}
 		t, err := topNNode(n)
 		if err != nil {
@@ -359,15 +352,8 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 		if err != nil {
 			return s, err
 		}
-		if b.needsExchange(s, n.Partition) {
-			// Every column goes across: the Over's rows are its input's.
-			used := map[int]bool{}
-			for i := range s.row {
-				used[i] = true
-			}
-			if s, _, err = b.exchange(s, n.Partition, used, true); err != nil {
-				return s, err
-			}
+		if s, err = b.exchangeRows(s, n.Partition); err != nil {
+			return s, err
 		}
 		o, err := overNode(n)
 		if err != nil {
@@ -423,6 +409,21 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 
 // needsExchange reports whether rows arriving as s must be exchanged so that rows with
 // equal keys share a split.
+// exchangeRows partitions s by partition when its rows are not partitioned so already,
+// with every column going across (an operator whose rows are its input's: Top-N, window
+// aggregates).
+func (b *builder) exchangeRows(s sub, partition []sql.Expr) (sub, error) {
+	if !b.needsExchange(s, partition) {
+		return s, nil
+	}
+	used := map[int]bool{}
+	for i := range s.row {
+		used[i] = true
+	}
+	s, _, err := b.exchange(s, partition, used, true)
+	return s, err
+}
+
 func (b *builder) needsExchange(s sub, keys []sql.Expr) bool {
 	if s.single {
 		return false

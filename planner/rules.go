@@ -223,6 +223,21 @@ func PruneColumns(l LogicalNode) (LogicalNode, error) {
 	return n, err
 }
 
+// remapSortKeys is keys with their expressions' columns renumbered by m (direction and
+// NULLS order kept).
+func remapSortKeys(keys []sql.SortKey, m []int) ([]sql.SortKey, error) {
+	out := make([]sql.SortKey, len(keys))
+	for i, k := range keys {
+		e, err := sql.RemapColumns(k.Expr, m)
+		if err != nil {
+			return nil, err
+		}
+		k.Expr = e
+		out[i] = k
+	}
+	return out, nil
+}
+
 // pruner keeps, at a Scan, the columns needed above it and the stream's event-time column.
 type pruner struct{}
 
@@ -411,13 +426,8 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 		if c.Partition, err = remapAll(n.Partition, m); err != nil {
 			return nil, nil, wrapf(err, "pruning TopN")
 		}
-		c.Order = make([]sql.SortKey, len(n.Order))
-		for i, k := range n.Order {
-			e, err := sql.RemapColumns(k.Expr, m)
-			if err != nil {
-				return nil, nil, wrapf(err, "pruning TopN")
-			}
-			c.Order[i] = sql.SortKey{Expr: e, Desc: k.Desc, Nulls: k.Nulls}
+		if c.Order, err = remapSortKeys(n.Order, m); err != nil {
+			return nil, nil, wrapf(err, "pruning TopN")
 		}
 		for _, f := range []*int{&c.RowNumber, &c.WindowEnd, &c.Time} {
 			if *f >= 0 {
@@ -447,13 +457,8 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 		if c.Partition, err = remapAll(n.Partition, m); err != nil {
 			return nil, nil, wrapf(err, "pruning Over")
 		}
-		c.Order = make([]sql.SortKey, len(n.Order))
-		for i, k := range n.Order {
-			e, err := sql.RemapColumns(k.Expr, m)
-			if err != nil {
-				return nil, nil, wrapf(err, "pruning Over")
-			}
-			c.Order[i] = sql.SortKey{Expr: e, Desc: k.Desc}
+		if c.Order, err = remapSortKeys(n.Order, m); err != nil {
+			return nil, nil, wrapf(err, "pruning Over")
 		}
 		c.Calls = make([]sql.OverCall, len(n.Calls))
 		for i, oc := range n.Calls {
