@@ -770,7 +770,15 @@ func (b *binder) overAgg(q *Query, wf *ast.WindowFuncExpr) (AggCall, error) {
 			w.Partition = append(w.Partition, e)
 		}
 	}
-	for _, it := range spec.OrderBy.Items {
+	items, nulls, err := b.byItems(spec.OrderBy.Items)
+	if err != nil {
+		return AggCall{}, err
+	}
+	for k, it := range items {
+		if nulls[k] != NullsDefault {
+			b.setPos(it.Expr)
+			return AggCall{}, b.errf(CodeNotSupported, "NULLS FIRST/LAST in the ORDER BY of an aggregate OVER a window is not supported: nulls sort last ascending and first descending")
+		}
 		e, err := b.expr(it.Expr)
 		if err != nil {
 			return AggCall{}, err
