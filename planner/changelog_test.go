@@ -62,7 +62,7 @@ func TestChangelogModes(t *testing.T) {
 		{"aggregate OVER the default frame", `SELECT AVG(amount) OVER (PARTITION BY user_id ORDER BY ts) FROM orders_mq`, "", sql.CodeNotSupported},
 		{"aggregate OVER a RANGE frame", `SELECT AVG(amount) OVER (ORDER BY ts RANGE BETWEEN 3 PRECEDING AND CURRENT ROW) FROM orders_mq`, "", sql.CodeNotSupported},
 		{"aggregate OVER following rows", `SELECT AVG(amount) OVER (ORDER BY ts ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) FROM orders_mq`, "", sql.CodeNotSupported},
-		{"aggregate OVER rows with NULLS LAST", `SELECT AVG(amount) OVER (ORDER BY ts NULLS FIRST ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM orders_mq`, "", sql.CodeNotSupported},
+		{"aggregate OVER rows with NULLS FIRST", `SELECT AVG(amount) OVER (ORDER BY ts NULLS FIRST ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM orders_mq`, "", sql.CodeNotSupported},
 		{"aggregate OVER unbounded preceding", `SELECT SUM(amount) OVER (ORDER BY ts ROWS UNBOUNDED PRECEDING) FROM orders_mq`, "", sql.CodeNotSupported},
 		{"aggregate OVER without ORDER BY", `SELECT SUM(amount) OVER (PARTITION BY user_id) FROM orders_mq`, "", sql.CodeNotSupported},
 		{"aggregates OVER two windows", `SELECT SUM(amount) OVER (ORDER BY ts ROWS 1 PRECEDING), COUNT(*) OVER (ORDER BY ts ROWS 2 PRECEDING) FROM orders_mq`, "", sql.CodeNotSupported},
