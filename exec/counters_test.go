@@ -121,7 +121,9 @@ func TestCountersIncludeOutputPublishedAfterCommit(t *testing.T) {
 	if _, err := j.Checkpoint(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the output published", func() bool { return int64(len(topicBodies(t, b, "out"))) == j.Stats().RecordsOut && j.Stats().RecordsOut > 0 })
+	waitFor(t, "the output published", func() bool {
+		return int64(len(topicBodies(t, b, "out"))) == j.Stats().RecordsOut && j.Stats().RecordsOut > 0
+	})
 	first := j.Stats()
 	j.Stop() // no last checkpoint: as if killed
 	j, err = Start(context.Background(), "cj", brokerPlan(), env)
