@@ -245,8 +245,10 @@ func TestBrokerRetryAndDLQ(t *testing.T) {
 	}
 	defer c.Shutdown()
 	var dlq []*primitive.MessageExt
-	d := newPushConsumer(t, b, "g-dlq-reader")
-	// The DLQ topic appears with the first dead letter; wait for its route.
+	// The DLQ topic appears with the first dead letter, which the consumer sends back after
+	// its third delivery returns; a consumer started before the topic has a route fails and
+	// stays failed, so each attempt takes a new one.
+	var d rocketmq.PushConsumer
 	if !waitFor(60*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -256,12 +258,21 @@ func TestBrokerRetryAndDLQ(t *testing.T) {
 	}
 	var dmu sync.Mutex
 	if !waitFor(30*time.Second, func() bool {
-		return d.Subscribe("%DLQ%g-retry", consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		c := newPushConsumer(t, b, "g-dlq-reader")
+		if c.Subscribe("%DLQ%g-retry", consumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 			dmu.Lock()
 			defer dmu.Unlock()
 			dlq = append(dlq, msgs...)
 			return consumer.ConsumeSuccess, nil
-		}) == nil && d.Start() == nil
+		}) != nil {
+			return false
+		}
+		if c.Start() != nil {
+			c.Shutdown()
+			return false
+		}
+		d = c
+		return true
 	}) {
 		t.Fatal("cannot consume the DLQ topic")
 	}
