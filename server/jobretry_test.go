@@ -84,10 +84,7 @@ func TestResumeFailedJob(t *testing.T) {
 	}
 	te.mustExec("INSERT INTO ev VALUES (3)")
 	te.exec("RESUME JOB job-1") // fails now, or the job fails as it starts
-	time.Sleep(500 * time.Millisecond)
-	if st := te.jobStates()["job-1"]; st != "FAILED" {
-		t.Fatalf("job is %s, want FAILED", st)
-	}
+	waitFor(t, "the job to fail", func() bool { return te.jobStates()["job-1"] == "FAILED" })
 	te.wantCode("PAUSE JOB job-1", "22023", "FAILED")
 	// Fixed: it starts again from its checkpoint and writes what it had not.
 	if err := os.Remove(out); err != nil {
