@@ -183,7 +183,8 @@
 //     loading a split's marks); sink.go, outbox.go, sink_tx.go: sinks.
 //   - operator.go: the operator contract; ops.go: filter, projection, window assignment,
 //     limit, union; tablefunc.go: table functions; agg*.go: aggregation (see above);
-//     join.go, join_window.go, join_exact.go, lookup*.go: joins; topn.go: Top-N and deduplication;
+//     join.go, join_window.go, join_exact.go, lookup*.go: joins; topn.go: Top-N, deduplication
+//     and a table's latest versions;
 //     topn_changes.go: Top-N over the whole stream, a changelog;
 //     sort.go: sort.
 package exec

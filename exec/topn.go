@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"encoding/binary"
 	"errors"
+	"math"
 	"sort"
 
 	"rsql/planner"
@@ -149,6 +150,12 @@ func (t *topNOp) Process(_ int, b *Batch, out Emitter) error {
 			p.time, p.rows, p.emitted = tv.I, []sql.Row{ownRow(r)}, true
 			t.markDirty(sp, p)
 			t.outRows = append(t.outRows, t.numbered(p.rows[0], 1))
+		case planner.TableVersions:
+			if p == nil {
+				p = &topPart{key: string(t.keyBuf), time: math.MinInt64, emitted: true}
+				sp.parts[p.key] = p
+			}
+			t.version(sp, p, r)
 		}
 	}
 	if len(t.lateRow) > 0 {
@@ -161,6 +168,58 @@ func (t *topNOp) Process(_ int, b *Batch, out Emitter) error {
 		}
 	}
 	return t.flush(b.Split, out)
+}
+
+// version applies one record of a table's changelog to its key's partition (TableVersions):
+// the record's change column is its last; a version older than the current one is
+// ignored; otherwise the current row is deleted and, unless the record is a delete, the
+// new one inserted (nothing when they are the same row). A NULL version time sorts after
+// every time, as in the pull query's latest versions (ORDER BY time DESC puts NULLs first).
+// A deleted key keeps its time, so that an older version arriving later stays ignored.
+func (t *topNOp) version(sp *topSplit, p *topPart, r sql.Row) {
+	tv := int64(0)
+	if t.node.Time >= 0 {
+		v := r[t.node.Time]
+		if tv = v.I; v.IsNull() {
+			tv = math.MaxInt64
+		}
+	}
+	if tv < p.time {
+		return
+	}
+	op := len(r) - 1
+	del := sql.IsDelete(r[op])
+	if len(p.rows) == 1 && !del && sameVersion(p.rows[0], r, op) {
+		p.time = tv
+		t.markDirty(sp, p)
+		return
+	}
+	if len(p.rows) == 1 {
+		o := append(sql.Row(nil), p.rows[0]...)
+		o[op] = sql.OpDelete
+		t.outRows = append(t.outRows, o)
+	}
+	p.time = tv
+	if del {
+		p.rows = p.rows[:0]
+	} else {
+		n := ownRow(r)
+		n[op] = sql.Null
+		p.rows = append(p.rows[:0], n)
+		t.outRows = append(t.outRows, n)
+	}
+	t.markDirty(sp, p)
+}
+
+// sameVersion reports whether table rows a and b hold the same values (of the same kinds;
+// NULL equals NULL) in their first n columns.
+func sameVersion(a, b sql.Row, n int) bool {
+	for i := 0; i < n; i++ {
+		if a[i].K != b[i].K || sql.Compare(a[i], b[i]) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // insert puts r among p's rows, which stay sorted and at most N long; it reports whether p
@@ -371,7 +430,7 @@ func (t *topNOp) load(split string) error {
 		}
 		p.rows = rows
 		sp.parts[p.key] = p
-		if !p.emitted && t.node.Mode != planner.DedupLast {
+		if !p.emitted && t.node.Mode != planner.DedupLast && t.node.Mode != planner.TableVersions {
 			heap.Push(&sp.heap, partEntry{p.time, p})
 		}
 		return nil

@@ -60,6 +60,9 @@ func (c changes) updating() bool { return c.mode != AppendOnly }
 //     inner and both inputs are append-only streams, retract otherwise (an outer join
 //     retracts its NULL-padded rows when their first match arrives); interval, window,
 //     temporal, lookup and TTL-bounded regular joins take append-only input only;
+//   - a table read by a continuous query outside a join that reads it as a table is its
+//     latest versions (TopN TableVersions over its changelog): retract, keyed by its
+//     primary key;
 //   - a Top-N over the whole stream (ROW_NUMBER() without a window, TopNChanges) accepts
 //     append-only and retract inputs and produces retract; deduplication keeping the last
 //     row is upsert-like and only a sink or projection may take it;
@@ -176,6 +179,11 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 		return &a, changes{mode: a.Changes, key: key}, nil
 
 	case *TopN:
+		if n.Mode == TableVersions {
+			t := *n
+			t.Changes = Retract
+			return &t, changes{mode: Retract, key: keyColumns(n.Partition)}, nil
+		}
 		if n.Mode == TopNChanges {
 			in, ch, err := changelog(n.Input, false)
 			if err != nil {

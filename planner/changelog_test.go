@@ -69,6 +69,13 @@ func TestChangelogModes(t *testing.T) {
 		{"aggregate OVER in an expression", `SELECT 1 + SUM(amount) OVER (ORDER BY ts ROWS 1 PRECEDING) FROM orders_mq`, "", sql.CodeNotSupported},
 		{"aggregate OVER with GROUP BY", `SELECT user_id, SUM(COUNT(*)) OVER (ORDER BY user_id ROWS 1 PRECEDING) FROM orders_mq GROUP BY user_id`, "", sql.CodeNotSupported},
 		{"aggregate OVER with ORDER BY", `SELECT ts, SUM(amount) OVER (ORDER BY ts ROWS 1 PRECEDING) AS s FROM orders ORDER BY ts`, "", sql.CodeNotSupported},
+		{"table", `SELECT user_id, tier FROM users`, "", "retract"},
+		{"filter over a table", `SELECT user_id, tier FROM users WHERE tier = 'gold'`, "", "retract"},
+		{"table to a stream by its key", `SELECT user_id, tier FROM users`, "totals_mq", "retract"},
+		{"aggregate over a table", `SELECT tier, COUNT(*) AS n FROM users GROUP BY tier`, "", "upsert"},
+		{"window over a table", `SELECT window_end, COUNT(*) FROM TUMBLE(users, ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end`, "", sql.CodeNotSupported},
+		{"table on the left of a regular join", `SELECT t.tier, o.amount FROM users t JOIN orders_mq o ON t.user_id = o.user_id`, "", "retract"},
+		{"table on the left of an interval join", `SELECT t.tier, o.amount FROM users t JOIN orders_mq o ON t.user_id = o.user_id AND o.ts BETWEEN t.ts AND t.ts + INTERVAL '1' MINUTE`, "", sql.CodeNotSupported},
 		{"lookup join over updating", `SELECT u.user_id, t.tier FROM ` + upd + ` JOIN dim_users FOR SYSTEM_TIME AS OF PROCTIME() AS t ON u.user_id = t.user_id`, "", sql.CodeNotSupported},
 	}
 	cat := goldenCatalog()

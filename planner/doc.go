@@ -3,7 +3,8 @@
 // Steps, each a public function:
 //
 //	Logical(q)          the logical plan: an immutable tree of LogicalNode values; per query
-//	                    block FROM (Scan | the block of a derived table or CTE | Union) →
+//	                    block FROM (Scan, a table's under a TopN of its latest versions
+//	                    unless a join reads it | the block of a derived table or CTE | Union) →
 //	                    [TableFunc ...] (JOIN LATERAL, JOIN UNNEST: stateless, no exchange) →
 //	                    [WindowAssign] → [Filter] → [Aggregate → [Filter]] → Project →
 //	                    [DISTINCT: Aggregate → Project] → [Sort] → [Limit], a derived table

@@ -100,10 +100,18 @@ const (
 	// change, the rows that left are deleted and the rows that entered inserted (a Retract
 	// changelog, docs/sql.md "Changelogs"). The input may be updating.
 	TopNChanges
+	// TableVersions: a table's changelog read by a continuous query becomes its latest
+	// versions. Partitions are the primary key; the input row ends with the table's change
+	// column. A version whose time (column Time; -1: none, every version is later) is not
+	// older than its key's current one replaces it: the current row is deleted and the new
+	// one inserted, or only deleted when the new version is a delete. The output is a
+	// Retract changelog keyed by the primary key, its row the input's with the change
+	// column rewritten.
+	TableVersions
 )
 
 func (m TopNMode) String() string {
-	return [...]string{"window", "dedup-first", "dedup-last", "bounded", "changes"}[m]
+	return [...]string{"window", "dedup-first", "dedup-last", "bounded", "changes", "versions"}[m]
 }
 
 // TopN keeps the first N rows of each partition (rows with equal Partition values) in
@@ -216,7 +224,7 @@ func (l *Limit) Schema() sql.Schema { return l.Input.Schema() }
 func (u *Union) Schema() sql.Schema { return u.Out }
 func (t *TopN) Schema() sql.Schema {
 	in := t.Input.Schema()
-	if t.Changes != AppendOnly && !t.Retracting {
+	if t.Changes != AppendOnly && !t.Retracting && t.Mode != TableVersions {
 		return append(append(sql.Schema{}, in...), changeColumn)
 	}
 	return in
@@ -542,6 +550,9 @@ func (b *logicalBuilder) from(f sql.From, where sql.Expr) (LogicalNode, sql.Expr
 		if b.opts.Pull && rel.IsTable {
 			return latestVersions(rel, all), where, nil
 		}
+		if v := tableVersions(rel, all); v != nil {
+			return v, where, nil
+		}
 		return &Scan{Relation: rel, Columns: all}, where, nil
 	case *sql.FromNothing:
 		return &Scan{Relation: constantRelation, Columns: nil}, where, nil
@@ -552,15 +563,28 @@ func (b *logicalBuilder) from(f sql.From, where sql.Expr) (LogicalNode, sql.Expr
 		n, err := b.query(f.Query, nil)
 		return n, where, err
 	case *sql.FromJoin:
-		left, _, err := b.from(f.Left, nil)
+		left, _, err := b.joinSide(f.Left)
 		if err != nil {
 			return nil, nil, err
 		}
-		right, _, err := b.from(f.Right, nil)
+		right, _, err := b.joinSide(f.Right)
 		if err != nil {
 			return nil, nil, err
 		}
 		j, err := b.join(f, left, right)
+		if err != nil {
+			return nil, nil, err
+		}
+		// A table the join does not read as a table itself (on the left of a join that is
+		// not an exact regular one) is its latest versions, as in a FROM of its own; the
+		// layout of its rows stays the same.
+		if jn, ok := j.(*Join); ok && jn.LeftTable == nil && !b.opts.Pull {
+			if lrel, ok := f.Left.(*sql.FromRelation); ok {
+				if v := tableVersionsOf(lrel.Rel, jn.Left); v != nil {
+					jn.Left = v
+				}
+			}
+		}
 		return j, where, err
 	case *sql.FromLateral:
 		in, _, err := b.from(f.Input, nil)
@@ -1143,6 +1167,39 @@ func latestVersions(rel *sql.Relation, all []int) LogicalNode {
 		n = &Filter{Input: n, Pred: notDelete(colRef(rel.Schema, op))}
 	}
 	return n
+}
+
+// joinSide builds one side of a join: a table is left as its changelog (its Scan), which
+// the join reads as a table (its latest versions, a version valid at a time, or lookups).
+func (b *logicalBuilder) joinSide(f sql.From) (LogicalNode, sql.Expr, error) {
+	if r, ok := f.(*sql.FromRelation); ok && r.Rel.IsTable && !b.opts.Pull {
+		all := make([]int, len(r.Rel.Schema))
+		for i := range all {
+			all[i] = i
+		}
+		return &Scan{Relation: r.Rel, Columns: all}, nil, nil
+	}
+	return b.from(f, nil)
+}
+
+// tableVersions is a table read by a continuous query: its changelog made its latest
+// versions (TopN TableVersions), a Retract changelog keyed by its primary key; nil when rel
+// is not a table read as a changelog (one without a change column).
+func tableVersions(rel *sql.Relation, all []int) LogicalNode {
+	return tableVersionsOf(rel, &Scan{Relation: rel, Columns: all})
+}
+
+// tableVersionsOf puts the TopN of tableVersions over scan, the whole rows of table rel.
+func tableVersionsOf(rel *sql.Relation, scan LogicalNode) LogicalNode {
+	if !rel.IsTable || len(rel.PrimaryKey) == 0 || rel.Schema.Index(sql.ChangeColumn) != len(rel.Schema)-1 {
+		return nil
+	}
+	part := make([]sql.Expr, len(rel.PrimaryKey))
+	for i, c := range rel.PrimaryKey {
+		part[i] = colRef(rel.Schema, c)
+	}
+	return &TopN{Input: scan, Partition: part, N: 1, RowNumber: -1, WindowEnd: -1, Time: rel.EventTime,
+		Mode: TableVersions, Latest: true}
 }
 
 func colRef(s sql.Schema, i int) *sql.ColumnRef {

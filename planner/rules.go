@@ -417,6 +417,10 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 				in[c] = true
 			}
 		}
+		if n.Mode == TableVersions {
+			// The change column, last, stays last.
+			in[len(n.Input.Schema())-1] = true
+		}
 		child, m, err := p.prune(n.Input, in)
 		if err != nil {
 			return nil, nil, err

@@ -1,0 +1,126 @@
+package server
+
+import (
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"rsql/broker"
+)
+
+// A table read by a continuous query is its latest versions, not the stream of its records:
+// a key's new version replaces the old one in every result (an aggregation counts each key
+// once, a filter drops a key whose new version no longer passes), a delete removes the key,
+// and the state survives a restart of the engine. The expected results are the records
+// folded here, in Go, into each key's latest version.
+func TestContinuousQueriesReadTablesLatestVersions(t *testing.T) {
+	te := newTestEngine(t, true)
+	te.mustExec(`SET offset_reset = 'earliest'`)
+	te.mustExec(`CREATE TABLE acct (id BIGINT PRIMARY KEY, tier VARCHAR, bal BIGINT) WITH (queues = 2)`)
+	te.mustExec(`CREATE MATERIALIZED VIEW per_tier WITH (checkpoint_interval = '50ms') AS SELECT tier, COUNT(*) AS n, SUM(bal) AS s FROM acct GROUP BY tier`)
+	te.mustExec(`CREATE MATERIALIZED VIEW rich WITH (checkpoint_interval = '50ms') AS SELECT id, tier FROM acct WHERE bal > 50`)
+	te.mustExec(`CREATE MATERIALIZED VIEW total WITH (checkpoint_interval = '50ms') AS SELECT COUNT(*) AS n, SUM(bal) AS s FROM acct`)
+
+	type version struct {
+		tier string
+		bal  int64
+	}
+	latest := map[int]version{}
+	r := rand.New(rand.NewSource(7))
+	// write appends n random records: versions of keys 0..24 and, now and then, a delete,
+	// each key's records on one queue so that they stay in order.
+	write := func(n int) {
+		byQueue := map[int][]broker.Message{}
+		for i := 0; i < n; i++ {
+			id := r.Intn(25)
+			var body string
+			if _, ok := latest[id]; ok && r.Intn(5) == 0 {
+				body = fmt.Sprintf(`{"id": %d, "__op": "delete"}`, id)
+				delete(latest, id)
+			} else {
+				v := version{tier: string(rune('a' + r.Intn(4))), bal: int64(r.Intn(100))}
+				body = fmt.Sprintf(`{"id": %d, "tier": %q, "bal": %d}`, id, v.tier, v.bal)
+				latest[id] = v
+			}
+			byQueue[id%2] = append(byQueue[id%2], broker.Message{Key: fmt.Sprint(id), Body: []byte(body)})
+		}
+		for q, msgs := range byQueue {
+			if _, err := te.b.Append("acct", q, msgs); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// want folds latest into each view's rows.
+	want := func() (perTier, rich, total string) {
+		type agg struct{ n, s int64 }
+		tiers := map[string]*agg{}
+		var rows []string
+		var n, s int64
+		for id, v := range latest {
+			a := tiers[v.tier]
+			if a == nil {
+				a = &agg{}
+				tiers[v.tier] = a
+			}
+			a.n++
+			a.s += v.bal
+			n++
+			s += v.bal
+			if v.bal > 50 {
+				rows = append(rows, fmt.Sprintf("%d|%s", id, v.tier))
+			}
+		}
+		var pt []string
+		for tier, a := range tiers {
+			pt = append(pt, fmt.Sprintf("%s|%d|%d", tier, a.n, a.s))
+		}
+		sort.Strings(pt)
+		sort.Strings(rows)
+		return strings.Join(pt, " "), strings.Join(rows, " "), fmt.Sprintf("%d|%d", n, s)
+	}
+	view := func(q string) string {
+		_, rows, err := te.exec(q)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		var out []string
+		for _, r := range rows[0] {
+			out = append(out, strings.Join(r, "|"))
+		}
+		sort.Strings(out)
+		return strings.Join(out, " ")
+	}
+	check := func(what string) {
+		t.Helper()
+		wt, wr, wtot := want()
+		var gt, gr, gtot string
+		ok := false
+		for i := 0; i < 1500 && !ok; i++ {
+			gt, gr, gtot = view(`SELECT tier, n, s FROM per_tier`), view(`SELECT id, tier FROM rich`), view(`SELECT n, s FROM total`)
+			ok = gt == wt && gr == wr && gtot == wtot
+			if !ok {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		if !ok {
+			t.Fatalf("%s:\nper_tier %s\n    want %s\nrich %s\nwant %s\ntotal %s, want %s", what, gt, wt, gr, wr, gtot, wtot)
+		}
+	}
+	write(200)
+	check("after 200 records")
+	write(200)
+	check("after 400 records")
+	if err := te.e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	te.open()
+	write(200)
+	check("after a restart and 600 records")
+
+	// A table whose rows change cannot be windowed or joined in time by its changelog.
+	te.mustExec(`CREATE TABLE acct_t (id BIGINT PRIMARY KEY, bal BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH (queues = 1)`)
+	te.wantCode(`CREATE STREAM w AS SELECT window_start, COUNT(*) FROM TUMBLE(acct_t, ts, INTERVAL '10' SECOND) GROUP BY window_start, window_end`, "0A000", "rows change")
+}
