@@ -23,7 +23,8 @@ import (
 //     one read among equal times) is emitted once the split's watermark is past it; later
 //     rows of the partition are dropped; a row older than the watermark is late.
 //   - DedupLast: each row later than its partition's current one is emitted at once as the
-//     partition's new value.
+//     partition's new value; its Changes say how: Upsert (the row, with its change column)
+//     or Retract (the replaced row is deleted first).
 //
 // With a TTL (dedup modes) a partition whose time is more than TTL behind the watermark is
 // forgotten. State is per split, written at checkpoints under the operator's id, one key
@@ -146,10 +147,16 @@ func (t *topNOp) Process(_ int, b *Batch, out Emitter) error {
 			if p == nil {
 				p = &topPart{key: string(t.keyBuf)}
 				sp.parts[p.key] = p
+			} else if n.Changes == planner.Retract && len(p.rows) == 1 {
+				t.outRows = append(t.outRows, t.change(p.rows[0], true))
 			}
 			p.time, p.rows, p.emitted = tv.I, []sql.Row{ownRow(r)}, true
 			t.markDirty(sp, p)
-			t.outRows = append(t.outRows, t.numbered(p.rows[0], 1))
+			if n.Changes != planner.AppendOnly {
+				t.outRows = append(t.outRows, t.change(p.rows[0], false))
+			} else {
+				t.outRows = append(t.outRows, t.numbered(p.rows[0], 1))
+			}
 		case planner.TableVersions:
 			if p == nil {
 				p = &topPart{key: string(t.keyBuf), time: math.MinInt64, emitted: true}
@@ -243,6 +250,20 @@ func (t *topNOp) insert(p *topPart, r sql.Row) bool {
 		p.rows = p.rows[:n]
 	}
 	return true
+}
+
+// change returns the kept row r of a retracting deduplication as a change: numbered 1,
+// with the change column after its columns (an insert, or del: a delete).
+func (t *topNOp) change(r sql.Row, del bool) sql.Row {
+	c := make(sql.Row, len(r)+1)
+	copy(c, r)
+	if t.node.RowNumber >= 0 {
+		c[t.node.RowNumber] = sql.BigInt(1)
+	}
+	if del {
+		c[len(r)] = sql.OpDelete
+	}
+	return c
 }
 
 // numbered returns r with its row number set (a copy: r is kept in state).

@@ -65,7 +65,8 @@ func (c changes) updating() bool { return c.mode != AppendOnly }
 //     primary key;
 //   - a Top-N over the whole stream (ROW_NUMBER() without a window, TopNChanges) accepts
 //     append-only and retract inputs and produces retract; deduplication keeping the last
-//     row is upsert-like and only a sink or projection may take it;
+//     row produces retract keyed by its partition (a replaced row is taken back); a window
+//     Top-N or a deduplication over an updating input becomes that Top-N (TopNChanges);
 //   - aggregates over a window of rows (AVG(x) OVER (... ROWS BETWEEN n PRECEDING AND
 //     CURRENT ROW), Over) accept append-only and retract inputs; over a stream they produce
 //     retract (a row arriving or leaving changes the values of the rows after it in its
@@ -193,10 +194,32 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 			t.Input, t.Retracting, t.Changes = in, ch.updating(), Retract
 			return &t, changes{mode: Retract}, nil
 		}
-		if n.Mode == DedupLast && !upsertOK {
-			// Each row later than its partition's current one replaces it: the operator
-			// above would count the replaced rows too.
-			return nil, changes{}, errorf(sql.CodeNotSupported, "deduplication keeping the last row (ORDER BY ... DESC with ROW_NUMBER() = 1) replaces rows as later ones arrive; an operator over it is not supported yet: write it to a stream and read that")
+		if n.Mode == TopNWindow || n.Mode == DedupFirst || n.Mode == DedupLast {
+			in, ch, err := changelog(n.Input, false)
+			if err != nil {
+				return nil, ch, err
+			}
+			if ch.updating() {
+				// Over a changing input a window's (a partition's) first rows change as
+				// well: the Top-N of the whole stream keeps every row of each partition
+				// and takes back the rows that leave the first N. Exact; its state is not
+				// bounded by windows or a TTL.
+				t := *n
+				t.Input, t.Mode, t.Retracting, t.Changes = in, TopNChanges, true, Retract
+				t.TTL, t.WindowEnd, t.Time, t.Latest = 0, -1, -1, false
+				return &t, changes{mode: Retract}, nil
+			}
+			if n.Mode == DedupLast {
+				// Each row later than its partition's current one replaces it: an upsert
+				// keyed by the partition where the consumer takes one, else the old row
+				// is taken back.
+				t := *n
+				t.Input, t.Changes = in, Retract
+				if upsertOK {
+					t.Changes = Upsert
+				}
+				return &t, changes{mode: t.Changes, key: firstOfEqual(in, keyColumns(n.Partition))}, nil
+			}
 		}
 
 	case *Over:
@@ -365,6 +388,27 @@ func keyColumns(keys []sql.Expr) []int {
 			return nil
 		}
 		out = append(out, c.Index)
+	}
+	return out
+}
+
+// firstOfEqual maps each key column of n's rows to the first column of n that holds the
+// same value — the same expression of a projection (a Top-N's partition columns are copies
+// of the query's, after them) — so the key survives a projection of the query's columns.
+func firstOfEqual(n LogicalNode, key []int) []int {
+	p, ok := n.(*Project)
+	if !ok || key == nil {
+		return key
+	}
+	out := make([]int, len(key))
+	for i, c := range key {
+		out[i] = c
+		for j := 0; j < c && c < len(p.Exprs); j++ {
+			if p.Exprs[j].String() == p.Exprs[c].String() {
+				out[i] = j
+				break
+			}
+		}
 	}
 	return out
 }

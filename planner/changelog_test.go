@@ -76,6 +76,14 @@ func TestChangelogModes(t *testing.T) {
 		{"window over a table", `SELECT window_end, COUNT(*) FROM TUMBLE(users, ts, INTERVAL '1' MINUTE) GROUP BY window_start, window_end`, "", sql.CodeNotSupported},
 		{"table on the left of a regular join", `SELECT t.tier, o.amount FROM users t JOIN orders_mq o ON t.user_id = o.user_id`, "", "retract"},
 		{"table on the left of an interval join", `SELECT t.tier, o.amount FROM users t JOIN orders_mq o ON t.user_id = o.user_id AND o.ts BETWEEN t.ts AND t.ts + INTERVAL '1' MINUTE`, "", sql.CodeNotSupported},
+		{"deduplication keeping the first row", `SELECT user_id, amount FROM (SELECT user_id, amount, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts) AS rn FROM orders_mq) x WHERE rn = 1`, "", "append-only"},
+		{"deduplication keeping the last row", `SELECT user_id, amount FROM (SELECT user_id, amount, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts DESC) AS rn FROM orders_mq) x WHERE rn = 1`, "", "upsert"},
+		{"deduplication keeping the last row, its key dropped", `SELECT amount FROM (SELECT user_id, amount, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts DESC) AS rn FROM orders_mq) x WHERE rn = 1`, "", "retract"},
+		{"aggregate over deduplication keeping the last row", `SELECT amount, COUNT(*) FROM (SELECT user_id, amount, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts DESC) AS rn FROM orders_mq) x WHERE rn = 1 GROUP BY amount`, "", "upsert"},
+		{"deduplication over updating", `SELECT user_id, tier FROM (SELECT user_id, tier, ROW_NUMBER() OVER (PARTITION BY tier ORDER BY ts) AS rn FROM users) x WHERE rn = 1`, "", "retract"},
+		{"window Top-N over updating", `SELECT user_id, n, rn FROM (SELECT a.user_id, a.n, ROW_NUMBER() OVER (PARTITION BY a.window_start, a.window_end ORDER BY a.n DESC) AS rn
+  FROM (SELECT user_id, window_start, window_end, COUNT(*) AS n FROM TUMBLE(orders_mq, ts, INTERVAL '1' MINUTE) GROUP BY user_id, window_start, window_end) a
+  LEFT JOIN payments_mq p ON a.user_id = p.user_id) x WHERE rn <= 3`, "", "retract"},
 		{"lookup join over updating", `SELECT u.user_id, t.tier FROM ` + upd + ` JOIN dim_users FOR SYSTEM_TIME AS OF PROCTIME() AS t ON u.user_id = t.user_id`, "", sql.CodeNotSupported},
 	}
 	cat := goldenCatalog()

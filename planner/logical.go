@@ -998,9 +998,8 @@ func (b *logicalBuilder) topN(q *sql.Query, where sql.Expr) (LogicalNode, sql.Ex
 		if rn.Order[0].Desc {
 			t.Mode = DedupLast
 		}
-		if !bounded(in) && b.opts.StateTTL <= 0 {
-			return nil, nil, errorf(sql.CodeNotSupported, "deduplication over an unbounded stream keeps every key for ever: add window_start and window_end to PARTITION BY, or SET state_ttl = '1 hour' to forget keys older than that (a key may then come again)")
-		}
+		// Without a state TTL every key is kept (one row each), as a GROUP BY keeps its
+		// groups.
 		t.TTL = b.opts.StateTTL
 	case bounded(in):
 		t.Mode = TopNBounded

@@ -124,3 +124,65 @@ func TestContinuousQueriesReadTablesLatestVersions(t *testing.T) {
 	te.mustExec(`CREATE TABLE acct_t (id BIGINT PRIMARY KEY, bal BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH (queues = 1)`)
 	te.wantCode(`CREATE STREAM w AS SELECT window_start, COUNT(*) FROM TUMBLE(acct_t, ts, INTERVAL '10' SECOND) GROUP BY window_start, window_end`, "0A000", "rows change")
 }
+
+// Deduplication keeping the last row takes back the row it replaces: a view of it holds one
+// row per key, and an aggregation over it counts each key once, in its latest row — as
+// PostgreSQL's ROW_NUMBER() ... = 1 over the same rows. Expected results are folded in Go.
+func TestDeduplicationKeepingTheLastRowTakesBackTheOld(t *testing.T) {
+	te := newTestEngine(t, true)
+	te.mustExec(`SET offset_reset = 'earliest'`)
+	te.mustExec(`CREATE STREAM ev (k BIGINT, v VARCHAR, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '10' SECOND) WITH (queues = 2)`)
+	const dedup = `(SELECT k, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts DESC) AS rn FROM ev) x WHERE rn = 1`
+	te.mustExec(`CREATE MATERIALIZED VIEW last_v WITH (checkpoint_interval = '50ms') AS SELECT k, v FROM ` + dedup)
+	te.mustExec(`CREATE MATERIALIZED VIEW per_v WITH (checkpoint_interval = '50ms') AS SELECT v, COUNT(*) AS n FROM ` + dedup + ` GROUP BY v`)
+	type row struct {
+		v  string
+		ts int
+	}
+	last := map[int]row{}
+	r := rand.New(rand.NewSource(11))
+	var vals []string
+	for i := 0; i < 300; i++ {
+		k := r.Intn(20)
+		// Unique times, out of order within the watermark's delay.
+		ts := i*10 - r.Intn(5)*3
+		v := string(rune('a' + r.Intn(5)))
+		if cur, ok := last[k]; !ok || ts > cur.ts {
+			last[k] = row{v, ts}
+		}
+		vals = append(vals, fmt.Sprintf("(%d, '%s', TIMESTAMP '2026-01-01 00:00:00' + INTERVAL '%d' SECOND)", k, v, ts))
+	}
+	te.mustExec(`INSERT INTO ev VALUES ` + strings.Join(vals, ", "))
+	var wantLast, wantPer []string
+	counts := map[string]int{}
+	for k, x := range last {
+		wantLast = append(wantLast, fmt.Sprintf("%d|%s", k, x.v))
+		counts[x.v]++
+	}
+	for v, n := range counts {
+		wantPer = append(wantPer, fmt.Sprintf("%s|%d", v, n))
+	}
+	sort.Strings(wantLast)
+	sort.Strings(wantPer)
+	view := func(q string) string {
+		_, rows, err := te.exec(q)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		var out []string
+		for _, r := range rows[0] {
+			out = append(out, strings.Join(r, "|"))
+		}
+		sort.Strings(out)
+		return strings.Join(out, " ")
+	}
+	var gl, gp string
+	for i := 0; i < 1500; i++ {
+		gl, gp = view(`SELECT k, v FROM last_v`), view(`SELECT v, n FROM per_v`)
+		if gl == strings.Join(wantLast, " ") && gp == strings.Join(wantPer, " ") {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("last_v %s\n  want %s\nper_v %s\n want %s", gl, strings.Join(wantLast, " "), gp, strings.Join(wantPer, " "))
+}
