@@ -81,18 +81,7 @@ func TestContinuousQueriesReadTablesLatestVersions(t *testing.T) {
 		sort.Strings(rows)
 		return strings.Join(pt, " "), strings.Join(rows, " "), fmt.Sprintf("%d|%d", n, s)
 	}
-	view := func(q string) string {
-		_, rows, err := te.exec(q)
-		if err != nil {
-			return "error: " + err.Error()
-		}
-		var out []string
-		for _, r := range rows[0] {
-			out = append(out, strings.Join(r, "|"))
-		}
-		sort.Strings(out)
-		return strings.Join(out, " ")
-	}
+	view := func(q string) string { return sortedRows(te, q) }
 	check := func(what string) {
 		t.Helper()
 		wt, wr, wtot := want()
@@ -164,18 +153,7 @@ func TestDeduplicationKeepingTheLastRowTakesBackTheOld(t *testing.T) {
 	}
 	sort.Strings(wantLast)
 	sort.Strings(wantPer)
-	view := func(q string) string {
-		_, rows, err := te.exec(q)
-		if err != nil {
-			return "error: " + err.Error()
-		}
-		var out []string
-		for _, r := range rows[0] {
-			out = append(out, strings.Join(r, "|"))
-		}
-		sort.Strings(out)
-		return strings.Join(out, " ")
-	}
+	view := func(q string) string { return sortedRows(te, q) }
 	var gl, gp string
 	for i := 0; i < 1500; i++ {
 		gl, gp = view(`SELECT k, v FROM last_v`), view(`SELECT v, n FROM per_v`)
@@ -185,4 +163,19 @@ func TestDeduplicationKeepingTheLastRowTakesBackTheOld(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("last_v %s\n  want %s\nper_v %s\n want %s", gl, strings.Join(wantLast, " "), gp, strings.Join(wantPer, " "))
+}
+
+// sortedRows runs a pull query and gives its rows, columns joined by "|", sorted and joined
+// by spaces (or the error).
+func sortedRows(te *testEngine, q string) string {
+	_, rows, err := te.exec(q)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	var out []string
+	for _, r := range rows[0] {
+		out = append(out, strings.Join(r, "|"))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }
