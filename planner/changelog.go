@@ -194,7 +194,7 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 			t.Input, t.Retracting, t.Changes = in, ch.updating(), Retract
 			return &t, changes{mode: Retract}, nil
 		}
-		if n.Mode == TopNWindow || n.Mode == DedupFirst || n.Mode == DedupLast {
+		if n.Mode == TopNWindow || n.Mode == TopNBounded || n.Mode == DedupFirst || n.Mode == DedupLast {
 			in, ch, err := changelog(n.Input, false)
 			if err != nil {
 				return nil, ch, err

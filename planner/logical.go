@@ -777,9 +777,19 @@ func (b *logicalBuilder) query(q *sql.Query, extra []sql.Expr) (LogicalNode, err
 			at += 2
 			nk += 2
 		}
-		aggs := make([]sql.AggCall, len(q.Aggs))
+		aggs := make([]sql.AggCall, 0, len(q.Aggs))
 		for i, g := range q.Aggs {
-			m[at+i] = nk + i
+			if c, ok := g.Arg.(*sql.ColumnRef); ok && tvfCols && w != nil && isWindowCol(c.Index) && !g.Distinct {
+				// The group's own window bound: the same in every row of the group.
+				switch strings.ToUpper(g.Func) {
+				case "MIN", "MAX":
+					m[at+i] = nk - 2 + windowPos(c.Index)
+					continue
+				case "COUNT":
+					g.Arg, g.Star = nil, true // never NULL
+				}
+			}
+			m[at+i] = nk + len(aggs)
 			if g.Arg != nil && tvfCols {
 				for _, c := range sql.ColumnsUsed(g.Arg) {
 					if isWindowCol(c) {
@@ -792,7 +802,7 @@ func (b *logicalBuilder) query(q *sql.Query, extra []sql.Expr) (LogicalNode, err
 				return nil, err
 			}
 			g.T = t
-			aggs[i] = g
+			aggs = append(aggs, g)
 		}
 		var win *sql.Window
 		if w != nil {

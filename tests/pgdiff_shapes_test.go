@@ -57,6 +57,8 @@ var pdShapes = []pdQuery{
 	{name: "order_by_limit", ordered: true, rsql: `SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id ORDER BY n DESC, user_id LIMIT 5`},
 	{name: "tumble_agg", rsql: `SELECT user_id, window_start, window_end, COUNT(*) AS n, SUM(amount) AS total FROM ` + pdTumbleRsql + ` t GROUP BY user_id, window_start, window_end`,
 		pg: `SELECT user_id, window_start, window_end, COUNT(*) AS n, SUM(amount) AS total FROM ` + pdTumblePG + ` t GROUP BY user_id, window_start, window_end`},
+	{name: "tumble_aggs_of_bounds", rsql: `SELECT user_id, window_start, MIN(window_start) AS lo, MAX(window_end) AS hi, COUNT(window_start) AS c, COUNT(*) AS n FROM ` + pdTumbleRsql + ` t GROUP BY user_id, window_start, window_end`,
+		pg: `SELECT user_id, window_start, MIN(window_start) AS lo, MAX(window_end) AS hi, COUNT(window_start) AS c, COUNT(*) AS n FROM ` + pdTumblePG + ` t GROUP BY user_id, window_start, window_end`},
 	{name: "distinct_window_start", rsql: `SELECT DISTINCT window_start FROM ` + pdTumbleRsql + ` t`,
 		pg: `SELECT DISTINCT window_start FROM ` + pdTumblePG + ` t`},
 	{name: "distinct_window_start_of_agg", rsql: `SELECT DISTINCT n, window_start FROM (SELECT user_id, window_start, window_end, COUNT(*) AS n
