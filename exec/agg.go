@@ -78,6 +78,12 @@ type aggOp struct {
 	// group's (update, and accsOf).
 	lay       *accLayout
 	acc, acc2 []accum
+	// cacheMax bounds the groups of an aggregation without a window kept in memory per
+	// split (agg_cache.go; 0: every group stays); storeErr is a failure of the store
+	// while reading a group back, which Process returns.
+	cacheMax int
+	storeErr error
+	ages     []uint32 // scratch of evict
 }
 
 // aggMode is what one kind of window does with the aggregation's groups; aggOp calls it
@@ -133,7 +139,13 @@ type win struct {
 }
 
 type group struct {
-	hash      uint64
+	hash uint64
+	// touch is the split's row clock (aggSplit.tick) at the group's last row, and saved
+	// the number of the split's save that last wrote it (aggSplit.saves; 0: loaded or
+	// read back from the store): what the bounded group cache of an aggregation without a
+	// window goes by (agg_cache.go).
+	touch     uint32
+	saved     uint16
 	dirty     bool
 	persisted bool
 }
@@ -157,6 +169,7 @@ type aggSplit struct {
 	retired, free []*win
 	paneSplit     // pane mode (agg_pane.go)
 	sessSplit     // session mode (agg_session.go)
+	groupCache // the bounded group cache (agg_cache.go)
 	// state keys to delete at the next checkpoint, and key prefixes to drop (panes)
 	delBuf   []byte
 	delEnds  []int
@@ -224,6 +237,7 @@ func (a *aggOp) split(name string) *aggSplit {
 	if sp == nil {
 		sp = &aggSplit{name: name, lay: a.lay, narrow: narrowKeyTypes(a.node.KeyTypes, a.nk), nk: a.nk, na: a.na, wm: MinWatermark, swept: MinWatermark, wins: map[[2]int64]*win{}}
 		sp.skIndex = map[uint64]int32{}
+		sp.saves, sp.evictAt = 1, a.cacheMax
 		sp.pending = map[int64]bool{}
 		a.splits[name] = sp
 	}
@@ -264,7 +278,11 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 			continue
 		}
 		a.rowErr = nil
-		if a.mode.row(a, sp, r, h) {
+		late := a.mode.row(a, sp, r, h)
+		if a.storeErr != nil {
+			return a.storeErr
+		}
+		if late {
 			a.lateRow = append(a.lateRow, r)
 			continue
 		}
@@ -323,7 +341,13 @@ func (sp *aggSplit) newWin(start, end int64) *win {
 func (a *aggOp) lookup(sp *aggSplit, w *win, h uint64) (g int32, created bool) {
 	g = w.find(h, a.keys)
 	created = false
+	if g < 0 && sp.spilled {
+		g = a.fetch(sp, w, h)
+	}
 	if g < 0 {
+		if a.cacheMax > 0 {
+			a.canonKeys()
+		}
 		g = int32(len(w.groups))
 		w.groups = append(w.groups, group{hash: h})
 		w.index(g)
@@ -334,6 +358,8 @@ func (a *aggOp) lookup(sp *aggSplit, w *win, h uint64) (g int32, created bool) {
 		}
 		created = true
 	}
+	sp.tick++
+	w.groups[g].touch = sp.tick
 	sp.markDirty(w, g)
 	return g, created
 }
@@ -603,10 +629,12 @@ func (a *aggOp) save(sp *aggSplit, b *state.Batch) error {
 // saveWins writes the changed groups of sp's windows (or panes, or its pseudo-window) to b,
 // and frees the windows retired before.
 func (a *aggOp) saveWins(sp *aggSplit, b *state.Batch) error {
+	sp.nextSave()
 	for _, w := range sp.dirtyWins {
 		for _, g := range w.dirty {
 			gr := &w.groups[g]
 			gr.dirty = false
+			gr.saved = sp.saves
 			if w.dead {
 				continue
 			}
@@ -684,6 +712,7 @@ func (a *aggOp) load(split string) error {
 	var lastWin *win // the window whose group lastAccs are a copy of (nil: a session's own)
 	var lastG int
 	var legacy []func() // groups whose distinct values came inline (earlier versions)
+	loaded := 0
 	err := a.store.Scan(prefix, func(key, value []byte) error {
 		if lastAccs != nil && len(key) > len(lastKey) && string(key[:len(lastKey)]) == string(lastKey) {
 			j, c, err := parseDistinctKey(key[len(lastKey):], a.na)
@@ -705,6 +734,13 @@ func (a *aggOp) load(split string) error {
 			}
 			return nil
 		}
+		if a.cacheMax > 0 && loaded >= a.cacheMax {
+			// The cache is full: the other groups stay in the store until a row asks for
+			// them (agg_cache.go).
+			sp.spilled = true
+			return errCacheFull
+		}
+		loaded++
 		lastKey = append(lastKey[:0], key...)
 		var keys sql.Row
 		var start, end int64
@@ -751,6 +787,9 @@ func (a *aggOp) load(split string) error {
 	sp.dirtyWins = sp.dirtyWins[:0]
 	for _, f := range legacy {
 		f()
+	}
+	if err == errCacheFull {
+		err = nil
 	}
 	return err
 }

@@ -1,0 +1,214 @@
+package exec
+
+import (
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"rsql/planner"
+	"rsql/sql"
+	"rsql/state"
+)
+
+// rowLog is an Emitter that renders every row it is given, in order.
+type rowLog struct{ rows []string }
+
+func (l *rowLog) Emit(b *Batch) error {
+	for _, r := range b.Rows {
+		var sb strings.Builder
+		for i, v := range r {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString(v.String())
+		}
+		l.rows = append(l.rows, sb.String())
+	}
+	return nil
+}
+
+// cacheNode is a GROUP BY without a window over (user VARCHAR, n BIGINT) rows with plain
+// aggregates and COUNT(DISTINCT) sets.
+func cacheNode() *planner.AggregateNode {
+	aggs := []planner.AggSpec{
+		builtinAgg("COUNT(*)", nil, sql.TypeNull, sql.TypeBigInt),
+		builtinAgg("SUM", col(1), sql.TypeBigInt, sql.TypeBigInt),
+		builtinAgg("MIN", col(1), sql.TypeBigInt, sql.TypeBigInt),
+		builtinAgg("MAX", col(1), sql.TypeBigInt, sql.TypeBigInt),
+		builtinAgg("COUNT(DISTINCT)", col(1), sql.TypeBigInt, sql.TypeBigInt),
+	}
+	return &planner.AggregateNode{Keys: []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar},
+		Aggs: aggs, Emit: planner.EmitChanges, Changes: planner.Upsert}
+}
+
+func cacheRows(seed int64, n, users int) []sql.Row {
+	r := rand.New(rand.NewSource(seed))
+	rows := make([]sql.Row, n)
+	for i := range rows {
+		// A few hot users and a long tail, so that groups leave and come back.
+		u := r.Intn(users)
+		if r.Intn(3) == 0 {
+			u = r.Intn(3)
+		}
+		rows[i] = sql.Row{sql.Varchar(fmt.Sprint("u", u)), sql.BigInt(int64(r.Intn(40)))}
+	}
+	return rows
+}
+
+// cachedRun drives one aggregation over rows in batches of 5 with a checkpoint every
+// 4 batches. A checkpoint's batch is written to the store only just before the next
+// checkpoint (the latest a stage's commit can end, stage.checkpoint), and crashAt > 0 stops
+// the run (nothing more written) after that many checkpoints and one more batch. It
+// returns the rows emitted and the number of rows covered by the last committed checkpoint.
+func cachedRun(t *testing.T, a *aggOp, store state.Store, rows []sql.Row, from int, out *rowLog, crashAt int) (committed int) {
+	t.Helper()
+	op := newOpChain(out, a)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(op.Control(&Control{Kind: NewSplit, Split: "s"}))
+	committed = from
+	var pending *state.Batch
+	pendingAt := 0
+	cps := 0
+	for i, b := from, 0; i < len(rows); i, b = i+5, b+1 {
+		end := min(i+5, len(rows))
+		must(op.Process(&Batch{Split: "s", Rows: append([]sql.Row(nil), rows[i:end]...)}))
+		if crashAt > 0 && cps == crashAt {
+			return committed // the pending checkpoint never commits
+		}
+		if b%4 == 3 {
+			if pending != nil {
+				must(store.Write(pending))
+				committed = pendingAt
+			}
+			c := &Control{Kind: Checkpoint, Epoch: int64(cps + 1), State: &state.Batch{}}
+			must(op.Control(c))
+			pending, pendingAt = c.State, end
+			cps++
+		}
+		if a.cacheMax > 0 {
+			if w := a.splits["s"].wins[[2]int64{0, 0}]; w != nil && len(w.groups) > 50 {
+				t.Fatalf("%d groups in memory with a cache of %d", len(w.groups), a.cacheMax)
+			}
+		}
+	}
+	if pending != nil {
+		must(store.Write(pending))
+		committed = pendingAt
+	}
+	return committed
+}
+
+// With a cache of a few groups, an aggregation without a window over RocksDB state keeps
+// few groups in memory, reads the others back, and emits exactly what it emits with every
+// group in memory; a restart from the store (which loads only the cache's worth) goes on
+// as the uninterrupted run.
+func TestAggCacheMatchesMemory(t *testing.T) {
+	rows := cacheRows(1, 3000, 60)
+	var cnt counters
+	ref := &rowLog{}
+	cachedRun(t, newAggOp(cacheNode(), "j", "agg", state.NewMemory(), nil, &cnt), state.NewMemory(), rows, 0, ref, 0)
+
+	store, err := state.OpenRocks(t.TempDir(), state.RocksOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	newCached := func() *aggOp {
+		a := newAggOp(cacheNode(), "j", "agg", store, nil, &cnt)
+		a.cacheMax = aggCacheSize(a.node, store, 8)
+		if a.cacheMax != 8 {
+			t.Fatalf("cache of %d groups, want 8", a.cacheMax)
+		}
+		return a
+	}
+	got := &rowLog{}
+	a := newCached()
+	cachedRun(t, a, store, rows[:1500], 0, got, 0)
+	if !a.splits["s"].spilled {
+		t.Fatal("no group left memory")
+	}
+	// Restart: the state of the first 1500 rows, then the rest.
+	a = newCached()
+	cachedRun(t, a, store, rows, 1500, got, 0)
+	if d := diff(got.rows, ref.rows); d != "" {
+		t.Fatal(d)
+	}
+}
+
+// A crash after groups left memory and changed again restores the last committed
+// checkpoint: replaying the rows after it gives the uninterrupted run's output, so no
+// state of the crashed run's uncommitted checkpoint or later rows leaked into the store.
+func TestAggCacheCrashRestoresCommitted(t *testing.T) {
+	rows := cacheRows(2, 2000, 50)
+	var cnt counters
+	ref := &rowLog{}
+	cachedRun(t, newAggOp(cacheNode(), "j", "agg", state.NewMemory(), nil, &cnt), state.NewMemory(), rows, 0, ref, 0)
+
+	for _, crashAt := range []int{3, 10, 25} {
+		t.Run(fmt.Sprint("after checkpoint ", crashAt), func(t *testing.T) {
+			store, err := state.OpenRocks(t.TempDir(), state.RocksOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			newCached := func() *aggOp {
+				a := newAggOp(cacheNode(), "j", "agg", store, nil, &cnt)
+				a.cacheMax = aggCacheSize(a.node, store, 6)
+				return a
+			}
+			crashed := &rowLog{}
+			committed := cachedRun(t, newCached(), store, rows, 0, crashed, crashAt)
+			if committed == 0 || len(crashed.rows) <= committed {
+				t.Fatalf("crash at row %d with %d rows committed: nothing to lose", len(crashed.rows), committed)
+			}
+			got := &rowLog{rows: crashed.rows[:committed]} // one row out per row in
+			cachedRun(t, newCached(), store, rows, committed, got, 0)
+			if d := diff(got.rows, ref.rows); d != "" {
+				t.Fatal(d)
+			}
+		})
+	}
+}
+
+// The cache is on only where it is correct and useful.
+func TestAggCacheSize(t *testing.T) {
+	rocks, err := state.OpenRocks(t.TempDir(), state.RocksOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rocks.Close()
+	mem := state.NewMemory()
+	n := cacheNode()
+	for _, c := range []struct {
+		name    string
+		node    func(*planner.AggregateNode)
+		store   state.Store
+		setting int
+		want    int
+	}{
+		{"rocksdb, default", nil, rocks, 0, DefaultAggCacheGroups},
+		{"rocksdb, set", nil, rocks, 100, 100},
+		{"rocksdb, off", nil, rocks, -1, 0},
+		{"memory, default", nil, mem, 0, 0},
+		{"memory, set", nil, mem, 100, 100},
+		{"window", func(n *planner.AggregateNode) { n.Window = planner.WindowSpec{Kind: planner.WindowTumble, Size: 10} }, rocks, 0, 0},
+		{"ttl", func(n *planner.AggregateNode) { n.TTL = 1000 }, rocks, 0, 0},
+		{"emit on close", func(n *planner.AggregateNode) { n.Emit = planner.EmitOnClose }, rocks, 0, 0},
+		{"double key", func(n *planner.AggregateNode) { n.KeyTypes = []sql.Type{sql.TypeDouble} }, rocks, 0, 0},
+		{"global", func(n *planner.AggregateNode) { n.Keys, n.KeyTypes = nil, nil }, rocks, 0, 0},
+	} {
+		m := *n
+		if c.node != nil {
+			c.node(&m)
+		}
+		if got := aggCacheSize(&m, c.store, c.setting); got != c.want {
+			t.Errorf("%s: cache of %d, want %d", c.name, got, c.want)
+		}
+	}
+}
