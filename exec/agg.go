@@ -78,8 +78,8 @@ type aggOp struct {
 	// group's (update, and accsOf).
 	lay       *accLayout
 	acc, acc2 []accum
-	// cacheMax bounds the groups of an aggregation without a window kept in memory per
-	// split (agg_cache.go; 0: every group stays); storeErr is a failure of the store
+	// cacheMax bounds the groups of an aggregation without a window kept in memory, its
+	// splits together (agg_cache.go; 0: every group stays); storeErr is a failure of the store
 	// while reading a group back, which Process returns.
 	cacheMax int
 	storeErr error
@@ -237,9 +237,9 @@ func (a *aggOp) split(name string) *aggSplit {
 	if sp == nil {
 		sp = &aggSplit{name: name, lay: a.lay, narrow: narrowKeyTypes(a.node.KeyTypes, a.nk), nk: a.nk, na: a.na, wm: MinWatermark, swept: MinWatermark, wins: map[[2]int64]*win{}}
 		sp.skIndex = map[uint64]int32{}
-		sp.saves, sp.evictAt = 1, a.cacheMax
 		sp.pending = map[int64]bool{}
 		a.splits[name] = sp
+		sp.saves, sp.evictAt = 1, a.splitCache()
 	}
 	a.cur = sp
 	return sp
@@ -713,7 +713,21 @@ func (a *aggOp) load(split string) error {
 	var lastG int
 	var legacy []func() // groups whose distinct values came inline (earlier versions)
 	loaded := 0
+	full := false
 	err := a.store.Scan(prefix, func(key, value []byte) error {
+		if full {
+			// The cache is full: the other groups stay in the store until a row asks for
+			// them (agg_cache.go); the filter of groups gone from memory learns their keys.
+			if len(key) > len(lastKey) && string(key[:len(lastKey)]) == string(lastKey) {
+				return nil // a distinct chunk of the group before
+			}
+			if len(key) < len(prefix)+16 {
+				return &StateError{Op: a.id, Split: split, Err: fmt.Errorf("%w: a group's key of %d bytes", errBadState, len(key))}
+			}
+			lastKey = append(lastKey[:0], key...)
+			sp.spill(key[len(prefix) : len(key)-16])
+			return nil
+		}
 		if lastAccs != nil && len(key) > len(lastKey) && string(key[:len(lastKey)]) == string(lastKey) {
 			j, c, err := parseDistinctKey(key[len(lastKey):], a.na)
 			if err == nil {
@@ -734,14 +748,17 @@ func (a *aggOp) load(split string) error {
 			}
 			return nil
 		}
-		if a.cacheMax > 0 && loaded >= a.cacheMax {
-			// The cache is full: the other groups stay in the store until a row asks for
-			// them (agg_cache.go).
-			sp.spilled = true
-			return errCacheFull
+		lastKey = append(lastKey[:0], key...)
+		if a.cacheMax > 0 && loaded >= a.splitCache() {
+			if len(key) < len(prefix)+16 {
+				return &StateError{Op: a.id, Split: split, Err: fmt.Errorf("%w: a group's key of %d bytes", errBadState, len(key))}
+			}
+			full = true
+			lastAccs = nil
+			sp.spill(key[len(prefix) : len(key)-16])
+			return nil
 		}
 		loaded++
-		lastKey = append(lastKey[:0], key...)
 		var keys sql.Row
 		var start, end int64
 		var accs []accum
@@ -787,9 +804,6 @@ func (a *aggOp) load(split string) error {
 	sp.dirtyWins = sp.dirtyWins[:0]
 	for _, f := range legacy {
 		f()
-	}
-	if err == errCacheFull {
-		err = nil
 	}
 	return err
 }

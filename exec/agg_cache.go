@@ -1,8 +1,8 @@
 package exec
 
 import (
-	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 
 	"rsql/planner"
@@ -13,8 +13,9 @@ import (
 // The bounded group cache of an aggregation without a window (docs/operations.md, "State
 // in RocksDB"). Such an aggregation keeps its groups for ever, so with every group in
 // memory its memory grows with the number of keys. When its state is in a store outside
-// the process (RocksDB), each split keeps at most Env.AggCacheGroups groups in memory; the
-// others are only in the store, and a row whose group is not in memory reads it back.
+// the process (RocksDB), the operator keeps about Env.AggCacheGroups groups in memory, its
+// splits sharing them evenly; the others are only in the store, and a row whose group is
+// not in memory reads it back.
 //
 // Exactly-once: the store holds the state of the last committed checkpoint and nothing
 // else, because nothing but a checkpoint's batch writes it. So only a group whose state
@@ -38,15 +39,16 @@ import (
 // (which emits every group at the end), and for key types whose equal values may encode
 // differently (DOUBLE, DECIMAL, JSON: the store finds a group by its key's encoding).
 
-// DefaultAggCacheGroups is the groups per split an aggregation without a window keeps in
-// memory when Env.AggCacheGroups is 0 and the state is not in memory.
+// DefaultAggCacheGroups is the groups an aggregation without a window keeps in memory (its
+// splits together) when Env.AggCacheGroups is 0 and the state is not in memory.
 const DefaultAggCacheGroups = 1 << 16
 
 // groupCache is a split's part of the cache.
 type groupCache struct {
 	// spilled: some of the split's groups are in the store and not in memory, so a group
-	// not found in memory is looked for in the store.
+	// not found in memory is looked for in the store when gone says it may be there.
 	spilled bool
+	gone    *keyFilter
 	// tick is the split's row clock (group.touch); saves numbers the split's saves
 	// (group.saved), from 1 (0 is a group loaded or read back); evictAt is the number of
 	// groups at which the next eviction runs.
@@ -62,8 +64,6 @@ func (c *groupCache) nextSave() {
 		c.saves = 1
 	}
 }
-
-var errCacheFull = errors.New("exec: group cache full")
 
 // aggCacheSize is the cache size of aggregation n over store given the setting (Env:
 // 0 is the default, negative is off); 0 means no cache.
@@ -104,6 +104,9 @@ func (a *aggOp) canonKeys() {
 func (a *aggOp) fetch(sp *aggSplit, w *win, h uint64) int32 {
 	a.canonKeys()
 	a.enc = sql.AppendRow(a.enc[:0], a.keys)
+	if !sp.gone.has(a.enc) {
+		return -1 // a group that never left memory: new
+	}
 	a.kbuf = state.Key(a.kbuf[:0], a.job, a.id, sp.name, a.enc, 0, 0)
 	var accs []accum
 	fail := func(err error) int32 {
@@ -187,7 +190,8 @@ func (c *groupCache) evictable(gr *group) bool {
 // leave go until a quarter of the cache is free, or as many as may. It returns the window
 // that replaces w.
 func (a *aggOp) evict(sp *aggSplit, w *win) *win {
-	target := a.cacheMax - a.cacheMax/4
+	size := a.splitCache()
+	target := size - size/4
 	n := len(w.groups) - target // groups to drop
 	ages := a.ages[:0]
 	for g := range w.groups {
@@ -197,7 +201,7 @@ func (a *aggOp) evict(sp *aggSplit, w *win) *win {
 	}
 	a.ages = ages
 	if len(ages) == 0 || n <= 0 {
-		sp.evictAt = len(w.groups) + max(a.cacheMax/4, 1)
+		sp.evictAt = len(w.groups) + max(size/4, 1)
 		return w
 	}
 	// Drop the groups at least as old as the n-th oldest (a few more on ties).
@@ -214,7 +218,8 @@ func (a *aggOp) evict(sp *aggSplit, w *win) *win {
 		gr := w.groups[g]
 		if sp.evictable(&gr) && sp.tick-gr.touch >= oldest {
 			moved[g] = -1
-			sp.spilled = true
+			a.enc = sql.AppendRow(a.enc[:0], w.keys.at(g))
+			sp.spill(a.enc)
 			continue
 		}
 		ng := int32(len(nw.groups))
@@ -241,6 +246,66 @@ func (a *aggOp) evict(sp *aggSplit, w *win) *win {
 	if sp.last == w {
 		sp.last = nw
 	}
-	sp.evictAt = max(a.cacheMax, len(nw.groups)+max(a.cacheMax/4, 1))
+	sp.evictAt = max(size, len(nw.groups)+max(size/4, 1))
 	return nw
+}
+
+// splitCache is a split's share of the operator's cache: its splits share it evenly.
+func (a *aggOp) splitCache() int { return max(a.cacheMax/max(len(a.splits), 1), 4) }
+
+// spill records that the group whose keys encode as enc (sql.AppendRow) is in the store
+// and not in memory.
+func (c *groupCache) spill(enc []byte) {
+	if c.gone == nil {
+		c.gone = newKeyFilter(keyFilterBits)
+	}
+	c.spilled = true
+	c.gone.add(enc)
+}
+
+// keyFilterBits is the size of a split's filter of groups that left memory: 256 KiB. With
+// 150,000 groups gone from a split it answers "maybe" for about 1 % of new groups (which
+// then cost a read of the store); with more it degrades gradually, never wrongly.
+const keyFilterBits = 1 << 21
+
+// keyFilter is a Bloom filter of group keys (their encodings), of a fixed size: whether a
+// group absent from memory may be in the store. A new group (most rows of a key never seen
+// before) is then known new without asking the store.
+type keyFilter struct {
+	bits []uint64
+	seed maphash.Seed
+}
+
+func newKeyFilter(nbits int) *keyFilter {
+	return &keyFilter{bits: make([]uint64, nbits/64), seed: maphash.MakeSeed()}
+}
+
+// probes are the three bit positions of key (double hashing of one 64-bit hash).
+func (f *keyFilter) probes(key []byte) (p [3]uint64) {
+	h := maphash.Bytes(f.seed, key)
+	h1, h2 := h, h>>32|1
+	n := uint64(len(f.bits) * 64)
+	for i := range p {
+		p[i] = (h1 + uint64(i)*h2) % n
+	}
+	return p
+}
+
+func (f *keyFilter) add(key []byte) {
+	for _, b := range f.probes(key) {
+		f.bits[b/64] |= 1 << (b % 64)
+	}
+}
+
+// has reports whether key may have been added (a nil filter holds nothing).
+func (f *keyFilter) has(key []byte) bool {
+	if f == nil {
+		return false
+	}
+	for _, b := range f.probes(key) {
+		if f.bits[b/64]&(1<<(b%64)) == 0 {
+			return false
+		}
+	}
+	return true
 }

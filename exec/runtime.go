@@ -35,8 +35,8 @@ type Env struct {
 	FailOnRowError bool
 	// Store holds operator state and source offsets (default: a fresh in-memory store).
 	Store state.Store
-	// AggCacheGroups bounds the groups an aggregation without a window keeps in memory per
-	// split when Store is not the in-memory store: the others stay in the store and are
+	// AggCacheGroups bounds the groups an aggregation without a window keeps in memory (its
+	// splits together) when Store is not the in-memory store: the others stay in the store and are
 	// read back when a row needs them (agg_cache.go; docs/operations.md). 0 is
 	// DefaultAggCacheGroups; negative keeps every group in memory.
 	AggCacheGroups int

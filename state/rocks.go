@@ -50,6 +50,10 @@ func OpenRocks(dir string, o RocksOptions) (*Rocks, error) {
 	s.cache = grocksdb.NewLRUCache(o.BlockCacheBytes)
 	s.bbto = grocksdb.NewDefaultBlockBasedTableOptions()
 	s.bbto.SetBlockCache(s.cache)
+	// A Bloom filter per table file (about 10 bits a key, 1 % false positives): a Get of
+	// a key the database does not hold (an aggregation's group cache asking for a new
+	// group, exec/agg_cache.go) then reads no block of the files that cannot hold it.
+	s.bbto.SetFilterPolicy(grocksdb.NewBloomFilterFull(10))
 	s.opts = grocksdb.NewDefaultOptions()
 	s.opts.SetCreateIfMissing(true)
 	s.opts.SetBlockBasedTableFactory(s.bbto)
