@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math/rand"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"rsql/planner"
 	"rsql/sql"
@@ -210,5 +212,99 @@ func TestAggCacheSize(t *testing.T) {
 		if got := aggCacheSize(&m, c.store, c.setting); got != c.want {
 			t.Errorf("%s: cache of %d, want %d", c.name, got, c.want)
 		}
+	}
+}
+
+// readCountStore counts the reads of a store.
+type readCountStore struct {
+	state.Store
+	gets, scans atomic.Int64
+}
+
+func (s *readCountStore) Get(key []byte) ([]byte, bool, error) {
+	s.gets.Add(1)
+	return s.Store.Get(key)
+}
+
+func (s *readCountStore) Scan(prefix []byte, fn func(key, value []byte) error) error {
+	s.scans.Add(1)
+	return s.Store.Scan(prefix, fn)
+}
+
+// In a running job (checkpoints every few milliseconds, committed while the rows after
+// them go on), an aggregation without a window over RocksDB state with a cache of a few
+// groups emits what it emits with every group in memory.
+func TestAggCacheJob(t *testing.T) {
+	evs := genEvents(5, 20000, 300, 0)
+	run := func(store state.Store, cache int) []string {
+		src := newMemSource(true, 50, "0")
+		feedAll(src, "0", evs)
+		var sk sinks
+		env := testEnv(src, &sk)
+		env.Store, env.AggCacheGroups, env.CheckpointInterval = store, cache, 2*time.Millisecond
+		runJob(t, "cache", aggPlan(sourceSpec(nil, 0), planner.WindowSpec{Kind: planner.WindowNone}, allAggs(), planner.EmitChanges), env)
+		return sk.get("out").bodies()
+	}
+	want := run(state.NewMemory(), 0)
+	rocks, err := state.OpenRocks(t.TempDir(), state.RocksOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rocks.Close()
+	store := &readCountStore{Store: rocks}
+	got := run(store, 16)
+	if d := diff(got, want); d != "" {
+		t.Fatal(d)
+	}
+	if store.gets.Load() == 0 && store.scans.Load() <= 1 {
+		t.Fatal("no group was read back from the store")
+	}
+	t.Logf("%d gets, %d scans", store.gets.Load(), store.scans.Load())
+}
+
+// A split given up (RemoveSplit, as when splits move between instances) writes what it
+// holds in memory; the store then holds the split's whole state, groups gone from memory
+// included, and an instance that takes the split over from an export of it goes on as
+// the uninterrupted run.
+func TestAggCacheSplitMoves(t *testing.T) {
+	rows := cacheRows(3, 2000, 80)
+	var cnt counters
+	ref := &rowLog{}
+	cachedRun(t, newAggOp(cacheNode(), "j", "agg", state.NewMemory(), nil, &cnt), state.NewMemory(), rows, 0, ref, 0)
+
+	open := func() state.Store {
+		s, err := state.OpenRocks(t.TempDir(), state.RocksOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	from, to := open(), open()
+	newCached := func(store state.Store) *aggOp {
+		a := newAggOp(cacheNode(), "j", "agg", store, nil, &cnt)
+		a.cacheMax = aggCacheSize(a.node, store, 8)
+		return a
+	}
+	got := &rowLog{}
+	a := newCached(from)
+	cachedRun(t, a, from, rows[:1003], 0, got, 0) // the last batch after the last checkpoint
+	rm := &Control{Kind: RemoveSplit, Split: "s", State: &state.Batch{}}
+	if err := a.Control(rm, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := from.Write(rm.State); err != nil {
+		t.Fatal(err)
+	}
+	blob, err := from.Export(state.SplitPrefix(nil, "j", "agg", "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := to.Import(blob); err != nil {
+		t.Fatal(err)
+	}
+	cachedRun(t, newCached(to), to, rows, 1003, got, 0)
+	if d := diff(got.rows, ref.rows); d != "" {
+		t.Fatal(d)
 	}
 }
