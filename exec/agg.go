@@ -169,7 +169,7 @@ type aggSplit struct {
 	retired, free []*win
 	paneSplit     // pane mode (agg_pane.go)
 	sessSplit     // session mode (agg_session.go)
-	groupCache // the bounded group cache (agg_cache.go)
+	groupCache    // the bounded group cache (agg_cache.go)
 	// state keys to delete at the next checkpoint, and key prefixes to drop (panes)
 	delBuf   []byte
 	delEnds  []int
