@@ -279,8 +279,11 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 		}
 		a.rowErr = nil
 		late := a.mode.row(a, sp, r, h)
-		if a.storeErr != nil {
-			return a.storeErr
+		if err := a.storeErr; err != nil {
+			// The group could not be read back: the job fails (and restarts from its
+			// last checkpoint) rather than go on without the group's state.
+			a.storeErr = nil
+			return err
 		}
 		if late {
 			a.lateRow = append(a.lateRow, r)
