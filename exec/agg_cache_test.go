@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"errors"
 	"fmt"
 	"math/rand"
 	"strings"
@@ -306,5 +307,61 @@ func TestAggCacheSplitMoves(t *testing.T) {
 	cachedRun(t, newCached(to), to, rows, 1003, got, 0)
 	if d := diff(got.rows, ref.rows); d != "" {
 		t.Fatal(d)
+	}
+}
+
+// A group read back whose stored state does not decode fails the row's batch with a
+// StateError naming the operator and split, rather than going on with an empty group.
+func TestAggCacheBadStoredGroup(t *testing.T) {
+	for _, distinct := range []bool{false, true} {
+		t.Run(fmt.Sprint("distinct ", distinct), func(t *testing.T) {
+			store, err := state.OpenRocks(t.TempDir(), state.RocksOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			node := cacheNode()
+			if !distinct {
+				node.Aggs = node.Aggs[:4] // no COUNT(DISTINCT): groups are read with Get
+			}
+			var cnt counters
+			a := newAggOp(node, "j", "agg", store, nil, &cnt)
+			a.cacheMax = aggCacheSize(node, store, 4)
+			op := newOpChain(&rowLog{}, a)
+			must := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			user := func(from, to int) *Batch {
+				b := &Batch{Split: "s"}
+				for u := from; u < to; u++ {
+					b.Rows = append(b.Rows, sql.Row{sql.Varchar(fmt.Sprint("u", u)), sql.BigInt(int64(u))})
+				}
+				return b
+			}
+			must(op.Control(&Control{Kind: NewSplit, Split: "s"}))
+			must(op.Process(user(0, 8)))
+			for e := int64(1); e <= 2; e++ { // the second checkpoint commits the first
+				c := &Control{Kind: Checkpoint, Epoch: e, State: &state.Batch{}}
+				must(op.Control(c))
+				must(store.Write(c.State))
+			}
+			must(op.Process(user(8, 16))) // u0... leave memory
+			if !a.splits["s"].spilled {
+				t.Fatal("no group left memory")
+			}
+			key := state.Key(nil, "j", "agg", "s", sql.AppendRow(nil, sql.Row{sql.Varchar("u0")}), 0, 0)
+			if _, ok, _ := store.Get(key); !ok {
+				t.Fatal("u0 is not in the store")
+			}
+			must(store.Put(key, []byte{0xff, 0x01}))
+			err = op.Process(user(0, 1))
+			var se *StateError
+			if !errors.As(err, &se) || se.Op != "agg" || se.Split != "s" {
+				t.Fatalf("reading a bad group back: %v", err)
+			}
+		})
 	}
 }
