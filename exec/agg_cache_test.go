@@ -112,35 +112,50 @@ func cachedRun(t *testing.T, a *aggOp, store state.Store, rows []sql.Row, from i
 // group in memory; a restart from the store (which loads only the cache's worth) goes on
 // as the uninterrupted run.
 func TestAggCacheMatchesMemory(t *testing.T) {
-	rows := cacheRows(1, 3000, 60)
-	var cnt counters
-	ref := &rowLog{}
-	cachedRun(t, newAggOp(cacheNode(), "j", "agg", state.NewMemory(), nil, &cnt), state.NewMemory(), rows, 0, ref, 0)
+	for _, distinct := range []bool{false, true} {
+		t.Run(fmt.Sprint("distinct ", distinct), func(t *testing.T) {
+			node := func() *planner.AggregateNode {
+				n := cacheNode()
+				if !distinct {
+					n.Aggs = n.Aggs[:4] // no COUNT(DISTINCT): groups are read back with Get
+				}
+				return n
+			}
+			rows := cacheRows(1, 3000, 60)
+			var cnt counters
+			ref := &rowLog{}
+			cachedRun(t, newAggOp(node(), "j", "agg", state.NewMemory(), nil, &cnt), state.NewMemory(), rows, 0, ref, 0)
 
-	store, err := state.OpenRocks(t.TempDir(), state.RocksOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	newCached := func() *aggOp {
-		a := newAggOp(cacheNode(), "j", "agg", store, nil, &cnt)
-		a.cacheMax = aggCacheSize(a.node, store, 8)
-		if a.cacheMax != 8 {
-			t.Fatalf("cache of %d groups, want 8", a.cacheMax)
-		}
-		return a
-	}
-	got := &rowLog{}
-	a := newCached()
-	cachedRun(t, a, store, rows[:1500], 0, got, 0)
-	if !a.splits["s"].spilled {
-		t.Fatal("no group left memory")
-	}
-	// Restart: the state of the first 1500 rows, then the rest.
-	a = newCached()
-	cachedRun(t, a, store, rows, 1500, got, 0)
-	if d := diff(got.rows, ref.rows); d != "" {
-		t.Fatal(d)
+			store, err := state.OpenRocks(t.TempDir(), state.RocksOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			reads := &readCountStore{Store: store}
+			newCached := func() *aggOp {
+				a := newAggOp(node(), "j", "agg", reads, nil, &cnt)
+				a.cacheMax = aggCacheSize(a.node, reads, 8)
+				if a.cacheMax != 8 {
+					t.Fatalf("cache of %d groups, want 8", a.cacheMax)
+				}
+				return a
+			}
+			got := &rowLog{}
+			a := newCached()
+			cachedRun(t, a, reads, rows[:1500], 0, got, 0)
+			if !a.splits["s"].spilled {
+				t.Fatal("no group left memory")
+			}
+			if reads.gets.Load()+reads.scans.Load() < 10 {
+				t.Fatalf("%d gets and %d scans: groups were not read back", reads.gets.Load(), reads.scans.Load())
+			}
+			// Restart: the state of the first 1500 rows, then the rest.
+			a = newCached()
+			cachedRun(t, a, reads, rows, 1500, got, 0)
+			if d := diff(got.rows, ref.rows); d != "" {
+				t.Fatal(d)
+			}
+		})
 	}
 }
 
