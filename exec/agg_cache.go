@@ -10,12 +10,13 @@ import (
 	"rsql/state"
 )
 
-// The bounded group cache of an aggregation without a window (docs/operations.md, "State
-// in RocksDB"). Such an aggregation keeps its groups for ever, so with every group in
+// The bounded group cache of an aggregation without a window (docs/operations.md, "Flags";
+// docs/benchmarks.md, "Aggregations without a window in bounded memory"). Such an aggregation keeps its groups for ever, so with every group in
 // memory its memory grows with the number of keys. When its state is in a store outside
 // the process (RocksDB), the operator keeps about Env.AggCacheGroups groups in memory, its
 // splits sharing them evenly; the others are only in the store, and a row whose group is
-// not in memory reads it back.
+// not in memory reads it back when a Bloom filter of the keys that left memory (keyFilter)
+// says it may be there: a new group costs no read.
 //
 // Exactly-once: the store holds the state of the last committed checkpoint and nothing
 // else, because nothing but a checkpoint's batch writes it. So only a group whose state
