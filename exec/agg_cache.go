@@ -42,7 +42,7 @@ import (
 
 // DefaultAggCacheGroups is the groups an aggregation without a window keeps in memory (its
 // splits together) when Env.AggCacheGroups is 0 and the state is not in memory.
-const DefaultAggCacheGroups = 1 << 16
+const DefaultAggCacheGroups = 1 << 14
 
 // groupCache is a split's part of the cache.
 type groupCache struct {

@@ -28,7 +28,7 @@ type BenchNexmarkCmd struct {
 	Seed        uint64        `name:"seed" default:"0" help:"Seed of the generator."`
 	EventRate   int64         `name:"event-rate" default:"10000000" help:"Events per second of event time (10 M: the published nexmark-flink suite)."`
 	Checkpoint  time.Duration `name:"checkpoint-interval" default:"1s" help:"Checkpoint interval of the jobs (negative: only at the end)."`
-	AggCache    int           `name:"agg-cache-groups" default:"0" help:"Groups an aggregation without a window keeps in memory with rocksdb state (0: the engine's default, 65536; negative: all)."`
+	AggCache    int           `name:"agg-cache-groups" default:"0" help:"Groups an aggregation without a window keeps in memory with rocksdb state (0: the engine's default, 16384; negative: all)."`
 	JSON        bool          `name:"json" help:"Print the results as JSON lines instead of a table."`
 	CPUProfile  string        `name:"cpuprofile" help:"Write a CPU profile of each query to FILE.<query>."`
 	MemProfile  string        `name:"memprofile" help:"Write an allocation profile of each query to FILE.<query>."`
