@@ -78,6 +78,12 @@ type aggOp struct {
 	// group's (update, and accsOf).
 	lay       *accLayout
 	acc, acc2 []accum
+	// cacheMax bounds the groups of an aggregation without a window kept in memory, its
+	// splits together (agg_cache.go; 0: every group stays); storeErr is a failure of the store
+	// while reading a group back, which Process returns.
+	cacheMax int
+	storeErr error
+	ages     []uint32 // scratch of evict
 }
 
 // aggMode is what one kind of window does with the aggregation's groups; aggOp calls it
@@ -133,7 +139,13 @@ type win struct {
 }
 
 type group struct {
-	hash      uint64
+	hash uint64
+	// touch is the split's row clock (aggSplit.tick) at the group's last row, and saved
+	// the number of the split's save that last wrote it (aggSplit.saves; 0: loaded or
+	// read back from the store): what the bounded group cache of an aggregation without a
+	// window goes by (agg_cache.go).
+	touch     uint32
+	saved     uint16
 	dirty     bool
 	persisted bool
 }
@@ -157,6 +169,7 @@ type aggSplit struct {
 	retired, free []*win
 	paneSplit     // pane mode (agg_pane.go)
 	sessSplit     // session mode (agg_session.go)
+	groupCache    // the bounded group cache (agg_cache.go)
 	// state keys to delete at the next checkpoint, and key prefixes to drop (panes)
 	delBuf   []byte
 	delEnds  []int
@@ -226,6 +239,7 @@ func (a *aggOp) split(name string) *aggSplit {
 		sp.skIndex = map[uint64]int32{}
 		sp.pending = map[int64]bool{}
 		a.splits[name] = sp
+		sp.saves, sp.evictAt = 1, a.splitCache()
 	}
 	a.cur = sp
 	return sp
@@ -264,7 +278,14 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 			continue
 		}
 		a.rowErr = nil
-		if a.mode.row(a, sp, r, h) {
+		late := a.mode.row(a, sp, r, h)
+		if err := a.storeErr; err != nil {
+			// The group could not be read back: the job fails (and restarts from its
+			// last checkpoint) rather than go on without the group's state.
+			a.storeErr = nil
+			return err
+		}
+		if late {
 			a.lateRow = append(a.lateRow, r)
 			continue
 		}
@@ -323,7 +344,13 @@ func (sp *aggSplit) newWin(start, end int64) *win {
 func (a *aggOp) lookup(sp *aggSplit, w *win, h uint64) (g int32, created bool) {
 	g = w.find(h, a.keys)
 	created = false
+	if g < 0 && sp.spilled {
+		g = a.fetch(sp, w, h)
+	}
 	if g < 0 {
+		if a.cacheMax > 0 {
+			a.canonKeys()
+		}
 		g = int32(len(w.groups))
 		w.groups = append(w.groups, group{hash: h})
 		w.index(g)
@@ -334,6 +361,8 @@ func (a *aggOp) lookup(sp *aggSplit, w *win, h uint64) (g int32, created bool) {
 		}
 		created = true
 	}
+	sp.tick++
+	w.groups[g].touch = sp.tick
 	sp.markDirty(w, g)
 	return g, created
 }
@@ -603,10 +632,12 @@ func (a *aggOp) save(sp *aggSplit, b *state.Batch) error {
 // saveWins writes the changed groups of sp's windows (or panes, or its pseudo-window) to b,
 // and frees the windows retired before.
 func (a *aggOp) saveWins(sp *aggSplit, b *state.Batch) error {
+	sp.nextSave()
 	for _, w := range sp.dirtyWins {
 		for _, g := range w.dirty {
 			gr := &w.groups[g]
 			gr.dirty = false
+			gr.saved = sp.saves
 			if w.dead {
 				continue
 			}
@@ -684,7 +715,22 @@ func (a *aggOp) load(split string) error {
 	var lastWin *win // the window whose group lastAccs are a copy of (nil: a session's own)
 	var lastG int
 	var legacy []func() // groups whose distinct values came inline (earlier versions)
+	loaded := 0
+	full := false
 	err := a.store.Scan(prefix, func(key, value []byte) error {
+		if full {
+			// The cache is full: the other groups stay in the store until a row asks for
+			// them (agg_cache.go); the filter of groups gone from memory learns their keys.
+			if len(key) > len(lastKey) && string(key[:len(lastKey)]) == string(lastKey) {
+				return nil // a distinct chunk of the group before
+			}
+			if len(key) < len(prefix)+16 {
+				return &StateError{Op: a.id, Split: split, Err: fmt.Errorf("%w: a group's key of %d bytes", errBadState, len(key))}
+			}
+			lastKey = append(lastKey[:0], key...)
+			sp.spill(key[len(prefix) : len(key)-16])
+			return nil
+		}
 		if lastAccs != nil && len(key) > len(lastKey) && string(key[:len(lastKey)]) == string(lastKey) {
 			j, c, err := parseDistinctKey(key[len(lastKey):], a.na)
 			if err == nil {
@@ -706,6 +752,16 @@ func (a *aggOp) load(split string) error {
 			return nil
 		}
 		lastKey = append(lastKey[:0], key...)
+		if a.cacheMax > 0 && loaded >= a.splitCache() {
+			if len(key) < len(prefix)+16 {
+				return &StateError{Op: a.id, Split: split, Err: fmt.Errorf("%w: a group's key of %d bytes", errBadState, len(key))}
+			}
+			full = true
+			lastAccs = nil
+			sp.spill(key[len(prefix) : len(key)-16])
+			return nil
+		}
+		loaded++
 		var keys sql.Row
 		var start, end int64
 		var accs []accum

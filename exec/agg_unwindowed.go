@@ -20,6 +20,9 @@ func (m unwindowedMode) row(a *aggOp, sp *aggSplit, r sql.Row, h uint64) bool {
 	if w == nil {
 		w = sp.window(0, 0)
 	}
+	if a.cacheMax > 0 && len(w.groups) >= sp.evictAt {
+		w = a.evict(sp, w)
+	}
 	if m.changes && a.node.Changes == planner.Retract {
 		return m.retractRow(a, sp, w, h)
 	}

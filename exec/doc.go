@@ -91,7 +91,8 @@
 //     keyrows.go, groupindex.go), late and bad rows, and the state's keys and codecs
 //     (statecodec.go). What depends on the kind of window is an aggMode, called per row,
 //     per watermark, at a checkpoint, at a restore and at close: unwindowedMode
-//     (agg_unwindowed.go: GROUP BY without a window, state TTL), winMode and givenMode
+//     (agg_unwindowed.go: GROUP BY without a window, state TTL; with state outside the
+//     process, a bounded cache of its groups, agg_cache.go), winMode and givenMode
 //     (agg_window.go: tumble, hop by windows, windows the rows carry), paneMode
 //     (agg_pane.go: hop by panes) and sessionMode (agg_session.go). An aggregation without
 //     window over an updating input is retractAggOp (agg_retract.go): signed row counts,

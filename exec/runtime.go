@@ -35,6 +35,11 @@ type Env struct {
 	FailOnRowError bool
 	// Store holds operator state and source offsets (default: a fresh in-memory store).
 	Store state.Store
+	// AggCacheGroups bounds the groups an aggregation without a window keeps in memory (its
+	// splits together) when Store is not the in-memory store: the others stay in the store and are
+	// read back when a row needs them (agg_cache.go; docs/operations.md). 0 is
+	// DefaultAggCacheGroups; negative keeps every group in memory.
+	AggCacheGroups int
 	// Commit makes a checkpoint durable: the state delta and the source offsets in one
 	// atomic step. Default: Store.Write(cp.State) (the offsets are in cp.State too). It is
 	// also called, with Epoch 0, for the final state of a split given up by RemoveSplit.

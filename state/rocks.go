@@ -13,8 +13,10 @@ type RocksOptions struct {
 	// checkpoints that must survive a machine crash are committed to the checkpoint store.
 	Sync bool
 	// BlockCacheBytes is the LRU block cache size (default 8 MiB). Operators keep their
-	// state in memory and read the store only when a split's state is loaded, so the cache
-	// serves little; a small one keeps RocksDB's memory bounded.
+	// hot state in memory and read the store when a split's state is loaded and when an
+	// aggregation without a window reads back a group gone from its bounded cache (a
+	// group not used for a while, exec/agg_cache.go), so the cache serves little; a small
+	// one keeps RocksDB's memory bounded.
 	BlockCacheBytes uint64
 	// WriteBufferBytes is the size of one memtable (default 8 MiB). Checkpoint
 	// batches insert tens of thousands of small keys into the memtable; in a memtable that
@@ -50,6 +52,10 @@ func OpenRocks(dir string, o RocksOptions) (*Rocks, error) {
 	s.cache = grocksdb.NewLRUCache(o.BlockCacheBytes)
 	s.bbto = grocksdb.NewDefaultBlockBasedTableOptions()
 	s.bbto.SetBlockCache(s.cache)
+	// A Bloom filter per table file (about 10 bits a key, 1 % false positives): a Get of
+	// a key the database does not hold (an aggregation's group cache asking for a new
+	// group, exec/agg_cache.go) then reads no block of the files that cannot hold it.
+	s.bbto.SetFilterPolicy(grocksdb.NewBloomFilterFull(10))
 	s.opts = grocksdb.NewDefaultOptions()
 	s.opts.SetCreateIfMissing(true)
 	s.opts.SetBlockBasedTableFactory(s.bbto)

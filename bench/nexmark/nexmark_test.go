@@ -407,13 +407,20 @@ func lastPerKey(t *testing.T, what string, rows []string, keyCols int, counts ma
 }
 
 // The day queries run at one event per second from 21:00, so the 20,000 events span
-// midnight.
+// midnight. "rocksdb-cache" is RocksDB state with a cache of 16 groups per aggregation, so
+// that groups leave memory and are read back all along (exec/agg_cache.go).
 func dayConfig(st string) Config {
-	return Config{Events: testEvents, Splits: 2, EventRate: 1, BaseTime: 1_767_301_200_000, State: st, CheckpointInterval: 10 * time.Millisecond}
+	c := Config{Events: testEvents, Splits: 2, EventRate: 1, BaseTime: 1_767_301_200_000, State: st, CheckpointInterval: 10 * time.Millisecond}
+	if st == "rocksdb-cache" {
+		c.State, c.AggCacheGroups = "rocksdb", 16
+	}
+	return c
 }
 
+var dayStates = []string{"memory", "rocksdb", "rocksdb-cache"}
+
 func TestQ15DailyStats(t *testing.T) {
-	for _, st := range []string{"memory", "rocksdb"} {
+	for _, st := range dayStates {
 		t.Run(st, func(t *testing.T) {
 			cfg := dayConfig(st)
 			got, _ := runQuery(t, "q15", cfg)
@@ -439,7 +446,7 @@ func TestQ15DailyStats(t *testing.T) {
 }
 
 func TestQ16ChannelStats(t *testing.T) {
-	for _, st := range []string{"memory", "rocksdb"} {
+	for _, st := range dayStates {
 		t.Run(st, func(t *testing.T) {
 			cfg := dayConfig(st)
 			got, _ := runQuery(t, "q16", cfg)
@@ -463,7 +470,7 @@ func TestQ16ChannelStats(t *testing.T) {
 }
 
 func TestQ17AuctionStats(t *testing.T) {
-	for _, st := range []string{"memory", "rocksdb"} {
+	for _, st := range dayStates {
 		t.Run(st, func(t *testing.T) {
 			cfg := dayConfig(st)
 			got, _ := runQuery(t, "q17", cfg)

@@ -48,6 +48,9 @@ type Config struct {
 	// CheckpointInterval is how often the job checkpoints its state (default 1s, the
 	// server's default; negative: only at the end).
 	CheckpointInterval time.Duration
+	// AggCacheGroups is exec.Env.AggCacheGroups: the groups an aggregation without a
+	// window keeps in memory with RocksDB state (0: exec.DefaultAggCacheGroups).
+	AggCacheGroups int
 	// OnRow, when set, sees every result row (valid only during the call), from one
 	// goroutine. The rows of an updating query (the plan's sink has Changes, see
 	// docs/sql.md "Changelogs") end with the change column: NULL for an insert, "delete"
@@ -256,6 +259,7 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 		OnRow:              onRow,
 		Store:              store,
 		CheckpointInterval: cfg.CheckpointInterval,
+		AggCacheGroups:     cfg.AggCacheGroups,
 	}
 	if cfg.Started != nil {
 		cfg.Started()
