@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-//go:embed ddl.sql q*.sql
+//go:embed ddl.sql q*.sql s*.sql
 var files embed.FS
 
 // Query is one Nexmark query: its name (q0 ...) and SQL text.
@@ -19,8 +19,15 @@ type Query struct {
 	SQL  string
 }
 
-// Queries returns the embedded queries in numeric order.
-func Queries() []Query {
+// Queries returns the embedded Nexmark queries in numeric order.
+func Queries() []Query { return embedded("q") }
+
+// StateQueries returns rsql's own queries over the Nexmark streams that hold state by key
+// at scale (s1 ...): benchmarks of state, not part of the suite ("all").
+func StateQueries() []Query { return embedded("s") }
+
+// embedded returns the embedded queries whose names start with prefix, in numeric order.
+func embedded(prefix string) []Query {
 	names, err := files.ReadDir(".")
 	if err != nil {
 		panic(err) // the embedded directory is always readable
@@ -28,7 +35,7 @@ func Queries() []Query {
 	var out []Query
 	for _, e := range names {
 		n := e.Name()
-		if !strings.HasPrefix(n, "q") || !strings.HasSuffix(n, ".sql") {
+		if !strings.HasPrefix(n, prefix) || !strings.HasSuffix(n, ".sql") {
 			continue
 		}
 		b, err := files.ReadFile(n)
@@ -42,7 +49,7 @@ func Queries() []Query {
 }
 
 func queryNum(name string) int {
-	n, err := strconv.Atoi(strings.TrimPrefix(name, "q"))
+	n, err := strconv.Atoi(name[1:])
 	if err != nil {
 		return 1 << 30
 	}
@@ -55,13 +62,14 @@ func Select(list string) ([]Query, error) {
 	if strings.TrimSpace(list) == "" || strings.EqualFold(strings.TrimSpace(list), "all") {
 		return all, nil
 	}
+	all = append(all, StateQueries()...)
 	var out []Query
 	for _, name := range strings.Split(list, ",") {
 		name = strings.ToLower(strings.TrimSpace(name))
 		if name == "" {
 			continue
 		}
-		if !strings.HasPrefix(name, "q") {
+		if !strings.HasPrefix(name, "q") && !strings.HasPrefix(name, "s") {
 			name = "q" + name
 		}
 		found := false
