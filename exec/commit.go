@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"rsql/connectors"
 	"rsql/state"
 )
 
@@ -91,6 +92,7 @@ func (g *commitGroup) add(epoch int64, b *state.Batch, offs []SplitOffset, r *re
 		}
 		if err == nil {
 			g.job.cpTimes.done(epoch, start, committed, time.Now())
+			g.job.sourcesCommitted(e.offs)
 		}
 		if err != nil && !errors.Is(err, context.Canceled) {
 			g.job.fail(err)
@@ -130,4 +132,25 @@ func (g *commitGroup) idle() {
 	prev := g.prev
 	g.mu.Unlock()
 	<-prev
+}
+
+// sourcesCommitted tells each source that listens (connectors.CheckpointListener: a
+// replication slot's reader) the positions of its splits a committed checkpoint covers.
+func (j *Job) sourcesCommitted(offs []SplitOffset) {
+	for _, o := range offs {
+		for _, st := range j.stages {
+			if st.plan.ID != o.Stage {
+				continue
+			}
+			in, raw, ok := unqualifySplit(st.plan, o.Split)
+			if !ok || in >= len(st.inputs) {
+				continue
+			}
+			if si, ok := st.inputs[in].(*sourceInput); ok {
+				if l, ok := si.src.(connectors.CheckpointListener); ok {
+					l.Committed(raw, o.Offset)
+				}
+			}
+		}
+	}
 }

@@ -3,6 +3,7 @@ package planner
 import (
 	"strings"
 
+	"rsql/connectors/options"
 	"rsql/sql"
 )
 
@@ -99,7 +100,7 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 		return &s, ch, nil
 
 	case *Scan:
-		return n, changes{}, nil
+		return n, scanChanges(n), nil
 
 	case *Filter:
 		in, ch, err := changelog(n.Input, false)
@@ -414,4 +415,43 @@ func operatorName(n LogicalNode) string {
 		s = s[:i]
 	}
 	return s
+}
+
+// scanChanges is the change mode of a scan: a table whose connector reads the changes of
+// its rows (options.Kind.Changelog: postgres-cdc) is a retract changelog keyed by its
+// primary key, its change column last; every other scan is append-only.
+func scanChanges(n *Scan) changes {
+	if !changelogScan(n) {
+		return changes{}
+	}
+	rel := n.Relation
+	key := make([]int, 0, len(rel.PrimaryKey))
+	for _, k := range rel.PrimaryKey {
+		at := -1
+		for i, c := range n.Columns {
+			if c == k {
+				at = i
+			}
+		}
+		if at < 0 {
+			return changes{mode: Retract}
+		}
+		key = append(key, at)
+	}
+	return changes{mode: Retract, key: key}
+}
+
+// changelogScan reports whether n reads a table of a changelog connector with its change
+// column (kept by PruneColumns) last.
+func changelogScan(n *Scan) bool {
+	rel := n.Relation
+	if rel == nil || !rel.IsTable || n.Snapshot {
+		return false
+	}
+	kind, ok := options.Lookup(rel.Connector())
+	if !ok || !kind.Changelog {
+		return false
+	}
+	op := rel.Schema.Index(sql.ChangeColumn)
+	return op >= 0 && len(n.Columns) > 0 && n.Columns[len(n.Columns)-1] == op
 }

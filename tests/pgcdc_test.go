@@ -1,0 +1,285 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"rsql/internal/pgtest"
+)
+
+// PostgreSQL change data capture (docs/sql.md, "PostgreSQL change data capture"): a table
+// of a private PostgreSQL 15 started with wal_level = logical, read by rsql as its snapshot
+// and then its changes, aggregated and copied by jobs into PostgreSQL tables (the
+// PostgreSQL sink), which must equal PostgreSQL's own queries over the source table.
+
+// startPostgresLogical starts a private cluster that can serve logical replication.
+func startPostgresLogical(t testing.TB) *pgCluster {
+	t.Helper()
+	c, err := pgtest.StartWith("wal_level=logical", "max_wal_senders=10", "max_replication_slots=10", "wal_sender_timeout=60s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// cdcSourceDDL is the source table in PostgreSQL: every type the connector reads.
+const cdcSourceDDL = `CREATE TABLE public.orders (
+  order_id bigint PRIMARY KEY, user_id text, amount numeric(10,2), qty int, small smallint,
+  price float8, flag bool, ts timestamp, tstz timestamptz, d date, doc jsonb, note varchar(20));
+ALTER TABLE public.orders REPLICA IDENTITY FULL;
+CREATE SCHEMA sink;
+CREATE TABLE sink.by_user (user_id text PRIMARY KEY, n bigint, amount numeric, qty bigint, flags bigint);
+CREATE TABLE sink.copy (order_id bigint PRIMARY KEY, user_id text, amount numeric(10,2), qty int, small smallint,
+  price float8, flag bool, ts timestamp, tstz timestamptz, d timestamp, doc text, note text);`
+
+// cdcColumns are the rsql declaration of the source table's columns.
+const cdcColumns = `order_id BIGINT PRIMARY KEY, user_id VARCHAR, amount DECIMAL(10,2), qty INT, small INT,
+  price DOUBLE, flag BOOLEAN, ts TIMESTAMP, tstz TIMESTAMP, d TIMESTAMP, doc VARCHAR, note VARCHAR`
+
+func cdcRSQL(url string) string {
+	return fmt.Sprintf(`
+CREATE TABLE orders (%[2]s) WITH (connector = 'postgres-cdc', url = '%[1]s', table = 'public.orders',
+  slot = 'rsql_orders', publication = 'rsql_orders', create_slot = true);
+CREATE TABLE orders_copy_src (%[2]s) WITH (connector = 'postgres-cdc', url = '%[1]s', table = 'public.orders',
+  slot = 'rsql_orders_copy', publication = 'rsql_orders', create_slot = true);
+CREATE TABLE by_user (user_id VARCHAR PRIMARY KEY, n BIGINT, amount DECIMAL, qty BIGINT, flags BIGINT)
+  WITH (connector = 'postgres', url = '%[1]s', table = 'sink.by_user');
+CREATE TABLE copy (%[2]s) WITH (connector = 'postgres', url = '%[1]s', table = 'sink.copy');
+INSERT INTO by_user SELECT user_id, COUNT(*), SUM(amount), SUM(qty), COUNT(flag) FROM orders GROUP BY user_id;
+INSERT INTO copy SELECT * FROM orders_copy_src;
+`, url, cdcColumns)
+}
+
+// cdcCases are the sink tables and the PostgreSQL queries over the source table that
+// compute what they must hold.
+var cdcCases = []struct{ got, want string }{
+	{`SELECT user_id, n, amount, qty, flags FROM sink.by_user`,
+		`SELECT user_id, count(*), sum(amount), sum(qty), count(flag) FROM public.orders GROUP BY user_id`},
+	{`SELECT order_id, user_id, amount, qty, small, price, flag, ts, tstz, d, doc, note FROM sink.copy`,
+		`SELECT order_id, user_id, amount, qty, small, price, flag, ts, tstz, d::timestamp, doc::text, note FROM public.orders`},
+}
+
+// cdcChange applies one random change to the source table: an insert (with NULLs now and
+// then), an update of values, an update of the primary key, or a delete.
+func cdcChange(ctx context.Context, t *testing.T, conn *pgx.Conn, r *rand.Rand, next *int64) {
+	t.Helper()
+	val := func(p float64, v string) string {
+		if r.Float64() < p {
+			return "NULL"
+		}
+		return v
+	}
+	row := func(id int64) string {
+		return fmt.Sprintf("(%d, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", id,
+			val(0.1, fmt.Sprintf("'u%d'", r.Intn(20))),
+			val(0.1, fmt.Sprintf("%d.%02d", r.Intn(1000), r.Intn(100))),
+			val(0.1, fmt.Sprint(r.Intn(50)-10)),
+			val(0.2, fmt.Sprint(r.Intn(30000))),
+			val(0.1, fmt.Sprintf("%d.25", r.Intn(100000)-500)),
+			val(0.2, []string{"true", "false"}[r.Intn(2)]),
+			val(0.1, fmt.Sprintf("'2026-0%d-1%d 12:34:56.%03d'", 1+r.Intn(9), r.Intn(10), r.Intn(1000))),
+			val(0.1, fmt.Sprintf("'2026-05-0%d 08:00:00.%03d+0%d'", 1+r.Intn(9), r.Intn(1000), r.Intn(9))),
+			val(0.1, fmt.Sprintf("'20%02d-12-3%d'", r.Intn(40), r.Intn(2))),
+			val(0.2, fmt.Sprintf(`'{"k": %d, "s": "x\"y"}'`, r.Intn(10))),
+			val(0.3, fmt.Sprintf("'n%d'", r.Intn(5))))
+	}
+	var q string
+	switch k := r.Intn(10); {
+	case k < 4:
+		*next++
+		q = "INSERT INTO public.orders VALUES " + row(*next)
+	case k < 6:
+		q = fmt.Sprintf(`UPDATE public.orders SET amount = %s, qty = qty + 1, note = NULL, flag = NOT flag, user_id = 'u%d'
+  WHERE order_id = (SELECT order_id FROM public.orders ORDER BY random() LIMIT 1)`, val(0.2, fmt.Sprintf("%d.5", r.Intn(500))), r.Intn(20))
+	case k < 8:
+		// A change of the primary key: the old key's deletion and the new key's insertion.
+		*next++
+		q = fmt.Sprintf(`UPDATE public.orders SET order_id = %d WHERE order_id = (SELECT order_id FROM public.orders ORDER BY random() LIMIT 1)`, *next)
+	default:
+		q = `DELETE FROM public.orders WHERE order_id = (SELECT order_id FROM public.orders ORDER BY random() LIMIT 1)`
+	}
+	if _, err := conn.Exec(ctx, q); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// cdcWaitEqual waits until every sink table equals its query over the source table.
+func cdcWaitEqual(t *testing.T, conn *pgx.Conn, s *jobsServer) {
+	t.Helper()
+	deadline := time.Now().Add(120 * time.Second)
+	for _, c := range cdcCases {
+		for {
+			d := pgDiff(t, conn, c.got, c.want)
+			if d == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s differs from %s:\n%s\nserver stderr:\n%s", c.got, c.want, d, s.p.Stderr.String())
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+}
+
+// TestPostgresCDC: a snapshot of 300 rows and then 1500 random inserts, updates (of values
+// and of the primary key, to and from NULLs) and deletes in transactions of 1 to 5
+// changes, read by two jobs (an aggregation and a copy of every column) through
+// postgres-cdc tables into PostgreSQL sink tables. The rsql server is killed with SIGKILL
+// twice mid-stream and PostgreSQL is restarted once: the sink tables end equal to
+// PostgreSQL's queries over the source table, so no change was lost or applied twice, and
+// the slots' confirmed positions moved past their start (the checkpoint commit hook).
+func TestPostgresCDC(t *testing.T) {
+	pg := startPostgresLogical(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { conn.Close(ctx) }()
+	if _, err := conn.Exec(ctx, cdcSourceDDL); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewSource(time.Now().UnixNano()))
+	var next int64
+	for i := 0; i < 300; i++ {
+		cdcChange(ctx, t, conn, r, &next)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO public.orders (order_id) VALUES (1000000)`); err != nil { // every value NULL
+		t.Fatal(err)
+	}
+	s := newJobsServer(t)
+	s.sql(cdcRSQL(pg.URL))
+	var start string
+	if err := conn.QueryRow(ctx, `SELECT min(confirmed_flush_lsn)::text FROM pg_replication_slots`).Scan(&start); err != nil {
+		t.Fatal(err)
+	}
+	const rounds, per = 10, 150
+	for round := 0; round < rounds; round++ {
+		for i := 0; i < per; {
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 1 + r.Intn(5)
+			for j := 0; j < n; j++ {
+				cdcChange(ctx, t, tx.Conn(), r, &next)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			i += n
+		}
+		switch round {
+		case 3, 7:
+			time.Sleep(time.Duration(200+r.Intn(600)) * time.Millisecond)
+			s.p.Kill()
+			s.start()
+		case 5:
+			// PostgreSQL restarts: the jobs wait for it and go on from their checkpoints.
+			pg.StopServer()
+			conn.Close(ctx)
+			time.Sleep(2 * time.Second)
+			if err := pg.StartServer(); err != nil {
+				t.Fatal(err)
+			}
+			if conn, err = pgx.Connect(ctx, pg.URL); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	cdcWaitEqual(t, conn, s)
+	if n := pgCount(t, conn, `SELECT 1 FROM public.orders`); n < 100 {
+		t.Fatalf("%d rows left in the source: the test does not test much", n)
+	}
+	// The slots' confirmed positions move past where they started once checkpoints that
+	// cover the changes commit (standby status updates every few seconds).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var behind int64
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE confirmed_flush_lsn <= $1::pg_lsn`, start).Scan(&behind); err != nil {
+			t.Fatal(err)
+		}
+		if behind == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d replication slots did not confirm past %s", behind, start)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// TestPostgresCDCDeclarationErrors: CREATE TABLE of a postgres-cdc table fails with the
+// SQLSTATE and a message naming what is wrong and what to run.
+func TestPostgresCDCDeclarationErrors(t *testing.T) {
+	pg := startPostgresLogical(t)
+	plain := startPostgres(t) // wal_level replica
+	ctx := context.Background()
+	for _, u := range []string{pg.URL, plain.URL} {
+		conn, err := pgx.Connect(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{
+			`CREATE TABLE t (id bigint PRIMARY KEY, v text)`,
+			`ALTER TABLE t REPLICA IDENTITY FULL`,
+			`CREATE TABLE nokey (id bigint, v text)`,
+			`CREATE TABLE ident (id bigint PRIMARY KEY, v text)`,
+			`CREATE TABLE odd (id bigint PRIMARY KEY, v bytea, i interval)`,
+			`ALTER TABLE odd REPLICA IDENTITY FULL`,
+			`CREATE PUBLICATION pub FOR TABLE t`,
+		} {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		conn.Close(ctx)
+	}
+	s := newJobsServer(t)
+	rsql, err := pgx.Connect(ctx, "postgres://rsql@"+s.pg+"/rsql?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rsql.Close(ctx)
+	decl := func(url, cols, opts string) string {
+		return fmt.Sprintf(`CREATE TABLE x (%s) WITH (connector = 'postgres-cdc', url = '%s', %s)`, cols, url, opts)
+	}
+	cases := []struct {
+		sql, code, says string
+	}{
+		{decl(plain.URL, "id BIGINT PRIMARY KEY, v VARCHAR", "table = 't', publication = 'pub', slot = 's1'"), "55000", "wal_level = logical"},
+		{decl(pg.URL, "id BIGINT PRIMARY KEY, v VARCHAR", "table = 'missing', publication = 'pub', slot = 's1'"), "42P01", "public.missing"},
+		{decl(pg.URL, "id BIGINT PRIMARY KEY, v VARCHAR", "table = 'nokey', publication = 'pub', slot = 's1'"), "42P10", "no primary key"},
+		{decl(pg.URL, "id BIGINT PRIMARY KEY, v VARCHAR", "table = 'ident', publication = 'pub', slot = 's1'"), "55000", "REPLICA IDENTITY FULL"},
+		{decl(pg.URL, "id BIGINT PRIMARY KEY, v BIGINT", "table = 't', publication = 'pub', slot = 's1'"), "42804", "column v"},
+		{decl(pg.URL, "id BIGINT PRIMARY KEY, v VARCHAR, i INT", "table = 'odd', publication = 'pub', slot = 's1'"), "42804", "column i"},
+		{decl(pg.URL, "id BIGINT PRIMARY KEY", "table = 't', publication = 'pub', slot = 's1'"), "42703", "v"},
+		{decl(pg.URL, "id BIGINT PRIMARY KEY, v VARCHAR, w VARCHAR", "table = 't', publication = 'pub', slot = 's1'"), "42703", "no column w"},
+		{decl(pg.URL, "id BIGINT, v VARCHAR PRIMARY KEY", "table = 't', publication = 'pub', slot = 's1'"), "42P10", "primary key"},
+		{decl(pg.URL, "id BIGINT PRIMARY KEY, v VARCHAR", "table = 't', publication = 'nopub', slot = 's1'"), "42704", "CREATE PUBLICATION nopub FOR TABLE"},
+		{decl(pg.URL, "id BIGINT PRIMARY KEY, v VARCHAR", "table = 't', publication = 'pub', slot = 's1'"), "42704", "pg_create_logical_replication_slot('s1', 'pgoutput')"},
+		{decl(pg.URL, "id BIGINT PRIMARY KEY, v VARCHAR", "table = 't', on_truncate = 'delete'"), "22023", "on_truncate"},
+		{fmt.Sprintf(`CREATE STREAM x (id BIGINT, v VARCHAR) WITH (connector = 'postgres-cdc', url = '%s', table = 't')`, pg.URL), "0A000", "CREATE TABLE"},
+	}
+	for _, c := range cases {
+		_, err := rsql.Exec(ctx, c.sql, pgx.QueryExecModeSimpleProtocol)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != c.code || !strings.Contains(pe.Message, c.says) {
+			t.Errorf("%s: %v, want SQLSTATE %s saying %q", c.sql, err, c.code, c.says)
+		}
+	}
+	// With create_slot the publication is created; the declaration then succeeds.
+	if _, err := rsql.Exec(ctx, decl(pg.URL, "id BIGINT PRIMARY KEY, v VARCHAR", "table = 't', publication = 'newpub', slot = 's2', create_slot = true"), pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+}
