@@ -6,6 +6,8 @@ package connectors
 // so it is fuzzed on its own (postgres_cdc_fuzz_test.go).
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -69,7 +71,7 @@ var oidTypname = map[uint32]string{
 // cdcDecoder decodes the pgoutput messages of one table into changelog rows of schema
 // (the declared columns and the change column sql.ChangeColumn last).
 type cdcDecoder struct {
-	table  string   // the PostgreSQL table, schema.name, as relation messages name it
+	table  string // the PostgreSQL table, schema.name, as relation messages name it
 	schema sql.Schema
 	op     int // the change column's index in schema
 	// rel is the table's relation id once a relation message named it (0 before); pos
@@ -108,6 +110,9 @@ func (d *cdcDecoder) decode(data []byte, lsn pglogrepl.LSN) (ev cdcEvent, err er
 	}()
 	if len(data) == 0 {
 		return ev, fmt.Errorf("empty pgoutput message at LSN %s", lsn)
+	}
+	if err := checkTuples(data); err != nil {
+		return ev, fmt.Errorf("malformed pgoutput message at LSN %s: %v", lsn, err)
 	}
 	m, err := pglogrepl.Parse(data)
 	if err != nil {
@@ -284,4 +289,80 @@ func (d *cdcDecoder) tuple(t *pglogrepl.TupleData, prev sql.Row, lsn pglogrepl.L
 		}
 	}
 	return row, nil
+}
+
+// checkTuples checks that the tuples of an insert, update or delete message lie within it
+// before the message parser reads them (it would allocate whatever length a value claims).
+func checkTuples(data []byte) error {
+	p := 5 // the message type and the relation id
+	tuple := func() error {
+		if p+2 > len(data) {
+			return errors.New("truncated tuple")
+		}
+		n := int(binary.BigEndian.Uint16(data[p:]))
+		p += 2
+		for i := 0; i < n; i++ {
+			if p >= len(data) {
+				return fmt.Errorf("tuple column %d missing", i+1)
+			}
+			kind := data[p]
+			p++
+			switch kind {
+			case 'n', 'u':
+			case 't', 'b':
+				if p+4 > len(data) {
+					return fmt.Errorf("tuple column %d: truncated length", i+1)
+				}
+				l := binary.BigEndian.Uint32(data[p:])
+				p += 4
+				if uint64(l) > uint64(len(data)-p) {
+					return fmt.Errorf("tuple column %d: length %d past the message's end", i+1, l)
+				}
+				p += int(l)
+			default:
+				return fmt.Errorf("tuple column %d: unknown kind %q", i+1, kind)
+			}
+		}
+		return nil
+	}
+	tag := func() (byte, error) {
+		if p >= len(data) {
+			return 0, errors.New("truncated message")
+		}
+		p++
+		return data[p-1], nil
+	}
+	switch data[0] {
+	case 'I', 'U', 'D':
+	case 'T':
+		// The relation count, the options byte, then one id per relation.
+		if len(data) < 6 || uint64(binary.BigEndian.Uint32(data[1:]))*4 != uint64(len(data)-6) {
+			return errors.New("a truncate message whose relation count does not match its length")
+		}
+		return nil
+	case 'R':
+		// Every column takes at least 10 bytes.
+		if len(data) < 7 {
+			return errors.New("truncated relation message")
+		}
+		return nil
+	default:
+		return nil
+	}
+	t, err := tag()
+	if err != nil {
+		return err
+	}
+	if data[0] == 'U' && (t == 'K' || t == 'O') {
+		if err := tuple(); err != nil {
+			return err
+		}
+		if t, err = tag(); err != nil {
+			return err
+		}
+	}
+	if data[0] == 'D' && t != 'K' && t != 'O' || data[0] != 'D' && t != 'N' {
+		return fmt.Errorf("unexpected tuple tag %q", t)
+	}
+	return tuple()
 }
