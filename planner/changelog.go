@@ -290,6 +290,10 @@ func changelogJoin(n *Join) (LogicalNode, changes, error) {
 	if err != nil {
 		return nil, rch, err
 	}
+	// A changelog table's scan (scanChanges) carries its change column among the columns
+	// the join was bound with; the join takes an updating side's last column as its change
+	// column, so the side gets a copy of it to take and keeps the bound columns.
+	l, r = ownChangeColumn(n.Left, l, lch), ownChangeColumn(n.Right, r, rch)
 	exact := n.Mode == JoinRegular && n.TTL <= 0
 	for _, ch := range []changes{lch, rch} {
 		if !ch.updating() || exact {
@@ -454,4 +458,25 @@ func changelogScan(n *Scan) bool {
 	}
 	op := rel.Schema.Index(sql.ChangeColumn)
 	return op >= 0 && len(n.Columns) > 0 && n.Columns[len(n.Columns)-1] == op
+}
+
+// ownChangeColumn is side (before) as rewritten (after) with its change column moved past
+// a NULL in its place, when it was updating already as bound: its change column was among
+// its bound columns (a changelog table's scan).
+func ownChangeColumn(before, after LogicalNode, ch changes) LogicalNode {
+	bs := before.Schema()
+	if !ch.updating() || len(bs) == 0 || bs[len(bs)-1].Name != sql.ChangeColumn {
+		return after
+	}
+	sch := after.Schema()
+	exprs := make([]sql.Expr, 0, len(sch)+1)
+	names := make([]string, 0, len(sch)+1)
+	for k, c := range sch[:len(sch)-1] {
+		exprs, names = append(exprs, colRef(sch, k)), append(names, c.Name)
+	}
+	// The bound column stays, always NULL: the join matches a delete with the row it takes
+	// back by all of the side's columns, and the change column differs between the two.
+	exprs = append(exprs, &sql.Literal{V: sql.Null, T: sql.TypeVarchar}, colRef(sch, len(sch)-1))
+	names = append(names, sql.ChangeColumn, sql.ChangeColumn)
+	return &Project{Input: after, Exprs: exprs, Names: names}
 }

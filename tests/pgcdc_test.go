@@ -39,7 +39,11 @@ ALTER TABLE public.orders REPLICA IDENTITY FULL;
 CREATE SCHEMA sink;
 CREATE TABLE sink.by_user (user_id text PRIMARY KEY, n bigint, amount numeric, qty bigint, flags bigint);
 CREATE TABLE sink.copy (order_id bigint PRIMARY KEY, user_id text, amount numeric(10,2), qty int, small int,
-  price float8, flag bool, ts timestamp, tstz timestamptz, d timestamp, doc text, note text);`
+  price float8, flag bool, ts timestamp, tstz timestamptz, d timestamp, doc text, note text);
+CREATE TABLE public.users (user_id text PRIMARY KEY, tier text);
+ALTER TABLE public.users REPLICA IDENTITY FULL;
+INSERT INTO public.users SELECT 'u' || i, 'tier' || (i % 3) FROM generate_series(0, 14) i;
+CREATE TABLE sink.by_tier (tier text PRIMARY KEY, n bigint, qty bigint);`
 
 // cdcColumns are the rsql declaration of the source table's columns.
 const cdcColumns = `order_id BIGINT PRIMARY KEY, user_id VARCHAR, amount DECIMAL(10,2), qty INT, small INT,
@@ -56,6 +60,13 @@ CREATE TABLE by_user (user_id VARCHAR PRIMARY KEY, n BIGINT, amount DECIMAL, qty
 CREATE TABLE copy (%[2]s) WITH (connector = 'postgres', url = '%[1]s', table = 'sink.copy');
 INSERT INTO by_user SELECT user_id, COUNT(*), SUM(amount), SUM(qty), COUNT(flag) FROM orders WHERE user_id IS NOT NULL GROUP BY user_id;
 INSERT INTO copy SELECT * FROM orders_copy_src;
+CREATE TABLE orders_join_src (%[2]s) WITH (connector = 'postgres-cdc', url = '%[1]s', table = 'public.orders',
+  slot = 'rsql_orders_join', publication = 'rsql_orders', create_slot = true);
+CREATE TABLE users (user_id VARCHAR PRIMARY KEY, tier VARCHAR) WITH (connector = 'postgres-cdc', url = '%[1]s',
+  table = 'users', publication = 'rsql_users', create_slot = true);
+CREATE TABLE by_tier (tier VARCHAR PRIMARY KEY, n BIGINT, qty BIGINT) WITH (connector = 'postgres', url = '%[1]s', table = 'sink.by_tier');
+INSERT INTO by_tier SELECT u.tier, COUNT(*), SUM(o.qty) FROM orders_join_src o JOIN users u ON o.user_id = u.user_id
+  WHERE u.tier IS NOT NULL GROUP BY u.tier;
 `, url, cdcColumns)
 }
 
@@ -66,6 +77,8 @@ var cdcCases = []struct{ got, want string }{
 		`SELECT user_id, count(*), sum(amount), sum(qty), count(flag) FROM public.orders WHERE user_id IS NOT NULL GROUP BY user_id`},
 	{`SELECT order_id, user_id, amount, qty, small, price, flag, ts, tstz, d, doc, note FROM sink.copy`,
 		`SELECT order_id, user_id, amount, qty, small, price, flag, ts, tstz, d::timestamp, doc::text, note FROM public.orders`},
+	{`SELECT tier, n, qty FROM sink.by_tier`,
+		`SELECT u.tier, count(*), sum(o.qty) FROM public.orders o JOIN public.users u ON o.user_id = u.user_id WHERE u.tier IS NOT NULL GROUP BY u.tier`},
 }
 
 // cdcChange applies one random change to the source table: an insert (with NULLs now and
@@ -104,8 +117,11 @@ func cdcChange(ctx context.Context, t *testing.T, conn *pgx.Conn, r *rand.Rand, 
 		// A change of the primary key: the old key's deletion and the new key's insertion.
 		*next++
 		q = fmt.Sprintf(`UPDATE public.orders SET order_id = %d WHERE order_id = (SELECT order_id FROM public.orders ORDER BY random() LIMIT 1)`, *next)
-	default:
+	case k < 9:
 		q = `DELETE FROM public.orders WHERE order_id = (SELECT order_id FROM public.orders ORDER BY random() LIMIT 1)`
+	default:
+		// A user changes tier, or leaves a tier for none (NULL).
+		q = fmt.Sprintf(`UPDATE public.users SET tier = %s WHERE user_id = 'u%d'`, val(0.2, fmt.Sprintf("'tier%d'", r.Intn(4))), r.Intn(20))
 	}
 	if _, err := conn.Exec(ctx, q); err != nil {
 		t.Fatalf("%s: %v", q, err)
@@ -132,7 +148,8 @@ func cdcWaitEqual(t *testing.T, conn *pgx.Conn, s *jobsServer) {
 
 // TestPostgresCDC: a snapshot of 300 rows and then 1500 random inserts, updates (of values
 // and of the primary key, to and from NULLs) and deletes in transactions of 1 to 5
-// changes, read by two jobs (an aggregation and a copy of every column) through
+// changes, read by three jobs (an aggregation, a copy of every column, and an aggregation
+// over a regular join with a second table whose rows change too) through
 // postgres-cdc tables into PostgreSQL sink tables. The rsql server is killed with SIGKILL
 // twice mid-stream and PostgreSQL is restarted once: the sink tables end equal to
 // PostgreSQL's queries over the source table, so no change was lost or applied twice, and
