@@ -208,20 +208,6 @@ func (c *Cluster) StopServer() {
 	}
 }
 
-// KillServer kills the server by its PID with SIGKILL (a crash: no shutdown checkpoint)
-// and waits for it, keeping its data directory and port for StartServer.
-func (c *Cluster) KillServer() {
-	if c.cmd == nil {
-		return
-	}
-	select {
-	case <-c.done:
-	default:
-		c.cmd.Process.Kill()
-		<-c.done
-	}
-}
-
 // Stop sends SIGINT (fast shutdown) to the server's PID, waits for it, and removes its files.
 func (c *Cluster) Stop() {
 	c.StopServer()
