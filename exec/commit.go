@@ -81,6 +81,10 @@ func (g *commitGroup) add(epoch int64, b *state.Batch, offs []SplitOffset, r *re
 		start := time.Now()
 		err := g.job.commit(g, epoch, e.state, e.offs)
 		committed := time.Now()
+		if err == nil {
+			// The sources' positions are durable now, whatever publishing below does.
+			g.job.sourcesCommitted(e.offs)
+		}
 		// What the checkpoint costs is the commit; publishing the outbox is the sink's
 		// writing, which the rows cost however often the job checkpoints.
 		g.job.commitNanos.Add(int64(committed.Sub(start)))
@@ -92,7 +96,6 @@ func (g *commitGroup) add(epoch int64, b *state.Batch, offs []SplitOffset, r *re
 		}
 		if err == nil {
 			g.job.cpTimes.done(epoch, start, committed, time.Now())
-			g.job.sourcesCommitted(e.offs)
 		}
 		if err != nil && !errors.Is(err, context.Canceled) {
 			g.job.fail(err)

@@ -2,9 +2,11 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -36,47 +38,49 @@ const cdcSourceDDL = `CREATE TABLE public.orders (
   order_id bigint PRIMARY KEY, user_id text, amount numeric(10,2), qty int, small smallint,
   price float8, flag bool, ts timestamp, tstz timestamptz, d date, doc jsonb, note varchar(20));
 ALTER TABLE public.orders REPLICA IDENTITY FULL;
-CREATE SCHEMA sink;
+CREATE TABLE public.users (user_id text PRIMARY KEY, tier text);
+ALTER TABLE public.users REPLICA IDENTITY FULL;
+INSERT INTO public.users SELECT 'u' || i, 'tier' || (i % 3) FROM generate_series(0, 14) i;`
+
+// cdcSinkDDL are the sink tables, in a database of their own.
+const cdcSinkDDL = `CREATE SCHEMA sink;
 CREATE TABLE sink.by_user (user_id text PRIMARY KEY, n bigint, amount numeric, qty bigint, flags bigint);
 CREATE TABLE sink.copy (order_id bigint PRIMARY KEY, user_id text, amount numeric(10,2), qty int, small int,
   price float8, flag bool, ts timestamp, tstz timestamptz, d timestamp, doc text, note text);
-CREATE TABLE public.users (user_id text PRIMARY KEY, tier text);
-ALTER TABLE public.users REPLICA IDENTITY FULL;
-INSERT INTO public.users SELECT 'u' || i, 'tier' || (i % 3) FROM generate_series(0, 14) i;
 CREATE TABLE sink.by_tier (tier text PRIMARY KEY, n bigint, qty bigint);`
 
 // cdcColumns are the rsql declaration of the source table's columns.
 const cdcColumns = `order_id BIGINT PRIMARY KEY, user_id VARCHAR, amount DECIMAL(10,2), qty INT, small INT,
   price DOUBLE, flag BOOLEAN, ts TIMESTAMP, tstz TIMESTAMP, d TIMESTAMP, doc VARCHAR, note VARCHAR`
 
-func cdcRSQL(url string) string {
+func cdcRSQL(url, sinkURL string) string {
 	return fmt.Sprintf(`
 CREATE TABLE orders (%[2]s) WITH (connector = 'postgres-cdc', url = '%[1]s', table = 'public.orders',
   slot = 'rsql_orders', publication = 'rsql_orders', create_slot = true);
 CREATE TABLE orders_copy_src (%[2]s) WITH (connector = 'postgres-cdc', url = '%[1]s', table = 'public.orders',
   slot = 'rsql_orders_copy', publication = 'rsql_orders', create_slot = true);
 CREATE TABLE by_user (user_id VARCHAR PRIMARY KEY, n BIGINT, amount DECIMAL, qty BIGINT, flags BIGINT)
-  WITH (connector = 'postgres', url = '%[1]s', table = 'sink.by_user');
-CREATE TABLE copy (%[2]s) WITH (connector = 'postgres', url = '%[1]s', table = 'sink.copy');
+  WITH (connector = 'postgres', url = '%[3]s', table = 'sink.by_user');
+CREATE TABLE copy (%[2]s) WITH (connector = 'postgres', url = '%[3]s', table = 'sink.copy');
 INSERT INTO by_user SELECT user_id, COUNT(*), SUM(amount), SUM(qty), COUNT(flag) FROM orders WHERE user_id IS NOT NULL GROUP BY user_id;
 INSERT INTO copy SELECT * FROM orders_copy_src;
 CREATE TABLE orders_join_src (%[2]s) WITH (connector = 'postgres-cdc', url = '%[1]s', table = 'public.orders',
   slot = 'rsql_orders_join', publication = 'rsql_orders', create_slot = true);
 CREATE TABLE users (user_id VARCHAR PRIMARY KEY, tier VARCHAR) WITH (connector = 'postgres-cdc', url = '%[1]s',
   table = 'users', publication = 'rsql_users', create_slot = true);
-CREATE TABLE by_tier (tier VARCHAR PRIMARY KEY, n BIGINT, qty BIGINT) WITH (connector = 'postgres', url = '%[1]s', table = 'sink.by_tier');
+CREATE TABLE by_tier (tier VARCHAR PRIMARY KEY, n BIGINT, qty BIGINT) WITH (connector = 'postgres', url = '%[3]s', table = 'sink.by_tier');
 INSERT INTO by_tier SELECT u.tier, COUNT(*), SUM(o.qty) FROM orders_join_src o JOIN users u ON o.user_id = u.user_id
   WHERE u.tier IS NOT NULL GROUP BY u.tier;
-`, url, cdcColumns)
+`, url, cdcColumns, sinkURL)
 }
 
 // cdcCases are the sink tables and the PostgreSQL queries over the source table that
 // compute what they must hold.
 var cdcCases = []struct{ got, want string }{
-	{`SELECT user_id, n, amount, qty, flags FROM sink.by_user`,
-		`SELECT user_id, count(*), sum(amount), sum(qty), count(flag) FROM public.orders WHERE user_id IS NOT NULL GROUP BY user_id`},
-	{`SELECT order_id, user_id, amount, qty, small, price, flag, ts, tstz, d, doc, note FROM sink.copy`,
-		`SELECT order_id, user_id, amount, qty, small, price, flag, ts, tstz, d::timestamp, doc::text, note FROM public.orders`},
+	{`SELECT user_id, n, amount::float8, qty, flags FROM sink.by_user`,
+		`SELECT user_id, count(*), sum(amount)::float8, sum(qty), count(flag) FROM public.orders WHERE user_id IS NOT NULL GROUP BY user_id`},
+	{`SELECT order_id, user_id, amount::float8, qty, small, price, flag, ts, tstz, d, doc, note FROM sink.copy`,
+		`SELECT order_id, user_id, amount::float8, qty, small, price, flag, ts, tstz, d::timestamp, doc::text, note FROM public.orders`},
 	{`SELECT tier, n, qty FROM sink.by_tier`,
 		`SELECT u.tier, count(*), sum(o.qty) FROM public.orders o JOIN public.users u ON o.user_id = u.user_id WHERE u.tier IS NOT NULL GROUP BY u.tier`},
 }
@@ -128,22 +132,66 @@ func cdcChange(ctx context.Context, t *testing.T, conn *pgx.Conn, r *rand.Rand, 
 	}
 }
 
-// cdcWaitEqual waits until every sink table equals its query over the source table.
-func cdcWaitEqual(t *testing.T, conn *pgx.Conn, s *jobsServer) {
+// cdcRows are the rows of q as sorted text.
+func cdcRows(t *testing.T, conn *pgx.Conn, q string) []string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), "SELECT row(x.*)::text FROM ("+q+") x")
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// cdcWaitEqual waits until every sink table (in the sink database) equals its query over
+// the source table.
+func cdcWaitEqual(t *testing.T, src, sink *pgx.Conn, s *jobsServer) {
 	t.Helper()
 	deadline := time.Now().Add(120 * time.Second)
 	for _, c := range cdcCases {
 		for {
-			d := pgDiff(t, conn, c.got, c.want)
-			if d == "" {
+			got, want := cdcRows(t, sink, c.got), cdcRows(t, src, c.want)
+			if strings.Join(got, "\n") == strings.Join(want, "\n") {
+				if len(want) == 0 {
+					t.Fatalf("%s: no rows to compare", c.want)
+				}
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s differs from %s:\n%s\nserver stderr:\n%s", c.got, c.want, d, s.p.Stderr.String())
+				t.Fatalf("%s differs from %s:\n%s\nserver stderr:\n%s", c.got, c.want, cdcDiffText(got, want), s.p.Stderr.String())
 			}
 			time.Sleep(300 * time.Millisecond)
 		}
 	}
+}
+
+// cdcDiffText lists the rows of got not in want and the reverse (as multisets), ten each.
+func cdcDiffText(got, want []string) string {
+	count := map[string]int{}
+	for _, g := range got {
+		count[g]++
+	}
+	for _, w := range want {
+		count[w]--
+	}
+	var b strings.Builder
+	n := 0
+	for r, c := range count {
+		if c != 0 && n < 20 {
+			fmt.Fprintf(&b, "%+d %s\n", c, r)
+			n++
+		}
+	}
+	return b.String()
 }
 
 // TestPostgresCDC: a snapshot of 300 rows and then 1500 random inserts, updates (of values
@@ -153,7 +201,7 @@ func cdcWaitEqual(t *testing.T, conn *pgx.Conn, s *jobsServer) {
 // postgres-cdc tables into PostgreSQL sink tables. The rsql server is killed with SIGKILL
 // twice mid-stream and PostgreSQL is restarted once: the sink tables end equal to
 // PostgreSQL's queries over the source table, so no change was lost or applied twice, and
-// the slots' confirmed positions moved past their start (the checkpoint commit hook).
+// the slots confirm the last change (the checkpoint commit hook).
 func TestPostgresCDC(t *testing.T) {
 	pg := startPostgresLogical(t)
 	ctx := context.Background()
@@ -165,6 +213,18 @@ func TestPostgresCDC(t *testing.T) {
 	if _, err := conn.Exec(ctx, cdcSourceDDL); err != nil {
 		t.Fatal(err)
 	}
+	// The sinks write a database of their own: a database that shuts down waits for its
+	// logical replication clients to confirm what they were sent, which the jobs do once
+	// their checkpoints commit, and these wait for their sinks.
+	sinkPG := startPostgres(t)
+	sinkConn, err := pgx.Connect(ctx, sinkPG.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sinkConn.Close(ctx)
+	if _, err := sinkConn.Exec(ctx, cdcSinkDDL); err != nil {
+		t.Fatal(err)
+	}
 	r := rand.New(rand.NewSource(time.Now().UnixNano()))
 	var next int64
 	for i := 0; i < 300; i++ {
@@ -174,7 +234,7 @@ func TestPostgresCDC(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newJobsServer(t)
-	s.sql(cdcRSQL(pg.URL))
+	s.sql(cdcRSQL(pg.URL, sinkPG.URL))
 	var start string
 	if err := conn.QueryRow(ctx, `SELECT min(confirmed_flush_lsn)::text FROM pg_replication_slots`).Scan(&start); err != nil {
 		t.Fatal(err)
@@ -215,22 +275,30 @@ func TestPostgresCDC(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 		}
 	}
-	cdcWaitEqual(t, conn, s)
+	// Where the last change's commit record ends (or later: other sessions write too).
+	var last string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	cdcWaitEqual(t, conn, sinkConn, s)
 	if n := pgCount(t, conn, `SELECT 1 FROM public.orders`); n < 100 {
 		t.Fatalf("%d rows left in the source: the test does not test much", n)
 	}
-	// The slots' confirmed positions move past where they started once checkpoints that
-	// cover the changes commit (standby status updates every few seconds).
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	// Every slot confirms the last change once the checkpoints that cover it commit (the
+	// checkpoint commit hook; standby status updates every few seconds), and not before:
+	// the sink tables are written after those commits.
+	for deadline := time.Now().Add(60 * time.Second); ; {
 		var behind int64
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE confirmed_flush_lsn <= $1::pg_lsn`, start).Scan(&behind); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE confirmed_flush_lsn < $1::pg_lsn`, last).Scan(&behind); err != nil {
 			t.Fatal(err)
 		}
 		if behind == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d replication slots did not confirm past %s", behind, start)
+			var slots string
+			conn.QueryRow(ctx, `SELECT string_agg(slot_name || ' ' || confirmed_flush_lsn, ', ') FROM pg_replication_slots`).Scan(&slots)
+			t.Fatalf("%d replication slots did not confirm the last change at %s (they started at %s): %s", behind, last, start, slots)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -298,5 +366,59 @@ func TestPostgresCDCDeclarationErrors(t *testing.T) {
 	// With create_slot the publication is created; the declaration then succeeds.
 	if _, err := rsql.Exec(ctx, decl(pg.URL, "id BIGINT PRIMARY KEY, v VARCHAR", "table = 't', publication = 'newpub', slot = 's2', create_slot = true"), pgx.QueryExecModeSimpleProtocol); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPostgresCDCStopsOnTableChange: a column added to the source table, and a TRUNCATE of
+// another, stop the jobs that read them with an error naming the change (SHOW JOBS).
+func TestPostgresCDCStopsOnTableChange(t *testing.T) {
+	pg := startPostgresLogical(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE TABLE a (id bigint PRIMARY KEY, v text); ALTER TABLE a REPLICA IDENTITY FULL;
+CREATE TABLE b (id bigint PRIMARY KEY, v text); ALTER TABLE b REPLICA IDENTITY FULL;
+INSERT INTO a VALUES (1, 'x'); INSERT INTO b VALUES (1, 'y');`); err != nil {
+		t.Fatal(err)
+	}
+	s := newJobsServer(t)
+	s.sql(fmt.Sprintf(`CREATE TABLE a (id BIGINT PRIMARY KEY, v VARCHAR) WITH (connector = 'postgres-cdc', url = '%[1]s', create_slot = true);
+CREATE TABLE b (id BIGINT PRIMARY KEY, v VARCHAR) WITH (connector = 'postgres-cdc', url = '%[1]s', create_slot = true);
+CREATE MATERIALIZED VIEW va AS SELECT v, COUNT(*) AS n FROM a GROUP BY v;
+CREATE MATERIALIZED VIEW vb AS SELECT v, COUNT(*) AS n FROM b GROUP BY v;`, pg.URL))
+	// The jobs have read their snapshots once their slots exist.
+	for deadline := time.Now().Add(60 * time.Second); pgCount(t, conn, `SELECT 1 FROM pg_replication_slots WHERE active`) < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the jobs did not start replication\n%s", s.p.Stderr.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO a VALUES (2, 'x'); ALTER TABLE a ADD COLUMN extra int; INSERT INTO a VALUES (3, 'z', 1); TRUNCATE b;`); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"job-1": "column extra was added", "job-2": "TRUNCATE"}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got := map[string]string{}
+		for _, l := range lines(s.sql("SHOW JOBS")) {
+			var r struct{ ID, State, Error string }
+			if json.Unmarshal([]byte(l), &r) == nil {
+				got[r.ID] = r.State + ": " + r.Error
+			}
+		}
+		done := true
+		for id, says := range want {
+			done = done && strings.HasPrefix(got[id], "FAILED") && strings.Contains(got[id], says)
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jobs %v, want job-1 and job-2 FAILED saying %v\n%s", got, want, s.p.Stderr.String())
+		}
+		time.Sleep(300 * time.Millisecond)
 	}
 }
