@@ -448,6 +448,7 @@ type cdcReader struct {
 	opts    PostgresCDCOptions
 	columns []int
 	conn    *pgconn.PgConn
+	oid     uint32 // the table's
 
 	snapshot *cdcTx
 	txs      chan cdcTx
@@ -479,9 +480,22 @@ func openCDCReader(ctx context.Context, spec Spec, o PostgresCDCOptions, offset 
 		return fail(err)
 	}
 	slot, err := cdcQuery(ctx, qconn, `SELECT active::text, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, o.Slot)
+	if err != nil {
+		qconn.Close(context.Background())
+		return fail(r.wrap("reading the replication slot", err))
+	}
+	// The table is followed by its oid: a relation message of it under another name is
+	// a rename.
+	oid, err := cdcQuery(ctx, qconn, `SELECT to_regclass($1)::oid::text`, pgx.Identifier(o.Table).Sanitize())
 	qconn.Close(context.Background())
 	if err != nil {
-		return fail(r.wrap("reading the replication slot", err))
+		return fail(r.wrap("looking the table up", err))
+	}
+	if len(oid) == 0 || oid[0][0] == nil {
+		return fail(sql.Errorf(sql.CodeUnknownTable, "postgres-cdc %s: PostgreSQL has no table %s (dropped or renamed?)", o.Target, pgx.Identifier(o.Table).Sanitize()))
+	}
+	if n, err := strconv.ParseUint(*oid[0][0], 10, 32); err == nil {
+		r.oid = uint32(n)
 	}
 	var start pglogrepl.LSN
 	if offset <= 0 {
@@ -625,6 +639,7 @@ func (r *cdcReader) committed(end pglogrepl.LSN) {
 func (r *cdcReader) receive(ctx context.Context) {
 	defer close(r.done)
 	d := newCDCDecoder(r.opts.Target, r.spec.Schema)
+	d.oid = r.oid
 	var handed, walEnd pglogrepl.LSN // the last transaction handed over; the server's position
 	next := time.Now().Add(CDCStatusInterval)
 	status := func() error {

@@ -74,6 +74,9 @@ type cdcDecoder struct {
 	table  string // the PostgreSQL table, schema.name, as relation messages name it
 	schema sql.Schema
 	op     int // the change column's index in schema
+	// oid is the table's oid as the catalog gave it when the reader started (0: the
+	// table is known by its name only).
+	oid uint32
 	// rel is the table's relation id once a relation message named it (0 before); pos
 	// maps each column of its tuples to its index in schema.
 	rel uint32
@@ -128,7 +131,11 @@ func (d *cdcDecoder) decode(data []byte, lsn pglogrepl.LSN) (ev cdcEvent, err er
 		d.inTx = false
 		return cdcEvent{commit: true, end: m.TransactionEndLSN}, nil
 	case *pglogrepl.RelationMessage:
-		if m.Namespace+"."+m.RelationName != d.table {
+		name := m.Namespace + "." + m.RelationName
+		switch {
+		case d.oid != 0 && m.RelationID == d.oid && name != d.table:
+			return ev, sql.Errorf(codeNotInState, "postgres-cdc %s: the table was renamed to %s at LSN %s; the job stops: declare the table again", d.table, name, lsn)
+		case d.oid != 0 && m.RelationID != d.oid, d.oid == 0 && name != d.table:
 			return ev, nil
 		}
 		return ev, d.relation(m, lsn)

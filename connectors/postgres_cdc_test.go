@@ -171,10 +171,12 @@ func TestCDCDecodeRefuses(t *testing.T) {
 		{"update without old row", pgoUpdate(16400, nil, []string{"1", "a", "1", "t", "\x00"}), "REPLICA IDENTITY FULL"},
 		{"bad value", pgoInsert(16400, "x", "a", "1", "t", "\x00"), "column id"},
 		{"width", pgoInsert(16400, "1"), "has 1 columns"},
+		{"renamed", pgoRelation(16400, "public", "orders_old", 'f', pgoCol{"id", oidInt8}), "renamed to public.orders_old"},
 		{"truncated message", pgoInsert(16400, "1", "a", "1", "t", "2026-01-01")[:20], "malformed"},
 	}
 	for _, c := range cases {
 		d := newCDCDecoder("public.orders", cdcTestSchema)
+		d.oid = 16400
 		if _, err := d.decode(cdcTestRelation, 1); err != nil {
 			t.Fatal(err)
 		}
