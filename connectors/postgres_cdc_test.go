@@ -218,3 +218,27 @@ func FuzzCDCDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestParsePostgresCDCOptions: defaults (public schema, rsql_<table> slot and publication)
+// and the options' checks.
+func TestParsePostgresCDCOptions(t *testing.T) {
+	o, err := ParsePostgresCDCOptions("Orders", map[string]string{"url": "postgres://u@h/db"})
+	if err != nil || o.Target != "public.orders" || o.Slot != "rsql_orders" || o.Publication != "rsql_orders" || o.CreateSlot || o.OnTruncate != "error" {
+		t.Fatalf("%+v %v", o, err)
+	}
+	o, err = ParsePostgresCDCOptions("x", map[string]string{"url": "postgres://u@h/db", "table": `shop."Big"`, "slot": "s1", "create_slot": "true"})
+	if err != nil || o.Target != "shop.Big" || o.Slot != "s1" || !o.CreateSlot {
+		t.Fatalf("%+v %v", o, err)
+	}
+	for says, raw := range map[string]map[string]string{
+		"needs a url":      {},
+		"slot":             {"url": "postgres://u@h/db", "slot": "Bad-Name"},
+		"create_slot":      {"url": "postgres://u@h/db", "create_slot": "maybe"},
+		"on_truncate":      {"url": "postgres://u@h/db", "on_truncate": "delete"},
+		"leave format out": {"url": "postgres://u@h/db", "format": "csv"},
+	} {
+		if _, err := ParsePostgresCDCOptions("t", raw); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("%v: %v, want an error saying %q", raw, err, says)
+		}
+	}
+}
