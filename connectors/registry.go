@@ -54,6 +54,9 @@ type Kind struct {
 	// OpenLookup opens it as a lookup table a join reads by key (nil: it cannot be looked
 	// up); ParseLookup (options.Kind) parses and checks its options then (lookup.go).
 	OpenLookup func(ctx context.Context, deps Deps, s LookupSpec) (LookupTable, error)
+	// CheckDeclared, when set, checks a declaration of it against the system it reads
+	// (CREATE TABLE fails with its error, an *sql.Error naming the SQLSTATE).
+	CheckDeclared func(ctx context.Context, deps Deps, s Spec) error
 }
 
 // ErrNoBroker is returned when a topic is opened and the process reaches no broker.
@@ -151,6 +154,7 @@ var builtinKinds = []Kind{
 		},
 	},
 	postgresKind,
+	postgresCDCKind,
 	{
 		Kind: options.Builtin("print"),
 		OpenSink: func(_ context.Context, d Deps, _ Spec) (Sink, error) {

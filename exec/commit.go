@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"rsql/connectors"
 	"rsql/state"
 )
 
@@ -80,6 +81,10 @@ func (g *commitGroup) add(epoch int64, b *state.Batch, offs []SplitOffset, r *re
 		start := time.Now()
 		err := g.job.commit(g, epoch, e.state, e.offs)
 		committed := time.Now()
+		if err == nil {
+			// The sources' positions are durable now, whatever publishing below does.
+			g.job.sourcesCommitted(e.offs)
+		}
 		// What the checkpoint costs is the commit; publishing the outbox is the sink's
 		// writing, which the rows cost however often the job checkpoints.
 		g.job.commitNanos.Add(int64(committed.Sub(start)))
@@ -130,4 +135,25 @@ func (g *commitGroup) idle() {
 	prev := g.prev
 	g.mu.Unlock()
 	<-prev
+}
+
+// sourcesCommitted tells each source that listens (connectors.CheckpointListener: a
+// replication slot's reader) the positions of its splits a committed checkpoint covers.
+func (j *Job) sourcesCommitted(offs []SplitOffset) {
+	for _, o := range offs {
+		for _, st := range j.stages {
+			if st.plan.ID != o.Stage {
+				continue
+			}
+			in, raw, ok := unqualifySplit(st.plan, o.Split)
+			if !ok || in >= len(st.inputs) {
+				continue
+			}
+			if si, ok := st.inputs[in].(*sourceInput); ok {
+				if l, ok := si.src.(connectors.CheckpointListener); ok {
+					l.Committed(raw, o.Offset)
+				}
+			}
+		}
+	}
 }

@@ -3,6 +3,7 @@ package planner
 import (
 	"strings"
 
+	"rsql/connectors/options"
 	"rsql/sql"
 )
 
@@ -103,7 +104,7 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 		return &s, ch, nil
 
 	case *Scan:
-		return n, changes{}, nil
+		return n, scanChanges(n), nil
 
 	case *Filter:
 		in, ch, err := changelog(n.Input, false)
@@ -320,6 +321,10 @@ func changelogJoin(n *Join) (LogicalNode, changes, error) {
 	if err != nil {
 		return nil, rch, err
 	}
+	// A changelog table's scan (scanChanges) carries its change column among the columns
+	// the join was bound with; the join takes an updating side's last column as its change
+	// column, so the side gets a copy of it to take and keeps the bound columns.
+	l, r = ownChangeColumn(n.Left, l, lch), ownChangeColumn(n.Right, r, rch)
 	exact := n.Mode == JoinRegular && n.TTL <= 0
 	for _, ch := range []changes{lch, rch} {
 		if !ch.updating() || exact {
@@ -466,4 +471,64 @@ func operatorName(n LogicalNode) string {
 		s = s[:i]
 	}
 	return s
+}
+
+// scanChanges is the change mode of a scan: a table whose connector reads the changes of
+// its rows (options.Kind.Changelog: postgres-cdc) is a retract changelog keyed by its
+// primary key, its change column last; every other scan is append-only.
+func scanChanges(n *Scan) changes {
+	if !changelogScan(n) {
+		return changes{}
+	}
+	rel := n.Relation
+	key := make([]int, 0, len(rel.PrimaryKey))
+	for _, k := range rel.PrimaryKey {
+		at := -1
+		for i, c := range n.Columns {
+			if c == k {
+				at = i
+			}
+		}
+		if at < 0 {
+			return changes{mode: Retract}
+		}
+		key = append(key, at)
+	}
+	return changes{mode: Retract, key: key}
+}
+
+// changelogScan reports whether n reads a table of a changelog connector with its change
+// column (kept by PruneColumns) last.
+func changelogScan(n *Scan) bool {
+	rel := n.Relation
+	if rel == nil || !rel.IsTable || n.Snapshot {
+		return false
+	}
+	kind, ok := options.Lookup(rel.Connector())
+	if !ok || !kind.Changelog {
+		return false
+	}
+	op := rel.Schema.Index(sql.ChangeColumn)
+	return op >= 0 && len(n.Columns) > 0 && n.Columns[len(n.Columns)-1] == op
+}
+
+// ownChangeColumn is side (before) as rewritten (after) with its change column moved past
+// a NULL in its place, when it was updating already as bound: its change column was among
+// its bound columns (a changelog table's scan).
+func ownChangeColumn(before, after LogicalNode, ch changes) LogicalNode {
+	bs := before.Schema()
+	if !ch.updating() || len(bs) == 0 || bs[len(bs)-1].Name != sql.ChangeColumn {
+		return after
+	}
+	sch := after.Schema()
+	exprs := make([]sql.Expr, 0, len(sch)+1)
+	names := make([]string, 0, len(sch)+1)
+	for k, c := range sch[:len(sch)-1] {
+		exprs, names = append(exprs, colRef(sch, k)), append(names, c.Name)
+	}
+	// The bound column stays, always NULL: the join matches a delete with the row it takes
+	// back by all of the side's columns, and the change column differs between the two.
+	exprs = append(exprs, &sql.Literal{V: sql.Null, T: sql.TypeVarchar}, colRef(sch, len(sch)-1))
+	names = append(names, sql.ChangeColumn, sql.ChangeColumn)
+	return &Project{Input: after, Exprs: exprs, Names: names}
 }

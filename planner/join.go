@@ -377,7 +377,9 @@ func (b *logicalBuilder) join(f *sql.FromJoin, left, right LogicalNode) (Logical
 	j.Residual = and(residual)
 	rrel, _ := f.Right.(*sql.FromRelation)
 	switch {
-	case rrel != nil && rrel.Rel.IsTable:
+	case rrel != nil && rrel.Rel.IsTable && !changelogScan(&Scan{Relation: rrel.Rel, Columns: []int{len(rrel.Rel.Schema) - 1}}):
+		// (A table of a changelog connector, postgres-cdc, is a retract changelog joined
+		// as any updating input: scanChanges.)
 		if err := b.tableJoin(j, f, rrel.Rel, lw); err != nil {
 			return nil, err
 		}

@@ -647,6 +647,14 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 			return n, nil, nil
 		}
 		keep := copySet(need)
+		if op := n.Relation.Schema.Index(sql.ChangeColumn); op >= 0 && changelogScan(&Scan{Relation: n.Relation, Columns: []int{op}}) {
+			// A changelog table's change column says what each row is (scanChanges).
+			for i, c := range n.Columns {
+				if c == op {
+					keep[i] = true
+				}
+			}
+		}
 		if n.Relation.EventTime >= 0 {
 			for i, c := range n.Columns {
 				if c == n.Relation.EventTime {

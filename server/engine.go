@@ -378,6 +378,18 @@ func (e *Engine) createStream(s *sql.CreateStream) (*Result, error) {
 			return nil, sql.Errorf(sql.CodeInvalidValue, "stream %s: %v", d.Name, err)
 		}
 	}
+	if kind, ok := connectors.Lookup(opts.Connector); ok && kind.CheckDeclared != nil {
+		if kind.Changelog && (!s.Table || len(s.PrimaryKey) == 0) {
+			return nil, sql.Errorf(sql.CodeNotSupported, "the %s connector reads a table's changes: declare it with CREATE TABLE %s (k ... PRIMARY KEY, ...) WITH (connector = '%s', ...)", kind.Name, s.Name, kind.Name)
+		}
+		rel := d.Relation()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := kind.CheckDeclared(ctx, e.deps(), connectors.Spec{Stream: d.Name, Options: opts, Schema: rel.Schema, Key: rel.PrimaryKey})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
 	if opts.Connector == "broker" && e.cfg.Broker == nil && e.cfg.RocketMQ != nil {
 		src, err := connectors.OpenRocketMQSource(context.Background(), *e.cfg.RocketMQ, opts.TopicOf(d.Name), opts.Queues)
 		if err != nil {

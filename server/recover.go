@@ -47,6 +47,14 @@ type safeSource struct {
 	log func(format string, args ...any)
 }
 
+// Committed passes the positions a committed checkpoint covers on to a source that
+// listens for them (connectors.CheckpointListener: a replication slot's reader).
+func (s safeSource) Committed(split string, offset int64) {
+	if l, ok := s.Source.(connectors.CheckpointListener); ok {
+		l.Committed(split, offset)
+	}
+}
+
 func (s safeSource) Open(ctx context.Context, split string, offset int64) (r connectors.SplitReader, err error) {
 	defer func() {
 		if p := recover(); p != nil {

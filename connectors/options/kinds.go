@@ -22,6 +22,10 @@ type Kind struct {
 	// Readable, Writable and Lookupable say it can be read as a stream, written, and
 	// looked up by key by a lookup join.
 	Readable, Writable, Lookupable bool
+	// Changelog says a table of it reads as the changes of its rows, a retract changelog
+	// (each change the delete of the old row, the insert of the new one; docs/sql.md,
+	// "Changelogs") keyed by its primary key, rather than as versions: postgres-cdc.
+	Changelog bool
 	// ParseLookup parses and checks a lookup table's options (nil for a Lookupable kind:
 	// the options common to lookup tables only, ParseLookupCommon).
 	ParseLookup func(table string, raw map[string]string) (LookupOptions, error)
@@ -36,6 +40,9 @@ var NexmarkOptionKeys = []string{"table", "events", "rate", "event_rate", "base_
 
 // PostgresOptionKeys are the WITH options the postgres connector reads.
 var PostgresOptionKeys = append([]string{"url", "table"}, LookupOptionKeys...)
+
+// PostgresCDCOptionKeys are the WITH options the postgres-cdc connector reads.
+var PostgresCDCOptionKeys = []string{"url", "table", "slot", "publication", "create_slot", "on_truncate"}
 
 // builtin are the connectors of package connectors.
 var builtin = []Kind{
@@ -55,6 +62,10 @@ var builtin = []Kind{
 	{
 		Name: "postgres", Doc: "a table of a PostgreSQL database, looked up by primary key in lookup joins and written by INSERT INTO ... SELECT (CREATE TABLE only; not read as a stream)",
 		Options: PostgresOptionKeys, Lookupable: true, Writable: true,
+	},
+	{
+		Name: "postgres-cdc", Doc: "a table of a PostgreSQL database read as its rows and then their changes, through logical replication (CREATE TABLE only; read only)",
+		Options: PostgresCDCOptionKeys, Readable: true, Changelog: true,
 	},
 	{Name: "print", Doc: "standard output of the server (write only)", Writable: true},
 }

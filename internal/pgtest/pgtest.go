@@ -25,6 +25,8 @@ type Cluster struct {
 	port   int
 	cmd    *exec.Cmd
 	done   chan struct{}
+	// settings are extra server settings ("name=value"), each passed as -c.
+	settings []string
 }
 
 // bin finds a PostgreSQL server binary (initdb, postgres) of the installed version.
@@ -62,7 +64,10 @@ func asPostgres(cmd *exec.Cmd, root string) error {
 }
 
 // Start initialises and starts a cluster and waits until it accepts connections.
-func Start() (*Cluster, error) {
+func Start() (*Cluster, error) { return StartWith() }
+
+// StartWith is Start with extra server settings, each "name=value" (wal_level=logical).
+func StartWith(settings ...string) (*Cluster, error) {
 	initdb, err := bin("initdb")
 	if err != nil {
 		return nil, err
@@ -75,7 +80,7 @@ func Start() (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{root: root}
+	c := &Cluster{root: root, settings: settings}
 	data := filepath.Join(root, "data")
 	init := exec.Command(initdb, "-D", data, "-U", "rsql", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions")
 	if err := asPostgres(init, root); err != nil {
@@ -146,6 +151,9 @@ func (c *Cluster) startServer() error {
 	srv := exec.Command(c.server, "-D", filepath.Join(root, "data"), "-p", strconv.Itoa(c.port), "-k", root,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=100")
+	for _, set := range c.settings {
+		srv.Args = append(srv.Args, "-c", set)
+	}
 	srv.Stdout, srv.Stderr = logf, logf
 	if err := asPostgres(srv, root); err != nil {
 		logf.Close()
