@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"rsql/connectors/options"
 	"rsql/sql"
 )
 
@@ -1201,6 +1202,10 @@ func tableVersions(rel *sql.Relation, all []int) LogicalNode {
 // tableVersionsOf puts the TopN of tableVersions over scan, the whole rows of table rel.
 func tableVersionsOf(rel *sql.Relation, scan LogicalNode) LogicalNode {
 	if !rel.IsTable || len(rel.PrimaryKey) == 0 || rel.Schema.Index(sql.ChangeColumn) != len(rel.Schema)-1 {
+		return nil
+	}
+	if kind, ok := options.Lookup(rel.Connector()); ok && kind.Changelog {
+		// Its connector reads the changes of its rows already (scanChanges).
 		return nil
 	}
 	part := make([]sql.Expr, len(rel.PrimaryKey))
