@@ -151,6 +151,7 @@ var builtinKinds = []Kind{
 		},
 	},
 	postgresKind,
+	kafkaKind,
 	{
 		Kind: options.Builtin("print"),
 		OpenSink: func(_ context.Context, d Deps, _ Spec) (Sink, error) {

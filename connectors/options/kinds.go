@@ -25,6 +25,9 @@ type Kind struct {
 	// ParseLookup parses and checks a lookup table's options (nil for a Lookupable kind:
 	// the options common to lookup tables only, ParseLookupCommon).
 	ParseLookup func(table string, raw map[string]string) (LookupOptions, error)
+	// Check, when set, checks the values of its own options when a stream of it is
+	// declared (ParseStream); its errors are *OptionError.
+	Check func(raw map[string]string) error
 }
 
 // RecordFormats are the record formats every connector that reads or writes records takes
