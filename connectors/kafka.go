@@ -29,8 +29,7 @@ import (
 // writer's aborted records never reach a job.
 
 // KafkaOptionKeys are the WITH options the kafka connector reads beyond the common ones.
-var KafkaOptionKeys = []string{"brokers", "group", "offset_reset", "delivery", "transaction_timeout",
-	"sasl_mechanism", "sasl_username", "sasl_password", "tls", "tls_ca_file"}
+var KafkaOptionKeys = options.KafkaOptionKeys
 
 // KafkaConfig is how to reach a Kafka topic's cluster, from a stream's WITH options.
 type KafkaConfig struct {
@@ -121,13 +120,11 @@ func checkKafkaOptions(raw map[string]string) error {
 }
 
 var kafkaKind = Kind{
-	Kind: options.Kind{
-		Name:     "kafka",
-		Doc:      "a topic of an Apache Kafka cluster: its partitions read from offsets kept in checkpoints, written at least once or in Kafka transactions (delivery = 'transactional')",
-		Options:  KafkaOptionKeys,
-		Check:    checkKafkaOptions,
-		Readable: true, Writable: true,
-	},
+	Kind: func() options.Kind {
+		k := options.Builtin("kafka")
+		k.Check = checkKafkaOptions
+		return k
+	}(),
 	OpenSource: func(ctx context.Context, _ Deps, s Spec) (Source, error) {
 		c, err := ParseKafkaConfig(s.Options)
 		if err != nil {

@@ -40,6 +40,10 @@ var NexmarkOptionKeys = []string{"table", "events", "rate", "event_rate", "base_
 // PostgresOptionKeys are the WITH options the postgres connector reads.
 var PostgresOptionKeys = append([]string{"url", "table"}, LookupOptionKeys...)
 
+// KafkaOptionKeys are the WITH options the kafka connector reads (docs/sql.md, "Kafka").
+var KafkaOptionKeys = []string{"brokers", "group", "offset_reset", "delivery", "transaction_timeout",
+	"sasl_mechanism", "sasl_username", "sasl_password", "tls", "tls_ca_file"}
+
 // builtin are the connectors of package connectors.
 var builtin = []Kind{
 	{
@@ -58,6 +62,10 @@ var builtin = []Kind{
 	{
 		Name: "postgres", Doc: "a table of a PostgreSQL database, looked up by primary key in lookup joins and written by INSERT INTO ... SELECT (CREATE TABLE only; not read as a stream)",
 		Options: PostgresOptionKeys, Lookupable: true, Writable: true,
+	},
+	{
+		Name: "kafka", Doc: "a topic of an Apache Kafka cluster: its partitions read from offsets kept in checkpoints, written at least once or in Kafka transactions (delivery = 'transactional')",
+		Options: KafkaOptionKeys, Readable: true, Writable: true,
 	},
 	{Name: "print", Doc: "standard output of the server (write only)", Writable: true},
 }
