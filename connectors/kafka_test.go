@@ -432,8 +432,11 @@ func TestKafkaTxWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := w.Record(run + "/3")
-	// ... and transaction 4 was being written, never recorded.
+	// ... and transactions 4 and 5 were being written, never recorded.
 	if err := w.Prepare(ctx, run+"/4", msgs("d", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Prepare(ctx, run+"/5", msgs("f", 2)); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()
@@ -452,7 +455,9 @@ func TestKafkaTxWriter(t *testing.T) {
 			t.Fatalf("EndRecord #%d: %v", i+1, err)
 		}
 	}
-	// The next run writes epoch 4 again: the dead run's transaction 4 is aborted.
+	// The next run writes epoch 4 again: the dead run's transaction 4 is aborted, and its
+	// transaction 5, which would hold back readers of its partitions until Kafka's
+	// transaction timeout, as well.
 	const run2 = "00000000000000bb"
 	if err := w2.Prepare(ctx, run2+"/4", msgs("e", 2)); err != nil {
 		t.Fatal(err)

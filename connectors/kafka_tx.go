@@ -34,8 +34,8 @@ import (
 //     timeout has not aborted it. Committing again a transaction that did commit is
 //     answered as the retry it is.
 //
-// Kafka has no check-back: an open transaction of a dead run is aborted when the run that
-// follows reaches that epoch, or by Kafka after transaction_timeout.
+// Kafka has no check-back: an open transaction of a dead run is aborted by the run that
+// follows when it first writes (abortLeftovers), or by Kafka after transaction_timeout.
 
 // Transactional starts transactional writing to the sink's topic as producer group group.
 // check is not used: Kafka never asks about an open transaction.
@@ -46,6 +46,8 @@ func (s *KafkaSink) Transactional(ctx context.Context, group string, _ TxCheck) 
 type kafkaTxWriter struct {
 	s      *KafkaSink
 	prefix string
+	// swept: the transactions an earlier run left open were aborted (first Prepare).
+	swept bool
 
 	mu   sync.Mutex
 	txns map[string]*kafkaTxn
@@ -81,6 +83,10 @@ func (w *kafkaTxWriter) open(ctx context.Context, txn string) (*kafkaTxn, error)
 		return t, nil
 	}
 	id := w.txnID(txn)
+	if !w.swept {
+		w.swept = true
+		w.abortLeftovers(ctx, id)
+	}
 	cl, err := w.s.cfg.newClient(kgo.TransactionalID(id), kgo.TransactionTimeout(w.s.cfg.TxTimeout),
 		kgo.DefaultProduceTopic(w.s.topic), kgo.ProducerLinger(5*time.Millisecond), kgo.RecordRetries(20), kgo.UnknownTopicRetries(20))
 	if err != nil {
@@ -95,6 +101,37 @@ func (w *kafkaTxWriter) open(ctx context.Context, txn string) (*kafkaTxn, error)
 	w.txns[txn] = t
 	w.mu.Unlock()
 	return t, nil
+}
+
+// abortLeftovers aborts the transactions of this writer's ids that an earlier run left
+// open: by now the job's recovery committed every one a checkpoint recorded, so those still
+// open belong to epochs that never committed. It asks Kafka for the ongoing transactions
+// (ListTransactions, Kafka 3.0 and later) and starts a producer of each id found
+// (InitProducerID), which fences it and aborts its transaction. Failures are left to the
+// transaction timeout; the epoch rsql writes first (first) is fenced when its producer
+// starts anyway.
+func (w *kafkaTxWriter) abortLeftovers(ctx context.Context, first string) {
+	req := kmsg.NewPtrListTransactionsRequest()
+	req.StateFilters = []string{"Ongoing"}
+	var ids []string
+	for _, sh := range w.s.cl.RequestSharded(ctx, req) {
+		if sh.Err != nil {
+			continue
+		}
+		resp := sh.Resp.(*kmsg.ListTransactionsResponse)
+		for _, ts := range resp.TransactionStates {
+			if strings.HasPrefix(ts.TransactionalID, w.prefix+".") && ts.TransactionalID != first {
+				ids = append(ids, ts.TransactionalID)
+			}
+		}
+	}
+	for _, id := range ids {
+		ireq := kmsg.NewPtrInitProducerIDRequest()
+		ireq.TransactionalID = kmsg.StringPtr(id)
+		ireq.TransactionTimeoutMillis = int32(w.s.cfg.TxTimeout.Milliseconds())
+		ireq.ProducerID, ireq.ProducerEpoch = -1, -1
+		ireq.RequestWith(ctx, w.s.cl)
+	}
 }
 
 // Prepare sends msgs in transaction txn and returns once Kafka stored them.
