@@ -309,17 +309,21 @@ func (s *KafkaSource) Open(ctx context.Context, split string, offset int64) (Spl
 	at := kgo.NewOffset().At(offset)
 	if offset == 0 && s.cfg.Latest {
 		at = kgo.NewOffset().AtEnd()
-	} else if offset > 0 {
-		// franz-go would move an offset beyond the end back to the end: a checkpoint
-		// ahead of the partition (a topic deleted and created again) is an error instead.
+	}
+	// primed: the partition holds nothing beyond offset (or the reader starts at its end).
+	primed := true
+	if !(offset == 0 && s.cfg.Latest) {
 		end, err := kafkaListOffset(ctx, s.admin, s.topic, int32(p), -1)
 		if err != nil {
 			return nil, err
 		}
+		// franz-go would move an offset beyond the end back to the end: a checkpoint
+		// ahead of the partition (a topic deleted and created again) is an error instead.
 		if offset > end {
 			start, _ := kafkaListOffset(ctx, s.admin, s.topic, int32(p), -2)
 			return nil, fmt.Errorf("kafka topic %s partition %d: offset %d is out of range (the partition holds offsets %d to %d)", s.topic, p, offset, start, end)
 		}
+		primed = offset >= end
 	}
 	wait := s.Wait
 	if wait <= 0 {
@@ -333,7 +337,7 @@ func (s *KafkaSource) Open(ctx context.Context, split string, offset int64) (Spl
 	if err != nil {
 		return nil, err
 	}
-	r := &kafkaReader{s: s, cl: cl, part: int32(p), split: split, wait: wait}
+	r := &kafkaReader{s: s, cl: cl, part: int32(p), split: split, wait: wait, primed: primed}
 	r.hw.Store(-1)
 	r.next.Store(offset)
 	return r, nil
@@ -378,7 +382,16 @@ type kafkaReader struct {
 	// -1 before one; next the offset after the last record returned (for Lag).
 	hw, next atomic.Int64
 	closed   bool
+	// primed is false while a partition that held records beyond the start offset when
+	// the reader opened has not delivered any: its first Reads wait for them (up to
+	// primeWait) rather than look idle while the client connects, which would let the
+	// job's watermark pass the partition's records before they are read.
+	primed    bool
+	primeFrom time.Time
 }
+
+// primeWait bounds how long a reader's first Reads wait for a partition's first records.
+const primeWait = 10 * time.Second
 
 // Read appends up to max records. It returns none (and a nil error) when nothing arrived
 // within the source's Wait.
@@ -389,7 +402,7 @@ func (r *kafkaReader) Read(ctx context.Context, buf []Message, max int) ([]Messa
 	if max <= 0 {
 		max = 32
 	}
-	if len(r.held) == 0 {
+	for len(r.held) == 0 {
 		pctx, cancel := context.WithTimeout(ctx, r.wait)
 		fs := r.cl.PollRecords(pctx, max)
 		cancel()
@@ -418,6 +431,18 @@ func (r *kafkaReader) Read(ctx context.Context, buf []Message, max int) ([]Messa
 			}
 			r.held = append(r.held, p.Records...)
 		})
+		if len(r.held) > 0 || r.primed {
+			break
+		}
+		if r.primeFrom.IsZero() {
+			r.primeFrom = time.Now()
+		} else if time.Since(r.primeFrom) > primeWait {
+			r.primed = true // only aborted records or transaction markers, then
+			break
+		}
+	}
+	if len(r.held) > 0 {
+		r.primed = true
 	}
 	n := min(max, len(r.held))
 	for _, rec := range r.held[:n] {
