@@ -177,7 +177,14 @@ func TestKafkaJobMatchesBatch(t *testing.T) {
 // is exactly the batch result: nothing lost, nothing doubled.
 func TestKafkaTransactionalJobSurvivesKill9(t *testing.T) {
 	addr := startKafkaCluster(t)
-	evs := genEvents(73)
+	// On-time events only: what this test checks is the output's transactions across
+	// kills, not which late records a restarted job drops.
+	var evs []event
+	for _, e := range genEvents(73) {
+		if !e.Late {
+			evs = append(evs, e)
+		}
+	}
 	want, lastEnd := batchResult(evs)
 	s := newJobsServer(t)
 	s.sql(kafkaDDL(addr, ", delivery = 'transactional', transaction_timeout = '30s', checkpoint_interval = '1s'"))
