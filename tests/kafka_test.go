@@ -245,3 +245,47 @@ func TestKafkaStreamOptionsChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaChangelogSink: an updating query written to Kafka is a changelog keyed by its
+// GROUP BY key: each record's Kafka key is the user, and the last record of each key holds
+// the user's final count (what a compacted topic keeps).
+func TestKafkaChangelogSink(t *testing.T) {
+	addr := startKafkaCluster(t)
+	s := newJobsServer(t)
+	s.sql(fmt.Sprintf(`CREATE STREAM orders (order_id BIGINT, user_id VARCHAR, amount DOUBLE, ts TIMESTAMP,
+  category VARCHAR, qty INT) WITH (connector = 'kafka', brokers = '%s', topic = 'orders');
+CREATE STREAM counts WITH (connector = 'kafka', brokers = '%s', topic = 'counts', queues = 2) AS
+  SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id;`, addr, addr))
+	var evs []event
+	want := map[string]int64{}
+	for i := 0; i < 2000; i++ {
+		u := fmt.Sprintf("u%d", i%7*i%13)
+		evs = append(evs, event{OrderID: int64(i), UserID: u, Amount: 1, TsMs: baseMs + int64(i), Category: "a"})
+		want[u]++
+	}
+	produceKafka(t, addr, evs)
+	cl := kafkaClient(t, addr, kgo.ConsumeTopics("counts"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	last := map[string]int64{}
+	deadline := time.Now().Add(90 * time.Second)
+	for fmt.Sprint(last) != fmt.Sprint(want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("last count per key %v, want %v\nserver stderr:\n%s", last, want, s.p.Stderr.String())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			var row struct {
+				UserID string `json:"user_id"`
+				N      int64  `json:"n"`
+			}
+			if err := json.Unmarshal(r.Value, &row); err != nil {
+				t.Fatalf("counts record %s: %v", r.Value, err)
+			}
+			if string(r.Key) != row.UserID {
+				t.Fatalf("counts record %s has key %q, want the user", r.Value, r.Key)
+			}
+			last[row.UserID] = row.N
+		})
+	}
+}
