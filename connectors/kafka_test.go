@@ -499,3 +499,51 @@ func FuzzDecodeKafkaTxRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestKafkaSASL: a cluster that requires SASL is read and written with SCRAM and PLAIN
+// credentials; a wrong password is an error that does not show it.
+func TestKafkaSASL(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "sec"), kfake.EnableSASL(),
+		kfake.Superuser("SCRAM-SHA-256", "rsql", "s3cret"), kfake.Superuser("PLAIN", "plainuser", "p1ain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	base := KafkaConfig{Brokers: c.ListenAddrs(), Group: "test", TxTimeout: time.Minute, Wait: 200 * time.Millisecond}
+	scramCfg, plainCfg := base, base
+	scramCfg.SASLMech, scramCfg.SASLUser, scramCfg.SASLPass = "scram-sha-256", "rsql", "s3cret"
+	plainCfg.SASLMech, plainCfg.SASLUser, plainCfg.SASLPass = "plain", "plainuser", "p1ain"
+	sink, err := OpenKafkaSink(ctx, scramCfg, "sec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	if err := sink.Write(ctx, []Message{{Body: []byte(`{"a":1}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	src, err := OpenKafkaSource(ctx, plainCfg, "sec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if got := readN(t, src, "0", 0, 1, 10); string(got[0].Body) != `{"a":1}` {
+		t.Fatalf("read %q", got[0].Body)
+	}
+	bad := scramCfg
+	bad.SASLPass = "wrong-password"
+	bctx, bcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer bcancel()
+	if s, err := OpenKafkaSource(bctx, bad, "sec"); err == nil {
+		s.Close()
+		t.Fatal("a wrong password opened the topic")
+	} else if strings.Contains(err.Error(), "wrong-password") {
+		t.Fatalf("the error shows the password: %v", err)
+	} else {
+		t.Logf("wrong password: %v", err)
+	}
+}
