@@ -115,8 +115,26 @@ func checkKafkaOptions(raw map[string]string) error {
 	if err != nil {
 		return err
 	}
-	_, err = ParseKafkaConfig(o)
-	return err
+	if _, err = ParseKafkaConfig(o); err != nil {
+		return err
+	}
+	if t, ok := raw["topic"]; ok && !validKafkaTopic(t) {
+		return &OptionError{Option: "topic", Value: t, Reason: "not a Kafka topic name: 1 to 249 letters, digits, '.', '_' or '-', and not '.' or '..'"}
+	}
+	return nil
+}
+
+// validKafkaTopic says whether Kafka takes t as a topic name.
+func validKafkaTopic(t string) bool {
+	if t == "" || len(t) > 249 || t == "." || t == ".." {
+		return false
+	}
+	for _, c := range t {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 var kafkaKind = Kind{

@@ -334,6 +334,7 @@ func TestKafkaOptions(t *testing.T) {
 		{map[string]string{"connector": "kafka", "brokers": "h:1", "tls": "maybe"}, "tls"},
 		{map[string]string{"connector": "kafka", "brokers": "h:1", "transaction_timeout": "2h"}, "transaction_timeout"},
 		{map[string]string{"connector": "kafka", "brokers": "h:1", "format": "avro"}, "unknown format"},
+		{map[string]string{"connector": "kafka", "brokers": "h:1", "topic": "a/b"}, "not a Kafka topic name"},
 	} {
 		_, err := ParseStreamOptions(tc.opts)
 		var oe *OptionError

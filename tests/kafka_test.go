@@ -238,12 +238,15 @@ func TestKafkaStreamOptionsChecked(t *testing.T) {
 		{"connector = 'kafka', brokers = '127.0.0.1:1', bootstrap_servers = 'x'", `unknown option "bootstrap_servers"`},
 		{"connector = 'kafka', topic = 't'", "needs a brokers option"},
 		{"connector = 'kafka', brokers = '127.0.0.1:1', offset_reset = 'newest'", "offset_reset"},
+		{"connector = 'kafka', brokers = '127.0.0.1:1', topic = 'a/b'", "not a Kafka topic name"},
 	} {
 		out, errOut, err := runRsql(t, "", "--server", s.pg, "-c", "CREATE STREAM k (a BIGINT) WITH ("+tc.with+")")
 		if err == nil || !strings.Contains(out+errOut, tc.want) {
 			t.Errorf("WITH (%s): %v\n%s%s\nwant an error about %s", tc.with, err, out, errOut, tc.want)
 		}
 	}
+	// A Kafka topic name with a dot, which broker topics do not take, is accepted.
+	s.sql("CREATE STREAM k (a BIGINT) WITH (connector = 'kafka', brokers = '127.0.0.1:1', topic = 'orders.v1')")
 }
 
 // TestKafkaChangelogSink: an updating query written to Kafka is a changelog keyed by its
