@@ -44,6 +44,15 @@
 //     and answers the broker's check-backs through a TxCheck (broker_tx.go in process,
 //     rocketmq_tx.go over the protocol, with its own connection per broker for its
 //     pipelined sends, END_TRANSACTION and CHECK_TRANSACTION_STATE).
+//   - The kafka connector (kafka.go, kafka_tx.go; docs/sql.md "Kafka") reads and writes a
+//     topic of an Apache Kafka cluster with franz-go: KafkaSource's splits are the
+//     partitions, each SplitReader a client of its own fetching one partition
+//     read_committed from the offset it is given (an offset beyond the end is an error; one
+//     retention removed reads from the start); KafkaSink is an idempotent producer (at least
+//     once, key partitioned by Kafka's murmur2). KafkaSink is a TxSink: each transaction has
+//     a producer of its own whose transactional id ends with the epoch, Record keeps its
+//     producer id and epoch, and EndRecord commits it with a bare EndTxn after a restart.
+//     Option values are checked when a stream is declared (options.Kind.Check).
 //   - OpenNexmarkSource(options, schema, columns) generates the Nexmark benchmark's events
 //     (docs/nexmark.md): deterministic for its options, split by epochs of 50 events,
 //     bounded when events > 0. It is a RowSource: OpenRows hands over typed rows of the

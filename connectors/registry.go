@@ -155,6 +155,7 @@ var builtinKinds = []Kind{
 	},
 	postgresKind,
 	postgresCDCKind,
+	kafkaKind,
 	{
 		Kind: options.Builtin("print"),
 		OpenSink: func(_ context.Context, d Deps, _ Spec) (Sink, error) {

@@ -34,7 +34,7 @@ func TestParseStreamOptions(t *testing.T) {
 	}
 	for raw, want := range map[string]map[string]string{
 		"unknown option":              {"colour": "red"},
-		"unknown connector":           {"connector": "kafka"},
+		"unknown connector":           {"connector": "kinesis"},
 		"want a whole number":         {"queues": "0"},
 		"want a duration":             {"idle_timeout": "soon"},
 		"needs a path option":         {"connector": "file"},

@@ -327,6 +327,9 @@ func checkOptions(opts map[string]string) error {
 		return sql.Errorf(sql.CodeInvalidValue, "%v", err)
 	}
 	for _, k := range []string{"topic", "late_topic", "dlq_topic"} {
+		if k == "topic" && strings.EqualFold(opts["connector"], "kafka") {
+			continue // a Kafka topic: the connector checks Kafka's rule (docs/sql.md, "Kafka")
+		}
 		if v, ok := opts[k]; ok {
 			if err := checkTopicName(k+" = '"+v+"'", v); err != nil {
 				return err

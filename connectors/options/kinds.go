@@ -29,6 +29,9 @@ type Kind struct {
 	// ParseLookup parses and checks a lookup table's options (nil for a Lookupable kind:
 	// the options common to lookup tables only, ParseLookupCommon).
 	ParseLookup func(table string, raw map[string]string) (LookupOptions, error)
+	// Check, when set, checks the values of its own options when a stream of it is
+	// declared (ParseStream); its errors are *OptionError.
+	Check func(raw map[string]string) error
 }
 
 // RecordFormats are the record formats every connector that reads or writes records takes
@@ -43,6 +46,10 @@ var PostgresOptionKeys = append([]string{"url", "table"}, LookupOptionKeys...)
 
 // PostgresCDCOptionKeys are the WITH options the postgres-cdc connector reads.
 var PostgresCDCOptionKeys = []string{"url", "table", "slot", "publication", "create_slot", "on_truncate"}
+
+// KafkaOptionKeys are the WITH options the kafka connector reads (docs/sql.md, "Kafka").
+var KafkaOptionKeys = []string{"brokers", "group", "offset_reset", "delivery", "transaction_timeout",
+	"sasl_mechanism", "sasl_username", "sasl_password", "tls", "tls_ca_file"}
 
 // builtin are the connectors of package connectors.
 var builtin = []Kind{
@@ -66,6 +73,10 @@ var builtin = []Kind{
 	{
 		Name: "postgres-cdc", Doc: "a table of a PostgreSQL database read as its rows and then their changes, through logical replication (CREATE TABLE only; read only)",
 		Options: PostgresCDCOptionKeys, Readable: true, Changelog: true,
+	},
+	{
+		Name: "kafka", Doc: "a topic of an Apache Kafka cluster: its partitions read from offsets kept in checkpoints, written at least once or in Kafka transactions (delivery = 'transactional')",
+		Options: KafkaOptionKeys, Readable: true, Writable: true,
 	},
 	{Name: "print", Doc: "standard output of the server (write only)", Writable: true},
 }

@@ -155,6 +155,11 @@ func parse(raw map[string]string, strict bool) (StreamOptions, error) {
 			return o, &OptionError{Reason: fmt.Sprintf("the %s connector needs a path option: WITH (connector = '%s', path = 'events.jsonl')", o.Connector, o.Connector)}
 		}
 	}
+	if strict && kind.Check != nil {
+		if err := kind.Check(raw); err != nil {
+			return o, err
+		}
+	}
 	if strict && kind.Lookupable {
 		if _, err := ParseLookup(o.Connector, "", raw); err != nil {
 			return o, err
