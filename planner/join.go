@@ -412,7 +412,7 @@ func (b *logicalBuilder) join(f *sql.FromJoin, left, right LogicalNode) (Logical
 		}
 	}
 	if lrel, ok := f.Left.(*sql.FromRelation); ok && lrel.Rel.IsTable && j.Mode == JoinRegular && j.TTL <= 0 &&
-		(lrel.Rel.Connector() == "broker" || lrel.Rel.Connector() == "file") {
+		(lrel.Rel.Connector() == "broker" || lrel.Rel.Connector() == "kafka" || lrel.Rel.Connector() == "file") {
 		// A table on the left of an exact regular join is its latest versions too.
 		t := lrel.Rel
 		if err := matchesPrimaryKey(t, j.LeftKeys); err != nil {
@@ -519,7 +519,7 @@ func (b *logicalBuilder) tableJoin(j *Join, f *sql.FromJoin, t *sql.Relation, lw
 		return err
 	}
 	j.RightOp = t.Schema.Index(sql.ChangeColumn)
-	if t.Connector() != "broker" && t.Connector() != "file" {
+	if t.Connector() != "broker" && t.Connector() != "kafka" && t.Connector() != "file" {
 		return lookupJoin(j, f, t, lw)
 	}
 	asOf := -1

@@ -128,7 +128,7 @@ func (d *StreamDef) Relation() *sql.Relation {
 	for _, k := range d.PrimaryKey {
 		r.PrimaryKey = append(r.PrimaryKey, schema.Index(k))
 	}
-	if kind, _ := options.Lookup(r.Connector()); d.IsTable && (r.Connector() == "broker" || r.Connector() == "file" || kind.Changelog) {
+	if kind, _ := options.Lookup(r.Connector()); d.IsTable && (r.Connector() == "broker" || r.Connector() == "kafka" || r.Connector() == "file" || kind.Changelog) {
 		// A versioned table's records may say they end their key (docs/sql.md, Joins).
 		r.Schema = append(append(sql.Schema{}, schema...), sql.Column{Name: sql.ChangeColumn, Type: sql.TypeVarchar})
 	}
