@@ -13,7 +13,8 @@ import (
 )
 
 // A table on a Kafka topic is read as the other tables are: each record a version of its
-// key, `__op: delete` its end; a continuous query over it sees the latest versions. The
+// key, `__op: delete` or a null value (Kafka's tombstone) its end; a continuous query over
+// it sees the latest versions. The
 // expected result is the records folded here.
 func TestKafkaTableLatestVersions(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "accts"))
@@ -31,14 +32,18 @@ func TestKafkaTableLatestVersions(t *testing.T) {
 	var recs []*kgo.Record
 	for i := 0; i < 200; i++ {
 		id := (i * 7) % 23
-		body := fmt.Sprintf(`{"id": %d, "tier": "t%d"}`, id, i%3)
-		if _, ok := latest[id]; ok && i%5 == 0 {
-			body = fmt.Sprintf(`{"id": %d, "__op": "delete"}`, id)
+		body := []byte(fmt.Sprintf(`{"id": %d, "tier": "t%d"}`, id, i%3))
+		switch _, ok := latest[id]; {
+		case ok && i%10 == 0:
+			body = []byte(fmt.Sprintf(`{"id": %d, "__op": "delete"}`, id))
 			delete(latest, id)
-		} else {
+		case ok && i%10 == 5:
+			body = nil // Kafka's tombstone: the key's end
+			delete(latest, id)
+		default:
 			latest[id] = fmt.Sprintf("t%d", i%3)
 		}
-		recs = append(recs, &kgo.Record{Topic: "accts", Key: []byte(fmt.Sprint(id)), Value: []byte(body)})
+		recs = append(recs, &kgo.Record{Topic: "accts", Key: []byte(fmt.Sprint(id)), Value: body})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
