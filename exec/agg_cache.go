@@ -213,40 +213,15 @@ func (a *aggOp) evict(sp *aggSplit, w *win) *win {
 		slices.Sort(ages)
 		oldest = ages[len(ages)-n]
 	}
-	nw := sp.newWin(0, 0)
-	moved := make([]int32, len(w.groups)) // old group -> new group, -1 when dropped
-	for g := range w.groups {
-		gr := w.groups[g]
-		if sp.evictable(&gr) && sp.tick-gr.touch >= oldest {
-			moved[g] = -1
-			a.enc = sql.AppendRow(a.enc[:0], w.keys.at(g))
-			sp.spill(a.enc)
-			continue
+	// A changed group is never evictable, so none is dropped.
+	nw := sp.rebuild(w, func(g int, gr *group) bool {
+		if !sp.evictable(gr) || sp.tick-gr.touch < oldest {
+			return false
 		}
-		ng := int32(len(nw.groups))
-		moved[g] = ng
-		gr.dirty = false // set again below for the dirty ones
-		nw.groups = append(nw.groups, gr)
-		nw.seen = append(nw.seen, w.seen[g])
-		nw.index(ng)
-		nw.keys.appendRow(&w.keys, g)
-		nw.accs.appendRow(&w.accs, g)
-	}
-	for i, d := range sp.dirtyWins {
-		if d == w {
-			sp.dirtyWins = append(sp.dirtyWins[:i], sp.dirtyWins[i+1:]...)
-			break
-		}
-	}
-	for _, g := range w.dirty {
-		sp.markDirty(nw, moved[g]) // a dirty group is never dropped
-	}
-	w.dirty = w.dirty[:0]
-	w.dead = true
-	sp.wins[[2]int64{0, 0}] = nw
-	if sp.last == w {
-		sp.last = nw
-	}
+		a.enc = sql.AppendRow(a.enc[:0], w.keys.at(g))
+		sp.spill(a.enc)
+		return true
+	})
 	sp.evictAt = max(size, len(nw.groups)+max(size/4, 1))
 	return nw
 }

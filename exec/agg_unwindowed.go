@@ -132,16 +132,27 @@ func (a *aggOp) expire(sp *aggSplit, horizon int64) {
 	if keep == len(w.groups) {
 		return
 	}
+	sp.rebuild(w, func(g int, gr *group) bool {
+		if w.seen[g] >= horizon {
+			return false
+		}
+		if gr.persisted {
+			sp.deleteKey(a, w.keys.at(g), 0, 0, a.accsOf(w, g))
+		}
+		return true
+	})
+}
+
+// rebuild replaces sp's (only) window w by one of the groups drop keeps (drop is called
+// once per group, in order, and does what dropping the group takes), the changed groups
+// that stay still changed, and returns it.
+func (sp *aggSplit) rebuild(w *win, drop func(g int, gr *group) bool) *win {
 	nw := sp.newWin(0, 0)
 	moved := make([]int32, len(w.groups)) // old group -> new group, -1 when dropped
 	for g := range w.groups {
 		gr := w.groups[g]
-		keys := w.keys.at(g)
-		if w.seen[g] < horizon {
+		if drop(g, &gr) {
 			moved[g] = -1
-			if gr.persisted {
-				sp.deleteKey(a, keys, 0, 0, a.accsOf(w, g))
-			}
 			continue
 		}
 		ng := int32(len(nw.groups))
@@ -171,4 +182,5 @@ func (a *aggOp) expire(sp *aggSplit, horizon int64) {
 	if sp.last == w {
 		sp.last = nw
 	}
+	return nw
 }

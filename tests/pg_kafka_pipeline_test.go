@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -18,25 +17,8 @@ import (
 // written into a PostgreSQL table. After random inserts, updates and deletes the sink table
 // equals PostgreSQL's own aggregation over the source table.
 func TestPostgresToKafkaToPostgres(t *testing.T) {
-	pg := startPostgresLogical(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pg.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { conn.Close(ctx) }()
-	if _, err := conn.Exec(ctx, cdcSourceDDL); err != nil {
-		t.Fatal(err)
-	}
-	sinkPG := startPostgres(t)
-	sinkConn, err := pgx.Connect(ctx, sinkPG.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sinkConn.Close(ctx)
-	if _, err := sinkConn.Exec(ctx, `CREATE TABLE per_user (user_id text PRIMARY KEY, n bigint, qty bigint)`); err != nil {
-		t.Fatal(err)
-	}
+	pg, conn, sinkPG, sinkConn := cdcDatabases(t, `CREATE TABLE per_user (user_id text PRIMARY KEY, n bigint, qty bigint)`)
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "per_user"))
 	if err != nil {
 		t.Fatal(err)

@@ -202,29 +202,38 @@ func cdcDiffText(got, want []string) string {
 // twice mid-stream and PostgreSQL is restarted once: the sink tables end equal to
 // PostgreSQL's queries over the source table, so no change was lost or applied twice, and
 // the slots confirm the last change (the checkpoint commit hook).
-func TestPostgresCDC(t *testing.T) {
-	pg := startPostgresLogical(t)
+// cdcDatabases starts the source cluster (logical replication, cdcSourceDDL's tables) and
+// the sinks' cluster (sinkDDL), and connects to both; the connections close with the test.
+// The sinks write a database of their own: a database that shuts down waits for its
+// logical replication clients to confirm what they were sent, which the jobs do once their
+// checkpoints commit, and these wait for their sinks.
+func cdcDatabases(t *testing.T, sinkDDL string) (pg *pgCluster, conn *pgx.Conn, sinkPG *pgCluster, sinkConn *pgx.Conn) {
+	t.Helper()
 	ctx := context.Background()
+	pg = startPostgresLogical(t)
 	conn, err := pgx.Connect(ctx, pg.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { conn.Close(ctx) }()
+	t.Cleanup(func() { conn.Close(ctx) })
 	if _, err := conn.Exec(ctx, cdcSourceDDL); err != nil {
 		t.Fatal(err)
 	}
-	// The sinks write a database of their own: a database that shuts down waits for its
-	// logical replication clients to confirm what they were sent, which the jobs do once
-	// their checkpoints commit, and these wait for their sinks.
-	sinkPG := startPostgres(t)
-	sinkConn, err := pgx.Connect(ctx, sinkPG.URL)
+	sinkPG = startPostgres(t)
+	sinkConn, err = pgx.Connect(ctx, sinkPG.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sinkConn.Close(ctx)
-	if _, err := sinkConn.Exec(ctx, cdcSinkDDL); err != nil {
+	t.Cleanup(func() { sinkConn.Close(ctx) })
+	if _, err := sinkConn.Exec(ctx, sinkDDL); err != nil {
 		t.Fatal(err)
 	}
+	return pg, conn, sinkPG, sinkConn
+}
+
+func TestPostgresCDC(t *testing.T) {
+	ctx := context.Background()
+	pg, conn, sinkPG, sinkConn := cdcDatabases(t, cdcSinkDDL)
 	r := rand.New(rand.NewSource(time.Now().UnixNano()))
 	var next int64
 	for i := 0; i < 300; i++ {
@@ -268,9 +277,12 @@ func TestPostgresCDC(t *testing.T) {
 			if err := pg.StartServer(); err != nil {
 				t.Fatal(err)
 			}
-			if conn, err = pgx.Connect(ctx, pg.URL); err != nil {
+			c, err := pgx.Connect(ctx, pg.URL)
+			if err != nil {
 				t.Fatal(err)
 			}
+			conn = c
+			t.Cleanup(func() { c.Close(ctx) })
 		default:
 			time.Sleep(300 * time.Millisecond)
 		}
