@@ -165,21 +165,7 @@ func consumedResult(t *testing.T, ns string) []string {
 	}
 	var got []string
 	for _, l := range lines(out) {
-		var r struct {
-			UserID      string      `json:"user_id"`
-			WindowStart time.Time   `json:"window_start"`
-			WindowEnd   time.Time   `json:"window_end"`
-			N           json.Number `json:"n"`
-			Total       float64     `json:"total"`
-		}
-		if err := json.Unmarshal([]byte(l), &r); err != nil {
-			t.Fatalf("result message is not a row: %v: %s", err, l)
-		}
-		n, err := r.N.Int64()
-		if err != nil {
-			t.Fatalf("n is not an integer: %s", l)
-		}
-		got = append(got, resultLine(r.UserID, r.WindowStart.UnixMilli(), r.WindowEnd.UnixMilli(), n, r.Total))
+		got = append(got, resultRow(t, l))
 	}
 	return got
 }
