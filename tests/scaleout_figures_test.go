@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,6 +64,12 @@ func scaleOutFigures(t *testing.T, n, events int, rebalance bool) {
 	pgc := startPostgres(t)
 	br := startBroker(t)
 	evs := genEventsN(67, events)
+	if !rebalance {
+		// Without its late copies: whether a record far behind its own queue is late
+		// depends on how far the other queues' readers are ahead, which a long run on busy
+		// cores does not fix (the 100,000-event run keeps them).
+		evs = slices.DeleteFunc(evs, func(e event) bool { return e.Late })
+	}
 	want, lastEnd := batchResult(evs)
 	var srv []*clusterServer
 	var names []string
@@ -122,7 +129,8 @@ func scaleOutFigures(t *testing.T, n, events int, rebalance bool) {
 	for i, s := range srv {
 		d := procCPU(t, s.p.Cmd.Process.Pid) - cpu0[i]
 		total += d
-		per = append(per, fmt.Sprintf("%s %.1fs", names[i], d.Seconds()))
+		per = append(per, fmt.Sprintf("%s %.1fs, %.0f checkpoints", names[i], d.Seconds(),
+			scrapeMetrics(t, s.http)[`rsql_job_checkpoints_total{job="job-1"}`]))
 	}
 	time.Sleep(2500 * time.Millisecond)
 	compareMultisets(t, fmt.Sprintf("result on %d instances", n), want, consumedResult(t, br.NS))
