@@ -637,7 +637,12 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 			sink.Close()
 			return &SinkError{Sink: topic, Err: fmt.Errorf("shuffle topic needs a sink with %d addressable queues", q)}
 		}
-		x := &shuffleOut{ctx: ctx, sink: sink, qs: qs, keys: ps.Exchange.Keys, n: q, what: topic}
+		x := &shuffleOut{ctx: ctx, sink: sink, qs: qs, keys: ps.Exchange.Keys, n: q, what: topic, now: env.Now}
+		if len(ps.Inputs) > 0 && (ps.Inputs[0].FromStage < 0 || st.shuffleIn) {
+			// A stage with a tick (it reads streams or shuffle topics) advances at least
+			// every tick while a split is active: a held watermark rise goes out by then.
+			x.gap = env.Tick
+		}
 		if cols := src.Columns; cols != nil && !identity(cols, outWidth) {
 			x.cols = cols
 		}

@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"time"
 
 	"rsql/connectors"
 	"rsql/planner"
@@ -73,6 +76,19 @@ type shuffleOut struct {
 	what   string
 	wms    map[string]int64 // the last watermark written per producing split
 	idle   map[string]bool  // the producing splits last written as idle
+	// A rising watermark of an active split is written at most once per gap (the stage's
+	// tick): the split's newest one waits in pending until the gap has passed since the
+	// last write (its stage reports every split's status at every advance, batch or tick,
+	// so it goes out at the first advance after that). Without it, every batch a source
+	// split reads costs a watermark message to every queue, read back by every downstream
+	// split: with small batches (input read as it arrives, units spread over instances)
+	// as many messages as data (docs/benchmarks.md "Scale-out"). A change of idle status,
+	// the end of input (MaxWatermark), a checkpoint and a removed split write at once.
+	gap     time.Duration
+	now     func() time.Time
+	written map[string]time.Time // when each split's watermark was last written
+	pending map[string]int64     // rises not written yet, per split
+	wmMsgs  int                  // watermark messages written (one per queue), for tests
 }
 
 func (x *shuffleOut) Process(b *Batch) error {
@@ -152,6 +168,10 @@ func (x *shuffleOut) SplitWatermark(split string, wm int64) error {
 func (x *shuffleOut) SplitStatus(split string, wm int64, idle bool) error {
 	if x.wms == nil {
 		x.wms, x.idle = map[string]int64{}, map[string]bool{}
+		x.written, x.pending = map[string]time.Time{}, map[string]int64{}
+	}
+	if p, ok := x.pending[split]; ok {
+		wm = max(wm, p)
 	}
 	last, ok := x.wms[split]
 	if ok && wm <= last && idle == x.idle[split] {
@@ -159,6 +179,21 @@ func (x *shuffleOut) SplitStatus(split string, wm int64, idle bool) error {
 	}
 	if ok {
 		wm = max(wm, last)
+	}
+	if ok && idle == x.idle[split] && wm != MaxWatermark && x.gap > 0 {
+		if now := x.now(); now.Sub(x.written[split]) < x.gap {
+			x.pending[split] = wm
+			return nil
+		}
+	}
+	return x.writeStatus(split, wm, idle)
+}
+
+// writeStatus writes split's watermark and idle status to every queue.
+func (x *shuffleOut) writeStatus(split string, wm int64, idle bool) error {
+	delete(x.pending, split)
+	if x.gap > 0 {
+		x.written[split] = x.now()
 	}
 	x.wms[split] = wm
 	if idle {
@@ -178,18 +213,46 @@ func (x *shuffleOut) SplitStatus(split string, wm int64, idle bool) error {
 		if err := x.write(q, body); err != nil {
 			return err
 		}
+		x.wmMsgs++
+	}
+	return nil
+}
+
+// outPending reports whether out holds a watermark rise back (shuffleOut.gap): the
+// stage's ticks must not slow down until it is written.
+func outPending(out any) bool {
+	x, ok := out.(*shuffleOut)
+	return ok && len(x.pending) > 0
+}
+
+// writePending writes the rises still waiting for their gap to pass.
+func (x *shuffleOut) writePending() error {
+	for _, split := range slices.Sorted(maps.Keys(x.pending)) {
+		if err := x.writeStatus(split, x.pending[split], x.idle[split]); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 func (x *shuffleOut) Control(c *Control) error {
 	if c.Kind == RemoveSplit {
-		// The split may come back here later: its watermark and status are then written
-		// again from its checkpoint, whatever another owner wrote meanwhile.
+		// The unit's last rise goes out before another owner may write the split's
+		// watermark; the split may come back here later: its watermark and status are then
+		// written again from its checkpoint, whatever another owner wrote meanwhile.
+		if p, ok := x.pending[c.Split]; ok {
+			if err := x.writeStatus(c.Split, p, x.idle[c.Split]); err != nil {
+				return err
+			}
+		}
 		delete(x.wms, c.Split)
 		delete(x.idle, c.Split)
+		delete(x.written, c.Split)
 	}
 	if c.Kind == Checkpoint {
+		if err := x.writePending(); err != nil {
+			return err
+		}
 		if err := x.sink.Flush(x.ctx); err != nil {
 			return &SinkError{Sink: x.what, Err: err}
 		}

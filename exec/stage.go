@@ -350,7 +350,7 @@ func (st *stage) run(ctx context.Context) (err error) {
 			if err := st.advance(); err != nil {
 				return err
 			}
-			if !st.moved && st.allQuiet() {
+			if !st.moved && st.allQuiet() && !outPending(st.out) {
 				every = min(2*every, maxIdleTick)
 			} else {
 				every = st.job.env.Tick

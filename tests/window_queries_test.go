@@ -47,11 +47,14 @@ type event struct {
 
 // genEvents makes the input: timestamps advance 20 ms per event with up to disorderMs of
 // jitter backwards; every lateEvery-th record is an extra late event lateLagMs behind.
-func genEvents(seed int64) []event {
+func genEvents(seed int64) []event { return genEventsN(seed, nEvents) }
+
+// genEventsN is genEvents with n on-time events (and their share of late ones).
+func genEventsN(seed int64, n int) []event {
 	r := rand.New(rand.NewSource(seed))
-	var out []event
+	out := make([]event, 0, n+n/lateEvery)
 	var id int64
-	for i := 0; i < nEvents; i++ {
+	for i := 0; i < n; i++ {
 		id++
 		ts := baseMs + int64(i)*20 - r.Int63n(disorderMs)
 		e := event{OrderID: id, UserID: fmt.Sprintf("u%d", r.Intn(nUsers)),
