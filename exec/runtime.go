@@ -560,9 +560,10 @@ func (j *Job) shuffleOut(id int) bool {
 }
 
 // shuffleEdges reports whether the exchanges feeding stage down can all go through shuffle
-// topics: every upstream stage reads broker streams only and has no stateful operator (its
-// rows keep their source offsets, which give them their ids), and every input of down is
-// such an edge on the broker.
+// topics: every upstream stage reads topics only (the broker's or Kafka's: a split read
+// again from an offset gives the same records in the same order) and has no stateful
+// operator (its rows keep their source offsets, which give them their ids), and every
+// input of down is such an edge on the broker.
 func shuffleEdges(plan *planner.Physical, down *planner.Stage) bool {
 	for _, in := range down.Inputs {
 		if in.FromStage < 0 || in.Connector != "broker" {
@@ -573,7 +574,7 @@ func shuffleEdges(plan *planner.Physical, down *planner.Stage) bool {
 			return false
 		}
 		for _, src := range up.Inputs {
-			if src.FromStage >= 0 || src.Connector != "broker" {
+			if src.FromStage >= 0 || src.Connector != "broker" && src.Connector != "kafka" {
 				return false
 			}
 		}

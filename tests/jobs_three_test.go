@@ -180,6 +180,17 @@ func TestExchangeJobOnThreeInstances(t *testing.T) {
 // every one of them. It returns the owner of each unit.
 func waitUnitsSpread(t *testing.T, conn *pgx.Conn, live []string) map[string]string {
 	t.Helper()
+	return waitUnitsSpreadN(t, conn, live, 8)
+}
+
+// ownersNow shows the owners a wait saw last, when it gives up.
+type ownersNow struct{ m *map[string]string }
+
+func (o ownersNow) String() string { return fmt.Sprint(*o.m) }
+
+// waitUnitsSpreadN is waitUnitsSpread for a job of n units in all.
+func waitUnitsSpreadN(t *testing.T, conn *pgx.Conn, live []string, n int) map[string]string {
+	t.Helper()
 	var last map[string]string
 	waitCond(t, 60*time.Second, func() bool {
 		rows, err := conn.Query(context.Background(), `SELECT split, owner FROM rsql.splits
@@ -207,8 +218,13 @@ func waitUnitsSpread(t *testing.T, conn *pgx.Conn, live []string) map[string]str
 			}
 			perStage[stage][o[1]] = true
 		}
-		return len(owners) == 8 && len(perStage["0"]) == len(live) && len(perStage["1"]) == len(live)
-	}, "units of job-1 spread over %v", live)
+		for _, on := range perStage {
+			if len(on) != len(live) {
+				return false
+			}
+		}
+		return len(owners) == n && len(perStage["0"]) == len(live) && len(perStage["1"]) == len(live)
+	}, "units of job-1 spread over %v (owners: %v)", live, ownersNow{&last})
 	t.Logf("units spread over %v: %v", live, last)
 	return last
 }

@@ -103,7 +103,7 @@ func benchKafkaTumble(b *testing.B, path string) {
 	sqlB(stmts[0]) // the source stream
 	if addr != "" {
 		produceKafka(b, addr, evs)
-		closeKafkaWindows(b, addr, lastEnd)
+		closeKafkaWindows(b, addr, lastEnd, 4)
 	} else {
 		var close []event
 		for i := 0; i < 64; i++ {

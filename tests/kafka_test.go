@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -76,14 +80,15 @@ func produceKafka(t testing.TB, addr string, evs []event) {
 	}
 }
 
-// closeKafkaWindows writes records at lastEnd to every partition of orders (closeWindows).
-func closeKafkaWindows(t testing.TB, addr string, lastEnd int64) {
+// closeKafkaWindows writes records at lastEnd to every partition of orders (closeWindows),
+// which has partitions.
+func closeKafkaWindows(t testing.TB, addr string, lastEnd int64, partitions int) {
 	t.Helper()
 	cl := kafkaClient(t, addr, kgo.DefaultProduceTopic("orders"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	var recs []*kgo.Record
 	for i := 0; i < 64; i++ {
 		e := event{OrderID: int64(-1 - i), UserID: fmt.Sprintf("~close-%d", i), TsMs: lastEnd, Category: "none"}
-		recs = append(recs, &kgo.Record{Partition: int32(i % 4), Key: []byte(e.UserID), Value: []byte(lines(eventLines([]event{e}))[0])})
+		recs = append(recs, &kgo.Record{Partition: int32(i % partitions), Key: []byte(e.UserID), Value: []byte(lines(eventLines([]event{e}))[0])})
 	}
 	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatalf("produce to kafka: %v", err)
@@ -155,7 +160,7 @@ func TestKafkaJobMatchesBatch(t *testing.T) {
 	s := newJobsServer(t)
 	s.sql(kafkaDDL(addr, ", delivery = 'transactional'"))
 	produceKafka(t, addr, evs)
-	closeKafkaWindows(t, addr, lastEnd)
+	closeKafkaWindows(t, addr, lastEnd, 4)
 	waitWatermark(t, s, lastEnd)
 	compareMultisets(t, "kafka result topic", want, kafkaResult(t, addr))
 	if t.Failed() {
@@ -208,7 +213,7 @@ func TestKafkaTransactionalJobSurvivesKill9(t *testing.T) {
 		s.p.Kill()
 		s.start()
 	}
-	closeKafkaWindows(t, addr, lastEnd)
+	closeKafkaWindows(t, addr, lastEnd, 4)
 	waitWatermark(t, s, lastEnd)
 	compareMultisets(t, "kafka result topic after 3 kills mid-transaction", want, kafkaResult(t, addr))
 	if t.Failed() {
@@ -225,7 +230,7 @@ func TestKafkaToBrokerTopic(t *testing.T) {
 	s := newJobsServer(t)
 	s.sql(kafkaDDL(addr, "broker"))
 	produceKafka(t, addr, evs)
-	closeKafkaWindows(t, addr, lastEnd)
+	closeKafkaWindows(t, addr, lastEnd, 4)
 	waitWatermark(t, s, lastEnd)
 	compareMultisets(t, "broker result topic", want, consumedResult(t, s.ns))
 }
@@ -291,4 +296,81 @@ CREATE STREAM counts WITH (connector = 'kafka', brokers = '%s', topic = 'counts'
 			last[row.UserID] = row.N
 		})
 	}
+}
+
+// TestKafkaPartitionsOverThreeInstances: a topic of 8 partitions read by a job on three
+// `rsql server --postgres` instances sharing a private PostgreSQL and a broker (for the
+// exchange and the result): the partitions, the job's units, are divided over the three,
+// and the result is exactly the batch result.
+func TestKafkaPartitionsOverThreeInstances(t *testing.T) {
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(8, "orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kc.Close)
+	addr := kc.ListenAddrs()[0]
+	pgc := startPostgres(t)
+	br := startBroker(t)
+	// On-time events only: whether a late one is dropped depends on how far the other
+	// partitions' readers, on other instances, have moved the watermark when it arrives.
+	var evs []event
+	for _, e := range genEvents(83) {
+		if !e.Late {
+			evs = append(evs, e)
+		}
+	}
+	want, lastEnd := batchResult(evs)
+
+	var srv []*clusterServer
+	var all []string
+	for i, name := range []string{"A", "B", "C"} {
+		s := &clusterServer{t: t, name: name, dir: t.TempDir(), pg: freePort(t), http: freePort(t), ns: br.NS, external: true, postgres: pgc.URL}
+		if err := os.WriteFile(filepath.Join(s.dir, "instance-name"), []byte(fmt.Sprintf("rsql-%d\n", i+1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		srv = append(srv, s)
+		all = append(all, fmt.Sprintf("rsql-%d", i+1))
+	}
+	defer func() {
+		if t.Failed() {
+			for _, s := range srv {
+				if s.p != nil {
+					t.Logf("%s stderr:\n%s", s.name, s.stderr())
+				}
+			}
+		}
+	}()
+	srv[0].start()
+	if out, errOut, err := runRsql(t, "", "--server", srv[0].pg, "-c", kafkaDDL(addr, "broker")); err != nil {
+		t.Fatalf("DDL: %v\n%s\n%s", err, out, errOut)
+	}
+	third := len(evs) / 3
+	produceKafka(t, addr, evs[:third])
+	srv[1].start()
+	srv[2].start()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgc.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// The source stage's 8 partitions and the aggregation's 4 shuffle queues.
+	waitUnitsSpreadN(t, conn, all, 12)
+	produceKafka(t, addr, evs[third:])
+	closeKafkaWindows(t, addr, lastEnd, 8)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		wm, err := jobWatermark(cctx, srv[0].pg)
+		cancel()
+		if err == nil && wm >= lastEnd {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("watermark %d has not reached the last window end %d (err %v)", wm, lastEnd, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	compareMultisets(t, "result topic of 8 Kafka partitions over three instances", want, consumedResult(t, br.NS))
 }
