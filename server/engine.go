@@ -30,6 +30,9 @@ type Config struct {
 	DataDir string
 	// StateBackend is "rocksdb" (default) or "memory".
 	StateBackend string
+	// AggCacheGroups is exec.Env.AggCacheGroups of every job: the groups an aggregation
+	// without a window keeps in memory with RocksDB state (0: the default).
+	AggCacheGroups int
 	// Log receives one line per job event (started, finished, failed); default stderr.
 	Log io.Writer
 	// Broker is the bundled broker that streams with connector 'broker' live on; nil when
@@ -909,9 +912,10 @@ func (e *Engine) env(job string) exec.Env {
 			}
 			return safeFormat{f: f, log: logf}, nil
 		},
-		Store:         e.store,
-		ShuffleTopics: e.cfg.Broker != nil || e.cfg.RocketMQ != nil,
-		Commit:        e.commitCheckpoint,
+		Store:          e.store,
+		AggCacheGroups: e.cfg.AggCacheGroups,
+		ShuffleTopics:  e.cfg.Broker != nil || e.cfg.RocketMQ != nil,
+		Commit:         e.commitCheckpoint,
 		// Bad records (rate-limited by exec), checkpoint and sink notices, as they happen;
 		// each line names its job.
 		Logf: func(format string, args ...any) { fmt.Fprintf(e.cfg.Log, format+"\n", args...) },

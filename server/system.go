@@ -37,10 +37,11 @@ type SystemConfig struct {
 	NamesrvAddr string
 	BrokerAddr  string
 	HTTPAddr    string
-	// StateBackend: see Config.
-	StateBackend string
-	Log          io.Writer
-	Version      string
+	// StateBackend, AggCacheGroups: see Config.
+	StateBackend   string
+	AggCacheGroups int
+	Log            io.Writer
+	Version        string
 	// ExternalNamesrv, when set, is a RocketMQ name server (for example another rsql
 	// server's bundled broker) that this process uses instead of running a broker; missing
 	// topics are created on the master brokers of its cluster (connectors.RocketMQConfig).
@@ -124,7 +125,7 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 	if err != nil {
 		return nil, err
 	}
-	eng, err := Open(Config{DataDir: cfg.DataDir, StateBackend: cfg.StateBackend, Log: cfg.Log, deferJobs: true,
+	eng, err := Open(Config{DataDir: cfg.DataDir, StateBackend: cfg.StateBackend, AggCacheGroups: cfg.AggCacheGroups, Log: cfg.Log, deferJobs: true,
 		FileRoots: cfg.FileRoots, Limits: cfg.Limits, MaxResultBytes: cfg.MaxResultBytes})
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"io"
 	"math/rand"
 	"sort"
 	"strings"
@@ -179,3 +180,4 @@ func sortedRows(te *testEngine, q string) string {
 	sort.Strings(out)
 	return strings.Join(out, " ")
 }
+

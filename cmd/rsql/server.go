@@ -23,6 +23,7 @@ type ServerCmd struct {
 	SecurityFlags
 	BrokerACLFlags
 	StateBackend string `name:"state-backend" default:"rocksdb" enum:"rocksdb,memory" help:"Where operator state lives."`
+	AggCache     int    `name:"agg-cache-groups" default:"0" help:"Groups an aggregation without a window keeps in memory with RocksDB state, the rest read back from the store (0: 16384; negative: all)."`
 	HeapProfile  string `name:"heap-profile" hidden:"" help:"On SIGUSR1, write a heap profile to this file (rsql bench memory)."`
 }
 
@@ -30,7 +31,7 @@ func (c *ServerCmd) Run() error {
 	if c.ACLFile != "" && c.Namesrv != "" {
 		return &exitError{"--acl-file protects the bundled broker, which --namesrv replaces: set access control on that cluster's brokers"}
 	}
-	sys, err := startSystem(c.DataDir, c.ListenFlags, c.ClusterFlags, c.SecurityFlags, c.ACLFile, nil, c.StateBackend)
+	sys, err := startSystem(c.DataDir, c.ListenFlags, c.ClusterFlags, c.SecurityFlags, c.ACLFile, nil, c.StateBackend, c.AggCache)
 	if err != nil {
 		return err
 	}
@@ -66,7 +67,7 @@ func (c *ServerCmd) Run() error {
 // startSystem starts the whole system. fileRoots are the file roots when --file-root is
 // not given (nil: the engine's default, the data directory's files/); aclFile turns the
 // bundled broker's access control on.
-func startSystem(dataDir string, l ListenFlags, cf ClusterFlags, sf SecurityFlags, aclFile string, fileRoots []string, backend string) (*server.System, error) {
+func startSystem(dataDir string, l ListenFlags, cf ClusterFlags, sf SecurityFlags, aclFile string, fileRoots []string, backend string, aggCache int) (*server.System, error) {
 	if len(sf.FileRoot) > 0 {
 		fileRoots = sf.FileRoot
 	}
@@ -77,7 +78,7 @@ func startSystem(dataDir string, l ListenFlags, cf ClusterFlags, sf SecurityFlag
 	lf := sf.LimitFlags
 	sys, err := server.StartSystem(server.SystemConfig{
 		DataDir: dataDir, PgAddr: l.PgAddr, NamesrvAddr: l.NamesrvAddr, BrokerAddr: l.BrokerAddr,
-		HTTPAddr: l.HTTPAddr, StateBackend: backend, Version: version,
+		HTTPAddr: l.HTTPAddr, StateBackend: backend, AggCacheGroups: aggCache, Version: version,
 		ExternalNamesrv: cf.Namesrv, Postgres: cf.Postgres, BrokerACLFile: aclFile, BrokerCredentials: creds,
 		Auth: sf.Auth, AdminPassword: sf.AdminPassword,
 		TLSCert: sf.TLSCert, TLSKey: sf.TLSKey, TLSSelfSigned: sf.TLSSelfSigned, TLSRequire: sf.TLSRequire,
