@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"io"
 	"math/rand"
 	"sort"
 	"strings"
