@@ -179,4 +179,3 @@ func sortedRows(te *testEngine, q string) string {
 	sort.Strings(out)
 	return strings.Join(out, " ")
 }
-
