@@ -22,7 +22,7 @@ type BrokerSource struct {
 	b      *broker.Broker
 	topic  string
 	queues int
-	// Wait is how long one Read waits for new messages before returning none (default 5s:
+	// Wait is how long one Read waits for new messages before returning none (default 15s:
 	// a new message ends the wait at once, and the runtime notices idleness and stops
 	// readers without the reader returning, so a long wait costs no latency; a short one
 	// costs an idle job's CPU, docs/benchmarks.md "Idle jobs").
@@ -53,7 +53,7 @@ func OpenBrokerSource(b *broker.Broker, topic string, queues int) (*BrokerSource
 	if err != nil {
 		return nil, err
 	}
-	return &BrokerSource{b: b, topic: topic, queues: n, Wait: 5 * time.Second}, nil
+	return &BrokerSource{b: b, topic: topic, queues: n, Wait: 15 * time.Second}, nil
 }
 
 func ensureTopic(b *broker.Broker, topic string, queues int) (int, error) {

@@ -292,7 +292,7 @@ func (st *stage) restoreWatermark() error {
 }
 
 // maxIdleTick is the slowest a stage's tick gets while nothing moves (stage.run).
-const maxIdleTick = time.Second
+const maxIdleTick = 4 * time.Second
 
 // allQuiet reports whether every split the stage reads is idle or done: until an event or
 // a request arrives, a tick can only move what time moves (an idle stage's watermark that
