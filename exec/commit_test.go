@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -81,9 +82,15 @@ func TestCommitOffStageGoroutine(t *testing.T) {
 		go func() { _, err := j.Checkpoint(context.Background()); done <- err }()
 		return done
 	}
-	// Let some windows fire first, so that the held checkpoint covers output.
+	// Let some windows fire first, so that the held checkpoint covers output: the output
+	// stage's watermark past the first window's end (it follows the shuffle topic's
+	// watermark messages, which may come a tick after the rows).
+	firstEnd := int64(math.MaxInt64)
+	for k := range groups {
+		firstEnd = min(firstEnd, k.end)
+	}
 	deadline := time.Now().Add(60 * time.Second)
-	for j.Stats().RecordsIn < int64(len(all)/3) {
+	for j.Stats().RecordsIn < int64(len(all)/3) || j.Stats().Watermark < firstEnd {
 		if time.Now().After(deadline) {
 			t.Fatalf("job read %d of %d events", j.Stats().RecordsIn, len(all))
 		}
