@@ -155,19 +155,7 @@ func TestExchangeJobOnThreeInstances(t *testing.T) {
 	}
 
 	closeWindows(t, br.NS, lastEnd)
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		wm, err := jobWatermark(cctx, a.pg)
-		cancel()
-		if err == nil && wm >= lastEnd {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("watermark %d has not reached the last window end %d (err %v)", wm, lastEnd, err)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	waitClusterWatermark(t, a.pg, lastEnd)
 	time.Sleep(2500 * time.Millisecond)
 	compareMultisets(t, "result topic across three instances", want, consumedResult(t, br.NS))
 	if err := a.p.Stop(); err != nil {
@@ -181,6 +169,37 @@ func TestExchangeJobOnThreeInstances(t *testing.T) {
 func waitUnitsSpread(t *testing.T, conn *pgx.Conn, live []string) map[string]string {
 	t.Helper()
 	return waitUnitsSpreadN(t, conn, live, 8)
+}
+
+// waitClusterWatermark waits until job-1's watermark, asked of the instance whose
+// Postgres-wire address is pg, reaches lastEnd.
+func waitClusterWatermark(t *testing.T, pg string, lastEnd int64) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		wm, err := jobWatermark(cctx, pg)
+		cancel()
+		if err == nil && wm >= lastEnd {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("watermark %d has not reached the last window end %d (err %v)", wm, lastEnd, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// onTimeEvents are the events of evs that are not late by construction.
+func onTimeEvents(evs []event) []event {
+	var out []event
+	for _, e := range evs {
+		if !e.Late {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // ownersNow shows the owners a wait saw last, when it gives up.

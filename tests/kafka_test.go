@@ -184,12 +184,7 @@ func TestKafkaTransactionalJobSurvivesKill9(t *testing.T) {
 	addr := startKafkaCluster(t)
 	// On-time events only: what this test checks is the output's transactions across
 	// kills, not which late records a restarted job drops.
-	var evs []event
-	for _, e := range genEvents(73) {
-		if !e.Late {
-			evs = append(evs, e)
-		}
-	}
+	evs := onTimeEvents(genEvents(73))
 	want, lastEnd := batchResult(evs)
 	s := newJobsServer(t)
 	s.sql(kafkaDDL(addr, ", delivery = 'transactional', transaction_timeout = '30s', checkpoint_interval = '1s'"))
@@ -313,12 +308,7 @@ func TestKafkaPartitionsOverThreeInstances(t *testing.T) {
 	br := startBroker(t)
 	// On-time events only: whether a late one is dropped depends on how far the other
 	// partitions' readers, on other instances, have moved the watermark when it arrives.
-	var evs []event
-	for _, e := range genEvents(83) {
-		if !e.Late {
-			evs = append(evs, e)
-		}
-	}
+	evs := onTimeEvents(genEvents(83))
 	want, lastEnd := batchResult(evs)
 
 	var srv []*clusterServer
@@ -358,19 +348,7 @@ func TestKafkaPartitionsOverThreeInstances(t *testing.T) {
 	waitUnitsSpreadN(t, conn, all, 12)
 	produceKafka(t, addr, evs[third:])
 	closeKafkaWindows(t, addr, lastEnd, 8)
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		wm, err := jobWatermark(cctx, srv[0].pg)
-		cancel()
-		if err == nil && wm >= lastEnd {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("watermark %d has not reached the last window end %d (err %v)", wm, lastEnd, err)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	waitClusterWatermark(t, srv[0].pg, lastEnd)
 	time.Sleep(2500 * time.Millisecond)
 	compareMultisets(t, "result topic of 8 Kafka partitions over three instances", want, consumedResult(t, br.NS))
 }

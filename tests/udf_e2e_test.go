@@ -117,12 +117,7 @@ func TestUDAFSurvivesKill9(t *testing.T) {
 	// In event-time order, without the late copies: between the chunks every queue goes
 	// idle and the watermark moves to the largest event time read (docs/sql.md,
 	// idle_timeout), which an out-of-order record of the next chunk would then be behind.
-	var evs []event
-	for _, e := range genEvents(47)[:30_000] {
-		if !e.Late {
-			evs = append(evs, e)
-		}
-	}
+	evs := onTimeEvents(genEvents(47)[:30_000])
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].TsMs < evs[j].TsMs })
 	wantT, wantS, lastEnd := udafBatch(evs)
 	seed := time.Now().UnixNano()
