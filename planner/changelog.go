@@ -221,6 +221,10 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 				}
 				return &t, changes{mode: t.Changes, key: firstOfEqual(in, keyColumns(n.Partition))}, nil
 			}
+			// Append-only over append-only input (its input's pass is done: not again below).
+			t := *n
+			t.Input = in
+			return &t, changes{}, nil
 		}
 
 	case *Over:
