@@ -68,6 +68,8 @@ var pdShapes = []pdQuery{
 	{name: "distinct_window_end_of_key", rsql: `SELECT DISTINCT category, window_end FROM ` + pdTumbleRsql + ` t`,
 		pg: `SELECT DISTINCT category, window_end FROM ` + pdTumblePG + ` t`},
 	{name: "dedup_first", rsql: `SELECT order_id, ts, rn FROM (SELECT order_id, ts, ROW_NUMBER() OVER (ORDER BY ts) AS rn FROM orders) n WHERE rn = 1`},
+	{name: "dedup_last", rsql: `SELECT user_id, order_id, ts FROM (SELECT user_id, order_id, ts, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts DESC) AS rn FROM orders) n WHERE rn = 1`},
+	{name: "agg_of_dedup_last", rsql: `SELECT category, COUNT(*) AS c FROM (SELECT user_id, category, ROW_NUMBER() OVER (PARTITION BY user_id ORDER BY ts DESC) AS rn FROM orders) n WHERE rn = 1 GROUP BY category`},
 	{name: "dedup_first_of_distinct", rsql: `SELECT ts, rn FROM (SELECT ts, ROW_NUMBER() OVER (ORDER BY ts) AS rn FROM (SELECT DISTINCT ts FROM orders) s) n WHERE rn = 1`},
 	{name: "over_rows", rsql: `SELECT order_id, user_id, ts, ` + pdOverCalls("PARTITION BY user_id ORDER BY ts, order_id, category, amount, qty, big ROWS BETWEEN 2 PRECEDING AND CURRENT ROW") + ` FROM orders`},
 	{name: "over_rows_numeric", rsql: `SELECT order_id, user_id, SUM(CAST(amount AS NUMERIC)) OVER (PARTITION BY user_id ORDER BY ts, order_id, category, amount, qty, big ROWS 2 PRECEDING) AS s,
