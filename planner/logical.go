@@ -1003,8 +1003,9 @@ func (b *logicalBuilder) topN(q *sql.Query, where sql.Expr) (LogicalNode, sql.Ex
 		t.Mode = TopNBounded
 	case len(rn.Order) == 1 && rn.OrderAttr(0).Time && limit == 1 && !bounded(in) && timelessJoin(in) != nil:
 		return nil, nil, errorf(sql.CodeNotSupported, "a deduplication by event time over %s: its rows come when their second side arrives, so their times are not event times; deduplicate each input before joining", joinWhat(timelessJoin(in)))
-	case len(rn.Order) == 1 && rn.OrderAttr(0).Time && limit == 1 && !bounded(in):
-		// (Over a bounded input a deduplication answers once, at the end: TopNBounded.)
+	case len(rn.Order) == 1 && rn.OrderAttr(0).Time && limit == 1 && (!bounded(in) || !rn.Order[0].Desc):
+		// (Over a bounded input a deduplication keeping the last row answers once, at the
+		// end: TopNBounded. Keeping the first, late rows stay late, as in a stream.)
 		t.Time = base + len(rn.Partition)
 		t.Mode = DedupFirst
 		if rn.Order[0].Desc {
