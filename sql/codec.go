@@ -77,7 +77,7 @@ func DecodeValue(b []byte) (Value, int, error) {
 		return Value{K: KindBool, I: int64(b[1])}, 2, nil
 	case KindInt, KindBigInt, KindTimestamp, KindInterval:
 		i, n := binary.Varint(b[p:])
-		if n <= 0 {
+		if n <= 0 || !minimal(b[p:], n) {
 			return Null, 0, fmt.Errorf("%w: bad %s varint at byte %d", ErrCorrupt, k, p)
 		}
 		return Value{K: k, I: i}, p + n, nil
@@ -88,7 +88,7 @@ func DecodeValue(b []byte) (Value, int, error) {
 		s := b[1]
 		if s == 0xFF {
 			l, n := binary.Uvarint(b[2:])
-			if n <= 0 || l > uint64(len(b)-2-n) {
+			if n <= 0 || !minimal(b[2:], n) || l > uint64(len(b)-2-n) {
 				return Null, 0, fmt.Errorf("%w: bad DECIMAL text length at byte 2", ErrCorrupt)
 			}
 			text := string(b[2+n : 2+n+int(l)])
@@ -102,7 +102,7 @@ func DecodeValue(b []byte) (Value, int, error) {
 			return Null, 0, fmt.Errorf("%w: DECIMAL scale %d at byte 1", ErrCorrupt, s)
 		}
 		i, n := binary.Varint(b[2:])
-		if n <= 0 {
+		if n <= 0 || !minimal(b[2:], n) {
 			return Null, 0, fmt.Errorf("%w: bad DECIMAL varint at byte 2", ErrCorrupt)
 		}
 		return Value{K: KindDecimal, Scale: s, I: i}, 2 + n, nil
@@ -113,7 +113,7 @@ func DecodeValue(b []byte) (Value, int, error) {
 		return Value{K: KindDouble, F: math.Float64frombits(binary.LittleEndian.Uint64(b[1:9]))}, 9, nil
 	case KindVarchar, KindJSON:
 		l, n := binary.Uvarint(b[p:])
-		if n <= 0 {
+		if n <= 0 || !minimal(b[p:], n) {
 			return Null, 0, fmt.Errorf("%w: bad %s length at byte %d", ErrCorrupt, k, p)
 		}
 		p += n
@@ -123,6 +123,13 @@ func DecodeValue(b []byte) (Value, int, error) {
 		return Value{K: k, S: string(b[p : p+int(l)])}, p + int(l), nil
 	}
 	return Null, 0, fmt.Errorf("%w: unknown kind %d at byte 0", ErrCorrupt, b[0])
+}
+
+// minimal reports whether the n-byte varint at the front of b is the shortest encoding of its
+// value, as the encoders write it: a longer one (a last byte of 0 after a continuation) would
+// decode to an equal Value whose encoding differs, so a decoded key would not find itself.
+func minimal(b []byte, n int) bool {
+	return n == 1 || b[n-1] != 0
 }
 
 // AppendRow appends the encoding of r to dst.
@@ -138,7 +145,7 @@ func AppendRow(dst []byte, r Row) []byte {
 // with the number of bytes used.
 func DecodeRow(b []byte, row Row) (Row, int, error) {
 	cnt, n := binary.Uvarint(b)
-	if n <= 0 {
+	if n <= 0 || !minimal(b, n) {
 		return row[:0], 0, fmt.Errorf("%w: bad row length at byte 0", ErrCorrupt)
 	}
 	if cnt > maxEncodedRow || cnt > uint64(len(b)-n) {
