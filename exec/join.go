@@ -78,8 +78,13 @@ type joinOp struct {
 	// allocated alone.
 	rowSlab []jrow
 	valSlab []sql.Value
-	// kept counts the rows held in state, for StateRows (read by other goroutines).
+	// kept counts the rows held in memory, for StateRows (read by other goroutines).
 	kept atomic.Int64
+	// cacheMax bounds the keys an exact join keeps in memory, its splits together (0: no
+	// bound; join_cache.go); full asks for a checkpoint when the keys changed since the
+	// last one outgrow a split's share.
+	cacheMax int
+	full     func()
 	// logf receives notices (a window join's dominance miss); nil discards them.
 	logf func(format string, args ...any)
 }
@@ -153,6 +158,10 @@ type jkey struct {
 	saved   int   // rows[:saved] are stored, in chunks 0..chunks-1
 	chunks  int64 // stored chunks
 	emptied bool  // in joinSplit.emptied, to leave the map at the next sweep
+	// touch is the split's row clock when the key was last used, savedAt the number of
+	// the split's save that last wrote it (join_cache.go).
+	touch   uint32
+	savedAt uint16
 	// idx indexes the live rows of a key with many rows of a side whose rows are deleted
 	// (an exact join's retract input) by their encoded values (join_exact.go).
 	idx map[string][]*jrow
@@ -176,6 +185,8 @@ type joinSplit struct {
 	emptied []*jkey
 	// win is the state of a window join (join_window.go).
 	win *windowState
+	// cache is the split's part of an exact join's key cache (join_cache.go).
+	cache joinCache
 }
 
 func newJoinOp(n *planner.JoinNode, job, id string, store state.Store, late *sideOutput, cnt *counters) *joinOp {
@@ -270,7 +281,7 @@ func (j *joinOp) appendKey(side int, r sql.Row) bool {
 func (j *joinOp) getKey(sp *joinSplit, side int, key string) *jkey {
 	k := sp.keys[side][key]
 	if k == nil {
-		k = &jkey{key: key, side: side}
+		k = &jkey{key: key, side: side, touch: sp.cache.tick}
 		sp.keys[side][key] = k
 	}
 	return k
@@ -333,7 +344,16 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 		}
 		switch {
 		case j.exact:
+			if j.cacheMax > 0 {
+				if err := j.touchKey(sp, key); err != nil {
+					return err
+				}
+			}
 			j.exactRow(sp, in, key, r)
+			if j.cacheMax > 0 && !sp.cache.asked && len(sp.dirty) > j.cacheShare() && j.full != nil {
+				sp.cache.asked = true
+				j.full()
+			}
 		case n.Mode == planner.JoinInterval, n.Mode == planner.JoinRegular:
 			j.probe(sp, in, key, r)
 		case n.Mode == planner.JoinTemporal:
@@ -724,8 +744,14 @@ func (j *joinOp) forget(sp *joinSplit, k *jkey) {
 // stateKey is the store key of chunk c of side's rows of key: the side, the key, and the
 // chunk number in the window slot of state.Key (start 0, end c).
 func (j *joinOp) stateKey(sp *joinSplit, side int, key string, c int64) []byte {
-	kb := append([]byte{byte(side)}, key...)
-	return state.Key(nil, j.job, j.id, sp.name, kb, 0, c)
+	return j.stateKeyTo(nil, sp, side, key, c)
+}
+
+// stateKeyTo appends stateKey's key to dst.
+func (j *joinOp) stateKeyTo(dst []byte, sp *joinSplit, side int, key string, c int64) []byte {
+	dst = append(state.SplitPrefix(dst, j.job, j.id, sp.name), byte(side))
+	dst = append(dst, key...)
+	return state.AppendWindow(dst, 0, c)
 }
 
 func (j *joinOp) Control(c *Control, _ Emitter) error {
@@ -736,6 +762,9 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 		for _, sp := range j.splits {
 			j.save(sp, c.State)
 			sp.sweep()
+			if j.cacheMax > 0 {
+				j.evictKeys(sp)
+			}
 		}
 	case RemoveSplit:
 		if sp := j.splits[c.Split]; sp != nil {
@@ -757,6 +786,10 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 // A window join's state is saved per window (saveWindows).
 func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
 	j.saveWindows(sp, b)
+	if sp.cache.saves++; sp.cache.saves == 0 {
+		sp.cache.saves = 1
+	}
+	sp.cache.asked = false
 	for _, k := range sp.dels {
 		b.Delete(k)
 	}
@@ -802,7 +835,7 @@ func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
 			j.enc = sql.AppendRow(j.enc, r.row)
 		}
 		b.Put(j.stateKey(sp, k.side, k.key, c), j.enc)
-		k.chunks, k.saved = c+1, len(k.rows)
+		k.chunks, k.saved, k.savedAt = c+1, len(k.rows), sp.cache.saves
 	}
 	sp.dirty = sp.dirty[:0]
 }
@@ -879,6 +912,11 @@ func (j *joinOp) load(split string) error {
 		side := int(kb[0])
 		if side > 1 {
 			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
+		}
+		if j.cacheMax > 0 {
+			// Every key stays in the store until a row needs it (join_cache.go).
+			sp.cache.spill(string(kb[1:]))
+			return nil
 		}
 		k := sp.keys[side][string(kb[1:])]
 		if k == nil {

@@ -256,22 +256,39 @@ func (j *joinOp) recount(sp *joinSplit) {
 		if !j.outerSide(side) {
 			continue
 		}
-		for key, k := range sp.keys[side] {
-			other := sp.keys[1-side][key]
-			for _, r := range k.rows {
-				r.ts = 0
-				if other == nil {
-					continue
-				}
-				for _, o := range other.rows {
-					l, rr := r.row, o.row
-					if side == 1 {
-						l, rr = o.row, r.row
-					}
-					if !o.dead && j.joinedPasses(l, rr) {
-						r.ts++
-					}
-				}
+		for key := range sp.keys[side] {
+			j.recountSide(sp, side, key)
+		}
+	}
+}
+
+// recountKey sets the match count of the rows of an outer side of key (read back from the
+// store, join_cache.go).
+func (j *joinOp) recountKey(sp *joinSplit, key string) {
+	for side := 0; side < 2; side++ {
+		if j.outerSide(side) {
+			j.recountSide(sp, side, key)
+		}
+	}
+}
+
+func (j *joinOp) recountSide(sp *joinSplit, side int, key string) {
+	k, other := sp.keys[side][key], sp.keys[1-side][key]
+	if k == nil {
+		return
+	}
+	for _, r := range k.rows {
+		r.ts = 0
+		if other == nil {
+			continue
+		}
+		for _, o := range other.rows {
+			l, rr := r.row, o.row
+			if side == 1 {
+				l, rr = o.row, r.row
+			}
+			if !o.dead && j.joinedPasses(l, rr) {
+				r.ts++
 			}
 		}
 	}

@@ -164,24 +164,36 @@ func TestJoinExactRandom(t *testing.T) {
 				name := fmt.Sprintf("%s/changes=%v/residual=%v", kind, changes, residual)
 				t.Run(name, func(t *testing.T) {
 					for seed := int64(0); seed < 5; seed++ {
-						exactRandomRun(t, seed, kind, changes, residual, []string{"", "a", "b", "c"})
+						exactRandomRun(t, seed, kind, changes, residual, []string{"", "a", "b", "c"}, 0)
 					}
 					// One hot key: a side's rows of it are indexed (indexFrom).
-					exactRandomRun(t, 9, kind, changes, residual, []string{"", "a"})
+					exactRandomRun(t, 9, kind, changes, residual, []string{"", "a"}, 0)
 				})
 			}
 		}
 	}
 }
 
-func exactRandomRun(t *testing.T, seed int64, kind sql.JoinKind, changes [2]bool, residual bool, keys []string) {
+// exactRandomRun runs one random exact join; cache > 0 bounds its keys in memory
+// (join_cache.go). It returns the keys read back from the store.
+func exactRandomRun(t *testing.T, seed int64, kind sql.JoinKind, changes [2]bool, residual bool, keys []string, cache int) (reads int64) {
 	rng := rand.New(rand.NewSource(seed))
 	node := exactJoinNode(kind, changes, false, residual)
 	store := state.NewMemory()
-	j := newJoinOp(node, "job", "op", store, nil, &counters{})
-	if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
-		t.Fatal(err)
+	newOp := func() *joinOp {
+		j := newJoinOp(node, "job", "op", store, nil, &counters{})
+		j.setCache(cache)
+		if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		return j
 	}
+	j := newOp()
+	defer func() {
+		if sp := j.splits["s"]; sp != nil {
+			reads += sp.cache.reads
+		}
+	}()
 	out := &joinedRows{}
 	held := [2][]sql.Row{} // each side's rows (without the change column)
 	for step := 0; step < 300; step++ {
@@ -205,10 +217,8 @@ func exactRandomRun(t *testing.T, seed int64, kind sql.JoinKind, changes [2]bool
 		case 1:
 			// A restart from a checkpoint: a new operator loads the split from the store.
 			joinCheckpoint(t, j, store)
-			j = newJoinOp(node, "job", "op", store, nil, &counters{})
-			if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
-				t.Fatal(err)
-			}
+			reads += j.splits["s"].cache.reads
+			j = newOp()
 		}
 	}
 	// Fold the output.
@@ -265,6 +275,7 @@ func exactRandomRun(t *testing.T, seed int64, kind sql.JoinKind, changes [2]bool
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("seed %d: folded output\n%v\nwant PostgreSQL's\n%v", seed, got, want)
 	}
+	return reads
 }
 
 // A table on either side of an exact join, fed random versions and deletes of its keys
@@ -276,14 +287,14 @@ func TestJoinExactTableRandom(t *testing.T) {
 		for _, kind := range []sql.JoinKind{sql.JoinInner, sql.JoinLeft, sql.JoinRight, sql.JoinFull} {
 			t.Run(fmt.Sprintf("table=%d/%s", side, kind), func(t *testing.T) {
 				for seed := int64(0); seed < 5; seed++ {
-					exactTableRun(t, seed, side, kind)
+					exactTableRun(t, seed, side, kind, 0)
 				}
 			})
 		}
 	}
 }
 
-func exactTableRun(t *testing.T, seed int64, side int, kind sql.JoinKind) {
+func exactTableRun(t *testing.T, seed int64, side int, kind sql.JoinKind, cache int) (reads int64) {
 	rng := rand.New(rand.NewSource(seed))
 	col0 := func(r sql.Row) sql.Value { return r[0] }
 	node := &planner.JoinNode{Kind: kind, Mode: planner.JoinRegular,
@@ -298,16 +309,21 @@ func exactTableRun(t *testing.T, seed int64, side int, kind sql.JoinKind) {
 	store := state.NewMemory()
 	newOp := func() *joinOp {
 		j := newJoinOp(node, "job", "op", store, nil, &counters{})
+		j.setCache(cache)
 		if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
 			t.Fatal(err)
 		}
 		return j
 	}
 	j := newOp()
+	defer func() { reads += j.splits["s"].cache.reads }()
 	out := &joinedRows{}
 	latest := map[string]sql.Row{} // the table's current rows
 	var held []sql.Row             // the other side's rows
 	keys := []string{"a", "b", "c"}
+	if cache > 0 {
+		keys = append(keys, "d", "e", "f", "g", "h")
+	}
 	for step := 0; step < 200; step++ {
 		k := keys[rng.Intn(len(keys))]
 		if rng.Intn(2) == 0 {
@@ -329,9 +345,15 @@ func exactTableRun(t *testing.T, seed int64, side int, kind sql.JoinKind) {
 			held = append(held, r)
 			process(t, j, 1-side, out, append(append(sql.Row(nil), r...), sql.Null))
 		}
-		if rng.Intn(30) == 0 {
+		switch rng.Intn(30) {
+		case 0:
 			joinCheckpoint(t, j, store)
+			reads += j.splits["s"].cache.reads
 			j = newOp()
+		case 1, 2:
+			if cache > 0 {
+				joinCheckpoint(t, j, store)
+			}
 		}
 	}
 	got := map[string]int{}
@@ -383,6 +405,7 @@ func exactTableRun(t *testing.T, seed int64, side int, kind sql.JoinKind) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("seed %d: folded output\n%v\nwant\n%v", seed, got, want)
 	}
+	return reads
 }
 
 // Exact joins planned from SQL and run as jobs (the change columns of retract inputs placed

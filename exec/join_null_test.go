@@ -52,6 +52,12 @@ func TestOuterJoinNullKeys(t *testing.T) {
 // payments (test-format bodies), and returns its rows rendered by show, sorted.
 func runOrdersPayments(tb testing.TB, job string, plan *planner.Physical, orders, payments *memSource, show func(sql.Row) string) []string {
 	tb.Helper()
+	return runOrdersPaymentsEnv(tb, job, plan, orders, payments, show, nil)
+}
+
+// runOrdersPaymentsEnv is runOrdersPayments with the job's environment changed by set.
+func runOrdersPaymentsEnv(tb testing.TB, job string, plan *planner.Physical, orders, payments *memSource, show func(sql.Row) string, set func(*Env)) []string {
+	tb.Helper()
 	var mu sync.Mutex
 	var got []string
 	env := Env{
@@ -71,6 +77,9 @@ func runOrdersPayments(tb testing.TB, job string, plan *planner.Physical, orders
 		Store:              state.NewMemory(),
 		CheckpointInterval: time.Second,
 		Tick:               5 * time.Millisecond,
+	}
+	if set != nil {
+		set(&env)
 	}
 	j, err := Start(context.Background(), job, plan, env)
 	if err != nil {

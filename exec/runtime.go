@@ -40,6 +40,11 @@ type Env struct {
 	// read back when a row needs them (agg_cache.go; docs/operations.md). 0 is
 	// DefaultAggCacheGroups; negative keeps every group in memory.
 	AggCacheGroups int
+	// JoinCacheKeys bounds the join keys a regular join without a state TTL keeps in memory
+	// (its splits together) when Store is not the in-memory store: the others stay in the
+	// store and are read back when a row needs them (join_cache.go; docs/operations.md). 0
+	// is DefaultJoinCacheKeys; negative keeps every key in memory.
+	JoinCacheKeys int
 	// Commit makes a checkpoint durable: the state delta and the source offsets in one
 	// atomic step. Default: Store.Write(cp.State) (the offsets are in cp.State too). It is
 	// also called, with Epoch 0, for the final state of a split given up by RemoveSplit.

@@ -257,6 +257,8 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 			}
 		}
 		j.logf = env.Logf
+		j.setCache(joinCacheSize(n, env.Store, env.JoinCacheKeys))
+		j.full = st.job.kickCheckpoint
 		return j, nil
 	case *planner.LookupJoinNode:
 		return st.openLookup(ctx, n, op.Inputs[0], in)

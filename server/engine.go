@@ -33,6 +33,9 @@ type Config struct {
 	// AggCacheGroups is exec.Env.AggCacheGroups of every job: the groups an aggregation
 	// without a window keeps in memory with RocksDB state (0: the default).
 	AggCacheGroups int
+	// JoinCacheKeys is exec.Env.JoinCacheKeys of every job: the join keys a regular join
+	// without a state TTL keeps in memory with RocksDB state (0: the default).
+	JoinCacheKeys int
 	// Log receives one line per job event (started, finished, failed); default stderr.
 	Log io.Writer
 	// Broker is the bundled broker that streams with connector 'broker' live on; nil when
@@ -914,6 +917,7 @@ func (e *Engine) env(job string) exec.Env {
 		},
 		Store:          e.store,
 		AggCacheGroups: e.cfg.AggCacheGroups,
+		JoinCacheKeys:  e.cfg.JoinCacheKeys,
 		ShuffleTopics:  e.cfg.Broker != nil || e.cfg.RocketMQ != nil,
 		Commit:         e.commitCheckpoint,
 		// Bad records (rate-limited by exec), checkpoint and sink notices, as they happen;

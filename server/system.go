@@ -37,9 +37,10 @@ type SystemConfig struct {
 	NamesrvAddr string
 	BrokerAddr  string
 	HTTPAddr    string
-	// StateBackend, AggCacheGroups: see Config.
+	// StateBackend, AggCacheGroups, JoinCacheKeys: see Config.
 	StateBackend   string
 	AggCacheGroups int
+	JoinCacheKeys  int
 	Log            io.Writer
 	Version        string
 	// ExternalNamesrv, when set, is a RocketMQ name server (for example another rsql
@@ -125,7 +126,7 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 	if err != nil {
 		return nil, err
 	}
-	eng, err := Open(Config{DataDir: cfg.DataDir, StateBackend: cfg.StateBackend, AggCacheGroups: cfg.AggCacheGroups, Log: cfg.Log, deferJobs: true,
+	eng, err := Open(Config{DataDir: cfg.DataDir, StateBackend: cfg.StateBackend, AggCacheGroups: cfg.AggCacheGroups, JoinCacheKeys: cfg.JoinCacheKeys, Log: cfg.Log, deferJobs: true,
 		FileRoots: cfg.FileRoots, Limits: cfg.Limits, MaxResultBytes: cfg.MaxResultBytes})
 	if err != nil {
 		return nil, err

@@ -29,10 +29,12 @@ type jobsServer struct {
 	external string
 	p        *proc
 	starts   int
+	// flags are more flags of rsql server.
+	flags []string
 }
 
-func newJobsServer(t *testing.T) *jobsServer {
-	s := &jobsServer{t: t, dir: t.TempDir(), pg: freePort(t), ns: freePort(t), br: freePort(t), http: freePort(t)}
+func newJobsServer(t *testing.T, flags ...string) *jobsServer {
+	s := &jobsServer{t: t, dir: t.TempDir(), pg: freePort(t), ns: freePort(t), br: freePort(t), http: freePort(t), flags: flags}
 	s.start()
 	return s
 }
@@ -42,14 +44,14 @@ func (s *jobsServer) start() {
 	s.starts++
 	if s.external != "" {
 		s.ns = s.external
-		s.p = startProc(s.t, buildRsql(s.t), "server", "--data-dir", s.dir, "--pg-addr", s.pg,
-			"--namesrv", s.external, "--http-addr", s.http)
+		s.p = startProc(s.t, buildRsql(s.t), append([]string{"server", "--data-dir", s.dir, "--pg-addr", s.pg,
+			"--namesrv", s.external, "--http-addr", s.http}, s.flags...)...)
 		waitListening(s.t, s.p, s.pg)
 		return
 	}
 	for attempt := 1; ; attempt++ {
-		s.p = startProc(s.t, buildRsql(s.t), "server", "--data-dir", s.dir, "--pg-addr", s.pg,
-			"--namesrv-addr", s.ns, "--broker-addr", s.br, "--http-addr", s.http)
+		s.p = startProc(s.t, buildRsql(s.t), append([]string{"server", "--data-dir", s.dir, "--pg-addr", s.pg,
+			"--namesrv-addr", s.ns, "--broker-addr", s.br, "--http-addr", s.http}, s.flags...)...)
 		if listensOrTaken(s.t, s.p, s.pg) {
 			break
 		}

@@ -96,7 +96,9 @@ func pdTopicsTest(t *testing.T, e *pdEnv) {
 		}
 		wants[i] = rows
 	}
-	s := newJobsServer(t)
+	// Caches of a few keys: the aggregations' groups and the joins' keys leave memory and
+	// come back from RocksDB all the time, through the kills too.
+	s := newJobsServer(t, "--agg-cache-groups", "8", "--join-cache-keys", "8")
 	ctx := context.Background()
 	conn := pdConnect(t, s.pg)
 	exec := func(q string) error {

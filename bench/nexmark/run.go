@@ -51,6 +51,9 @@ type Config struct {
 	// AggCacheGroups is exec.Env.AggCacheGroups: the groups an aggregation without a
 	// window keeps in memory with RocksDB state (0: exec.DefaultAggCacheGroups).
 	AggCacheGroups int
+	// JoinCacheKeys is exec.Env.JoinCacheKeys: the join keys a regular join keeps in
+	// memory with RocksDB state (0: exec.DefaultJoinCacheKeys).
+	JoinCacheKeys int
 	// OnRow, when set, sees every result row (valid only during the call), from one
 	// goroutine. The rows of an updating query (the plan's sink has Changes, see
 	// docs/sql.md "Changelogs") end with the change column: NULL for an insert, "delete"
@@ -260,6 +263,7 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 		Store:              store,
 		CheckpointInterval: cfg.CheckpointInterval,
 		AggCacheGroups:     cfg.AggCacheGroups,
+		JoinCacheKeys:      cfg.JoinCacheKeys,
 	}
 	if cfg.Started != nil {
 		cfg.Started()

@@ -28,6 +28,7 @@ type BenchNexmarkCmd struct {
 	Seed        uint64        `name:"seed" default:"0" help:"Seed of the generator."`
 	EventRate   int64         `name:"event-rate" default:"10000000" help:"Events per second of event time (10 M: the published nexmark-flink suite)."`
 	Checkpoint  time.Duration `name:"checkpoint-interval" default:"1s" help:"Checkpoint interval of the jobs (negative: only at the end)."`
+	JoinCache   int           `name:"join-cache-keys" default:"0" help:"Join keys a regular join keeps in memory with rocksdb state (0: the engine's default, 16384; negative: all)."`
 	AggCache    int           `name:"agg-cache-groups" default:"0" help:"Groups an aggregation without a window keeps in memory with rocksdb state (0: the engine's default, 16384; negative: all)."`
 	JSON        bool          `name:"json" help:"Print the results as JSON lines instead of a table."`
 	CPUProfile  string        `name:"cpuprofile" help:"Write a CPU profile of each query to FILE.<query>."`
@@ -103,7 +104,7 @@ func (c *BenchNexmarkCmd) runOne(q nexmark.Query) (nexmarkRow, error) {
 	resetOK := resetPeakRSS()
 	start, cpu0 := time.Now(), cpuTime()
 	cfg := nexmark.Config{Events: c.Events, Splits: c.Splits, Seed: c.Seed, EventRate: c.EventRate, State: c.State,
-		Format: c.Format, CheckpointInterval: c.Checkpoint, ThroughBroker: c.Broker, AggCacheGroups: c.AggCache,
+		Format: c.Format, CheckpointInterval: c.Checkpoint, ThroughBroker: c.Broker, AggCacheGroups: c.AggCache, JoinCacheKeys: c.JoinCache,
 		Started: func() {
 			// The job alone: writing the topics first is not timed; the peak RSS is the job's.
 			start, cpu0 = time.Now(), cpuTime()

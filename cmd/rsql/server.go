@@ -24,6 +24,7 @@ type ServerCmd struct {
 	BrokerACLFlags
 	StateBackend string `name:"state-backend" default:"rocksdb" enum:"rocksdb,memory" help:"Where operator state lives."`
 	AggCache     int    `name:"agg-cache-groups" default:"0" help:"Groups an aggregation without a window keeps in memory with RocksDB state, the rest read back from the store (0: 16384; negative: all)."`
+	JoinCache    int    `name:"join-cache-keys" default:"0" help:"Join keys a regular join without a state TTL keeps in memory with RocksDB state, the rest read back from the store (0: 16384; negative: all)."`
 	HeapProfile  string `name:"heap-profile" hidden:"" help:"On SIGUSR1, write a heap profile to this file (rsql bench memory)."`
 }
 
@@ -31,7 +32,7 @@ func (c *ServerCmd) Run() error {
 	if c.ACLFile != "" && c.Namesrv != "" {
 		return &exitError{"--acl-file protects the bundled broker, which --namesrv replaces: set access control on that cluster's brokers"}
 	}
-	sys, err := startSystem(c.DataDir, c.ListenFlags, c.ClusterFlags, c.SecurityFlags, c.ACLFile, nil, c.StateBackend, c.AggCache)
+	sys, err := startSystem(c.DataDir, c.ListenFlags, c.ClusterFlags, c.SecurityFlags, c.ACLFile, nil, c.StateBackend, c.AggCache, c.JoinCache)
 	if err != nil {
 		return err
 	}
@@ -67,7 +68,7 @@ func (c *ServerCmd) Run() error {
 // startSystem starts the whole system. fileRoots are the file roots when --file-root is
 // not given (nil: the engine's default, the data directory's files/); aclFile turns the
 // bundled broker's access control on.
-func startSystem(dataDir string, l ListenFlags, cf ClusterFlags, sf SecurityFlags, aclFile string, fileRoots []string, backend string, aggCache int) (*server.System, error) {
+func startSystem(dataDir string, l ListenFlags, cf ClusterFlags, sf SecurityFlags, aclFile string, fileRoots []string, backend string, aggCache, joinCache int) (*server.System, error) {
 	if len(sf.FileRoot) > 0 {
 		fileRoots = sf.FileRoot
 	}
@@ -78,7 +79,7 @@ func startSystem(dataDir string, l ListenFlags, cf ClusterFlags, sf SecurityFlag
 	lf := sf.LimitFlags
 	sys, err := server.StartSystem(server.SystemConfig{
 		DataDir: dataDir, PgAddr: l.PgAddr, NamesrvAddr: l.NamesrvAddr, BrokerAddr: l.BrokerAddr,
-		HTTPAddr: l.HTTPAddr, StateBackend: backend, AggCacheGroups: aggCache, Version: version,
+		HTTPAddr: l.HTTPAddr, StateBackend: backend, AggCacheGroups: aggCache, JoinCacheKeys: joinCache, Version: version,
 		ExternalNamesrv: cf.Namesrv, Postgres: cf.Postgres, BrokerACLFile: aclFile, BrokerCredentials: creds,
 		Auth: sf.Auth, AdminPassword: sf.AdminPassword,
 		TLSCert: sf.TLSCert, TLSKey: sf.TLSKey, TLSSelfSigned: sf.TLSSelfSigned, TLSRequire: sf.TLSRequire,

@@ -70,7 +70,7 @@ func runShell(cli *ShellCmd) error {
 		}
 		return sh.loop(filepath.Join(home, ".rsql_history"))
 	}
-	sys, err := startSystem(cli.DataDir, cli.ListenFlags, cli.ClusterFlags, cli.SecurityFlags, "", embeddedFileRoots(cli.DataDir), "rocksdb", 0)
+	sys, err := startSystem(cli.DataDir, cli.ListenFlags, cli.ClusterFlags, cli.SecurityFlags, "", embeddedFileRoots(cli.DataDir), "rocksdb", 0, 0)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,240 @@
+package exec
+
+import (
+	"slices"
+
+	"rsql/planner"
+	"rsql/sql"
+	"rsql/state"
+)
+
+// The bounded key cache of an exact regular join (join_exact.go; docs/operations.md,
+// "Flags"; docs/benchmarks.md, "State queries at a million keys"). Such a join keeps every
+// row of both sides for ever, so with every key in memory its memory grows with its input.
+// When its state is in a store outside the process (RocksDB), the operator keeps about
+// Env.JoinCacheKeys join keys in memory, its splits sharing them evenly; the others are
+// only in the store, and a row whose key is not in memory reads both sides' rows of the
+// key back when a Bloom filter of the keys that left memory (keyFilter, agg_cache.go)
+// says they may be there: a new key costs no read.
+//
+// A key leaves memory with both its sides, and comes back with both: an outer side's
+// rows keep their number of matches in memory only (join_exact.go), and it is counted
+// again from the other side's rows when the key comes back (recountKey).
+//
+// Exactly-once, as for the aggregation's cache: the store holds the last committed
+// checkpoint and nothing else, so only a key whose rows in the store are its rows in memory
+// may leave: unchanged since a save whose commit is known to be done. Keys leave at a
+// checkpoint, after the save: the stage took it after the commit of its previous
+// checkpoint (stage.checkpoint), so a key written by an earlier save is committed, and a
+// key written by this save (its commit may still be running) or changed since stays.
+//
+// Which keys leave: when a split holds more keys (of both sides) than its share of the
+// cache at a checkpoint, the least recently used keys that may leave go until a quarter
+// of its share is free, or as many as may. A split loaded from the store (a restart, a
+// split moving in) loads no rows: every stored key is put in the filter and read back
+// when a row needs it.
+//
+// The cache is off (every key in memory) with the in-memory store unless set, for the
+// other join modes (their rows expire, or wait for a window), and with a state TTL.
+
+// DefaultJoinCacheKeys is the join keys an exact regular join keeps in memory (its splits
+// together) when Env.JoinCacheKeys is 0 and the state is not in memory.
+const DefaultJoinCacheKeys = 1 << 14
+
+// joinCacheSize is the cache size of join n over store given the setting (Env: 0 is the
+// default, negative is off); 0 means no cache.
+func joinCacheSize(n *planner.JoinNode, store state.Store, setting int) int {
+	if setting < 0 || store == nil || n.Mode != planner.JoinRegular || n.TTL > 0 {
+		return 0
+	}
+	if _, mem := store.(*state.Memory); mem && setting == 0 {
+		return 0
+	}
+	if setting == 0 {
+		return DefaultJoinCacheKeys
+	}
+	return max(setting, 2)
+}
+
+// setCache bounds the join's keys in memory to size (0: no bound). Rows are then
+// allocated alone, not from slabs: a slab lives while any of its rows does, so a slab
+// would keep the rows of keys gone from memory alive.
+func (j *joinOp) setCache(size int) {
+	j.cacheMax = size
+	if size > 0 {
+		j.ownAlloc = [2]bool{true, true}
+	}
+}
+
+// joinCache is a split's part of the cache.
+type joinCache struct {
+	// spilled: some of the split's keys are in the store and not in memory, so a key not
+	// found in memory is looked for in the store when gone says it may be there.
+	spilled bool
+	gone    *keyFilter
+	// tick is the split's row clock (jkey.touch); saves numbers the split's saves
+	// (jkey.savedAt), from 1 (0 is a key loaded or read back).
+	tick  uint32
+	saves uint16
+	ages  []uint32
+	reads int64 // keys read back, for tests
+	// asked: the split's changed keys outgrew its share and asked for a checkpoint
+	// (joinOp.full) since the last save.
+	asked bool
+}
+
+// spill records that join key key is in the store and not in memory.
+func (c *joinCache) spill(key string) {
+	if c.gone == nil {
+		c.gone = newKeyFilter(keyFilterBits)
+	}
+	c.spilled = true
+	c.gone.add([]byte(key))
+}
+
+// touchKey marks key as used by the row at hand and, when neither side holds it in memory
+// and it may be in the store, reads both sides' rows of it back.
+func (j *joinOp) touchKey(sp *joinSplit, key string) error {
+	c := &sp.cache
+	c.tick++
+	k0, k1 := sp.keys[0][key], sp.keys[1][key]
+	if k0 != nil {
+		k0.touch = c.tick
+	}
+	if k1 != nil {
+		k1.touch = c.tick
+	}
+	if k0 != nil || k1 != nil || !c.spilled || !c.gone.has([]byte(key)) {
+		return nil
+	}
+	read := false
+	for side := range 2 {
+		k, err := j.readKey(sp, side, key)
+		if err != nil {
+			return &StateError{Op: j.id, Split: sp.name, Err: err}
+		}
+		if k != nil {
+			k.touch = c.tick
+			sp.keys[side][key] = k
+			read = true
+		}
+	}
+	if read {
+		c.reads++
+		j.recountKey(sp, key)
+	}
+	return nil
+}
+
+// readKey reads side's rows of key from the store, or nil when it holds none: its chunks
+// one Get each (a Bloom filter answers most Gets of a side without rows), so a key read back
+// with more than a few chunks is rewritten as one at its next save.
+func (j *joinOp) readKey(sp *joinSplit, side int, key string) (*jkey, error) {
+	width := j.node.LeftWidth
+	if side == 1 {
+		width = j.node.RightWidth
+	}
+	var k *jkey
+	for c := int64(0); ; c++ {
+		j.grpBuf = j.stateKeyTo(j.grpBuf[:0], sp, side, key, c)
+		v, ok, err := j.store.Get(j.grpBuf)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		if k == nil {
+			k = &jkey{key: key, side: side}
+		}
+		err = decodeJoinRows(v, width, func(f byte, _ int64, row sql.Row) {
+			r := j.newRow(row, 0, k)
+			r.matched, r.deleted = f&1 != 0, f&2 != 0
+			k.rows = append(k.rows, r)
+		})
+		if err != nil {
+			return nil, err
+		}
+		k.chunks++
+	}
+	if k == nil {
+		return nil, nil
+	}
+	k.saved = len(k.rows)
+	if k.chunks > maxReadChunks {
+		j.markChanged(sp, k)
+	}
+	return k, nil
+}
+
+// maxReadChunks is how many chunks a key read back may have before its next save rewrites
+// it as one.
+const maxReadChunks = 4
+
+// cacheShare is a split's share of the cache: its splits share it evenly.
+func (j *joinOp) cacheShare() int { return max(j.cacheMax/max(len(j.splits), 1), 2) }
+
+// evictKeys lets the least recently used keys that may leave memory go when split sp holds
+// more than its share of the cache (after a save; see the comment at the top).
+func (j *joinOp) evictKeys(sp *joinSplit) {
+	size := j.cacheShare()
+	held := len(sp.keys[0]) + len(sp.keys[1])
+	if held <= size {
+		return
+	}
+	n := held - (size - size/4)
+	c := &sp.cache
+	// may: the key (both its sides) may leave; its age is that of its side used last.
+	may := func(key string) (uint32, bool) {
+		age := ^uint32(0)
+		for side := range 2 {
+			k := sp.keys[side][key]
+			if k == nil {
+				continue
+			}
+			if k.dirty || k.emptied || len(k.rows) == 0 || k.dead > 0 || k.savedAt == c.saves && k.savedAt != 0 {
+				return 0, false
+			}
+			age = min(age, c.tick-k.touch)
+		}
+		return age, true
+	}
+	ages := c.ages[:0]
+	for side := range 2 {
+		for key := range sp.keys[side] {
+			if side == 1 && sp.keys[0][key] != nil {
+				continue // counted with side 0
+			}
+			if age, ok := may(key); ok {
+				ages = append(ages, age)
+			}
+		}
+	}
+	c.ages = ages
+	if len(ages) == 0 {
+		return
+	}
+	// Drop the keys at least as old as the n-th oldest (a few more on ties).
+	var oldest uint32
+	if n < len(ages) {
+		slices.Sort(ages)
+		oldest = ages[len(ages)-n]
+	}
+	for side := range 2 {
+		for key := range sp.keys[side] {
+			if side == 1 && sp.keys[0][key] != nil {
+				continue
+			}
+			if age, ok := may(key); !ok || age < oldest {
+				continue
+			}
+			for s := range 2 {
+				if k := sp.keys[s][key]; k != nil {
+					j.kept.Add(-int64(len(k.rows)))
+					delete(sp.keys[s], key)
+				}
+			}
+			c.spill(key)
+		}
+	}
+}

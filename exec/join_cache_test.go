@@ -1,0 +1,143 @@
+package exec
+
+import (
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"rsql/planner"
+	"rsql/sql"
+	"rsql/state"
+)
+
+// With a cache of two keys, every kind of exact join over append-only and retract inputs
+// and over a table, checkpointed often and restarted from the store, ends as the join of
+// the rows its inputs hold, as it does with every key in memory: keys leave memory at
+// checkpoints and come back, both sides together, their outer rows' match counts counted
+// again.
+func TestJoinCacheRandom(t *testing.T) {
+	keys := []string{"", "a", "b", "c", "d", "e", "f", "g", "h"}
+	var reads int64
+	for _, kind := range []sql.JoinKind{sql.JoinInner, sql.JoinLeft, sql.JoinRight, sql.JoinFull} {
+		for _, changes := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+			t.Run(fmt.Sprintf("%s/changes=%v", kind, changes), func(t *testing.T) {
+				for seed := int64(0); seed < 8; seed++ {
+					reads += exactRandomRun(t, seed, kind, changes, seed%2 == 1, keys, 2)
+				}
+			})
+		}
+		for side := range 2 {
+			t.Run(fmt.Sprintf("%s/table=%d", kind, side), func(t *testing.T) {
+				for seed := int64(0); seed < 5; seed++ {
+					reads += exactTableRun(t, seed, side, kind, 2)
+				}
+			})
+		}
+	}
+	if reads == 0 {
+		t.Fatal("no key was read back from the store: the test does not cover the cache")
+	}
+	t.Logf("%d keys read back", reads)
+}
+
+// The cache is on only for the exact regular join, and with the in-memory store only when
+// set.
+func TestJoinCacheSize(t *testing.T) {
+	rocks, err := state.OpenRocks(t.TempDir(), state.RocksOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rocks.Close()
+	mem := state.NewMemory()
+	regular := func() *planner.JoinNode { return exactJoinNode(sql.JoinLeft, [2]bool{}, false, false) }
+	for _, c := range []struct {
+		name    string
+		node    func(*planner.JoinNode)
+		store   state.Store
+		setting int
+		want    int
+	}{
+		{"rocksdb, default", nil, rocks, 0, DefaultJoinCacheKeys},
+		{"rocksdb, set", nil, rocks, 100, 100},
+		{"rocksdb, off", nil, rocks, -1, 0},
+		{"memory, default", nil, mem, 0, 0},
+		{"memory, set", nil, mem, 100, 100},
+		{"no store", nil, nil, 100, 0},
+		{"ttl", func(n *planner.JoinNode) { n.TTL = 1000 }, rocks, 0, 0},
+		{"interval", func(n *planner.JoinNode) { n.Mode = planner.JoinInterval }, rocks, 0, 0},
+		{"temporal", func(n *planner.JoinNode) { n.Mode = planner.JoinTemporal }, rocks, 0, 0},
+	} {
+		n := regular()
+		if c.node != nil {
+			c.node(n)
+		}
+		if got := joinCacheSize(n, c.store, c.setting); got != c.want {
+			t.Errorf("%s: cache of %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// In a running job (checkpoints every few milliseconds, committed while the rows after
+// them go on), a LEFT join of two streams over RocksDB state with a cache of a few keys
+// emits, folded, what it emits with every key in memory.
+func TestJoinCacheJob(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	sources := func() (*memSource, *memSource) {
+		orders, payments := newMemSource(true, 20, "0", "1"), newMemSource(true, 20, "0", "1")
+		for i := 0; i < 3000; i++ {
+			u := rng.Intn(200)
+			orders.feed(fmt.Sprint(u%2), fmt.Sprintf("u%d,1,%d,%d", u, 1000+i, i))
+			if i%3 == 0 {
+				u = rng.Intn(200)
+				payments.feed(fmt.Sprint(u%2), fmt.Sprintf("u%d,1,%d,%d", u, 1000+i, 10000+i))
+			}
+		}
+		return orders, payments
+	}
+	show := func(r sql.Row) string { return fmt.Sprint(r) }
+	plan := planSQL(t, `SELECT o.user_id, o.n, p.n FROM orders o LEFT JOIN payments p ON o.user_id = p.user_id`, planCatalog(), "jc")
+	fold := func(rows []string) []string {
+		n := map[string]int{}
+		for _, r := range rows {
+			if body, ok := strings.CutSuffix(r, " delete]"); ok {
+				n[body]--
+			} else {
+				n[strings.TrimSuffix(r, " NULL]")]++
+			}
+		}
+		var out []string
+		for r, c := range n {
+			if c != 0 {
+				out = append(out, fmt.Sprintf("%s x%d", r, c))
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	o, p := sources()
+	want := fold(runOrdersPaymentsEnv(t, "jc", plan, o, p, show, nil))
+	rocks, err := state.OpenRocks(t.TempDir(), state.RocksOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rocks.Close()
+	store := &readCountStore{Store: rocks}
+	rng = rand.New(rand.NewSource(11))
+	o, p = sources()
+	got := fold(runOrdersPaymentsEnv(t, "jc", plan, o, p, show, func(env *Env) {
+		env.Store, env.JoinCacheKeys, env.CheckpointInterval = store, 8, 2*time.Millisecond
+	}))
+	if d := diff(got, want); d != "" {
+		t.Fatal(d)
+	}
+	if len(want) < 1000 {
+		t.Fatalf("%d rows: the test joins too little", len(want))
+	}
+	if store.gets.Load() == 0 {
+		t.Fatal("no key was read back from the store")
+	}
+	t.Logf("%d rows, %d gets", len(want), store.gets.Load())
+}
