@@ -82,6 +82,9 @@ type aggOp struct {
 	// splits together (agg_cache.go; 0: every group stays); storeErr is a failure of the store
 	// while reading a group back, which Process returns.
 	cacheMax int
+	// full asks for a checkpoint: the groups that changed since the last one (which may
+	// not leave memory) outgrew a split's share of the cache.
+	full func()
 	storeErr error
 	ages     []uint32 // scratch of evict
 }

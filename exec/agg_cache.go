@@ -201,6 +201,10 @@ func (a *aggOp) evict(sp *aggSplit, w *win) *win {
 		}
 	}
 	a.ages = ages
+	if len(w.groups)-len(ages) >= size && a.full != nil {
+		// The groups that may not leave fill the cache: a checkpoint lets them.
+		a.full()
+	}
 	if len(ages) == 0 || n <= 0 {
 		sp.evictAt = len(w.groups) + max(size/4, 1)
 		return w

@@ -380,3 +380,30 @@ func TestAggCacheBadStoredGroup(t *testing.T) {
 		})
 	}
 }
+
+// Groups changed since the last checkpoint may not leave memory: when they fill a split's
+// share of the cache, the aggregation asks for a checkpoint (full), which lets them.
+func TestAggCacheFullAsksForCheckpoint(t *testing.T) {
+	for _, c := range []struct {
+		users int
+		want  bool
+	}{{3, false}, {200, true}} {
+		a := newAggOp(cacheNode(), "j", "agg", state.NewMemory(), nil, &counters{})
+		a.cacheMax = aggCacheSize(a.node, a.store, 16)
+		asked := 0
+		a.full = func() { asked++ }
+		op := newOpChain(&rowLog{}, a)
+		if err := op.Control(&Control{Kind: NewSplit, Split: "s"}); err != nil {
+			t.Fatal(err)
+		}
+		rows := cacheRows(1, 2000, c.users)
+		for i := 0; i < len(rows); i += 5 {
+			if err := op.Process(&Batch{Split: "s", Rows: append([]sql.Row(nil), rows[i:i+5]...)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := asked > 0; got != c.want {
+			t.Errorf("%d users, no checkpoint: asked for one %d times", c.users, asked)
+		}
+	}
+}

@@ -141,3 +141,37 @@ func TestJoinCacheJob(t *testing.T) {
 	}
 	t.Logf("%d rows, %d gets", len(want), store.gets.Load())
 }
+
+// Keys changed since the last checkpoint may not leave memory: when they outgrow a split's
+// share of the cache, the join asks for a checkpoint (full), once until its next save.
+func TestJoinCacheFullAsksForCheckpoint(t *testing.T) {
+	j := newJoinOp(exactJoinNode(sql.JoinInner, [2]bool{}, false, false), "job", "op", state.NewMemory(), nil, &counters{})
+	j.setCache(8)
+	asked := 0
+	j.full = func() { asked++ }
+	if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := &joinedRows{}
+	for i := 0; i < 8; i++ {
+		process(t, j, 0, out, sideRow(fmt.Sprint("k", i), 1, false, false))
+	}
+	if asked != 0 {
+		t.Fatalf("8 changed keys in a cache of 8: asked for %d checkpoints", asked)
+	}
+	for i := 8; i < 40; i++ {
+		process(t, j, 0, out, sideRow(fmt.Sprint("k", i), 1, false, false))
+	}
+	if asked != 1 {
+		t.Fatalf("40 changed keys in a cache of 8: asked for %d checkpoints, want 1", asked)
+	}
+	joinCheckpoint(t, j, j.store)
+	process(t, j, 0, out, sideRow("k100", 1, false, false))
+	process(t, j, 1, out, sideRow("k0", 1, false, false))
+	for i := 41; i < 60; i++ {
+		process(t, j, 0, out, sideRow(fmt.Sprint("k", i), 1, false, false))
+	}
+	if asked != 2 {
+		t.Fatalf("after a checkpoint, 20 more changed keys: asked for %d checkpoints, want 2", asked)
+	}
+}
