@@ -84,7 +84,7 @@ type aggOp struct {
 	cacheMax int
 	// full asks for a checkpoint: the groups that changed since the last one (which may
 	// not leave memory) outgrew a split's share of the cache.
-	full func()
+	full     func()
 	storeErr error
 	ages     []uint32 // scratch of evict
 }
