@@ -42,8 +42,9 @@ func ParseFileLookupOptions(raw map[string]string) (LookupOptions, error) {
 	return options.ParseFileLookup(raw)
 }
 
-// FileLookup is a LookupTable over a file held in memory: each key's row, the last line
-// of the key when several have it. A JSON line whose __op field is "delete" (or "d", any
+// FileLookup is a LookupTable over a file held in memory: each key's row, the line of the
+// key with the greatest version time when the table declares one (LookupSpec.VersionTime;
+// among equal times, and without one, the last line). A JSON line whose __op field is "delete" (or "d", any
 // case) removes its key, as in a table's changelog. Lookups never fail.
 type FileLookup struct {
 	spec LookupSpec
@@ -110,6 +111,12 @@ func OpenFileLookup(files *FileRoots, spec LookupSpec) (*FileLookup, error) {
 		return nil, fail(0, "%v", err)
 	}
 	l := &FileLookup{spec: spec, rows: map[string][]sql.Row{}}
+	vt := -1
+	if spec.Versioned && spec.Schema != nil && spec.VersionTime >= 0 && spec.VersionTime < len(declared) {
+		vt = spec.VersionTime
+	}
+	// The version time of each key's line in effect (its row, or its delete).
+	times := map[string]sql.Value{}
 	var (
 		msgs  []Message
 		row   sql.Row
@@ -141,6 +148,13 @@ func OpenFileLookup(files *FileRoots, spec LookupSpec) (*FileLookup, error) {
 				}
 				key = sql.AppendKey(key, v)
 			}
+			if vt >= 0 {
+				t := row[vt]
+				if prev, ok := times[string(key)]; ok && !t.IsNull() && !prev.IsNull() && sql.Compare(t, prev) < 0 {
+					continue // older than the key's version in effect: not its latest
+				}
+				times[string(key)] = t
+			}
 			if op >= 0 && sql.IsDelete(row[op]) {
 				delete(l.rows, string(key))
 				continue
@@ -149,7 +163,7 @@ func OpenFileLookup(files *FileRoots, spec LookupSpec) (*FileLookup, error) {
 			for i, p := range proj {
 				out[i] = row[p] // decoded strings are fresh: the row may keep them
 			}
-			l.rows[string(key)] = []sql.Row{out} // the last line of a key wins
+			l.rows[string(key)] = []sql.Row{out} // the key's latest line wins
 		}
 	}
 	return l, nil

@@ -118,3 +118,49 @@ func TestFileLookupErrors(t *testing.T) {
 		t.Errorf("a relative path under the root: %v", err)
 	}
 }
+
+// A table with a version time holds each key's line with the greatest version time: a
+// line older than the key's line in effect (a row or a delete) changes nothing; among equal
+// times the last line wins.
+func TestFileLookupVersionTime(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tiers.jsonl")
+	lines := []string{
+		`{"k":"a","tier":"gold","ts":"2026-01-01T00:00:10Z"}`,
+		`{"k":"a","tier":"stale","ts":"2026-01-01T00:00:05Z"}`,
+		`{"k":"b","tier":"x","ts":"2026-01-01T00:00:01Z"}`,
+		`{"k":"b","__op":"delete","ts":"2026-01-01T00:00:20Z"}`,
+		`{"k":"b","tier":"older than its delete","ts":"2026-01-01T00:00:15Z"}`,
+		`{"k":"c","tier":"first","ts":"2026-01-01T00:00:30Z"}`,
+		`{"k":"c","tier":"same time, later","ts":"2026-01-01T00:00:30Z"}`,
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	declared := sql.Schema{{Name: "k", Type: sql.TypeVarchar}, {Name: "tier", Type: sql.TypeVarchar}, {Name: "ts", Type: sql.TypeTimestamp}}
+	o, err := ParseLookup("file", "tiers", map[string]string{"connector": "file", "path": path, "format": "json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, versioned := range []bool{true, false} {
+		spec := LookupSpec{Table: "tiers", Options: o, Columns: declared[:2], Key: []int{0}, Schema: declared,
+			Versioned: versioned, VersionTime: 2}
+		tab, err := OpenFileLookup(nil, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, k := range []string{"a", "b", "c"} {
+			for _, r := range tab.Get(sql.AppendKey(nil, sql.Varchar(k))) {
+				got = append(got, k+"="+r[1].S)
+			}
+		}
+		want := "a=gold; c=same time, later"
+		if !versioned {
+			want = "a=stale; b=older than its delete; c=same time, later" // the last line of each key
+		}
+		if g := strings.Join(got, "; "); g != want {
+			t.Errorf("versioned=%v: %q, want %q", versioned, g, want)
+		}
+	}
+}

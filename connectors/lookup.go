@@ -51,6 +51,11 @@ type LookupSpec struct {
 	// Schema is the table's declared columns, in order, without the hidden change column
 	// (nil: Columns). A file table's csv lines hold them in this order.
 	Schema sql.Schema
+	// Versioned: VersionTime is the index in Schema of the table's version time (its
+	// WATERMARK column). A file's line of a key then replaces the key's row (or delete)
+	// only when its version time is not older.
+	Versioned   bool
+	VersionTime int
 }
 
 // LookupOptions are a lookup table's parsed WITH options: what the join uses and what its

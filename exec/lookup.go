@@ -466,7 +466,8 @@ func (st *stage) openLookup(ctx context.Context, n *planner.LookupJoinNode, port
 	if env.OpenLookup == nil {
 		return nil, fmt.Errorf("%w: lookup table %s needs Env.OpenLookup", ErrMissingEnv, n.Table)
 	}
-	table, err := env.OpenLookup(connectors.LookupSpec{Table: n.Table, Options: opts, Columns: n.Columns, Key: n.KeyColumns, Schema: n.TableSchema})
+	table, err := env.OpenLookup(connectors.LookupSpec{Table: n.Table, Options: opts, Columns: n.Columns, Key: n.KeyColumns, Schema: n.TableSchema,
+		Versioned: n.VersionTime >= 0, VersionTime: n.VersionTime})
 	if err != nil {
 		return nil, fmt.Errorf("lookup table %s: %w", n.Table, err)
 	}

@@ -242,7 +242,7 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 	case *planner.UnionNode:
 		return unionOp{}, nil
 	case *planner.SortNode:
-		return &sortOp{keys: n.Keys}, nil
+		return &sortOp{keys: n.Keys, changes: n.Changes, key: n.Key}, nil
 	case *planner.JoinNode:
 		late, err := st.lateOutput(ctx, op.Inputs[0], in)
 		if err != nil {

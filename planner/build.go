@@ -379,7 +379,12 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 		if err != nil {
 			return s, err
 		}
-		return b.addOp(s, &SortNode{Keys: keys, Texts: texts}, nil), nil
+		sn := &SortNode{Keys: keys, Texts: texts, Changes: n.Changes, Key: n.Key}
+		if n.Changes != AppendOnly {
+			sn.Schema = n.Schema()
+			return b.addOp(s, sn, sn.Schema), nil
+		}
+		return b.addOp(s, sn, nil), nil
 
 	case *Limit:
 		s, err := b.build(n.Input)

@@ -82,6 +82,12 @@ func Changelog(l LogicalNode) (LogicalNode, error) {
 	return n, err
 }
 
+// foldChanges is in, an updating relation of a bounded plan, folded into its final rows
+// when its input ends: a Sort without keys applying the changes.
+func foldChanges(in LogicalNode, ch changes) LogicalNode {
+	return &Sort{Input: in, Changes: ch.mode, Key: ch.key}
+}
+
 // refuse is the error of an operator that cannot take an updating input.
 func refuse(op string, in changes, why string) error {
 	return errorf(sql.CodeNotSupported, "%s over a relation whose rows change (%s: the result of a GROUP BY without a window, or of an operator over one) is not supported: %s", op, in.mode, why)
@@ -95,6 +101,11 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 		in, ch, err := changelog(n.Input, true)
 		if err != nil {
 			return nil, ch, err
+		}
+		if ch.updating() && n.Stream == "" && !n.Multiset && bounded(n.Input) {
+			// A one-off query over bounded input (files, views' current rows) answers
+			// with its final rows, as PostgreSQL does, not the changes on the way.
+			in, ch = foldChanges(in, ch), changes{}
 		}
 		if ch.updating() && n.Stream != "" && ch.key == nil && !(n.Multiset && ch.mode == Retract) {
 			return nil, ch, errorf(sql.CodeNotSupported, "the rows of this query change as input arrives, but it selects no key to write them by: select every GROUP BY column (the key of the changelog written to %s); a changelog without a key (a Top-N, a UNION ALL of changes, aggregates OVER a window of a stream's rows) can be a materialized view", n.Stream)
@@ -280,10 +291,29 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 		u.Out = append(append(sql.Schema{}, n.Out...), changeColumn)
 		return &u, changes{mode: Retract}, nil
 
+	case *Sort:
+		in, ch, err := changelog(n.Input, true)
+		if err != nil {
+			return nil, ch, err
+		}
+		s := *n
+		s.Input = in
+		if ch.updating() {
+			if !bounded(n.Input) {
+				return nil, ch, refuse("ORDER BY", ch, "a stream's rows cannot be sorted")
+			}
+			s.Changes, s.Key = ch.mode, ch.key
+		}
+		return &s, changes{}, nil
+
 	case *Limit:
 		in, ch, err := changelog(n.Input, upsertOK)
 		if err != nil {
 			return nil, ch, err
+		}
+		if ch.updating() && bounded(n.Input) {
+			// Over a bounded input the limit takes the first of the final rows.
+			in, ch = foldChanges(in, ch), changes{}
 		}
 		if ch.updating() && !upsertOK {
 			return nil, ch, refuse("LIMIT", ch, "a limit keeps the first rows, and which rows are first changes")

@@ -235,7 +235,14 @@ func nodeText(n Node, row sql.Schema) (parts []string, out sql.Schema) {
 		}
 		return parts, nil
 	case *SortNode:
-		return []string{"Sort", strings.Join(n.Texts, ", ")}, nil
+		parts := []string{"Sort", strings.Join(n.Texts, ", ")}
+		if n.Changes != AppendOnly && len(n.Texts) == 0 {
+			return []string{"Fold", n.Changes.String()}, n.Schema
+		}
+		if n.Changes != AppendOnly {
+			return append(parts, "folding "+n.Changes.String()), n.Schema
+		}
+		return parts, nil
 	case *OverNode:
 		parts := []string{n.Text}
 		if n.Changes != AppendOnly {

@@ -377,6 +377,10 @@ func (b *logicalBuilder) join(f *sql.FromJoin, left, right LogicalNode) (Logical
 	j.Residual = and(residual)
 	rrel, _ := f.Right.(*sql.FromRelation)
 	switch {
+	case rrel != nil && rrel.Rel.IsTable && b.opts.Pull && f.AsOf == nil && scannedTable(rrel.Rel):
+		// A pull query reads the table's latest versions (latestVersions), a bounded
+		// relation joined as any other.
+		j.Mode = JoinRegular
 	case rrel != nil && rrel.Rel.IsTable && !changelogScan(&Scan{Relation: rrel.Rel, Columns: []int{len(rrel.Rel.Schema) - 1}}):
 		// (A table of a changelog connector, postgres-cdc, is a retract changelog joined
 		// as any updating input: scanChanges.)
@@ -412,8 +416,9 @@ func (b *logicalBuilder) join(f *sql.FromJoin, left, right LogicalNode) (Logical
 		}
 	}
 	if lrel, ok := f.Left.(*sql.FromRelation); ok && lrel.Rel.IsTable && j.Mode == JoinRegular && j.TTL <= 0 &&
-		(lrel.Rel.Connector() == "broker" || lrel.Rel.Connector() == "kafka" || lrel.Rel.Connector() == "file") {
-		// A table on the left of an exact regular join is its latest versions too.
+		scannedTable(lrel.Rel) && !b.opts.Pull {
+		// A table on the left of an exact regular join is its latest versions too (a pull
+		// query's side is them already: latestVersions).
 		t := lrel.Rel
 		if err := matchesPrimaryKey(t, j.LeftKeys); err != nil {
 			return nil, err
@@ -549,6 +554,16 @@ func (b *logicalBuilder) tableJoin(j *Join, f *sql.FromJoin, t *sql.Relation, lw
 	}
 	j.Mode = JoinRegular
 	return nil
+}
+
+// scannedTable reports whether table t is read by scanning its changelog (a topic or a file),
+// not looked up in a database.
+func scannedTable(t *sql.Relation) bool {
+	switch t.Connector() {
+	case "broker", "kafka", "file":
+		return true
+	}
+	return false
 }
 
 // matchesPrimaryKey checks that a join's keys of table t's side are its primary key.

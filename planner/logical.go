@@ -162,6 +162,11 @@ type Over struct {
 type Sort struct {
 	Input LogicalNode
 	Keys  []sql.SortKey
+	// Changes (set by Changelog) is the mode of an updating input, whose changes the sort
+	// applies (a retract input's deletes remove an equal row, an upsert input's rows
+	// replace their Key's): it emits the final rows, without the change column.
+	Changes ChangeMode
+	Key     []int
 }
 
 // Sink delivers the rows: to the stream named Stream, or to the client when Stream is "".
@@ -230,7 +235,13 @@ func (t *TopN) Schema() sql.Schema {
 	}
 	return in
 }
-func (s *Sort) Schema() sql.Schema { return s.Input.Schema() }
+func (s *Sort) Schema() sql.Schema {
+	in := s.Input.Schema()
+	if s.Changes != AppendOnly {
+		return in[:len(in)-1]
+	}
+	return in
+}
 func (o *Over) Schema() sql.Schema {
 	in := o.Input.Schema()
 	switch {
@@ -393,7 +404,15 @@ func (t *TopN) String() string {
 	}
 	return s
 }
-func (s *Sort) String() string { return "Sort " + sortText(s.Keys) }
+func (s *Sort) String() string {
+	if s.Changes != AppendOnly && len(s.Keys) == 0 {
+		return "Fold " + s.Changes.String()
+	}
+	if s.Changes != AppendOnly {
+		return "Sort " + sortText(s.Keys) + " folding " + s.Changes.String()
+	}
+	return "Sort " + sortText(s.Keys)
+}
 func (o *Over) String() string {
 	s := "Over " + overCallsText(o.Calls) + " " + overWindowText(o.Partition, o.Order, o.Preceding)
 	if o.Bounded {

@@ -76,6 +76,10 @@ type LookupJoinNode struct {
 	Columns     sql.Schema
 	TableSchema sql.Schema
 	KeyColumns  []int
+	// VersionTime is the index in TableSchema of the table's version time (its WATERMARK
+	// column), -1 when it declares none: of a file's lines of one key, the one with the
+	// greatest version time is the key's row.
+	VersionTime int
 	// LeftKeys are compiled over the input row, RightKeys over the right row, each pair of
 	// one type (the key's value in the declared column type is LeftKeys cast to it).
 	LeftKeys, RightKeys []Evaluator
@@ -107,9 +111,12 @@ func (b *builder) lookupJoin(n *Join) (sub, error) {
 		return s, err
 	}
 	ln := &LookupJoinNode{Kind: n.Kind, Table: n.Table.Name, Connector: n.Table.Connector(), Options: n.Lookup,
-		Columns: scan.Schema(), LeftWidth: len(s.row), Schema: n.Schema(), Text: n.String()}
-	for _, c := range n.Table.Schema {
+		Columns: scan.Schema(), LeftWidth: len(s.row), Schema: n.Schema(), Text: n.String(), VersionTime: -1}
+	for i, c := range n.Table.Schema {
 		if c.Name != sql.ChangeColumn {
+			if i == n.Table.EventTime {
+				ln.VersionTime = len(ln.TableSchema)
+			}
 			ln.TableSchema = append(ln.TableSchema, c)
 		}
 	}

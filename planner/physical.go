@@ -214,6 +214,12 @@ type OverNode struct {
 type SortNode struct {
 	Keys  []SortSpec
 	Texts []string
+	// Changes is the mode of an updating input, whose changes the sort applies before it
+	// emits the final rows without the change column (Key: an upsert input's key); Schema
+	// is then its output row.
+	Changes ChangeMode
+	Key     []int
+	Schema  sql.Schema
 }
 
 // UnionNode passes the rows of all its inputs through (UNION ALL); the inputs' rows have

@@ -42,6 +42,13 @@ var pdShapes = []pdQuery{
 	{name: "inner_join", rsql: `SELECT o.order_id, o.user_id, u.tier, u.name FROM orders o JOIN users u ON o.user_id = u.user_id`},
 	{name: "left_join", rsql: `SELECT o.order_id, o.user_id, u.tier FROM orders o LEFT JOIN users u ON o.user_id = u.user_id`},
 	{name: "left_join_agg", rsql: `SELECT o.user_id, COUNT(u.tier) AS tiers, COUNT(*) AS n FROM orders o LEFT JOIN users u ON o.user_id = u.user_id GROUP BY o.user_id`},
+	// A TABLE (profiles: versions and deletes, some late) read as its latest versions.
+	{name: "table_agg", rsql: `SELECT tier, COUNT(*) AS n FROM profiles GROUP BY tier`},
+	{name: "table_filter", rsql: `SELECT user_id, name FROM profiles WHERE tier = 2`},
+	{name: "table_self_join", rsql: `SELECT a.user_id, a.tier, b.name FROM profiles a JOIN profiles b ON a.user_id = b.user_id`},
+	{name: "table_left_join_stream", rsql: `SELECT p.user_id, p.tier, o.order_id FROM profiles p LEFT JOIN orders o ON o.user_id = p.user_id`},
+	{name: "stream_join_table_agg", rsql: `SELECT p.tier, COUNT(*) AS n, SUM(o.qty) AS q FROM orders o JOIN profiles p ON o.user_id = p.user_id GROUP BY p.tier`},
+	{name: "stream_left_join_table", rsql: `SELECT o.order_id, p.name FROM orders o LEFT JOIN profiles p ON o.user_id = p.user_id`},
 	{name: "count_where_false", rsql: `SELECT COUNT(*) AS c FROM orders WHERE false`},
 	{name: "aggs_where_false", rsql: `SELECT COUNT(*) AS c, SUM(qty) AS s, MAX(amount) AS m FROM orders WHERE false`},
 	{name: "grouped_where_false", rsql: `SELECT user_id, COUNT(*) AS c FROM orders WHERE false GROUP BY user_id`},

@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +63,11 @@ type pdTable struct {
 	name string
 	cols []pdCol
 	rows [][]any
+	// key, when set, makes the table a TABLE keyed by that column: its rows are its
+	// changelog (dels[i]: row i is a delete, "__op":"delete"), and PostgreSQL holds each
+	// key's latest version (the greatest ts) unless it is a delete.
+	key  string
+	dels []bool
 }
 
 type pdCol struct{ name, rsqlType, pgType string }
@@ -122,14 +128,109 @@ func pdGenData(seed int64) []*pdTable {
 	// The last user is a minute after the last order: over topics the users' watermark then
 	// passes every order (a join waits for the slower input).
 	users.rows = append(users.rows, []any{nil, int64(1), "nobody", pdBase.Add((pdOrders*pdStepMs + 60_000) * time.Millisecond)})
-	return []*pdTable{orders, users}
+	return []*pdTable{orders, users, pdGenProfiles(r)}
 }
 
-// rsqlDDL declares the table as a file stream in event time.
+// pdGenProfiles is a TABLE's changelog: users u3..u42 (orders name u0..u29) with one to four
+// versions each over the orders' time span, in version-time order within a key but for
+// versions that come up to pdDisorderMs late and stale versions (older than the key's
+// version before them: not its latest), a tenth of keys deleted (some then inserted again), and a last version a
+// minute after the last order (its watermark then passes every order's time).
+func pdGenProfiles(r *rand.Rand) *pdTable {
+	t := &pdTable{name: "profiles", key: "user_id", cols: []pdCol{
+		{"user_id", "VARCHAR", "text"}, {"tier", "INT", "integer"}, {"name", "VARCHAR", "text"},
+		{"ts", "TIMESTAMP", "timestamp"}}}
+	type ver struct {
+		row []any
+		del bool
+	}
+	var vs []ver
+	span := int64(pdOrders * pdStepMs)
+	for i := 3; i < 43; i++ {
+		user := fmt.Sprintf("u%d", i)
+		n := 1 + r.Intn(4)
+		for k := 0; k < n; k++ {
+			ts := span * int64(k*40+i) / int64(4*40+43)
+			del := k > 0 && r.Intn(10) == 0
+			row := []any{user, int64(1 + r.Intn(3)), fmt.Sprintf("n%d", r.Intn(8)), pdBase.Add(time.Duration(ts) * time.Millisecond)}
+			if r.Intn(4) == 0 {
+				row[1] = nil
+			}
+			if del {
+				row[1], row[2] = nil, nil
+			}
+			vs = append(vs, ver{row, del})
+		}
+	}
+	// Rows in version-time order, a few moved to come up to pdDisorderMs late.
+	sort.SliceStable(vs, func(i, j int) bool { return vs[i].row[3].(time.Time).Before(vs[j].row[3].(time.Time)) })
+	for i := range vs {
+		if j := i + 1 + r.Intn(3); r.Intn(8) == 0 && j < len(vs) &&
+			vs[j].row[3].(time.Time).Sub(vs[i].row[3].(time.Time)) < pdDisorderMs*time.Millisecond {
+			vs[i], vs[j] = vs[j], vs[i]
+		}
+	}
+	// Now and then a stale version right after a key's version: up to 1.5 s older, so not
+	// its latest (nor late: within the watermark's delay).
+	var all []ver
+	for _, v := range vs {
+		all = append(all, v)
+		if !v.del && r.Intn(6) == 0 {
+			stale := []any{v.row[0], int64(9), "stale", v.row[3].(time.Time).Add(-time.Duration(1+r.Intn(1500)) * time.Millisecond)}
+			all = append(all, ver{row: stale})
+		}
+	}
+	vs = append(all, ver{row: []any{"~end", int64(1), "end", pdBase.Add(time.Duration(span+60_000) * time.Millisecond)}})
+	for _, v := range vs {
+		t.rows, t.dels = append(t.rows, v.row), append(t.dels, v.del)
+	}
+	return t
+}
+
+// pgRows are the rows PostgreSQL holds of the table: for a TABLE each key's latest version
+// (the greatest ts; of equal times, the one read last) unless it is a delete.
+func (tb *pdTable) pgRows() [][]any {
+	if tb.key == "" {
+		return tb.rows
+	}
+	k, ts := -1, -1
+	for i, c := range tb.cols {
+		switch c.name {
+		case tb.key:
+			k = i
+		case "ts":
+			ts = i
+		}
+	}
+	latest := map[any]int{}
+	var order []any
+	for i, row := range tb.rows {
+		j, ok := latest[row[k]]
+		if !ok {
+			order = append(order, row[k])
+		}
+		if !ok || !row[ts].(time.Time).Before(tb.rows[j][ts].(time.Time)) {
+			latest[row[k]] = i
+		}
+	}
+	var out [][]any
+	for _, key := range order {
+		if i := latest[key]; !tb.dels[i] {
+			out = append(out, tb.rows[i])
+		}
+	}
+	return out
+}
+
+// rsqlDDL declares the table as a file stream in event time (a TABLE with its key).
 func (tb *pdTable) rsqlDDL() string {
 	var cols []string
 	for _, c := range tb.cols {
 		cols = append(cols, c.name+" "+c.rsqlType)
+	}
+	if tb.key != "" {
+		return fmt.Sprintf("CREATE TABLE %s (%s, PRIMARY KEY (%s), WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) WITH (connector = 'file', path = '%s.jsonl', format = 'json');\n",
+			tb.name, strings.Join(cols, ", "), tb.key, tb.name)
 	}
 	return fmt.Sprintf("CREATE STREAM %s (%s, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) WITH (connector = 'file', path = '%s.jsonl', format = 'json');\n",
 		tb.name, strings.Join(cols, ", "), tb.name)
@@ -159,6 +260,9 @@ func (tb *pdTable) jsonLines() []string {
 			}
 			parts = append(parts, strconv.Quote(c.name)+":"+v)
 		}
+		if tb.dels != nil && tb.dels[i] {
+			parts = append(parts, `"__op":"delete"`)
+		}
 		out = append(out, "{"+strings.Join(parts, ",")+"}\n")
 	}
 	return out
@@ -180,7 +284,7 @@ func (tb *pdTable) loadPG(t *testing.T, conn *pgx.Conn) {
 	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (%s)", tb.name, strings.Join(cols, ", "))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.CopyFrom(ctx, pgx.Identifier{tb.name}, names, pgx.CopyFromRows(tb.rows)); err != nil {
+	if _, err := conn.CopyFrom(ctx, pgx.Identifier{tb.name}, names, pgx.CopyFromRows(tb.pgRows())); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -55,8 +55,12 @@ func (tb *pdTable) topicDDL() string {
 	// after the last order; their splits must go idle, or the one without the last user
 	// would hold a join's watermark, and with it the reading of the orders, back.
 	idle := "0s"
-	if tb.name == "users" {
+	if tb.name == "users" || tb.key != "" {
 		idle = "1s"
+	}
+	if tb.key != "" {
+		return fmt.Sprintf("CREATE TABLE %s (%s, PRIMARY KEY (%s), WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) WITH (topic = '%s', queues = %d, idle_timeout = '%s')",
+			tb.name, strings.Join(cols, ", "), tb.key, tb.name, pdTopicQueues(), idle)
 	}
 	return fmt.Sprintf("CREATE STREAM %s (%s, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND) WITH (topic = '%s', queues = %d, idle_timeout = '%s')",
 		tb.name, strings.Join(cols, ", "), tb.name, pdTopicQueues(), idle)
