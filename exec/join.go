@@ -735,6 +735,12 @@ func (sp *joinSplit) sweep() {
 
 // forget deletes a key's stored state at the next checkpoint.
 func (j *joinOp) forget(sp *joinSplit, k *jkey) {
+	if j.cacheMax > 0 {
+		if sp.cache.forgot == nil {
+			sp.cache.forgot = map[string]struct{}{}
+		}
+		sp.cache.forgot[k.key] = struct{}{}
+	}
 	for c := range k.chunks {
 		sp.dels = append(sp.dels, j.stateKey(sp, k.side, k.key, c))
 	}

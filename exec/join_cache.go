@@ -81,6 +81,11 @@ type joinCache struct {
 	// asked: the split's changed keys outgrew its share and asked for a checkpoint
 	// (joinOp.full) since the last save.
 	asked bool
+	// forgot are the keys a side of which lost its last row since the last eviction: the
+	// deletes of its stored rows are in this checkpoint, whose commit may still be running,
+	// so the key may not leave before the next one (the side is gone from memory; the store
+	// would still give its rows back).
+	forgot map[string]struct{}
 }
 
 // spill records that join key key is in the store and not in memory.
@@ -177,6 +182,7 @@ func (j *joinOp) cacheShare() int { return max(j.cacheMax/max(len(j.splits), 1),
 // evictKeys lets the least recently used keys that may leave memory go when split sp holds
 // more than its share of the cache (after a save; see the comment at the top).
 func (j *joinOp) evictKeys(sp *joinSplit) {
+	defer clear(sp.cache.forgot)
 	size := j.cacheShare()
 	held := len(sp.keys[0]) + len(sp.keys[1])
 	if held <= size {
@@ -186,6 +192,9 @@ func (j *joinOp) evictKeys(sp *joinSplit) {
 	c := &sp.cache
 	// may: the key (both its sides) may leave; its age is that of its side used last.
 	may := func(key string) (uint32, bool) {
+		if _, ok := c.forgot[key]; ok {
+			return 0, false
+		}
 		age := ^uint32(0)
 		for side := range 2 {
 			k := sp.keys[side][key]

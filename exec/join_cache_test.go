@@ -175,3 +175,44 @@ func TestJoinCacheFullAsksForCheckpoint(t *testing.T) {
 		t.Fatalf("after a checkpoint, 20 more changed keys: asked for %d checkpoints, want 2", asked)
 	}
 }
+
+// A key one side of which lost its last row (a table's delete) has that side's stored rows
+// deleted by the checkpoint that follows, whose commit may still be running when the next
+// row of the key arrives: the key stays in memory until the next checkpoint, rather than
+// leaving and reading the deleted version back from the store.
+func TestJoinCacheKeepsKeysWithPendingDeletes(t *testing.T) {
+	store := state.NewMemory()
+	j := newJoinOp(exactJoinNode(sql.JoinInner, [2]bool{true, false}, true, false), "job", "op", store, nil, &counters{})
+	j.setCache(2)
+	if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := &joinedRows{}
+	version := func(key, tier string, del bool) sql.Row {
+		op := sql.Null
+		if del {
+			op = sql.Varchar("delete")
+		}
+		return sql.Row{sql.Varchar(key), sql.Varchar(tier), op}
+	}
+	process(t, j, 1, out, version("k", "gold", false))
+	process(t, j, 0, out, sideRow("k", 1, false, true))
+	for i := 0; i < 6; i++ { // more keys than the cache holds
+		process(t, j, 0, out, sideRow(fmt.Sprint("o", i), 1, false, true))
+	}
+	joinCheckpoint(t, j, store) // committed
+	process(t, j, 1, out, version("k", "", true))
+	for i := 0; i < 6; i++ { // the other keys change: k is the one that may leave
+		process(t, j, 0, out, sideRow(fmt.Sprint("o", i), 2, false, true))
+	}
+	pending := &state.Batch{}
+	if err := j.Control(&Control{Kind: Checkpoint, State: pending}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Before the checkpoint's commit, a row of k arrives: k has no version.
+	out.rows = nil
+	process(t, j, 0, out, sideRow("k", 2, false, true))
+	if len(out.rows) != 0 {
+		t.Fatalf("a row of a deleted key joined %q: the deleted version came back from the store", out.rows)
+	}
+}
