@@ -1,6 +1,8 @@
 package exec
 
 import (
+	"math"
+
 	"rsql/sql"
 )
 
@@ -37,8 +39,9 @@ func (j *joinOp) exactRow(sp *joinSplit, in int, key string, r sql.Row) {
 		w, changes, table, op, vt = n.RightWidth, n.RightChanges, n.RightTable, n.RightOp, n.RightTime
 	}
 	if table {
+		del := op >= 0 && sql.IsDelete(r[op])
 		if k := sp.keys[in][key]; k != nil {
-			var old *jrow // the key's current version (a key has one at most)
+			var old *jrow // the key's current version or delete (a key has one at most)
 			for _, v := range k.rows {
 				if !v.dead {
 					old = v
@@ -46,16 +49,30 @@ func (j *joinOp) exactRow(sp *joinSplit, in int, key string, r sql.Row) {
 				}
 			}
 			if old != nil {
-				if vt >= 0 && !r[vt].IsNull() && !old.row[vt].IsNull() && r[vt].I < old.row[vt].I {
-					// Older than the key's current version: not its latest (among
-					// versions of one time, the one read last is).
+				if vt >= 0 && versionTime(r[vt]) < versionTime(old.row[vt]) {
+					// Older than the key's current version or delete: not its latest
+					// (among versions of one time, the one read last is).
 					return
 				}
-				j.exactDelete(sp, in, old)
+				if old.deleted {
+					j.remove(sp, old)
+				} else {
+					j.exactDelete(sp, in, old)
+				}
 			}
 		}
-		if op < 0 || !sql.IsDelete(r[op]) {
+		switch {
+		case !del:
 			j.exactInsert(sp, in, key, r[:w])
+		case vt >= 0:
+			// The delete stays as the key's row, joining nothing, so that a version older
+			// than it arriving later is ignored too (as the Top-N of a table's versions
+			// keeps a deleted key's time).
+			k := j.getKey(sp, in, key)
+			jr := j.newRow(r[:w], 0, k)
+			jr.deleted = true
+			k.rows = append(k.rows, jr)
+			j.markDirty(sp, k)
 		}
 		return
 	}
@@ -70,6 +87,16 @@ func (j *joinOp) exactRow(sp *joinSplit, in int, key string, r sql.Row) {
 		return
 	}
 	j.exactInsert(sp, in, key, r[:w])
+}
+
+// versionTime orders a table's versions by their version time v: a NULL time after every
+// time, as the latest versions of a pull query (ORDER BY time DESC) and the Top-N of a
+// table's versions order them.
+func versionTime(v sql.Value) int64 {
+	if v.IsNull() {
+		return math.MaxInt64
+	}
+	return v.I
 }
 
 // indexFrom is how many rows a key of a side whose rows are deleted has before its rows
@@ -130,7 +157,7 @@ func (j *joinOp) exactInsert(sp *joinSplit, in int, key string, row sql.Row) {
 	var matches int64
 	if other := sp.keys[1-in][key]; other != nil {
 		for _, o := range other.rows {
-			if o.dead {
+			if o.dead || o.deleted {
 				continue
 			}
 			l, r := row, o.row
@@ -173,7 +200,7 @@ func (j *joinOp) exactDelete(sp *joinSplit, in int, e *jrow) {
 	outerIn, outerOther := j.outerSide(in), j.outerSide(1-in)
 	if other := sp.keys[1-in][e.k.key]; other != nil {
 		for _, o := range other.rows {
-			if o.dead {
+			if o.dead || o.deleted {
 				continue
 			}
 			l, r := e.row, o.row
@@ -287,7 +314,7 @@ func (j *joinOp) recountSide(sp *joinSplit, side int, key string) {
 			if side == 1 {
 				l, rr = o.row, r.row
 			}
-			if !o.dead && j.joinedPasses(l, rr) {
+			if !o.dead && !o.deleted && j.joinedPasses(l, rr) {
 				r.ts++
 			}
 		}

@@ -557,3 +557,52 @@ func TestJoinExactTableVersionTime(t *testing.T) {
 		t.Fatalf("got %v", got)
 	}
 }
+
+// A table's delete keeps its key's version time: a version older than the delete, arriving
+// after it, is not the key's latest (it stays deleted), also after a restart from the
+// store; a newer version brings the key back. A NULL version time is newer than every time.
+func TestJoinExactTableDeleteKeepsItsTime(t *testing.T) {
+	col0 := func(r sql.Row) sql.Value { return r[0] }
+	node := &planner.JoinNode{Kind: sql.JoinInner, Mode: planner.JoinRegular, Changes: planner.Retract,
+		LeftKeys: []planner.Evaluator{col0}, RightKeys: []planner.Evaluator{col0},
+		LeftTime: -1, RightTime: 2, AsOf: -1, RightOp: 3, LeftOp: -1, LeftWidth: 2, RightWidth: 4, RightTable: true}
+	store := state.NewMemory()
+	open := func() *joinOp {
+		j := newJoinOp(node, "job", "op", store, nil, &counters{})
+		if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	j := open()
+	out := &joinedRows{}
+	version := func(tier string, ts int64, del bool) sql.Row {
+		op, tv := sql.Null, sql.Timestamp(ts)
+		if del {
+			op = sql.Varchar("delete")
+		}
+		if ts < 0 {
+			tv = sql.Null
+		}
+		return sql.Row{sql.Varchar("u1"), sql.Varchar(tier), tv, op}
+	}
+	process(t, j, 0, out, sideRow("u1", 1, false, false))
+	process(t, j, 1, out, version("gold", 1000, false))
+	process(t, j, 1, out, version("", 3000, true))
+	process(t, j, 1, out, version("stale", 2000, false)) // older than the delete: ignored
+	joinCheckpoint(t, j, store)
+	j = open()
+	process(t, j, 1, out, version("stale again", 2500, false)) // after a restart too
+	process(t, j, 1, out, version("silver", 4000, false))
+	process(t, j, 1, out, version("no time", -1, false))
+	process(t, j, 1, out, version("after no time", 5000, false)) // older than a NULL time
+	var got []string
+	for _, r := range out.rows {
+		f := strings.Split(r, ",")
+		got = append(got, f[3]+":"+f[6])
+	}
+	want := "gold:NULL gold:delete silver:NULL silver:delete no time:NULL"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("got %v, want %s", got, want)
+	}
+}

@@ -170,12 +170,12 @@ func pdGenProfiles(r *rand.Rand) *pdTable {
 			vs[i], vs[j] = vs[j], vs[i]
 		}
 	}
-	// Now and then a stale version right after a key's version: up to 1.5 s older, so not
-	// its latest (nor late: within the watermark's delay).
+	// Now and then (after half the deletes) a stale version right after a key's version or
+	// delete: up to 1.5 s older, so not its latest (nor late: within the watermark's delay).
 	var all []ver
 	for _, v := range vs {
 		all = append(all, v)
-		if !v.del && r.Intn(6) == 0 {
+		if r.Intn(6) == 0 || v.del && r.Intn(2) == 0 {
 			stale := []any{v.row[0], int64(9), "stale", v.row[3].(time.Time).Add(-time.Duration(1+r.Intn(1500)) * time.Millisecond)}
 			all = append(all, ver{row: stale})
 		}
