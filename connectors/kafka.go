@@ -271,6 +271,29 @@ type KafkaSource struct {
 	admin *kgo.Client
 	// Wait is how long one Read waits for records before returning none.
 	Wait time.Duration
+	// until, when set (Snapshot), is each partition's end: the source is bounded and a
+	// split ends there.
+	until []int64
+}
+
+// Snapshot makes the source bounded: each partition is read up to the end its committed
+// records have now (its last stable offset), then its split ends (a pull query's view of
+// a table's topic).
+func (s *KafkaSource) Snapshot() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := kafkaPartitions(ctx, s.admin, s.cfg, s.topic)
+	if err != nil {
+		return err
+	}
+	until := make([]int64, n)
+	for p := range until {
+		if until[p], err = kafkaListOffset(ctx, s.admin, s.topic, int32(p), -1); err != nil {
+			return err
+		}
+	}
+	s.until = until
+	return nil
 }
 
 // OpenKafkaSource opens topic on the cluster of c (creating it when missing).
@@ -299,7 +322,7 @@ func (s *KafkaSource) Splits(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-func (s *KafkaSource) Bounded() bool { return false }
+func (s *KafkaSource) Bounded() bool { return s.until != nil }
 
 func (s *KafkaSource) Close() error {
 	s.admin.Close()
@@ -347,15 +370,22 @@ func (s *KafkaSource) Open(ctx context.Context, split string, offset int64) (Spl
 	if wait <= 0 {
 		wait = 200 * time.Millisecond
 	}
-	cl, err := s.cfg.newClient(
+	opts := []kgo.Opt{
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: {int32(p): at}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(max(wait, 100*time.Millisecond)))
+		kgo.FetchMaxWait(max(wait, 100*time.Millisecond))}
+	if s.until != nil {
+		opts = append(opts, kgo.KeepControlRecords())
+	}
+	cl, err := s.cfg.newClient(opts...)
 	if err != nil {
 		return nil, err
 	}
-	r := &kafkaReader{s: s, cl: cl, part: int32(p), split: split, wait: wait, primed: primed}
+	r := &kafkaReader{s: s, cl: cl, part: int32(p), split: split, wait: wait, primed: primed, until: -1}
+	if s.until != nil && p < len(s.until) {
+		r.until = s.until[p]
+	}
 	r.hw.Store(-1)
 	r.next.Store(offset)
 	return r, nil
@@ -406,6 +436,10 @@ type kafkaReader struct {
 	// job's watermark pass the partition's records before they are read.
 	primed    bool
 	primeFrom time.Time
+	// until is the partition's end for a bounded source (Snapshot), -1 for none. Its
+	// client then keeps transaction markers, so that the offsets read reach the end even
+	// when the last records before it are a marker (or aborted records and their marker).
+	until int64
 }
 
 // primeWait bounds how long a reader's first Reads wait for a partition's first records.
@@ -421,6 +455,9 @@ func (r *kafkaReader) Read(ctx context.Context, buf []Message, max int) ([]Messa
 		max = 32
 	}
 	for len(r.held) == 0 {
+		if r.until >= 0 && r.next.Load() >= r.until {
+			return buf, ErrEndOfSplit
+		}
 		pctx, cancel := context.WithTimeout(ctx, r.wait)
 		fs := r.cl.PollRecords(pctx, max)
 		cancel()
@@ -464,6 +501,9 @@ func (r *kafkaReader) Read(ctx context.Context, buf []Message, max int) ([]Messa
 	}
 	n := min(max, len(r.held))
 	for _, rec := range r.held[:n] {
+		if rec.Attrs.IsControl() {
+			continue // a transaction marker (kept only to reach a bounded source's end)
+		}
 		m := Message{Offset: rec.Offset, Key: rec.Key, Body: rec.Value, Timestamp: rec.Timestamp.UnixMilli(), Split: r.split}
 		for _, h := range rec.Headers {
 			if h.Key == kafkaIDHeader {
@@ -534,6 +574,9 @@ func OpenKafkaSink(ctx context.Context, c KafkaConfig, topic string) (*KafkaSink
 
 func kafkaRecord(topic string, m Message) *kgo.Record {
 	r := &kgo.Record{Topic: topic, Value: m.Body}
+	if len(m.Body) == 0 && len(m.Key) > 0 {
+		r.Value = nil // a tombstone: the key's delete in a changelog
+	}
 	if len(m.Key) > 0 {
 		r.Key = m.Key
 	}

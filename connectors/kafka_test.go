@@ -472,6 +472,48 @@ func TestKafkaTxWriter(t *testing.T) {
 	if err := w2.EndRecord(ctx, []byte("Bxx"), true); !errors.Is(err, ErrBadTxRecord) {
 		t.Fatalf("EndRecord of a record of another kind: %v", err)
 	}
+
+	// A snapshot (a pull query's read) ends each partition at its end as of the snapshot,
+	// past the transaction markers and aborted records before it, with every committed
+	// record.
+	snap, err := OpenKafkaSource(ctx, cfg, "tx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	if snap.Bounded() {
+		t.Fatal("a source is bounded before Snapshot")
+	}
+	if err := snap.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	if !snap.Bounded() {
+		t.Fatal("a source is not bounded after Snapshot")
+	}
+	var all []string
+	for _, p := range []string{"0", "1"} {
+		r, err := snap.Open(ctx, p, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			got, err := r.Read(ctx, nil, 100)
+			for _, m := range got {
+				all = append(all, string(m.Body))
+			}
+			if errors.Is(err, ErrEndOfSplit) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("partition %s: %v", p, err)
+			}
+		}
+		r.Close()
+	}
+	sortStrings(all)
+	if got := strings.Join(all, ","); got != "a0,a1,a2,c0,c1,e0,e1" {
+		t.Fatalf("snapshot: %s, want a0,a1,a2,c0,c1,e0,e1", got)
+	}
 }
 
 func sortStrings(s []string) {

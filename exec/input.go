@@ -349,6 +349,12 @@ func (in *sourceInput) read(ctx context.Context, st *stage, sp *split, rd *reade
 	}
 }
 
+// TombstoneRow is tombstone for readers of a table's changelog outside a job (a pull
+// query's snapshot of the table).
+func TombstoneRow(spec planner.SourceSpec, key []byte, at int64, full sql.Row) (sql.Row, error) {
+	return tombstone(spec, key, at, full)
+}
+
 // tombstone is the row of a table's tombstone (a keyed message with an empty body): the
 // delete of the key, at time at (the largest event time its split has read, or the
 // message's timestamp before any): NULLs but for the key, the change column and the time.

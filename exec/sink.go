@@ -29,10 +29,12 @@ type sinkOp struct {
 	// scratch.
 	fold     bool
 	foldKeys []string
-	foldBuf  []byte
-	cnt      *counters
-	msgs     []connectors.Message
-	what     string // for errors
+	// tombstones: a delete is written as its key without a body (a Kafka sink).
+	tombstones bool
+	foldBuf    []byte
+	cnt        *counters
+	msgs       []connectors.Message
+	what       string // for errors
 	// eo is set for exactly-once output: rows wait for the checkpoint that covers them.
 	eo *outbox
 	// tx is set instead for transactional output (sink_tx.go): rows are sent prepared at
@@ -193,6 +195,9 @@ func (s *sinkOp) Process(b *Batch) error {
 			continue
 		}
 		body := buf[start:len(buf):len(buf)]
+		if s.tombstones && sql.IsDelete(r[len(r)-1]) {
+			body, buf = nil, buf[:start]
+		}
 		var key []byte
 		if len(s.keyCols) > 0 {
 			ks := len(buf)
@@ -339,6 +344,9 @@ func openSinkOp(ctx context.Context, env *Env, spec planner.SinkSpec, cnt *count
 	}
 	op := &sinkOp{ctx: ctx, sink: s, format: f, keyCols: spec.KeyColumns, cnt: cnt, what: sinkName(spec),
 		fold: spec.Changes != planner.AppendOnly}
+	// A Kafka topic's changelog ends a key with a tombstone, a record with the key and no
+	// value (Kafka's compacted-topic convention; the Debezium envelope says delete itself).
+	op.tombstones = op.fold && len(spec.KeyColumns) > 0 && spec.Options.Connector == "kafka" && name != "debezium-json"
 	if rs, ok := s.(connectors.RejectSink); ok {
 		// A row the sink's database refuses goes where the stage's bad rows go (its
 		// dead-letter output), with the database's message.

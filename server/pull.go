@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 
@@ -35,9 +36,15 @@ func isPull(q *sql.Query) bool {
 }
 
 // pullable reports whether a pull query can read r: a view's rows, or a table whose
-// changelog is a topic of the bundled broker or a file.
+// changelog is a topic (of the bundled broker or of Kafka) or a file.
 func pullable(r *sql.Relation) bool {
-	return r.IsView || r.IsTable && (r.Connector() == "broker" || r.Connector() == "file")
+	return r.IsView || r.IsTable && snapshotConnector(r.Connector())
+}
+
+// snapshotConnector reports whether a table of connector c can be read to its current end
+// (tableSnapshot).
+func snapshotConnector(c string) bool {
+	return c == "broker" || c == "kafka" || c == "file"
 }
 
 // maxViewStages bounds the stages of a view's job whose rows ReadView looks for (a plan
@@ -96,7 +103,7 @@ func (e *Engine) pull(ctx context.Context, sess *Session, q *sql.Query) (*Result
 				}
 				return src, nil
 			}
-			if spec.FromStage < 0 && (spec.Connector == "broker" || spec.Connector == "file") {
+			if spec.FromStage < 0 && snapshotConnector(spec.Connector) {
 				return e.tableSnapshot(spec)
 			}
 			return nil, fmt.Errorf("a pull query cannot read %s (connector %s)", spec.Stream, spec.Connector)
@@ -207,7 +214,7 @@ func (e *Engine) tableSnapshot(spec planner.SourceSpec) (connectors.Source, erro
 	if s, ok := inner.(safeSource); ok {
 		inner = s.Source
 	}
-	if bs, ok := inner.(*connectors.BrokerSource); ok {
+	if bs, ok := inner.(interface{ Snapshot() error }); ok {
 		if err := bs.Snapshot(); err != nil {
 			src.Close()
 			return nil, err
@@ -225,7 +232,7 @@ func (e *Engine) tableSnapshot(spec planner.SourceSpec) (connectors.Source, erro
 		src.Close()
 		return nil, err
 	}
-	return &decodedSource{Source: src, stream: spec.Stream, format: name, schema: spec.Schema}, nil
+	return &decodedSource{Source: src, stream: spec.Stream, format: name, schema: spec.Schema, spec: spec}, nil
 }
 
 // decodedSource decodes another source's records with the stream's format and re-encodes
@@ -237,6 +244,7 @@ type decodedSource struct {
 	stream string
 	format string
 	schema sql.Schema
+	spec   planner.SourceSpec
 }
 
 func (s *decodedSource) Open(ctx context.Context, split string, offset int64) (connectors.SplitReader, error) {
@@ -248,7 +256,7 @@ func (s *decodedSource) Open(ctx context.Context, split string, offset int64) (c
 	if err != nil {
 		return nil, err
 	}
-	return &decodedReader{SplitReader: r, s: s, f: f, split: split, row: make(sql.Row, len(s.schema))}, nil
+	return &decodedReader{SplitReader: r, s: s, f: f, split: split, row: make(sql.Row, len(s.schema)), maxTs: math.MinInt64}, nil
 }
 
 type decodedReader struct {
@@ -257,14 +265,32 @@ type decodedReader struct {
 	f     connectors.Format
 	split string
 	row   sql.Row
+	maxTs int64 // the largest event time read (a tombstone's time), MinInt64 before any
 }
 
 func (r *decodedReader) Read(ctx context.Context, buf []connectors.Message, max int) ([]connectors.Message, error) {
 	start := len(buf)
 	buf, err := r.SplitReader.Read(ctx, buf, max)
+	spec := r.s.spec
 	for i := start; i < len(buf); i++ {
 		m := &buf[i]
-		row, derr := r.f.Decode(m.Body, r.row[:0])
+		var row sql.Row
+		var derr error
+		if len(m.Body) == 0 && len(m.Key) > 0 && len(spec.PrimaryKey) > 0 {
+			// A tombstone deletes its key (as a job reads it, exec.TombstoneRow).
+			at := r.maxTs
+			if at == math.MinInt64 {
+				at = m.Timestamp
+			}
+			row, derr = exec.TombstoneRow(spec, m.Key, at, r.row[:0])
+		} else {
+			row, derr = r.f.Decode(m.Body, r.row[:0])
+			if derr == nil && spec.EventTime >= 0 && spec.EventTime < len(row) && !row[spec.EventTime].IsNull() {
+				if t := row[spec.EventTime].I; t > r.maxTs {
+					r.maxTs = t
+				}
+			}
+		}
 		if derr != nil {
 			return buf[:start], fmt.Errorf("table %s, split %s, offset %d: %w", r.s.stream, r.split, m.Offset, derr)
 		}

@@ -293,6 +293,79 @@ CREATE STREAM counts WITH (connector = 'kafka', brokers = '%s', topic = 'counts'
 	}
 }
 
+// TestKafkaChangelogTombstones: a key that leaves an updating query's result (HAVING whose
+// keys leave) ends in the Kafka topic with a tombstone, the key and no value (what a
+// compacted topic drops), and a rsql TABLE over that topic reads the result back.
+func TestKafkaChangelogTombstones(t *testing.T) {
+	addr := startKafkaCluster(t)
+	s := newJobsServer(t)
+	s.sql(fmt.Sprintf(`CREATE STREAM orders (order_id BIGINT, user_id VARCHAR, amount DOUBLE, ts TIMESTAMP,
+  category VARCHAR, qty INT) WITH (connector = 'kafka', brokers = '%s', topic = 'orders');
+CREATE STREAM small WITH (connector = 'kafka', brokers = '%s', topic = 'small', queues = 2) AS
+  SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id HAVING COUNT(*) < 3;
+CREATE TABLE small_back (user_id VARCHAR PRIMARY KEY, n BIGINT) WITH (connector = 'kafka', brokers = '%s', topic = 'small');`, addr, addr, addr))
+	var evs []event
+	counts := map[string]int64{}
+	for i := 0; i < 600; i++ {
+		u := fmt.Sprintf("u%d", i*7%211)
+		if i%3 == 0 {
+			u = fmt.Sprintf("u%d", i%40)
+		}
+		evs = append(evs, event{OrderID: int64(i), UserID: u, Amount: 1, TsMs: baseMs + int64(i), Category: "a"})
+		counts[u]++
+	}
+	want := map[string]int64{}
+	for u, n := range counts {
+		if n < 3 {
+			want[u] = n
+		}
+	}
+	if len(want) < 20 || len(want) > len(counts)-20 {
+		t.Fatalf("%d of %d users in the result: the test covers little", len(want), len(counts))
+	}
+	produceKafka(t, addr, evs)
+	cl := kafkaClient(t, addr, kgo.ConsumeTopics("small"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := map[string]int64{}
+	tombstones := 0
+	deadline := time.Now().Add(90 * time.Second)
+	for fmt.Sprint(got) != fmt.Sprint(want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("folded topic %v, want %v\nserver stderr:\n%s", got, want, s.p.Stderr.String())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Value == nil {
+				tombstones++
+				delete(got, string(r.Key))
+				return
+			}
+			var row map[string]any
+			if err := json.Unmarshal(r.Value, &row); err != nil {
+				t.Fatalf("small record %s: %v", r.Value, err)
+			}
+			if _, ok := row["__op"]; ok {
+				t.Fatalf("record %s: a delete is a tombstone, not a record saying so", r.Value)
+			}
+			n, _ := row["n"].(float64)
+			got[string(r.Key)] = int64(n)
+		})
+	}
+	if tombstones == 0 {
+		t.Fatal("no tombstone: no key left the result")
+	}
+	back := s.sql("SELECT user_id, n FROM small_back")
+	for u, n := range want {
+		if !strings.Contains(back, fmt.Sprintf(`{"user_id":%q,"n":%d}`, u, n)) {
+			t.Fatalf("the table over the topic lacks %s=%d:\n%s", u, n, back)
+		}
+	}
+	if lines := strings.Count(strings.TrimSpace(back), "\n") + 1; lines != len(want) {
+		t.Fatalf("the table over the topic has %d rows, want %d:\n%s", lines, len(want), back)
+	}
+}
+
 // TestKafkaPartitionsOverThreeInstances: a topic of 8 partitions read by a job on three
 // `rsql server --postgres` instances sharing a private PostgreSQL and a broker (for the
 // exchange and the result): the partitions, the job's units, are divided over the three,
