@@ -174,20 +174,25 @@ func TestJoinExactRandom(t *testing.T) {
 	}
 }
 
+// openExactJoin is a new operator of join node over store (cache > 0 bounds its keys in
+// memory), its split "s" loaded.
+func openExactJoin(t *testing.T, node *planner.JoinNode, store state.Store, cache int) *joinOp {
+	t.Helper()
+	j := newJoinOp(node, "job", "op", store, nil, &counters{})
+	j.setCache(cache)
+	if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
 // exactRandomRun runs one random exact join; cache > 0 bounds its keys in memory
 // (join_cache.go). It returns the keys read back from the store.
 func exactRandomRun(t *testing.T, seed int64, kind sql.JoinKind, changes [2]bool, residual bool, keys []string, cache int) (reads int64) {
 	rng := rand.New(rand.NewSource(seed))
 	node := exactJoinNode(kind, changes, false, residual)
 	store := state.NewMemory()
-	newOp := func() *joinOp {
-		j := newJoinOp(node, "job", "op", store, nil, &counters{})
-		j.setCache(cache)
-		if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
-			t.Fatal(err)
-		}
-		return j
-	}
+	newOp := func() *joinOp { return openExactJoin(t, node, store, cache) }
 	j := newOp()
 	defer func() {
 		if sp := j.splits["s"]; sp != nil {
@@ -307,14 +312,7 @@ func exactTableRun(t *testing.T, seed int64, side int, kind sql.JoinKind, cache 
 		node.RightTable, node.RightOp, node.RightWidth, node.LeftChanges = true, 2, 3, true
 	}
 	store := state.NewMemory()
-	newOp := func() *joinOp {
-		j := newJoinOp(node, "job", "op", store, nil, &counters{})
-		j.setCache(cache)
-		if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
-			t.Fatal(err)
-		}
-		return j
-	}
+	newOp := func() *joinOp { return openExactJoin(t, node, store, cache) }
 	j := newOp()
 	defer func() { reads += j.splits["s"].cache.reads }()
 	out := &joinedRows{}

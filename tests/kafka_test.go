@@ -269,27 +269,36 @@ CREATE STREAM counts WITH (connector = 'kafka', brokers = '%s', topic = 'counts'
 	produceKafka(t, addr, evs)
 	cl := kafkaClient(t, addr, kgo.ConsumeTopics("counts"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	last := map[string]int64{}
+	pollKafkaUntil(t, s, cl, func() bool { return fmt.Sprint(last) == fmt.Sprint(want) }, func() string {
+		return fmt.Sprintf("last count per key %v, want %v", last, want)
+	}, func(r *kgo.Record) {
+		var row struct {
+			UserID string `json:"user_id"`
+			N      int64  `json:"n"`
+		}
+		if err := json.Unmarshal(r.Value, &row); err != nil {
+			t.Fatalf("counts record %s: %v", r.Value, err)
+		}
+		if string(r.Key) != row.UserID {
+			t.Fatalf("counts record %s has key %q, want the user", r.Value, r.Key)
+		}
+		last[row.UserID] = row.N
+	})
+}
+
+// pollKafkaUntil reads cl's records into each until done, failing with what (and the
+// server's log) after 90 s.
+func pollKafkaUntil(t *testing.T, s *jobsServer, cl *kgo.Client, done func() bool, what func() string, each func(*kgo.Record)) {
+	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
-	for fmt.Sprint(last) != fmt.Sprint(want) {
+	for !done() {
 		if time.Now().After(deadline) {
-			t.Fatalf("last count per key %v, want %v\nserver stderr:\n%s", last, want, s.p.Stderr.String())
+			t.Fatalf("%s\nserver stderr:\n%s", what(), s.p.Stderr.String())
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		fs := cl.PollFetches(ctx)
 		cancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			var row struct {
-				UserID string `json:"user_id"`
-				N      int64  `json:"n"`
-			}
-			if err := json.Unmarshal(r.Value, &row); err != nil {
-				t.Fatalf("counts record %s: %v", r.Value, err)
-			}
-			if string(r.Key) != row.UserID {
-				t.Fatalf("counts record %s has key %q, want the user", r.Value, r.Key)
-			}
-			last[row.UserID] = row.N
-		})
+		fs.EachRecord(each)
 	}
 }
 
@@ -327,31 +336,24 @@ CREATE TABLE small_back (user_id VARCHAR PRIMARY KEY, n BIGINT) WITH (connector 
 	cl := kafkaClient(t, addr, kgo.ConsumeTopics("small"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	got := map[string]int64{}
 	tombstones := 0
-	deadline := time.Now().Add(90 * time.Second)
-	for fmt.Sprint(got) != fmt.Sprint(want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("folded topic %v, want %v\nserver stderr:\n%s", got, want, s.p.Stderr.String())
+	pollKafkaUntil(t, s, cl, func() bool { return fmt.Sprint(got) == fmt.Sprint(want) }, func() string {
+		return fmt.Sprintf("folded topic %v, want %v", got, want)
+	}, func(r *kgo.Record) {
+		if r.Value == nil {
+			tombstones++
+			delete(got, string(r.Key))
+			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Value == nil {
-				tombstones++
-				delete(got, string(r.Key))
-				return
-			}
-			var row map[string]any
-			if err := json.Unmarshal(r.Value, &row); err != nil {
-				t.Fatalf("small record %s: %v", r.Value, err)
-			}
-			if _, ok := row["__op"]; ok {
-				t.Fatalf("record %s: a delete is a tombstone, not a record saying so", r.Value)
-			}
-			n, _ := row["n"].(float64)
-			got[string(r.Key)] = int64(n)
-		})
-	}
+		var row map[string]any
+		if err := json.Unmarshal(r.Value, &row); err != nil {
+			t.Fatalf("small record %s: %v", r.Value, err)
+		}
+		if _, ok := row["__op"]; ok {
+			t.Fatalf("record %s: a delete is a tombstone, not a record saying so", r.Value)
+		}
+		n, _ := row["n"].(float64)
+		got[string(r.Key)] = int64(n)
+	})
 	if tombstones == 0 {
 		t.Fatal("no tombstone: no key left the result")
 	}
