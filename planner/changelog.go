@@ -74,9 +74,12 @@ func (c changes) updating() bool { return c.mode != AppendOnly }
 //     frame), over a bounded input append-only (each row once, at the end);
 //   - UNION ALL of updating and append-only inputs is retract (the append-only rows are
 //     inserts);
-//   - LIMIT passes the changes of a push query (the first N changes); every other operator
-//     (window Top-N, deduplication, sort, window assignment, table functions) takes
-//     append-only input only.
+//   - over a bounded input an updating relation is folded into its final rows (a Sort
+//     applying the changes, foldChanges) before ORDER BY sorts it, LIMIT takes its first
+//     rows and a one-off query's client sink receives it;
+//   - LIMIT passes the changes of a push query over a stream (the first N changes); every
+//     other operator (window Top-N, deduplication, window assignment, table functions)
+//     takes append-only input only.
 func Changelog(l LogicalNode) (LogicalNode, error) {
 	n, _, err := changelog(l, false)
 	return n, err
