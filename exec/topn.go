@@ -186,10 +186,7 @@ func (t *topNOp) Process(_ int, b *Batch, out Emitter) error {
 func (t *topNOp) version(sp *topSplit, p *topPart, r sql.Row) {
 	tv := int64(0)
 	if t.node.Time >= 0 {
-		v := r[t.node.Time]
-		if tv = v.I; v.IsNull() {
-			tv = math.MaxInt64
-		}
+		tv = versionTime(r[t.node.Time])
 	}
 	if tv < p.time {
 		return

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -73,25 +72,7 @@ func idleCloseScenario(t *testing.T, n int, kills bool) time.Duration {
 	defer conn.Close(ctx)
 	want, lastEnd := pgWindowResult(t, conn, evs)
 
-	var srv []*clusterServer
-	var all []string
-	for i := 0; i < n; i++ {
-		s := &clusterServer{t: t, name: string(rune('A' + i)), dir: t.TempDir(), pg: freePort(t), http: freePort(t), ns: br.NS, external: true, postgres: pgc.URL}
-		if err := os.WriteFile(filepath.Join(s.dir, "instance-name"), []byte(fmt.Sprintf("rsql-%d\n", i+1)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		srv = append(srv, s)
-		all = append(all, fmt.Sprintf("rsql-%d", i+1))
-	}
-	defer func() {
-		if t.Failed() {
-			for _, s := range srv {
-				if s.p != nil {
-					t.Logf("%s stderr:\n%s", s.name, s.stderr())
-				}
-			}
-		}
-	}()
+	srv, all := externalInstances(t, n, br.NS, pgc.URL)
 	srv[0].start()
 	if out, errOut, err := runRsql(t, "", "--server", srv[0].pg, "-c", exchangeDDL); err != nil {
 		t.Fatalf("DDL: %v\n%s\n%s", err, out, errOut)

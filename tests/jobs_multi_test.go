@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -55,6 +56,31 @@ func (s *clusterServer) start() {
 }
 
 func (s *clusterServer) stderr() string { return s.allStderr.String() + s.p.Stderr.String() }
+
+// externalInstances are n instances (A, B, ...; instance names rsql-1, rsql-2, ...) on the
+// brokers of name server ns and the PostgreSQL at pgURL, not started; a failed test logs
+// the stderr of those that ran. names are their instance names.
+func externalInstances(t *testing.T, n int, ns, pgURL string) (srv []*clusterServer, names []string) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		s := &clusterServer{t: t, name: string(rune('A' + i)), dir: t.TempDir(), pg: freePort(t), http: freePort(t), ns: ns, external: true, postgres: pgURL}
+		if err := os.WriteFile(filepath.Join(s.dir, "instance-name"), []byte(fmt.Sprintf("rsql-%d\n", i+1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		srv = append(srv, s)
+		names = append(names, fmt.Sprintf("rsql-%d", i+1))
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, s := range srv {
+				if s.p != nil {
+					t.Logf("%s stderr:\n%s", s.name, s.stderr())
+				}
+			}
+		}
+	})
+	return srv, names
+}
 
 // jobWatermark returns the watermark of the job running on s (SHOW JOBS), MinInt64 when
 // it has none there.

@@ -7,8 +7,6 @@ import (
 	"io"
 	"math/rand"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -36,25 +34,9 @@ func TestExchangeJobOnThreeInstances(t *testing.T) {
 	r := rand.New(rand.NewSource(seed))
 	t.Logf("timing seed %d", seed)
 
-	var srv []*clusterServer
-	for i, name := range []string{"A", "B", "C"} {
-		s := &clusterServer{t: t, name: name, dir: t.TempDir(), pg: freePort(t), http: freePort(t), ns: br.NS, external: true, postgres: pgc.URL}
-		if err := os.WriteFile(filepath.Join(s.dir, "instance-name"), []byte(fmt.Sprintf("rsql-%d\n", i+1)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		srv = append(srv, s)
-	}
+	srv, _ := externalInstances(t, 3, br.NS, pgc.URL)
 	a, b, c := srv[0], srv[1], srv[2]
 	a.start()
-	defer func() {
-		if t.Failed() {
-			for _, s := range srv {
-				if s.p != nil {
-					t.Logf("%s stderr:\n%s", s.name, s.stderr())
-				}
-			}
-		}
-	}()
 	if out, errOut, err := runRsql(t, "", "--server", a.pg, "-c", exchangeDDL); err != nil {
 		t.Fatalf("DDL: %v\n%s\n%s", err, out, errOut)
 	}

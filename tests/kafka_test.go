@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -386,25 +384,7 @@ func TestKafkaPartitionsOverThreeInstances(t *testing.T) {
 	evs := onTimeEvents(genEvents(83))
 	want, lastEnd := batchResult(evs)
 
-	var srv []*clusterServer
-	var all []string
-	for i, name := range []string{"A", "B", "C"} {
-		s := &clusterServer{t: t, name: name, dir: t.TempDir(), pg: freePort(t), http: freePort(t), ns: br.NS, external: true, postgres: pgc.URL}
-		if err := os.WriteFile(filepath.Join(s.dir, "instance-name"), []byte(fmt.Sprintf("rsql-%d\n", i+1)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		srv = append(srv, s)
-		all = append(all, fmt.Sprintf("rsql-%d", i+1))
-	}
-	defer func() {
-		if t.Failed() {
-			for _, s := range srv {
-				if s.p != nil {
-					t.Logf("%s stderr:\n%s", s.name, s.stderr())
-				}
-			}
-		}
-	}()
+	srv, all := externalInstances(t, 3, br.NS, pgc.URL)
 	srv[0].start()
 	if out, errOut, err := runRsql(t, "", "--server", srv[0].pg, "-c", kafkaDDL(addr, "broker")); err != nil {
 		t.Fatalf("DDL: %v\n%s\n%s", err, out, errOut)

@@ -48,6 +48,7 @@ var pdShapes = []pdQuery{
 	{name: "table_self_join", rsql: `SELECT a.user_id, a.tier, b.name FROM profiles a JOIN profiles b ON a.user_id = b.user_id`},
 	{name: "table_left_join_stream", rsql: `SELECT p.user_id, p.tier, o.order_id FROM profiles p LEFT JOIN orders o ON o.user_id = p.user_id`},
 	{name: "stream_join_table_agg", rsql: `SELECT p.tier, COUNT(*) AS n, SUM(o.qty) AS q FROM orders o JOIN profiles p ON o.user_id = p.user_id GROUP BY p.tier`},
+	{name: "table_left_join_stream_ordered", ordered: true, rsql: `SELECT p.user_id, p.tier, o.order_id FROM profiles p LEFT JOIN orders o ON o.user_id = p.user_id ORDER BY p.user_id, o.order_id LIMIT 40`},
 	{name: "stream_left_join_table", rsql: `SELECT o.order_id, p.name FROM orders o LEFT JOIN profiles p ON o.user_id = p.user_id`},
 	{name: "count_where_false", rsql: `SELECT COUNT(*) AS c FROM orders WHERE false`},
 	{name: "aggs_where_false", rsql: `SELECT COUNT(*) AS c, SUM(qty) AS s, MAX(amount) AS m FROM orders WHERE false`},
