@@ -38,7 +38,8 @@ type Env struct {
 	// AggCacheGroups bounds the groups an aggregation without a window keeps in memory (its
 	// splits together) when Store is not the in-memory store: the others stay in the store and are
 	// read back when a row needs them (agg_cache.go; docs/operations.md). 0 is
-	// DefaultAggCacheGroups; negative keeps every group in memory.
+	// DefaultAggCacheGroups; negative keeps every group in memory. It bounds the
+	// partitions of a Top-N without a window too (0: DefaultAggCacheGroups / N).
 	AggCacheGroups int
 	// JoinCacheKeys bounds the join keys a regular join without a state TTL keeps in memory
 	// (its splits together) when Store is not the in-memory store: the others stay in the

@@ -2,6 +2,7 @@ package exec
 
 import (
 	"sort"
+	"unsafe"
 
 	"rsql/planner"
 	"rsql/sql"
@@ -34,11 +35,35 @@ func compareKeys(keys []planner.SortSpec, a, b sql.Row) int {
 	return 0
 }
 
-// ownRow copies a row so that it outlives its batch.
+// ownRow copies a row so that it outlives its batch. The row's strings are copied into
+// one allocation that they share (a kept row costs two allocations, not one per string).
 func ownRow(r sql.Row) sql.Row {
 	out := make(sql.Row, len(r))
+	n, strs := 0, 0
+	for _, v := range r {
+		if v.S != "" {
+			n += len(v.S)
+			strs++
+		}
+	}
+	if strs <= 1 {
+		for i, v := range r {
+			out[i] = ownValue(v)
+		}
+		return out
+	}
+	buf := make([]byte, 0, n)
+	for _, v := range r {
+		buf = append(buf, v.S...)
+	}
+	all := unsafe.String(&buf[0], len(buf))
+	at := 0
 	for i, v := range r {
-		out[i] = ownValue(v)
+		if v.S != "" {
+			v.S = all[at : at+len(v.S)]
+			at += len(v.S)
+		}
+		out[i] = v
 	}
 	return out
 }

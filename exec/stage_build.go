@@ -275,7 +275,10 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		oid := OperatorID(id, "topn", i)
 		st.opIDs = append(st.opIDs, oid)
 		if n.Mode == planner.TopNChanges {
-			return newTopNChangesOp(n, st.job.name, oid, env.Store), nil
+			t := newTopNChangesOp(n, st.job.name, oid, env.Store)
+			t.cacheMax = topNCacheSize(n, env.Store, env.AggCacheGroups)
+			t.full = st.job.kickCheckpoint
+			return t, nil
 		}
 		return newTopNOp(n, st.job.name, oid, env.Store, late, &st.job.cnt), nil
 	}

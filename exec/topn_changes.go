@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"slices"
 	"sort"
 
 	"rsql/planner"
@@ -23,20 +24,30 @@ import (
 // State is per split (the plan exchanges on the partition keys), written at checkpoints
 // under the operator's id, one key per changed partition: uvarint count, then the rows
 // (sql.AppendRow each); a partition left empty is deleted.
+//
+// With a store outside the process the partitions beyond a cache (cacheMax, the splits
+// sharing it) live in the store only and are read back when a row needs them, under the
+// rules of an aggregation's group cache (agg_cache.go): only a partition unchanged since a
+// committed checkpoint leaves memory, the least recently used first, and a Bloom filter of
+// the partitions that left tells a new partition from one to read.
 type topNChangesOp struct {
 	node  *planner.TopNNode
 	job   string
 	id    string
 	store state.Store
+	// cacheMax bounds the partitions kept in memory, the splits together (0: all); full
+	// asks the job for a checkpoint when changed partitions fill a split's share.
+	cacheMax int
+	full     func()
+	ages     []uint32
 	// width: the columns of a kept row (the input's, without a change column)
 	width  int
 	splits map[string]*topChSplit
 
 	keyBuf  []byte
 	enc     []byte
-	before  []sql.Row
-	outB    Batch
-	outRows []sql.Row
+	before []sql.Row
+	out    rowArena
 }
 
 type topChPart struct {
@@ -44,12 +55,18 @@ type topChPart struct {
 	rows      []sql.Row // sorted (rowOrder)
 	dirty     bool
 	persisted bool
+	// touch: the split's row clock at the partition's last row; saved: the save that last
+	// wrote it (groupCache.saves; 0 when loaded or read back).
+	touch uint32
+	saved uint16
 }
 
 type topChSplit struct {
+	name  string
 	parts map[string]*topChPart
 	dirty []*topChPart
 	dels  [][]byte
+	groupCache
 }
 
 func newTopNChangesOp(n *planner.TopNNode, job, id string, store state.Store) *topNChangesOp {
@@ -60,7 +77,7 @@ func newTopNChangesOp(n *planner.TopNNode, job, id string, store state.Store) *t
 func (t *topNChangesOp) split(name string) *topChSplit {
 	sp := t.splits[name]
 	if sp == nil {
-		sp = &topChSplit{parts: map[string]*topChPart{}}
+		sp = &topChSplit{name: name, parts: map[string]*topChPart{}}
 		t.splits[name] = sp
 	}
 	return sp
@@ -107,6 +124,12 @@ func (t *topNChangesOp) Process(_ int, b *Batch, out Emitter) error {
 			t.keyBuf = sql.AppendKey(t.keyBuf, k(r))
 		}
 		p := sp.parts[string(t.keyBuf)]
+		if p == nil && sp.spilled {
+			var err error
+			if p, err = t.fetch(sp, t.keyBuf); err != nil {
+				return err
+			}
+		}
 		if p == nil {
 			if del {
 				continue // the delete of a row never seen: nothing to take back
@@ -114,6 +137,8 @@ func (t *topNChangesOp) Process(_ int, b *Batch, out Emitter) error {
 			p = &topChPart{key: string(t.keyBuf)}
 			sp.parts[p.key] = p
 		}
+		sp.tick++
+		p.touch = sp.tick
 		limit := int(n.N)
 		t.before = append(t.before[:0], p.rows[:min(limit, len(p.rows))]...)
 		i := sort.Search(len(p.rows), func(i int) bool { return t.rowOrder(p.rows[i], r) >= 0 })
@@ -138,20 +163,27 @@ func (t *topNChangesOp) Process(_ int, b *Batch, out Emitter) error {
 			sp.dirty = append(sp.dirty, p)
 		}
 		if len(p.rows) == 0 {
-			delete(sp.parts, p.key)
 			if p.persisted {
 				sp.dels = append(sp.dels, t.stateKey(b.Split, p.key))
 			}
 			p.persisted = false
+			if t.cacheMax == 0 {
+				delete(sp.parts, p.key)
+			}
+			// With a cache an emptied partition stays until the save after the one that
+			// deletes it is committed: read back before, it would be its stored rows.
 		}
 		t.diff(t.before, p.rows[:min(limit, len(p.rows))])
-		if len(t.outRows) >= 1024 {
-			if err := t.flush(b.Split, out); err != nil {
+		if t.cacheMax > 0 && len(sp.parts) >= sp.evictAt {
+			t.evict(sp)
+		}
+		if t.out.len() >= 1024 {
+			if err := t.out.flush(b.Split, out); err != nil {
 				return err
 			}
 		}
 	}
-	return t.flush(b.Split, out)
+	return t.out.flush(b.Split, out)
 }
 
 // diff emits the change from a partition's first rows old to new. With a row number,
@@ -190,25 +222,20 @@ func (t *topNChangesOp) diff(old, cur []sql.Row) {
 }
 
 func (t *topNChangesOp) emit(r sql.Row, rn int, del bool) {
-	o := make(sql.Row, t.width+1)
-	copy(o, r)
+	at := len(t.out.vals)
+	t.out.vals = append(t.out.vals, r[:min(len(r), t.width)]...)
+	for len(t.out.vals) < at+t.width {
+		t.out.vals = append(t.out.vals, sql.Value{})
+	}
 	if t.node.RowNumber >= 0 {
-		o[t.node.RowNumber] = sql.BigInt(int64(rn))
+		t.out.vals[at+t.node.RowNumber] = sql.BigInt(int64(rn))
 	}
 	if del {
-		o[t.width] = sql.OpDelete
+		t.out.vals = append(t.out.vals, sql.OpDelete)
+	} else {
+		t.out.vals = append(t.out.vals, sql.Value{})
 	}
-	t.outRows = append(t.outRows, o)
-}
-
-func (t *topNChangesOp) flush(split string, out Emitter) error {
-	if len(t.outRows) == 0 {
-		return nil
-	}
-	t.outB.Split, t.outB.Rows, t.outB.Offsets = split, t.outRows, nil
-	err := out.Emit(&t.outB)
-	t.outRows = t.outRows[:0]
-	return err
+	t.out.endRow()
 }
 
 func (t *topNChangesOp) Watermark(string, int64, Emitter) error { return nil }
@@ -235,12 +262,14 @@ func (t *topNChangesOp) Control(c *Control, _ Emitter) error {
 }
 
 func (t *topNChangesOp) save(name string, sp *topChSplit, b *state.Batch) {
+	sp.nextSave()
 	for _, k := range sp.dels {
 		b.Delete(k)
 	}
 	sp.dels = sp.dels[:0]
 	for _, p := range sp.dirty {
 		p.dirty = false
+		p.saved = sp.saves
 		if len(p.rows) == 0 {
 			continue
 		}
@@ -257,10 +286,16 @@ func (t *topNChangesOp) load(split string) error {
 		return nil
 	}
 	prefix := state.SplitPrefix(nil, t.job, t.id, split)
-	return t.store.Scan(prefix, func(key, v []byte) error {
+	loaded := 0
+	err := t.store.Scan(prefix, func(key, v []byte) error {
 		if len(key) < len(prefix)+16 {
 			return &StateError{Op: t.id, Split: split, Err: errBadTopN}
 		}
+		if t.cacheMax > 0 && loaded >= t.splitCache() {
+			sp.spill(key[len(prefix) : len(key)-16])
+			return nil
+		}
+		loaded++
 		rows, err := decodePartRows(v)
 		if err != nil {
 			return &StateError{Op: t.id, Split: split, Err: err}
@@ -269,6 +304,83 @@ func (t *topNChangesOp) load(split string) error {
 		sp.parts[p.key] = p
 		return nil
 	})
+	sp.evictAt = max(t.splitCache(), len(sp.parts)+max(t.splitCache()/4, 1))
+	return err
+}
+
+// topNCacheSize is the partition cache of Top-N n over store given the setting (Env.
+// AggCacheGroups: 0 is the default, negative is off); 0 means no cache.
+func topNCacheSize(n *planner.TopNNode, store state.Store, setting int) int {
+	if setting < 0 || store == nil || len(n.Partition) == 0 {
+		return 0
+	}
+	if _, mem := store.(*state.Memory); mem && setting == 0 {
+		return 0
+	}
+	if setting == 0 {
+		// A partition holds up to N rows over an append-only input (more over an updating
+		// one): the default keeps about as many rows as an aggregation keeps groups.
+		return max(DefaultAggCacheGroups/int(min(max(n.N, 1), 64)), 256)
+	}
+	return max(setting, 4)
+}
+
+// splitCache is a split's share of the cache.
+func (t *topNChangesOp) splitCache() int { return max(t.cacheMax/max(len(t.splits), 1), 4) }
+
+// fetch reads the partition of key back from the store when it may have left memory; nil
+// when the store has none.
+func (t *topNChangesOp) fetch(sp *topChSplit, key []byte) (*topChPart, error) {
+	if !sp.gone.has(key) {
+		return nil, nil
+	}
+	v, ok, err := t.store.Get(t.stateKey(sp.name, string(key)))
+	if err != nil || !ok {
+		if err != nil {
+			err = &StateError{Op: t.id, Split: sp.name, Err: err}
+		}
+		return nil, err
+	}
+	rows, err := decodePartRows(v)
+	if err != nil {
+		return nil, &StateError{Op: t.id, Split: sp.name, Err: err}
+	}
+	p := &topChPart{key: string(key), rows: rows, persisted: true}
+	sp.parts[p.key] = p
+	return p, nil
+}
+
+// evict drops the least recently used partitions that may leave memory (unchanged since a
+// committed save) until a quarter of the split's share is free, or as many as may.
+func (t *topNChangesOp) evict(sp *topChSplit) {
+	size := t.splitCache()
+	n := len(sp.parts) - (size - size/4)
+	ages := t.ages[:0]
+	for _, p := range sp.parts {
+		if !p.dirty && p.saved != sp.saves {
+			ages = append(ages, sp.tick-p.touch)
+		}
+	}
+	t.ages = ages
+	if len(sp.parts)-len(ages) >= size && t.full != nil {
+		t.full() // the partitions that may not leave fill the cache: a checkpoint lets them
+	}
+	if len(ages) > 0 && n > 0 {
+		var oldest uint32
+		if n < len(ages) {
+			slices.Sort(ages)
+			oldest = ages[len(ages)-n]
+		}
+		for k, p := range sp.parts {
+			if !p.dirty && p.saved != sp.saves && sp.tick-p.touch >= oldest {
+				if len(p.rows) > 0 {
+					sp.spill([]byte(k))
+				}
+				delete(sp.parts, k)
+			}
+		}
+	}
+	sp.evictAt = max(size, len(sp.parts)+max(size/4, 1))
 }
 
 func (t *topNChangesOp) Close() error { return nil }

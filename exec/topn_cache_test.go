@@ -1,0 +1,167 @@
+package exec
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"rsql/planner"
+	"rsql/sql"
+	"rsql/state"
+)
+
+// topNCacheNode is a Top-3 per user over the whole stream of (user VARCHAR, n BIGINT, rn)
+// rows, largest n first, numbered into rn; retracting: the input rows end with a change
+// column.
+func topNCacheNode(retracting bool) *planner.TopNNode {
+	return &planner.TopNNode{Partition: []planner.Evaluator{col(0)}, Order: []planner.SortSpec{{Eval: col(1), Desc: true}},
+		N: 3, RowNumber: 2, Mode: planner.TopNChanges, Changes: planner.Retract, Retracting: retracting,
+		Schema: sql.Schema{{Name: "user_id", Type: sql.TypeVarchar}, {Name: "n", Type: sql.TypeBigInt},
+			{Name: "rn", Type: sql.TypeBigInt}, {Name: "__op", Type: sql.TypeVarchar}}}
+}
+
+// topNCacheRows are n rows of users (a few hot, a long tail, so that partitions leave
+// memory and come back); retracting, about a third of them delete a row given before, and
+// users often lose every row.
+func topNCacheRows(seed int64, n, users int, retracting bool) []sql.Row {
+	r := rand.New(rand.NewSource(seed))
+	var held []sql.Row
+	rows := make([]sql.Row, 0, n)
+	for len(rows) < n {
+		if retracting && len(held) > 0 && r.Intn(3) == 0 {
+			i := r.Intn(len(held))
+			d := held[i]
+			held[i] = held[len(held)-1]
+			held = held[:len(held)-1]
+			rows = append(rows, sql.Row{d[0], d[1], sql.Null, sql.OpDelete})
+			continue
+		}
+		u := r.Intn(users)
+		if r.Intn(3) == 0 {
+			u = r.Intn(3)
+		}
+		row := sql.Row{sql.Varchar(fmt.Sprint("u", u)), sql.BigInt(int64(r.Intn(30))), sql.Null}
+		if retracting {
+			held = append(held, row)
+			row = append(row, sql.Null)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// runCached drives op over rows from row from in batches of 5 with a checkpoint every 4
+// batches, a checkpoint's batch written to the store only just before the next checkpoint
+// (the latest a stage's commit can end); check runs after every batch.
+func runCached(t *testing.T, op Operator, store state.Store, rows []sql.Row, from int, out *rowLog, check func()) {
+	t.Helper()
+	c := newOpChain(out, op)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(c.Control(&Control{Kind: NewSplit, Split: "s"}))
+	var pending *state.Batch
+	cps := 0
+	for i, b := from, 0; i < len(rows); i, b = i+5, b+1 {
+		must(c.Process(&Batch{Split: "s", Rows: append([]sql.Row(nil), rows[i:min(i+5, len(rows))]...)}))
+		if b%4 == 3 {
+			if pending != nil {
+				must(store.Write(pending))
+			}
+			cp := &Control{Kind: Checkpoint, Epoch: int64(cps + 1), State: &state.Batch{}}
+			must(c.Control(cp))
+			pending = cp.State
+			cps++
+		}
+		if check != nil {
+			check()
+		}
+	}
+	if pending != nil {
+		must(store.Write(pending))
+	}
+	cp := &Control{Kind: Checkpoint, Epoch: int64(cps + 1), State: &state.Batch{}}
+	must(c.Control(cp))
+	must(store.Write(cp.State))
+}
+
+// With a cache of a few partitions, a Top-N over the whole stream with RocksDB state keeps
+// few partitions in memory, reads the others back, and emits exactly what it emits with
+// every partition in memory, over an append-only and over a retracting input (where
+// partitions empty and come back while their delete is not yet committed); a restart from
+// the store goes on as the uninterrupted run.
+func TestTopNCacheMatchesMemory(t *testing.T) {
+	for _, retracting := range []bool{false, true} {
+		t.Run(fmt.Sprint("retracting ", retracting), func(t *testing.T) {
+			rows := topNCacheRows(3, 4000, 80, retracting)
+			ref := &rowLog{}
+			runCached(t, newTopNChangesOp(topNCacheNode(retracting), "j", "topn", state.NewMemory()), state.NewMemory(), rows, 0, ref, nil)
+
+			store, err := state.OpenRocks(t.TempDir(), state.RocksOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			reads := &readCountStore{Store: store}
+			newCached := func() *topNChangesOp {
+				op := newTopNChangesOp(topNCacheNode(retracting), "j", "topn", reads)
+				if op.cacheMax = topNCacheSize(op.node, reads, 8); op.cacheMax != 8 {
+					t.Fatalf("cache of %d partitions, want 8", op.cacheMax)
+				}
+				return op
+			}
+			got := &rowLog{}
+			op := newCached()
+			most := 0
+			check := func() { most = max(most, len(op.splits["s"].parts)) }
+			runCached(t, op, reads, rows[:2000], 0, got, check)
+			if !op.splits["s"].spilled || most > 40 {
+				t.Fatalf("spilled %v, at most %d partitions in memory with a cache of 8", op.splits["s"].spilled, most)
+			}
+			if reads.gets.Load() < 10 {
+				t.Fatalf("%d gets: partitions were not read back", reads.gets.Load())
+			}
+			op = newCached()
+			runCached(t, op, reads, rows, 2000, got, nil)
+			if d := diff(got.rows, ref.rows); d != "" {
+				t.Fatal(d)
+			}
+		})
+	}
+}
+
+// The partition cache is on for a partitioned Top-N over a store outside the process, and
+// its default keeps about as many rows as an aggregation's cache keeps groups.
+func TestTopNCacheSize(t *testing.T) {
+	rocks, err := state.OpenRocks(t.TempDir(), state.RocksOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rocks.Close()
+	global := topNCacheNode(false)
+	global.Partition = nil
+	top100 := topNCacheNode(false)
+	top100.N = 100
+	for _, c := range []struct {
+		name    string
+		node    *planner.TopNNode
+		store   state.Store
+		setting int
+		want    int
+	}{
+		{"rocksdb, default, top 3", topNCacheNode(false), rocks, 0, DefaultAggCacheGroups / 3},
+		{"rocksdb, default, top 100", top100, rocks, 0, DefaultAggCacheGroups / 64},
+		{"rocksdb, set", topNCacheNode(false), rocks, 100, 100},
+		{"rocksdb, off", topNCacheNode(false), rocks, -1, 0},
+		{"memory, default", topNCacheNode(false), state.NewMemory(), 0, 0},
+		{"global", global, rocks, 0, 0},
+		{"no store", topNCacheNode(false), nil, 0, 0},
+	} {
+		if got := topNCacheSize(c.node, c.store, c.setting); got != c.want {
+			t.Errorf("%s: cache of %d, want %d", c.name, got, c.want)
+		}
+	}
+}
