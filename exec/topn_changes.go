@@ -44,8 +44,8 @@ type topNChangesOp struct {
 	width  int
 	splits map[string]*topChSplit
 
-	keyBuf  []byte
-	enc     []byte
+	keyBuf []byte
+	enc    []byte
 	before []sql.Row
 	out    rowArena
 }
