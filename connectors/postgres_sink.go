@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"rsql/connectors/options"
 	"rsql/sql"
 )
 
@@ -28,10 +29,12 @@ import (
 //     the change column, sql.ChangeColumn): a row is upserted (INSERT ... ON CONFLICT (key)
 //     DO UPDATE), a delete deletes the key's row. The job folds a key's changes of an epoch
 //     into one before they reach the sink.
-//   - Exactly once (EpochSink): each checkpoint epoch's rows are applied in one transaction
-//     that also moves the epoch of (job, stage, split) forward in the progress table
-//     (PostgresProgressTable); an epoch the table already holds is skipped, so an epoch
-//     published again after a crash is not applied twice.
+//   - Exactly once (EpochSink): each split's rows of a checkpoint epoch are applied in one
+//     transaction that also moves the epoch of (job, stage, split) forward in the progress
+//     table (PostgresProgressTable); an epoch the table already holds is skipped, so an
+//     epoch published again after a crash is not applied twice. The splits' transactions
+//     run in parallel, on connections of their own (transaction = 'epoch': the whole epoch
+//     in one transaction, one split after the other).
 //   - Values go as text (sql.AppendText, PostgreSQL's own forms) and PostgreSQL converts
 //     them to the columns' types, as in the lookup (postgres.go).
 //   - A row PostgreSQL refuses (a class 22 or 23 error: a constraint, a value out of a
@@ -127,8 +130,12 @@ type PostgresSink struct {
 	key    []int // the table's primary key (indexes into the schema)
 	reject func(rows []RejectedRow) error
 	logf   func(string, ...any)
+	// wholeEpochs: each epoch in one transaction (transaction = 'epoch'); otherwise each
+	// split's entry of an epoch in a transaction of its own, in parallel.
+	wholeEpochs bool
+	rejectMu    sync.Mutex // the reject function is called by one transaction at a time
 
-	mu        sync.Mutex
+	mu        sync.Mutex // guards describe
 	described bool
 	pgNames   []string // PostgreSQL's name of each of cols
 	pgTypes   []string // and its type (format_type)
@@ -159,6 +166,9 @@ func OpenPostgresSink(spec Spec) (*PostgresSink, error) {
 		return nil, fmt.Errorf("postgres sink %s: no schema", spec.Stream)
 	}
 	p := &PostgresSink{spec: spec, opts: o, change: -1, key: spec.Key, logf: log.Printf}
+	if p.wholeEpochs, err = options.PostgresWholeEpochs(spec.Options.Raw); err != nil {
+		return nil, err
+	}
 	for i, c := range spec.Schema {
 		if i == len(spec.Schema)-1 && c.Name == sql.ChangeColumn {
 			p.change = i
@@ -562,30 +572,50 @@ func (p *PostgresSink) WriteEpoch(ctx context.Context, job string, stage int, ep
 		}
 		all = append(all, ch)
 	}
-	return p.retry(ctx, func(tx pgx.Tx) ([]rejected, error) {
-		var rej []rejected
-		for i, e := range entries {
-			// Claim the epoch for the split: no row comes back when the table already holds
-			// this epoch or a later one (applied before a crash), and then the entry is
-			// skipped. A second writer of the same split waits here for the first's commit.
-			var one int
-			err := tx.QueryRow(ctx, `INSERT INTO `+PostgresProgressTable+` AS p (job, stage, split, epoch) VALUES ($1, $2, $3, $4)
+	// claim moves the epoch of entry i's split forward in tx and applies its changes: no row
+	// comes back when the table already holds this epoch or a later one (applied before a
+	// crash), and then the entry is skipped. A second writer of the same split waits here
+	// for the first's commit.
+	claim := func(tx pgx.Tx, i int) ([]rejected, error) {
+		var one int
+		err := tx.QueryRow(ctx, `INSERT INTO `+PostgresProgressTable+` AS p (job, stage, split, epoch) VALUES ($1, $2, $3, $4)
 ON CONFLICT (job, stage, split) DO UPDATE SET epoch = EXCLUDED.epoch, updated_at = now() WHERE p.epoch < EXCLUDED.epoch RETURNING 1`,
-				job, stage, e.Split, epoch).Scan(&one)
-			if errors.Is(err, pgx.ErrNoRows) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			r, err := p.apply(ctx, tx, all[i])
-			if err != nil {
-				return nil, err
-			}
-			rej = append(rej, r...)
+			job, stage, entries[i].Split, epoch).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, nil
 		}
-		return rej, nil
-	})
+		if err != nil {
+			return nil, err
+		}
+		return p.apply(ctx, tx, all[i])
+	}
+	if p.wholeEpochs || len(entries) == 1 {
+		return p.retry(ctx, func(tx pgx.Tx) ([]rejected, error) {
+			var rej []rejected
+			for i := range entries {
+				r, err := claim(tx, i)
+				if err != nil {
+					return nil, err
+				}
+				rej = append(rej, r...)
+			}
+			return rej, nil
+		})
+	}
+	// One transaction per split, in parallel: each is exactly once by its own progress
+	// row. The epoch is done when every one has committed (the next epoch's start waits
+	// for that, so a key's changes keep their order across epochs).
+	errs := make([]error, len(entries))
+	var wg sync.WaitGroup
+	for i := range entries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = p.retry(ctx, func(tx pgx.Tx) ([]rejected, error) { return claim(tx, i) })
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // rejected is a row PostgreSQL refused.
@@ -651,8 +681,9 @@ func (e *rejectError) Error() string { return e.err.Error() }
 // refused to the reject function.
 func (p *PostgresSink) try(ctx context.Context, fn func(tx pgx.Tx) ([]rejected, error)) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.describe(ctx); err != nil {
+	err := p.describe(ctx)
+	p.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	tx, err := p.pool.Begin(ctx)
@@ -668,8 +699,13 @@ func (p *PostgresSink) try(ctx context.Context, fn func(tx pgx.Tx) ([]rejected, 
 		}
 		if p.reject == nil {
 			err = &rejectError{rows[0].Cause}
-		} else if rerr := p.reject(rows); rerr != nil {
-			err = &rejectError{rerr}
+		} else {
+			p.rejectMu.Lock()
+			rerr := p.reject(rows)
+			p.rejectMu.Unlock()
+			if rerr != nil {
+				err = &rejectError{rerr}
+			}
 		}
 	}
 	if err != nil {

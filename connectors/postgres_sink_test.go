@@ -123,10 +123,21 @@ func TestPostgresSinkChecks(t *testing.T) {
 // reject function with PostgreSQL's message, the others are applied.
 func TestPostgresSinkEpochs(t *testing.T) {
 	c, conn := startPG(t)
-	pgExec(t, conn, `CREATE SCHEMA s`, `CREATE TABLE s.totals (user_id text PRIMARY KEY, n bigint CHECK (n < 100), total float8)`)
-	p, err := OpenPostgresSink(sinkSpec(c.URL, "s.totals", sinkSchema(true)))
+	for _, mode := range []string{"split", "epoch"} {
+		t.Run(mode, func(t *testing.T) { testSinkEpochs(t, c.URL, conn, mode) })
+	}
+}
+
+func testSinkEpochs(t *testing.T, url string, conn *pgx.Conn, mode string) {
+	pgExec(t, conn, `CREATE SCHEMA s_`+mode, `CREATE TABLE s_`+mode+`.totals (user_id text PRIMARY KEY, n bigint CHECK (n < 100), total float8)`)
+	spec := sinkSpec(url, "s_"+mode+".totals", sinkSchema(true))
+	spec.Options.Raw["transaction"] = mode
+	p, err := OpenPostgresSink(spec)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if p.wholeEpochs != (mode == "epoch") {
+		t.Fatalf("transaction = %q: whole epochs %v", mode, p.wholeEpochs)
 	}
 	defer p.Close()
 	var rejected []string
@@ -147,16 +158,16 @@ func TestPostgresSinkEpochs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(p.WriteEpoch(ctx, "j1", 2, 1, []EpochEntry{
+	must(p.WriteEpoch(ctx, "j_"+mode, 2, 1, []EpochEntry{
 		{Split: "0", Msgs: []Message{change("a", 1, 1.5, ""), change("b", 2, 2.5, "")}},
 		{Split: "1", Msgs: []Message{change("c", 3, 3.5, "")}},
 	}))
-	must(p.WriteEpoch(ctx, "j1", 2, 2, []EpochEntry{
+	must(p.WriteEpoch(ctx, "j_"+mode, 2, 2, []EpochEntry{
 		{Split: "0", Msgs: []Message{change("a", 0, 0, "delete"), change("b", 5, 7.25, ""), change("x", 0, 0, "delete")}},
 		{Split: "1", Msgs: []Message{change("d", 4, 4.5, ""), change("e", 100, 1, "")}},
 	}))
 	want := "b|5|7.25\nc|3|3.5\nd|4|4.5"
-	if got := pgTableText(t, c.URL, `SELECT * FROM s.totals ORDER BY 1`); got != want {
+	if got := pgTableText(t, url, `SELECT * FROM s_`+mode+`.totals ORDER BY 1`); got != want {
 		t.Fatalf("table:\n%s\nwant:\n%s", got, want)
 	}
 	if len(rejected) != 1 || !strings.HasPrefix(rejected[0], "1 e 23514 ") || !strings.Contains(rejected[0], "totals_n_check") {
@@ -164,18 +175,72 @@ func TestPostgresSinkEpochs(t *testing.T) {
 	}
 	// Epochs 1 and 2 again (a publication repeated after a crash), and split 1's epoch 2
 	// with split 0's epoch 3: only the new entry is applied.
-	must(p.WriteEpoch(ctx, "j1", 2, 1, []EpochEntry{{Split: "0", Msgs: []Message{change("a", 9, 9, "")}}}))
-	must(p.WriteEpoch(ctx, "j1", 2, 2, []EpochEntry{{Split: "1", Msgs: []Message{change("c", 0, 0, "delete")}}}))
-	must(p.WriteEpoch(ctx, "j1", 2, 3, []EpochEntry{{Split: "0", Msgs: []Message{change("b", 6, 8, "")}}}))
+	must(p.WriteEpoch(ctx, "j_"+mode, 2, 1, []EpochEntry{{Split: "0", Msgs: []Message{change("a", 9, 9, "")}}}))
+	must(p.WriteEpoch(ctx, "j_"+mode, 2, 2, []EpochEntry{{Split: "1", Msgs: []Message{change("c", 0, 0, "delete")}}}))
+	must(p.WriteEpoch(ctx, "j_"+mode, 2, 3, []EpochEntry{{Split: "0", Msgs: []Message{change("b", 6, 8, "")}}}))
 	want = "b|6|8\nc|3|3.5\nd|4|4.5"
-	if got := pgTableText(t, c.URL, `SELECT * FROM s.totals ORDER BY 1`); got != want {
+	if got := pgTableText(t, url, `SELECT * FROM s_`+mode+`.totals ORDER BY 1`); got != want {
 		t.Fatalf("after replays:\n%s\nwant:\n%s", got, want)
 	}
-	if got := pgTableText(t, c.URL, `SELECT job, stage, split, epoch FROM rsql_sink_progress ORDER BY 1, 2, 3`); got != "j1|2|0|3\nj1|2|1|2" {
+	if got := pgTableText(t, url, `SELECT stage, split, epoch FROM rsql_sink_progress WHERE job = 'j_`+mode+`' ORDER BY 1, 2, 3`); got != "2|0|3\n2|1|2" {
 		t.Fatalf("progress:\n%s", got)
 	}
 	if len(rejected) != 1 {
 		t.Fatalf("a skipped epoch rejected rows: %q", rejected)
+	}
+}
+
+// By default each split's entry of an epoch is applied in a transaction of its own, in
+// parallel: while split 0's row is locked by another transaction, split 1's rows commit;
+// split 0's follow once the lock goes. A transaction option other than split or epoch is
+// refused.
+func TestPostgresSinkSplitsInParallel(t *testing.T) {
+	c, conn := startPG(t)
+	pgExec(t, conn, `CREATE TABLE par (user_id text PRIMARY KEY, n bigint, total float8)`, `INSERT INTO par VALUES ('a', 0, 0)`)
+	bad := sinkSpec(c.URL, "par", sinkSchema(true))
+	bad.Options.Raw["transaction"] = "row"
+	if _, err := OpenPostgresSink(bad); err == nil || !strings.Contains(err.Error(), "transaction") {
+		t.Fatalf("transaction = 'row': %v", err)
+	}
+	p, err := OpenPostgresSink(sinkSpec(c.URL, "par", sinkSchema(true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	lock, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx) // before the sink's pool closes, which waits for the write
+	if _, err := lock.Exec(ctx, `SELECT * FROM par WHERE user_id = 'a' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- p.WriteEpoch(ctx, "jp", 1, 1, []EpochEntry{
+			{Split: "0", Msgs: []Message{change("a", 1, 1, "")}},
+			{Split: "1", Msgs: []Message{change("b", 2, 2, "")}},
+		})
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for pgTableText(t, c.URL, `SELECT user_id FROM par WHERE user_id = 'b'`) != "b" {
+		if time.Now().After(deadline) {
+			t.Fatal("split 1's rows did not commit while split 0's row was locked")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := pgTableText(t, c.URL, `SELECT n FROM par WHERE user_id = 'a'`); got != "0" {
+		t.Fatalf("split 0's row changed under the lock: %s", got)
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := pgTableText(t, c.URL, `SELECT * FROM par ORDER BY 1`); got != "a|1|1\nb|2|2" {
+		t.Fatalf("table:\n%s", got)
 	}
 }
 

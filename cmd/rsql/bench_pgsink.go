@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,11 +20,13 @@ import (
 // that changed in it) into a table of the database at --url, with 1 s checkpoints; beside
 // the same job writing a topic.
 type BenchPgsinkCmd struct {
-	URL    string `name:"url" required:"" help:"PostgreSQL connection string of the database to write (its table bench_pg_totals is dropped and created)."`
-	Events int    `name:"events" default:"2000000" help:"Events per run."`
-	Keys   int    `name:"keys" default:"200000" help:"Distinct group keys."`
-	Queues int    `name:"queues" default:"4" help:"Queues of the event topic (the job's splits)."`
-	Runs   int    `name:"runs" default:"3" help:"Runs per sink, alternating (the summary gives their medians)."`
+	URL        string   `name:"url" required:"" help:"PostgreSQL connection string of the database to write (its table bench_pg_totals is dropped and created)."`
+	Events     int      `name:"events" default:"2000000" help:"Events per run."`
+	Keys       int      `name:"keys" default:"200000" help:"Distinct group keys."`
+	Queues     int      `name:"queues" default:"4" help:"Queues of the event topic (the job's splits)."`
+	Runs       int      `name:"runs" default:"3" help:"Runs per sink, alternating (the summary gives their medians)."`
+	CPUProfile string   `name:"cpuprofile" help:"Write a CPU profile of each timed run to FILE.<sink>.<run>."`
+	Sinks      []string `name:"sinks" default:"postgres,topic" enum:"postgres,postgres-epoch,topic" help:"Sinks to measure: postgres (each split's rows of an epoch in a transaction of its own, in parallel), postgres-epoch (transaction = 'epoch': each epoch in one transaction), topic."`
 }
 
 const pgsinkTable = "bench_pg_totals"
@@ -46,12 +49,9 @@ func (c *BenchPgsinkCmd) Run() error {
 		c.Events, c.Keys, c.Queues, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))
 	var runs []pgsinkRun
 	for i := 0; i < c.Runs; i++ {
-		order := []string{"postgres", "topic"}
-		if i%2 == 1 {
-			order = []string{"topic", "postgres"}
-		}
-		for _, sink := range order {
-			r, err := c.run(sink)
+		for j := range c.Sinks {
+			sink := c.Sinks[(i+j)%len(c.Sinks)] // each run starts with the next sink
+			r, err := c.run(sink, i)
 			if err != nil {
 				return err
 			}
@@ -70,13 +70,19 @@ func (c *BenchPgsinkCmd) Run() error {
 	}
 	fmt.Printf("\nrows: the changed rows the job wrote (a key's changes within an epoch folded into one);\n")
 	fmt.Printf("out s: until every event was read and the sink holds every key's final row.\n")
-	fmt.Printf("medians of %d runs: postgres %.0f rows/s (%.0f per CPU-second of rsql), topic %.0f rows/s (%.0f per CPU-second)\n",
-		c.Runs, median(med["postgres"]), median(medCPU["postgres"]), median(med["topic"]), median(medCPU["topic"]))
+	fmt.Printf("medians of %d runs:", c.Runs)
+	for i, sink := range c.Sinks {
+		if i > 0 {
+			fmt.Print(",")
+		}
+		fmt.Printf(" %s %.0f rows/s (%.0f per CPU-second of rsql)", sink, median(med[sink]), median(medCPU[sink]))
+	}
+	fmt.Println()
 	return nil
 }
 
-// run measures one job into sink ("postgres" or "topic").
-func (c *BenchPgsinkCmd) run(sink string) (pgsinkRun, error) {
+// run measures one job into sink ("postgres", "postgres-epoch" or "topic").
+func (c *BenchPgsinkCmd) run(sink string, run int) (pgsinkRun, error) {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "rsql-bench-pgsink-")
 	if err != nil {
@@ -98,7 +104,7 @@ func (c *BenchPgsinkCmd) run(sink string) (pgsinkRun, error) {
 	var conn *pgx.Conn
 	job := `CREATE STREAM bench_totals WITH (topic = 'bench_totals', queues = 4, checkpoint_interval = '1s') AS
   SELECT user_id, COUNT(*) AS n, SUM(amount) AS total FROM bench_events GROUP BY user_id`
-	if sink == "postgres" {
+	if sink != "topic" {
 		if conn, err = pgx.Connect(ctx, c.URL); err != nil {
 			return pgsinkRun{}, err
 		}
@@ -109,14 +115,29 @@ func (c *BenchPgsinkCmd) run(sink string) (pgsinkRun, error) {
 				return pgsinkRun{}, err
 			}
 		}
+		tx := "split"
+		if sink == "postgres-epoch" {
+			tx = "epoch"
+		}
 		ddl := fmt.Sprintf(`CREATE TABLE pg_totals (user_id VARCHAR PRIMARY KEY, n BIGINT, total DOUBLE)
-  WITH (connector = 'postgres', url = '%s', table = '%s', checkpoint_interval = '1s')`, c.URL, pgsinkTable)
+  WITH (connector = 'postgres', url = '%s', table = '%s', checkpoint_interval = '1s', transaction = '%s')`, c.URL, pgsinkTable, tx)
 		if err := pipelineExec(eng, ddl); err != nil {
 			return pgsinkRun{}, err
 		}
 		job = `INSERT INTO pg_totals SELECT user_id, COUNT(*), SUM(amount) FROM bench_events GROUP BY user_id`
 	}
 	runtime.GC()
+	if c.CPUProfile != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%s.%d", c.CPUProfile, sink, run))
+		if err != nil {
+			return pgsinkRun{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return pgsinkRun{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	start, cpu0 := time.Now(), cpuTime()
 	if err := pipelineExec(eng, job); err != nil {
 		return pgsinkRun{}, err
@@ -135,7 +156,7 @@ func (c *BenchPgsinkCmd) run(sink string) (pgsinkRun, error) {
 	st, _ := eng.JobStats(id)
 	readEpoch := st.Epoch
 	for {
-		if sink == "postgres" {
+		if sink != "topic" {
 			var n int64
 			if err := conn.QueryRow(ctx, `SELECT COALESCE(sum(n), 0) FROM `+pgsinkTable).Scan(&n); err != nil {
 				return r, err

@@ -42,7 +42,20 @@ var RecordFormats = []string{"json", "csv", "debezium-json"}
 var NexmarkOptionKeys = []string{"table", "events", "rate", "event_rate", "base_time", "seed", "splits"}
 
 // PostgresOptionKeys are the WITH options the postgres connector reads.
-var PostgresOptionKeys = append([]string{"url", "table"}, LookupOptionKeys...)
+var PostgresOptionKeys = append([]string{"url", "table", "transaction"}, LookupOptionKeys...)
+
+// PostgresWholeEpochs reads a postgres sink's transaction option: true for 'epoch' (each
+// checkpoint epoch's rows in one transaction), false for 'split' (the default: each
+// split's rows of an epoch in a transaction of its own, in parallel).
+func PostgresWholeEpochs(raw map[string]string) (bool, error) {
+	switch v := strings.ToLower(strings.TrimSpace(raw["transaction"])); v {
+	case "", "split":
+		return false, nil
+	case "epoch":
+		return true, nil
+	}
+	return false, &OptionError{Option: "transaction", Value: raw["transaction"], Reason: "want 'split' (each split's rows of an epoch in a transaction of its own, in parallel) or 'epoch' (an epoch's rows in one transaction)"}
+}
 
 // PostgresCDCOptionKeys are the WITH options the postgres-cdc connector reads.
 var PostgresCDCOptionKeys = []string{"url", "table", "slot", "publication", "create_slot", "on_truncate"}
@@ -69,6 +82,7 @@ var builtin = []Kind{
 	{
 		Name: "postgres", Doc: "a table of a PostgreSQL database, looked up by primary key in lookup joins and written by INSERT INTO ... SELECT (CREATE TABLE only; not read as a stream)",
 		Options: PostgresOptionKeys, Lookupable: true, Writable: true,
+		Check: func(raw map[string]string) error { _, err := PostgresWholeEpochs(raw); return err },
 	},
 	{
 		Name: "postgres-cdc", Doc: "a table of a PostgreSQL database read as its rows and then their changes, through logical replication (CREATE TABLE only; read only)",
