@@ -142,7 +142,11 @@ var exchangeDDL = strings.Replace(jobsDDL, "idle_timeout = '1s'", "idle_timeout 
 // each instance owns once both run (ascending).
 func runAcrossInstances(t *testing.T, ddl string, evSeed int64, standalone bool, owners ...int) {
 	pgc := startPostgres(t)
-	evs := genEvents(evSeed)
+	// On-time events only: whether an event generated late is late for the job depends on
+	// how far the instances' readers had moved the watermark when it came, which a kill -9
+	// changes (a run counted one such event in 5 of 36,823 windows where the batch result
+	// does not). Late events are covered with one instance (TestJobSurvivesKill9).
+	evs := onTimeEvents(genEvents(evSeed))
 	want, lastEnd := batchResult(evs)
 	seed := time.Now().UnixNano()
 	r := rand.New(rand.NewSource(seed))
