@@ -214,9 +214,17 @@ func viewCountOf(v []byte) (int, error) {
 	return int(n), nil
 }
 
+// ViewReader reads committed view rows: the local store (state.Store), or across
+// instances the shared checkpoint store, whose keys name units where the local store's
+// name splits (the stage's split, as a unit: "<stage>/<split>").
+type ViewReader interface {
+	Get(key []byte) (value []byte, ok bool, err error)
+	Scan(prefix []byte, fn func(key, value []byte) error) error
+}
+
 // ReadView calls fn with every committed row of the materialized view written by job
 // (the stages of its plan: at most stages), as many times as the view holds it.
-func ReadView(store state.Store, job string, stages int, fn func(sql.Row) error) error {
+func ReadView(store ViewReader, job string, stages int, fn func(sql.Row) error) error {
 	for st := 0; st < stages; st++ {
 		prefix := state.OperatorPrefix(nil, job, ViewOperator(st))
 		err := store.Scan(prefix, func(k, v []byte) error { return decodeViewEntry(k, v, fn) })
@@ -280,7 +288,7 @@ func ViewKey(dst []byte, key sql.Row) []byte {
 // of the stage. The splits are those with a position (SplitKey): a checkpoint writes each
 // split's position in the same batch as its view rows, so every split holding rows has one.
 // Rows come in the order of keys, then of the splits' names.
-func LookupView(store state.Store, job string, stage int, keys [][]byte, fn func(sql.Row) error) error {
+func LookupView(store ViewReader, job string, stage int, keys [][]byte, fn func(sql.Row) error) error {
 	var splits []string
 	err := store.Scan(state.OperatorPrefix(nil, job, "src"+strconv.Itoa(stage)), func(k, _ []byte) error {
 		_, _, split, _, ok := state.KeyParts(k)

@@ -114,8 +114,7 @@ type Engine struct {
 	// retried and stopped by the job manager (jobs.go).
 	jobs *jobManager
 
-	mu    sync.Mutex // guards views
-	views map[string]*viewTable
+	mu sync.Mutex
 	// viewKeys is, per job of a materialized view, where it keeps its rows by key
 	// (pointget.go); guarded by mu.
 	viewKeys map[string]viewKeyInfo
@@ -177,8 +176,7 @@ func Open(cfg Config) (*Engine, error) {
 		lock.Close()
 		return nil, fmt.Errorf("unknown state backend %q (want rocksdb or memory)", cfg.StateBackend)
 	}
-	e := &Engine{cfg: cfg, lock: lock, cat: cat, store: store, files: files, udf: udf.NewRuntime(),
-		views: map[string]*viewTable{}}
+	e := &Engine{cfg: cfg, lock: lock, cat: cat, store: store, files: files, udf: udf.NewRuntime()}
 	e.jobs = newJobManager(cat, cfg.Log, e.restartAttempt, func() bool { return e.cluster != nil })
 	if !cfg.deferJobs {
 		e.jobs.startRecorded()
@@ -815,13 +813,8 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 		interval, minInterval = sink.Options.CheckpointInterval, 0
 	}
 	isView := sink.Connector == "view"
-	// A view's rows are state of its job, committed with its checkpoints (exec/tableout.go)
-	// — except across instances, where every instance keeps the whole view in memory,
-	// through the row callback, rebuilt from its input at each start.
-	memView := isView && e.cluster != nil
-	if memView {
-		sink = planner.SinkSpec{Schema: sink.Schema}
-	}
+	// A view's rows are state of its job, committed with its checkpoints (exec/tableout.go):
+	// across instances in the shared checkpoint store, where any instance reads them.
 	_, plan, err := planner.Plan(q, planner.Options{Job: def.ID, Sink: sink, StateTTL: def.StateTTL})
 	if err != nil {
 		return err
@@ -843,25 +836,9 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 			return open(spec)
 		}
 	}
-	if memView {
-		// A view's table lives in memory, so its job keeps its state in memory too and
-		// starts from the beginning of its input at every start: restoring checkpointed
-		// aggregation state would leave the table without the groups that do not change
-		// again. The exchange stays in process for the same reason.
-		last := plan.Stages[len(plan.Stages)-1]
-		sch := last.Sink.Schema
-		if last.Sink.Changes != planner.AppendOnly {
-			sch = sch[:len(sch)-1] // the change column
-		}
-		all := last.Sink.Changes == planner.AppendOnly && len(last.Sink.KeyColumns) == 0 && !globalAggregate(plan)
-		multiset := last.Sink.Changes == planner.Retract && len(last.Sink.KeyColumns) == 0
-		env.OnRow = e.viewFor(def.Sink, sch, last.Sink.KeyColumns, all, multiset).apply
-		env.Store, env.Commit = state.NewMemory(), nil
-		env.ShuffleTopics = false
-	}
 	var units, owned []string
 	whole := false
-	if e.cluster != nil && !isView {
+	if e.cluster != nil {
 		var ok bool
 		units, owned, whole, ok, err = e.cluster.prepare(ctx, def.ID, plan, &env)
 		if err != nil || !ok {
@@ -1078,7 +1055,6 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 		}
 	}
 	e.mu.Lock()
-	delete(e.views, strings.ToLower(d.Name))
 	e.mu.Unlock()
 	return &Result{Tag: "DROP " + s.Kind.String()}, nil
 }
@@ -1286,11 +1262,9 @@ func readsFilesOnly(q *sql.Query) bool {
 	return len(rels) > 0
 }
 
-// globalAggregate reports whether a plan's last stage aggregates without group keys or a
-// window (its one row is the answer, replaced as it changes).
 // dropViewRows deletes the state of a dropped or replaced view's (stopped) job from the
-// local store, its rows with it (exec/tableout.go); across instances a view keeps nothing
-// in the store.
+// local store, its rows with it (exec/tableout.go); across instances the job's state in
+// the shared store goes as any dropped job's does.
 func (e *Engine) dropViewRows(job string) {
 	if e.cluster != nil || job == "" {
 		return
@@ -1300,13 +1274,4 @@ func (e *Engine) dropViewRows(job string) {
 	if err := e.store.Write(b); err != nil {
 		fmt.Fprintf(e.cfg.Log, "job %s: drop the rows of its view: %v\n", job, err)
 	}
-}
-
-func globalAggregate(plan *planner.Physical) bool {
-	for _, n := range plan.Stages[len(plan.Stages)-1].Nodes() {
-		if a, ok := n.(*planner.AggregateNode); ok && len(a.Keys) == 0 && a.Window.Kind == planner.WindowNone {
-			return true
-		}
-	}
-	return false
 }

@@ -76,10 +76,9 @@ type pointLookup struct {
 }
 
 // pointLookupOf returns the lookup of pull query q, or nil when q scans: q reads one
-// materialized view, kept by key, in a single-process server, and its WHERE fixes each
-// key column.
+// materialized view, kept by key, and its WHERE fixes each key column.
 func (e *Engine) pointLookupOf(q *sql.Query) *pointLookup {
-	if e.cluster != nil || q.Where == nil || len(q.Relations()) != 1 {
+	if q.Where == nil || len(q.Relations()) != 1 {
 		return nil
 	}
 	fr, ok := q.From.(*sql.FromRelation)

@@ -12,6 +12,7 @@ import (
 	"rsql/exec"
 	"rsql/planner"
 	"rsql/sql"
+	"rsql/state"
 )
 
 // Pull queries: a SELECT over materialized views (or without FROM) answers once, from the
@@ -75,33 +76,26 @@ func (e *Engine) pull(ctx context.Context, sess *Session, q *sql.Query) (*Result
 				return &rowSource{rows: []sql.Row{{}}}, nil
 			case "view":
 				src := &rowSource{}
-				if e.cluster == nil {
-					// The view's committed rows, from the store (exec/tableout.go).
-					d, ok := e.cat.Stream(spec.Stream)
-					if !ok || d.Job == "" {
-						return src, nil
-					}
-					add := func(r sql.Row) error {
-						src.rows = append(src.rows, r)
-						return nil
-					}
-					if lookup != nil && strings.EqualFold(spec.Stream, lookup.view) && d.Job == lookup.job {
-						// Only the keys WHERE fixes (pointget.go).
-						return src, exec.LookupView(e.store, d.Job, lookup.stage, lookup.keys, add)
-					}
-					err := exec.ReadView(e.store, d.Job, maxViewStages, func(r sql.Row) error {
-						src.rows = append(src.rows, r)
-						return nil
-					})
-					return src, err
+				// The view's committed rows (exec/tableout.go): from the local store, or
+				// across instances from the shared checkpoint store, which holds every
+				// unit's rows whichever instance runs it.
+				d, ok := e.cat.Stream(spec.Stream)
+				if !ok || d.Job == "" {
+					return src, nil
 				}
-				e.mu.Lock()
-				v := e.views[strings.ToLower(spec.Stream)]
-				e.mu.Unlock()
-				if v != nil {
-					src.rows = v.snapshot()
+				var store exec.ViewReader = e.store
+				if e.cluster != nil {
+					store = sharedViews{ctx: ctx, cs: e.cluster.cs, job: d.Job}
 				}
-				return src, nil
+				add := func(r sql.Row) error {
+					src.rows = append(src.rows, r)
+					return nil
+				}
+				if lookup != nil && strings.EqualFold(spec.Stream, lookup.view) && d.Job == lookup.job {
+					// Only the keys WHERE fixes (pointget.go).
+					return src, exec.LookupView(store, d.Job, lookup.stage, lookup.keys, add)
+				}
+				return src, exec.ReadView(store, d.Job, maxViewStages, add)
 			}
 			if spec.FromStage < 0 && snapshotConnector(spec.Connector) {
 				return e.tableSnapshot(spec)
@@ -186,6 +180,19 @@ func (r *rowReader) Read(_ context.Context, buf []connectors.Message, max int) (
 }
 
 func (r *rowReader) Close() error { return nil }
+
+// sharedViews reads a job's committed view rows from the shared checkpoint store.
+type sharedViews struct {
+	ctx context.Context
+	cs  *state.PostgresCheckpointStore
+	job string
+}
+
+func (s sharedViews) Get(key []byte) ([]byte, bool, error) { return s.cs.GetJob(s.ctx, s.job, key) }
+
+func (s sharedViews) Scan(prefix []byte, fn func(key, value []byte) error) error {
+	return s.cs.ScanJob(s.ctx, s.job, prefix, fn)
+}
 
 // rowFormat encodes rows with sql.AppendRow: the rows of views and constants.
 type rowFormat struct{}

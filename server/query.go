@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -18,98 +17,6 @@ import (
 	"rsql/planner"
 	"rsql/sql"
 )
-
-// viewTable is the current state of a materialized view: its latest row per group key,
-// kept up to date by the view's job (which emits changes). mu guards rows.
-type viewTable struct {
-	schema sql.Schema
-	keys   []int // output columns that form the group key; empty: one row
-	// all: the view's query is append-only without a key (a projection, a join): it holds
-	// every row, each under its own sequence number (seq).
-	all bool
-	seq uint64
-	// multiset: the view's query is a retract changelog without a key (a global Top-N, an
-	// outer join, UNION ALL of changes): rows are kept by their values with a count, and a
-	// delete takes one equal row back.
-	multiset bool
-	counts   map[string]int
-	mu       sync.Mutex
-	rows     map[string]sql.Row
-}
-
-// apply applies one row of the view's job: the key's new row, or, when the row carries the
-// change column past the view's columns (an updating query, docs/sql.md "Changelogs"),
-// the delete of its key.
-func (v *viewTable) apply(row sql.Row) error {
-	var k []byte
-	for _, i := range v.keys {
-		k = sql.AppendKey(k, row[i])
-	}
-	if v.multiset {
-		del := sql.IsDelete(row[len(v.schema)])
-		row = row[:len(v.schema)]
-		k = sql.AppendRow(k[:0], row)
-		v.mu.Lock()
-		defer v.mu.Unlock()
-		// A count may go below zero for a while (a delete that overtook its insert from
-		// another split); only rows counted above zero are the view's.
-		d := 1
-		if del {
-			d = -1
-		}
-		c := v.counts[string(k)] + d
-		switch {
-		case c == 0:
-			delete(v.counts, string(k))
-			delete(v.rows, string(k))
-		default:
-			if _, ok := v.rows[string(k)]; !ok {
-				v.rows[string(k)] = append(sql.Row(nil), row...)
-			}
-			v.counts[string(k)] = c
-		}
-		return nil
-	}
-	if v.all {
-		c := append(sql.Row(nil), row...)
-		v.mu.Lock()
-		v.seq++
-		v.rows[strconv.FormatUint(v.seq, 10)] = c
-		v.mu.Unlock()
-		return nil
-	}
-	if len(row) > len(v.schema) {
-		del := sql.IsDelete(row[len(v.schema)])
-		row = row[:len(v.schema)]
-		if del {
-			v.mu.Lock()
-			delete(v.rows, string(k))
-			v.mu.Unlock()
-			return nil
-		}
-	}
-	c := append(sql.Row(nil), row...)
-	v.mu.Lock()
-	v.rows[string(k)] = c
-	v.mu.Unlock()
-	return nil
-}
-
-func (v *viewTable) snapshot() []sql.Row {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	out := make([]sql.Row, 0, len(v.rows))
-	for k, r := range v.rows {
-		n := 1
-		if v.multiset {
-			n = v.counts[k] // below zero: not (yet) a row of the view
-		}
-		for i := 0; i < n; i++ {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 func (e *Engine) createView(s *sql.CreateView, sess *Session) (*Result, error) {
 	if old, exists := e.cat.Stream(s.Name); exists {
@@ -144,26 +51,6 @@ func (e *Engine) createView(s *sql.CreateView, sess *Session) (*Result, error) {
 		return nil, err
 	}
 	return &Result{Tag: "CREATE MATERIALIZED VIEW", Notice: e.startedNotice(id, d.Name)}, nil
-}
-
-// viewFor returns the table of view name, making it when the view's job starts.
-// A view of an append-only query without a key (all) holds every row, one of a keyless
-// retract changelog (multiset) the multiset of its rows; its job replays its input from the
-// beginning at each start, so the rows start again from none.
-func (e *Engine) viewFor(name string, schema sql.Schema, keys []int, all, multiset bool) *viewTable {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	k := strings.ToLower(name)
-	v := e.views[k]
-	if v == nil {
-		v = &viewTable{schema: schema, keys: keys, all: all, multiset: multiset, rows: map[string]sql.Row{}, counts: map[string]int{}}
-		e.views[k] = v
-	} else if all || multiset {
-		v.mu.Lock()
-		v.rows, v.seq, v.counts = map[string]sql.Row{}, 0, map[string]int{}
-		v.mu.Unlock()
-	}
-	return v
 }
 
 // query runs a SELECT: a pull query over a materialized view, or a push query over a stream.

@@ -51,7 +51,6 @@ func (e *Engine) replace(d StreamDef, j *JobDef, q *sql.Query, sink planner.Sink
 		}
 	}
 	e.mu.Lock()
-	delete(e.views, strings.ToLower(d.Name))
 	e.mu.Unlock()
 	res := &Result{Tag: tag}
 	if newJob != "" {

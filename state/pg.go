@@ -73,6 +73,7 @@ type pgQueries struct {
 	lockSplits, dropRange, dropFrom, deletes string
 	upserts, epochs, offsets                 string
 	loadMeta, loadState                      string
+	scanJob, scanJobFrom, getJob             string
 	catalog, catalogInsert, catalogUpdate    string
 }
 
@@ -122,6 +123,9 @@ func newPgQueries(schema string) pgQueries {
 			WHERE sp.job = $1 AND sp.split = o.split`,
 		loadMeta:      `SELECT owner, generation, epoch, next_offset FROM S.splits WHERE job = $1 AND split = $2`,
 		loadState:     `SELECT key, value FROM S.state WHERE job = $1 AND split = $2 ORDER BY key`,
+		scanJob:       `SELECT key, value FROM S.state WHERE job = $1 AND key >= $2 AND key < $3 ORDER BY key`,
+		scanJobFrom:   `SELECT key, value FROM S.state WHERE job = $1 AND key >= $2 ORDER BY key`,
+		getJob:        `SELECT value FROM S.state WHERE job = $1 AND key = $2 LIMIT 1`,
 		catalog:       `SELECT version, data FROM S.catalog WHERE id = 1`,
 		catalogInsert: `INSERT INTO S.catalog (id, version, data) VALUES (1, 1, $1) ON CONFLICT (id) DO NOTHING RETURNING version`,
 		catalogUpdate: `UPDATE S.catalog SET version = version + 1, data = $1, updated = now() WHERE id = 1 AND version = $2 RETURNING version`,
@@ -130,7 +134,7 @@ func newPgQueries(schema string) pgQueries {
 		q.create[i] = r.Replace(c)
 	}
 	for _, p := range []*string{&q.acquire, &q.release, &q.owner, &q.lockSplits, &q.dropRange, &q.dropFrom,
-		&q.deletes, &q.upserts, &q.epochs, &q.offsets, &q.loadMeta, &q.loadState, &q.catalog,
+		&q.deletes, &q.upserts, &q.epochs, &q.offsets, &q.loadMeta, &q.loadState, &q.scanJob, &q.scanJobFrom, &q.getJob, &q.catalog,
 		&q.catalogInsert, &q.catalogUpdate} {
 		*p = r.Replace(*p)
 	}
@@ -373,6 +377,56 @@ func (s *PostgresCheckpointStore) Load(ctx context.Context, job, split string, f
 		return info, fmt.Errorf("state: load split %q of job %q: %w", split, job, err)
 	}
 	return info, nil
+}
+
+// ScanJob calls fn, in key order, for every committed key of job that starts with prefix,
+// whichever split holds it (the shared form of the key, as committed). One read-only
+// transaction: the keys of one moment.
+func (s *PostgresCheckpointStore) ScanJob(ctx context.Context, job string, prefix []byte, fn func(key, value []byte) error) error {
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var rows pgx.Rows
+		var err error
+		if end := PrefixEnd(prefix); end != nil {
+			rows, err = tx.Query(ctx, s.q.scanJob, job, prefix, end)
+		} else {
+			rows, err = tx.Query(ctx, s.q.scanJobFrom, job, prefix)
+		}
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var k, v []byte
+		for rows.Next() {
+			if err := rows.Scan(&k, &v); err != nil {
+				return err
+			}
+			if err := fn(k, v); err != nil {
+				return &callbackError{err}
+			}
+		}
+		return rows.Err()
+	})
+	var ce *callbackError
+	if errors.As(err, &ce) {
+		return ce.err
+	}
+	if err != nil {
+		return fmt.Errorf("state: scan job %q: %w", job, err)
+	}
+	return nil
+}
+
+// GetJob returns the committed value of key (its shared form) in job.
+func (s *PostgresCheckpointStore) GetJob(ctx context.Context, job string, key []byte) ([]byte, bool, error) {
+	var v []byte
+	err := s.pool.QueryRow(ctx, s.q.getJob, job, key).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("state: get a key of job %q: %w", job, err)
+	}
+	return v, true, nil
 }
 
 // callbackError carries an error of the caller's callback out of a transaction unchanged.

@@ -1,0 +1,167 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// viewsClusterDDL is a materialized view over a topic not keyed by its GROUP BY key: its
+// plan exchanges, so its source stage and its aggregation stage have four units each.
+const viewsClusterDDL = `CREATE STREAM orders (order_id BIGINT, user_id VARCHAR, amount DOUBLE, ts TIMESTAMP,
+  category VARCHAR, qty INT, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)
+  WITH (topic = 'orders', queues = 4, idle_timeout = '1s');
+CREATE MATERIALIZED VIEW per_user AS
+  SELECT user_id, COUNT(*) AS n, SUM(qty) AS q FROM orders GROUP BY user_id;`
+
+// TestViewAcrossInstances: two `rsql server --postgres` instances run a materialized
+// view's job, its units spread over both. A pull query asked of either instance gives
+// every key of the view (the rows of both instances' units, read from the shared
+// checkpoint store), equal to the answer over every event; a point lookup finds a key
+// whichever instance runs its unit. After a SIGKILL of one instance, the other takes its
+// units over and still answers with every key, and with the rest of the input.
+func TestViewAcrossInstances(t *testing.T) {
+	pgc := startPostgres(t)
+	br := startBroker(t)
+	evs := onTimeEvents(genEventsN(29, 6000))
+	srv, _ := externalInstances(t, 2, br.NS, pgc.URL)
+	a, b := srv[0], srv[1]
+	a.start()
+	b.start()
+	if out, errOut, err := runRsql(t, "", "--server", a.pg, "-c", viewsClusterDDL); err != nil {
+		t.Fatalf("DDL: %v\n%s\n%s", err, out, errOut)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgc.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	waitOwners(t, conn, "", 4, 4)
+
+	half := len(evs) / 2
+	produceEvents(t, br.NS, evs[:half])
+	want := viewAnswer(evs[:half])
+	for _, s := range srv {
+		waitView(t, s, want)
+	}
+	// Point lookups, on both instances, of users whose rows either instance computed.
+	for _, s := range srv {
+		plan := pullRows(t, s.pg, `EXPLAIN SELECT n, q FROM per_user WHERE user_id = 'u1'`)
+		if len(plan) == 0 || !strings.Contains(plan[0], "Lookup view per_user by key") {
+			t.Fatalf("%s: EXPLAIN of a point lookup: %q", s.name, plan)
+		}
+		for _, u := range []string{"u0", "u1", "u2", "u3", "u4", "u5", "u6", "u7"} {
+			got := pullRows(t, s.pg, fmt.Sprintf(`SELECT user_id, n, q FROM per_user WHERE user_id = '%s'`, u))
+			var w []string
+			for _, line := range want {
+				if strings.HasPrefix(line, u+"|") {
+					w = append(w, line)
+				}
+			}
+			if !slices.Equal(got, w) {
+				t.Fatalf("%s: point lookup of %s: %q, want %q", s.name, u, got, w)
+			}
+		}
+	}
+
+	a.p.Kill()
+	produceEvents(t, br.NS, evs[half:])
+	waitView(t, b, viewAnswer(evs))
+}
+
+// viewAnswer is per_user over evs: "user|n|q" lines, sorted.
+func viewAnswer(evs []event) []string {
+	type agg struct{ n, q int }
+	m := map[string]*agg{}
+	for _, e := range evs {
+		g := m[e.UserID]
+		if g == nil {
+			g = &agg{}
+			m[e.UserID] = g
+		}
+		g.n++
+		g.q += e.Qty
+	}
+	var out []string
+	for u, g := range m {
+		out = append(out, fmt.Sprintf("%s|%d|%d", u, g.n, g.q))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// waitView waits until a pull query of every row of per_user on s gives want.
+func waitView(t *testing.T, s *clusterServer, want []string) {
+	t.Helper()
+	var got []string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got = pullRows(t, s.pg, `SELECT user_id, n, q FROM per_user`)
+		slices.Sort(got)
+		if slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the view has %d rows, want %d; first differences:\n%s(first rows %q, want %q)", s.name, len(got), len(want), diffLines(got, want), got[:min(3, len(got))], want[:min(3, len(want))])
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// pullRows runs query on the server at addr and renders each row's values joined by "|".
+func pullRows(t *testing.T, addr, query string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, "postgres://rsql@"+addr+"/rsql?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(ctx, query, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			parts[i] = fmt.Sprint(v)
+		}
+		out = append(out, strings.Join(parts, "|"))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return out
+}
+
+// diffLines shows up to ten lines that are in one list and not the other.
+func diffLines(got, want []string) string {
+	var b strings.Builder
+	n := 0
+	for _, l := range want {
+		if !slices.Contains(got, l) && n < 10 {
+			fmt.Fprintf(&b, "  missing %s\n", l)
+			n++
+		}
+	}
+	for _, l := range got {
+		if !slices.Contains(want, l) && n < 10 {
+			fmt.Fprintf(&b, "  extra   %s\n", l)
+			n++
+		}
+	}
+	return b.String()
+}
