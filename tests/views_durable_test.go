@@ -166,3 +166,16 @@ func TestViewRowsAreThereAtOnceAfterKill9(t *testing.T) {
 	waitFor(conn, len(orders))
 	_ = p
 }
+
+// TestBenchViewRestart: `rsql bench view` builds a view of every key, closes the server and
+// starts it again on the same data directory; its first pull query must give every key
+// (the command fails otherwise), and the report says how long it took.
+func TestBenchViewRestart(t *testing.T) {
+	out, errOut, err := runRsql(t, "", "bench", "view", "--keys", "3000")
+	if err != nil {
+		t.Fatalf("bench view: %v\n%s\n%s", err, out, errOut)
+	}
+	if !strings.Contains(out, "the first pull query of every row (3000 rows)") || !strings.Contains(out, "built: every key in the view") {
+		t.Fatalf("bench view reported:\n%s", out)
+	}
+}

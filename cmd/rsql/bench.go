@@ -9,4 +9,5 @@ type BenchCmd struct {
 	Latency  BenchLatencyCmd  `cmd:"" help:"Born-to-delivery latency through a job with exactly-once topic output (p50/p90/p99/max)."`
 	Idle     BenchIdleCmd     `cmd:"" help:"CPU and checkpoints of rsql server running idle jobs (a topic that receives nothing)."`
 	Pgsink   BenchPgsinkCmd   `cmd:"" help:"Job throughput into a PostgreSQL table (topic -> COUNT/SUM by key -> upserts), beside the same job into a topic."`
+	View     BenchViewCmd     `cmd:"" help:"A materialized view of many keys across a restart: the first pull query's time and the peak RSS."`
 }
