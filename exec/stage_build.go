@@ -280,7 +280,10 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 			t.full = st.job.kickCheckpoint
 			return t, nil
 		}
-		return newTopNOp(n, st.job.name, oid, env.Store, late, &st.job.cnt), nil
+		t := newTopNOp(n, st.job.name, oid, env.Store, late, &st.job.cnt)
+		t.cacheMax = dedupCacheSize(n, env.Store, env.AggCacheGroups)
+		t.full = st.job.kickCheckpoint
+		return t, nil
 	}
 	return nil, fmt.Errorf("%w: stage %d: unknown node %T", ErrBadPlan, id, op.Node)
 }

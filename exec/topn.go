@@ -38,8 +38,14 @@ type topNOp struct {
 	late  *sideOutput
 	cnt   *counters
 
-	splits  map[string]*topSplit
-	keyBuf  []byte
+	splits map[string]*topSplit
+	// cacheMax bounds the partitions of a deduplication keeping the last row or of a
+	// table's versions kept in memory, the splits together (0: all; topn_cache.go); full
+	// asks the job for a checkpoint when changed partitions fill a split's share.
+	cacheMax int
+	full     func()
+	ages     []uint32
+	keyBuf   []byte
 	enc     []byte
 	kbuf    []byte
 	outB    Batch
@@ -56,6 +62,10 @@ type topPart struct {
 	dirty     bool
 	persisted bool
 	dead      bool
+	// touch: the split's row clock at the partition's last row; saved: the save that last
+	// wrote it (groupCache.saves).
+	touch uint32
+	saved uint16
 }
 
 type topSplit struct {
@@ -66,6 +76,10 @@ type topSplit struct {
 	heap  partHeap
 	dirty []*topPart
 	dels  [][]byte
+	// storeSwept: the watermark of the last sweep of the store for expired partitions that
+	// are not in memory.
+	storeSwept int64
+	groupCache
 }
 
 func newTopNOp(n *planner.TopNNode, job, id string, store state.Store, late *sideOutput, cnt *counters) *topNOp {
@@ -75,7 +89,7 @@ func newTopNOp(n *planner.TopNNode, job, id string, store state.Store, late *sid
 func (t *topNOp) split(name string) *topSplit {
 	sp := t.splits[name]
 	if sp == nil {
-		sp = &topSplit{name: name, wm: MinWatermark, swept: MinWatermark, parts: map[string]*topPart{}}
+		sp = &topSplit{name: name, wm: MinWatermark, swept: MinWatermark, storeSwept: MinWatermark, parts: map[string]*topPart{}}
 		t.splits[name] = sp
 	}
 	return sp
@@ -94,11 +108,24 @@ func (t *topNOp) Process(_ int, b *Batch, out Emitter) error {
 	t.lateRow = t.lateRow[:0]
 	t.outRows = t.outRows[:0]
 	for _, r := range b.Rows {
+		if t.cacheMax > 0 && len(sp.parts) >= sp.evictAt {
+			t.evict(sp)
+		}
 		t.keyBuf = t.keyBuf[:0]
 		for _, k := range n.Partition {
 			t.keyBuf = sql.AppendKey(t.keyBuf, k(r))
 		}
 		p := sp.parts[string(t.keyBuf)]
+		if p == nil && sp.spilled {
+			var err error
+			if p, err = t.fetch(sp, t.keyBuf); err != nil {
+				return err
+			}
+		}
+		sp.tick++
+		if p != nil {
+			p.touch = sp.tick
+		}
 		switch n.Mode {
 		case planner.TopNWindow, planner.TopNBounded:
 			end := MaxWatermark
@@ -145,7 +172,7 @@ func (t *topNOp) Process(_ int, b *Batch, out Emitter) error {
 				continue
 			}
 			if p == nil {
-				p = &topPart{key: string(t.keyBuf)}
+				p = &topPart{key: string(t.keyBuf), touch: sp.tick}
 				sp.parts[p.key] = p
 			} else if n.Changes == planner.Retract && len(p.rows) == 1 {
 				t.outRows = append(t.outRows, t.change(p.rows[0], true))
@@ -159,7 +186,7 @@ func (t *topNOp) Process(_ int, b *Batch, out Emitter) error {
 			}
 		case planner.TableVersions:
 			if p == nil {
-				p = &topPart{key: string(t.keyBuf), time: math.MinInt64, emitted: true}
+				p = &topPart{key: string(t.keyBuf), time: math.MinInt64, emitted: true, touch: sp.tick}
 				sp.parts[p.key] = p
 			}
 			t.version(sp, p, r)
@@ -329,6 +356,12 @@ func (t *topNOp) Watermark(split string, wm int64, out Emitter) error {
 				t.drop(sp, p)
 			}
 		}
+		if sp.spilled && (sp.storeSwept == MinWatermark || wm-sp.storeSwept >= ttl) {
+			sp.storeSwept = wm
+			if err := t.sweepStore(sp); err != nil {
+				return err
+			}
+		}
 	}
 	return t.flush(split, out)
 }
@@ -366,12 +399,14 @@ func (t *topNOp) Control(c *Control, _ Emitter) error {
 // Partition state: uvarint flags (1: emitted), varint time, uvarint count, the rows
 // (sql.AppendRow each).
 func (t *topNOp) save(sp *topSplit, b *state.Batch) {
+	sp.nextSave()
 	for _, k := range sp.dels {
 		b.Delete(k)
 	}
 	sp.dels = sp.dels[:0]
 	for _, p := range sp.dirty {
 		p.dirty = false
+		p.saved = sp.saves
 		if p.dead {
 			continue
 		}
@@ -427,32 +462,50 @@ func (t *topNOp) load(split string) error {
 		return nil
 	}
 	prefix := state.SplitPrefix(nil, t.job, t.id, split)
-	return t.store.Scan(prefix, func(key, v []byte) error {
+	loaded := 0
+	err := t.store.Scan(prefix, func(key, v []byte) error {
 		if len(key) < len(prefix)+16 {
 			return &StateError{Op: t.id, Split: split, Err: errBadTopN}
 		}
-		p := &topPart{key: string(key[len(prefix) : len(key)-16]), persisted: true}
-		flags, n := binary.Uvarint(v)
-		if n <= 0 {
-			return &StateError{Op: t.id, Split: split, Err: errBadTopN}
+		if t.cacheMax > 0 && loaded >= t.splitCache() {
+			sp.spill(key[len(prefix) : len(key)-16])
+			return nil
 		}
-		v = v[n:]
-		p.emitted = flags&1 != 0
-		if p.time, n = binary.Varint(v); n <= 0 {
-			return &StateError{Op: t.id, Split: split, Err: errBadTopN}
-		}
-		v = v[n:]
-		rows, err := decodePartRows(v)
+		loaded++
+		p, err := decodeTopPart(string(key[len(prefix):len(key)-16]), v)
 		if err != nil {
 			return &StateError{Op: t.id, Split: split, Err: err}
 		}
-		p.rows = rows
 		sp.parts[p.key] = p
 		if !p.emitted && t.node.Mode != planner.DedupLast && t.node.Mode != planner.TableVersions {
 			heap.Push(&sp.heap, partEntry{p.time, p})
 		}
 		return nil
 	})
+	if t.cacheMax > 0 {
+		sp.evictAt = max(t.splitCache(), len(sp.parts)+max(t.splitCache()/4, 1))
+	}
+	return err
+}
+
+// decodeTopPart reads a stored partition (save's encoding) of key.
+func decodeTopPart(key string, v []byte) (*topPart, error) {
+	p := &topPart{key: key, persisted: true}
+	flags, n := binary.Uvarint(v)
+	if n <= 0 {
+		return nil, errBadTopN
+	}
+	v = v[n:]
+	p.emitted = flags&1 != 0
+	if p.time, n = binary.Varint(v); n <= 0 {
+		return nil, errBadTopN
+	}
+	rows, err := decodePartRows(v[n:])
+	if err != nil {
+		return nil, err
+	}
+	p.rows = rows
+	return p, nil
 }
 
 func (t *topNOp) Close() error { return nil }

@@ -52,8 +52,9 @@ func topNCacheRows(seed int64, n, users int, retracting bool) []sql.Row {
 
 // runCached drives op over rows from row from in batches of 5 with a checkpoint every 4
 // batches, a checkpoint's batch written to the store only just before the next checkpoint
-// (the latest a stage's commit can end); check runs after every batch.
-func runCached(t *testing.T, op Operator, store state.Store, rows []sql.Row, from int, out *rowLog, check func()) {
+// (the latest a stage's commit can end); check runs after every batch, and wm, when set,
+// gives the watermark after the rows before row i.
+func runCached(t *testing.T, op Operator, store state.Store, rows []sql.Row, from int, out *rowLog, check func(), wm ...func(i int) int64) {
 	t.Helper()
 	c := newOpChain(out, op)
 	must := func(err error) {
@@ -67,6 +68,9 @@ func runCached(t *testing.T, op Operator, store state.Store, rows []sql.Row, fro
 	cps := 0
 	for i, b := from, 0; i < len(rows); i, b = i+5, b+1 {
 		must(c.Process(&Batch{Split: "s", Rows: append([]sql.Row(nil), rows[i:min(i+5, len(rows))]...)}))
+		if len(wm) > 0 {
+			must(c.Watermark("s", wm[0](min(i+5, len(rows)))))
+		}
 		if b%4 == 3 {
 			if pending != nil {
 				must(store.Write(pending))
@@ -161,6 +165,115 @@ func TestTopNCacheSize(t *testing.T) {
 		{"no store", topNCacheNode(false), nil, 0, 0},
 	} {
 		if got := topNCacheSize(c.node, c.store, c.setting); got != c.want {
+			t.Errorf("%s: cache of %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// dedupCacheNode keeps the last row of each user of (user VARCHAR, ts BIGINT, v BIGINT)
+// rows by ts, emitting changes of the given mode, with a state TTL of ttl.
+func dedupCacheNode(changes planner.ChangeMode, ttl int64) *planner.TopNNode {
+	return &planner.TopNNode{Partition: []planner.Evaluator{col(0)}, N: 1, RowNumber: -1, Mode: planner.DedupLast,
+		Time: 1, TTL: ttl, Changes: changes,
+		Schema: sql.Schema{{Name: "user_id", Type: sql.TypeVarchar}, {Name: "ts", Type: sql.TypeBigInt}, {Name: "v", Type: sql.TypeBigInt}}}
+}
+
+// dedupCacheRows: row i is at time about i (disorder up to 8 back), of a few hot users and
+// a long tail, so that users come back after their partition left memory, some after the
+// TTL.
+func dedupCacheRows(seed int64, n, users int) []sql.Row {
+	r := rand.New(rand.NewSource(seed))
+	rows := make([]sql.Row, n)
+	for i := range rows {
+		u := r.Intn(users)
+		if r.Intn(3) == 0 {
+			u = r.Intn(3)
+		}
+		rows[i] = sql.Row{sql.Varchar(fmt.Sprint("u", u)), sql.BigInt(int64(i - r.Intn(8))), sql.BigInt(int64(r.Intn(100)))}
+	}
+	return rows
+}
+
+// With a cache of a few partitions, a deduplication keeping the last row with RocksDB
+// state emits exactly what it emits with every partition in memory — upserts and
+// retractions, with and without a state TTL (partitions forgotten in memory and in the
+// store at the same moments) — and goes on after a restart from the store.
+func TestDedupCacheMatchesMemory(t *testing.T) {
+	for _, c := range []struct {
+		changes planner.ChangeMode
+		ttl     int64
+	}{{planner.Upsert, 0}, {planner.Retract, 0}, {planner.Upsert, 150}, {planner.Retract, 150}} {
+		t.Run(fmt.Sprintf("%v ttl %d", c.changes, c.ttl), func(t *testing.T) {
+			rows := dedupCacheRows(5, 4000, 120)
+			wm := func(i int) int64 { return int64(i) - 10 }
+			ref := &rowLog{}
+			runCached(t, newTopNOp(dedupCacheNode(c.changes, c.ttl), "j", "dd", state.NewMemory(), nil, &counters{}), state.NewMemory(), rows, 0, ref, nil, wm)
+
+			store, err := state.OpenRocks(t.TempDir(), state.RocksOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			reads := &readCountStore{Store: store}
+			newCached := func() *topNOp {
+				op := newTopNOp(dedupCacheNode(c.changes, c.ttl), "j", "dd", reads, nil, &counters{})
+				if op.cacheMax = dedupCacheSize(op.node, reads, 8); op.cacheMax != 8 {
+					t.Fatalf("cache of %d partitions, want 8", op.cacheMax)
+				}
+				return op
+			}
+			got := &rowLog{}
+			op := newCached()
+			most := 0
+			check := func() { most = max(most, len(op.splits["s"].parts)) }
+			runCached(t, op, reads, rows[:2000], 0, got, check, wm)
+			if !op.splits["s"].spilled || most > 40 {
+				t.Fatalf("spilled %v, at most %d partitions in memory with a cache of 8", op.splits["s"].spilled, most)
+			}
+			if reads.gets.Load() < 10 {
+				t.Fatalf("%d gets: partitions were not read back", reads.gets.Load())
+			}
+			op = newCached()
+			runCached(t, op, reads, rows, 2000, got, nil, wm)
+			if d := diff(got.rows, ref.rows); d != "" {
+				t.Fatal(d)
+			}
+			if c.ttl > 0 {
+				// The TTL emptied the store of the users not seen for long: of 120, only
+				// those of the last stretch of rows are kept.
+				kept := 0
+				if err := store.Scan(state.OperatorPrefix(nil, "j", "dd"), func(_, _ []byte) error { kept++; return nil }); err != nil {
+					t.Fatal(err)
+				}
+				if kept == 0 || kept >= 110 {
+					t.Fatalf("%d partitions stored after the TTL swept", kept)
+				}
+			}
+		})
+	}
+}
+
+// The deduplication's cache is for the modes that keep a partition per key for ever.
+func TestDedupCacheSize(t *testing.T) {
+	rocks, err := state.OpenRocks(t.TempDir(), state.RocksOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rocks.Close()
+	first := dedupCacheNode(planner.Upsert, 0)
+	first.Mode = planner.DedupFirst
+	versions := dedupCacheNode(planner.Retract, 0)
+	versions.Mode = planner.TableVersions
+	for _, c := range []struct {
+		name string
+		node *planner.TopNNode
+		want int
+	}{
+		{"last row", dedupCacheNode(planner.Upsert, 0), DefaultAggCacheGroups},
+		{"table versions", versions, DefaultAggCacheGroups},
+		{"first row (its heap holds every partition)", first, 0},
+	} {
+		if got := dedupCacheSize(c.node, rocks, 0); got != c.want {
 			t.Errorf("%s: cache of %d, want %d", c.name, got, c.want)
 		}
 	}

@@ -159,8 +159,8 @@ func TestQ18LastBid(t *testing.T) {
 // q18 over two splits at one event per millisecond: arrival order across splits varies, but
 // each (bidder, auction)'s latest emitted row is its last bid.
 func TestQ18LastBidSplits(t *testing.T) {
-	forStates(t, func(t *testing.T, st string) {
-		cfg := Config{Events: testEvents, Splits: 2, EventRate: 1000, State: st, CheckpointInterval: 10 * time.Millisecond}
+	forCachedStates(t, func(t *testing.T, cached func(Config) Config) {
+		cfg := cached(Config{Events: testEvents, Splits: 2, EventRate: 1000, CheckpointInterval: 10 * time.Millisecond})
 		got, _ := runQuery(t, "q18", cfg)
 		type key struct{ bidder, auction int64 }
 		lastBid := map[key]bidEvent{}

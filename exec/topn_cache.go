@@ -1,0 +1,130 @@
+package exec
+
+import (
+	"encoding/binary"
+	"slices"
+
+	"rsql/planner"
+	"rsql/state"
+)
+
+// The partition cache of a deduplication keeping the last row (DedupLast, Nexmark q18) and
+// of a table's latest versions (TableVersions): both keep a partition per key for ever (or
+// for the state TTL), so with every partition in memory their memory grows with the keys.
+// With a store outside the process the operator keeps about cacheMax partitions in memory,
+// its splits sharing them, under the rules of an aggregation's group cache (agg_cache.go):
+// only a partition unchanged since a committed checkpoint leaves memory, the least recently
+// used first; a Bloom filter of the partitions that left tells a new key from one to read
+// back; changed partitions that fill the cache ask for a checkpoint.
+//
+// A state TTL still forgets partitions: those in memory at the sweeps of Watermark, as
+// without a cache; one read back that a sweep since it left would have forgotten is taken
+// as absent (and deleted from the store at the next checkpoint), so the output is the same
+// with or without the cache; and, once per TTL of watermark progress, the store's
+// partitions not in memory are swept for expired ones.
+
+// dedupCacheSize is the partition cache of topNOp n over store given the setting (Env.
+// AggCacheGroups: 0 is the default, negative is off); 0 means no cache.
+func dedupCacheSize(n *planner.TopNNode, store state.Store, setting int) int {
+	if n.Mode != planner.DedupLast && n.Mode != planner.TableVersions {
+		return 0
+	}
+	return topNCacheSize(n, store, setting)
+}
+
+// splitCache is a split's share of the cache.
+func (t *topNOp) splitCache() int { return max(t.cacheMax/max(len(t.splits), 1), 4) }
+
+// expired reports whether partition p, out of memory, would have been forgotten by the
+// state TTL by now: by the last sweep of the partitions in memory (Watermark), so that a
+// partition is forgotten at the same moment whether it was in memory or not.
+func (t *topNOp) expired(sp *topSplit, p *topPart) bool {
+	ttl := t.node.TTL
+	return ttl > 0 && sp.swept != MinWatermark && p.time < sp.swept-ttl &&
+		(p.emitted || t.node.Mode == planner.DedupLast)
+}
+
+// fetch reads the partition of key back from the store when it may have left memory; nil
+// when the store has none or it expired meanwhile.
+func (t *topNOp) fetch(sp *topSplit, key []byte) (*topPart, error) {
+	if !sp.gone.has(key) {
+		return nil, nil
+	}
+	k := t.stateKey(sp, string(key))
+	v, ok, err := t.store.Get(k)
+	if err != nil {
+		return nil, &StateError{Op: t.id, Split: sp.name, Err: err}
+	}
+	if !ok {
+		return nil, nil
+	}
+	p, err := decodeTopPart(string(key), v)
+	if err != nil {
+		return nil, &StateError{Op: t.id, Split: sp.name, Err: err}
+	}
+	if t.expired(sp, p) {
+		sp.dels = append(sp.dels, k)
+		return nil, nil
+	}
+	sp.parts[p.key] = p
+	return p, nil
+}
+
+// evict drops the least recently used partitions that may leave memory (unchanged since a
+// committed save) until a quarter of the split's share is free, or as many as may.
+func (t *topNOp) evict(sp *topSplit) {
+	size := t.splitCache()
+	n := len(sp.parts) - (size - size/4)
+	ages := t.ages[:0]
+	for _, p := range sp.parts {
+		if !p.dirty && p.saved != sp.saves {
+			ages = append(ages, sp.tick-p.touch)
+		}
+	}
+	t.ages = ages
+	if len(sp.parts)-len(ages) >= size && t.full != nil {
+		t.full() // the partitions that may not leave fill the cache: a checkpoint lets them
+	}
+	if len(ages) > 0 && n > 0 {
+		var oldest uint32
+		if n < len(ages) {
+			slices.Sort(ages)
+			oldest = ages[len(ages)-n]
+		}
+		for k, p := range sp.parts {
+			if !p.dirty && p.saved != sp.saves && sp.tick-p.touch >= oldest {
+				if p.persisted {
+					sp.spill([]byte(k))
+				}
+				delete(sp.parts, k)
+			}
+		}
+	}
+	sp.evictAt = max(size, len(sp.parts)+max(size/4, 1))
+}
+
+// sweepStore deletes, at the next checkpoint, the stored partitions of sp that are not in
+// memory and whose time expired.
+func (t *topNOp) sweepStore(sp *topSplit) error {
+	prefix := state.SplitPrefix(nil, t.job, t.id, sp.name)
+	return t.store.Scan(prefix, func(key, v []byte) error {
+		if len(key) < len(prefix)+16 {
+			return &StateError{Op: t.id, Split: sp.name, Err: errBadTopN}
+		}
+		if _, in := sp.parts[string(key[len(prefix):len(key)-16])]; in {
+			return nil
+		}
+		flags, n := binary.Uvarint(v)
+		if n <= 0 {
+			return &StateError{Op: t.id, Split: sp.name, Err: errBadTopN}
+		}
+		tm, m := binary.Varint(v[n:])
+		if m <= 0 {
+			return &StateError{Op: t.id, Split: sp.name, Err: errBadTopN}
+		}
+		if t.expired(sp, &topPart{time: tm, emitted: flags&1 != 0}) {
+			sp.dels = append(sp.dels, append([]byte(nil), key...))
+		}
+		return nil
+	})
+}
