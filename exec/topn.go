@@ -46,12 +46,12 @@ type topNOp struct {
 	full     func()
 	ages     []uint32
 	keyBuf   []byte
-	enc     []byte
-	kbuf    []byte
-	outB    Batch
-	outRows []sql.Row
-	lateB   Batch
-	lateRow []sql.Row
+	enc      []byte
+	kbuf     []byte
+	outB     Batch
+	outRows  []sql.Row
+	lateB    Batch
+	lateRow  []sql.Row
 }
 
 type topPart struct {
