@@ -75,27 +75,25 @@ func (e *Engine) pull(ctx context.Context, sess *Session, q *sql.Query) (*Result
 			case "values":
 				return &rowSource{rows: []sql.Row{{}}}, nil
 			case "view":
-				src := &rowSource{}
 				// The view's committed rows (exec/tableout.go): from the local store, or
 				// across instances from the shared checkpoint store, which holds every
-				// unit's rows whichever instance runs it.
+				// unit's rows whichever instance runs it. They are streamed to the query
+				// as they are read, not gathered first.
 				d, ok := e.cat.Stream(spec.Stream)
 				if !ok || d.Job == "" {
-					return src, nil
+					return &rowSource{}, nil
 				}
-				var store exec.ViewReader = e.store
-				if e.cluster != nil {
-					store = sharedViews{ctx: ctx, cs: e.cluster.cs, job: d.Job}
-				}
-				add := func(r sql.Row) error {
-					src.rows = append(src.rows, r)
-					return nil
-				}
-				if lookup != nil && strings.EqualFold(spec.Stream, lookup.view) && d.Job == lookup.job {
-					// Only the keys WHERE fixes (pointget.go).
-					return src, exec.LookupView(store, d.Job, lookup.stage, lookup.keys, add)
-				}
-				return src, exec.ReadView(store, d.Job, maxViewStages, add)
+				return &viewSource{read: func(ctx context.Context, add func(sql.Row) error) error {
+					var store exec.ViewReader = e.store
+					if e.cluster != nil {
+						store = sharedViews{ctx: ctx, cs: e.cluster.cs, job: d.Job}
+					}
+					if lookup != nil && strings.EqualFold(spec.Stream, lookup.view) && d.Job == lookup.job {
+						// Only the keys WHERE fixes (pointget.go).
+						return exec.LookupView(store, d.Job, lookup.stage, lookup.keys, add)
+					}
+					return exec.ReadView(store, d.Job, maxViewStages, add)
+				}}, nil
 			}
 			if spec.FromStage < 0 && snapshotConnector(spec.Connector) {
 				return e.tableSnapshot(spec)
@@ -180,6 +178,94 @@ func (r *rowReader) Read(_ context.Context, buf []connectors.Message, max int) (
 }
 
 func (r *rowReader) Close() error { return nil }
+
+// viewSource is a view's rows as a one-split bounded source: read, run by the split's
+// reader in a goroutine of its own, hands them over in batches as it reads them, so a
+// query over a large view holds a few batches of it, not all of it.
+type viewSource struct {
+	read func(ctx context.Context, add func(sql.Row) error) error
+}
+
+func (s *viewSource) Splits(context.Context) ([]string, error) { return []string{"0"}, nil }
+func (s *viewSource) Bounded() bool                            { return true }
+func (s *viewSource) Close() error                             { return nil }
+
+// viewBatch is the rows a view's reader hands over at a time.
+const viewBatch = 256
+
+func (s *viewSource) Open(ctx context.Context, split string, offset int64) (connectors.SplitReader, error) {
+	if split != "0" {
+		return nil, fmt.Errorf("no split %s", split)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r := &viewReader{ch: make(chan []connectors.Message, 2), cancel: cancel}
+	go func() {
+		defer close(r.ch)
+		var batch []connectors.Message
+		var n int64
+		send := func() error {
+			select {
+			case r.ch <- batch:
+				batch = nil
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		err := s.read(ctx, func(row sql.Row) error {
+			if n++; n <= offset {
+				return nil // read before (the query's job started again)
+			}
+			batch = append(batch, connectors.Message{Offset: n - 1, Body: sql.AppendRow(nil, row)})
+			if len(batch) < viewBatch {
+				return nil
+			}
+			return send()
+		})
+		if err == nil && len(batch) > 0 {
+			err = send()
+		}
+		r.err = err // read by Read after the channel is closed
+	}()
+	return r, nil
+}
+
+type viewReader struct {
+	ch     chan []connectors.Message
+	cancel context.CancelFunc
+	err    error
+	rest   []connectors.Message
+}
+
+func (r *viewReader) Read(ctx context.Context, buf []connectors.Message, max int) ([]connectors.Message, error) {
+	for len(buf) < max {
+		if len(r.rest) == 0 {
+			var ok bool
+			select {
+			case r.rest, ok = <-r.ch:
+			case <-ctx.Done():
+				return buf, ctx.Err()
+			}
+			if !ok {
+				if r.err != nil {
+					return buf, r.err
+				}
+				return buf, connectors.ErrEndOfSplit
+			}
+		}
+		k := min(len(r.rest), max-len(buf))
+		buf = append(buf, r.rest[:k]...)
+		r.rest = r.rest[k:]
+	}
+	return buf, nil
+}
+
+func (r *viewReader) Close() error {
+	r.cancel()
+	for range r.ch { // let the reading goroutine end
+	}
+	return nil
+}
 
 // sharedViews reads a job's committed view rows from the shared checkpoint store.
 type sharedViews struct {

@@ -175,7 +175,7 @@ func TestBenchViewRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench view: %v\n%s\n%s", err, out, errOut)
 	}
-	if !strings.Contains(out, "the first pull query of every row (3000 rows)") || !strings.Contains(out, "built: every key in the view") {
+	if !strings.Contains(out, "reading every row (COUNT(*): 3000)") || !strings.Contains(out, "SELECT * of every row (3000 rows") {
 		t.Fatalf("bench view reported:\n%s", out)
 	}
 }
