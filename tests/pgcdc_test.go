@@ -199,7 +199,7 @@ func cdcDiffText(got, want []string) string {
 // changes, read by three jobs (an aggregation, a copy of every column, and an aggregation
 // over a regular join with a second table whose rows change too) through
 // postgres-cdc tables into PostgreSQL sink tables. The rsql server is killed with SIGKILL
-// three times mid-stream and PostgreSQL is restarted once: the sink tables end equal to
+// three times mid-stream and PostgreSQL is restarted once and crashes once: the sink tables end equal to
 // PostgreSQL's queries over the source table, so no change was lost or applied twice, and
 // the slots confirm the last change (the checkpoint commit hook).
 // cdcDatabases starts the source cluster (logical replication, cdcSourceDDL's tables) and
@@ -269,9 +269,15 @@ func TestPostgresCDC(t *testing.T) {
 			time.Sleep(time.Duration(200+r.Intn(600)) * time.Millisecond)
 			s.p.Kill()
 			s.start()
-		case 5:
-			// PostgreSQL restarts: the jobs wait for it and go on from their checkpoints.
-			pg.StopServer()
+		case 5, 8:
+			// PostgreSQL restarts (5) or crashes and recovers (8: immediate shutdown, no
+			// shutdown checkpoint, its slots as of their last save): the jobs wait for it
+			// and go on from their checkpoints.
+			if round == 5 {
+				pg.StopServer()
+			} else {
+				pg.CrashServer()
+			}
 			conn.Close(ctx)
 			time.Sleep(2 * time.Second)
 			if err := pg.StartServer(); err != nil {

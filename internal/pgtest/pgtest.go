@@ -208,6 +208,27 @@ func (c *Cluster) StopServer() {
 	}
 }
 
+// CrashServer stops the server by its PID the way a crash does (SIGQUIT: immediate
+// shutdown — the processes exit at once, without a shutdown checkpoint, and the next start
+// replays the WAL to recover) and waits for it, keeping its data directory and port for
+// StartServer.
+func (c *Cluster) CrashServer() {
+	if c.cmd == nil {
+		return
+	}
+	select {
+	case <-c.done:
+	default:
+		c.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-c.done:
+		case <-time.After(30 * time.Second):
+			c.cmd.Process.Kill()
+			<-c.done
+		}
+	}
+}
+
 // Stop sends SIGINT (fast shutdown) to the server's PID, waits for it, and removes its files.
 func (c *Cluster) Stop() {
 	c.StopServer()
