@@ -114,7 +114,7 @@ func TestBrokerAdminConsumeStats(t *testing.T) {
 		t.Fatalf("QUERY_TOPIC_CONSUME_BY_WHO: %s", r.Body)
 	}
 	c.Shutdown()
-	if err := groupLeft(b.Addr, "g-stat"); err != nil {
+	if err := groupLeft(b.Addr, "g-stat", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if r := adminCall(t, b.Addr, 203, map[string]string{"consumerGroup": "g-stat"}, nil); r.Code != 206 {

@@ -77,10 +77,10 @@ func consumerIDs(addr, group string) ([]string, error) {
 	return body.ConsumerIDList, nil
 }
 
-// groupLeft waits until the broker lists no client in group.
-func groupLeft(addr, group string) error {
+// groupLeft waits up to wait until the broker lists no client in group.
+func groupLeft(addr, group string, wait time.Duration) error {
 	var last error
-	if waitFor(30*time.Second, func() bool {
+	if waitFor(wait, func() bool {
 		ids, err := consumerIDs(addr, group)
 		last = err
 		return err == nil && len(ids) == 0
@@ -130,8 +130,12 @@ func TestBrokerShutdownCommitsDurable(t *testing.T) {
 		// The client unregisters from its group first and then writes its final commits
 		// (one-way, on the same connection) before closing it, so the group may be seen
 		// gone a moment before the commits are applied: they must all be stored soon after.
-		if err := groupLeft(b.Addr, group); err != nil {
-			return fmt.Errorf("run %d: %v", i, err)
+		// The Go client's heartbeat can race its shutdown and register the group again on a
+		// fresh connection (seen once in a few hundred runs: listed for the channel's
+		// expiry, minutes); the commits, written before, must be stored all the same, so
+		// that wait is a synchronization point, not the check.
+		if err := groupLeft(b.Addr, group, 10*time.Second); err != nil {
+			t.Logf("run %d: %v; checking its offsets all the same", i, err)
 		}
 		var got []int64
 		if !waitFor(10*time.Second, func() bool {
@@ -197,7 +201,7 @@ func TestBrokerOneWayCommitBeforeClose(t *testing.T) {
 			c.(*net.TCPConn).SetLinger(0)
 		}
 		c.Close()
-		if err := groupLeft(b.Addr, group); err != nil {
+		if err := groupLeft(b.Addr, group, 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		want := fmt.Sprint([]int{i * 10, i*10 + 1, i*10 + 2, i*10 + 3})
