@@ -70,20 +70,36 @@ func (t *topNOp) fetch(sp *topSplit, key []byte) (*topPart, error) {
 	return p, nil
 }
 
-// evict drops the least recently used partitions that may leave memory (unchanged since a
-// committed save) until a quarter of the split's share is free, or as many as may.
+// evict makes room in sp's share of the cache (evictParts).
 func (t *topNOp) evict(sp *topSplit) {
-	size := t.splitCache()
-	n := len(sp.parts) - (size - size/4)
-	ages := t.ages[:0]
-	for _, p := range sp.parts {
-		if !p.dirty && p.saved != sp.saves {
-			ages = append(ages, sp.tick-p.touch)
+	t.ages = evictParts(&sp.groupCache, sp.parts, t.splitCache(), t.ages, t.full, func(p *topPart) partState {
+		return partState{dirty: p.dirty, persisted: p.persisted, saved: p.saved, touch: p.touch}
+	})
+}
+
+// partState is what the eviction of a Top-N's partitions needs to know of one.
+type partState struct {
+	dirty, persisted bool
+	saved            uint16
+	touch            uint32
+}
+
+// evictParts drops from parts, a split's partitions of a Top-N or deduplication kept in a
+// cache of size, the least recently used ones that may leave memory (unchanged since a
+// committed save: c's rules, agg_cache.go) until a quarter of size is free, or as many as
+// may; those stored are recorded as spilled. When the partitions that may not leave fill
+// the cache it calls full (a checkpoint lets them). ages is scratch space, returned for
+// reuse.
+func evictParts[P any](c *groupCache, parts map[string]P, size int, ages []uint32, full func(), state func(P) partState) []uint32 {
+	n := len(parts) - (size - size/4)
+	ages = ages[:0]
+	for _, p := range parts {
+		if st := state(p); !st.dirty && st.saved != c.saves {
+			ages = append(ages, c.tick-st.touch)
 		}
 	}
-	t.ages = ages
-	if len(sp.parts)-len(ages) >= size && t.full != nil {
-		t.full() // the partitions that may not leave fill the cache: a checkpoint lets them
+	if len(parts)-len(ages) >= size && full != nil {
+		full()
 	}
 	if len(ages) > 0 && n > 0 {
 		var oldest uint32
@@ -91,16 +107,17 @@ func (t *topNOp) evict(sp *topSplit) {
 			slices.Sort(ages)
 			oldest = ages[len(ages)-n]
 		}
-		for k, p := range sp.parts {
-			if !p.dirty && p.saved != sp.saves && sp.tick-p.touch >= oldest {
-				if p.persisted {
-					sp.spill([]byte(k))
+		for k, p := range parts {
+			if st := state(p); !st.dirty && st.saved != c.saves && c.tick-st.touch >= oldest {
+				if st.persisted {
+					c.spill([]byte(k))
 				}
-				delete(sp.parts, k)
+				delete(parts, k)
 			}
 		}
 	}
-	sp.evictAt = max(size, len(sp.parts)+max(size/4, 1))
+	c.evictAt = max(size, len(parts)+max(size/4, 1))
+	return ages
 }
 
 // sweepStore deletes, at the next checkpoint, the stored partitions of sp that are not in

@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"slices"
 	"sort"
 
 	"rsql/planner"
@@ -350,37 +349,12 @@ func (t *topNChangesOp) fetch(sp *topChSplit, key []byte) (*topChPart, error) {
 	return p, nil
 }
 
-// evict drops the least recently used partitions that may leave memory (unchanged since a
-// committed save) until a quarter of the split's share is free, or as many as may.
+// evict makes room in sp's share of the cache (evictParts).
 func (t *topNChangesOp) evict(sp *topChSplit) {
-	size := t.splitCache()
-	n := len(sp.parts) - (size - size/4)
-	ages := t.ages[:0]
-	for _, p := range sp.parts {
-		if !p.dirty && p.saved != sp.saves {
-			ages = append(ages, sp.tick-p.touch)
-		}
-	}
-	t.ages = ages
-	if len(sp.parts)-len(ages) >= size && t.full != nil {
-		t.full() // the partitions that may not leave fill the cache: a checkpoint lets them
-	}
-	if len(ages) > 0 && n > 0 {
-		var oldest uint32
-		if n < len(ages) {
-			slices.Sort(ages)
-			oldest = ages[len(ages)-n]
-		}
-		for k, p := range sp.parts {
-			if !p.dirty && p.saved != sp.saves && sp.tick-p.touch >= oldest {
-				if len(p.rows) > 0 {
-					sp.spill([]byte(k))
-				}
-				delete(sp.parts, k)
-			}
-		}
-	}
-	sp.evictAt = max(size, len(sp.parts)+max(size/4, 1))
+	t.ages = evictParts(&sp.groupCache, sp.parts, t.splitCache(), t.ages, t.full, func(p *topChPart) partState {
+		// An emptied partition is not persisted: it leaves without a trace in the filter.
+		return partState{dirty: p.dirty, persisted: p.persisted, saved: p.saved, touch: p.touch}
+	})
 }
 
 func (t *topNChangesOp) Close() error { return nil }

@@ -353,21 +353,7 @@ func (s *PostgresCheckpointStore) Load(ctx context.Context, job, split string, f
 				info.Offset, info.HasOffset = *off, true
 			}
 		}
-		rows, err := tx.Query(ctx, s.q.loadState, job, split)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		var k, v []byte
-		for rows.Next() {
-			if err := rows.Scan(&k, &v); err != nil {
-				return err
-			}
-			if err := fn(k, v); err != nil {
-				return &callbackError{err}
-			}
-		}
-		return rows.Err()
+		return eachKey(ctx, tx, fn, s.q.loadState, job, split)
 	})
 	var ce *callbackError
 	if errors.As(err, &ce) {
@@ -384,27 +370,10 @@ func (s *PostgresCheckpointStore) Load(ctx context.Context, job, split string, f
 // transaction: the keys of one moment.
 func (s *PostgresCheckpointStore) ScanJob(ctx context.Context, job string, prefix []byte, fn func(key, value []byte) error) error {
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var rows pgx.Rows
-		var err error
 		if end := PrefixEnd(prefix); end != nil {
-			rows, err = tx.Query(ctx, s.q.scanJob, job, prefix, end)
-		} else {
-			rows, err = tx.Query(ctx, s.q.scanJobFrom, job, prefix)
+			return eachKey(ctx, tx, fn, s.q.scanJob, job, prefix, end)
 		}
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		var k, v []byte
-		for rows.Next() {
-			if err := rows.Scan(&k, &v); err != nil {
-				return err
-			}
-			if err := fn(k, v); err != nil {
-				return &callbackError{err}
-			}
-		}
-		return rows.Err()
+		return eachKey(ctx, tx, fn, s.q.scanJobFrom, job, prefix)
 	})
 	var ce *callbackError
 	if errors.As(err, &ce) {
@@ -427,6 +396,26 @@ func (s *PostgresCheckpointStore) GetJob(ctx context.Context, job string, key []
 		return nil, false, fmt.Errorf("state: get a key of job %q: %w", job, err)
 	}
 	return v, true, nil
+}
+
+// eachKey runs query (its rows: key, value) in tx and calls fn with each row; an error of
+// fn comes back as a callbackError.
+func eachKey(ctx context.Context, tx pgx.Tx, fn func(key, value []byte) error, query string, args ...any) error {
+	rows, err := tx.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var k, v []byte
+	for rows.Next() {
+		if err := rows.Scan(&k, &v); err != nil {
+			return err
+		}
+		if err := fn(k, v); err != nil {
+			return &callbackError{err}
+		}
+	}
+	return rows.Err()
 }
 
 // callbackError carries an error of the caller's callback out of a transaction unchanged.

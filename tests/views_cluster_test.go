@@ -60,7 +60,7 @@ func TestViewAcrossInstances(t *testing.T) {
 			got := pullRows(t, s.pg, fmt.Sprintf(`SELECT user_id, n, q FROM per_user WHERE user_id = '%s'`, u))
 			var w []string
 			for _, line := range want {
-				if strings.HasPrefix(line, u+"|") {
+				if strings.HasPrefix(line, u+" ") {
 					w = append(w, line)
 				}
 			}
@@ -75,7 +75,7 @@ func TestViewAcrossInstances(t *testing.T) {
 	waitView(t, b, viewAnswer(evs))
 }
 
-// viewAnswer is per_user over evs: "user|n|q" lines, sorted.
+// viewAnswer is per_user over evs: "user n q" lines, sorted.
 func viewAnswer(evs []event) []string {
 	type agg struct{ n, q int }
 	m := map[string]*agg{}
@@ -90,7 +90,7 @@ func viewAnswer(evs []event) []string {
 	}
 	var out []string
 	for u, g := range m {
-		out = append(out, fmt.Sprintf("%s|%d|%d", u, g.n, g.q))
+		out = append(out, fmt.Sprintf("%s %d %d", u, g.n, g.q))
 	}
 	slices.Sort(out)
 	return out
@@ -114,7 +114,7 @@ func waitView(t *testing.T, s *clusterServer, want []string) {
 	}
 }
 
-// pullRows runs query on the server at addr and renders each row's values joined by "|".
+// pullRows runs query on the server at addr: its rows rendered by orderedRows.
 func pullRows(t *testing.T, addr, query string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -124,27 +124,7 @@ func pullRows(t *testing.T, addr, query string) []string {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, query, pgx.QueryExecModeSimpleProtocol)
-	if err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		vals, err := rows.Values()
-		if err != nil {
-			t.Fatal(err)
-		}
-		parts := make([]string, len(vals))
-		for i, v := range vals {
-			parts[i] = fmt.Sprint(v)
-		}
-		out = append(out, strings.Join(parts, "|"))
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return out
+	return orderedRows(t, conn, query)
 }
 
 // diffLines shows up to ten lines that are in one list and not the other.
