@@ -191,35 +191,23 @@ func (c *Cluster) startServer() error {
 
 // StopServer stops the server by its PID (SIGINT: fast shutdown, which ends the sessions
 // connected to it) and waits for it, keeping its data directory and port for StartServer.
-func (c *Cluster) StopServer() {
-	if c.cmd == nil {
-		return
-	}
-	select {
-	case <-c.done:
-	default:
-		c.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-c.done:
-		case <-time.After(30 * time.Second):
-			c.cmd.Process.Kill()
-			<-c.done
-		}
-	}
-}
+func (c *Cluster) StopServer() { c.stopWith(syscall.SIGINT) }
 
 // CrashServer stops the server by its PID the way a crash does (SIGQUIT: immediate
 // shutdown — the processes exit at once, without a shutdown checkpoint, and the next start
 // replays the WAL to recover) and waits for it, keeping its data directory and port for
 // StartServer.
-func (c *Cluster) CrashServer() {
+func (c *Cluster) CrashServer() { c.stopWith(syscall.SIGQUIT) }
+
+// stopWith sends sig to the server and waits for it to exit (SIGKILL after 30 s).
+func (c *Cluster) stopWith(sig syscall.Signal) {
 	if c.cmd == nil {
 		return
 	}
 	select {
 	case <-c.done:
 	default:
-		c.cmd.Process.Signal(syscall.SIGQUIT)
+		c.cmd.Process.Signal(sig)
 		select {
 		case <-c.done:
 		case <-time.After(30 * time.Second):
