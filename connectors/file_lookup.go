@@ -44,7 +44,7 @@ func ParseFileLookupOptions(raw map[string]string) (LookupOptions, error) {
 
 // FileLookup is a LookupTable over a file held in memory: each key's row, the line of the
 // key with the greatest version time when the table declares one (LookupSpec.VersionTime;
-// among equal times, and without one, the last line). A JSON line whose __op field is "delete" (or "d", any
+// NULL the greatest; among equal times, and without one, the last line). A JSON line whose __op field is "delete" (or "d", any
 // case) removes its key, as in a table's changelog. Lookups never fail.
 type FileLookup struct {
 	spec LookupSpec
@@ -150,7 +150,7 @@ func OpenFileLookup(files *FileRoots, spec LookupSpec) (*FileLookup, error) {
 			}
 			if vt >= 0 {
 				t := row[vt]
-				if prev, ok := times[string(key)]; ok && !t.IsNull() && !prev.IsNull() && sql.Compare(t, prev) < 0 {
+				if prev, ok := times[string(key)]; ok && olderVersion(t, prev) {
 					continue // older than the key's version in effect: not its latest
 				}
 				times[string(key)] = t
@@ -167,6 +167,19 @@ func OpenFileLookup(files *FileRoots, spec LookupSpec) (*FileLookup, error) {
 		}
 	}
 	return l, nil
+}
+
+// olderVersion reports whether version time t is older than prev. A NULL time is the
+// newest, as in the latest versions of a table in a join or a pull query (docs/sql.md,
+// "Tables"): a timed line after a NULL-timed one of its key is older than it.
+func olderVersion(t, prev sql.Value) bool {
+	switch {
+	case prev.IsNull():
+		return !t.IsNull()
+	case t.IsNull():
+		return false
+	}
+	return sql.Compare(t, prev) < 0
 }
 
 // Len is the number of keys the table holds.

@@ -133,6 +133,12 @@ func TestFileLookupVersionTime(t *testing.T) {
 		`{"k":"b","tier":"older than its delete","ts":"2026-01-01T00:00:15Z"}`,
 		`{"k":"c","tier":"first","ts":"2026-01-01T00:00:30Z"}`,
 		`{"k":"c","tier":"same time, later","ts":"2026-01-01T00:00:30Z"}`,
+		// A NULL version time is the newest: a timed line after it is older, a NULL-timed
+		// line after a timed one newer.
+		`{"k":"d","tier":"untimed","ts":null}`,
+		`{"k":"d","tier":"timed after an untimed","ts":"2026-01-01T00:00:40Z"}`,
+		`{"k":"e","tier":"timed","ts":"2026-01-01T00:00:50Z"}`,
+		`{"k":"e","tier":"untimed after a timed","ts":null}`,
 	}
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -150,14 +156,15 @@ func TestFileLookupVersionTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got []string
-		for _, k := range []string{"a", "b", "c"} {
+		for _, k := range []string{"a", "b", "c", "d", "e"} {
 			for _, r := range tab.Get(sql.AppendKey(nil, sql.Varchar(k))) {
 				got = append(got, k+"="+r[1].S)
 			}
 		}
-		want := "a=gold; c=same time, later"
+		want := "a=gold; c=same time, later; d=untimed; e=untimed after a timed"
 		if !versioned {
-			want = "a=stale; b=older than its delete; c=same time, later" // the last line of each key
+			// the last line of each key
+			want = "a=stale; b=older than its delete; c=same time, later; d=timed after an untimed; e=untimed after a timed"
 		}
 		if g := strings.Join(got, "; "); g != want {
 			t.Errorf("versioned=%v: %q, want %q", versioned, g, want)
