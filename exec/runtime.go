@@ -673,6 +673,7 @@ func (j *Job) buildOutput(ctx context.Context, st *stage, down *stage, in int) e
 		if err != nil {
 			return err
 		}
+		t.full = j.kickCheckpoint
 		st.out = t
 	case ps.Sink.Stream == "" && ps.Sink.Connector == "":
 		if env.OnRow == nil {

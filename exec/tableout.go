@@ -56,7 +56,16 @@ type tableOut struct {
 	cnt   *counters
 	pend  map[string]*viewPending
 	enc   []byte
+	// full asks the job for a checkpoint (once per checkpoint, asked) when the changes
+	// held for the next one reach viewPendingMax entries, so that a view whose keys all
+	// change between checkpoints holds a bounded part of them in memory.
+	full  func()
+	asked bool
 }
+
+// viewPendingMax is the folded changes a view's stage holds (its splits together) before
+// it asks for a checkpoint: about what an aggregation's group cache holds.
+const viewPendingMax = 4 * DefaultAggCacheGroups
 
 // viewPending is one split's changes since its last checkpoint.
 type viewPending struct {
@@ -121,7 +130,20 @@ func (t *tableOut) Process(b *Batch) error {
 		}
 	}
 	t.cnt.out.Add(int64(len(b.Rows)))
+	if t.full != nil && !t.asked && t.pending() >= viewPendingMax {
+		t.asked = true
+		t.full()
+	}
 	return nil
+}
+
+// pending is the number of changes held for the next checkpoint.
+func (t *tableOut) pending() int {
+	n := 0
+	for _, p := range t.pend {
+		n += len(p.rows) + len(p.counts) + len(p.all)
+	}
+	return n
 }
 
 func (t *tableOut) Watermark(int64) error { return nil }
@@ -131,6 +153,7 @@ func (t *tableOut) Close() error          { return nil }
 func (t *tableOut) Control(c *Control) error {
 	switch c.Kind {
 	case Checkpoint:
+		t.asked = false
 		names := make([]string, 0, len(t.pend))
 		for n := range t.pend {
 			names = append(names, n)

@@ -98,3 +98,45 @@ func FuzzDecodeViewEntry(f *testing.F) {
 		}
 	})
 }
+
+// A view's stage asks for a checkpoint, once, when the changes it holds for the next one
+// reach viewPendingMax distinct keys, and not for many changes of a few keys; the
+// checkpoint lets it ask again.
+func TestViewPendingAsksForCheckpoint(t *testing.T) {
+	schema := sql.Schema{{Name: "k", Type: sql.TypeBigInt}, {Name: "v", Type: sql.TypeBigInt}, {Name: sql.ChangeColumn, Type: sql.TypeVarchar}}
+	ps := &planner.Stage{ID: 1, Sink: planner.SinkSpec{Stream: "v", Connector: "view", Schema: schema, KeyColumns: []int{0}, Changes: planner.Upsert}}
+	out, err := newTableOut("job", ps, state.NewMemory(), &counters{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := 0
+	out.full = func() { asked++ }
+	feed := func(n, keys int) {
+		t.Helper()
+		rows := make([]sql.Row, 0, 512)
+		for i := 0; i < n; i++ {
+			rows = append(rows, sql.Row{sql.BigInt(int64(i % keys)), sql.BigInt(int64(i)), sql.Null})
+			if len(rows) == cap(rows) || i == n-1 {
+				if err := out.Process(&Batch{Split: fmt.Sprint(i % 2), Rows: rows}); err != nil {
+					t.Fatal(err)
+				}
+				rows = rows[:0]
+			}
+		}
+	}
+	feed(3*viewPendingMax, 10)
+	if asked != 0 {
+		t.Fatalf("asked for %d checkpoints for the changes of 10 keys", asked)
+	}
+	feed(2*viewPendingMax, 2*viewPendingMax)
+	if asked != 1 {
+		t.Fatalf("asked for %d checkpoints holding changes of %d keys, want 1", asked, 2*viewPendingMax)
+	}
+	if err := out.Control(&Control{Kind: Checkpoint, Epoch: 1, State: &state.Batch{}}); err != nil {
+		t.Fatal(err)
+	}
+	feed(viewPendingMax+10, viewPendingMax+10)
+	if asked != 2 {
+		t.Fatalf("after a checkpoint: asked %d times, want 2", asked)
+	}
+}

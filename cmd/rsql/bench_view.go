@@ -19,9 +19,10 @@ import (
 // is closed and started again on the same data directory, and the first pull query of
 // every row is timed, with the process's peak RSS from the restart on.
 type BenchViewCmd struct {
-	Keys   int `name:"keys" default:"1000000" help:"Distinct keys of the view."`
-	Events int `name:"events" default:"0" help:"Events (0: twice the keys)."`
-	Queues int `name:"queues" default:"4" help:"Queues of the event topic (the job's splits)."`
+	Keys        int    `name:"keys" default:"1000000" help:"Distinct keys of the view."`
+	Events      int    `name:"events" default:"0" help:"Events (0: twice the keys)."`
+	Queues      int    `name:"queues" default:"4" help:"Queues of the event topic (the job's splits)."`
+	HeapProfile string `name:"heapprofile" help:"Write a heap profile of the build at its peak of live heap (sampled every 100 ms) to FILE."`
 }
 
 func (c *BenchViewCmd) Run() error {
@@ -54,6 +55,10 @@ func (c *BenchViewCmd) Run() error {
 		return err
 	}
 	resetPeakRSS()
+	stopPeak := func() error { return nil }
+	if c.HeapProfile != "" {
+		stopPeak = peakHeapProfile(c.HeapProfile)
+	}
 	start := time.Now()
 	if err := pipelineExec(sys.Engine, `CREATE MATERIALIZED VIEW per_key AS
   SELECT user_id, COUNT(*) AS n, SUM(amount) AS total FROM bench_events GROUP BY user_id`); err != nil {
@@ -96,6 +101,10 @@ func (c *BenchViewCmd) Run() error {
 		time.Sleep(500 * time.Millisecond)
 	}
 	build, buildRSS := time.Since(start), peakRSSMiB()
+	if err := stopPeak(); err != nil {
+		sys.Close()
+		return err
+	}
 	if err := sys.Close(); err != nil {
 		return err
 	}
