@@ -1054,8 +1054,6 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 			e.dropViewRows(d.Job)
 		}
 	}
-	e.mu.Lock()
-	e.mu.Unlock()
 	return &Result{Tag: "DROP " + s.Kind.String()}, nil
 }
 

@@ -50,8 +50,6 @@ func (e *Engine) replace(d StreamDef, j *JobDef, q *sql.Query, sink planner.Sink
 			e.dropViewRows(oldJob)
 		}
 	}
-	e.mu.Lock()
-	e.mu.Unlock()
 	res := &Result{Tag: tag}
 	if newJob != "" {
 		def.ID = newJob
