@@ -579,18 +579,29 @@ func versionAt(k *jkey, t int64) *jrow {
 // current handles a row of a processing-time table join.
 func (j *joinOp) current(sp *joinSplit, in int, key string, r sql.Row) {
 	if in == 1 {
+		vt := j.node.RightTime
 		k := j.getKey(sp, 1, key)
+		if vt >= 0 && len(k.rows) > 0 && versionTime(r[vt]) < versionTime(k.rows[0].row[vt]) {
+			return // older than the key's version (or delete) in effect
+		}
 		j.kept.Add(-int64(len(k.rows)))
 		clear(k.rows)
 		k.rows = k.rows[:0]
-		if !j.isDelete(r) {
+		switch del := j.isDelete(r); {
+		case !del:
 			k.rows = append(k.rows, j.newRow(r, 0, k))
+		case vt >= 0:
+			// The delete stays, joining nothing, so that an older version read later is
+			// ignored too (as in a regular join with a table).
+			jr := j.newRow(r, 0, k)
+			jr.deleted = true
+			k.rows = append(k.rows, jr)
 		}
 		j.markChanged(sp, k)
 		return
 	}
 	var v sql.Row
-	if k := sp.keys[1][key]; k != nil && len(k.rows) > 0 {
+	if k := sp.keys[1][key]; k != nil && len(k.rows) > 0 && !k.rows[0].deleted {
 		v = k.rows[0].row
 	}
 	if v != nil {

@@ -604,3 +604,58 @@ func TestJoinExactTableDeleteKeepsItsTime(t *testing.T) {
 		t.Fatalf("got %v, want %s", got, want)
 	}
 }
+
+// A processing-time join with a table (FOR SYSTEM_TIME AS OF PROCTIME() over a topic)
+// joins each left row with its key's latest version read so far by version time: a
+// version older than the one in effect, or than its delete, changes nothing, also after a
+// restart; a NULL version time is the newest.
+func TestJoinCurrentVersionTime(t *testing.T) {
+	col0 := func(r sql.Row) sql.Value { return r[0] }
+	node := &planner.JoinNode{Kind: sql.JoinLeft, Mode: planner.JoinCurrent,
+		LeftKeys: []planner.Evaluator{col0}, RightKeys: []planner.Evaluator{col0},
+		LeftTime: -1, RightTime: 2, AsOf: -1, RightOp: 3, LeftOp: -1, LeftWidth: 2, RightWidth: 4}
+	store := state.NewMemory()
+	open := func() *joinOp {
+		j := newJoinOp(node, "job", "op", store, nil, &counters{})
+		if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	j := open()
+	out := &joinedRows{}
+	version := func(tier string, ts int64, del bool) sql.Row {
+		op, tv := sql.Null, sql.Timestamp(ts)
+		if del {
+			op = sql.Varchar("delete")
+		}
+		if ts < 0 {
+			tv = sql.Null
+		}
+		return sql.Row{sql.Varchar("u1"), sql.Varchar(tier), tv, op}
+	}
+	probe := func() { process(t, j, 0, out, sideRow("u1", 1, false, false)) }
+	process(t, j, 1, out, version("gold", 2000, false))
+	process(t, j, 1, out, version("stale", 1000, false)) // older: ignored
+	probe()
+	process(t, j, 1, out, version("", 3000, true))
+	process(t, j, 1, out, version("older than its delete", 2500, false))
+	probe()
+	joinCheckpoint(t, j, store)
+	j = open()
+	process(t, j, 1, out, version("after a restart, older", 2900, false))
+	probe()
+	process(t, j, 1, out, version("silver", 4000, false))
+	probe()
+	process(t, j, 1, out, version("no time", -1, false))
+	process(t, j, 1, out, version("after no time", 5000, false)) // older than a NULL time
+	probe()
+	var got []string
+	for _, r := range out.rows {
+		got = append(got, strings.Split(r, ",")[3])
+	}
+	want := "gold NULL NULL silver no time"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("got %q, want %s", got, want)
+	}
+}

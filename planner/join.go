@@ -26,7 +26,8 @@ const (
 	JoinTemporal
 	// JoinCurrent: FOR SYSTEM_TIME AS OF a processing time (PROCTIME()) with a table read
 	// from a topic: each left row is joined with the key's version current when it arrives
-	// (not deterministic; append-only, as a lookup join).
+	// — the greatest version time read so far (RightTime; NULL the greatest), a delete
+	// included — (not deterministic; append-only, as a lookup join).
 	JoinCurrent
 	// JoinRegular: no time bound. Without a state TTL it is exact: each side's rows are kept
 	// until they are deleted (a retract input's deletes; a table's new version or delete
@@ -436,7 +437,14 @@ func (b *logicalBuilder) join(f *sql.FromJoin, left, right LogicalNode) (Logical
 		if j.Table != nil {
 			j.RightTime = j.Table.EventTime
 		}
-	case j.Mode == JoinWindow, j.Mode == JoinCurrent, j.Mode == JoinLookup:
+	case j.Mode == JoinCurrent:
+		// The table's version time orders its versions: the version current when a left
+		// row arrives is the key's latest read so far, not its last read.
+		j.LeftTime, j.RightTime = -1, -1
+		if j.Table != nil {
+			j.RightTime = j.Table.EventTime
+		}
+	case j.Mode == JoinWindow, j.Mode == JoinLookup:
 		j.LeftTime, j.RightTime = -1, -1
 	case j.Mode == JoinTemporal:
 		j.LeftTime = -1
