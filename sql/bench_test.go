@@ -71,3 +71,6 @@ func BenchmarkArithNumericBig(b *testing.B) {
 	benchEval(b, "(price + 123456789012345678901234567890) * 3 + price - 1")
 }
 func BenchmarkArithNumericDivide(b *testing.B) { benchEval(b, "price / 7") }
+func BenchmarkEvalCaseOfOneOperand(b *testing.B) {
+	benchEval(b, "CASE WHEN LOWER(user_id) = 'apple' THEN '0' WHEN LOWER(user_id) = 'google' THEN '1' WHEN LOWER(user_id) = 'facebook' THEN '2' WHEN LOWER(user_id) = 'baidu' THEN '3' ELSE user_id END")
+}

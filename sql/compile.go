@@ -296,6 +296,15 @@ func compile(e Expr) (Evaluator, error) {
 }
 
 func compileCase(n *Case) (Evaluator, error) {
+	if n.Operand == nil {
+		if op, lits, ok := sameOperandEquals(n.Whens); ok {
+			// CASE WHEN e = 'a' THEN ... WHEN e = 'b' ... is CASE e WHEN 'a' ...: e is
+			// computed once per row, not once per WHEN.
+			m := *n
+			m.Operand, m.Whens = op, lits
+			return compileCase(&m)
+		}
+	}
 	whens, err := compileAll(n.Whens)
 	if err != nil {
 		return nil, err
@@ -352,6 +361,80 @@ func compileCase(n *Case) (Evaluator, error) {
 		}
 		return els(r)
 	}, nil
+}
+
+// sameOperandEquals reports whether every WHEN of a searched CASE compares one expression
+// (the same on each, calling no volatile function) with a non-NULL literal of exactly its
+// type, among those whose = is Compare's equality (VARCHAR, INT, BIGINT, BOOLEAN); it
+// returns the expression and the literals, the simple CASE's operand and WHENs.
+func sameOperandEquals(whens []Expr) (Expr, []Expr, bool) {
+	if len(whens) < 2 {
+		return nil, nil, false
+	}
+	var op Expr
+	lits := make([]Expr, len(whens))
+	for i, w := range whens {
+		c, ok := w.(*Call)
+		if !ok || c.Func != "=" || len(c.Args) != 2 {
+			return nil, nil, false
+		}
+		e, l := c.Args[0], c.Args[1]
+		lit, isLit := l.(*Literal)
+		if !isLit {
+			if lit, isLit = e.(*Literal); !isLit {
+				return nil, nil, false
+			}
+			e = l
+		}
+		switch k := e.Type().Kind; {
+		case lit.V.IsNull() || lit.T.Kind != k:
+			return nil, nil, false
+		case k != KindVarchar && k != KindInt && k != KindBigInt && k != KindBool:
+			return nil, nil, false
+		}
+		if i == 0 {
+			op = e
+		} else if !sameExpr(op, e) {
+			return nil, nil, false
+		}
+		lits[i] = lit
+	}
+	volatile := false
+	Walk(op, func(x Expr) bool {
+		if c, ok := x.(*Call); ok && volatileCall(c) {
+			volatile = true
+		}
+		return !volatile
+	})
+	return op, lits, !volatile
+}
+
+// sameExpr reports whether a and b are the same expression: the same columns, literals,
+// calls and casts (anything else is taken as different).
+func sameExpr(a, b Expr) bool {
+	switch x := a.(type) {
+	case *ColumnRef:
+		y, ok := b.(*ColumnRef)
+		return ok && x.Index == y.Index && x.T == y.T
+	case *Literal:
+		y, ok := b.(*Literal)
+		return ok && x.T == y.T && x.V.K == y.V.K && (x.V.IsNull() || Compare(x.V, y.V) == 0)
+	case *Cast:
+		y, ok := b.(*Cast)
+		return ok && x.T == y.T && sameExpr(x.Arg, y.Arg)
+	case *Call:
+		y, ok := b.(*Call)
+		if !ok || x.Func != y.Func || x.Def != y.Def || x.T != y.T || len(x.Args) != len(y.Args) {
+			return false
+		}
+		for i := range x.Args {
+			if !sameExpr(x.Args[i], y.Args[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // coerceTo wraps f so that its values have type to (numeric promotion for CASE/COALESCE).
