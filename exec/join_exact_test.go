@@ -556,6 +556,29 @@ func TestJoinExactTableVersionTime(t *testing.T) {
 	}
 }
 
+// openTableJoin opens join node over store with its split "s".
+func openTableJoin(t *testing.T, node *planner.JoinNode, store state.Store) *joinOp {
+	t.Helper()
+	j := newJoinOp(node, "job", "op", store, nil, &counters{})
+	if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// version is a record of a table (k, tier, ts, __op) of key u1: ts < 0 is a NULL version
+// time, del a delete.
+func version(tier string, ts int64, del bool) sql.Row {
+	op, tv := sql.Null, sql.Timestamp(ts)
+	if del {
+		op = sql.Varchar("delete")
+	}
+	if ts < 0 {
+		tv = sql.Null
+	}
+	return sql.Row{sql.Varchar("u1"), sql.Varchar(tier), tv, op}
+}
+
 // A table's delete keeps its key's version time: a version older than the delete, arriving
 // after it, is not the key's latest (it stays deleted), also after a restart from the
 // store; a newer version brings the key back. A NULL version time is newer than every time.
@@ -565,25 +588,9 @@ func TestJoinExactTableDeleteKeepsItsTime(t *testing.T) {
 		LeftKeys: []planner.Evaluator{col0}, RightKeys: []planner.Evaluator{col0},
 		LeftTime: -1, RightTime: 2, AsOf: -1, RightOp: 3, LeftOp: -1, LeftWidth: 2, RightWidth: 4, RightTable: true}
 	store := state.NewMemory()
-	open := func() *joinOp {
-		j := newJoinOp(node, "job", "op", store, nil, &counters{})
-		if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
-			t.Fatal(err)
-		}
-		return j
-	}
+	open := func() *joinOp { return openTableJoin(t, node, store) }
 	j := open()
 	out := &joinedRows{}
-	version := func(tier string, ts int64, del bool) sql.Row {
-		op, tv := sql.Null, sql.Timestamp(ts)
-		if del {
-			op = sql.Varchar("delete")
-		}
-		if ts < 0 {
-			tv = sql.Null
-		}
-		return sql.Row{sql.Varchar("u1"), sql.Varchar(tier), tv, op}
-	}
 	process(t, j, 0, out, sideRow("u1", 1, false, false))
 	process(t, j, 1, out, version("gold", 1000, false))
 	process(t, j, 1, out, version("", 3000, true))
@@ -615,25 +622,9 @@ func TestJoinCurrentVersionTime(t *testing.T) {
 		LeftKeys: []planner.Evaluator{col0}, RightKeys: []planner.Evaluator{col0},
 		LeftTime: -1, RightTime: 2, AsOf: -1, RightOp: 3, LeftOp: -1, LeftWidth: 2, RightWidth: 4}
 	store := state.NewMemory()
-	open := func() *joinOp {
-		j := newJoinOp(node, "job", "op", store, nil, &counters{})
-		if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
-			t.Fatal(err)
-		}
-		return j
-	}
+	open := func() *joinOp { return openTableJoin(t, node, store) }
 	j := open()
 	out := &joinedRows{}
-	version := func(tier string, ts int64, del bool) sql.Row {
-		op, tv := sql.Null, sql.Timestamp(ts)
-		if del {
-			op = sql.Varchar("delete")
-		}
-		if ts < 0 {
-			tv = sql.Null
-		}
-		return sql.Row{sql.Varchar("u1"), sql.Varchar(tier), tv, op}
-	}
 	probe := func() { process(t, j, 0, out, sideRow("u1", 1, false, false)) }
 	process(t, j, 1, out, version("gold", 2000, false))
 	process(t, j, 1, out, version("stale", 1000, false)) // older: ignored
