@@ -47,17 +47,18 @@ func TestViewAcrossInstances(t *testing.T) {
 	half := len(evs) / 2
 	produceEvents(t, br.NS, evs[:half])
 	want := viewAnswer(evs[:half])
-	for _, s := range srv {
-		waitView(t, s, want)
+	conns := []*pgx.Conn{pdConnect(t, a.pg), pdConnect(t, b.pg)}
+	for i, s := range srv {
+		waitView(t, s.name, conns[i], want)
 	}
 	// Point lookups, on both instances, of users whose rows either instance computed.
-	for _, s := range srv {
-		plan := pullRows(t, s.pg, `EXPLAIN SELECT n, q FROM per_user WHERE user_id = 'u1'`)
+	for i, s := range srv {
+		plan := orderedRows(t, conns[i], `EXPLAIN SELECT n, q FROM per_user WHERE user_id = 'u1'`)
 		if len(plan) == 0 || !strings.Contains(plan[0], "Lookup view per_user by key") {
 			t.Fatalf("%s: EXPLAIN of a point lookup: %q", s.name, plan)
 		}
 		for _, u := range []string{"u0", "u1", "u2", "u3", "u4", "u5", "u6", "u7"} {
-			got := pullRows(t, s.pg, fmt.Sprintf(`SELECT user_id, n, q FROM per_user WHERE user_id = '%s'`, u))
+			got := orderedRows(t, conns[i], fmt.Sprintf(`SELECT user_id, n, q FROM per_user WHERE user_id = '%s'`, u))
 			var w []string
 			for _, line := range want {
 				if strings.HasPrefix(line, u+" ") {
@@ -72,7 +73,7 @@ func TestViewAcrossInstances(t *testing.T) {
 
 	a.p.Kill()
 	produceEvents(t, br.NS, evs[half:])
-	waitView(t, b, viewAnswer(evs))
+	waitView(t, b.name, conns[1], viewAnswer(evs))
 }
 
 // viewAnswer is per_user over evs: "user n q" lines, sorted.
@@ -96,52 +97,22 @@ func viewAnswer(evs []event) []string {
 	return out
 }
 
-// waitView waits until a pull query of every row of per_user on s gives want.
-func waitView(t *testing.T, s *clusterServer, want []string) {
+// waitView waits until a pull query of every row of per_user on instance name (conn)
+// gives want.
+func waitView(t *testing.T, name string, conn *pgx.Conn, want []string) {
 	t.Helper()
 	var got []string
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		got = pullRows(t, s.pg, `SELECT user_id, n, q FROM per_user`)
+		got = orderedRows(t, conn, `SELECT user_id, n, q FROM per_user`)
 		slices.Sort(got)
 		if slices.Equal(got, want) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: the view has %d rows, want %d; first differences:\n%s(first rows %q, want %q)", s.name, len(got), len(want), diffLines(got, want), got[:min(3, len(got))], want[:min(3, len(want))])
+			compareMultisets(t, name+": per_user", want, got)
+			t.FailNow()
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// pullRows runs query on the server at addr: its rows rendered by orderedRows.
-func pullRows(t *testing.T, addr, query string) []string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, "postgres://rsql@"+addr+"/rsql?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	return orderedRows(t, conn, query)
-}
-
-// diffLines shows up to ten lines that are in one list and not the other.
-func diffLines(got, want []string) string {
-	var b strings.Builder
-	n := 0
-	for _, l := range want {
-		if !slices.Contains(got, l) && n < 10 {
-			fmt.Fprintf(&b, "  missing %s\n", l)
-			n++
-		}
-	}
-	for _, l := range got {
-		if !slices.Contains(want, l) && n < 10 {
-			fmt.Fprintf(&b, "  extra   %s\n", l)
-			n++
-		}
-	}
-	return b.String()
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -63,15 +62,11 @@ type benchResult struct {
 func (c *BenchBrokerCmd) Run() error {
 	rlog.SetLogger(quietLogger{})
 	if c.CPUProfile != "" {
-		f, err := os.Create(c.CPUProfile)
+		stop, err := startCPUProfile(c.CPUProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	ns, brokerAddr := c.Namesrv, ""
 	if ns == "" {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -232,15 +231,11 @@ func (c *BenchLatencyCmd) runOne(job, interval string) (latencyResult, error) {
 		}(q)
 	}
 	if c.CPUProfile != "" {
-		f, err := os.Create(c.CPUProfile + "." + job + "." + strings.ReplaceAll(interval+"default", "default", ""))
+		stop, err := startCPUProfile(c.CPUProfile + "." + job + "." + strings.ReplaceAll(interval+"default", "default", ""))
 		if err != nil {
 			return res, err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return res, err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	// Producer: every millisecond, the events due by then.
 	start := time.Now()

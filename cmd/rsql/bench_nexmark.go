@@ -111,15 +111,11 @@ func (c *BenchNexmarkCmd) runOne(q nexmark.Query) (nexmarkRow, error) {
 			resetPeakRSS()
 		}}
 	if c.CPUProfile != "" {
-		f, err := os.Create(c.CPUProfile + "." + q.Name)
+		stop, err := startCPUProfile(c.CPUProfile + "." + q.Name)
 		if err != nil {
 			return nexmarkRow{}, err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return nexmarkRow{}, err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	if c.MemProfile != "" {
 		runtime.MemProfileRate = 64 << 10
@@ -224,4 +220,20 @@ func peakHeapProfile(path string) func() error {
 		}
 	}()
 	return func() error { close(done); return <-stopped }
+}
+
+// startCPUProfile starts a CPU profile written to path; stop ends it and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

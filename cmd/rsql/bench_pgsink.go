@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -128,15 +127,11 @@ func (c *BenchPgsinkCmd) run(sink string, run int) (pgsinkRun, error) {
 	}
 	runtime.GC()
 	if c.CPUProfile != "" {
-		f, err := os.Create(fmt.Sprintf("%s.%s.%d", c.CPUProfile, sink, run))
+		stop, err := startCPUProfile(fmt.Sprintf("%s.%s.%d", c.CPUProfile, sink, run))
 		if err != nil {
 			return pgsinkRun{}, err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return pgsinkRun{}, err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	start, cpu0 := time.Now(), cpuTime()
 	if err := pipelineExec(eng, job); err != nil {

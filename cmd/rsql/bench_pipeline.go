@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -258,15 +257,11 @@ func (c *BenchPipelineCmd) throughput(checkpoints bool) (pipelineRun, error) {
 	}
 	if c.CPUProfile != "" {
 		// One profile per mode, of the timed part only: FILE.on and FILE.off.
-		f, err := os.Create(c.CPUProfile + "." + map[bool]string{true: "on", false: "off"}[checkpoints])
+		stop, err := startCPUProfile(c.CPUProfile + "." + map[bool]string{true: "on", false: "off"}[checkpoints])
 		if err != nil {
 			return pipelineRun{}, err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return pipelineRun{}, err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	start, cpu0 := time.Now(), cpuTime()
 	if err := pipelineExec(eng, pipelineJob(c.Queues, "'1' SECOND", interval)); err != nil {
