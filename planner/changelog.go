@@ -446,7 +446,7 @@ func firstOfEqual(n LogicalNode, key []int) []int {
 	for i, c := range key {
 		out[i] = c
 		for j := 0; j < c && c < len(p.Exprs); j++ {
-			if p.Exprs[j].String() == p.Exprs[c].String() {
+			if sql.SameExpr(p.Exprs[j], p.Exprs[c]) {
 				out[i] = j
 				break
 			}

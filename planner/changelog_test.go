@@ -145,3 +145,17 @@ func TestJoinBoundedByAColumn(t *testing.T) {
 		}
 	}
 }
+
+// A key column maps to an earlier column of a projection only when it is the same
+// expression over the same columns: two columns of one name from the two sides of a join
+// (a.id, b.id) are not copies of each other.
+func TestFirstOfEqualTellsColumnsApart(t *testing.T) {
+	id := func(i int) sql.Expr { return &sql.ColumnRef{Index: i, Name: "id", T: sql.TypeBigInt} }
+	p := &Project{Exprs: []sql.Expr{id(0), id(2), id(2)}, Names: []string{"id", "id", "id"}}
+	if got := firstOfEqual(p, []int{1}); got[0] != 1 {
+		t.Errorf("b.id mapped to column %d (a.id)", got[0])
+	}
+	if got := firstOfEqual(p, []int{2}); got[0] != 1 {
+		t.Errorf("a copy of b.id mapped to column %d, want 1", got[0])
+	}
+}

@@ -56,7 +56,7 @@ func TestCaseOfOneOperand(t *testing.T) {
 	}
 	// Columns of one name in two places are not the same expression.
 	a, b := &ColumnRef{Index: 0, Name: "v", T: TypeBigInt}, &ColumnRef{Index: 1, Name: "v", T: TypeBigInt}
-	if sameExpr(a, b) || !sameExpr(a, &ColumnRef{Index: 0, Name: "v", T: TypeBigInt}) {
-		t.Error("sameExpr tells columns apart by name, not by place")
+	if SameExpr(a, b) || !SameExpr(a, &ColumnRef{Index: 0, Name: "v", T: TypeBigInt}) {
+		t.Error("SameExpr tells columns apart by name, not by place")
 	}
 }

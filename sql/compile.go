@@ -394,7 +394,7 @@ func sameOperandEquals(whens []Expr) (Expr, []Expr, bool) {
 		}
 		if i == 0 {
 			op = e
-		} else if !sameExpr(op, e) {
+		} else if !SameExpr(op, e) {
 			return nil, nil, false
 		}
 		lits[i] = lit
@@ -407,34 +407,6 @@ func sameOperandEquals(whens []Expr) (Expr, []Expr, bool) {
 		return !volatile
 	})
 	return op, lits, !volatile
-}
-
-// sameExpr reports whether a and b are the same expression: the same columns, literals,
-// calls and casts (anything else is taken as different).
-func sameExpr(a, b Expr) bool {
-	switch x := a.(type) {
-	case *ColumnRef:
-		y, ok := b.(*ColumnRef)
-		return ok && x.Index == y.Index && x.T == y.T
-	case *Literal:
-		y, ok := b.(*Literal)
-		return ok && x.T == y.T && x.V.K == y.V.K && (x.V.IsNull() || Compare(x.V, y.V) == 0)
-	case *Cast:
-		y, ok := b.(*Cast)
-		return ok && x.T == y.T && sameExpr(x.Arg, y.Arg)
-	case *Call:
-		y, ok := b.(*Call)
-		if !ok || x.Func != y.Func || x.Def != y.Def || x.T != y.T || len(x.Args) != len(y.Args) {
-			return false
-		}
-		for i := range x.Args {
-			if !sameExpr(x.Args[i], y.Args[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
 }
 
 // coerceTo wraps f so that its values have type to (numeric promotion for CASE/COALESCE).

@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -325,6 +326,25 @@ func RemapColumns(e Expr, m []int) (Expr, error) {
 		}
 		return &ColumnRef{Index: m[c.Index], Name: c.Name, T: c.T}, nil
 	})
+}
+
+// SameExpr reports whether a and b are the same expression: the same text (String) over
+// the same columns (by place: a column's name, which String shows, is not unique in a
+// join's row).
+func SameExpr(a, b Expr) bool {
+	if a.String() != b.String() {
+		return false
+	}
+	var cols [2][]int
+	for i, e := range []Expr{a, b} {
+		Walk(e, func(x Expr) bool {
+			if c, ok := x.(*ColumnRef); ok {
+				cols[i] = append(cols[i], c.Index)
+			}
+			return true
+		})
+	}
+	return slices.Equal(cols[0], cols[1])
 }
 
 // IsConstant reports whether e reads no column and calls no volatile function (NOW(),
