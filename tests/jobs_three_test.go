@@ -58,14 +58,25 @@ func TestExchangeJobOnThreeInstances(t *testing.T) {
 	// Shown: SHOW UNITS names each unit's owner, which is the instance the division
 	// assigns it; SHOW JOBS names the three with their units; each instance's metrics
 	// count the units it runs.
-	showUnitsSpread(t, a.pg, all)
+	// Each instance learns of the others at its next membership tick, which a loaded
+	// machine can delay past the moment the splits table shows the spread: wait for
+	// each view to settle, and fail with what it showed last.
+	var problems []string
+	waitCond(t, 20*time.Second, func() bool {
+		problems = showUnitsSpread(t, a.pg, all)
+		return len(problems) == 0
+	}, "SHOW UNITS on A to show the spread: %v", seenLast[[]string]{&problems})
 	for _, s := range srv {
-		units := showJobsUnits(t, s.pg)
-		for _, m := range all {
-			if !strings.Contains(units, m+": ") {
-				t.Errorf("SHOW JOBS on %s: units %q do not name %s", s.name, units, m)
+		var units string
+		waitCond(t, 20*time.Second, func() bool {
+			units = showJobsUnits(t, s.pg)
+			for _, m := range all {
+				if !strings.Contains(units, m+": ") {
+					return false
+				}
 			}
-		}
+			return true
+		}, "SHOW JOBS on %s to name %v in its units (last: %v)", s.name, all, seenLast[string]{&units})
 	}
 	total := 0
 	for _, s := range srv {
@@ -184,10 +195,10 @@ func onTimeEvents(evs []event) []event {
 	return out
 }
 
-// ownersNow shows the owners a wait saw last, when it gives up.
-type ownersNow struct{ m *map[string]string }
+// seenLast shows what a wait saw last, when it gives up.
+type seenLast[T any] struct{ p *T }
 
-func (o ownersNow) String() string { return fmt.Sprint(*o.m) }
+func (o seenLast[T]) String() string { return fmt.Sprint(*o.p) }
 
 // waitUnitsSpreadN is waitUnitsSpread for a job of n units in all.
 func waitUnitsSpreadN(t *testing.T, conn *pgx.Conn, live []string, n int) map[string]string {
@@ -225,14 +236,15 @@ func waitUnitsSpreadN(t *testing.T, conn *pgx.Conn, live []string, n int) map[st
 			}
 		}
 		return len(owners) == n && len(perStage["0"]) == len(live) && len(perStage["1"]) == len(live)
-	}, "units of job-1 spread over %v (owners: %v)", live, ownersNow{&last})
+	}, "units of job-1 spread over %v (owners: %v)", live, seenLast[map[string]string]{&last})
 	t.Logf("units spread over %v: %v", live, last)
 	return last
 }
 
 // showUnitsSpread checks SHOW UNITS on the instance at pgAddr: eight units of job-1, each
-// owned by the instance the division assigns it, each stage on every one of members.
-func showUnitsSpread(t *testing.T, pgAddr string, members []string) {
+// owned by the instance the division assigns it, each stage on every one of members. It
+// returns what differs, nothing when all holds.
+func showUnitsSpread(t *testing.T, pgAddr string, members []string) (problems []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -278,15 +290,14 @@ func showUnitsSpread(t *testing.T, pgAddr string, members []string) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("SHOW UNITS:\n%s", table.String())
 	perStage := map[int]map[string]bool{}
 	for _, u := range got {
 		if u.job != "job-1" {
-			t.Errorf("SHOW UNITS: a unit of job %q", u.job)
+			problems = append(problems, fmt.Sprintf("a unit of job %q", u.job))
 			continue
 		}
 		if u.owner != u.assigned || !slices.Contains(members, u.owner) {
-			t.Errorf("SHOW UNITS: unit %s owned by %q, assigned to %q", u.unit, u.owner, u.assigned)
+			problems = append(problems, fmt.Sprintf("unit %s owned by %q, assigned to %q", u.unit, u.owner, u.assigned))
 		}
 		if perStage[u.stage] == nil {
 			perStage[u.stage] = map[string]bool{}
@@ -294,8 +305,12 @@ func showUnitsSpread(t *testing.T, pgAddr string, members []string) {
 		perStage[u.stage][u.owner] = true
 	}
 	if len(got) != 8 || len(perStage[0]) != len(members) || len(perStage[1]) != len(members) {
-		t.Errorf("SHOW UNITS: %d units, stage owners %v; want 8 units, each stage on %v", len(got), perStage, members)
+		problems = append(problems, fmt.Sprintf("%d units, stage owners %v; want 8 units, each stage on %v", len(got), perStage, members))
 	}
+	if problems != nil {
+		problems = append(problems, "SHOW UNITS:\n"+table.String())
+	}
+	return problems
 }
 
 // showJobsUnits returns the units column of job-1 in SHOW JOBS on the instance at pgAddr.
