@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -207,7 +208,7 @@ func (j *joinOp) split(name string) *joinSplit {
 	sp := j.splits[name]
 	if sp == nil {
 		sp = &joinSplit{name: name, wm: MinWatermark, swept: MinWatermark, inWM: [2]int64{MinWatermark, MinWatermark},
-			keys: [2]map[string]*jkey{{}, {}}}
+			keys: [2]map[string]*jkey{{}, {}}, cache: joinCache{floor: MinWatermark}}
 		j.splits[name] = sp
 	}
 	return sp
@@ -355,7 +356,16 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 				j.full()
 			}
 		case n.Mode == planner.JoinInterval, n.Mode == planner.JoinRegular:
+			if j.cacheMax > 0 {
+				if err := j.touchKey(sp, key); err != nil {
+					return err
+				}
+			}
 			j.probe(sp, in, key, r)
+			if j.cacheMax > 0 && !sp.cache.asked && len(sp.dirty) > j.cacheShare() && j.full != nil {
+				sp.cache.asked = true
+				j.full()
+			}
 		case n.Mode == planner.JoinTemporal:
 			j.temporal(sp, in, key, r)
 		case n.Mode == planner.JoinCurrent:
@@ -645,6 +655,17 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 				}
 			}
 		}
+		if c := &sp.cache; j.cacheMax > 0 {
+			if !c.started {
+				c.started, c.swept = true, wm // the first sweep is a horizon after the first watermark
+			}
+			if c.spilled && (wm == MaxWatermark || wm-c.swept >= j.sweepEvery()) {
+				c.swept = wm
+				if err := j.sweepStore(sp, wm); err != nil {
+					return err
+				}
+			}
+		}
 	case planner.JoinWindow:
 		if err := j.closeWindows(sp, wm, split, out); err != nil {
 			return err
@@ -855,6 +876,11 @@ func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
 		k.chunks, k.saved, k.savedAt = c+1, len(k.rows), sp.cache.saves
 	}
 	sp.dirty = sp.dirty[:0]
+	if c := &sp.cache; j.cacheMax > 0 && !j.exact && c.started {
+		// The watermark of this save and of the last sweep (join_cache.go).
+		j.enc = binary.AppendVarint(binary.AppendVarint(j.enc[:0], sp.wm), c.swept)
+		b.Put(j.stateKey(sp, metaSide, "", 0), j.enc)
+	}
 }
 
 var errBadJoin = errors.New("corrupt join state")
@@ -912,6 +938,15 @@ func (j *joinOp) load(split string) error {
 	if j.exact {
 		defer j.recount(sp)
 	}
+	defer func() {
+		// Rows saved by a join with a cache, loaded whole (the cache is off now): those
+		// that expired by the save's watermark are gone.
+		for side := range 2 {
+			for h := &sp.exp[side]; len(*h) > 0 && sp.cache.floor != MinWatermark && j.expired(side, (*h)[0], sp.cache.floor); {
+				j.remove(sp, h.pop())
+			}
+		}
+	}()
 	return j.store.Scan(prefix, func(key, v []byte) error {
 		if len(key) < len(prefix)+17 {
 			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
@@ -927,6 +962,16 @@ func (j *joinOp) load(split string) error {
 			return nil
 		}
 		side := int(kb[0])
+		if side == metaSide && len(kb) == 1 {
+			wm, n := binary.Varint(v)
+			swept, m := binary.Varint(v[max(n, 0):])
+			if n <= 0 || m <= 0 || n+m != len(v) {
+				return &StateError{Op: j.id, Split: split, Err: errBadJoin}
+			}
+			c := &sp.cache
+			c.floor, c.swept, c.started = wm, swept, true
+			return nil
+		}
 		if side > 1 {
 			return &StateError{Op: j.id, Split: split, Err: errBadJoin}
 		}
@@ -992,6 +1037,14 @@ func (h *rowHeap) push(r *jrow) {
 		i = p
 	}
 	a[i] = r
+	*h = a
+}
+
+// dropDead takes the dead rows out of the heap (rows of keys that left memory).
+func (h *rowHeap) dropDead() {
+	a := slices.DeleteFunc(*h, func(r *jrow) bool { return r.dead })
+	// A slice sorted by time is a heap.
+	slices.SortFunc(a, func(x, y *jrow) int { return cmp.Compare(x.ts, y.ts) })
 	*h = a
 }
 

@@ -34,8 +34,20 @@ import (
 // split moving in) loads no rows: every stored key is put in the filter and read back
 // when a row needs it.
 //
+// Inner joins whose rows expire by time (an interval join; a regular join with a state
+// TTL) use the same cache: a key leaves memory with both sides' rows (their heap entries
+// go with them), and comes back with the rows that have not expired at the split's
+// watermark — those a key in memory would still hold, so the output is the same with or
+// without the cache. A key in the store that no row asks for again is not read back to
+// expire: once per expiry horizon of watermark progress (sweepEvery) the store's keys not
+// in memory are scanned, and a side of a key whose every row expired is deleted at the
+// next checkpoint; a side with rows still live stays whole (its expired rows are dropped
+// when it is read back). Outer joins of these modes keep every key in memory: an unmatched
+// row must be emitted when it expires, which a key in the store would not be.
+//
 // The cache is off (every key in memory) with the in-memory store unless set, for the
-// other join modes (their rows expire, or wait for a window), and with a state TTL.
+// other join modes (temporal and processing-time joins, window joins: theirs leave memory
+// by window, join_window.go), and for outer joins whose rows expire.
 
 // DefaultJoinCacheKeys is the join keys an exact regular join keeps in memory (its splits
 // together) when Env.JoinCacheKeys is 0 and the state is not in memory.
@@ -44,7 +56,13 @@ const DefaultJoinCacheKeys = 1 << 14
 // joinCacheSize is the cache size of join n over store given the setting (Env: 0 is the
 // default, negative is off); 0 means no cache.
 func joinCacheSize(n *planner.JoinNode, store state.Store, setting int) int {
-	if setting < 0 || store == nil || n.Mode != planner.JoinRegular || n.TTL > 0 {
+	if setting < 0 || store == nil {
+		return 0
+	}
+	switch {
+	case n.Mode == planner.JoinRegular && n.TTL <= 0:
+	case (n.Mode == planner.JoinRegular || n.Mode == planner.JoinInterval) && n.Kind == sql.JoinInner:
+	default:
 		return 0
 	}
 	if _, mem := store.(*state.Memory); mem && setting == 0 {
@@ -78,6 +96,17 @@ type joinCache struct {
 	saves uint16
 	ages  []uint32
 	reads int64 // keys read back, for tests
+	// sweptSides counts the sides of keys a sweep of the store deleted before the end of
+	// the input, for tests.
+	sweptSides int64
+	// swept is the watermark of the last sweep of the store (an expiring join's; started
+	// once the first watermark came).
+	swept   int64
+	started bool
+	// floor is the watermark of the save the split was loaded from (an expiring join's):
+	// rows expired then were gone from memory, so a row read back that expired at floor
+	// is dropped even before a watermark comes.
+	floor int64
 	// asked: the split's changed keys outgrew its share and asked for a checkpoint
 	// (joinOp.full) since the last save.
 	asked bool
@@ -126,7 +155,9 @@ func (j *joinOp) touchKey(sp *joinSplit, key string) error {
 	}
 	if read {
 		c.reads++
-		j.recountKey(sp, key)
+		if j.exact {
+			j.recountKey(sp, key)
+		}
 	}
 	return nil
 }
@@ -140,6 +171,7 @@ func (j *joinOp) readKey(sp *joinSplit, side int, key string) (*jkey, error) {
 		width = j.node.RightWidth
 	}
 	var k *jkey
+	dropped := false
 	for c := int64(0); ; c++ {
 		j.grpBuf = j.stateKeyTo(j.grpBuf[:0], sp, side, key, c)
 		v, ok, err := j.store.Get(j.grpBuf)
@@ -152,8 +184,14 @@ func (j *joinOp) readKey(sp *joinSplit, side int, key string) (*jkey, error) {
 		if k == nil {
 			k = &jkey{key: key, side: side}
 		}
-		err = decodeJoinRows(v, width, func(f byte, _ int64, row sql.Row) {
-			r := j.newRow(row, 0, k)
+		err = decodeJoinRows(v, width, func(f byte, ts int64, row sql.Row) {
+			if j.exact {
+				ts = 0 // an exact join's time is its match count, counted again
+			} else if j.expiredThen(sp, side, row, ts) {
+				dropped = true // a key in memory would have dropped it by now
+				return
+			}
+			r := j.newRow(row, ts, k)
 			r.matched, r.deleted = f&1 != 0, f&2 != 0
 			k.rows = append(k.rows, r)
 		})
@@ -165,8 +203,17 @@ func (j *joinOp) readKey(sp *joinSplit, side int, key string) (*jkey, error) {
 	if k == nil {
 		return nil, nil
 	}
+	if len(k.rows) == 0 {
+		j.forget(sp, k) // every row expired: the stored chunks go at the next checkpoint
+		return nil, nil
+	}
 	k.saved = len(k.rows)
-	if k.chunks > maxReadChunks {
+	if !j.exact {
+		for _, r := range k.rows {
+			sp.exp[side].push(r)
+		}
+	}
+	if dropped || k.chunks > maxReadChunks {
 		j.markChanged(sp, k)
 	}
 	return k, nil
@@ -241,9 +288,103 @@ func (j *joinOp) evictKeys(sp *joinSplit) {
 				if k := sp.keys[s][key]; k != nil {
 					j.kept.Add(-int64(len(k.rows)))
 					delete(sp.keys[s], key)
+					if !j.exact {
+						for _, r := range k.rows {
+							r.dead = true // its heap entry goes below
+						}
+					}
 				}
 			}
 			c.spill(key)
 		}
 	}
+	if !j.exact {
+		sp.exp[0].dropDead()
+		sp.exp[1].dropDead()
+	}
+}
+
+// expiredThen reports whether a stored row of side (an expiring join's) expired at the
+// split's watermark or at the one of the save it was loaded from.
+func (j *joinOp) expiredThen(sp *joinSplit, side int, row sql.Row, ts int64) bool {
+	wm := max(sp.wm, sp.cache.floor)
+	return wm != MinWatermark && j.expired(side, &jrow{row: row, ts: ts}, wm)
+}
+
+// metaSide marks the entry of an expiring join's split that holds the watermark of its
+// last save, in the side byte of its key (stateKey).
+const metaSide = 2
+
+// sweepEvery is how much the watermark advances between sweeps of the store for keys
+// whose rows all expired (an expiring join's cache): its state TTL, its interval's width
+// or, when a row's own column bounds it, ten seconds; at least one second.
+func (j *joinOp) sweepEvery() int64 {
+	n := j.node
+	d := n.TTL
+	if n.Mode == planner.JoinInterval {
+		d = n.Upper - n.Lower
+		if n.HasUntil {
+			d = 10_000
+		}
+	}
+	return max(d, 1000)
+}
+
+// sweepStore deletes, at the next checkpoint, the sides of split sp's keys out of memory
+// whose every stored row expired at watermark wm (see the top of the file).
+func (j *joinOp) sweepStore(sp *joinSplit, wm int64) error {
+	prefix := state.SplitPrefix(nil, j.job, j.id, sp.name)
+	var run []byte       // the (side, key) of the chunks at hand
+	var runKeys [][]byte // their store keys
+	live := false
+	end := func() {
+		if run != nil && !live {
+			sp.dels = append(sp.dels, runKeys...)
+			if wm != MaxWatermark {
+				sp.cache.sweptSides++
+			}
+		}
+		run, runKeys, live = nil, nil, false
+	}
+	err := j.store.Scan(prefix, func(key, v []byte) error {
+		if len(key) < len(prefix)+17 {
+			return &StateError{Op: j.id, Split: sp.name, Err: errBadJoin}
+		}
+		kb := key[len(prefix) : len(key)-16]
+		side := int(kb[0])
+		if side == metaSide {
+			return nil
+		}
+		if side > 1 {
+			return &StateError{Op: j.id, Split: sp.name, Err: errBadJoin}
+		}
+		if string(kb) != string(run) {
+			// A side's chunks are contiguous: key encodings are prefix-free.
+			end()
+			run = append([]byte(nil), kb...)
+		}
+		if live {
+			return nil
+		}
+		if sp.keys[0][string(kb[1:])] != nil || sp.keys[1][string(kb[1:])] != nil {
+			live = true // in memory: its rows expire there
+			return nil
+		}
+		width := j.node.LeftWidth
+		if side == 1 {
+			width = j.node.RightWidth
+		}
+		err := decodeJoinRows(v, width, func(_ byte, ts int64, row sql.Row) {
+			if !live && !j.expired(side, &jrow{row: row, ts: ts}, wm) {
+				live = true
+			}
+		})
+		if err != nil {
+			return &StateError{Op: j.id, Split: sp.name, Err: err}
+		}
+		runKeys = append(runKeys, append([]byte(nil), key...))
+		return nil
+	})
+	end()
+	return err
 }

@@ -43,8 +43,8 @@ func TestJoinCacheRandom(t *testing.T) {
 	t.Logf("%d keys read back", reads)
 }
 
-// The cache is on only for the exact regular join, and with the in-memory store only when
-// set.
+// The cache is on for the exact regular join and for inner joins whose rows expire, and
+// with the in-memory store only when set.
 func TestJoinCacheSize(t *testing.T) {
 	rocks, err := state.OpenRocks(t.TempDir(), state.RocksOptions{})
 	if err != nil {
@@ -66,8 +66,10 @@ func TestJoinCacheSize(t *testing.T) {
 		{"memory, default", nil, mem, 0, 0},
 		{"memory, set", nil, mem, 100, 100},
 		{"no store", nil, nil, 100, 0},
-		{"ttl", func(n *planner.JoinNode) { n.TTL = 1000 }, rocks, 0, 0},
-		{"interval", func(n *planner.JoinNode) { n.Mode = planner.JoinInterval }, rocks, 0, 0},
+		{"ttl, left", func(n *planner.JoinNode) { n.TTL = 1000 }, rocks, 0, 0},
+		{"ttl, inner", func(n *planner.JoinNode) { n.TTL, n.Kind = 1000, sql.JoinInner }, rocks, 0, DefaultJoinCacheKeys},
+		{"interval, left", func(n *planner.JoinNode) { n.Mode = planner.JoinInterval }, rocks, 0, 0},
+		{"interval, inner", func(n *planner.JoinNode) { n.Mode, n.Kind = planner.JoinInterval, sql.JoinInner }, rocks, 0, DefaultJoinCacheKeys},
 		{"temporal", func(n *planner.JoinNode) { n.Mode = planner.JoinTemporal }, rocks, 0, 0},
 	} {
 		n := regular()
@@ -214,5 +216,115 @@ func TestJoinCacheKeepsKeysWithPendingDeletes(t *testing.T) {
 	process(t, j, 0, out, sideRow("k", 2, false, true))
 	if len(out.rows) != 0 {
 		t.Fatalf("a row of a deleted key joined %q: the deleted version came back from the store", out.rows)
+	}
+}
+
+// unit is the time step of expiringRandomRun's rows: a tenth of a second, so that runs
+// span several of the sweeps of keys out of memory (every second or more).
+const unit = 100
+
+// expiringJoinNode is an inner join on column 0 of rows (key, value, time[, until]) whose
+// rows expire: a regular join with a state TTL of 20 units, an interval join of right
+// times within 5 units of the left's, or one bounded by the left row's own until column.
+func expiringJoinNode(mode string) *planner.JoinNode {
+	col0 := func(r sql.Row) sql.Value { return r[0] }
+	n := &planner.JoinNode{Kind: sql.JoinInner, Mode: planner.JoinRegular,
+		LeftKeys: []planner.Evaluator{col0}, RightKeys: []planner.Evaluator{col0},
+		LeftTime: 2, RightTime: 2, AsOf: -1, RightOp: -1, LeftWidth: 3, RightWidth: 3}
+	switch mode {
+	case "ttl":
+		n.TTL = 20 * unit
+	case "interval":
+		n.Mode, n.Lower, n.Upper = planner.JoinInterval, -5*unit, 5*unit
+	case "until":
+		n.Mode, n.HasUntil, n.LeftUntil, n.LeftWidth = planner.JoinInterval, true, 3, 4
+		n.Residual = func(r sql.Row) sql.Value { return sql.Bool(r[n.LeftWidth+2].I <= r[3].I) }
+	}
+	return n
+}
+
+// expiringRandomRun runs a random inner join whose rows expire, over seed's rows, times
+// and watermarks, checkpointed and restarted from the store now and then; cache > 0
+// bounds its keys in memory. It returns the output, sorted, the keys read back, the sides
+// of keys the sweeps deleted before the end and the store entries of rows left at the end.
+func expiringRandomRun(t *testing.T, mode string, seed int64, cache int) (rows []string, reads, swept int64, left int) {
+	t.Helper()
+	rng := rand.New(rand.NewSource(seed))
+	node := expiringJoinNode(mode)
+	store := state.NewMemory()
+	j := openExactJoin(t, node, store, cache)
+	out := &joinedRows{}
+	wm := int64(-10)
+	for step := 0; step < 600; step++ {
+		in := rng.Intn(2)
+		ts := int64(step/4+rng.Intn(6)) * unit
+		// Keys drift: old ones go quiet and expire, some of them out of memory.
+		r := sql.Row{sql.Varchar(fmt.Sprint("k", step/40+rng.Intn(8))), sql.BigInt(int64(step)), sql.BigInt(ts)}
+		if in == 0 && node.HasUntil {
+			r = append(r, sql.BigInt(ts+int64(rng.Intn(12))*unit))
+		}
+		process(t, j, in, out, r)
+		if rng.Intn(4) == 0 {
+			wm = max(wm, int64(step/4-3)*unit)
+			if err := j.Watermark("s", wm, out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		switch rng.Intn(30) {
+		case 0:
+			joinCheckpoint(t, j, store)
+		case 1:
+			joinCheckpoint(t, j, store)
+			reads += j.splits["s"].cache.reads
+			swept += j.splits["s"].cache.sweptSides
+			j = openExactJoin(t, node, store, cache)
+		}
+	}
+	if err := j.Watermark("s", MaxWatermark, out); err != nil {
+		t.Fatal(err)
+	}
+	joinCheckpoint(t, j, store)
+	reads += j.splits["s"].cache.reads
+	swept += j.splits["s"].cache.sweptSides
+	meta := string(j.stateKey(j.splits["s"], metaSide, "", 0))
+	if err := store.Scan(nil, func(k, _ []byte) error {
+		if string(k) != meta {
+			left++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out.rows)
+	return out.rows, reads, swept, left
+}
+
+// An inner interval join and a regular join with a state TTL, with a cache of two keys,
+// checkpointed often and restarted from the store, emit what they emit with every key in
+// memory: a key read back brings only the rows that have not expired; and once every row
+// expired, the store holds nothing of theirs (the sweep of keys out of memory).
+func TestJoinCacheExpiringRandom(t *testing.T) {
+	for _, mode := range []string{"ttl", "interval", "until"} {
+		t.Run(mode, func(t *testing.T) {
+			var reads, swept int64
+			for seed := int64(0); seed < 12; seed++ {
+				want, _, _, _ := expiringRandomRun(t, mode, seed, 0)
+				got, r, sw, left := expiringRandomRun(t, mode, seed, 2)
+				if d := diff(got, want); d != "" {
+					t.Fatalf("seed %d: with a cache of 2 keys, against every key in memory:\n%s", seed, d)
+				}
+				if len(want) < 100 {
+					t.Fatalf("seed %d: %d rows: the test joins too little", seed, len(want))
+				}
+				if left != 0 {
+					t.Fatalf("seed %d: %d store entries left after every row expired", seed, left)
+				}
+				reads, swept = reads+r, swept+sw
+			}
+			if reads == 0 || swept == 0 {
+				t.Fatalf("%d keys read back from the store, %d sides swept: the test does not cover the cache", reads, swept)
+			}
+			t.Logf("%d keys read back, %d sides swept from the store", reads, swept)
+		})
 	}
 }

@@ -62,14 +62,15 @@ func forStates(t *testing.T, f func(t *testing.T, st string)) {
 }
 
 // forCachedStates is forStates and "rocksdb-cache": RocksDB state with caches of 16
-// groups or partitions (cached), so that they leave memory and are read back all along.
+// groups, partitions or join keys (cached), so that they leave memory and are read back
+// all along.
 func forCachedStates(t *testing.T, f func(t *testing.T, cached func(Config) Config)) {
 	for _, st := range dayStates {
 		t.Run(st, func(t *testing.T) {
 			f(t, func(c Config) Config {
 				c.State = st
 				if st == "rocksdb-cache" {
-					c.State, c.AggCacheGroups, c.CheckpointInterval = "rocksdb", 16, time.Millisecond
+					c.State, c.AggCacheGroups, c.JoinCacheKeys, c.CheckpointInterval = "rocksdb", 16, 16, time.Millisecond
 				}
 				return c
 			})
@@ -82,8 +83,8 @@ func forCachedStates(t *testing.T, f func(t *testing.T, cached func(Config) Conf
 // the one-minute state TTL plus the watermark delay, so the join forgets rows while it
 // runs: the result must still be the whole join (the TTL outlasts a person's activity).
 func TestQ3LocalItemSuggestion(t *testing.T) {
-	forStates(t, func(t *testing.T, st string) {
-		cfg := Config{Events: 200_000, Splits: 2, EventRate: 1000, State: st, CheckpointInterval: 10 * time.Millisecond}
+	forCachedStates(t, func(t *testing.T, cached func(Config) Config) {
+		cfg := cached(Config{Events: 200_000, Splits: 2, EventRate: 1000, CheckpointInterval: 10 * time.Millisecond})
 		got, _ := runQuery(t, "q3", cfg)
 		ev := testEventsOf(cfg)
 		people := ev.personByID()
@@ -102,8 +103,8 @@ func TestQ3LocalItemSuggestion(t *testing.T) {
 // q20: the bids on auctions of category 10, with the auction's fields; some bids name an
 // auction created after them (the join waits for it).
 func TestQ20ExpandBidWithAuction(t *testing.T) {
-	forStates(t, func(t *testing.T, st string) {
-		cfg := Config{Events: 50_000, Splits: 2, EventRate: 1000, State: st, CheckpointInterval: 10 * time.Millisecond}
+	forCachedStates(t, func(t *testing.T, cached func(Config) Config) {
+		cfg := cached(Config{Events: 50_000, Splits: 2, EventRate: 1000, CheckpointInterval: 10 * time.Millisecond})
 		got, _ := runQuery(t, "q20", cfg)
 		ev := testEventsOf(cfg)
 		auctions := map[int64]connectors.NexmarkAuctionEvent{}
@@ -317,28 +318,30 @@ func TestQ8MonitorNewUsers(t *testing.T) {
 
 // q23: every bid with its bidder and each auction the bidder sells: a join of a join.
 func TestQ23MultiWayJoin(t *testing.T) {
-	cfg := Config{Events: 50_000, Splits: 2, EventRate: 1000, CheckpointInterval: 10 * time.Millisecond}
-	got, _ := runQuery(t, "q23", cfg)
-	ev := testEventsOf(cfg)
-	people := ev.personByID()
-	bySeller := map[int64][]connectors.NexmarkAuctionEvent{}
-	for _, a := range ev.auctions {
-		bySeller[a.Seller] = append(bySeller[a.Seller], a)
-	}
-	var want []string
-	for _, b := range ev.bids {
-		p, ok := people[b.Bidder]
-		if !ok {
-			continue
+	forCachedStates(t, func(t *testing.T, cached func(Config) Config) {
+		cfg := cached(Config{Events: 50_000, Splits: 2, EventRate: 1000, CheckpointInterval: 10 * time.Millisecond})
+		got, _ := runQuery(t, "q23", cfg)
+		ev := testEventsOf(cfg)
+		people := ev.personByID()
+		bySeller := map[int64][]connectors.NexmarkAuctionEvent{}
+		for _, a := range ev.auctions {
+			bySeller[a.Seller] = append(bySeller[a.Seller], a)
 		}
-		for _, a := range bySeller[b.Bidder] {
-			want = append(want, render(bi(b.Bidder), bi(b.Price), str(b.Channel), str(b.URL), str(b.Extra),
-				bi(p.ID), str(p.Name), str(p.EmailAddress), str(p.CreditCard), str(p.City), str(p.State), str(p.Extra),
-				str(a.ItemName), str(a.Description), bi(a.InitialBid), bi(a.Reserve), ts(a.DateTime), ts(a.Expires),
-				bi(a.Seller), bi(a.Category), str(a.Extra)))
+		var want []string
+		for _, b := range ev.bids {
+			p, ok := people[b.Bidder]
+			if !ok {
+				continue
+			}
+			for _, a := range bySeller[b.Bidder] {
+				want = append(want, render(bi(b.Bidder), bi(b.Price), str(b.Channel), str(b.URL), str(b.Extra),
+					bi(p.ID), str(p.Name), str(p.EmailAddress), str(p.CreditCard), str(p.City), str(p.State), str(p.Extra),
+					str(a.ItemName), str(a.Description), bi(a.InitialBid), bi(a.Reserve), ts(a.DateTime), ts(a.Expires),
+					bi(a.Seller), bi(a.Category), str(a.Extra)))
+			}
 		}
-	}
-	sameRows(t, "q23", got, want)
+		sameRows(t, "q23", got, want)
+	})
 }
 
 // A query file's SET state_ttl is the job's state TTL: q3 plans with it, without it plans
@@ -455,8 +458,8 @@ func (ev events) winners() map[int64]connectors.NexmarkBidEvent {
 
 // q4: the average winning price per category, its changes folded.
 func TestQ4AveragePricePerCategory(t *testing.T) {
-	forStates(t, func(t *testing.T, st string) {
-		cfg := Config{Events: 50_000, Splits: 2, EventRate: 1000, State: st, CheckpointInterval: 10 * time.Millisecond}
+	forCachedStates(t, func(t *testing.T, cached func(Config) Config) {
+		cfg := cached(Config{Events: 50_000, Splits: 2, EventRate: 1000, CheckpointInterval: 10 * time.Millisecond})
 		rows, _ := runQuery(t, "q4", cfg)
 		got := foldUpserts(t, "q4", rows, 1)
 		ev := testEventsOf(cfg)
