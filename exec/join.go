@@ -81,11 +81,14 @@ type joinOp struct {
 	valSlab []sql.Value
 	// kept counts the rows held in memory, for StateRows (read by other goroutines).
 	kept atomic.Int64
-	// cacheMax bounds the keys an exact join keeps in memory, its splits together (0: no
-	// bound; join_cache.go); full asks for a checkpoint when the keys changed since the
-	// last one outgrow a split's share.
+	// cacheMax bounds the keys a join keeps in memory, its splits together (0: no bound),
+	// and with them its rows (cacheRows; join_cache.go); full asks for a checkpoint when
+	// the keys changed or the rows put in memory since the last one outgrow their share.
 	cacheMax int
 	full     func()
+	// added counts the rows put in memory (kept or read back) since the last checkpoint
+	// (join_cache.go: the cache's rows).
+	added int
 	// logf receives notices (a window join's dominance miss); nil discards them.
 	logf func(format string, args ...any)
 }
@@ -114,6 +117,7 @@ func (j *joinOp) StateRows() int64 { return j.kept.Load() }
 // newRow is a kept row holding a copy of r that outlives its batch.
 func (j *joinOp) newRow(r sql.Row, ts int64, k *jkey) *jrow {
 	j.kept.Add(1)
+	j.added++
 	if j.ownAlloc[k.side] {
 		return &jrow{row: ownRow(r), ts: ts, k: k}
 	}
@@ -351,10 +355,7 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 				}
 			}
 			j.exactRow(sp, in, key, r)
-			if j.cacheMax > 0 && !sp.cache.asked && len(sp.dirty) > j.cacheShare() && j.full != nil {
-				sp.cache.asked = true
-				j.full()
-			}
+			j.askIfFull(sp)
 		case n.Mode == planner.JoinInterval, n.Mode == planner.JoinRegular:
 			if j.cacheMax > 0 {
 				if err := j.touchKey(sp, key); err != nil {
@@ -362,10 +363,7 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 				}
 			}
 			j.probe(sp, in, key, r)
-			if j.cacheMax > 0 && !sp.cache.asked && len(sp.dirty) > j.cacheShare() && j.full != nil {
-				sp.cache.asked = true
-				j.full()
-			}
+			j.askIfFull(sp)
 		case n.Mode == planner.JoinTemporal:
 			j.temporal(sp, in, key, r)
 		case n.Mode == planner.JoinCurrent:
@@ -797,6 +795,7 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 	case NewSplit:
 		return j.load(c.Split)
 	case Checkpoint:
+		j.added = 0
 		for _, sp := range j.splits {
 			j.save(sp, c.State)
 			sp.sweep()

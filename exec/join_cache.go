@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"cmp"
 	"slices"
 
 	"rsql/planner"
@@ -28,9 +29,13 @@ import (
 // checkpoint (stage.checkpoint), so a key written by an earlier save is committed, and a
 // key written by this save (its commit may still be running) or changed since stays.
 //
-// Which keys leave: when a split holds more keys (of both sides) than its share of the
-// cache at a checkpoint, the least recently used keys that may leave go until a quarter
-// of its share is free, or as many as may. A split loaded from the store (a restart, a
+// Which keys leave: when a split holds more keys (of both sides) or more rows than its
+// share of the cache at a checkpoint, the least recently used keys that may leave go until
+// a quarter of both shares is free, or as many as may. The rows are bounded too
+// (cacheRows: joinRowsPerKey a key on average): an interval join's hot keys (Nexmark q9's
+// auctions) hold hundreds of rows each, so keys alone bound nothing. A checkpoint is asked
+// for when the keys changed or the rows put in memory since the last one outgrow the
+// share (askIfFull), so that what may leave memory is committed at any input rate. A split loaded from the store (a restart, a
 // split moving in) loads no rows: every stored key is put in the filter and read back
 // when a row needs it.
 //
@@ -94,7 +99,7 @@ type joinCache struct {
 	// (jkey.savedAt), from 1 (0 is a key loaded or read back).
 	tick  uint32
 	saves uint16
-	ages  []uint32
+	ages  []keyAge
 	reads int64 // keys read back, for tests
 	// sweptSides counts the sides of keys a sweep of the store deleted before the end of
 	// the input, for tests.
@@ -226,34 +231,66 @@ const maxReadChunks = 4
 // cacheShare is a split's share of the cache: its splits share it evenly.
 func (j *joinOp) cacheShare() int { return max(j.cacheMax/max(len(j.splits), 1), 2) }
 
+// joinRowsPerKey is the rows the cache holds per key of its size, on average.
+const joinRowsPerKey = 4
+
+// cacheRows is the rows the cache holds, its splits together.
+func (j *joinOp) cacheRows() int { return j.cacheMax * joinRowsPerKey }
+
+// askIfFull asks for a checkpoint when split sp's keys changed since the last one, or the
+// rows the join put in memory since then, outgrow their share (once per checkpoint).
+func (j *joinOp) askIfFull(sp *joinSplit) {
+	if j.cacheMax == 0 || sp.cache.asked || j.full == nil {
+		return
+	}
+	if len(sp.dirty) > j.cacheShare() || j.added > j.cacheRows() {
+		sp.cache.asked = true
+		j.full()
+	}
+}
+
+// keyAge is a key that may leave memory: its age, its sides and rows.
+type keyAge struct {
+	age         uint32
+	sides, rows int
+}
+
 // evictKeys lets the least recently used keys that may leave memory go when split sp holds
 // more than its share of the cache (after a save; see the comment at the top).
 func (j *joinOp) evictKeys(sp *joinSplit) {
 	defer clear(sp.cache.forgot)
 	size := j.cacheShare()
+	rowSize := size * joinRowsPerKey
 	held := len(sp.keys[0]) + len(sp.keys[1])
-	if held <= size {
+	rows := 0
+	for side := range 2 {
+		for _, k := range sp.keys[side] {
+			rows += len(k.rows) - k.dead
+		}
+	}
+	if held <= size && rows <= rowSize {
 		return
 	}
-	n := held - (size - size/4)
 	c := &sp.cache
 	// may: the key (both its sides) may leave; its age is that of its side used last.
-	may := func(key string) (uint32, bool) {
+	may := func(key string) (keyAge, bool) {
 		if _, ok := c.forgot[key]; ok {
-			return 0, false
+			return keyAge{}, false
 		}
-		age := ^uint32(0)
+		ka := keyAge{age: ^uint32(0)}
 		for side := range 2 {
 			k := sp.keys[side][key]
 			if k == nil {
 				continue
 			}
 			if k.dirty || k.emptied || len(k.rows) == 0 || k.dead > 0 || k.savedAt == c.saves && k.savedAt != 0 {
-				return 0, false
+				return keyAge{}, false
 			}
-			age = min(age, c.tick-k.touch)
+			ka.age = min(ka.age, c.tick-k.touch)
+			ka.sides++
+			ka.rows += len(k.rows)
 		}
-		return age, true
+		return ka, true
 	}
 	ages := c.ages[:0]
 	for side := range 2 {
@@ -261,8 +298,8 @@ func (j *joinOp) evictKeys(sp *joinSplit) {
 			if side == 1 && sp.keys[0][key] != nil {
 				continue // counted with side 0
 			}
-			if age, ok := may(key); ok {
-				ages = append(ages, age)
+			if ka, ok := may(key); ok {
+				ages = append(ages, ka)
 			}
 		}
 	}
@@ -270,18 +307,24 @@ func (j *joinOp) evictKeys(sp *joinSplit) {
 	if len(ages) == 0 {
 		return
 	}
-	// Drop the keys at least as old as the n-th oldest (a few more on ties).
-	var oldest uint32
-	if n < len(ages) {
-		slices.Sort(ages)
-		oldest = ages[len(ages)-n]
+	// Drop the oldest keys until a quarter of both shares is free, and every key as old
+	// as the last of them (a few more on ties).
+	slices.SortFunc(ages, func(a, b keyAge) int { return cmp.Compare(b.age, a.age) })
+	oldest := ages[len(ages)-1].age
+	for _, ka := range ages {
+		if held <= size-size/4 && rows <= rowSize-rowSize/4 {
+			break
+		}
+		oldest = ka.age
+		held -= ka.sides
+		rows -= ka.rows
 	}
 	for side := range 2 {
 		for key := range sp.keys[side] {
 			if side == 1 && sp.keys[0][key] != nil {
 				continue
 			}
-			if age, ok := may(key); !ok || age < oldest {
+			if ka, ok := may(key); !ok || ka.age < oldest {
 				continue
 			}
 			for s := range 2 {

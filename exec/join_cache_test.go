@@ -328,3 +328,42 @@ func TestJoinCacheExpiringRandom(t *testing.T) {
 		})
 	}
 }
+
+// The cache bounds rows as well as keys: keys with many rows each (an interval join's hot
+// keys) fewer than the cache's keys leave memory once their rows outgrow its rows, the
+// join asks for a checkpoint when the rows put in memory since the last one do, and the
+// output is the one with every key in memory.
+func TestJoinCacheBoundsRows(t *testing.T) {
+	run := func(cache int) (rows []string, held int64, asked int) {
+		node := expiringJoinNode("interval")
+		store := state.NewMemory()
+		j := openExactJoin(t, node, store, cache)
+		j.full = func() { asked++ }
+		out := &joinedRows{}
+		for i := 0; i < 200; i++ { // 10 keys, 20 left rows each: 200 rows in a cache of 16 keys
+			process(t, j, 0, out, sql.Row{sql.Varchar(fmt.Sprint("k", i%10)), sql.BigInt(int64(i)), sql.BigInt(unit)})
+		}
+		joinCheckpoint(t, j, store)
+		joinCheckpoint(t, j, store) // what the first saved is committed now, and may leave
+		held = j.StateRows()
+		for i := 0; i < 10; i++ {
+			process(t, j, 1, out, sql.Row{sql.Varchar(fmt.Sprint("k", i)), sql.BigInt(int64(1000 + i)), sql.BigInt(2 * unit)})
+		}
+		sort.Strings(out.rows)
+		return out.rows, held, asked
+	}
+	want, all, _ := run(0)
+	got, held, asked := run(16)
+	if d := diff(got, want); d != "" {
+		t.Fatalf("with a cache of 16 keys, against every key in memory:\n%s", d)
+	}
+	if len(want) != 200 {
+		t.Fatalf("%d rows joined, want 200", len(want))
+	}
+	if limit := int64(16 * joinRowsPerKey); all != 200 || held > limit {
+		t.Fatalf("rows in memory after two checkpoints: %d with the cache (at most %d), %d without (want 200)", held, limit, all)
+	}
+	if asked == 0 {
+		t.Fatalf("200 rows put in memory in a cache of %d rows asked for no checkpoint", 16*joinRowsPerKey)
+	}
+}
