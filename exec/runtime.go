@@ -243,8 +243,12 @@ type Job struct {
 	// inject is held while a checkpoint numbers its barrier and hands it to every root
 	// stage, so that concurrent checkpoints (the periodic one, the last one of a bounded
 	// job, one asked for) reach every root in the same order: a stage aligning barriers
-	// of several inputs then sees them in that order on each.
+	// of several inputs then sees them in that order on each. The end of a bounded job is
+	// handed to the roots under it too, and ended is set then: a barrier handed to some
+	// roots before their end and to others after would never be aligned, and the roots
+	// that took it would wait for its commit for ever.
 	inject sync.Mutex
+	ended  bool
 	// alignCh is closed (and replaced) when a root stage's alignment floor moves.
 	alignMu   sync.Mutex
 	alignCh   chan struct{}
@@ -851,6 +855,9 @@ func (j *Job) rootFinished() {
 			}
 			return
 		}
+		j.inject.Lock()
+		defer j.inject.Unlock()
+		j.ended = true
 		for _, st := range j.roots {
 			r := &request{kind: reqEnd, done: make(chan error, 1)}
 			select {
@@ -955,6 +962,9 @@ func (j *Job) alignState() (<-chan struct{}, int64) {
 func (j *Job) injectBarrier(ctx context.Context) ([]*request, error) {
 	j.inject.Lock()
 	defer j.inject.Unlock()
+	if j.ended {
+		return nil, errJobEnded
+	}
 	epoch := j.nextEpoch()
 	j.cpTimes.inject(epoch, time.Now())
 	var rs []*request
