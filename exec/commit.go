@@ -28,6 +28,10 @@ type commitGroup struct {
 	stages int       // stages in the group
 	sinks  []*sinkOp // exactly-once sinks of the group: publish after each commit
 
+	// committed is the last epoch the group committed (0: none), read by operators that
+	// let state leave memory once it is committed (join_cache.go).
+	committed atomic.Int64
+
 	mu     sync.Mutex // guards the fields below
 	epochs map[int64]*groupEpoch
 	prev   chan struct{} // closed when the last started commit is done
@@ -84,6 +88,7 @@ func (g *commitGroup) add(epoch int64, b *state.Batch, offs []SplitOffset, r *re
 		if err == nil {
 			// The sources' positions are durable now, whatever publishing below does.
 			g.job.sourcesCommitted(e.offs)
+			g.committed.Store(epoch)
 		}
 		// What the checkpoint costs is the commit; publishing the outbox is the sink's
 		// writing, which the rows cost however often the job checkpoints.

@@ -86,6 +86,10 @@ type joinOp struct {
 	// the keys changed or the rows put in memory since the last one outgrow their share.
 	cacheMax int
 	full     func()
+	// committed is the last epoch committed of the join's checkpoints (nil: not known, as
+	// when the operator runs alone); epoch is the one of the checkpoint being saved.
+	committed func() int64
+	epoch     int64
 	// added counts the rows put in memory (kept or read back) since the last checkpoint
 	// (join_cache.go: the cache's rows).
 	added int
@@ -160,9 +164,15 @@ type jkey struct {
 	dirty   bool
 	dead    int   // rows removed but still in rows (skipped; compacted away in bulk)
 	rewrite bool  // rows other than appended ones changed since the last save
-	saved   int   // rows[:saved] are stored, in chunks 0..chunks-1
+	saved   int   // rows[:saved] are stored, in chunks base..chunks-1
 	chunks  int64 // stored chunks
-	emptied bool  // in joinSplit.emptied, to leave the map at the next sweep
+	// base: chunks 0..base-1 are committed in the store and their rows not in memory (a
+	// side of a key in memory may leave it in part; join_cache.go, "Sides in part"); 0 is
+	// a side whole in memory. probed: the other side's rows looked at this one's since its
+	// last save.
+	base    int64
+	probed  bool
+	emptied bool // in joinSplit.emptied, to leave the map at the next sweep
 	// touch is the split's row clock when the key was last used, savedAt the number of
 	// the split's save that last wrote it (join_cache.go).
 	touch   uint32
@@ -312,6 +322,9 @@ func (j *joinOp) emit(l, r sql.Row, outer bool) bool {
 
 func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 	sp := j.split(b.Split)
+	if sp.cache.pend != nil {
+		j.trimCommitted(sp)
+	}
 	n := j.node
 	j.lateRow = j.lateRow[:0]
 	for _, r := range b.Rows {
@@ -360,6 +373,15 @@ func (j *joinOp) Process(in int, b *Batch, out Emitter) error {
 			if j.cacheMax > 0 {
 				if err := j.touchKey(sp, key); err != nil {
 					return err
+				}
+				if other := sp.keys[1-in][key]; other != nil && other.base > 0 {
+					dropped, err := j.makeWhole(sp, other)
+					if err != nil {
+						return err
+					}
+					if dropped {
+						j.markChanged(sp, other)
+					}
 				}
 			}
 			j.probe(sp, in, key, r)
@@ -440,6 +462,7 @@ func (j *joinOp) probe(sp *joinSplit, in int, key string, r sql.Row) {
 	}
 	matched := false
 	if other := sp.keys[1-in][key]; other != nil {
+		other.probed = true
 		for _, o := range other.rows {
 			if o.dead {
 				continue
@@ -657,7 +680,10 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 			if !c.started {
 				c.started, c.swept = true, wm // the first sweep is a horizon after the first watermark
 			}
-			if c.spilled && (wm == MaxWatermark || wm-c.swept >= j.sweepEvery()) {
+			switch {
+			case wm == MaxWatermark && !n.HasUntil && len(sp.exp[0])+len(sp.exp[1]) == 0:
+				j.dropStored(sp) // every row expired, in memory and stored
+			case (c.spilled || c.trims > 0) && (wm == MaxWatermark || wm-c.swept >= j.sweepEvery()):
 				c.swept = wm
 				if err := j.sweepStore(sp, wm); err != nil {
 					return err
@@ -714,6 +740,17 @@ func (j *joinOp) remove(sp *joinSplit, r *jrow) {
 	j.kept.Add(-1)
 	k := r.k
 	k.dead++
+	if k.base > 0 {
+		// A side in part: its stored copy of the row stays, expired, until the side is
+		// read back (which drops it) or leaves memory (swept); join_cache.go.
+		if k.dead == len(k.rows) {
+			clear(k.rows)
+			k.rows, k.dead, k.saved = k.rows[:0], 0, 0
+		} else if k.dead*2 > len(k.rows) {
+			k.compact()
+		}
+		return
+	}
 	if k.dead == len(k.rows) && (j.node.Mode != planner.JoinTemporal || k.side == 0) {
 		// The key leaves the map at the next checkpoint if it is still empty then: a key
 		// whose rows come and go (one live row per key is common) is not deleted from and
@@ -741,21 +778,24 @@ func (k *jkey) compact() {
 	if k.dead == 0 {
 		return
 	}
-	live := k.rows[:0]
-	for _, r := range k.rows {
+	live, saved := k.rows[:0], 0
+	for i, r := range k.rows {
 		if !r.dead {
+			if i < k.saved {
+				saved++
+			}
 			live = append(live, r)
 		}
 	}
 	clear(k.rows[len(live):])
-	k.rows, k.dead = live, 0
+	k.rows, k.dead, k.saved = live, 0, saved
 }
 
 // sweep takes the keys left without rows since the last sweep out of the map.
 func (sp *joinSplit) sweep() {
 	for _, k := range sp.emptied {
 		k.emptied = false
-		if len(k.rows) == 0 && sp.keys[k.side][k.key] == k {
+		if len(k.rows) == 0 && k.base == 0 && sp.keys[k.side][k.key] == k {
 			delete(sp.keys[k.side], k.key)
 		}
 	}
@@ -795,17 +835,29 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 	case NewSplit:
 		return j.load(c.Split)
 	case Checkpoint:
-		j.added = 0
+		j.added, j.epoch = 0, c.Epoch
 		for _, sp := range j.splits {
-			j.save(sp, c.State)
+			if sp.cache.pend != nil {
+				j.trimCommitted(sp)
+			}
+			if err := j.save(sp, c.State); err != nil {
+				return err
+			}
 			sp.sweep()
 			if j.cacheMax > 0 {
 				j.evictKeys(sp)
 			}
+			if sp.cache.trimmed {
+				sp.cache.trimmed = false
+				sp.exp[0].dropDead()
+				sp.exp[1].dropDead()
+			}
 		}
 	case RemoveSplit:
 		if sp := j.splits[c.Split]; sp != nil {
-			j.save(sp, c.State)
+			if err := j.save(sp, c.State); err != nil {
+				return err
+			}
 			for side := range sp.keys {
 				for _, k := range sp.keys[side] {
 					j.kept.Add(-int64(len(k.rows) - k.dead))
@@ -821,12 +873,19 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 // Key state, per chunk: uvarint count, then per row: a flags byte (1 matched, 2 deleted),
 // varint time, the row (sql.AppendRow). A key's rows are its chunks' rows in chunk order.
 // A window join's state is saved per window (saveWindows).
-func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
+func (j *joinOp) save(sp *joinSplit, b *state.Batch) error {
 	j.saveWindows(sp, b)
 	if sp.cache.saves++; sp.cache.saves == 0 {
 		sp.cache.saves = 1
 	}
 	sp.cache.asked = false
+	if sp.cache.dropAll {
+		// Every stored row expired (join_cache.go, dropStored).
+		sp.cache.dropAll = false
+		b.DropPrefix(state.SplitPrefix(nil, j.job, j.id, sp.name))
+		clear(sp.dels)
+		sp.dels = sp.dels[:0]
+	}
 	for _, k := range sp.dels {
 		b.Delete(k)
 	}
@@ -837,7 +896,11 @@ func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
 		}
 		k.dirty = false
 		if k.dead > 0 {
-			k.compact() // (a removal marked the key for a rewrite)
+			k.compact() // (a removal marked the key for a rewrite, or the side is in part)
+		}
+		if len(k.rows) == 0 && k.base > 0 {
+			k.rewrite, k.probed = false, false // what it has is stored
+			continue
 		}
 		if len(k.rows) == 0 {
 			j.forget(sp, k)
@@ -847,15 +910,31 @@ func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
 			sp.dels = sp.dels[:0]
 			continue
 		}
+		rewrite := k.rewrite || k.saved > len(k.rows) || k.chunks >= maxJoinChunks
+		if rewrite && k.base > 0 {
+			// Rewritten as one chunk: its rows out of memory come back first.
+			if _, err := j.makeWhole(sp, k); err != nil {
+				return err
+			}
+		}
 		from, c := k.saved, k.chunks
-		if k.rewrite || k.saved > len(k.rows) || k.chunks >= maxJoinChunks {
+		committed, base := k.saved, k.chunks // stored by earlier saves, so committed
+		if rewrite {
 			for c := int64(1); c < k.chunks; c++ {
 				b.Delete(j.stateKey(sp, k.side, k.key, c))
 			}
 			from, c, k.chunks = 0, 0, 0
 		}
 		k.rewrite = false
+		trim := !rewrite && !k.probed && committed > 0 && j.trims() && j.committed == nil
+		if !k.probed && j.trims() && j.committed != nil {
+			sp.cache.pend = append(sp.cache.pend, k) // trimmed once this save is committed
+		}
+		k.probed = false
 		if from == len(k.rows) {
+			if trim {
+				j.trimSide(sp, k, committed, base)
+			}
 			continue
 		}
 		j.enc = binary.AppendUvarint(j.enc[:0], uint64(len(k.rows)-from))
@@ -873,13 +952,20 @@ func (j *joinOp) save(sp *joinSplit, b *state.Batch) {
 		}
 		b.Put(j.stateKey(sp, k.side, k.key, c), j.enc)
 		k.chunks, k.saved, k.savedAt = c+1, len(k.rows), sp.cache.saves
+		if trim {
+			j.trimSide(sp, k, committed, base)
+		}
 	}
 	sp.dirty = sp.dirty[:0]
+	if sp.cache.pend != nil {
+		sp.cache.pendEpoch, sp.cache.pendSave = j.epoch, sp.cache.saves
+	}
 	if c := &sp.cache; j.cacheMax > 0 && !j.exact && c.started {
 		// The watermark of this save and of the last sweep (join_cache.go).
 		j.enc = binary.AppendVarint(binary.AppendVarint(j.enc[:0], sp.wm), c.swept)
 		b.Put(j.stateKey(sp, metaSide, "", 0), j.enc)
 	}
+	return nil
 }
 
 var errBadJoin = errors.New("corrupt join state")

@@ -50,6 +50,20 @@ import (
 // when it is read back). Outer joins of these modes keep every key in memory: an unmatched
 // row must be emitted when it expires, which a key in the store would not be.
 //
+// Sides in part (those inner joins whose rows expire): a key that stays in memory because
+// rows keep arriving for it (a hot auction of Nexmark q9) would otherwise hold every row
+// it received within the expiry horizon. Once a save's commit is observed (the stage
+// reports each commit's epoch to the operator, joinOp.committed), the rows of a side that
+// save wrote — those of its committed chunks, up to base — leave memory while the key
+// stays: the side is then in part (k.base > 0), its newer rows in memory, the older only
+// in the store. A side that is probed (a row of the other side asked for its matches),
+// rewritten or changed since the save stays whole. A side in part is made whole
+// (makeWhole: its chunks before base read back, expired rows dropped) before a row of the
+// other side is matched against it or the side is rewritten, so every match and every
+// output is the same as with the whole side in memory. When the watermark reaches the
+// end of time every stored row expired: the split's rows are deleted by one range
+// (dropStored) and the sides in part hold nothing more.
+//
 // The cache is off (every key in memory) with the in-memory store unless set, for the
 // other join modes (temporal and processing-time joins, window joins: theirs leave memory
 // by window, join_window.go), and for outer joins whose rows expire.
@@ -101,6 +115,20 @@ type joinCache struct {
 	saves uint16
 	ages  []keyAge
 	reads int64 // keys read back, for tests
+	// trims counts the sides of keys in memory that left it in part, wholes those read
+	// back whole again, for tests; trimmed: some did since the last checkpoint, whose
+	// rows' heap entries are to go.
+	trims, wholes int64
+	trimmed       bool
+	// pend are the sides of keys the save numbered pendSave wrote, for the checkpoint of
+	// epoch pendEpoch, that no row of the other side looked at: their rows leave memory
+	// once it is committed (trimCommitted).
+	pend      []*jkey
+	pendEpoch int64
+	pendSave  uint16
+	// dropAll: every stored row expired (the end of the input): the next save deletes the
+	// split's rows by one range.
+	dropAll bool
 	// sweptSides counts the sides of keys a sweep of the store deleted before the end of
 	// the input, for tests.
 	sweptSides int64
@@ -171,43 +199,15 @@ func (j *joinOp) touchKey(sp *joinSplit, key string) error {
 // one Get each (a Bloom filter answers most Gets of a side without rows), so a key read back
 // with more than a few chunks is rewritten as one at its next save.
 func (j *joinOp) readKey(sp *joinSplit, side int, key string) (*jkey, error) {
-	width := j.node.LeftWidth
-	if side == 1 {
-		width = j.node.RightWidth
+	k := &jkey{key: key, side: side}
+	rows, n, dropped, err := j.readChunks(sp, k, -1)
+	if err != nil {
+		return nil, err
 	}
-	var k *jkey
-	dropped := false
-	for c := int64(0); ; c++ {
-		j.grpBuf = j.stateKeyTo(j.grpBuf[:0], sp, side, key, c)
-		v, ok, err := j.store.Get(j.grpBuf)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
-		if k == nil {
-			k = &jkey{key: key, side: side}
-		}
-		err = decodeJoinRows(v, width, func(f byte, ts int64, row sql.Row) {
-			if j.exact {
-				ts = 0 // an exact join's time is its match count, counted again
-			} else if j.expiredThen(sp, side, row, ts) {
-				dropped = true // a key in memory would have dropped it by now
-				return
-			}
-			r := j.newRow(row, ts, k)
-			r.matched, r.deleted = f&1 != 0, f&2 != 0
-			k.rows = append(k.rows, r)
-		})
-		if err != nil {
-			return nil, err
-		}
-		k.chunks++
-	}
-	if k == nil {
+	if n == 0 {
 		return nil, nil
 	}
+	k.rows, k.chunks = rows, n
 	if len(k.rows) == 0 {
 		j.forget(sp, k) // every row expired: the stored chunks go at the next checkpoint
 		return nil, nil
@@ -222,6 +222,107 @@ func (j *joinOp) readKey(sp *joinSplit, side int, key string) (*jkey, error) {
 		j.markChanged(sp, k)
 	}
 	return k, nil
+}
+
+// readChunks reads the rows of k's side and key in its stored chunks 0..to-1 (to < 0: every
+// chunk there is), a row of an expiring join that expired then left out (dropped). It
+// returns the rows and the chunks read.
+func (j *joinOp) readChunks(sp *joinSplit, k *jkey, to int64) (rows []*jrow, n int64, dropped bool, err error) {
+	width := j.node.LeftWidth
+	if k.side == 1 {
+		width = j.node.RightWidth
+	}
+	for ; to < 0 || n < to; n++ {
+		j.grpBuf = j.stateKeyTo(j.grpBuf[:0], sp, k.side, k.key, n)
+		v, ok, err := j.store.Get(j.grpBuf)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		if !ok {
+			break
+		}
+		err = decodeJoinRows(v, width, func(f byte, ts int64, row sql.Row) {
+			if j.exact {
+				ts = 0 // an exact join's time is its match count, counted again
+			} else if j.expiredThen(sp, k.side, row, ts) {
+				dropped = true // a key in memory would have dropped it by now
+				return
+			}
+			r := j.newRow(row, ts, k)
+			r.matched, r.deleted = f&1 != 0, f&2 != 0
+			rows = append(rows, r)
+		})
+		if err != nil {
+			return nil, 0, false, err
+		}
+	}
+	return rows, n, dropped, nil
+}
+
+// trims reports whether sides of keys in memory may leave it in part: an inner join whose
+// rows expire, with the cache on (see "Sides in part" at the top).
+func (j *joinOp) trims() bool { return j.cacheMax > 0 && !j.exact }
+
+// trimSide lets the rows of k committed by earlier saves, rows[:committed] in its chunks
+// up to base, leave memory while the key stays (after a save, which wrote the rest or
+// will; see "Sides in part").
+func (j *joinOp) trimSide(sp *joinSplit, k *jkey, committed int, base int64) {
+	for _, r := range k.rows[:committed] {
+		r.dead = true // its heap entry goes at the end of the checkpoint
+	}
+	j.kept.Add(-int64(committed))
+	k.rows = append([]*jrow(nil), k.rows[committed:]...)
+	k.saved -= committed
+	k.base = base
+	sp.cache.trimmed = true
+	sp.cache.trims++
+}
+
+// trimCommitted lets the rows of the sides in sp.cache.pend leave memory once the
+// checkpoint that wrote them is committed (the operator's stage learns of it between
+// batches; a side looked at, rewritten or written again since stays whole).
+func (j *joinOp) trimCommitted(sp *joinSplit) {
+	c := &sp.cache
+	if j.committed() < c.pendEpoch {
+		return
+	}
+	for _, k := range c.pend {
+		if k.savedAt == c.pendSave && !k.probed && !k.rewrite && k.saved > 0 && k.dead == 0 && sp.keys[k.side][k.key] == k {
+			j.trimSide(sp, k, k.saved, k.chunks)
+		}
+	}
+	clear(c.pend)
+	c.pend = c.pend[:0]
+	c.pend = nil
+	if c.trimmed {
+		c.trimmed = false
+		sp.exp[0].dropDead()
+		sp.exp[1].dropDead()
+	}
+}
+
+// makeWhole reads the rows of side k in part back from the store (its chunks before base,
+// committed), before those in memory; it reports whether rows expired since were dropped
+// (the store then holds more than memory).
+func (j *joinOp) makeWhole(sp *joinSplit, k *jkey) (dropped bool, err error) {
+	if k.base == 0 {
+		return false, nil
+	}
+	old, n, dropped, err := j.readChunks(sp, k, k.base)
+	if err == nil && n < k.base {
+		err = errBadJoin // a committed chunk is missing
+	}
+	if err != nil {
+		return false, &StateError{Op: j.id, Split: sp.name, Err: err}
+	}
+	for _, r := range old {
+		sp.exp[k.side].push(r)
+	}
+	k.rows = append(old, k.rows...)
+	k.saved += len(old)
+	k.base = 0
+	sp.cache.wholes++
+	return dropped, nil
 }
 
 // maxReadChunks is how many chunks a key read back may have before its next save rewrites
@@ -283,12 +384,12 @@ func (j *joinOp) evictKeys(sp *joinSplit) {
 			if k == nil {
 				continue
 			}
-			if k.dirty || k.emptied || len(k.rows) == 0 || k.dead > 0 || k.savedAt == c.saves && k.savedAt != 0 {
+			if k.dirty || k.emptied || k.base == 0 && (len(k.rows) == 0 || k.dead > 0) || k.savedAt == c.saves && k.savedAt != 0 {
 				return keyAge{}, false
 			}
 			ka.age = min(ka.age, c.tick-k.touch)
 			ka.sides++
-			ka.rows += len(k.rows)
+			ka.rows += len(k.rows) - k.dead
 		}
 		return ka, true
 	}
@@ -329,7 +430,7 @@ func (j *joinOp) evictKeys(sp *joinSplit) {
 			}
 			for s := range 2 {
 				if k := sp.keys[s][key]; k != nil {
-					j.kept.Add(-int64(len(k.rows)))
+					j.kept.Add(-int64(len(k.rows) - k.dead))
 					delete(sp.keys[s], key)
 					if !j.exact {
 						for _, r := range k.rows {
@@ -342,8 +443,7 @@ func (j *joinOp) evictKeys(sp *joinSplit) {
 		}
 	}
 	if !j.exact {
-		sp.exp[0].dropDead()
-		sp.exp[1].dropDead()
+		c.trimmed = true // the rows' heap entries go (Control)
 	}
 }
 
@@ -373,21 +473,56 @@ func (j *joinOp) sweepEvery() int64 {
 	return max(d, 1000)
 }
 
+// dropStored deletes every stored row of split sp at the next checkpoint, by one range, when
+// the watermark reached its end: every row expired (those in memory are gone already), and
+// a scan of the store for them (sweepStore) would cost a delete a key. The sides in part
+// in memory hold no rows any more and leave at the checkpoint.
+func (j *joinOp) dropStored(sp *joinSplit) {
+	sp.cache.dropAll = true
+	for side := range 2 {
+		for _, k := range sp.keys[side] {
+			if k.base == 0 {
+				continue
+			}
+			k.base, k.chunks, k.saved, k.dirty, k.rewrite = 0, 0, 0, false, false
+			if !k.emptied {
+				k.emptied = true
+				sp.emptied = append(sp.emptied, k)
+			}
+		}
+	}
+	sp.cache.spilled = false
+	sp.cache.gone = nil
+}
+
 // sweepStore deletes, at the next checkpoint, the sides of split sp's keys out of memory
 // whose every stored row expired at watermark wm (see the top of the file).
 func (j *joinOp) sweepStore(sp *joinSplit, wm int64) error {
 	prefix := state.SplitPrefix(nil, j.job, j.id, sp.name)
 	var run []byte       // the (side, key) of the chunks at hand
 	var runKeys [][]byte // their store keys
+	var part *jkey       // the side in memory in part the chunks are of, if so
 	live := false
 	end := func() {
-		if run != nil && !live {
+		switch {
+		case run == nil || live:
+		case part != nil:
+			// Every stored row of a side in part expired: the side is what is in memory.
+			j.forget(sp, part)
+			part.base = 0
+			if len(part.rows) > 0 {
+				j.markChanged(sp, part)
+			} else if !part.emptied {
+				part.emptied = true
+				sp.emptied = append(sp.emptied, part)
+			}
+		default:
 			sp.dels = append(sp.dels, runKeys...)
 			if wm != MaxWatermark {
 				sp.cache.sweptSides++
 			}
 		}
-		run, runKeys, live = nil, nil, false
+		run, runKeys, part, live = nil, nil, nil, false
 	}
 	err := j.store.Scan(prefix, func(key, v []byte) error {
 		if len(key) < len(prefix)+17 {
@@ -405,11 +540,14 @@ func (j *joinOp) sweepStore(sp *joinSplit, wm int64) error {
 			// A side's chunks are contiguous: key encodings are prefix-free.
 			end()
 			run = append([]byte(nil), kb...)
+			if k := sp.keys[side][string(kb[1:])]; k != nil && k.base > 0 {
+				part = k
+			}
 		}
 		if live {
 			return nil
 		}
-		if sp.keys[0][string(kb[1:])] != nil || sp.keys[1][string(kb[1:])] != nil {
+		if part == nil && (sp.keys[0][string(kb[1:])] != nil || sp.keys[1][string(kb[1:])] != nil) {
 			live = true // in memory: its rows expire there
 			return nil
 		}

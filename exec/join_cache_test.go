@@ -245,9 +245,9 @@ func expiringJoinNode(mode string) *planner.JoinNode {
 
 // expiringRandomRun runs a random inner join whose rows expire, over seed's rows, times
 // and watermarks, checkpointed and restarted from the store now and then; cache > 0
-// bounds its keys in memory. It returns the output, sorted, the keys read back, the sides
-// of keys the sweeps deleted before the end and the store entries of rows left at the end.
-func expiringRandomRun(t *testing.T, mode string, seed int64, cache int) (rows []string, reads, swept int64, left int) {
+// bounds its keys in memory. It returns the output, sorted, the cache's counters and the
+// store entries of rows left at the end.
+func expiringRandomRun(t *testing.T, mode string, seed int64, cache int) (rows []string, n cacheCounts, left int) {
 	t.Helper()
 	rng := rand.New(rand.NewSource(seed))
 	node := expiringJoinNode(mode)
@@ -275,8 +275,7 @@ func expiringRandomRun(t *testing.T, mode string, seed int64, cache int) (rows [
 			joinCheckpoint(t, j, store)
 		case 1:
 			joinCheckpoint(t, j, store)
-			reads += j.splits["s"].cache.reads
-			swept += j.splits["s"].cache.sweptSides
+			n.add(&j.splits["s"].cache)
 			j = openExactJoin(t, node, store, cache)
 		}
 	}
@@ -284,8 +283,7 @@ func expiringRandomRun(t *testing.T, mode string, seed int64, cache int) (rows [
 		t.Fatal(err)
 	}
 	joinCheckpoint(t, j, store)
-	reads += j.splits["s"].cache.reads
-	swept += j.splits["s"].cache.sweptSides
+	n.add(&j.splits["s"].cache)
 	meta := string(j.stateKey(j.splits["s"], metaSide, "", 0))
 	if err := store.Scan(nil, func(k, _ []byte) error {
 		if string(k) != meta {
@@ -296,7 +294,17 @@ func expiringRandomRun(t *testing.T, mode string, seed int64, cache int) (rows [
 		t.Fatal(err)
 	}
 	sort.Strings(out.rows)
-	return out.rows, reads, swept, left
+	return out.rows, n, left
+}
+
+// cacheCounts sums the counters of a join's caches.
+type cacheCounts struct{ reads, swept, trims, wholes int64 }
+
+func (n *cacheCounts) add(c *joinCache) {
+	n.reads += c.reads
+	n.swept += c.sweptSides
+	n.trims += c.trims
+	n.wholes += c.wholes
 }
 
 // An inner interval join and a regular join with a state TTL, with a cache of two keys,
@@ -306,10 +314,10 @@ func expiringRandomRun(t *testing.T, mode string, seed int64, cache int) (rows [
 func TestJoinCacheExpiringRandom(t *testing.T) {
 	for _, mode := range []string{"ttl", "interval", "until"} {
 		t.Run(mode, func(t *testing.T) {
-			var reads, swept int64
+			var sum cacheCounts
 			for seed := int64(0); seed < 12; seed++ {
-				want, _, _, _ := expiringRandomRun(t, mode, seed, 0)
-				got, r, sw, left := expiringRandomRun(t, mode, seed, 2)
+				want, _, _ := expiringRandomRun(t, mode, seed, 0)
+				got, n, left := expiringRandomRun(t, mode, seed, 2)
 				if d := diff(got, want); d != "" {
 					t.Fatalf("seed %d: with a cache of 2 keys, against every key in memory:\n%s", seed, d)
 				}
@@ -319,12 +327,12 @@ func TestJoinCacheExpiringRandom(t *testing.T) {
 				if left != 0 {
 					t.Fatalf("seed %d: %d store entries left after every row expired", seed, left)
 				}
-				reads, swept = reads+r, swept+sw
+				sum.reads, sum.swept, sum.trims, sum.wholes = sum.reads+n.reads, sum.swept+n.swept, sum.trims+n.trims, sum.wholes+n.wholes
 			}
-			if reads == 0 || swept == 0 {
-				t.Fatalf("%d keys read back from the store, %d sides swept: the test does not cover the cache", reads, swept)
+			if sum.reads == 0 || sum.swept == 0 || sum.trims == 0 || sum.wholes == 0 {
+				t.Fatalf("%+v: the test does not cover the cache (keys read back, sides swept, sides left in part, read back whole)", sum)
 			}
-			t.Logf("%d keys read back, %d sides swept from the store", reads, swept)
+			t.Logf("%+v", sum)
 		})
 	}
 }
@@ -365,5 +373,54 @@ func TestJoinCacheBoundsRows(t *testing.T) {
 	}
 	if asked == 0 {
 		t.Fatalf("200 rows put in memory in a cache of %d rows asked for no checkpoint", 16*joinRowsPerKey)
+	}
+}
+
+// A hot key's side that no row of the other side looks at leaves memory in part at each
+// checkpoint (its committed rows), is written a chunk a checkpoint, rewritten as one when
+// it reaches maxJoinChunks, and comes back whole when a row of the other side arrives: the
+// output is the one with every row in memory.
+func TestJoinCacheSidesInPart(t *testing.T) {
+	run := func(cache int) (rows []string, held int64, chunks int, n cacheCounts) {
+		node := expiringJoinNode("interval")
+		node.Lower, node.Upper = -1<<40, 1<<40 // nothing expires
+		store := state.NewMemory()
+		j := openExactJoin(t, node, store, cache)
+		out := &joinedRows{}
+		row := func(key string, v, ts int64) sql.Row {
+			return sql.Row{sql.Varchar(key), sql.BigInt(v), sql.BigInt(ts)}
+		}
+		process(t, j, 0, out, row("hot", -1, 0))
+		for cp := 0; cp < maxJoinChunks+10; cp++ {
+			for i := 0; i < 3; i++ {
+				process(t, j, 1, out, row("hot", int64(cp*3+i), int64(cp)))
+			}
+			joinCheckpoint(t, j, store)
+			if cp == maxJoinChunks+5 {
+				held = j.StateRows()
+			}
+		}
+		prefix := state.SplitPrefix(nil, "job", "op", "s")
+		if err := store.Scan(append(prefix, 1), func(_, _ []byte) error { chunks++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		process(t, j, 0, out, row("hot", -2, 1)) // joins every right row
+		n.add(&j.splits["s"].cache)
+		sort.Strings(out.rows)
+		return out.rows, held, chunks, n
+	}
+	want, all, _, _ := run(0)
+	got, held, chunks, n := run(16)
+	if d := diff(got, want); d != "" {
+		t.Fatalf("with the cache, against every row in memory:\n%s", d)
+	}
+	if total := 3 * (maxJoinChunks + 10); len(want) != 2*total || all != int64(3*(maxJoinChunks+6)+1) {
+		t.Fatalf("%d rows joined, %d held without the cache: want %d and %d", len(want), all, 2*total, 3*(maxJoinChunks+6)+1)
+	}
+	if held > 7 || n.trims == 0 || n.wholes == 0 {
+		t.Fatalf("%d rows in memory (at most the last two checkpoints' and the left row), %+v", held, n)
+	}
+	if chunks > maxJoinChunks || chunks < 2 {
+		t.Fatalf("the hot side is stored in %d chunks: want 2..%d", chunks, maxJoinChunks)
 	}
 }

@@ -260,6 +260,12 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		j.logf = env.Logf
 		j.setCache(joinCacheSize(n, env.Store, env.JoinCacheKeys))
 		j.full = st.job.kickCheckpoint
+		j.committed = func() int64 {
+			if st.group == nil {
+				return 0
+			}
+			return st.group.committed.Load()
+		}
 		return j, nil
 	case *planner.LookupJoinNode:
 		return st.openLookup(ctx, n, op.Inputs[0], in)
