@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"rsql/exec"
 	"rsql/state"
@@ -118,4 +119,43 @@ func FuzzNativeKey(f *testing.F) {
 			t.Fatalf("nativeKey(%x) = %x: not a key of job-1", key, nk)
 		}
 	})
+}
+
+// A unit of a stage feeding a shuffle topic starts only alongside a unit of the stage it
+// feeds, when one is assigned here; units are handed over downstream first.
+func TestHoldUpstream(t *testing.T) {
+	u := func(stage int, split string) exec.Unit { return exec.Unit{Stage: stage, Split: split} }
+	c := &clusterNode{}
+	now := time.Now()
+	for _, tc := range []struct {
+		name               string
+		take, desired, run []exec.Unit
+		want               []exec.Unit
+	}{
+		{"both start together", []exec.Unit{u(0, "0"), u(1, "0")}, []exec.Unit{u(0, "0"), u(1, "0")}, nil, []exec.Unit{u(0, "0"), u(1, "0")}},
+		{"downstream not here yet", []exec.Unit{u(0, "0")}, []exec.Unit{u(0, "0"), u(1, "1")}, nil, nil},
+		{"downstream already runs", []exec.Unit{u(0, "0")}, []exec.Unit{u(0, "0"), u(1, "1")}, []exec.Unit{u(1, "1")}, []exec.Unit{u(0, "0")}},
+		{"no downstream assigned here", []exec.Unit{u(0, "0")}, []exec.Unit{u(0, "0")}, nil, []exec.Unit{u(0, "0")}},
+		{"the last stage never waits", []exec.Unit{u(1, "2")}, []exec.Unit{u(0, "0"), u(1, "2")}, nil, []exec.Unit{u(1, "2")}},
+	} {
+		cj := &clusterJob{feeds: map[int][]int{0: {1}}, wantSince: map[exec.Unit]wanted{}}
+		local := map[exec.Unit]bool{}
+		for _, r := range tc.run {
+			local[r] = true
+		}
+		got := c.holdUpstream(cj, tc.take, tc.desired, local, map[string]string{"0/0": "rsql-b"}, now)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: starts %v, want %v", tc.name, got, tc.want)
+		}
+		for _, x := range tc.take {
+			if _, waits := cj.wantSince[x]; waits == slices.Contains(tc.want, x) {
+				t.Errorf("%s: unit %v waiting = %v", tc.name, x, waits)
+			}
+		}
+	}
+	us := []exec.Unit{u(0, "1"), u(1, "10"), u(0, "0"), u(2, "0"), u(1, "2")}
+	sortDownstreamFirst(us)
+	if want := []exec.Unit{u(2, "0"), u(1, "2"), u(1, "10"), u(0, "0"), u(0, "1")}; !slices.Equal(us, want) {
+		t.Errorf("hand-over order %v, want %v", us, want)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -26,6 +27,14 @@ import (
 type clusterJob struct {
 	units []exec.Unit // every unit of the job, as of its last start here
 	whole bool        // its plan keeps an exchange in process: all units on one member
+	// feeds: for each stage writing a shuffle topic, the stages reading it. A stage's
+	// readers are held within the alignment window of the slowest split of the stages it
+	// feeds that run here (exec: the alignment floor), the only view an instance has of
+	// the other instances' progress; a source unit started where none runs would read its
+	// backlog unbounded and make late records on time downstream. So a unit of a feeding
+	// stage starts here only once a unit of each stage it feeds, when one is assigned
+	// here, runs here (holdUpstream), and units are handed over downstream first.
+	feeds map[int][]int
 	// local are the units the job runs here now (divided jobs).
 	local map[exec.Unit]bool
 	// wantSince: units assigned here and not running here yet because another live
@@ -122,6 +131,14 @@ func (c *clusterNode) prepare(ctx context.Context, job string, plan *planner.Phy
 	c.mu.Lock()
 	cj := c.job(job)
 	cj.units, cj.whole = all, whole
+	cj.feeds = map[int][]int{}
+	for _, st := range plan.Stages {
+		for _, in := range st.Inputs {
+			if in.FromStage >= 0 && !slices.Contains(cj.feeds[in.FromStage], st.ID) {
+				cj.feeds[in.FromStage] = append(cj.feeds[in.FromStage], st.ID)
+			}
+		}
+	}
 	c.mu.Unlock()
 	desired := c.assigned(job, c.self.Name)
 	if len(desired) == 0 {
@@ -148,6 +165,9 @@ func (c *clusterNode) prepare(ctx context.Context, job string, plan *planner.Phy
 			continue
 		}
 		take = append(take, u)
+	}
+	if !whole {
+		take = c.holdUpstream(cj, take, desired, nil, owners, now)
 	}
 	if len(take) == 0 {
 		return cluster.UnitNames(all), nil, whole, false, nil
@@ -189,6 +209,40 @@ func (c *clusterNode) prepare(ctx context.Context, job string, plan *planner.Phy
 	env.Commit = func(ci *exec.CheckpointInfo) error { return c.commit(job, ci) }
 	env.Instance = c.self.Name
 	return cluster.UnitNames(all), cluster.UnitNames(take), whole, true, nil
+}
+
+// holdUpstream returns the units of take that may start here: a unit of a stage feeding
+// others through a shuffle topic only when, for each stage it feeds of which a unit is
+// assigned here (desired), a unit runs here (local) or starts with it (take). The others
+// wait, as units still held elsewhere do (wantSince), for a later tick.
+func (c *clusterNode) holdUpstream(cj *clusterJob, take, desired []exec.Unit, local map[exec.Unit]bool, owners map[string]string, now time.Time) []exec.Unit {
+	here, runs := map[int]bool{}, map[int]bool{}
+	for _, u := range desired {
+		here[u.Stage] = true
+	}
+	for u := range local {
+		runs[u.Stage] = true
+	}
+	for _, u := range take {
+		runs[u.Stage] = true
+	}
+	out := take[:0:0]
+	for _, u := range take {
+		ok := true
+		for _, d := range cj.feeds[u.Stage] {
+			ok = ok && (runs[d] || !here[d])
+		}
+		if ok {
+			out = append(out, u)
+			continue
+		}
+		c.mu.Lock()
+		if _, ok := cj.wantSince[u]; !ok {
+			cj.wantSince[u] = wanted{since: now, from: owners[u.String()]}
+		}
+		c.mu.Unlock()
+	}
+	return out
 }
 
 // busyElsewhere reports whether owner is another live member (which will hand its unit
@@ -334,7 +388,9 @@ func (c *clusterNode) moveUnits(ctx context.Context, rj *runningJob) {
 		}
 	}
 	c.mu.Unlock()
-	cluster.SortUnits(drop)
+	// Downstream first: the member taking these units then runs a unit of the stage a
+	// source feeds before the source (clusterJob.feeds).
+	sortDownstreamFirst(drop)
 	for _, u := range drop {
 		start := time.Now()
 		if err := rj.job.RemoveUnit(ctx, u); err != nil {
@@ -364,10 +420,16 @@ func (c *clusterNode) moveUnits(ctx context.Context, rj *runningJob) {
 		c.logf("cluster: job %s: %v", job, err)
 		return
 	}
-	cluster.SortUnits(add)
+	sortDownstreamFirst(add)
 	now := time.Now()
 	for _, u := range add {
 		from := owners[u.String()]
+		c.mu.Lock()
+		local := maps.Clone(cj.local)
+		c.mu.Unlock()
+		if len(c.holdUpstream(cj, []exec.Unit{u}, desired, local, owners, now)) == 0 {
+			continue
+		}
 		if c.busyElsewhere(from) {
 			c.mu.Lock()
 			if _, ok := cj.wantSince[u]; !ok {
@@ -393,6 +455,12 @@ func (c *clusterNode) moveUnits(ctx context.Context, rj *runningJob) {
 		c.noteMove(job, cj, u, from, start)
 		c.mu.Unlock()
 	}
+}
+
+// sortDownstreamFirst orders units by stage, the last stage first, then by split.
+func sortDownstreamFirst(us []exec.Unit) {
+	cluster.SortUnits(us)
+	sort.SliceStable(us, func(i, j int) bool { return us[i].Stage > us[j].Stage })
 }
 
 // stopLocal checkpoints and stops a local job, then releases every unit it held.
