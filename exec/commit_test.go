@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -204,6 +205,62 @@ func TestAdaptiveCheckpointInterval(t *testing.T) {
 	}
 }
 
+// After a light checkpoint the adaptive wait's floor is the light interval, after a heavier
+// one the minimum: with a minimum of half an hour, a job whose checkpoints write a row of a
+// few bytes checkpoints again and again, and one whose checkpoints write a group of a
+// 20 KiB key (more than LightCheckpointBytes) takes its first and then waits.
+func TestLightCheckpointInterval(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		user  string
+		light bool
+	}{
+		{"light", "t", true},
+		{"heavy", strings.Repeat("u", 20<<10), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			fillTopic(t, b, 1)
+			env := brokerEnv(b, state.NewMemory(), true)
+			env.CheckpointInterval, env.MinCheckpointInterval = time.Hour, 30*time.Minute
+			env.LightCheckpointInterval = time.Millisecond
+			j, err := Start(context.Background(), "lj", brokerPlan(), env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Stop()
+			stop := make(chan struct{})
+			defer close(stop)
+			go trickleAs(b, stop, c.user)
+			if c.light {
+				waitFor(t, "ten epochs", func() bool { return j.Stats().Epoch >= 10 })
+				return
+			}
+			waitFor(t, "the first epoch", func() bool { return j.Stats().Epoch >= 1 })
+			time.Sleep(300 * time.Millisecond)
+			if e := j.Stats().Epoch; e > 2 {
+				t.Fatalf("epoch %d: heavy checkpoints taken at the light interval", e)
+			}
+		})
+	}
+}
+
+func TestCheckpointFloor(t *testing.T) {
+	min, light := 10*time.Millisecond, 2*time.Millisecond
+	for _, c := range []struct {
+		bytes int64
+		want  time.Duration
+	}{{0, light}, {200, light}, {LightCheckpointBytes, light}, {LightCheckpointBytes + 1, min}, {1 << 20, min}} {
+		if got := checkpointFloor(c.bytes, min, light); got != c.want {
+			t.Errorf("%d bytes: floor %v, want %v", c.bytes, got, c.want)
+		}
+	}
+}
+
 func TestNextCheckpointWait(t *testing.T) {
 	for _, c := range []struct{ cost, want time.Duration }{
 		{0, 10 * time.Millisecond},                      // the minimum
@@ -243,14 +300,17 @@ func TestFullOutboxCheckpoints(t *testing.T) {
 }
 
 // trickle appends one row to queue 0 of the topic "events" every millisecond until stop.
-func trickle(b *broker.Broker, stop <-chan struct{}) {
+func trickle(b *broker.Broker, stop <-chan struct{}) { trickleAs(b, stop, "t") }
+
+// trickleAs is trickle with rows of the given user.
+func trickleAs(b *broker.Broker, stop <-chan struct{}, user string) {
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
 			return
 		case <-time.After(time.Millisecond):
 		}
-		body := event4{user: "t", amount: 1, ts: int64(1_000_000 + i), n: 1}.body()
+		body := event4{user: user, amount: 1, ts: int64(1_000_000 + i), n: 1}.body()
 		if _, err := b.Append("events", 0, []broker.Message{{Body: []byte(body)}}); err != nil {
 			return
 		}

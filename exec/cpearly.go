@@ -7,7 +7,8 @@ import "time"
 // a large state delta. Rows that a watermark releases at once (the rows of a window that
 // just closed) would wait that long in the outbox. So when a watermark advance puts rows
 // into a stage's outbox, the stage asks for an early checkpoint: the checkpoint loop starts
-// the next one MinCheckpointInterval after the last one ended (at once when that is past),
+// the next one the adaptive floor (MinCheckpointInterval, or LightCheckpointInterval after a
+// light checkpoint) after the last one ended (at once when that is past),
 // so the window's rows wait for one commit. To keep the adaptive bound on what
 // checkpoints cost, at most one early checkpoint is taken per adaptive interval: a job
 // whose watermarks release rows all the time checkpoints at most twice as often as its

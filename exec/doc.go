@@ -107,7 +107,8 @@
 //     epoch order; a stage waits for its last commit before its next barrier, a split
 //     change and its end. Checkpoints run every Env.CheckpointInterval (default 10s), or,
 //     with Env.MinCheckpointInterval, at an interval that adapts to what commits cost (the
-//     server's jobs: ten times the last commit's duration, 10 ms to 1 s; a watermark that
+//     server's jobs: ten times the last commit's duration, 10 ms to 1 s, from 2 ms after a
+//     checkpoint that wrote little, Env.LightCheckpointInterval; a watermark that
 //     releases rows into an outbox brings the next one forward, at most once per interval,
 //     cpearly.go), on Job.Checkpoint, and when a bounded job finishes. Job.CheckpointTimes
 //     gives histograms of the phases (cptimes.go). A restarted

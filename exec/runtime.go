@@ -66,6 +66,13 @@ type Env struct {
 	// publishes exactly-once output, every few milliseconds, while one with a large state
 	// delta spends about a tenth of its time committing at most.
 	MinCheckpointInterval time.Duration
+	// LightCheckpointInterval, when positive and below MinCheckpointInterval, is the
+	// adaptive interval's floor after a light checkpoint: one whose commits wrote at most
+	// LightCheckpointBytes (state, positions and outbox together). A job with little to
+	// record per checkpoint (a filter at a low rate) then publishes its exactly-once output
+	// sooner, while a busy one keeps MinCheckpointInterval, where checkpointing more often
+	// costs throughput (docs/guarantees.md, "Checkpoints").
+	LightCheckpointInterval time.Duration
 	// AtLeastOnce turns off exactly-once output: rows go to the sink as they are produced
 	// instead of after the checkpoint that covers them (see DedupSink). Output is always
 	// at-least-once when CheckpointInterval is negative.
@@ -225,6 +232,8 @@ type Job struct {
 	// commitNanos is the time commits took since the adaptive checkpoint loop last looked
 	// (commit groups add to it, the loop swaps it).
 	commitNanos atomic.Int64
+	// commitBytes is what those commits wrote (Batch.Size), for the light interval.
+	commitBytes atomic.Int64
 	// kick asks the checkpoint loop for a checkpoint now (an outbox reached its bound).
 	kick   chan struct{}
 	plan   *planner.Physical
@@ -748,11 +757,17 @@ func (j *Job) kickCheckpoint() {
 const CheckpointCostFactor = 10
 
 func (j *Job) checkpointLoop(ctx context.Context) {
-	max, min := j.env.CheckpointInterval, j.env.MinCheckpointInterval
+	max, min, light := j.env.CheckpointInterval, j.env.MinCheckpointInterval, j.env.LightCheckpointInterval
 	adaptive := min > 0 && min < max
+	if light <= 0 || light > min {
+		light = min
+	}
+	// floor is the least adaptive wait after the last checkpoint: light after a light one
+	// (and before the first).
+	floor := light
 	wait := max
 	if adaptive {
-		wait = min
+		wait = floor
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -768,7 +783,7 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 			// Activity after a quiet stretch: the adaptive cadence starts again, from the
 			// shortest wait (a fixed interval keeps its schedule).
 			if j.quiet.Swap(false) && adaptive {
-				wait = min
+				wait = floor
 				t.Reset(wait)
 				due = time.Now().Add(wait)
 			}
@@ -780,7 +795,7 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 			if !adaptive {
 				break
 			}
-			if at, ok := earlyCheckpointAt(time.Now(), due, lastEnd, lastEarly, min, wait); ok {
+			if at, ok := earlyCheckpointAt(time.Now(), due, lastEnd, lastEarly, floor, wait); ok {
 				t.Reset(time.Until(at))
 				due, lastEarly = at, at
 			}
@@ -800,7 +815,8 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 			}
 			took := time.Since(start)
 			if adaptive {
-				wait = nextCheckpointWait(time.Duration(j.commitNanos.Swap(0)), min, max)
+				floor = checkpointFloor(j.commitBytes.Swap(0), min, light)
+				wait = nextCheckpointWait(time.Duration(j.commitNanos.Swap(0)), floor, max)
 			} else {
 				// A fixed interval counts from the last start, like a ticker.
 				wait = max - took
@@ -810,6 +826,21 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 			due = lastEnd.Add(wait)
 		}
 	}
+}
+
+// LightCheckpointBytes is the most a light checkpoint writes (Env.LightCheckpointInterval):
+// a few hundred rows of output. A filter at 100,000 events per second checkpointing every
+// 2 ms writes about this much; unpaced, or with a larger state delta, its checkpoints are
+// larger and keep the usual floor.
+const LightCheckpointBytes = 16 << 10
+
+// checkpointFloor is the adaptive wait's floor after a checkpoint whose commits wrote
+// bytes: light when that was light, else min.
+func checkpointFloor(bytes int64, min, light time.Duration) time.Duration {
+	if bytes <= LightCheckpointBytes {
+		return light
+	}
+	return min
 }
 
 // nextCheckpointWait is the adaptive wait after a checkpoint whose commit cost cost.
@@ -1150,6 +1181,7 @@ func (j *Job) commit(g *commitGroup, epoch int64, b *state.Batch, offsets []Spli
 	if g != nil && g == j.cntGroup {
 		b.Put(CountersKey(j.name), appendCounters(nil, &j.cnt))
 	}
+	j.commitBytes.Add(int64(b.Size()))
 	if err := j.env.Commit(&CheckpointInfo{Job: j.name, Epoch: epoch, Offsets: offsets, State: b}); err != nil {
 		return fmt.Errorf("job %s: commit checkpoint %d: %w", j.name, epoch, err)
 	}

@@ -88,13 +88,17 @@ func (c *Config) ensureDefaults() {
 // DefaultCheckpointInterval and DefaultMinCheckpointInterval bound how often a job
 // checkpoints when its sink stream's WITH has no checkpoint_interval: the interval adapts to
 // what checkpoints cost (exec.Env.MinCheckpointInterval), from every 10 ms for a job whose
-// checkpoints are cheap (a filter) to every second for one with much state to write. Since
-// rows reach a sink topic after the checkpoint that covers them (exactly-once output), this
-// is also the latency of the output (docs/guarantees.md). A checkpoint_interval in the WITH
-// fixes the interval.
+// checkpoints are cheap (a filter) to every second for one with much state to write, and
+// every 2 ms after a light checkpoint (DefaultLightCheckpointInterval,
+// exec.LightCheckpointBytes: a filter at a low rate). Since rows reach a sink topic after
+// the checkpoint that covers them (exactly-once output), this is also the latency of the
+// output (docs/guarantees.md). A checkpoint_interval in the WITH fixes the interval.
 const (
 	DefaultCheckpointInterval    = time.Second
 	DefaultMinCheckpointInterval = 10 * time.Millisecond
+	// DefaultLightCheckpointInterval is the least adaptive interval after a light
+	// checkpoint (exec.Env.LightCheckpointInterval); not in cluster mode.
+	DefaultLightCheckpointInterval = 2 * time.Millisecond
 	// ClusterMinCheckpointInterval is the least adaptive interval in cluster mode, where
 	// every checkpoint is a transaction on the shared Postgres.
 	ClusterMinCheckpointInterval = 100 * time.Millisecond
@@ -822,6 +826,9 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 	ctx, cancel := context.WithCancel(context.Background())
 	env := e.env(def.ID)
 	env.CheckpointInterval, env.MinCheckpointInterval = interval, minInterval
+	if minInterval > 0 {
+		env.LightCheckpointInterval = DefaultLightCheckpointInterval
+	}
 	var out *fileOutput
 	if !isView {
 		target, _ := e.cat.Stream(def.Sink)
@@ -850,6 +857,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 		// Checkpoints commit to the shared Postgres: no more often than ten a second per
 		// job, however cheap each is.
 		env.MinCheckpointInterval = max(env.MinCheckpointInterval, ClusterMinCheckpointInterval)
+		env.LightCheckpointInterval = 0
 	}
 	cps := &checkpointStats{}
 	env.Commit = cps.measure(env.Commit)
