@@ -206,9 +206,9 @@ func TestAdaptiveCheckpointInterval(t *testing.T) {
 }
 
 // After a light checkpoint the adaptive wait's floor is the light interval, after a heavier
-// one the minimum: with a minimum of half an hour, a job whose checkpoints write a row of a
-// few bytes checkpoints again and again, and one whose checkpoints write a group of a
-// 20 KiB key (more than LightCheckpointBytes) takes its first and then waits.
+// one the minimum: with a minimum of half an hour, a job whose checkpoints write a group of
+// a one-letter key checkpoints again and again, and one whose checkpoints write a group of
+// a 20 KiB key (more than LightCheckpointBytes) waits once its rows reach the aggregation.
 func TestLightCheckpointInterval(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -224,7 +224,9 @@ func TestLightCheckpointInterval(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer b.Close()
-			fillTopic(t, b, 1)
+			if err := b.CreateTopic("events", 3); err != nil {
+				t.Fatal(err)
+			}
 			env := brokerEnv(b, state.NewMemory(), true)
 			env.CheckpointInterval, env.MinCheckpointInterval = time.Hour, 30*time.Minute
 			env.LightCheckpointInterval = time.Millisecond
@@ -235,15 +237,20 @@ func TestLightCheckpointInterval(t *testing.T) {
 			defer j.Stop()
 			stop := make(chan struct{})
 			defer close(stop)
-			go trickleAs(b, stop, c.user)
+			// Rows on time (the events' delay is 200 ms), so that each changes the group.
+			go trickleAs(b, stop, c.user, 1_796_000_000_000)
 			if c.light {
 				waitFor(t, "ten epochs", func() bool { return j.Stats().Epoch >= 10 })
 				return
 			}
-			waitFor(t, "the first epoch", func() bool { return j.Stats().Epoch >= 1 })
+			// Light checkpoints come until the rows reach the aggregation (through the
+			// shuffle topic); then the epochs stop.
+			waitFor(t, "rows in", func() bool { return j.Stats().RecordsIn >= 20 })
+			time.Sleep(100 * time.Millisecond)
+			e0 := j.Stats().Epoch
 			time.Sleep(300 * time.Millisecond)
-			if e := j.Stats().Epoch; e > 2 {
-				t.Fatalf("epoch %d: heavy checkpoints taken at the light interval", e)
+			if e := j.Stats().Epoch; e > e0+2 {
+				t.Fatalf("epoch %d, %d before: heavy checkpoints taken at the light interval", e, e0)
 			}
 		})
 	}
@@ -300,17 +307,17 @@ func TestFullOutboxCheckpoints(t *testing.T) {
 }
 
 // trickle appends one row to queue 0 of the topic "events" every millisecond until stop.
-func trickle(b *broker.Broker, stop <-chan struct{}) { trickleAs(b, stop, "t") }
+func trickle(b *broker.Broker, stop <-chan struct{}) { trickleAs(b, stop, "t", 1_000_000) }
 
-// trickleAs is trickle with rows of the given user.
-func trickleAs(b *broker.Broker, stop <-chan struct{}, user string) {
+// trickleAs is trickle with rows of the given user, the first at event time ts0.
+func trickleAs(b *broker.Broker, stop <-chan struct{}, user string, ts0 int64) {
 	for i := 0; ; i++ {
 		select {
 		case <-stop:
 			return
 		case <-time.After(time.Millisecond):
 		}
-		body := event4{user: user, amount: 1, ts: int64(1_000_000 + i), n: 1}.body()
+		body := event4{user: user, amount: 1, ts: ts0 + int64(i), n: 1}.body()
 		if _, err := b.Append("events", 0, []broker.Message{{Body: []byte(body)}}); err != nil {
 			return
 		}

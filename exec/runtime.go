@@ -774,6 +774,7 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 	due := time.Now().Add(wait)
 	var lastEnd, lastEarly time.Time
 	var lastActivity uint64
+	var lastBytes int64
 	taken := false
 	for {
 		select {
@@ -815,7 +816,15 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 			}
 			took := time.Since(start)
 			if adaptive {
-				floor = checkpointFloor(j.commitBytes.Swap(0), min, light)
+				// A stage reading a shuffle topic commits on its own, after the barrier
+				// reached it: its part of a checkpoint may land after the loop looked, so
+				// the floor is light only when the last two looks were.
+				bytes := j.commitBytes.Swap(0)
+				floor = checkpointFloor(bytes, min, light)
+				if lastBytes > bytes {
+					floor = checkpointFloor(lastBytes, min, light)
+				}
+				lastBytes = bytes
 				wait = nextCheckpointWait(time.Duration(j.commitNanos.Swap(0)), floor, max)
 			} else {
 				// A fixed interval counts from the last start, like a ticker.
