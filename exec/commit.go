@@ -60,10 +60,18 @@ func newCommitGroup(j *Job) *commitGroup {
 func (g *commitGroup) add(epoch int64, b *state.Batch, offs []SplitOffset, r *request) *groupEpoch {
 	g.mu.Lock()
 	e := g.epochs[epoch]
-	if e == nil {
+	switch {
+	case e == nil:
 		e = &groupEpoch{state: b, done: make(chan struct{})}
 		g.epochs[epoch] = e
-	} else {
+	case b.Size() > e.state.Size():
+		// The larger part takes in the smaller, so that the largest (a join's rows) is
+		// not copied, nor kept at its size a second time in another stage's spare batch.
+		// The parts write keys of their own stages' operators and splits, so their order
+		// does not matter.
+		b.Append(e.state)
+		e.state = b
+	default:
 		e.state.Append(b)
 	}
 	e.n++

@@ -1,9 +1,11 @@
 package exec
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -367,4 +369,40 @@ func TestIdleJobTakesNoCheckpoints(t *testing.T) {
 	defer close(stop)
 	go trickle(b, stop)
 	waitFor(t, "a checkpoint after new rows", func() bool { return j.Stats().Epoch > settled+1 })
+}
+
+// A commit group's epoch writes every part of every stage whichever arrives first, and the
+// largest part takes in the others instead of being copied into a smaller one.
+func TestCommitGroupKeepsTheLargestPart(t *testing.T) {
+	var got *state.Batch
+	j := &Job{name: "cg", env: Env{Commit: func(cp *CheckpointInfo) error { got = cp.State; return nil }}}
+	g := newCommitGroup(j)
+	g.stages = 3
+	small, large, mid := &state.Batch{}, &state.Batch{}, &state.Batch{}
+	small.Put([]byte("a"), []byte("1"))
+	for i := range 100 {
+		large.Put([]byte("b"+strconv.Itoa(i)), bytes.Repeat([]byte("x"), 100))
+	}
+	mid.Delete([]byte("c"))
+	mid.Put([]byte("d"), []byte("22"))
+	g.add(1, small, nil, nil)
+	g.add(1, large, nil, nil)
+	if err := g.add(1, mid, nil, nil).await(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got != large {
+		t.Fatal("the epoch was not committed from the largest part")
+	}
+	ops := map[string]string{}
+	if err := got.Each(func(kind state.OpKind, k, v []byte) error {
+		ops[string(k)] = fmt.Sprint(kind, string(v))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// 100 + 1 + 2 parts' operations and the epoch's key.
+	if len(ops) != 104 || ops["a"] != fmt.Sprint(state.OpPut, "1") || ops["c"] != fmt.Sprint(state.OpDelete, "") ||
+		ops["d"] != fmt.Sprint(state.OpPut, "22") || ops["b99"] != fmt.Sprint(state.OpPut, strings.Repeat("x", 100)) {
+		t.Fatalf("%d operations: a %q c %q d %q", len(ops), ops["a"], ops["c"], ops["d"])
+	}
 }
