@@ -51,6 +51,21 @@ func brokerPlan() *planner.Physical {
 	}}
 }
 
+// openBrokerTopic opens a broker in a temporary directory, closed when the test ends, with
+// a topic of the given queues.
+func openBrokerTopic(t testing.TB, topic string, queues int) *broker.Broker {
+	t.Helper()
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if err := b.CreateTopic(topic, queues); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // fillTopic appends per queue events whose disorder stays within the 200 ms delay.
 func fillTopic(t testing.TB, b *broker.Broker, perQueue int) []event4 {
 	if err := b.CreateTopic("events", 3); err != nil {

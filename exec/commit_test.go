@@ -221,14 +221,7 @@ func TestLightCheckpointInterval(t *testing.T) {
 		{"heavy", strings.Repeat("u", 20<<10), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			b, err := broker.Open(broker.Config{Dir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			if err := b.CreateTopic("events", 3); err != nil {
-				t.Fatal(err)
-			}
+			b := openBrokerTopic(t, "events", 3)
 			env := brokerEnv(b, state.NewMemory(), true)
 			env.CheckpointInterval, env.MinCheckpointInterval = time.Hour, 30*time.Minute
 			env.LightCheckpointInterval = time.Millisecond

@@ -37,14 +37,7 @@ func TestEarlyCheckpointAt(t *testing.T) {
 // interval after the first one is ten times as long as that commit took, and the commit that
 // publishes the window's rows still starts well before that interval is over.
 func TestWindowRowsCheckpointEarly(t *testing.T) {
-	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if err := b.CreateTopic("events", 3); err != nil {
-		t.Fatal(err)
-	}
+	b := openBrokerTopic(t, "events", 3)
 	base := int64(1_796_000_000_000)
 	appendAt := func(from, to int64) {
 		for q := 0; q < 3; q++ {
