@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ type gatedQueues struct {
 	data    map[string][]connectors.Message
 	drained chan struct{}
 	once    sync.Once
+	batch   int // most messages a read returns (0: as many as asked)
 }
 
 func (s *gatedQueues) add(q string, bodies ...[]byte) {
@@ -65,6 +67,9 @@ func (r *gatedReader) Read(ctx context.Context, buf []connectors.Message, max in
 	d := r.s.data[r.q]
 	if r.pos < len(d) {
 		n := min(max, len(d)-r.pos)
+		if r.s.batch > 0 {
+			n = min(n, r.s.batch)
+		}
 		buf = append(buf, d[r.pos:r.pos+n]...)
 		r.pos += n
 		r.s.mu.Unlock()
@@ -375,5 +380,72 @@ func TestAlignedReaderIsNotIdle(t *testing.T) {
 	}
 	if n := j.Stats().RecordsIn; n != 4 {
 		t.Errorf("%d records in: the held readers read on", n)
+	}
+}
+
+// A new job (nothing checkpointed): a split slow to deliver its first record holds the
+// watermark at the bottom, so the other split's reader must not run ahead of it, or a row
+// late in its own queue (300 s behind the rows before it there) would be judged against
+// that watermark and counted. Queue 1 gets its records once the stage has read queue 0's
+// first batch; the slow split stands at the stage's first event time meanwhile
+// (newSplitGrace).
+func TestNewJobSlowSplitHoldsReadersBack(t *testing.T) {
+	const sec = int64(1000)
+	base := int64(1_796_000_000_000)
+	drained := make(chan struct{})
+	close(drained) // queue 1 opens at once, empty
+	src := &gatedQueues{data: map[string][]connectors.Message{}, drained: drained, batch: 10}
+	src.once.Do(func() {}) // (drained is closed already)
+	var q1 [][]byte
+	for i := range int64(400) {
+		src.add("0", []byte(event4{user: "u", amount: 1, ts: base + i*sec, n: 1}.body()))
+		if i == 350 {
+			src.add("0", []byte(event4{user: "late", amount: 1, ts: base + 50*sec, n: 1}.body()))
+		}
+		q1 = append(q1, []byte(event4{user: "v", amount: 1, ts: base + i*sec + 500, n: 1}.body()))
+	}
+	w := planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 10 * sec}
+	node := &planner.AggregateNode{Window: w, Keys: []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar},
+		Aggs: countSum, Schema: aggSchema(1, true, countSum)}
+	// Each source split judges its own rows by its own watermark; the stage after the
+	// exchange judges them by the smallest of the producing splits' watermarks, which the
+	// silent split holds at the bottom.
+	plan := &planner.Physical{Stages: []*planner.Stage{
+		planner.Chain(0, sourceSpec(nil, 5*sec), planner.SinkSpec{}, &planner.ExchangeNode{Keys: []planner.Evaluator{col(0)}, Queues: 1}),
+		planner.Chain(1, planner.SourceSpec{Stream: "shuffle", Schema: eventSchema, EventTime: 2, FromStage: 0}, sinkSpec(node.Schema), node),
+	}}
+	sk := &sinks{}
+	env := Env{
+		OpenSource:         func(planner.SourceSpec) (connectors.Source, error) { return src, nil },
+		OpenSink:           sk.open,
+		NewFormat:          newTestFormat,
+		Store:              state.NewMemory(),
+		CheckpointInterval: -1,
+		Tick:               5 * time.Millisecond,
+	}
+	j, err := Start(context.Background(), "nj", plan, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Stop()
+	offset := func(split string) int64 {
+		for _, s := range j.Stats().Splits {
+			if s.Stage == 0 && s.Split == split {
+				return s.Offset
+			}
+		}
+		return 0
+	}
+	waitFor(t, "queue 0's first batch", func() bool { return offset("0") >= 10 })
+	src.add("1", q1...)
+	waitFor(t, "both queues read", func() bool { return offset("0") >= 401 && offset("1") >= 400 })
+	waitFor(t, "the window of the late row closed", func() bool { return len(sk.get("out").bodies()) >= 60 })
+	for _, b := range sk.get("out").bodies() {
+		if strings.HasPrefix(b, "late,") {
+			t.Fatalf("a row 300 s late in its queue was counted while the other queue had delivered nothing: %s (stats %+v)", b, j.Stats())
+		}
+	}
+	if n := j.Stats().Late; n != 1 {
+		t.Fatalf("%d late rows, want 1", n)
 	}
 }

@@ -217,6 +217,11 @@ type stage struct {
 	// than Env.AlignmentWindow ahead of the job's floor (the smallest of its root stages')
 	// waits until it moves (Job.alignMoved).
 	alignFloor atomic.Int64
+	// firstTs is the event time of the first record any source split of the stage read
+	// (MinWatermark before), at firstAt: a split opened by then with nothing read stands
+	// there in the floor for a while (setAlignFloor).
+	firstTs int64
+	firstAt time.Time
 
 	statsMu    sync.Mutex
 	statWM     int64
@@ -411,6 +416,12 @@ func (st *stage) handle(ctx context.Context, ev event) (finished bool, err error
 		sp := ev.split
 		n := len(b.Rows)
 		if sp != nil {
+			if sp.maxTs == MinWatermark && b.maxTs != MinWatermark && (st.firstTs == MinWatermark || b.maxTs < st.firstTs) {
+				if st.firstTs == MinWatermark {
+					st.firstAt = st.job.env.Now()
+				}
+				st.firstTs = b.maxTs
+			}
 			if b.maxTs > sp.maxTs {
 				sp.maxTs = b.maxTs
 			}

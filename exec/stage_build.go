@@ -17,6 +17,7 @@ func newStage(j *Job, ps *planner.Stage) *stage {
 		splits: map[string]*split{},
 		ended:  make([]bool, len(ps.Inputs)), barrierSeen: make([]bool, len(ps.Inputs)), stash: make([][]event, len(ps.Inputs))}
 	st.alignFloor.Store(MaxWatermark)
+	st.firstTs = MinWatermark
 	return st
 }
 

@@ -191,12 +191,25 @@ func (st *stage) setOutputWatermark(wm int64) error {
 	return st.out.Watermark(wm)
 }
 
+// newSplitGrace is how long a source split with nothing read and nothing restored (a new
+// job's) stands in the alignment floor at the stage's first event time (setAlignFloor),
+// at most: a split that is slow to deliver its first record (a reader slow to open on a
+// loaded machine) holds the others back, while one with nothing to read stalls them for
+// no longer than this once they have read an alignment window of event time.
+const newSplitGrace = time.Second
+
 // setAlignFloor recomputes the alignment floor after the splits' bookkeeping changed and
 // wakes readers waiting for it. A live split whose event time is not known yet (no record
 // read, none checkpointed) counts as being at its restored watermark when it has one: it
-// holds its own windows there, so the others must not run ahead of it either.
+// holds its own windows there, so the others must not run ahead of it either. Without a
+// restored watermark (a new job) it counts as being at the first event time the stage
+// read, for newSplitGrace (or its idle timeout, when shorter) from its opening, when it was
+// opened before that first record: it holds the watermark at the bottom until it delivers,
+// so records the others read far ahead would otherwise be judged against that and counted
+// on time however late.
 func (st *stage) setAlignFloor() {
 	floor := MaxWatermark
+	now := st.job.env.Now()
 	for _, sp := range st.splits {
 		if sp.done || sp.idle || (sp.input < 0 && !st.shuffleIn) {
 			continue
@@ -216,6 +229,16 @@ func (st *stage) setAlignFloor() {
 			floor = min(floor, sp.maxTs)
 		case sp.wm != MinWatermark && (sp.idleAfter > 0 || st.shuffleIn):
 			floor = min(floor, addLead(sp.wm, lead))
+		case sp.wm == MinWatermark && !st.shuffleIn && st.firstTs != MinWatermark:
+			grace := newSplitGrace
+			if sp.idleAfter > 0 {
+				grace = min(grace, sp.idleAfter)
+			}
+			// (lastActive is when it opened: nothing read. One opened after the first
+			// record of the stage, a queue added to a running job, holds nothing.)
+			if now.Sub(sp.lastActive) < grace && !sp.lastActive.After(st.firstAt) {
+				floor = min(floor, st.firstTs)
+			}
 		}
 	}
 	if st.alignFloor.Swap(floor) == floor {

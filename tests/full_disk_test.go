@@ -149,9 +149,10 @@ func TestBrokerFullDisk(t *testing.T) {
 // instead of failing or killing the server; the server restarts on the full disk; once space
 // returns the job goes on from its checkpoint and its output is exactly the batch result.
 // The input is on time: the job starts with nothing checkpointed, and a new job's split
-// that is slow to deliver its first record holds no other back, so whether a record far
-// behind is late would depend on that start (docs/guarantees.md, "What is not guaranteed");
-// records late across restarts are the subject of TestJobSurvivesKill9.
+// that delivers its first record more than a second after it opened holds no other back,
+// so whether a record far behind is late could depend on that start on a loaded machine
+// (docs/guarantees.md, "What is not guaranteed"); records late across restarts are the
+// subject of TestJobSurvivesKill9.
 func TestJobPausesOnFullDisk(t *testing.T) {
 	dir := t.TempDir()
 	mountSmallFS(t, filepath.Join(dir, "broker"), "48m")
