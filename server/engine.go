@@ -183,6 +183,7 @@ func Open(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, lock: lock, cat: cat, store: store, files: files, udf: udf.NewRuntime()}
 	e.jobs = newJobManager(cat, cfg.Log, e.restartAttempt, func() bool { return e.cluster != nil })
 	if !cfg.deferJobs {
+		e.dropTerminatedState()
 		e.jobs.startRecorded()
 	}
 	return e, nil
@@ -1006,6 +1007,7 @@ func (e *Engine) jobControl(s *sql.JobControl) (*Result, error) {
 		if err := e.jobs.stop(def.ID, JobTerminated); err != nil {
 			return nil, err
 		}
+		e.dropJobState(def.ID)
 	case sql.JobPause:
 		if def.State != JobRunning {
 			return nil, sql.Errorf(sql.CodeInvalidValue, "job %s is %s, not RUNNING", def.ID, def.State)
@@ -1058,9 +1060,7 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 		if rj := e.jobs.get(d.Job); rj != nil {
 			rj.stop()
 		}
-		if d.IsView {
-			e.dropViewRows(d.Job)
-		}
+		e.dropJobState(d.Job)
 	}
 	return &Result{Tag: "DROP " + s.Kind.String()}, nil
 }
@@ -1268,16 +1268,35 @@ func readsFilesOnly(q *sql.Query) bool {
 	return len(rels) > 0
 }
 
-// dropViewRows deletes the state of a dropped or replaced view's (stopped) job from the
-// local store, its rows with it (exec/tableout.go); across instances the job's state in
-// the shared store goes as any dropped job's does.
-func (e *Engine) dropViewRows(job string) {
+// dropJobState deletes the state of a (stopped) job that was terminated — by TERMINATE
+// JOB, or by DROP or CREATE OR REPLACE of the stream or view it writes — from the local
+// store: a terminated job never runs again (RESUME takes a paused or failed one), so its
+// operator state, positions and a view's rows (exec/tableout.go) would only take disk. With
+// several instances the job's state stays in the shared store and in each instance's copy
+// (docs/operations.md, "Dropped jobs").
+func (e *Engine) dropJobState(job string) {
 	if e.cluster != nil || job == "" {
 		return
 	}
 	b := &state.Batch{}
 	b.DropPrefix(jobPrefix(job))
 	if err := e.store.Write(b); err != nil {
-		fmt.Fprintf(e.cfg.Log, "job %s: drop the rows of its view: %v\n", job, err)
+		fmt.Fprintf(e.cfg.Log, "job %s: delete its state: %v\n", job, err)
+	}
+}
+
+// errFound stops a scan at its first key.
+var errFound = errors.New("found")
+
+// dropTerminatedState deletes the local state left by terminated jobs (those terminated by
+// a version that kept it, or when the process stopped before dropJobState ran).
+func (e *Engine) dropTerminatedState() {
+	for _, j := range e.cat.Jobs() {
+		if j.State != JobTerminated {
+			continue
+		}
+		if err := e.store.Scan(jobPrefix(j.ID), func(_, _ []byte) error { return errFound }); errors.Is(err, errFound) {
+			e.dropJobState(j.ID)
+		}
 	}
 }

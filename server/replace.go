@@ -46,9 +46,7 @@ func (e *Engine) replace(d StreamDef, j *JobDef, q *sql.Query, sink planner.Sink
 		if rj != nil {
 			rj.stop()
 		}
-		if old.IsView {
-			e.dropViewRows(oldJob)
-		}
+		e.dropJobState(oldJob)
 	}
 	res := &Result{Tag: tag}
 	if newJob != "" {

@@ -163,6 +163,7 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 			return nil, err
 		}
 	} else {
+		eng.dropTerminatedState()
 		eng.jobs.startRecorded()
 	}
 	if cfg.PgAddr != "" {
