@@ -254,11 +254,15 @@ func TestLightCheckpointInterval(t *testing.T) {
 func TestCheckpointFloor(t *testing.T) {
 	min, light := 10*time.Millisecond, 2*time.Millisecond
 	for _, c := range []struct {
-		bytes int64
-		want  time.Duration
-	}{{0, light}, {200, light}, {LightCheckpointBytes, light}, {LightCheckpointBytes + 1, min}, {1 << 20, min}} {
-		if got := checkpointFloor(c.bytes, min, light); got != c.want {
-			t.Errorf("%d bytes: floor %v, want %v", c.bytes, got, c.want)
+		bytes, before int64
+		want          time.Duration
+	}{
+		{0, 0, light}, {200, 0, light}, {LightCheckpointBytes, 200, light},
+		{LightCheckpointBytes + 1, 0, min}, {1 << 20, 0, min},
+		{0, LightCheckpointBytes + 1, min}, // the look before was heavy
+	} {
+		if got := checkpointFloor(c.bytes, c.before, min, light); got != c.want {
+			t.Errorf("%d bytes, %d before: floor %v, want %v", c.bytes, c.before, got, c.want)
 		}
 	}
 }

@@ -67,8 +67,9 @@ type Env struct {
 	// delta spends about a tenth of its time committing at most.
 	MinCheckpointInterval time.Duration
 	// LightCheckpointInterval, when positive and below MinCheckpointInterval, is the
-	// adaptive interval's floor after a light checkpoint: one whose commits wrote at most
-	// LightCheckpointBytes (state, positions and outbox together). A job with little to
+	// adaptive interval's floor after light checkpoints: the last two looks at what the
+	// commits wrote found at most LightCheckpointBytes each (state, positions and outbox
+	// together; checkpointFloor). A job with little to
 	// record per checkpoint (a filter at a low rate) then publishes its exactly-once output
 	// sooner, while a busy one keeps MinCheckpointInterval, where checkpointing more often
 	// costs throughput (docs/guarantees.md, "Checkpoints").
@@ -820,10 +821,7 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 				// reached it: its part of a checkpoint may land after the loop looked, so
 				// the floor is light only when the last two looks were.
 				bytes := j.commitBytes.Swap(0)
-				floor = checkpointFloor(bytes, min, light)
-				if lastBytes > bytes {
-					floor = checkpointFloor(lastBytes, min, light)
-				}
+				floor = checkpointFloor(bytes, lastBytes, min, light)
 				lastBytes = bytes
 				wait = nextCheckpointWait(time.Duration(j.commitNanos.Swap(0)), floor, max)
 			} else {
@@ -843,10 +841,10 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 // larger and keep the usual floor.
 const LightCheckpointBytes = 16 << 10
 
-// checkpointFloor is the adaptive wait's floor after a checkpoint whose commits wrote
-// bytes: light when that was light, else min.
-func checkpointFloor(bytes int64, min, light time.Duration) time.Duration {
-	if bytes <= LightCheckpointBytes {
+// checkpointFloor is the adaptive wait's floor after two looks at what the commits wrote
+// (bytes, then before): light when both were light, else min.
+func checkpointFloor(bytes, before int64, min, light time.Duration) time.Duration {
+	if max(bytes, before) <= LightCheckpointBytes {
 		return light
 	}
 	return min

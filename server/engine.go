@@ -58,8 +58,8 @@ type Config struct {
 	// (offset_reset = 'latest') waits without a row before it tells the client, once, that
 	// it waits for new records and how to read from the beginning. Default 3 s.
 	PushWaitNotice time.Duration
-	// deferJobs leaves the jobs recorded as RUNNING stopped until the job manager's
-	// startRecorded, so a System can attach the broker first.
+	// deferJobs leaves the jobs recorded as RUNNING stopped until Engine.startRecorded, so
+	// a System can attach the broker first.
 	deferJobs bool
 }
 
@@ -183,8 +183,7 @@ func Open(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, lock: lock, cat: cat, store: store, files: files, udf: udf.NewRuntime()}
 	e.jobs = newJobManager(cat, cfg.Log, e.restartAttempt, func() bool { return e.cluster != nil })
 	if !cfg.deferJobs {
-		e.dropTerminatedState()
-		e.jobs.startRecorded()
+		e.startRecorded()
 	}
 	return e, nil
 }
@@ -1287,6 +1286,14 @@ func (e *Engine) dropJobState(job string) {
 
 // errFound stops a scan at its first key.
 var errFound = errors.New("found")
+
+// startRecorded deletes the local state terminated jobs left and starts again the jobs the
+// catalog lists as RUNNING (a single server; with several instances the cluster starts
+// them).
+func (e *Engine) startRecorded() {
+	e.dropTerminatedState()
+	e.jobs.startRecorded()
+}
 
 // dropTerminatedState deletes the local state left by terminated jobs (those terminated by
 // a version that kept it, or when the process stopped before dropJobState ran).

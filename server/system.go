@@ -163,8 +163,7 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 			return nil, err
 		}
 	} else {
-		eng.dropTerminatedState()
-		eng.jobs.startRecorded()
+		eng.startRecorded()
 	}
 	if cfg.PgAddr != "" {
 		pgc, err := s.pgConfig(cfg)
