@@ -9,7 +9,10 @@ package connectors
 // Its one split's rows are a retract changelog keyed by the primary key: an insert is the
 // row, a delete the old row with the change column "delete", an update the old row's delete
 // followed by the new row (a change of the primary key is so a deletion of the old key and
-// an insertion of the new). The table needs REPLICA IDENTITY FULL for the old rows.
+// an insertion of the new). The table needs REPLICA IDENTITY FULL for the old rows. A
+// TRUNCATE of the table is, with on_truncate = 'delete', one row of NULLs whose change
+// column is sql.OpTruncate, which the table's latest versions kept above the source (the
+// planner's truncatingScan) turn into the deletes of the rows they hold.
 //
 // Offsets are WAL positions (LSNs). The snapshot is read in a REPEATABLE READ transaction
 // on the snapshot the replication slot exported when it was created, and handed over as
@@ -60,13 +63,15 @@ type PostgresCDCOptions struct {
 	Slot        string
 	Publication string
 	CreateSlot  bool
-	OnTruncate  string // "error"
+	// TruncateDeletes: a TRUNCATE of the table deletes every row (on_truncate = 'delete',
+	// the default); otherwise it stops the job.
+	TruncateDeletes bool
 }
 
 // ParsePostgresCDCOptions parses the options of the postgres-cdc table named table (the
 // rsql name: the default of table, and of slot and publication as rsql_<name>).
 func ParsePostgresCDCOptions(table string, raw map[string]string) (PostgresCDCOptions, error) {
-	o := PostgresCDCOptions{URL: strings.TrimSpace(raw["url"]), OnTruncate: "error"}
+	o := PostgresCDCOptions{URL: strings.TrimSpace(raw["url"])}
 	if o.URL == "" {
 		return o, &OptionError{Reason: "the postgres-cdc connector needs a url option: WITH (connector = 'postgres-cdc', url = 'postgres://user@host:5432/db', table = 'public.orders')"}
 	}
@@ -115,8 +120,8 @@ func ParsePostgresCDCOptions(table string, raw map[string]string) (PostgresCDCOp
 		}
 		o.CreateSlot = b
 	}
-	if v, ok := raw["on_truncate"]; ok && strings.ToLower(strings.TrimSpace(v)) != "error" {
-		return o, &OptionError{Option: "on_truncate", Value: v, Reason: "want 'error' (a TRUNCATE of the table stops the job; reading it as the deletion of every row is not supported)"}
+	if o.TruncateDeletes, err = options.TruncateDeletes(raw); err != nil {
+		return o, err
 	}
 	if f := raw["format"]; f != "" && !strings.EqualFold(f, "json") {
 		return o, &OptionError{Option: "format", Value: f, Reason: "a postgres-cdc table reads rows, not records: leave format out"}
@@ -639,7 +644,7 @@ func (r *cdcReader) committed(end pglogrepl.LSN) {
 func (r *cdcReader) receive(ctx context.Context) {
 	defer close(r.done)
 	d := newCDCDecoder(r.opts.Target, r.spec.Schema)
-	d.oid = r.oid
+	d.oid, d.truncates = r.oid, r.opts.TruncateDeletes
 	var handed, walEnd pglogrepl.LSN // the last transaction handed over; the server's position
 	next := time.Now().Add(CDCStatusInterval)
 	status := func() error {

@@ -81,8 +81,9 @@ type cdcDecoder struct {
 	// maps each column of its tuples to its index in schema.
 	rel uint32
 	pos []int
-	// onTruncate is "error" or "" (the default: also an error, naming on_truncate).
-	onTruncate string
+	// truncates: a TRUNCATE of the table is a row of NULLs whose change column is
+	// sql.OpTruncate (on_truncate = 'delete'); otherwise it is an error.
+	truncates bool
 
 	// The transaction being read: its rows and whether one is open.
 	inTx bool
@@ -180,9 +181,16 @@ func (d *cdcDecoder) decode(data []byte, lsn pglogrepl.LSN) (ev cdcEvent, err er
 		d.rows = append(d.rows, old)
 	case *pglogrepl.TruncateMessage:
 		for _, id := range m.RelationIDs {
-			if id == d.rel && d.rel != 0 {
-				return ev, sql.Errorf(codeNotInState, "postgres-cdc %s: TRUNCATE at LSN %s: rsql does not read a truncation of the table (on_truncate = 'error'); the job stops here: start it afresh (a new job with a new slot) to read the table again", d.table, lsn)
+			if id != d.rel || d.rel == 0 {
+				continue
 			}
+			if !d.truncates {
+				return ev, sql.Errorf(codeNotInState, "postgres-cdc %s: TRUNCATE at LSN %s, and the table's on_truncate is 'error'; the job stops here: start it afresh (a new job with a new slot) to read the table again, or declare the table with on_truncate = 'delete' to read a TRUNCATE as the deletion of every row", d.table, lsn)
+			}
+			row := make(sql.Row, len(d.schema))
+			row[d.op] = sql.OpTruncate
+			d.rows = append(d.rows, row)
+			break
 		}
 	case *pglogrepl.TypeMessage, *pglogrepl.OriginMessage, *pglogrepl.LogicalDecodingMessage:
 	default:

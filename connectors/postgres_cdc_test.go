@@ -113,10 +113,12 @@ func rowText(rows []sql.Row) string {
 }
 
 // TestCDCDecodeChanges: inserts, updates (with an unchanged TOASTed value, and of the key)
-// and deletes of the table become a retract changelog; other relations are skipped; a
-// commit reports the transaction's end.
+// and deletes of the table become a retract changelog, a TRUNCATE naming the table a row
+// whose change column is "truncate" (on_truncate = 'delete'); other relations are skipped;
+// a commit reports the transaction's end.
 func TestCDCDecodeChanges(t *testing.T) {
 	d := newCDCDecoder("public.orders", cdcTestSchema)
+	d.truncates = true
 	msgs := [][]byte{
 		cdcTestRelation,
 		pgoRelation(16500, "public", "other", 'd', pgoCol{"x", oidInt4}),
@@ -127,6 +129,9 @@ func TestCDCDecodeChanges(t *testing.T) {
 		pgoUpdate(16400, []string{"1", "ann", "12.50", "t", "2026-01-02 03:04:05.678+00"}, []string{"1", "\x01", "13", "f", "2026-01-02 03:04:05.678+00"}),
 		pgoUpdate(16400, []string{"2", "\x00", "\x00", "\x00", "\x00"}, []string{"3", "bo", "\x00", "\x00", "\x00"}),
 		pgoDelete(16400, "1", "ann", "13", "f", "2026-01-02 03:04:05.678+00"),
+		pgoTruncate(16500),
+		pgoTruncate(16500, 16400),
+		pgoInsert(16400, "4", "di", "1", "t", "\x00"),
 	}
 	for _, m := range msgs {
 		ev, err := d.decode(m, 5)
@@ -146,6 +151,8 @@ func TestCDCDecodeChanges(t *testing.T) {
 		"2|||||delete",
 		"3|bo||||",
 		"1|ann|13|f|2026-01-02 03:04:05.678|delete",
+		"|||||truncate",
+		"4|di|1|t||",
 	}, "\n")
 	if got := rowText(d.rows); got != want {
 		t.Errorf("rows:\n%s\nwant:\n%s", got, want)
@@ -167,7 +174,7 @@ func TestCDCDecodeRefuses(t *testing.T) {
 		{"type changed", pgoRelation(16400, "public", "orders", 'f', pgoCol{"id", oidText}, pgoCol{"name", oidText},
 			pgoCol{"amount", oidNumeric}, pgoCol{"ok", oidBool}, pgoCol{"ts", oidTimestampTZ}), "column id is now text"},
 		{"identity", pgoRelation(16400, "public", "orders", 'd', pgoCol{"id", oidInt8}), "REPLICA IDENTITY FULL"},
-		{"truncate", pgoTruncate(16400), "TRUNCATE"},
+		{"truncate", pgoTruncate(16400), "on_truncate is 'error'"},
 		{"update without old row", pgoUpdate(16400, nil, []string{"1", "a", "1", "t", "\x00"}), "REPLICA IDENTITY FULL"},
 		{"bad value", pgoInsert(16400, "x", "a", "1", "t", "\x00"), "column id"},
 		{"width", pgoInsert(16400, "1"), "has 1 columns"},
@@ -189,8 +196,9 @@ func TestCDCDecodeRefuses(t *testing.T) {
 }
 
 // FuzzCDCDecode: any message after the table's relation message decodes or fails with an
-// error; rows that come out have the schema's width and a change column that is NULL or
-// "delete". The corpus is testdata/fuzz/FuzzCDCDecode.
+// error; rows that come out have the schema's width and a change column that is NULL,
+// "delete" or, with on_truncate = 'delete', "truncate" (a row of NULLs otherwise). The
+// corpus is testdata/fuzz/FuzzCDCDecode.
 func FuzzCDCDecode(f *testing.F) {
 	f.Add(pgoBegin())
 	f.Add(pgoInsert(16400, "1", "ann", "12.50", "t", "2026-01-02 03:04:05.678+00"))
@@ -201,6 +209,7 @@ func FuzzCDCDecode(f *testing.F) {
 	f.Add(cdcTestRelation)
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		d := newCDCDecoder("public.orders", cdcTestSchema)
+		d.truncates = len(msg)%2 == 0
 		if _, err := d.decode(cdcTestRelation, 1); err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +221,19 @@ func FuzzCDCDecode(f *testing.F) {
 			if len(r) != len(cdcTestSchema) {
 				t.Fatalf("row of %d values", len(r))
 			}
-			if op := r[len(r)-1]; op.K != sql.KindNull && !sql.IsDelete(op) {
+			op := r[len(r)-1]
+			if sql.IsTruncate(op) {
+				if !d.truncates {
+					t.Fatal("a truncation with on_truncate = 'error'")
+				}
+				for _, v := range r[:len(r)-1] {
+					if !v.IsNull() {
+						t.Fatalf("truncation row %v", r)
+					}
+				}
+				continue
+			}
+			if op.K != sql.KindNull && !sql.IsDelete(op) {
 				t.Fatalf("change column %v", op)
 			}
 		}
@@ -223,18 +244,18 @@ func FuzzCDCDecode(f *testing.F) {
 // and the options' checks.
 func TestParsePostgresCDCOptions(t *testing.T) {
 	o, err := ParsePostgresCDCOptions("Orders", map[string]string{"url": "postgres://u@h/db"})
-	if err != nil || o.Target != "public.orders" || o.Slot != "rsql_orders" || o.Publication != "rsql_orders" || o.CreateSlot || o.OnTruncate != "error" {
+	if err != nil || o.Target != "public.orders" || o.Slot != "rsql_orders" || o.Publication != "rsql_orders" || o.CreateSlot || !o.TruncateDeletes {
 		t.Fatalf("%+v %v", o, err)
 	}
-	o, err = ParsePostgresCDCOptions("x", map[string]string{"url": "postgres://u@h/db", "table": `shop."Big"`, "slot": "s1", "create_slot": "true"})
-	if err != nil || o.Target != "shop.Big" || o.Slot != "s1" || !o.CreateSlot {
+	o, err = ParsePostgresCDCOptions("x", map[string]string{"url": "postgres://u@h/db", "table": `shop."Big"`, "slot": "s1", "create_slot": "true", "on_truncate": "Error"})
+	if err != nil || o.Target != "shop.Big" || o.Slot != "s1" || !o.CreateSlot || o.TruncateDeletes {
 		t.Fatalf("%+v %v", o, err)
 	}
 	for says, raw := range map[string]map[string]string{
 		"needs a url":      {},
 		"slot":             {"url": "postgres://u@h/db", "slot": "Bad-Name"},
 		"create_slot":      {"url": "postgres://u@h/db", "create_slot": "maybe"},
-		"on_truncate":      {"url": "postgres://u@h/db", "on_truncate": "delete"},
+		"on_truncate":      {"url": "postgres://u@h/db", "on_truncate": "ignore"},
 		"leave format out": {"url": "postgres://u@h/db", "format": "csv"},
 	} {
 		if _, err := ParsePostgresCDCOptions("t", raw); err == nil || !strings.Contains(err.Error(), says) {

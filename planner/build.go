@@ -338,8 +338,10 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 		if err != nil {
 			return s, err
 		}
-		if s, err = b.exchangeRows(s, n.Partition); err != nil {
-			return s, err
+		if !n.AtSource {
+			if s, err = b.exchangeRows(s, n.Partition); err != nil {
+				return s, err
+			}
 		}
 		t, err := topNNode(n)
 		if err != nil {
@@ -938,7 +940,7 @@ func overNode(n *Over) (*OverNode, error) {
 
 func topNNode(n *TopN) (*TopNNode, error) {
 	t := &TopNNode{N: n.N, RowNumber: n.RowNumber, Mode: n.Mode, WindowEnd: n.WindowEnd, Time: n.Time, TTL: n.TTL,
-		Latest: n.Latest, Schema: n.Schema(), Changes: n.Changes, Retracting: n.Retracting}
+		Latest: n.Latest, Schema: n.Schema(), Changes: n.Changes, Retracting: n.Retracting, AtSource: n.AtSource}
 	for _, p := range n.Partition {
 		f, err := compile(p, "partition key")
 		if err != nil {

@@ -118,7 +118,20 @@ func changelog(n LogicalNode, upsertOK bool) (LogicalNode, changes, error) {
 		return &s, ch, nil
 
 	case *Scan:
-		return n, scanChanges(n), nil
+		ch := scanChanges(n)
+		if truncatingScan(n) {
+			if ch.key == nil {
+				return nil, ch, errorf(sql.CodeInternal, "the scan of table %s lacks its primary key", n.Relation.Name)
+			}
+			// A TRUNCATE of the table deletes the rows its latest versions hold.
+			part := make([]sql.Expr, len(ch.key))
+			for i, c := range ch.key {
+				part[i] = colRef(n.Schema(), c)
+			}
+			return &TopN{Input: n, Partition: part, N: 1, RowNumber: -1, WindowEnd: -1, Time: -1,
+				Mode: TableVersions, Latest: true, Changes: Retract, AtSource: true}, ch, nil
+		}
+		return n, ch, nil
 
 	case *Filter:
 		in, ch, err := changelog(n.Input, false)
@@ -532,6 +545,18 @@ func scanChanges(n *Scan) changes {
 		key = append(key, at)
 	}
 	return changes{mode: Retract, key: key}
+}
+
+// truncatingScan reports whether n reads the changes of a table whose source may truncate
+// it (a postgres-cdc table with on_truncate = 'delete', the default): its latest versions
+// are kept above the scan (Changelog), which turns a truncation into deletes of the rows
+// they hold, and the scan keeps the primary key's columns (PruneColumns).
+func truncatingScan(n *Scan) bool {
+	if !changelogScan(n) {
+		return false
+	}
+	del, err := options.TruncateDeletes(n.Relation.Options)
+	return err == nil && del
 }
 
 // changelogScan reports whether n reads a table of a changelog connector with its change

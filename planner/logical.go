@@ -134,6 +134,10 @@ type TopN struct {
 	// ends with the change column); Retracting: its input is updating (TopNChanges only).
 	Changes    ChangeMode
 	Retracting bool
+	// AtSource: a table's latest versions kept right above the scan of its source's
+	// changes, in the source's one split (no exchange): its input may hold a truncation of
+	// the table (sql.OpTruncate; truncatingScan).
+	AtSource bool
 }
 
 // Over computes aggregates over a window of rows: for each row, each call of Calls over

@@ -148,6 +148,7 @@ type TopNNode struct {
 	// the change column; a retracting input's change column is its row's last).
 	Changes        ChangeMode
 	Retracting     bool
+	AtSource       bool // TableVersions: its input holds truncations (sql.OpTruncate)
 	Schema         sql.Schema
 	PartitionTexts []string
 	OrderTexts     []string

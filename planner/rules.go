@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"slices"
 	"sort"
 
 	"rsql/sql"
@@ -648,9 +649,12 @@ func (p pruner) prune(node LogicalNode, need map[int]bool) (LogicalNode, []int, 
 		}
 		keep := copySet(need)
 		if op := n.Relation.Schema.Index(sql.ChangeColumn); op >= 0 && changelogScan(&Scan{Relation: n.Relation, Columns: []int{op}}) {
-			// A changelog table's change column says what each row is (scanChanges).
+			// A changelog table's change column says what each row is (scanChanges), and
+			// the primary key of one its source may truncate keys its latest versions
+			// (truncatingScan).
+			truncating := truncatingScan(&Scan{Relation: n.Relation, Columns: []int{op}})
 			for i, c := range n.Columns {
-				if c == op {
+				if c == op || truncating && slices.Contains(n.Relation.PrimaryKey, c) {
 					keep[i] = true
 				}
 			}

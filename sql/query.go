@@ -39,6 +39,17 @@ const ChangeColumn = "__op"
 // is NULL.
 var OpDelete = Varchar("delete")
 
+// OpTruncate is the change column's value of a truncation of a table read from its source's
+// changes (postgres-cdc): every row of the table is deleted. Only the operator keeping the
+// table's latest versions right above such a source reads it (planner.TopNNode
+// TableVersions), which turns it into the deletes of the rows it holds; nothing else sees it.
+var OpTruncate = Varchar("truncate")
+
+// IsTruncate reports whether a change column's value v is OpTruncate.
+func IsTruncate(v Value) bool {
+	return v.K == KindVarchar && v.S == "truncate"
+}
+
 // IsDelete reports whether a change column's value v is a delete: "delete" or "d", in any
 // case.
 func IsDelete(v Value) bool {

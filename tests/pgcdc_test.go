@@ -194,14 +194,6 @@ func cdcDiffText(got, want []string) string {
 	return b.String()
 }
 
-// TestPostgresCDC: a snapshot of 300 rows and then 1500 random inserts, updates (of values
-// and of the primary key, to and from NULLs) and deletes in transactions of 1 to 5
-// changes, read by three jobs (an aggregation, a copy of every column, and an aggregation
-// over a regular join with a second table whose rows change too) through
-// postgres-cdc tables into PostgreSQL sink tables. The rsql server is killed with SIGKILL
-// three times mid-stream and PostgreSQL is restarted once and crashes once: the sink tables end equal to
-// PostgreSQL's queries over the source table, so no change was lost or applied twice, and
-// the slots confirm the last change (the checkpoint commit hook).
 // cdcDatabases starts the source cluster (logical replication, cdcSourceDDL's tables) and
 // the sinks' cluster (sinkDDL), and connects to both; the connections close with the test.
 // The sinks write a database of their own: a database that shuts down waits for its
@@ -231,6 +223,16 @@ func cdcDatabases(t *testing.T, sinkDDL string) (pg *pgCluster, conn *pgx.Conn, 
 	return pg, conn, sinkPG, sinkConn
 }
 
+// TestPostgresCDC: a snapshot of 300 rows and then 1500 random inserts, updates (of values
+// and of the primary key, to and from NULLs) and deletes in transactions of 1 to 5
+// changes, read by three jobs (an aggregation, a copy of every column, and an aggregation
+// over a regular join with a second table whose rows change too) through postgres-cdc
+// tables into PostgreSQL sink tables. Both tables are truncated once (on_truncate =
+// 'delete', the default), each in a transaction that changes rows before and after the
+// TRUNCATE. The rsql server is killed with SIGKILL three times mid-stream and PostgreSQL
+// is restarted once and crashes once: the sink tables end equal to PostgreSQL's queries
+// over the source table, so no change was lost or applied twice, and the slots confirm the
+// last change (the checkpoint commit hook).
 func TestPostgresCDC(t *testing.T) {
 	ctx := context.Background()
 	pg, conn, sinkPG, sinkConn := cdcDatabases(t, cdcSinkDDL)
@@ -263,6 +265,27 @@ func TestPostgresCDC(t *testing.T) {
 				t.Fatal(err)
 			}
 			i += n
+		}
+		// A TRUNCATE among other changes of its transaction: the users' tiers start
+		// afresh (round 2); the orders are emptied and refilled in part (round 4).
+		truncate := map[int]string{
+			2: `UPDATE public.users SET tier = 'tier9' WHERE user_id = 'u1'; TRUNCATE public.users;
+INSERT INTO public.users SELECT 'u' || i, 'tier' || (i % 4) FROM generate_series(3, 19) i; UPDATE public.users SET tier = NULL WHERE user_id = 'u4'`,
+			4: `INSERT INTO public.orders (order_id, user_id, qty) VALUES (2000000, 'u1', 5); TRUNCATE public.orders;
+INSERT INTO public.orders (order_id, user_id, qty, amount) SELECT 2000000 + i, 'u' || (i % 7), i, i FROM generate_series(0, 40) i;
+DELETE FROM public.orders WHERE order_id = 2000003`,
+		}[round]
+		if truncate != "" {
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, truncate); err != nil {
+				t.Fatalf("%s: %v", truncate, err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 		switch round {
 		case 1, 3, 7:
@@ -371,7 +394,7 @@ func TestPostgresCDCDeclarationErrors(t *testing.T) {
 		{decl(pg.URL, "id BIGINT, v VARCHAR PRIMARY KEY", "table = 't', publication = 'pub', slot = 's1'"), "42P10", "primary key"},
 		{decl(pg.URL, "id BIGINT PRIMARY KEY, v VARCHAR", "table = 't', publication = 'nopub', slot = 's1'"), "42704", "CREATE PUBLICATION nopub FOR TABLE"},
 		{decl(pg.URL, "id BIGINT PRIMARY KEY, v VARCHAR", "table = 't', publication = 'pub', slot = 's1'"), "42704", "pg_create_logical_replication_slot('s1', 'pgoutput')"},
-		{decl(pg.URL, "id BIGINT PRIMARY KEY, v VARCHAR", "table = 't', on_truncate = 'delete'"), "22023", "on_truncate"},
+		{decl(pg.URL, "id BIGINT PRIMARY KEY, v VARCHAR", "table = 't', on_truncate = 'ignore'"), "22023", "on_truncate"},
 		{fmt.Sprintf(`CREATE STREAM x (id BIGINT, v VARCHAR) WITH (connector = 'postgres-cdc', url = '%s', table = 't')`, pg.URL), "0A000", "CREATE TABLE"},
 	}
 	for _, c := range cases {
@@ -388,7 +411,8 @@ func TestPostgresCDCDeclarationErrors(t *testing.T) {
 }
 
 // TestPostgresCDCStopsOnTableChange: a column added to the source table, and a TRUNCATE of
-// another, stop the jobs that read them with an error naming the change (SHOW JOBS).
+// another declared with on_truncate = 'error', stop the jobs that read them with an error
+// naming the change (SHOW JOBS).
 func TestPostgresCDCStopsOnTableChange(t *testing.T) {
 	pg := startPostgresLogical(t)
 	ctx := context.Background()
@@ -404,7 +428,7 @@ INSERT INTO a VALUES (1, 'x'); INSERT INTO b VALUES (1, 'y');`); err != nil {
 	}
 	s := newJobsServer(t)
 	s.sql(fmt.Sprintf(`CREATE TABLE a (id BIGINT PRIMARY KEY, v VARCHAR) WITH (connector = 'postgres-cdc', url = '%[1]s', create_slot = true);
-CREATE TABLE b (id BIGINT PRIMARY KEY, v VARCHAR) WITH (connector = 'postgres-cdc', url = '%[1]s', create_slot = true);
+CREATE TABLE b (id BIGINT PRIMARY KEY, v VARCHAR) WITH (connector = 'postgres-cdc', url = '%[1]s', create_slot = true, on_truncate = 'error');
 CREATE MATERIALIZED VIEW va AS SELECT v, COUNT(*) AS n FROM a GROUP BY v;
 CREATE MATERIALIZED VIEW vb AS SELECT v, COUNT(*) AS n FROM b GROUP BY v;`, pg.URL))
 	// The jobs have read their snapshots once their slots exist.
@@ -417,7 +441,7 @@ CREATE MATERIALIZED VIEW vb AS SELECT v, COUNT(*) AS n FROM b GROUP BY v;`, pg.U
 	if _, err := conn.Exec(ctx, `INSERT INTO a VALUES (2, 'x'); ALTER TABLE a ADD COLUMN extra int; INSERT INTO a VALUES (3, 'z', 1); TRUNCATE b;`); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"job-1": "column extra was added", "job-2": "TRUNCATE"}
+	want := map[string]string{"job-1": "column extra was added", "job-2": "on_truncate is 'error'"}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		got := map[string]string{}

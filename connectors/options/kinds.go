@@ -60,6 +60,19 @@ func PostgresWholeEpochs(raw map[string]string) (bool, error) {
 // PostgresCDCOptionKeys are the WITH options the postgres-cdc connector reads.
 var PostgresCDCOptionKeys = []string{"url", "table", "slot", "publication", "create_slot", "on_truncate"}
 
+// TruncateDeletes reads a postgres-cdc table's on_truncate option: true for 'delete' (the
+// default: a TRUNCATE of the table deletes every row it held), false for 'error' (a
+// TRUNCATE stops the job).
+func TruncateDeletes(raw map[string]string) (bool, error) {
+	switch v := strings.ToLower(strings.TrimSpace(raw["on_truncate"])); v {
+	case "", "delete":
+		return true, nil
+	case "error":
+		return false, nil
+	}
+	return false, &OptionError{Option: "on_truncate", Value: raw["on_truncate"], Reason: "want 'delete' (a TRUNCATE of the table deletes every row it held) or 'error' (a TRUNCATE stops the job)"}
+}
+
 // KafkaOptionKeys are the WITH options the kafka connector reads (docs/sql.md, "Kafka").
 var KafkaOptionKeys = []string{"brokers", "group", "offset_reset", "delivery", "transaction_timeout",
 	"sasl_mechanism", "sasl_username", "sasl_password", "tls", "tls_ca_file"}
