@@ -187,6 +187,7 @@
 //     limit, union; tablefunc.go: table functions; agg*.go: aggregation (see above);
 //     join.go, join_window.go, join_exact.go, lookup*.go: joins; topn.go: Top-N, deduplication
 //     and a table's latest versions;
-//     topn_changes.go: Top-N over the whole stream, a changelog;
+//     topn_changes.go: Top-N over the whole stream, a changelog; table_rows.go: a
+//     table's rows kept above the source of its changes, for its truncations;
 //     sort.go: sort.
 package exec

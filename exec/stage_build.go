@@ -275,6 +275,11 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		st.opIDs = append(st.opIDs, oid)
 		return newOverOp(n, st.job.name, oid, env.Store), nil
 	case *planner.TopNNode:
+		if n.AtSource {
+			oid := OperatorID(id, "rows", i)
+			st.opIDs = append(st.opIDs, oid)
+			return newTableRowsOp(n, st.job.name, oid, env.Store), nil
+		}
 		late, err := st.lateOutput(ctx, op.Inputs[0], in)
 		if err != nil {
 			return nil, err

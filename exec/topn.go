@@ -108,12 +108,6 @@ func (t *topNOp) Process(_ int, b *Batch, out Emitter) error {
 	t.lateRow = t.lateRow[:0]
 	t.outRows = t.outRows[:0]
 	for _, r := range b.Rows {
-		if n.AtSource && sql.IsTruncate(r[len(r)-1]) {
-			if err := t.truncate(sp); err != nil {
-				return err
-			}
-			continue
-		}
 		if t.cacheMax > 0 && len(sp.parts) >= sp.evictAt {
 			t.evict(sp)
 		}
@@ -246,59 +240,6 @@ func (t *topNOp) version(sp *topSplit, p *topPart, r sql.Row) {
 		t.outRows = append(t.outRows, n)
 	}
 	t.markDirty(sp, p)
-}
-
-// truncate applies a truncation of the table (a row whose change column is sql.OpTruncate)
-// to its latest versions in split sp: every key with a row, in memory or only in the store,
-// has it deleted, in the order of the keys (so that a replay emits the same changes).
-// The keys read back from the store stay in memory, emptied, until a checkpoint saves them.
-func (t *topNOp) truncate(sp *topSplit) error {
-	if sp.spilled {
-		prefix := state.SplitPrefix(nil, t.job, t.id, sp.name)
-		var back []*topPart
-		err := t.store.Scan(prefix, func(key, v []byte) error {
-			if len(key) < len(prefix)+16 {
-				return &StateError{Op: t.id, Split: sp.name, Err: errBadTopN}
-			}
-			pk := string(key[len(prefix) : len(key)-16])
-			if _, in := sp.parts[pk]; in {
-				return nil
-			}
-			p, err := decodeTopPart(pk, v)
-			if err != nil {
-				return &StateError{Op: t.id, Split: sp.name, Err: err}
-			}
-			if len(p.rows) == 1 {
-				back = append(back, p)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, p := range back {
-			sp.parts[p.key] = p
-		}
-	}
-	keys := make([]string, 0, len(sp.parts))
-	for k, p := range sp.parts {
-		if len(p.rows) == 1 {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	op := len(t.node.Schema) - 1
-	for _, k := range keys {
-		p := sp.parts[k]
-		o := append(sql.Row(nil), p.rows[0]...)
-		o[op] = sql.OpDelete
-		t.outRows = append(t.outRows, o)
-		p.rows = p.rows[:0]
-		sp.tick++
-		p.touch = sp.tick
-		t.markDirty(sp, p)
-	}
-	return nil
 }
 
 // sameVersion reports whether table rows a and b hold the same values (of the same kinds;

@@ -229,6 +229,9 @@ func nodeText(n Node, row sql.Schema) (parts []string, out sql.Schema) {
 		if n.Retracting {
 			parts = append(parts, "retracting")
 		}
+		if n.AtSource {
+			parts = append(parts, "at-source")
+		}
 		if n.Changes != AppendOnly {
 			parts = append(parts, "changes="+n.Changes.String())
 			return parts, n.Schema
