@@ -62,6 +62,10 @@ type clusterNode struct {
 	jobs       map[string]*clusterJob      // job -> its units and what runs here
 	startErr   map[string]string           // job -> last error starting it (logged once)
 
+	// dropped: the terminated jobs whose shared and local state this process deleted
+	// (or found deleted); used by reconcile only.
+	dropped map[string]bool
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -80,7 +84,8 @@ func startCluster(e *Engine, cfg ClusterConfig) (*clusterNode, error) {
 		cfg.Lease = 3 * time.Second
 	}
 	c := &clusterNode{e: e, cs: cfg.Checkpoints, cfg: cfg, held: map[string]map[string]int64{},
-		selfLoaded: map[string]bool{}, jobs: map[string]*clusterJob{}, startErr: map[string]string{}, done: make(chan struct{})}
+		selfLoaded: map[string]bool{}, jobs: map[string]*clusterJob{}, startErr: map[string]string{}, dropped: map[string]bool{},
+		done: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
 	defer cancel()

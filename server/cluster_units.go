@@ -333,6 +333,7 @@ func (c *clusterNode) reconcile(ctx context.Context) {
 		}
 	}
 	c.releaseIdle(ctx, running, want)
+	c.dropTerminated(ctx, running)
 	for id, def := range want {
 		if rj := running[id]; rj != nil {
 			if rj.whole {
@@ -364,6 +365,39 @@ func (c *clusterNode) reconcile(ctx context.Context) {
 			c.startErr[id] = msg
 		}
 		c.mu.Unlock()
+	}
+}
+
+// dropTerminated deletes the state of terminated jobs — a terminated job never runs again
+// — from the shared store (state and splits rows, once no live member holds one of their
+// units: DropJob) and from the local store, once per job and process; a job whose units
+// are still held is tried again at the next tick.
+func (c *clusterNode) dropTerminated(ctx context.Context, running map[string]*runningJob) {
+	for _, j := range c.e.cat.Jobs() {
+		if j.State != JobTerminated || c.dropped[j.ID] || running[j.ID] != nil {
+			continue
+		}
+		done, err := c.cs.DropJob(ctx, j.ID, c.members.Members())
+		if err != nil {
+			c.logf("cluster: job %s: %v", j.ID, err)
+			return
+		}
+		if !done {
+			continue
+		}
+		b := &state.Batch{}
+		b.DropPrefix(jobPrefix(j.ID))
+		if err := c.e.store.Write(b); err != nil {
+			c.logf("cluster: job %s: delete its local state: %v", j.ID, err)
+			continue
+		}
+		c.mu.Lock()
+		delete(c.held, j.ID)
+		delete(c.selfLoaded, j.ID)
+		delete(c.jobs, j.ID)
+		c.mu.Unlock()
+		c.dropped[j.ID] = true
+		c.logf("cluster: job %s: terminated; its state deleted", j.ID)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -235,6 +236,42 @@ func (d *pgDelta) add(kind OpKind, split string, key, value []byte) {
 	}
 	d.index[string(key)] = len(d.entries)
 	d.entries = append(d.entries, e)
+}
+
+// DropJob deletes job's rows from the shared state and splits tables, once no live member
+// (a name in live) holds one of its units — an instance's own split ("@<name>") does not
+// count — and reports whether it did. The job must have ended for good: a later commit of
+// one of its splits is fenced (its row is gone), and an acquisition starts it afresh.
+func (s *PostgresCheckpointStore) DropJob(ctx context.Context, job string, live []string) (bool, error) {
+	dropped := false
+	schema := s.schemaName()
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT owner FROM `+schema+`.splits WHERE job = $1 AND split NOT LIKE '@%' AND owner <> '' FOR UPDATE`, job)
+		if err != nil {
+			return err
+		}
+		owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, o := range owners {
+			if slices.Contains(live, o) {
+				return nil
+			}
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM `+schema+`.state WHERE job = $1`, job); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM `+schema+`.splits WHERE job = $1`, job); err != nil {
+			return err
+		}
+		dropped = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("state: delete the state of job %q: %w", job, err)
+	}
+	return dropped, nil
 }
 
 // Commit implements CheckpointStore in one transaction.
