@@ -56,6 +56,35 @@ const postgresProgressDDL = `CREATE TABLE IF NOT EXISTS ` + PostgresProgressTabl
   updated_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (job, stage, split))`
 
+// DeletePostgresProgress deletes the rows of job from the progress table of the database
+// of the postgres table declared as table with options raw: a terminated job never writes
+// again, so its rows only took space (and would mislead a later job given the same id).
+// A database without the table has nothing to delete.
+func DeletePostgresProgress(ctx context.Context, table string, raw map[string]string, job string) error {
+	o, err := ParsePostgresOptions(table, raw)
+	if err != nil {
+		return err
+	}
+	cfg, err := poolConfig(o.URL, o.Timeout, "rsql sink "+table)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return fmt.Errorf("postgres table %s: %s", table, redactErr(err, o.URL))
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, `DELETE FROM `+PostgresProgressTable+` WHERE job = $1`, job)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P01" {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("postgres table %s: delete the progress rows of job %s: %s", table, job, redactErr(err, o.URL))
+	}
+	return nil
+}
+
 // postgresRetryFor is how long a sink retries a database it cannot reach before it gives
 // the job back an ErrUnavailable error (a variable for tests).
 var postgresRetryFor = 30 * time.Second

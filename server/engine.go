@@ -1007,6 +1007,9 @@ func (e *Engine) jobControl(s *sql.JobControl) (*Result, error) {
 			return nil, err
 		}
 		e.dropJobState(def.ID)
+		if sink, ok := e.cat.Stream(def.Sink); ok {
+			e.dropSinkProgress(def.ID, sink)
+		}
 	case sql.JobPause:
 		if def.State != JobRunning {
 			return nil, sql.Errorf(sql.CodeInvalidValue, "job %s is %s, not RUNNING", def.ID, def.State)
@@ -1060,6 +1063,7 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 			rj.stop()
 		}
 		e.dropJobState(d.Job)
+		e.dropSinkProgress(d.Job, d)
 	}
 	return &Result{Tag: "DROP " + s.Kind.String()}, nil
 }
@@ -1282,6 +1286,22 @@ func (e *Engine) dropJobState(job string) {
 	if err := e.store.Write(b); err != nil {
 		fmt.Fprintf(e.cfg.Log, "job %s: delete its state: %v\n", job, err)
 	}
+}
+
+// dropSinkProgress deletes, in the background, the rows a terminated job left in the
+// progress table of the PostgreSQL database it wrote (sink, a postgres table); a failure
+// (the database unreachable, no DELETE privilege) is logged, the rows stay.
+func (e *Engine) dropSinkProgress(job string, sink StreamDef) {
+	if job == "" || !strings.EqualFold(sink.Options["connector"], "postgres") {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := connectors.DeletePostgresProgress(ctx, sink.Name, sink.Options, job); err != nil {
+			fmt.Fprintf(e.cfg.Log, "job %s: %v (DELETE FROM %s WHERE job = '%s' removes them)\n", job, err, connectors.PostgresProgressTable, job)
+		}
+	}()
 }
 
 // errFound stops a scan at its first key.

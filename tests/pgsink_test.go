@@ -229,6 +229,21 @@ func TestPostgresSinkTopicsKilled(t *testing.T) {
 	if n := pgCount(t, conn, `SELECT * FROM rsql_sink_progress`); n == 0 {
 		t.Errorf("the progress table is empty")
 	}
+	// A terminated job's progress rows leave the table; the other jobs' stay.
+	var job string
+	if err := conn.QueryRow(ctx, `SELECT min(job) FROM rsql_sink_progress`).Scan(&job); err != nil {
+		t.Fatal(err)
+	}
+	others := pgCount(t, conn, `SELECT * FROM rsql_sink_progress WHERE job <> '`+job+`'`)
+	s.sql("TERMINATE JOB " + job)
+	for deadline := time.Now().Add(20 * time.Second); pgCount(t, conn, `SELECT * FROM rsql_sink_progress WHERE job = '`+job+`'`) > 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the progress rows of terminated job %s are left\n%s", job, s.p.Stderr.String())
+		}
+	}
+	if n := pgCount(t, conn, `SELECT * FROM rsql_sink_progress WHERE job <> '`+job+`'`); n != others || n == 0 {
+		t.Fatalf("%d progress rows of the other jobs, %d before", n, others)
+	}
 	// The dead-letter topic holds each order the CHECK constraint refused, with
 	// PostgreSQL's message (at least once: an epoch whose transaction did not commit
 	// reports its refused rows again), and no other row (a duplicate insert would be
