@@ -139,6 +139,41 @@ var postgresCDCKind = Kind{
 	},
 }
 
+// DropPostgresCDCSlot drops the replication slot of the postgres-cdc table declared as
+// table with options raw, when rsql created it (create_slot = true), for a job reading it
+// that has ended for good: the slot would otherwise hold the server's WAL back for ever. A
+// slot still active (the job's walsender not gone yet) is waited for until ctx ends; a
+// slot made outside rsql is left alone. It reports whether it dropped one.
+func DropPostgresCDCSlot(ctx context.Context, table string, raw map[string]string) (bool, error) {
+	o, err := ParsePostgresCDCOptions(table, raw)
+	if err != nil || !o.CreateSlot {
+		return false, err
+	}
+	conn, err := cdcConnect(ctx, o.URL, false)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(context.Background())
+	for {
+		rows, err := cdcQuery(ctx, conn, `SELECT active::text, CASE WHEN NOT active THEN pg_drop_replication_slot(slot_name)::text END
+FROM pg_replication_slots WHERE slot_name = $1`, o.Slot)
+		if err != nil {
+			return false, fmt.Errorf("postgres-cdc %s: dropping replication slot %s: %s", o.Target, o.Slot, redactErr(err, o.URL))
+		}
+		if len(rows) == 0 {
+			return false, nil
+		}
+		if rows[0][0] != nil && *rows[0][0] == "false" {
+			return true, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("postgres-cdc %s: replication slot %s is still in use", o.Target, o.Slot)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // cdcConfig is the connection configuration of the table's database: the session settings
 // values are read with (UTC, ISO dates, shortest float text), and with replication set,
 // a replication connection.

@@ -1007,9 +1007,8 @@ func (e *Engine) jobControl(s *sql.JobControl) (*Result, error) {
 			return nil, err
 		}
 		e.dropJobState(def.ID)
-		if sink, ok := e.cat.Stream(def.Sink); ok {
-			e.dropSinkProgress(def.ID, sink)
-		}
+		sink, _ := e.cat.Stream(def.Sink)
+		e.releaseExternal(def, sink)
 	case sql.JobPause:
 		if def.State != JobRunning {
 			return nil, sql.Errorf(sql.CodeInvalidValue, "job %s is %s, not RUNNING", def.ID, def.State)
@@ -1063,7 +1062,9 @@ func (e *Engine) drop(s *sql.Drop) (*Result, error) {
 			rj.stop()
 		}
 		e.dropJobState(d.Job)
-		e.dropSinkProgress(d.Job, d)
+		if def, ok := e.cat.Job(d.Job); ok {
+			e.releaseExternal(def, d)
+		}
 	}
 	return &Result{Tag: "DROP " + s.Kind.String()}, nil
 }
@@ -1288,20 +1289,47 @@ func (e *Engine) dropJobState(job string) {
 	}
 }
 
-// dropSinkProgress deletes, in the background, the rows a terminated job left in the
-// progress table of the PostgreSQL database it wrote (sink, a postgres table); a failure
-// (the database unreachable, no DELETE privilege) is logged, the rows stay.
-func (e *Engine) dropSinkProgress(job string, sink StreamDef) {
-	if job == "" || !strings.EqualFold(sink.Options["connector"], "postgres") {
+// releaseExternal releases, in the background, what a terminated job holds outside rsql:
+// the rows it left in the progress table of the PostgreSQL database it wrote (sink, a
+// postgres table), and the replication slots rsql created for the postgres-cdc tables it
+// read. A failure (the database unreachable, no privilege) is logged with the statement
+// to run.
+func (e *Engine) releaseExternal(def JobDef, sink StreamDef) {
+	var cdc []StreamDef
+	for _, name := range def.Sources {
+		if src, ok := e.cat.Stream(name); ok && strings.EqualFold(src.Options["connector"], "postgres-cdc") && !e.readByOtherJob(name, def.ID) {
+			cdc = append(cdc, src)
+		}
+	}
+	progress := strings.EqualFold(sink.Options["connector"], "postgres")
+	if def.ID == "" || !progress && len(cdc) == 0 {
 		return
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := connectors.DeletePostgresProgress(ctx, sink.Name, sink.Options, job); err != nil {
-			fmt.Fprintf(e.cfg.Log, "job %s: %v (DELETE FROM %s WHERE job = '%s' removes them)\n", job, err, connectors.PostgresProgressTable, job)
+		if progress {
+			if err := connectors.DeletePostgresProgress(ctx, sink.Name, sink.Options, def.ID); err != nil {
+				fmt.Fprintf(e.cfg.Log, "job %s: %v (DELETE FROM %s WHERE job = '%s' removes them)\n", def.ID, err, connectors.PostgresProgressTable, def.ID)
+			}
+		}
+		for _, src := range cdc {
+			if _, err := connectors.DropPostgresCDCSlot(ctx, src.Name, src.Options); err != nil {
+				fmt.Fprintf(e.cfg.Log, "job %s: %v (SELECT pg_drop_replication_slot('<slot>') drops it once no job reads it)\n", def.ID, err)
+			}
 		}
 	}()
+}
+
+// readByOtherJob reports whether a job other than job that has not ended for good (a
+// replacing one, a paused one) reads stream: its slot is that job's too.
+func (e *Engine) readByOtherJob(stream, job string) bool {
+	for _, j := range e.cat.Jobs() {
+		if j.ID != job && j.State != JobTerminated && slices.Contains(j.Sources, stream) {
+			return true
+		}
+	}
+	return false
 }
 
 // errFound stops a scan at its first key.

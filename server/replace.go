@@ -47,6 +47,9 @@ func (e *Engine) replace(d StreamDef, j *JobDef, q *sql.Query, sink planner.Sink
 			rj.stop()
 		}
 		e.dropJobState(oldJob)
+		if old, ok := e.cat.Job(oldJob); ok {
+			e.releaseExternal(old, d)
+		}
 	}
 	res := &Result{Tag: tag}
 	if newJob != "" {

@@ -343,6 +343,33 @@ DELETE FROM public.orders WHERE order_id = 2000003`,
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
+	// The job of by_tier ends for good: the slots rsql created for the two tables it reads
+	// are dropped (they would hold the server's WAL back for ever), and its rows of the
+	// sink database's progress table deleted; the other jobs keep theirs.
+	job := ""
+	for _, l := range lines(s.sql("SHOW JOBS")) {
+		var r struct{ ID, Statement string }
+		if json.Unmarshal([]byte(l), &r) == nil && strings.HasPrefix(r.Statement, "INSERT INTO by_tier ") {
+			job = r.ID
+		}
+	}
+	if job == "" {
+		t.Fatalf("no job writes by_tier:\n%s", s.sql("SHOW JOBS"))
+	}
+	s.sql("TERMINATE JOB " + job)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		slots := strings.Join(cdcRows(t, conn, `SELECT slot_name FROM pg_replication_slots`), " ")
+		progress := pgCount(t, sinkConn, `SELECT 1 FROM rsql_sink_progress WHERE job = '`+job+`'`)
+		if slots == "(rsql_orders) (rsql_orders_copy)" && progress == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after TERMINATE JOB %s: slots %q (want (rsql_orders) (rsql_orders_copy)), %d progress rows\n%s", job, slots, progress, s.p.Stderr.String())
+		}
+	}
+	if pgCount(t, sinkConn, `SELECT 1 FROM rsql_sink_progress`) == 0 {
+		t.Fatal("the running jobs' progress rows are gone")
+	}
 }
 
 // TestPostgresCDCDeclarationErrors: CREATE TABLE of a postgres-cdc table fails with the
