@@ -84,7 +84,12 @@ type aggOp struct {
 	cacheMax int
 	// full asks for a checkpoint: the groups that changed since the last one (which may
 	// not leave memory) outgrew a split's share of the cache.
-	full     func()
+	full func()
+	// press tells the job its groups that may not leave memory are pressFactor times the
+	// cache (true) and that a checkpoint saved them (false); nil: never (Job.press).
+	// pressing: it told the job true last.
+	press    func(on bool)
+	pressing bool
 	storeErr error
 	ages     []uint32 // scratch of evict
 }
@@ -574,6 +579,7 @@ func (a *aggOp) Control(c *Control, out Emitter) error {
 				return err
 			}
 		}
+		a.relieve()
 	case RemoveSplit:
 		if sp := a.splits[c.Split]; sp != nil {
 			if err := a.save(sp, c.State); err != nil {
@@ -836,7 +842,19 @@ func hasFresh(accs []accum) bool {
 	return false
 }
 
-func (a *aggOp) Close() error { return a.mode.close() }
+func (a *aggOp) Close() error {
+	a.relieve()
+	return a.mode.close()
+}
+
+// relieve ends the operator's pressure on the job's input (agg_cache.go, pressFactor): a
+// checkpoint saved its changed groups, or it closes.
+func (a *aggOp) relieve() {
+	if a.pressing {
+		a.pressing = false
+		a.press(false)
+	}
+}
 
 // pagedRows is a growable array of rows of width values each (a window's group keys or
 // accumulators), kept in pages of pageRows rows: past the first page, growing it never

@@ -33,7 +33,8 @@ import (
 // is its touch on the split's row clock), and the window's arrays are rebuilt without
 // them, as state TTL's expiry does. The changed groups of the last two checkpoint intervals
 // can exceed the size: they stay, and the next eviction comes once a quarter of the size
-// more groups came.
+// more groups came. When they reach pressFactor times the size, the job's root stages
+// read no input until a checkpoint has saved them (Job.pressed).
 //
 // The cache is off (every group in memory, as with the in-memory store) for a global
 // aggregation, with a state TTL (expiry needs every group's last row), for EMIT ON CLOSE
@@ -43,6 +44,12 @@ import (
 // DefaultAggCacheGroups is the groups an aggregation without a window keeps in memory (its
 // splits together) when Env.AggCacheGroups is 0 and the state is not in memory.
 const DefaultAggCacheGroups = 1 << 14
+
+// pressFactor is how many times its cache an aggregation's groups that may not leave
+// memory reach before the job's input waits for the checkpoint that lets them go
+// (Job.pressed): with input faster than checkpoints commit, they would otherwise grow
+// with the input rate times the commit time, which grows with them.
+const pressFactor = 4
 
 // groupCache is a split's part of the cache.
 type groupCache struct {
@@ -204,6 +211,11 @@ func (a *aggOp) evict(sp *aggSplit, w *win) *win {
 	if len(w.groups)-len(ages) >= size && a.full != nil {
 		// The groups that may not leave fill the cache: a checkpoint lets them.
 		a.full()
+	}
+	if a.press != nil && !a.pressing && len(w.groups)-len(ages) >= pressFactor*size {
+		// Many times over: the job's input waits for that checkpoint.
+		a.pressing = true
+		a.press(true)
 	}
 	if len(ages) == 0 || n <= 0 {
 		sp.evictAt = len(w.groups) + max(size/4, 1)

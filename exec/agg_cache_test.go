@@ -407,3 +407,48 @@ func TestAggCacheFullAsksForCheckpoint(t *testing.T) {
 		}
 	}
 }
+
+// When the groups that may not leave memory reach pressFactor times a split's share of the
+// cache, the aggregation presses on the job's input once, and a checkpoint's save ends the
+// pressure; groups that fit never press.
+func TestAggCachePressesUntilCheckpoint(t *testing.T) {
+	for _, c := range []struct {
+		users int
+		want  bool
+	}{{40, false}, {2000, true}} {
+		a := newAggOp(cacheNode(), "j", "agg", state.NewMemory(), nil, &counters{})
+		a.cacheMax = aggCacheSize(a.node, a.store, 16)
+		pressed, presses := 0, 0
+		a.full = func() {}
+		a.press = func(on bool) {
+			if on {
+				pressed++
+				presses++
+			} else {
+				pressed--
+			}
+		}
+		op := newOpChain(&rowLog{}, a)
+		if err := op.Control(&Control{Kind: NewSplit, Split: "s"}); err != nil {
+			t.Fatal(err)
+		}
+		rows := cacheRows(1, 4000, c.users)
+		for i := 0; i < len(rows); i += 5 {
+			if err := op.Process(&Batch{Split: "s", Rows: append([]sql.Row(nil), rows[i:i+5]...)}); err != nil {
+				t.Fatal(err)
+			}
+			if pressed < 0 || pressed > 1 {
+				t.Fatalf("pressure %d", pressed)
+			}
+		}
+		if got := presses > 0; got != c.want {
+			t.Fatalf("%d users: pressed %d times", c.users, presses)
+		}
+		if err := op.Control(&Control{Kind: Checkpoint, Epoch: 1, State: &state.Batch{}}); err != nil {
+			t.Fatal(err)
+		}
+		if pressed != 0 {
+			t.Fatalf("%d users: still pressing after a checkpoint", c.users)
+		}
+	}
+}

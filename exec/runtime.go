@@ -236,15 +236,20 @@ type Job struct {
 	// commitBytes is what those commits wrote (Batch.Size), for the light interval.
 	commitBytes atomic.Int64
 	// kick asks the checkpoint loop for a checkpoint now (an outbox reached its bound).
-	kick   chan struct{}
-	plan   *planner.Physical
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	stages []*stage
-	roots  []*stage // stages that take barriers when asked: they read streams or shuffle topics
-	first  *stage   // receives AddSplit / RemoveSplit
-	groups []*commitGroup
-	cnt    counters
+	kick chan struct{}
+	// pressed counts the operators whose changed state, which may not leave memory until
+	// a checkpoint holding it commits, has outgrown their cache several times over
+	// (press): while it is above zero the root stages take no input, only requests, so
+	// the checkpoint that lets the state go comes before more of it (agg_cache.go).
+	pressed atomic.Int32
+	plan    *planner.Physical
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	stages  []*stage
+	roots   []*stage // stages that take barriers when asked: they read streams or shuffle topics
+	first   *stage   // receives AddSplit / RemoveSplit
+	groups  []*commitGroup
+	cnt     counters
 	// cntGroup is the commit group whose checkpoints keep the counters (CountersKey): one
 	// group, so they are written in epoch order; nil when they are not kept.
 	cntGroup *commitGroup
@@ -746,6 +751,23 @@ func exactlyOnceOutbox(s connectors.Sink) *outbox {
 
 // kickCheckpoint asks for a checkpoint now (when the job checkpoints periodically); it does
 // not wait.
+// press returns the function with which an operator says its changed state outgrew its
+// cache (on) and that a checkpoint saved it (off), or nil when the job takes no periodic
+// checkpoints (nothing would relieve it).
+func (j *Job) press() func(on bool) {
+	if j.env.CheckpointInterval <= 0 {
+		return nil
+	}
+	return func(on bool) {
+		if on {
+			j.pressed.Add(1)
+			j.kickCheckpoint()
+		} else {
+			j.pressed.Add(-1)
+		}
+	}
+}
+
 func (j *Job) kickCheckpoint() {
 	select {
 	case j.kick <- struct{}{}:

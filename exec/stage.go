@@ -337,8 +337,15 @@ func (st *stage) run(ctx context.Context) (err error) {
 				return err
 			}
 		}
+		// Under pressure (Job.pressed) a root stage takes no input until a checkpoint
+		// relieves it; it looks again every millisecond.
+		in, relief := st.in, (<-chan time.Time)(nil)
+		if st.root && st.job.pressed.Load() > 0 {
+			in, relief = nil, time.After(time.Millisecond)
+		}
 		select {
-		case ev := <-st.in:
+		case <-relief:
+		case ev := <-in:
 			brisk()
 			fin, err := st.handle(ctx, ev)
 			if err != nil || fin {

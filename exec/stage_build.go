@@ -236,7 +236,7 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		a := newAggOp(n, st.job.name, oid, env.Store, late, &st.job.cnt)
 		a.bad, a.schema = st.bad(op.Inputs[0]), in
 		a.cacheMax = aggCacheSize(n, env.Store, env.AggCacheGroups)
-		a.full = st.job.kickCheckpoint
+		a.full, a.press = st.job.kickCheckpoint, st.job.press()
 		return a, nil
 	case *planner.LimitNode:
 		return &limitOp{n: n.N, offset: n.Offset}, nil
