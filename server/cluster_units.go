@@ -385,9 +385,7 @@ func (c *clusterNode) dropTerminated(ctx context.Context, running map[string]*ru
 		if !done {
 			continue
 		}
-		b := &state.Batch{}
-		b.DropPrefix(jobPrefix(j.ID))
-		if err := c.e.store.Write(b); err != nil {
+		if err := c.e.dropLocalState(j.ID); err != nil {
 			c.logf("cluster: job %s: delete its local state: %v", j.ID, err)
 			continue
 		}

@@ -1282,11 +1282,16 @@ func (e *Engine) dropJobState(job string) {
 	if e.cluster != nil || job == "" {
 		return
 	}
-	b := &state.Batch{}
-	b.DropPrefix(jobPrefix(job))
-	if err := e.store.Write(b); err != nil {
+	if err := e.dropLocalState(job); err != nil {
 		fmt.Fprintf(e.cfg.Log, "job %s: delete its state: %v\n", job, err)
 	}
+}
+
+// dropLocalState deletes every key of job from the local store by one range.
+func (e *Engine) dropLocalState(job string) error {
+	b := &state.Batch{}
+	b.DropPrefix(jobPrefix(job))
+	return e.store.Write(b)
 }
 
 // releaseExternal releases, in the background, what a terminated job holds outside rsql:
