@@ -85,11 +85,9 @@ type aggOp struct {
 	// full asks for a checkpoint: the groups that changed since the last one (which may
 	// not leave memory) outgrew a split's share of the cache.
 	full func()
-	// press tells the job its groups that may not leave memory are pressFactor times the
-	// cache (true) and that a checkpoint saved them (false); nil: never (Job.press).
-	// pressing: it told the job true last.
-	press    func(on bool)
-	pressing bool
+	// pressure holds the job's input while the groups that may not leave memory are
+	// pressFactor times the cache (pressure.go).
+	pressure
 	storeErr error
 	ages     []uint32 // scratch of evict
 }
@@ -845,15 +843,6 @@ func hasFresh(accs []accum) bool {
 func (a *aggOp) Close() error {
 	a.relieve()
 	return a.mode.close()
-}
-
-// relieve ends the operator's pressure on the job's input (agg_cache.go, pressFactor): a
-// checkpoint saved its changed groups, or it closes.
-func (a *aggOp) relieve() {
-	if a.pressing {
-		a.pressing = false
-		a.press(false)
-	}
 }
 
 // pagedRows is a growable array of rows of width values each (a window's group keys or

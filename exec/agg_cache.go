@@ -45,12 +45,6 @@ import (
 // splits together) when Env.AggCacheGroups is 0 and the state is not in memory.
 const DefaultAggCacheGroups = 1 << 14
 
-// pressFactor is how many times its cache an aggregation's groups that may not leave
-// memory reach before the job's input waits for the checkpoint that lets them go
-// (Job.pressed): with input faster than checkpoints commit, they would otherwise grow
-// with the input rate times the commit time, which grows with them.
-const pressFactor = 4
-
 // groupCache is a split's part of the cache.
 type groupCache struct {
 	// spilled: some of the split's groups are in the store and not in memory, so a group
@@ -212,11 +206,8 @@ func (a *aggOp) evict(sp *aggSplit, w *win) *win {
 		// The groups that may not leave fill the cache: a checkpoint lets them.
 		a.full()
 	}
-	if a.press != nil && !a.pressing && len(w.groups)-len(ages) >= pressFactor*size {
-		// Many times over: the job's input waits for that checkpoint.
-		a.pressing = true
-		a.press(true)
-	}
+	// Many times over: the job's input waits for that checkpoint.
+	a.holdIf(len(w.groups)-len(ages) >= pressFactor*size)
 	if len(ages) == 0 || n <= 0 {
 		sp.evictAt = len(w.groups) + max(size/4, 1)
 		return w

@@ -83,9 +83,11 @@ type joinOp struct {
 	kept atomic.Int64
 	// cacheMax bounds the keys a join keeps in memory, its splits together (0: no bound),
 	// and with them its rows (cacheRows; join_cache.go); full asks for a checkpoint when
-	// the keys changed or the rows put in memory since the last one outgrow their share.
+	// the keys changed or the rows put in memory since the last one outgrow their share;
+	// pressure holds the job's input when they are pressFactor times the share.
 	cacheMax int
 	full     func()
+	pressure
 	// committed is the last epoch committed of the join's checkpoints (nil: not known, as
 	// when the operator runs alone); epoch is the one of the checkpoint being saved.
 	committed func() int64
@@ -93,6 +95,8 @@ type joinOp struct {
 	// added counts the rows put in memory (kept or read back) since the last checkpoint
 	// (join_cache.go: the cache's rows).
 	added int
+	// addedBytes is about the memory of those rows (rowBytes; pressure.go, pressBytes).
+	addedBytes int
 	// logf receives notices (a window join's dominance miss); nil discards them.
 	logf func(format string, args ...any)
 }
@@ -122,6 +126,7 @@ func (j *joinOp) StateRows() int64 { return j.kept.Load() }
 func (j *joinOp) newRow(r sql.Row, ts int64, k *jkey) *jrow {
 	j.kept.Add(1)
 	j.added++
+	j.addedBytes += rowBytes(r)
 	if j.ownAlloc[k.side] {
 		return &jrow{row: ownRow(r), ts: ts, k: k}
 	}
@@ -835,7 +840,7 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 	case NewSplit:
 		return j.load(c.Split)
 	case Checkpoint:
-		j.added, j.epoch = 0, c.Epoch
+		j.added, j.addedBytes, j.epoch = 0, 0, c.Epoch
 		for _, sp := range j.splits {
 			if sp.cache.pend != nil {
 				j.trimCommitted(sp)
@@ -853,6 +858,7 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 				sp.exp[1].dropDead()
 			}
 		}
+		j.relieve()
 	case RemoveSplit:
 		if sp := j.splits[c.Split]; sp != nil {
 			if err := j.save(sp, c.State); err != nil {
@@ -1103,7 +1109,10 @@ func (j *joinOp) load(split string) error {
 	})
 }
 
-func (j *joinOp) Close() error { return nil }
+func (j *joinOp) Close() error {
+	j.relieve()
+	return nil
+}
 
 // rowHeap orders rows by the time they expire or are due (window end, interval end, ...):
 // a binary min-heap on ts, typed (container/heap's interface calls cost a join a tenth of

@@ -340,14 +340,18 @@ func (j *joinOp) cacheRows() int { return j.cacheMax * joinRowsPerKey }
 
 // askIfFull asks for a checkpoint when split sp's keys changed since the last one, or the
 // rows the join put in memory since then, outgrow their share (once per checkpoint).
+// When they outgrow it pressFactor times, it holds the job's input until the checkpoint
+// (pressure.go); the rows count in bytes too (pressBytes).
 func (j *joinOp) askIfFull(sp *joinSplit) {
-	if j.cacheMax == 0 || sp.cache.asked || j.full == nil {
+	if j.cacheMax == 0 || j.full == nil {
 		return
 	}
-	if len(sp.dirty) > j.cacheShare() || j.added > j.cacheRows() {
+	if !sp.cache.asked && (len(sp.dirty) > j.cacheShare() || j.added > j.cacheRows() || j.addedBytes > pressBytes/pressFactor) {
 		sp.cache.asked = true
 		j.full()
 	}
+	// Many times over: the job's input waits for that checkpoint.
+	j.holdIf(len(sp.dirty) > pressFactor*j.cacheShare() || j.added > pressFactor*j.cacheRows() || j.addedBytes > pressBytes)
 }
 
 // keyAge is a key that may leave memory: its age, its sides and rows.

@@ -178,6 +178,54 @@ func TestJoinCacheFullAsksForCheckpoint(t *testing.T) {
 	}
 }
 
+// Keys changed since the last checkpoint that outgrow a split's share of the cache
+// pressFactor times hold the job's input (pressure.go) until a checkpoint saves them.
+func TestJoinCachePressesUntilCheckpoint(t *testing.T) {
+	j := newJoinOp(exactJoinNode(sql.JoinInner, [2]bool{}, false, false), "job", "op", state.NewMemory(), nil, &counters{})
+	j.setCache(8)
+	pressed, presses := 0, 0
+	j.full = func() {}
+	j.press = func(on bool) {
+		if on {
+			pressed++
+			presses++
+		} else {
+			pressed--
+		}
+	}
+	if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := &joinedRows{}
+	for i := 0; i < 4*8; i++ {
+		process(t, j, 0, out, sideRow(fmt.Sprint("k", i), 1, false, false))
+	}
+	if presses != 0 {
+		t.Fatalf("32 changed keys in a cache of 8: pressed %d times", presses)
+	}
+	for i := 32; i < 100; i++ {
+		process(t, j, 0, out, sideRow(fmt.Sprint("k", i), 1, false, false))
+		if pressed != min(i-31, 1) {
+			t.Fatalf("%d changed keys in a cache of 8: pressure %d", i+1, pressed)
+		}
+	}
+	joinCheckpoint(t, j, j.store)
+	if pressed != 0 || presses != 1 {
+		t.Fatalf("after a checkpoint: pressure %d, pressed %d times", pressed, presses)
+	}
+	for i := 100; i < 110; i++ {
+		process(t, j, 0, out, sideRow(fmt.Sprint("k", i), 1, false, false))
+	}
+	if pressed != 0 {
+		t.Fatalf("10 changed keys after a checkpoint: pressure %d", pressed)
+	}
+	j.press(true)
+	j.on = true
+	if err := j.Close(); err != nil || pressed != 0 {
+		t.Fatalf("close: %v, pressure %d", err, pressed)
+	}
+}
+
 // A key one side of which lost its last row (a table's delete) has that side's stored rows
 // deleted by the checkpoint that follows, whose commit may still be running when the next
 // row of the key arrives: the key stays in memory until the next checkpoint, rather than

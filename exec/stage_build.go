@@ -260,7 +260,7 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		}
 		j.logf = env.Logf
 		j.setCache(joinCacheSize(n, env.Store, env.JoinCacheKeys))
-		j.full = st.job.kickCheckpoint
+		j.full, j.press = st.job.kickCheckpoint, st.job.press()
 		j.committed = func() int64 {
 			if st.group == nil {
 				return 0
@@ -289,12 +289,12 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		if n.Mode == planner.TopNChanges {
 			t := newTopNChangesOp(n, st.job.name, oid, env.Store)
 			t.cacheMax = topNCacheSize(n, env.Store, env.AggCacheGroups)
-			t.full = st.job.kickCheckpoint
+			t.full, t.press = st.job.kickCheckpoint, st.job.press()
 			return t, nil
 		}
 		t := newTopNOp(n, st.job.name, oid, env.Store, late, &st.job.cnt)
 		t.cacheMax = dedupCacheSize(n, env.Store, env.AggCacheGroups)
-		t.full = st.job.kickCheckpoint
+		t.full, t.press = st.job.kickCheckpoint, st.job.press()
 		return t, nil
 	}
 	return nil, fmt.Errorf("%w: stage %d: unknown node %T", ErrBadPlan, id, op.Node)

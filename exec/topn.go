@@ -41,17 +41,19 @@ type topNOp struct {
 	splits map[string]*topSplit
 	// cacheMax bounds the partitions of a deduplication keeping the last row or of a
 	// table's versions kept in memory, the splits together (0: all; topn_cache.go); full
-	// asks the job for a checkpoint when changed partitions fill a split's share.
+	// asks the job for a checkpoint when changed partitions fill a split's share;
+	// pressure holds the job's input when they are pressFactor times the share.
 	cacheMax int
 	full     func()
-	ages     []uint32
-	keyBuf   []byte
-	enc      []byte
-	kbuf     []byte
-	outB     Batch
-	outRows  []sql.Row
-	lateB    Batch
-	lateRow  []sql.Row
+	pressure
+	ages    []uint32
+	keyBuf  []byte
+	enc     []byte
+	kbuf    []byte
+	outB    Batch
+	outRows []sql.Row
+	lateB   Batch
+	lateRow []sql.Row
 }
 
 type topPart struct {
@@ -387,6 +389,7 @@ func (t *topNOp) Control(c *Control, _ Emitter) error {
 		for _, sp := range t.splits {
 			t.save(sp, c.State)
 		}
+		t.relieve()
 	case RemoveSplit:
 		if sp := t.splits[c.Split]; sp != nil {
 			t.save(sp, c.State)
@@ -508,7 +511,10 @@ func decodeTopPart(key string, v []byte) (*topPart, error) {
 	return p, nil
 }
 
-func (t *topNOp) Close() error { return nil }
+func (t *topNOp) Close() error {
+	t.relieve()
+	return nil
+}
 
 type partEntry struct {
 	time int64

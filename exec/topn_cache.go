@@ -72,7 +72,7 @@ func (t *topNOp) fetch(sp *topSplit, key []byte) (*topPart, error) {
 
 // evict makes room in sp's share of the cache (evictParts).
 func (t *topNOp) evict(sp *topSplit) {
-	t.ages = evictParts(&sp.groupCache, sp.parts, t.splitCache(), t.ages, t.full, func(p *topPart) partState {
+	t.ages = evictParts(&sp.groupCache, sp.parts, t.splitCache(), t.ages, t.full, &t.pressure, func(p *topPart) partState {
 		return partState{dirty: p.dirty, persisted: p.persisted, saved: p.saved, touch: p.touch}
 	})
 }
@@ -88,9 +88,9 @@ type partState struct {
 // cache of size, the least recently used ones that may leave memory (unchanged since a
 // committed save: c's rules, agg_cache.go) until a quarter of size is free, or as many as
 // may; those stored are recorded as spilled. When the partitions that may not leave fill
-// the cache it calls full (a checkpoint lets them). ages is scratch space, returned for
-// reuse.
-func evictParts[P any](c *groupCache, parts map[string]P, size int, ages []uint32, full func(), state func(P) partState) []uint32 {
+// the cache it calls full (a checkpoint lets them), and when they fill it pressFactor
+// times over it holds the job's input (pr). ages is scratch space, returned for reuse.
+func evictParts[P any](c *groupCache, parts map[string]P, size int, ages []uint32, full func(), pr *pressure, state func(P) partState) []uint32 {
 	n := len(parts) - (size - size/4)
 	ages = ages[:0]
 	for _, p := range parts {
@@ -101,6 +101,7 @@ func evictParts[P any](c *groupCache, parts map[string]P, size int, ages []uint3
 	if len(parts)-len(ages) >= size && full != nil {
 		full()
 	}
+	pr.holdIf(len(parts)-len(ages) >= pressFactor*size)
 	if len(ages) > 0 && n > 0 {
 		var oldest uint32
 		if n < len(ages) {

@@ -278,3 +278,62 @@ func TestDedupCacheSize(t *testing.T) {
 		}
 	}
 }
+
+// Partitions changed since the last checkpoint, which may not leave memory, hold the job's
+// input (pressure.go) when they fill a split's share of the cache pressFactor times over,
+// until a checkpoint saves them: for a Top-N and a deduplication alike.
+func TestTopNCachePressesUntilCheckpoint(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		op   func(press func(on bool)) Operator
+		rows func(users int) []sql.Row
+	}{
+		{"top-n", func(press func(on bool)) Operator {
+			op := newTopNChangesOp(topNCacheNode(false), "j", "topn", state.NewMemory())
+			op.cacheMax, op.full, op.press = 8, func() {}, press
+			return op
+		}, func(users int) []sql.Row { return topNCacheRows(3, 2000, users, false) }},
+		{"dedup", func(press func(on bool)) Operator {
+			op := newTopNOp(dedupCacheNode(planner.Upsert, 0), "j", "dd", state.NewMemory(), nil, &counters{})
+			op.cacheMax, op.full, op.press = 8, func() {}, press
+			return op
+		}, func(users int) []sql.Row { return dedupCacheRows(5, 2000, users) }},
+	} {
+		for _, users := range []int{20, 400} {
+			t.Run(fmt.Sprintf("%s, %d users", c.name, users), func(t *testing.T) {
+				pressed, presses := 0, 0
+				op := c.op(func(on bool) {
+					if on {
+						pressed++
+						presses++
+					} else {
+						pressed--
+					}
+				})
+				ch := newOpChain(&rowLog{}, op)
+				if err := ch.Control(&Control{Kind: NewSplit, Split: "s"}); err != nil {
+					t.Fatal(err)
+				}
+				rows := c.rows(users)
+				for i := 0; i < len(rows); i += 5 {
+					if err := ch.Process(&Batch{Split: "s", Rows: append([]sql.Row(nil), rows[i:i+5]...)}); err != nil {
+						t.Fatal(err)
+					}
+					if pressed < 0 || pressed > 1 {
+						t.Fatalf("pressure %d", pressed)
+					}
+				}
+				// 20 partitions stay under four times a cache of 8; 400 do not.
+				if got, want := presses > 0, users > 4*8; got != want {
+					t.Fatalf("pressed %d times", presses)
+				}
+				if err := ch.Control(&Control{Kind: Checkpoint, Epoch: 1, State: &state.Batch{}}); err != nil {
+					t.Fatal(err)
+				}
+				if pressed != 0 {
+					t.Fatal("still pressing after a checkpoint")
+				}
+			})
+		}
+	}
+}

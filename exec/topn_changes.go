@@ -35,10 +35,12 @@ type topNChangesOp struct {
 	id    string
 	store state.Store
 	// cacheMax bounds the partitions kept in memory, the splits together (0: all); full
-	// asks the job for a checkpoint when changed partitions fill a split's share.
+	// asks the job for a checkpoint when changed partitions fill a split's share;
+	// pressure holds the job's input when they are pressFactor times the share.
 	cacheMax int
 	full     func()
-	ages     []uint32
+	pressure
+	ages []uint32
 	// width: the columns of a kept row (the input's, without a change column)
 	width  int
 	splits map[string]*topChSplit
@@ -251,6 +253,7 @@ func (t *topNChangesOp) Control(c *Control, _ Emitter) error {
 		for name, sp := range t.splits {
 			t.save(name, sp, c.State)
 		}
+		t.relieve()
 	case RemoveSplit:
 		if sp := t.splits[c.Split]; sp != nil {
 			t.save(c.Split, sp, c.State)
@@ -351,10 +354,13 @@ func (t *topNChangesOp) fetch(sp *topChSplit, key []byte) (*topChPart, error) {
 
 // evict makes room in sp's share of the cache (evictParts).
 func (t *topNChangesOp) evict(sp *topChSplit) {
-	t.ages = evictParts(&sp.groupCache, sp.parts, t.splitCache(), t.ages, t.full, func(p *topChPart) partState {
+	t.ages = evictParts(&sp.groupCache, sp.parts, t.splitCache(), t.ages, t.full, &t.pressure, func(p *topChPart) partState {
 		// An emptied partition is not persisted: it leaves without a trace in the filter.
 		return partState{dirty: p.dirty, persisted: p.persisted, saved: p.saved, touch: p.touch}
 	})
 }
 
-func (t *topNChangesOp) Close() error { return nil }
+func (t *topNChangesOp) Close() error {
+	t.relieve()
+	return nil
+}
