@@ -29,7 +29,7 @@ const pressFactor = 4
 // before it holds the job's input: its rows are wide (both sides' columns), so a bound in
 // rows alone (its cache's) let a checkpoint interval hold hundreds of megabytes of them,
 // written again as one batch of the checkpoint. A quarter of it asks for a checkpoint.
-const pressBytes = 32 << 20
+const pressBytes = 16 << 20
 
 // rowBytes is about the memory a copy of r takes (ownRow): its values and their strings.
 func rowBytes(r sql.Row) int {

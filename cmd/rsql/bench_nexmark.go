@@ -20,6 +20,7 @@ import (
 // BenchNexmarkCmd runs Nexmark queries (bench/nexmark/q*.sql) as jobs in this process: the
 // nexmark source, the query's operators, and a sink that discards the rows (docs/nexmark.md).
 type BenchNexmarkCmd struct {
+	GoMemoryFlag
 	Query       string        `name:"query" default:"all" help:"Queries to run: q0,q1,... or all."`
 	Events      int64         `name:"events" default:"10000000" help:"Events of the sequence (persons, auctions and bids together)."`
 	Splits      int           `name:"splits" default:"1" help:"Splits of each stream, read in parallel."`
@@ -64,6 +65,7 @@ func (c *BenchNexmarkCmd) Run() error {
 	if err != nil {
 		return &exitError{err.Error()}
 	}
+	c.GoMemoryFlag.apply(c.State == "rocksdb")
 	if !c.JSON {
 		fmt.Printf("rsql bench nexmark: %d events, %d split(s), %s state, %s messages, checkpoints every %v, seed %d, event rate %d/s; %s/%s, %d CPUs, %s\n",
 			c.Events, c.Splits, c.State, c.Format, c.Checkpoint, c.Seed, c.EventRate, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Now().UTC().Format("2006-01-02"))

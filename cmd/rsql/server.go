@@ -22,6 +22,7 @@ type ServerCmd struct {
 	ClusterFlags
 	SecurityFlags
 	BrokerACLFlags
+	GoMemoryFlag
 	StateBackend string `name:"state-backend" default:"rocksdb" enum:"rocksdb,memory" help:"Where operator state lives."`
 	AggCache     int    `name:"agg-cache-groups" default:"0" help:"Groups an aggregation without a window (partitions of a Top-N without one) keeps in memory with RocksDB state, the rest read back from the store (0: 16384, 16384/N; negative: all)."`
 	JoinCache    int    `name:"join-cache-keys" default:"0" help:"Join keys a regular join without a state TTL keeps in memory with RocksDB state, the rest read back from the store (0: 16384; negative: all)."`
@@ -32,6 +33,7 @@ func (c *ServerCmd) Run() error {
 	if c.ACLFile != "" && c.Namesrv != "" {
 		return &exitError{"--acl-file protects the bundled broker, which --namesrv replaces: set access control on that cluster's brokers"}
 	}
+	c.GoMemoryFlag.apply(c.StateBackend == "rocksdb")
 	sys, err := startSystem(c.DataDir, c.ListenFlags, c.ClusterFlags, c.SecurityFlags, c.ACLFile, nil, c.StateBackend, c.AggCache, c.JoinCache)
 	if err != nil {
 		return err
