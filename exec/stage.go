@@ -325,6 +325,7 @@ func (st *stage) run(ctx context.Context) (err error) {
 		defer tk.Stop()
 		tick = tk.C
 	}
+	var reliefT *time.Timer // the pressed root stage's wait (below)
 	brisk := func() {
 		if tk != nil && every != st.job.env.Tick {
 			every = st.job.env.Tick
@@ -338,10 +339,16 @@ func (st *stage) run(ctx context.Context) (err error) {
 			}
 		}
 		// Under pressure (Job.pressed) a root stage takes no input until a checkpoint
-		// relieves it; it looks again every millisecond.
+		// relieves it; it looks again every millisecond (one timer, reset each time).
 		in, relief := st.in, (<-chan time.Time)(nil)
 		if st.root && st.job.pressed.Load() > 0 {
-			in, relief = nil, time.After(time.Millisecond)
+			if reliefT == nil {
+				reliefT = time.NewTimer(time.Millisecond)
+				defer reliefT.Stop()
+			} else {
+				reliefT.Reset(time.Millisecond)
+			}
+			in, relief = nil, reliefT.C
 		}
 		select {
 		case <-relief:
