@@ -418,16 +418,8 @@ func TestAggCachePressesUntilCheckpoint(t *testing.T) {
 	}{{40, false}, {2000, true}} {
 		a := newAggOp(cacheNode(), "j", "agg", state.NewMemory(), nil, &counters{})
 		a.cacheMax = aggCacheSize(a.node, a.store, 16)
-		pressed, presses := 0, 0
-		a.full = func() {}
-		a.press = func(on bool) {
-			if on {
-				pressed++
-				presses++
-			} else {
-				pressed--
-			}
-		}
+		pc := &pressCounter{}
+		a.full, a.press = func() {}, pc.press
 		op := newOpChain(&rowLog{}, a)
 		if err := op.Control(&Control{Kind: NewSplit, Split: "s"}); err != nil {
 			t.Fatal(err)
@@ -437,17 +429,17 @@ func TestAggCachePressesUntilCheckpoint(t *testing.T) {
 			if err := op.Process(&Batch{Split: "s", Rows: append([]sql.Row(nil), rows[i:i+5]...)}); err != nil {
 				t.Fatal(err)
 			}
-			if pressed < 0 || pressed > 1 {
-				t.Fatalf("pressure %d", pressed)
+			if pc.on < 0 || pc.on > 1 {
+				t.Fatalf("pressure %d", pc.on)
 			}
 		}
-		if got := presses > 0; got != c.want {
-			t.Fatalf("%d users: pressed %d times", c.users, presses)
+		if got := pc.times > 0; got != c.want {
+			t.Fatalf("%d users: pressed %d times", c.users, pc.times)
 		}
 		if err := op.Control(&Control{Kind: Checkpoint, Epoch: 1, State: &state.Batch{}}); err != nil {
 			t.Fatal(err)
 		}
-		if pressed != 0 {
+		if pc.on != 0 {
 			t.Fatalf("%d users: still pressing after a checkpoint", c.users)
 		}
 	}

@@ -470,3 +470,16 @@ func (a *aggOp) byWindows() {
 func testOptionsErr(raw map[string]string) (connectors.StreamOptions, error) {
 	return connectors.StreamOptionsOf(raw)
 }
+
+// pressCounter stands for Job.press in an operator's tests (pressure.go): on is how many
+// holds on the job's input are in force, times how many were taken.
+type pressCounter struct{ on, times int }
+
+func (c *pressCounter) press(on bool) {
+	if on {
+		c.on++
+		c.times++
+	} else {
+		c.on--
+	}
+}

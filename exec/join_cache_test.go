@@ -183,16 +183,8 @@ func TestJoinCacheFullAsksForCheckpoint(t *testing.T) {
 func TestJoinCachePressesUntilCheckpoint(t *testing.T) {
 	j := newJoinOp(exactJoinNode(sql.JoinInner, [2]bool{}, false, false), "job", "op", state.NewMemory(), nil, &counters{})
 	j.setCache(8)
-	pressed, presses := 0, 0
-	j.full = func() {}
-	j.press = func(on bool) {
-		if on {
-			pressed++
-			presses++
-		} else {
-			pressed--
-		}
-	}
+	pc := &pressCounter{}
+	j.full, j.press = func() {}, pc.press
 	if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -200,29 +192,29 @@ func TestJoinCachePressesUntilCheckpoint(t *testing.T) {
 	for i := 0; i < 4*8; i++ {
 		process(t, j, 0, out, sideRow(fmt.Sprint("k", i), 1, false, false))
 	}
-	if presses != 0 {
-		t.Fatalf("32 changed keys in a cache of 8: pressed %d times", presses)
+	if pc.times != 0 {
+		t.Fatalf("32 changed keys in a cache of 8: pressed %d times", pc.times)
 	}
 	for i := 32; i < 100; i++ {
 		process(t, j, 0, out, sideRow(fmt.Sprint("k", i), 1, false, false))
-		if pressed != min(i-31, 1) {
-			t.Fatalf("%d changed keys in a cache of 8: pressure %d", i+1, pressed)
+		if pc.on != min(i-31, 1) {
+			t.Fatalf("%d changed keys in a cache of 8: pressure %d", i+1, pc.on)
 		}
 	}
 	joinCheckpoint(t, j, j.store)
-	if pressed != 0 || presses != 1 {
-		t.Fatalf("after a checkpoint: pressure %d, pressed %d times", pressed, presses)
+	if pc.on != 0 || pc.times != 1 {
+		t.Fatalf("after a checkpoint: pressure %d, pressed %d times", pc.on, pc.times)
 	}
 	for i := 100; i < 110; i++ {
 		process(t, j, 0, out, sideRow(fmt.Sprint("k", i), 1, false, false))
 	}
-	if pressed != 0 {
-		t.Fatalf("10 changed keys after a checkpoint: pressure %d", pressed)
+	if pc.on != 0 {
+		t.Fatalf("10 changed keys after a checkpoint: pressure %d", pc.on)
 	}
 	j.press(true)
 	j.on = true
-	if err := j.Close(); err != nil || pressed != 0 {
-		t.Fatalf("close: %v, pressure %d", err, pressed)
+	if err := j.Close(); err != nil || pc.on != 0 {
+		t.Fatalf("close: %v, pressure %d", err, pc.on)
 	}
 }
 

@@ -301,15 +301,8 @@ func TestTopNCachePressesUntilCheckpoint(t *testing.T) {
 	} {
 		for _, users := range []int{20, 400} {
 			t.Run(fmt.Sprintf("%s, %d users", c.name, users), func(t *testing.T) {
-				pressed, presses := 0, 0
-				op := c.op(func(on bool) {
-					if on {
-						pressed++
-						presses++
-					} else {
-						pressed--
-					}
-				})
+				pc := &pressCounter{}
+				op := c.op(pc.press)
 				ch := newOpChain(&rowLog{}, op)
 				if err := ch.Control(&Control{Kind: NewSplit, Split: "s"}); err != nil {
 					t.Fatal(err)
@@ -319,18 +312,18 @@ func TestTopNCachePressesUntilCheckpoint(t *testing.T) {
 					if err := ch.Process(&Batch{Split: "s", Rows: append([]sql.Row(nil), rows[i:i+5]...)}); err != nil {
 						t.Fatal(err)
 					}
-					if pressed < 0 || pressed > 1 {
-						t.Fatalf("pressure %d", pressed)
+					if pc.on < 0 || pc.on > 1 {
+						t.Fatalf("pressure %d", pc.on)
 					}
 				}
 				// 20 partitions stay under four times a cache of 8; 400 do not.
-				if got, want := presses > 0, users > 4*8; got != want {
-					t.Fatalf("pressed %d times", presses)
+				if got, want := pc.times > 0, users > 4*8; got != want {
+					t.Fatalf("pressed %d times", pc.times)
 				}
 				if err := ch.Control(&Control{Kind: Checkpoint, Epoch: 1, State: &state.Batch{}}); err != nil {
 					t.Fatal(err)
 				}
-				if pressed != 0 {
+				if pc.on != 0 {
 					t.Fatal("still pressing after a checkpoint")
 				}
 			})
