@@ -766,8 +766,8 @@ func (j *joinOp) remove(sp *joinSplit, r *jrow) {
 		if !k.emptied {
 			k.emptied = true
 			sp.emptied = append(sp.emptied, k)
-			if len(sp.emptied) >= 1<<16 { // bounded without checkpoints too
-				sp.sweep()
+			if len(sp.emptied) >= 1<<16 && j.cacheMax == 0 { // bounded without checkpoints too
+				j.sweep(sp)
 			}
 		}
 		return
@@ -796,16 +796,28 @@ func (k *jkey) compact() {
 	k.rows, k.dead, k.saved = live, 0, saved
 }
 
-// sweep takes the keys left without rows since the last sweep out of the map.
-func (sp *joinSplit) sweep() {
+// sweep takes the keys left without rows since the last sweep out of the map. With the
+// cache on, a key whose stored rows' deletes are not known to be committed (forgotten
+// since the last checkpoint: they are in this checkpoint's batch, or not yet in one) stays
+// until a later checkpoint: out of the map, a row of the key would read it back from the
+// store (join_cache.go, touchKey), which still holds the deleted rows.
+func (j *joinOp) sweep(sp *joinSplit) {
+	kept := 0
 	for _, k := range sp.emptied {
-		k.emptied = false
-		if len(k.rows) == 0 && k.base == 0 && sp.keys[k.side][k.key] == k {
-			delete(sp.keys[k.side], k.key)
+		if len(k.rows) != 0 || k.base != 0 || sp.keys[k.side][k.key] != k {
+			k.emptied = false
+			continue
 		}
+		if _, pending := sp.cache.forgot[k.key]; pending {
+			sp.emptied[kept] = k
+			kept++
+			continue
+		}
+		k.emptied = false
+		delete(sp.keys[k.side], k.key)
 	}
-	clear(sp.emptied)
-	sp.emptied = sp.emptied[:0]
+	clear(sp.emptied[kept:])
+	sp.emptied = sp.emptied[:kept]
 }
 
 // forget deletes a key's stored state at the next checkpoint.
@@ -848,7 +860,7 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 			if err := j.save(sp, c.State); err != nil {
 				return err
 			}
-			sp.sweep()
+			j.sweep(sp)
 			if j.cacheMax > 0 {
 				j.evictKeys(sp)
 			}

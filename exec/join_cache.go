@@ -27,7 +27,10 @@ import (
 // may leave: unchanged since a save whose commit is known to be done. Keys leave at a
 // checkpoint, after the save: the stage took it after the commit of its previous
 // checkpoint (stage.checkpoint), so a key written by an earlier save is committed, and a
-// key written by this save (its commit may still be running) or changed since stays.
+// key written by this save (its commit may still be running) or changed since stays. The
+// same holds for a key whose last row went (remove, sweep): its stored rows' deletes are
+// in the checkpoint after, so it stays in the map, empty, until the checkpoint after that
+// one; out of the map, a row of the key would read the deleted rows back from the store.
 //
 // Which keys leave: when a split holds more keys (of both sides) or more rows than its
 // share of the cache at a checkpoint, the least recently used keys that may leave go until

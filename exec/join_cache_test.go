@@ -259,6 +259,69 @@ func TestJoinCacheKeepsKeysWithPendingDeletes(t *testing.T) {
 	}
 }
 
+// A key whose every row was deleted since the last checkpoint leaves the operator's map
+// at that checkpoint (sweep) while the deletes of its stored rows are in the checkpoint,
+// whose commit may still be running. A key that was in the store (a restart put it in the
+// cache's filter) must then not be read back before that commit: the store would give
+// the deleted rows back. Here the users-like table side's only version is deleted after a
+// restart, and an order of the key arrives before the checkpoint with the delete commits.
+func TestJoinCacheKeepsSweptKeysWithPendingDeletes(t *testing.T) {
+	node := exactJoinNode(sql.JoinInner, [2]bool{true, false}, true, false)
+	version := func(key, tier string, del bool) sql.Row {
+		op := sql.Null
+		if del {
+			op = sql.Varchar("delete")
+		}
+		return sql.Row{sql.Varchar(key), sql.Varchar(tier), op}
+	}
+	for _, sweepEarly := range []bool{false, true} {
+		store := state.NewMemory()
+		start := func() *joinOp {
+			j := newJoinOp(node, "job", "op", store, nil, &counters{})
+			j.setCache(2)
+			if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			return j
+		}
+		out := &joinedRows{}
+		j := start()
+		process(t, j, 1, out, version("k", "gold", false))
+		joinCheckpoint(t, j, store) // committed
+		j = start()                 // a restart: k is in the store only
+		process(t, j, 1, out, version("k", "gold", true))
+		if sweepEarly {
+			// As when many keys are emptied within one checkpoint interval.
+			j.sweep(j.splits["s"])
+		}
+		pending := &state.Batch{}
+		if err := j.Control(&Control{Kind: Checkpoint, State: pending}, nil); err != nil {
+			t.Fatal(err)
+		}
+		// Before the checkpoint's commit, a row of k arrives: k has no version.
+		out.rows = nil
+		process(t, j, 0, out, sideRow("k", 2, false, true))
+		if len(out.rows) != 0 {
+			t.Fatalf("sweep early %v: a row of a deleted key joined %q: the deleted version came back from the store", sweepEarly, out.rows)
+		}
+		// The commit done, the next checkpoint lets k go; its version stays deleted.
+		if err := store.Write(pending); err != nil {
+			t.Fatal(err)
+		}
+		process(t, j, 0, out, sideRow("k", 2, true, true)) // k's order goes too
+		joinCheckpoint(t, j, store)
+		joinCheckpoint(t, j, store)
+		if sp := j.splits["s"]; sp.keys[0]["k"] != nil || sp.keys[1]["k"] != nil {
+			t.Fatalf("sweep early %v: the emptied key stayed in memory two checkpoints after its deletes", sweepEarly)
+		}
+		out.rows = nil
+		process(t, j, 0, out, sideRow("k", 3, false, true))
+		if len(out.rows) != 0 {
+			t.Fatalf("sweep early %v: a row of a deleted key joined %q after the commit", sweepEarly, out.rows)
+		}
+	}
+}
+
 // unit is the time step of expiringRandomRun's rows: a tenth of a second, so that runs
 // span several of the sweeps of keys out of memory (every second or more).
 const unit = 100
