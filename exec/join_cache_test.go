@@ -358,7 +358,9 @@ func expiringRandomRun(t *testing.T, mode string, seed int64, cache int) (rows [
 	j := openExactJoin(t, node, store, cache)
 	out := &joinedRows{}
 	wm := int64(-10)
+	lc := &laggingCommits{store: store, rng: rand.New(rand.NewSource(seed + 1000))}
 	for step := 0; step < 600; step++ {
+		lc.step(t)
 		in := rng.Intn(2)
 		ts := int64(step/4+rng.Intn(6)) * unit
 		// Keys drift: old ones go quiet and expire, some of them out of memory.
@@ -375,9 +377,10 @@ func expiringRandomRun(t *testing.T, mode string, seed int64, cache int) (rows [
 		}
 		switch rng.Intn(30) {
 		case 0:
-			joinCheckpoint(t, j, store)
+			lc.checkpoint(t, j)
 		case 1:
-			joinCheckpoint(t, j, store)
+			lc.checkpoint(t, j)
+			lc.commit(t)
 			n.add(&j.splits["s"].cache)
 			j = openExactJoin(t, node, store, cache)
 		}
@@ -385,6 +388,7 @@ func expiringRandomRun(t *testing.T, mode string, seed int64, cache int) (rows [
 	if err := j.Watermark("s", MaxWatermark, out); err != nil {
 		t.Fatal(err)
 	}
+	lc.commit(t)
 	joinCheckpoint(t, j, store)
 	n.add(&j.splits["s"].cache)
 	meta := string(j.stateKey(j.splits["s"], metaSide, "", 0))

@@ -2,6 +2,7 @@ package exec
 
 import (
 	"fmt"
+	"math/rand"
 	"sort"
 	"strings"
 	"testing"
@@ -43,6 +44,46 @@ func joinCheckpoint(t *testing.T, j *joinOp, store state.Store) *state.Batch {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// laggingCommits checkpoints an operator as its stage does: a checkpoint's batch is
+// written to the store (its commit) at some later moment, rows being processed meanwhile,
+// and at the latest before the next checkpoint is taken (a stage waits for the commit of
+// its last checkpoint before it takes the next, exec/commit.go).
+type laggingCommits struct {
+	store   state.Store
+	rng     *rand.Rand
+	pending *state.Batch
+}
+
+// checkpoint commits the pending checkpoint, then takes one of op, which stays pending.
+func (l *laggingCommits) checkpoint(t *testing.T, op Operator) {
+	t.Helper()
+	l.commit(t)
+	b := &state.Batch{}
+	if err := op.Control(&Control{Kind: Checkpoint, State: b}, nil); err != nil {
+		t.Fatal(err)
+	}
+	l.pending = b
+}
+
+// step commits the pending checkpoint now and then (after a row).
+func (l *laggingCommits) step(t *testing.T) {
+	if l.pending != nil && l.rng.Intn(4) == 0 {
+		l.commit(t)
+	}
+}
+
+// commit writes the pending checkpoint's batch to the store.
+func (l *laggingCommits) commit(t *testing.T) {
+	t.Helper()
+	if l.pending == nil {
+		return
+	}
+	if err := l.store.Write(l.pending); err != nil {
+		t.Fatal(err)
+	}
+	l.pending = nil
 }
 
 func leftRows(key string, from, to int) *Batch {

@@ -201,7 +201,9 @@ func exactRandomRun(t *testing.T, seed int64, kind sql.JoinKind, changes [2]bool
 	}()
 	out := &joinedRows{}
 	held := [2][]sql.Row{} // each side's rows (without the change column)
+	lc := &laggingCommits{store: store, rng: rand.New(rand.NewSource(seed + 1000))}
 	for step := 0; step < 300; step++ {
+		lc.step(t)
 		in := rng.Intn(2)
 		if changes[in] && len(held[in]) > 0 && rng.Intn(3) == 0 {
 			i := rng.Intn(len(held[in]))
@@ -218,10 +220,11 @@ func exactRandomRun(t *testing.T, seed int64, kind sql.JoinKind, changes [2]bool
 		}
 		switch rng.Intn(40) {
 		case 0:
-			joinCheckpoint(t, j, store)
+			lc.checkpoint(t, j)
 		case 1:
 			// A restart from a checkpoint: a new operator loads the split from the store.
-			joinCheckpoint(t, j, store)
+			lc.checkpoint(t, j)
+			lc.commit(t)
 			reads += j.splits["s"].cache.reads
 			j = newOp()
 		}
@@ -322,7 +325,9 @@ func exactTableRun(t *testing.T, seed int64, side int, kind sql.JoinKind, cache 
 	if cache > 0 {
 		keys = append(keys, "d", "e", "f", "g", "h")
 	}
+	lc := &laggingCommits{store: store, rng: rand.New(rand.NewSource(seed + 1000))}
 	for step := 0; step < 200; step++ {
+		lc.step(t)
 		k := keys[rng.Intn(len(keys))]
 		if rng.Intn(2) == 0 {
 			if rng.Intn(4) == 0 {
@@ -345,12 +350,13 @@ func exactTableRun(t *testing.T, seed int64, side int, kind sql.JoinKind, cache 
 		}
 		switch rng.Intn(30) {
 		case 0:
-			joinCheckpoint(t, j, store)
+			lc.checkpoint(t, j)
+			lc.commit(t)
 			reads += j.splits["s"].cache.reads
 			j = newOp()
 		case 1, 2:
 			if cache > 0 {
-				joinCheckpoint(t, j, store)
+				lc.checkpoint(t, j)
 			}
 		}
 	}
