@@ -693,6 +693,8 @@ func (b *Broker) readRaw(q *consumeQueue, offset int64, maxN, maxBytes int, filt
 	n := 0
 	next := offset
 	scanned := 0
+	span := readSpan{cl: b.cl}
+	defer span.done()
 	for next < maxO && n < maxN && len(buf) < maxBytes && scanned < 4*maxN+64 {
 		phys, size, tags, ok := q.get(next)
 		if !ok {
@@ -712,6 +714,7 @@ func (b *Broker) readRaw(q *consumeQueue, offset int64, maxN, maxBytes int, filt
 			}
 			break
 		}
+		span.add(phys, int64(size))
 		if filter.needsRecord() && !filter.matchRecord(nb[start:]) {
 			buf = nb[:start]
 			next++

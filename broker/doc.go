@@ -38,10 +38,11 @@
 // Dir/consumequeue/<topic>/<queue> holds 20-byte entries (commit-log offset, size, tag hash).
 // These files are mapped; every Config.ReleaseInterval the pages that are complete and not
 // being written leave the process's resident set (madvise, resident.go): the commit log
-// keeps only its last few MiB and what was read since the last release mapped, so the
-// broker's resident memory does not grow with the data it holds. The mappings the writer
-// appends to read no ahead (MADV_RANDOM; the commit log only while a segment is written), so
-// a write never waits for the kernel to fill a read-ahead window.
+// keeps only its last few MiB mapped, and a pull far behind the head releases the pages it
+// read as soon as it is done, so the broker's resident memory grows neither with the data it
+// holds nor with how fast consumers catch up. The mappings the writer appends to read no
+// ahead (MADV_RANDOM; the commit log only while a segment is written), so a write never
+// waits for the kernel to fill a read-ahead window.
 // topics.json, offsets.json (a snapshot), subscriptionGroups.json and checkpoint are replaced
 // atomically and durably with internal/durable (temporary file, fsync, rename, fsync of the
 // directory); what a new file supersedes (an offsets journal) is dropped only after the

@@ -20,10 +20,15 @@ import (
 // Every Config.ReleaseInterval the broker releases (releaseMapped): the commit log below its
 // committed position minus residentTail, in the segments touched since the last release; every
 // consume-queue and index page (their dirty pages stay dirty in the page cache and are
-// written back as usual). What stays resident: the last residentTail bytes of the commit
-// log before its committed position (consumers tailing the log read there), the chunk the
-// writer reserved and had mapped ahead of it (prefault.go, at most segmentReserveChunk),
-// plus what was read or written since the last release.
+// written back as usual). And a pull (readRaw) releases the commit-log range it copied its
+// records out of as soon as it is done, where that lies below the same limit
+// (releaseRead): a consumer catching up far behind the head would otherwise keep mapped all
+// it read in a ReleaseInterval, several times what it read when the queues' records are
+// interleaved. What stays resident: the last residentTail bytes of the commit log before
+// its committed position (consumers tailing the log read there), the chunk the writer
+// reserved and had mapped ahead of it (prefault.go, at most segmentReserveChunk), the
+// ranges of the pulls in progress, plus what was written or read by other means (key
+// index, transactions, replication, lookups by time) since the last release.
 
 const (
 	// residentTail is how much of the commit log just below its committed position stays
@@ -90,6 +95,62 @@ func (cl *commitLog) release() error {
 		}
 	}
 	return nil
+}
+
+// readSpanGap: records of one read further apart than this are released as separate ranges,
+// so that a read of a sparse queue does not walk the page tables of everything between them.
+const readSpanGap = 1 << 20
+
+// readSpan is the commit-log range a read (readRaw) copied records out of, released when
+// the read is done (releaseRead). The zero value with cl set is ready.
+type readSpan struct {
+	cl       *commitLog
+	from, to int64
+}
+
+// add extends the span over the record at off of size bytes, releasing the span first when
+// the record does not continue it (before it, too far after it, another segment).
+func (sp *readSpan) add(off, size int64) {
+	if sp.to > sp.from && (off < sp.to || off-sp.to > readSpanGap || off/sp.cl.segSize != sp.from/sp.cl.segSize) {
+		sp.done()
+	}
+	if sp.to <= sp.from {
+		sp.from = off
+	}
+	sp.to = off + size
+}
+
+// done releases the span.
+func (sp *readSpan) done() {
+	if sp.to > sp.from {
+		sp.cl.releaseRead(sp.from, sp.to)
+	}
+	sp.from, sp.to = 0, 0
+}
+
+// releaseRead drops the pages of [from, to), a range of one segment a reader has copied out,
+// when they lie below the committed position minus residentTail: a consumer catching up far
+// behind the head would otherwise keep every page it read mapped until the next release —
+// with the records of several queues interleaved in the log, each queue's reader maps the
+// whole span it crosses, so readers of four queues held about four times what they read per
+// ReleaseInterval (docs/benchmarks.md, "A pull releases the log it read"). The edge pages
+// go too: what is below the limit is complete and not written any more, and another reader
+// of them maps them again (a minor fault). Releasing is advice: a failure changes nothing
+// stored.
+func (cl *commitLog) releaseRead(from, to int64) {
+	limit := cl.committed.Load() - residentTail
+	if min(to, limit) <= from {
+		return
+	}
+	cl.mu.RLock()
+	defer cl.mu.RUnlock()
+	s := cl.segFor(from)
+	if s == nil {
+		return
+	}
+	lo := (from - s.base) / pageSize * pageSize
+	hi := min(roundUpPage(to-s.base), (limit-s.base)/pageSize*pageSize, cl.segSize)
+	releasePages(s.data, lo, hi)
 }
 
 // release drops the queue's mapped pages; the writer maps the page it appends to again.

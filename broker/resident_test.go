@@ -97,3 +97,58 @@ func TestReleaseMappedPages(t *testing.T) {
 		t.Fatalf("%d KiB resident after reading and releasing again", again)
 	}
 }
+
+// A reader far behind the head releases the pages it read as soon as its read is done:
+// pulling a whole queue back leaves no more of the log resident than the release leaves.
+func TestReadReleasesFinishedRange(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.SegmentSize = 8 << 20
+	cfg.QueueFileEntries = 1 << 16
+	cfg.ReleaseInterval = -1 // no periodic release: only the reads release
+	b := mustOpen(t, cfg)
+	defer b.Close()
+	if err := b.CreateTopic("t", 2); err != nil {
+		t.Fatal(err)
+	}
+	// About 20 MiB over three segments, the two queues' records interleaved in batches of 10
+	// (every page holds records of both).
+	const n = 12000
+	for i := 0; i < n; i += 10 {
+		for q := 0; q < 2; q++ {
+			var batch []Message
+			for j := i; j < i+10; j++ {
+				batch = append(batch, Message{Key: "k", Body: append(body(q, j), make([]byte, 800)...)})
+			}
+			if _, err := b.Append("t", q, batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := b.releaseMapped(); err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := filepath.EvalSymlinks(cfg.Dir)
+	limit := int64((residentTail+segmentReserveChunk)>>10) + 512
+	if after := mappedRSS(t, dir); after > limit {
+		t.Fatalf("%d KiB of the store resident after the release, want at most %d", after, limit)
+	}
+	for q := 0; q < 2; q++ {
+		var off int64
+		for off < n {
+			msgs, next, err := b.Pull(t.Context(), "t", q, off, 100, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range msgs {
+				if want := append(body(q, int(m.QueueOffset)), make([]byte, 800)...); string(m.Body) != string(want) {
+					t.Fatalf("queue %d message %d changed after its pages were released", q, m.QueueOffset)
+				}
+			}
+			off = next
+		}
+		// Both queues' records span the whole log: reading one mapped (and released) every page.
+		if got := mappedRSS(t, dir); got > limit {
+			t.Fatalf("%d KiB of the store resident after reading queue %d back, want at most %d (the reads' pages were not released)", got, q, limit)
+		}
+	}
+}
