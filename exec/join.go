@@ -686,8 +686,11 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 				c.started, c.swept = true, wm // the first sweep is a horizon after the first watermark
 			}
 			switch {
-			case wm == MaxWatermark && !n.HasUntil && len(sp.exp[0])+len(sp.exp[1]) == 0:
-				j.dropStored(sp) // every row expired, in memory and stored
+			case wm == MaxWatermark && len(sp.exp[0])+len(sp.exp[1]) == 0:
+				// Every row in memory expired and no row comes after the end of the input:
+				// no stored row can match again (one bounded by its own column to the end
+				// of time included), so they all go.
+				j.dropStored(sp)
 			case (c.spilled || c.trims > 0) && (wm == MaxWatermark || wm-c.swept >= j.sweepEvery()):
 				c.swept = wm
 				if err := j.sweepStore(sp, wm); err != nil {
