@@ -99,6 +99,8 @@ type joinOp struct {
 	addedBytes int
 	// logf receives notices (a window join's dominance miss); nil discards them.
 	logf func(format string, args ...any)
+	// sweepKeys is sweepStore's scratch list of one side's stored chunks.
+	sweepKeys [][]byte
 }
 
 // WatermarkHold is how far behind the watermark the event times of the rows the join emits
@@ -692,10 +694,7 @@ func (j *joinOp) Watermark(split string, wm int64, out Emitter) error {
 				// of time included), so they all go.
 				j.dropStored(sp)
 			case (c.spilled || c.trims > 0) && (wm == MaxWatermark || wm-c.swept >= j.sweepEvery()):
-				c.swept = wm
-				if err := j.sweepStore(sp, wm); err != nil {
-					return err
-				}
+				c.swept, c.sweepDue = wm, true
 			}
 		}
 	case planner.JoinWindow:
@@ -902,10 +901,16 @@ func (j *joinOp) save(sp *joinSplit, b *state.Batch) error {
 	sp.cache.asked = false
 	if sp.cache.dropAll {
 		// Every stored row expired (join_cache.go, dropStored).
-		sp.cache.dropAll = false
+		sp.cache.dropAll, sp.cache.sweepDue = false, false
 		b.DropPrefix(state.SplitPrefix(nil, j.job, j.id, sp.name))
 		clear(sp.dels)
 		sp.dels = sp.dels[:0]
+	}
+	if sp.cache.sweepDue {
+		sp.cache.sweepDue = false
+		if err := j.sweepStore(sp, sp.cache.swept, b); err != nil {
+			return err
+		}
 	}
 	for _, k := range sp.dels {
 		b.Delete(k)

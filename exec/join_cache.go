@@ -48,8 +48,8 @@ import (
 // watermark — those a key in memory would still hold, so the output is the same with or
 // without the cache. A key in the store that no row asks for again is not read back to
 // expire: once per expiry horizon of watermark progress (sweepEvery) the store's keys not
-// in memory are scanned, and a side of a key whose every row expired is deleted at the
-// next checkpoint; a side with rows still live stays whole (its expired rows are dropped
+// in memory are scanned as the next checkpoint's save begins, and a side of a key whose
+// every row expired is deleted in that checkpoint; a side with rows still live stays whole (its expired rows are dropped
 // when it is read back). Outer joins of these modes keep every key in memory: an unmatched
 // row must be emitted when it expires, which a key in the store would not be.
 //
@@ -136,9 +136,11 @@ type joinCache struct {
 	// the input, for tests.
 	sweptSides int64
 	// swept is the watermark of the last sweep of the store (an expiring join's; started
-	// once the first watermark came).
-	swept   int64
-	started bool
+	// once the first watermark came); sweepDue: that sweep is to run as the next save
+	// begins (sweepStore).
+	swept    int64
+	started  bool
+	sweepDue bool
 	// floor is the watermark of the save the split was loaded from (an expiring join's):
 	// rows expired then were gone from memory, so a row read back that expired at floor
 	// is dropped even before a watermark comes.
@@ -502,17 +504,20 @@ func (j *joinOp) dropStored(sp *joinSplit) {
 	sp.cache.gone = nil
 }
 
-// sweepStore deletes, at the next checkpoint, the sides of split sp's keys out of memory
-// whose every stored row expired at watermark wm (see the top of the file).
-func (j *joinOp) sweepStore(sp *joinSplit, wm int64) error {
+// sweepStore deletes, in checkpoint batch b, the sides of split sp's keys out of memory
+// whose every stored row expired at watermark wm (see the top of the file). It runs as the
+// checkpoint's save begins (the sweep is due since a watermark, sweepDue): the store then
+// holds the checkpoint before, and the deletes go straight into the batch, so a sweep that
+// deletes many keys holds each once, encoded, not also in a list until the save.
+func (j *joinOp) sweepStore(sp *joinSplit, wm int64, b *state.Batch) error {
 	prefix := state.SplitPrefix(nil, j.job, j.id, sp.name)
-	var run []byte       // the (side, key) of the chunks at hand
-	var runKeys [][]byte // their store keys
-	var part *jkey       // the side in memory in part the chunks are of, if so
+	var run []byte // the (side, key) of the chunks at hand
+	runKeys := j.sweepKeys[:0]
+	var part *jkey // the side in memory in part the chunks are of, if so
 	live := false
 	end := func() {
 		switch {
-		case run == nil || live:
+		case len(run) == 0 || live:
 		case part != nil:
 			// Every stored row of a side in part expired: the side is what is in memory.
 			j.forget(sp, part)
@@ -524,12 +529,14 @@ func (j *joinOp) sweepStore(sp *joinSplit, wm int64) error {
 				sp.emptied = append(sp.emptied, part)
 			}
 		default:
-			sp.dels = append(sp.dels, runKeys...)
+			for _, k := range runKeys {
+				b.Delete(k)
+			}
 			if wm != MaxWatermark {
 				sp.cache.sweptSides++
 			}
 		}
-		run, runKeys, part, live = nil, nil, nil, false
+		run, runKeys, part, live = run[:0], runKeys[:0], nil, false
 	}
 	err := j.store.Scan(prefix, func(key, v []byte) error {
 		if len(key) < len(prefix)+17 {
@@ -543,10 +550,10 @@ func (j *joinOp) sweepStore(sp *joinSplit, wm int64) error {
 		if side > 1 {
 			return &StateError{Op: j.id, Split: sp.name, Err: errBadJoin}
 		}
-		if string(kb) != string(run) {
+		if len(run) == 0 || string(kb) != string(run) {
 			// A side's chunks are contiguous: key encodings are prefix-free.
 			end()
-			run = append([]byte(nil), kb...)
+			run = append(run[:0], kb...)
 			if k := sp.keys[side][string(kb[1:])]; k != nil && k.base > 0 {
 				part = k
 			}
@@ -574,5 +581,7 @@ func (j *joinOp) sweepStore(sp *joinSplit, wm int64) error {
 		return nil
 	})
 	end()
+	clear(runKeys[:cap(runKeys)])
+	j.sweepKeys = runKeys[:0]
 	return err
 }
