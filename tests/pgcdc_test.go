@@ -246,9 +246,13 @@ func TestPostgresCDC(t *testing.T) {
 	}
 	s := newJobsServer(t)
 	s.sql(cdcRSQL(pg.URL, sinkPG.URL))
-	var start string
-	if err := conn.QueryRow(ctx, `SELECT min(confirmed_flush_lsn)::text FROM pg_replication_slots`).Scan(&start); err != nil {
-		t.Fatal(err)
+	// The jobs create their slots as they start, after the statements returned.
+	var start *string
+	if !waitFor(30*time.Second, func() bool {
+		err := conn.QueryRow(ctx, `SELECT min(confirmed_flush_lsn)::text FROM pg_replication_slots HAVING count(*) = 4`).Scan(&start)
+		return err == nil && start != nil
+	}) {
+		t.Fatalf("the jobs did not create their 4 replication slots\n%s", s.p.Stderr.String())
 	}
 	const rounds, per = 10, 150
 	for round := 0; round < rounds; round++ {
@@ -339,7 +343,7 @@ DELETE FROM public.orders WHERE order_id = 2000003`,
 		if time.Now().After(deadline) {
 			var slots string
 			conn.QueryRow(ctx, `SELECT string_agg(slot_name || ' ' || confirmed_flush_lsn, ', ') FROM pg_replication_slots`).Scan(&slots)
-			t.Fatalf("%d replication slots did not confirm the last change at %s (they started at %s): %s", behind, last, start, slots)
+			t.Fatalf("%d replication slots did not confirm the last change at %s (they started at %s): %s", behind, last, *start, slots)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
