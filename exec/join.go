@@ -95,8 +95,10 @@ type joinOp struct {
 	// added counts the rows put in memory (kept or read back) since the last checkpoint
 	// (join_cache.go: the cache's rows).
 	added int
-	// addedBytes is about the memory of those rows (rowBytes; pressure.go, pressBytes).
+	// addedBytes is about the memory of those rows (rowBytes; pressure.go, pressBytes);
+	// rowEst, the bytes of a row on average (join_cache.go, cacheRows).
 	addedBytes int
+	rowEst     int
 	// logf receives notices (a window join's dominance miss); nil discards them.
 	logf func(format string, args ...any)
 	// sweepKeys is sweepStore's scratch list of one side's stored chunks.
@@ -854,6 +856,7 @@ func (j *joinOp) Control(c *Control, _ Emitter) error {
 	case NewSplit:
 		return j.load(c.Split)
 	case Checkpoint:
+		j.estimateRows()
 		j.added, j.addedBytes, j.epoch = 0, 0, c.Epoch
 		for _, sp := range j.splits {
 			if sp.cache.pend != nil {

@@ -35,8 +35,9 @@ import (
 // Which keys leave: when a split holds more keys (of both sides) or more rows than its
 // share of the cache at a checkpoint, the least recently used keys that may leave go until
 // a quarter of both shares is free, or as many as may. The rows are bounded too
-// (cacheRows: joinRowsPerKey a key on average): an interval join's hot keys (Nexmark q9's
-// auctions) hold hundreds of rows each, so keys alone bound nothing. A checkpoint is asked
+// (cacheRows: joinRowsPerKey a key on average, and joinCacheBytes of them once the size of
+// a row is known): an interval join's hot keys (Nexmark q9's auctions) hold hundreds of
+// rows each, so keys alone bound nothing. A checkpoint is asked
 // for when the keys changed or the rows put in memory since the last one outgrow the
 // share (askIfFull), so that what may leave memory is committed at any input rate. A split loaded from the store (a restart, a
 // split moving in) loads no rows: every stored key is put in the filter and read back
@@ -340,8 +341,35 @@ func (j *joinOp) cacheShare() int { return max(j.cacheMax/max(len(j.splits), 1),
 // joinRowsPerKey is the rows the cache holds per key of its size, on average.
 const joinRowsPerKey = 4
 
-// cacheRows is the rows the cache holds, its splits together.
-func (j *joinOp) cacheRows() int { return j.cacheMax * joinRowsPerKey }
+// joinCacheBytes bounds the memory of the rows the cache holds, its splits together, once
+// the size of a row is known (rowEst): a join's rows carry both sides' columns, often long
+// strings (Nexmark's extra columns: q23's rows are about a kilobyte), so a bound in rows
+// alone let the cache hold over 50 MB of them.
+const joinCacheBytes = 16 << 20
+
+// cacheRows is the rows the cache holds, its splits together: joinRowsPerKey a key, and
+// no more than joinCacheBytes of them.
+func (j *joinOp) cacheRows() int {
+	rows := j.cacheMax * joinRowsPerKey
+	if j.rowEst > 0 {
+		rows = min(rows, max(joinCacheBytes/j.rowEst, 64))
+	}
+	return rows
+}
+
+// estimateRows updates rowEst, the bytes of a row the join put in memory on average, with
+// those put in memory since the last checkpoint (at a checkpoint).
+func (j *joinOp) estimateRows() {
+	if j.added == 0 {
+		return
+	}
+	est := max(j.addedBytes/j.added, 1)
+	if j.rowEst == 0 {
+		j.rowEst = est
+	} else {
+		j.rowEst = (3*j.rowEst + est) / 4
+	}
+}
 
 // askIfFull asks for a checkpoint when split sp's keys changed since the last one, or the
 // rows the join put in memory since then, outgrow their share (once per checkpoint).
@@ -370,7 +398,7 @@ type keyAge struct {
 func (j *joinOp) evictKeys(sp *joinSplit) {
 	defer clear(sp.cache.forgot)
 	size := j.cacheShare()
-	rowSize := size * joinRowsPerKey
+	rowSize := max(j.cacheRows()/max(len(j.splits), 1), 2)
 	held := len(sp.keys[0]) + len(sp.keys[1])
 	rows := 0
 	for side := range 2 {

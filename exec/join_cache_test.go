@@ -494,6 +494,46 @@ func TestJoinCacheBoundsRows(t *testing.T) {
 	}
 }
 
+// The cache bounds the bytes of its rows too: wide rows (64 KiB each) leave memory at
+// checkpoints once their size is known, far below the cache's keys and rows, and the
+// output is the one with every key in memory.
+func TestJoinCacheBoundsRowBytes(t *testing.T) {
+	wide := strings.Repeat("x", 64<<10)
+	run := func(cache int) (rows []string, held int64) {
+		store := state.NewMemory()
+		j := openExactJoin(t, exactJoinNode(sql.JoinInner, [2]bool{false, false}, false, false), store, cache)
+		out := &joinedRows{}
+		for i := 0; i < 2000; i++ { // 1000 keys, a left row each, wide
+			process(t, j, 0, out, sql.Row{sql.Varchar(fmt.Sprint("k", i%1000)), sql.Varchar(wide)})
+			if i%100 == 99 {
+				joinCheckpoint(t, j, store)
+			}
+		}
+		joinCheckpoint(t, j, store)
+		joinCheckpoint(t, j, store) // the last rows saved are committed now, and may leave
+		held = j.StateRows()
+		for i := 0; i < 1000; i += 7 {
+			process(t, j, 1, out, sql.Row{sql.Varchar(fmt.Sprint("k", i)), sql.BigInt(int64(i))})
+		}
+		for i := range out.rows {
+			out.rows[i] = strings.ReplaceAll(out.rows[i], wide, "wide")
+		}
+		sort.Strings(out.rows)
+		return out.rows, held
+	}
+	want, all := run(0)
+	got, held := run(4096) // 16,384 rows by its keys
+	if d := diff(got, want); d != "" {
+		t.Fatalf("with the cache, against every key in memory:\n%s", d)
+	}
+	if len(want) != 2*143 || all != 2000 {
+		t.Fatalf("%d rows joined (want %d), %d rows held without the cache (want 2000)", len(want), 2*143, all)
+	}
+	if limit := int64(joinCacheBytes / (64 << 10)); held > limit {
+		t.Fatalf("%d rows of 64 KiB in memory after two checkpoints, want at most %d (%d MiB)", held, limit, joinCacheBytes>>20)
+	}
+}
+
 // A hot key's side that no row of the other side looks at leaves memory in part at each
 // checkpoint (its committed rows), is written a chunk a checkpoint, rewritten as one when
 // it reaches maxJoinChunks, and comes back whole when a row of the other side arrives: the

@@ -3,6 +3,7 @@ package exec
 import (
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"rsql/planner"
@@ -134,6 +135,40 @@ func TestTopNCacheMatchesMemory(t *testing.T) {
 				t.Fatal(d)
 			}
 		})
+	}
+}
+
+// The partition cache bounds the bytes of its partitions too: partitions of wide rows (64
+// KiB each) leave memory once their size is known, far below the cache's partitions, and
+// the output is the one with every partition in memory.
+func TestTopNCacheBoundsBytes(t *testing.T) {
+	wide := strings.Repeat("x", 64<<10)
+	var rows []sql.Row
+	for i := 0; i < 1200; i++ { // 600 users, 2 rows each
+		rows = append(rows, sql.Row{sql.Varchar(fmt.Sprint("u", i%600, wide)), sql.BigInt(int64(i)), sql.Null})
+	}
+	ref := &rowLog{}
+	runCached(t, newTopNChangesOp(topNCacheNode(false), "j", "topn", state.NewMemory()), state.NewMemory(), rows, 0, ref, nil)
+	store := state.NewMemory()
+	op := newTopNChangesOp(topNCacheNode(false), "j", "topn", store)
+	if op.cacheMax = topNCacheSize(op.node, store, 1024); op.cacheMax != 1024 {
+		t.Fatalf("cache of %d partitions, want 1024", op.cacheMax)
+	}
+	got := &rowLog{}
+	most := 0
+	check := func() {
+		if op.partEst > 0 {
+			most = max(most, len(op.splits["s"].parts))
+		}
+	}
+	runCached(t, op, store, rows, 0, got, check)
+	if d := diff(got.rows, ref.rows); d != "" {
+		t.Fatal(d)
+	}
+	// The bytes' worth of partitions, plus those changed in the last two checkpoint
+	// intervals (they may not leave yet) and a quarter of the share before an eviction.
+	if limit := topNCacheBytes/(64<<10) + 2*20 + topNCacheBytes/(64<<10)/4; most == 0 || most > limit {
+		t.Fatalf("at most %d partitions of 64 KiB in memory, want at most %d (%d MiB)", most, limit, topNCacheBytes>>20)
 	}
 }
 

@@ -28,7 +28,8 @@ import (
 // sharing it) live in the store only and are read back when a row needs them, under the
 // rules of an aggregation's group cache (agg_cache.go): only a partition unchanged since a
 // committed checkpoint leaves memory, the least recently used first, and a Bloom filter of
-// the partitions that left tells a new partition from one to read.
+// the partitions that left tells a new partition from one to read. The cache is bounded in
+// bytes too once the size of a partition is known (splitCache, topNCacheBytes).
 type topNChangesOp struct {
 	node  *planner.TopNNode
 	job   string
@@ -41,6 +42,8 @@ type topNChangesOp struct {
 	full     func()
 	pressure
 	ages []uint32
+	// partEst is the bytes of a partition in memory on average (splitCache).
+	partEst int
 	// width: the columns of a kept row (the input's, without a change column)
 	width  int
 	splits map[string]*topChSplit
@@ -269,6 +272,7 @@ func (t *topNChangesOp) save(name string, sp *topChSplit, b *state.Batch) {
 		b.Delete(k)
 	}
 	sp.dels = sp.dels[:0]
+	bytes, parts := 0, 0
 	for _, p := range sp.dirty {
 		p.dirty = false
 		p.saved = sp.saves
@@ -278,8 +282,25 @@ func (t *topNChangesOp) save(name string, sp *topChSplit, b *state.Batch) {
 		t.enc = appendPartRows(t.enc[:0], p.rows)
 		b.Put(t.stateKey(name, p.key), t.enc)
 		p.persisted = true
+		if t.cacheMax > 0 {
+			for _, r := range p.rows {
+				bytes += rowBytes(r)
+			}
+			parts++
+		}
 	}
 	sp.dirty = sp.dirty[:0]
+	if parts > 0 {
+		// The size of a partition, from those written (splitCache).
+		est := max(bytes/parts, 1)
+		if t.partEst == 0 {
+			t.partEst = est
+		} else {
+			t.partEst = (3*t.partEst + est) / 4
+		}
+		size := t.splitCache()
+		sp.evictAt = min(sp.evictAt, size+max(size/4, 1))
+	}
 }
 
 func (t *topNChangesOp) load(split string) error {
@@ -328,7 +349,19 @@ func topNCacheSize(n *planner.TopNNode, store state.Store, setting int) int {
 }
 
 // splitCache is a split's share of the cache.
-func (t *topNChangesOp) splitCache() int { return max(t.cacheMax/max(len(t.splits), 1), 4) }
+func (t *topNChangesOp) splitCache() int {
+	n := t.cacheMax
+	if t.partEst > 0 {
+		n = min(n, max(topNCacheBytes/t.partEst, 64))
+	}
+	return max(n/max(len(t.splits), 1), 4)
+}
+
+// topNCacheBytes bounds the memory of the partitions a Top-N over the whole stream keeps
+// in memory, its splits together, once the size of a partition is known (partEst): rows
+// are often wide (Nexmark q9's, an auction with its winning bid, take about 4 KB), so a
+// bound in partitions alone let the cache hold 70 MB of them.
+const topNCacheBytes = 16 << 20
 
 // fetch reads the partition of key back from the store when it may have left memory; nil
 // when the store has none.
