@@ -29,11 +29,29 @@ import (
 // (appendOverRowKey), its value the row's count (uvarint); a row changed since the last
 // checkpoint is written again, or deleted when none is left. A checkpoint writes what
 // changed, not whole partitions.
+//
+// With a store outside the process the partitions beyond a cache (cacheMax, the splits
+// sharing it) live in the store only, as a Top-N's do (topNChangesOp), under the rules of
+// an aggregation's group cache (agg_cache.go): only a partition unchanged since a committed
+// checkpoint leaves memory, the least recently used first; a Bloom filter of the
+// partitions that left tells a new partition (no read) from one to read back, with one
+// Scan of its rows' keys; a partition whose last row left stays in memory, empty, until
+// the checkpoint after the one that deletes its rows, so that a row of it arriving while
+// those deletes may still be committing does not read the deleted rows back. The cache is
+// off (every partition in memory) over a bounded input, which emits every partition at
+// its end, and without partition keys.
 type overOp struct {
 	node  *planner.OverNode
 	job   string
 	id    string
 	store state.Store
+	// cacheMax bounds the partitions kept in memory, the splits together (0: all); full
+	// asks the job for a checkpoint when changed partitions fill a split's share;
+	// pressure holds the job's input when they are pressFactor times the share.
+	cacheMax int
+	full     func()
+	pressure
+	ages []uint32
 	// width: the columns of a kept row (the input's, without a change column)
 	width  int
 	splits map[string]*overSplit
@@ -54,6 +72,14 @@ type overOp struct {
 type overPart struct {
 	key  string
 	rows []sql.Row // sorted (rowOrder)
+	// With a cache: dirty, changed since the split's last save; persisted, it has rows in
+	// the store (as of its last save, or read back); touch, the split's row clock at its
+	// last row; saved, the save that last wrote it (groupCache.saves; 0 when loaded or read
+	// back).
+	dirty     bool
+	persisted bool
+	touch     uint32
+	saved     uint16
 }
 
 type overSplit struct {
@@ -63,6 +89,10 @@ type overSplit struct {
 	changed []overChange
 	seen    map[string]bool // save's: the state keys written
 	done    bool            // Bounded: the input ended and every row was emitted
+	// With a cache: the split's name, its partitions changed since the last save.
+	name  string
+	dirty []*overPart
+	groupCache
 }
 
 type overChange struct {
@@ -81,7 +111,7 @@ func newOverOp(n *planner.OverNode, job, id string, store state.Store) *overOp {
 func (o *overOp) split(name string) *overSplit {
 	sp := o.splits[name]
 	if sp == nil {
-		sp = &overSplit{parts: map[string]*overPart{}, seen: map[string]bool{}}
+		sp = &overSplit{name: name, parts: map[string]*overPart{}, seen: map[string]bool{}}
 		o.splits[name] = sp
 	}
 	return sp
@@ -109,12 +139,22 @@ func (o *overOp) Process(_ int, b *Batch, out Emitter) error {
 			o.keyBuf = sql.AppendKey(o.keyBuf, k(r))
 		}
 		p := sp.parts[string(o.keyBuf)]
+		if p == nil && sp.spilled {
+			var err error
+			if p, err = o.fetch(sp, o.keyBuf); err != nil {
+				return err
+			}
+		}
 		if p == nil {
 			if del {
 				continue // the delete of a row never seen: nothing to take back
 			}
 			p = &overPart{key: string(o.keyBuf)}
 			sp.parts[p.key] = p
+		}
+		if o.cacheMax > 0 {
+			sp.tick++
+			p.touch = sp.tick
 		}
 		i := sort.Search(len(p.rows), func(i int) bool { return o.rowOrder(p.rows[i], r) >= 0 })
 		if del && (i >= len(p.rows) || o.rowOrder(p.rows[i], r) != 0) {
@@ -149,6 +189,10 @@ func (o *overOp) Process(_ int, b *Batch, out Emitter) error {
 		if o.store != nil {
 			sp.changed = append(sp.changed, overChange{part: p.key, row: kept})
 		}
+		if o.cacheMax > 0 && !p.dirty {
+			p.dirty = true
+			sp.dirty = append(sp.dirty, p)
+		}
 		if emit {
 			hi := min(i+pre, len(p.rows)-1)
 			if del {
@@ -163,8 +207,14 @@ func (o *overOp) Process(_ int, b *Batch, out Emitter) error {
 			}
 			o.diff(o.old, o.cur, del)
 		}
-		if len(p.rows) == 0 {
+		if len(p.rows) == 0 && o.cacheMax == 0 {
 			delete(sp.parts, p.key)
+		}
+		// With a cache an emptied partition stays until the save after the one that
+		// deletes its rows is committed (evict): read back before, it would be its
+		// deleted rows.
+		if o.cacheMax > 0 && len(sp.parts) >= sp.evictAt {
+			o.evict(sp)
 		}
 		if len(o.outRows) >= 1024 {
 			if err := o.flush(b.Split, out); err != nil {
@@ -387,6 +437,7 @@ func (o *overOp) Control(c *Control, _ Emitter) error {
 		for name, sp := range o.splits {
 			o.save(name, sp, c.State)
 		}
+		o.relieve()
 	case RemoveSplit:
 		if sp := o.splits[c.Split]; sp != nil {
 			o.save(c.Split, sp, c.State)
@@ -399,6 +450,14 @@ func (o *overOp) Control(c *Control, _ Emitter) error {
 // save writes the rows changed since the last checkpoint: each with the count of its
 // copies in its partition now, or deleted when none is left.
 func (o *overOp) save(name string, sp *overSplit, b *state.Batch) {
+	sp.nextSave()
+	for _, p := range sp.dirty {
+		p.dirty = false
+		p.saved = sp.saves
+		p.persisted = len(p.rows) > 0
+	}
+	clear(sp.dirty)
+	sp.dirty = sp.dirty[:0]
 	clear(sp.seen)
 	for _, c := range sp.changed {
 		k := string(appendOverRowKey(nil, c.part, c.row))
@@ -429,24 +488,46 @@ func (o *overOp) save(name string, sp *overSplit, b *state.Batch) {
 	sp.changed = sp.changed[:0]
 }
 
+// load reads the split's partitions from the store; with a cache, up to the split's
+// share of it, the others only recorded as in the store (spilled).
 func (o *overOp) load(split string) error {
 	sp := o.split(split)
 	if o.store == nil {
 		return nil
 	}
 	prefix := state.SplitPrefix(nil, o.job, o.id, split)
+	var p *overPart
+	var last []byte // the partition key of the last row (a partition's rows are together)
+	loaded := 0
 	err := o.store.Scan(prefix, func(key, v []byte) error {
 		if len(key) < len(prefix)+16 {
 			return &StateError{Op: o.id, Split: split, Err: errBadOver}
+		}
+		if o.cacheMax > 0 {
+			pk, ok := overPartKey(key[len(prefix) : len(key)-16])
+			if !ok {
+				return &StateError{Op: o.id, Split: split, Err: errBadOver}
+			}
+			if p == nil || string(pk) != p.key {
+				if loaded >= o.splitCache() {
+					if string(pk) != string(last) {
+						sp.spill(pk)
+						last = append(last[:0], pk...)
+					}
+					return nil
+				}
+				loaded++
+			}
 		}
 		part, row, cnt, err := decodeOverRow(key[len(prefix):len(key)-16], v)
 		if err != nil {
 			return &StateError{Op: o.id, Split: split, Err: err}
 		}
-		p := sp.parts[part]
-		if p == nil {
-			p = &overPart{key: part}
-			sp.parts[part] = p
+		if p == nil || p.key != part {
+			if p = sp.parts[part]; p == nil {
+				p = &overPart{key: part, persisted: true}
+				sp.parts[part] = p
+			}
 		}
 		for ; cnt > 0; cnt-- {
 			p.rows = append(p.rows, row)
@@ -459,7 +540,94 @@ func (o *overOp) load(split string) error {
 	for _, p := range sp.parts {
 		sort.Slice(p.rows, func(i, j int) bool { return o.rowOrder(p.rows[i], p.rows[j]) < 0 })
 	}
+	if o.cacheMax > 0 {
+		sp.evictAt = max(o.splitCache(), len(sp.parts)+max(o.splitCache()/4, 1))
+	}
 	return nil
 }
 
-func (o *overOp) Close() error { return nil }
+// overPartKey is the partition key of a kept row's state key (appendOverRowKey).
+func overPartKey(key []byte) ([]byte, bool) {
+	l, n := binary.Uvarint(key)
+	if n <= 0 || l > uint64(len(key)-n) {
+		return nil, false
+	}
+	return key[n : n+int(l)], true
+}
+
+// overCacheSize is the partition cache of window aggregate n over store given the setting
+// (Env.AggCacheGroups: 0 is the default, negative is off); 0 means no cache.
+func overCacheSize(n *planner.OverNode, store state.Store, setting int) int {
+	if setting < 0 || store == nil || len(n.Partition) == 0 || n.Bounded {
+		return 0
+	}
+	if _, mem := store.(*state.Memory); mem && setting == 0 {
+		return 0
+	}
+	if setting == 0 {
+		// A partition keeps all its rows, and a row's output needs the Preceding rows
+		// before it: counting a partition as a frame's rows (at most 64, as a Top-N counts
+		// N), the default keeps about as many rows as a Top-N's cache, or an aggregation's
+		// groups. Partitions of more rows hold more.
+		return max(DefaultAggCacheGroups/int(min(max(n.Preceding+1, 1), 64)), 256)
+	}
+	return max(setting, 4)
+}
+
+// splitCache is a split's share of the cache.
+func (o *overOp) splitCache() int { return max(o.cacheMax/max(len(o.splits), 1), 4) }
+
+// fetch reads the partition of key back from the store when it may have left memory (one
+// Scan of its rows' keys); nil when the store has none.
+func (o *overOp) fetch(sp *overSplit, key []byte) (*overPart, error) {
+	if !sp.gone.has(key) {
+		return nil, nil
+	}
+	o.enc = state.SplitPrefix(o.enc[:0], o.job, o.id, sp.name)
+	n := len(o.enc)
+	o.enc = binary.AppendUvarint(o.enc, uint64(len(key)))
+	o.enc = append(o.enc, key...)
+	var p *overPart
+	err := o.store.Scan(o.enc, func(k, v []byte) error {
+		if len(k) < n+16 {
+			return errBadOver
+		}
+		part, row, cnt, err := decodeOverRow(k[n:len(k)-16], v)
+		if err != nil {
+			return err
+		}
+		if part != string(key) {
+			return errBadOver
+		}
+		if p == nil {
+			p = &overPart{key: part, persisted: true}
+		}
+		for ; cnt > 0; cnt-- {
+			p.rows = append(p.rows, row)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, &StateError{Op: o.id, Split: sp.name, Err: err}
+	}
+	if p == nil {
+		return nil, nil
+	}
+	sort.Slice(p.rows, func(i, j int) bool { return o.rowOrder(p.rows[i], p.rows[j]) < 0 })
+	sp.parts[p.key] = p
+	return p, nil
+}
+
+// evict makes room in sp's share of the cache (evictParts).
+func (o *overOp) evict(sp *overSplit) {
+	o.ages = evictParts(&sp.groupCache, sp.parts, o.splitCache(), o.ages, o.full, &o.pressure, func(p *overPart) partState {
+		// An emptied partition whose deletes are committed is not persisted: it leaves
+		// without a trace in the filter.
+		return partState{dirty: p.dirty, persisted: p.persisted, saved: p.saved, touch: p.touch}
+	})
+}
+
+func (o *overOp) Close() error {
+	o.relieve()
+	return nil
+}

@@ -273,7 +273,10 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 	case *planner.OverNode:
 		oid := OperatorID(id, "over", i)
 		st.opIDs = append(st.opIDs, oid)
-		return newOverOp(n, st.job.name, oid, env.Store), nil
+		o := newOverOp(n, st.job.name, oid, env.Store)
+		o.cacheMax = overCacheSize(n, env.Store, env.AggCacheGroups)
+		o.full, o.press = st.job.kickCheckpoint, st.job.press()
+		return o, nil
 	case *planner.TopNNode:
 		if n.AtSource {
 			oid := OperatorID(id, "rows", i)

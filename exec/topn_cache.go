@@ -84,12 +84,13 @@ type partState struct {
 	touch            uint32
 }
 
-// evictParts drops from parts, a split's partitions of a Top-N or deduplication kept in a
-// cache of size, the least recently used ones that may leave memory (unchanged since a
-// committed save: c's rules, agg_cache.go) until a quarter of size is free, or as many as
-// may; those stored are recorded as spilled. When the partitions that may not leave fill
-// the cache it calls full (a checkpoint lets them), and when they fill it pressFactor
-// times over it holds the job's input (pr). ages is scratch space, returned for reuse.
+// evictParts drops from parts, a split's partitions of a Top-N, deduplication or window
+// aggregate kept in a cache of size, the least recently used ones that may leave memory
+// (unchanged since a committed save: c's rules, agg_cache.go) until a quarter of size is
+// free, or as many as may; those stored are recorded as spilled. When the partitions that
+// may not leave fill the cache it calls full (a checkpoint lets them), and when they fill
+// it pressFactor times over it holds the job's input (pr). ages is scratch space, returned
+// for reuse.
 func evictParts[P any](c *groupCache, parts map[string]P, size int, ages []uint32, full func(), pr *pressure, state func(P) partState) []uint32 {
 	n := len(parts) - (size - size/4)
 	ages = ages[:0]
