@@ -30,7 +30,7 @@ type BenchNexmarkCmd struct {
 	EventRate   int64         `name:"event-rate" default:"10000000" help:"Events per second of event time (10 M: the published nexmark-flink suite)."`
 	Checkpoint  time.Duration `name:"checkpoint-interval" default:"1s" help:"Checkpoint interval of the jobs (negative: only at the end)."`
 	JoinCache   int           `name:"join-cache-keys" default:"0" help:"Join keys a regular join keeps in memory with rocksdb state (0: the engine's default, 16384; negative: all)."`
-	AggCache    int           `name:"agg-cache-groups" default:"0" help:"Groups an aggregation without a window (and partitions a Top-N without one) keeps in memory with rocksdb state (0: the engine's default, 16384 groups, 16384/N partitions; negative: all)."`
+	AggCache    int           `name:"agg-cache-groups" default:"0" help:"Groups an aggregation without a window (and partitions a Top-N or a window aggregate without one) keeps in memory with rocksdb state (0: the engine's default, 16384 groups, 16384/N partitions, 16384/(n+1) for ROWS n PRECEDING; negative: all)."`
 	JSON        bool          `name:"json" help:"Print the results as JSON lines instead of a table."`
 	CPUProfile  string        `name:"cpuprofile" help:"Write a CPU profile of each query to FILE.<query>."`
 	MemProfile  string        `name:"memprofile" help:"Write an allocation profile of each query to FILE.<query>."`

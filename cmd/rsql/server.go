@@ -24,7 +24,7 @@ type ServerCmd struct {
 	BrokerACLFlags
 	GoMemoryFlag
 	StateBackend string `name:"state-backend" default:"rocksdb" enum:"rocksdb,memory" help:"Where operator state lives."`
-	AggCache     int    `name:"agg-cache-groups" default:"0" help:"Groups an aggregation without a window (partitions of a Top-N without one) keeps in memory with RocksDB state, the rest read back from the store (0: 16384, 16384/N; negative: all)."`
+	AggCache     int    `name:"agg-cache-groups" default:"0" help:"Groups an aggregation without a window (partitions of a Top-N or a window aggregate without one) keeps in memory with RocksDB state, the rest read back from the store (0: 16384, 16384/N, 16384/(n+1); negative: all)."`
 	JoinCache    int    `name:"join-cache-keys" default:"0" help:"Join keys a regular join without a state TTL keeps in memory with RocksDB state, the rest read back from the store (0: 16384; negative: all)."`
 	HeapProfile  string `name:"heap-profile" hidden:"" help:"On SIGUSR1, write a heap profile to this file (rsql bench memory)."`
 }
