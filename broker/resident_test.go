@@ -75,19 +75,7 @@ func TestReleaseMappedPages(t *testing.T) {
 		t.Fatalf("%d KiB of the store still resident after the release (was %d KiB), want at most %d", after, before, limit)
 	}
 	for q := 0; q < 2; q++ {
-		var off int64
-		for off < n {
-			msgs, next, err := b.Pull(t.Context(), "t", q, off, 500, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, m := range msgs {
-				if want := append(body(q, int(m.QueueOffset)), make([]byte, 800)...); string(m.Body) != string(want) {
-					t.Fatalf("queue %d message %d changed after its pages were released", q, m.QueueOffset)
-				}
-			}
-			off = next
-		}
+		pullPadded(t, b, q, n, 500)
 	}
 	// Reading mapped the pages again; the next release drops them again.
 	if err := b.releaseMapped(); err != nil {
@@ -133,22 +121,29 @@ func TestReadReleasesFinishedRange(t *testing.T) {
 		t.Fatalf("%d KiB of the store resident after the release, want at most %d", after, limit)
 	}
 	for q := 0; q < 2; q++ {
-		var off int64
-		for off < n {
-			msgs, next, err := b.Pull(t.Context(), "t", q, off, 100, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, m := range msgs {
-				if want := append(body(q, int(m.QueueOffset)), make([]byte, 800)...); string(m.Body) != string(want) {
-					t.Fatalf("queue %d message %d changed after its pages were released", q, m.QueueOffset)
-				}
-			}
-			off = next
-		}
+		pullPadded(t, b, q, n, 100)
 		// Both queues' records span the whole log: reading one mapped (and released) every page.
 		if got := mappedRSS(t, dir); got > limit {
 			t.Fatalf("%d KiB of the store resident after reading queue %d back, want at most %d (the reads' pages were not released)", got, q, limit)
 		}
+	}
+}
+
+// pullPadded pulls queue q of topic "t" back from offset 0 to n, maxN messages a pull, and
+// checks each message is body(q, offset) padded with 800 zero bytes, as the tests wrote them.
+func pullPadded(t *testing.T, b *Broker, q int, n int64, maxN int) {
+	t.Helper()
+	var off int64
+	for off < n {
+		msgs, next, err := b.Pull(t.Context(), "t", q, off, maxN, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			if want := append(body(q, int(m.QueueOffset)), make([]byte, 800)...); string(m.Body) != string(want) {
+				t.Fatalf("queue %d message %d changed after its pages were released", q, m.QueueOffset)
+			}
+		}
+		off = next
 	}
 }

@@ -363,12 +363,7 @@ func (j *joinOp) estimateRows() {
 	if j.added == 0 {
 		return
 	}
-	est := max(j.addedBytes/j.added, 1)
-	if j.rowEst == 0 {
-		j.rowEst = est
-	} else {
-		j.rowEst = (3*j.rowEst + est) / 4
-	}
+	j.rowEst = smoothed(j.rowEst, max(j.addedBytes/j.added, 1))
 }
 
 // askIfFull asks for a checkpoint when split sp's keys changed since the last one, or the

@@ -218,6 +218,16 @@ func TestJoinCachePressesUntilCheckpoint(t *testing.T) {
 	}
 }
 
+// tierVersion is a version of a users table's row (user, tier, change column) for the
+// exact join's table side (exactJoinNode with a table on the right).
+func tierVersion(key, tier string, del bool) sql.Row {
+	op := sql.Null
+	if del {
+		op = sql.Varchar("delete")
+	}
+	return sql.Row{sql.Varchar(key), sql.Varchar(tier), op}
+}
+
 // A key one side of which lost its last row (a table's delete) has that side's stored rows
 // deleted by the checkpoint that follows, whose commit may still be running when the next
 // row of the key arrives: the key stays in memory until the next checkpoint, rather than
@@ -230,27 +240,17 @@ func TestJoinCacheKeepsKeysWithPendingDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := &joinedRows{}
-	version := func(key, tier string, del bool) sql.Row {
-		op := sql.Null
-		if del {
-			op = sql.Varchar("delete")
-		}
-		return sql.Row{sql.Varchar(key), sql.Varchar(tier), op}
-	}
-	process(t, j, 1, out, version("k", "gold", false))
+	process(t, j, 1, out, tierVersion("k", "gold", false))
 	process(t, j, 0, out, sideRow("k", 1, false, true))
 	for i := 0; i < 6; i++ { // more keys than the cache holds
 		process(t, j, 0, out, sideRow(fmt.Sprint("o", i), 1, false, true))
 	}
 	joinCheckpoint(t, j, store) // committed
-	process(t, j, 1, out, version("k", "", true))
+	process(t, j, 1, out, tierVersion("k", "", true))
 	for i := 0; i < 6; i++ { // the other keys change: k is the one that may leave
 		process(t, j, 0, out, sideRow(fmt.Sprint("o", i), 2, false, true))
 	}
-	pending := &state.Batch{}
-	if err := j.Control(&Control{Kind: Checkpoint, State: pending}, nil); err != nil {
-		t.Fatal(err)
-	}
+	(&laggingCommits{store: store}).checkpoint(t, j) // its commit not done
 	// Before the checkpoint's commit, a row of k arrives: k has no version.
 	out.rows = nil
 	process(t, j, 0, out, sideRow("k", 2, false, true))
@@ -267,13 +267,6 @@ func TestJoinCacheKeepsKeysWithPendingDeletes(t *testing.T) {
 // restart, and an order of the key arrives before the checkpoint with the delete commits.
 func TestJoinCacheKeepsSweptKeysWithPendingDeletes(t *testing.T) {
 	node := exactJoinNode(sql.JoinInner, [2]bool{true, false}, true, false)
-	version := func(key, tier string, del bool) sql.Row {
-		op := sql.Null
-		if del {
-			op = sql.Varchar("delete")
-		}
-		return sql.Row{sql.Varchar(key), sql.Varchar(tier), op}
-	}
 	for _, sweepEarly := range []bool{false, true} {
 		store := state.NewMemory()
 		start := func() *joinOp {
@@ -286,18 +279,16 @@ func TestJoinCacheKeepsSweptKeysWithPendingDeletes(t *testing.T) {
 		}
 		out := &joinedRows{}
 		j := start()
-		process(t, j, 1, out, version("k", "gold", false))
+		process(t, j, 1, out, tierVersion("k", "gold", false))
 		joinCheckpoint(t, j, store) // committed
 		j = start()                 // a restart: k is in the store only
-		process(t, j, 1, out, version("k", "gold", true))
+		process(t, j, 1, out, tierVersion("k", "gold", true))
 		if sweepEarly {
 			// As when many keys are emptied within one checkpoint interval.
 			j.sweep(j.splits["s"])
 		}
-		pending := &state.Batch{}
-		if err := j.Control(&Control{Kind: Checkpoint, State: pending}, nil); err != nil {
-			t.Fatal(err)
-		}
+		lc := &laggingCommits{store: store}
+		lc.checkpoint(t, j) // its commit not done
 		// Before the checkpoint's commit, a row of k arrives: k has no version.
 		out.rows = nil
 		process(t, j, 0, out, sideRow("k", 2, false, true))
@@ -305,9 +296,7 @@ func TestJoinCacheKeepsSweptKeysWithPendingDeletes(t *testing.T) {
 			t.Fatalf("sweep early %v: a row of a deleted key joined %q: the deleted version came back from the store", sweepEarly, out.rows)
 		}
 		// The commit done, the next checkpoint lets k go; its version stays deleted.
-		if err := store.Write(pending); err != nil {
-			t.Fatal(err)
-		}
+		lc.commit(t)
 		process(t, j, 0, out, sideRow("k", 2, true, true)) // k's order goes too
 		joinCheckpoint(t, j, store)
 		joinCheckpoint(t, j, store)

@@ -558,20 +558,13 @@ func overPartKey(key []byte) ([]byte, bool) {
 // overCacheSize is the partition cache of window aggregate n over store given the setting
 // (Env.AggCacheGroups: 0 is the default, negative is off); 0 means no cache.
 func overCacheSize(n *planner.OverNode, store state.Store, setting int) int {
-	if setting < 0 || store == nil || len(n.Partition) == 0 || n.Bounded {
+	if n.Bounded {
 		return 0
 	}
-	if _, mem := store.(*state.Memory); mem && setting == 0 {
-		return 0
-	}
-	if setting == 0 {
-		// A partition keeps all its rows, and a row's output needs the Preceding rows
-		// before it: counting a partition as a frame's rows (at most 64, as a Top-N counts
-		// N), the default keeps about as many rows as a Top-N's cache, or an aggregation's
-		// groups. Partitions of more rows hold more.
-		return max(DefaultAggCacheGroups/int(min(max(n.Preceding+1, 1), 64)), 256)
-	}
-	return max(setting, 4)
+	// A partition keeps all its rows, and a row's output needs the Preceding rows before
+	// it: a partition counts as a frame's rows, as a Top-N's counts N. Partitions of more
+	// rows hold more.
+	return partCacheSize(len(n.Partition) > 0, n.Preceding+1, store, setting)
 }
 
 // splitCache is a split's share of the cache.

@@ -292,12 +292,7 @@ func (t *topNChangesOp) save(name string, sp *topChSplit, b *state.Batch) {
 	sp.dirty = sp.dirty[:0]
 	if parts > 0 {
 		// The size of a partition, from those written (splitCache).
-		est := max(bytes/parts, 1)
-		if t.partEst == 0 {
-			t.partEst = est
-		} else {
-			t.partEst = (3*t.partEst + est) / 4
-		}
+		t.partEst = smoothed(t.partEst, max(bytes/parts, 1))
 		size := t.splitCache()
 		sp.evictAt = min(sp.evictAt, size+max(size/4, 1))
 	}
@@ -334,18 +329,35 @@ func (t *topNChangesOp) load(split string) error {
 // topNCacheSize is the partition cache of Top-N n over store given the setting (Env.
 // AggCacheGroups: 0 is the default, negative is off); 0 means no cache.
 func topNCacheSize(n *planner.TopNNode, store state.Store, setting int) int {
-	if setting < 0 || store == nil || len(n.Partition) == 0 {
+	// A partition holds up to N rows over an append-only input (more over an updating
+	// one).
+	return partCacheSize(len(n.Partition) > 0, n.N, store, setting)
+}
+
+// partCacheSize is the partition cache of an operator that keeps rows per partition (a
+// Top-N's, a window aggregate's) of about rowsPerPart rows each, over store given the
+// setting (Env.AggCacheGroups: 0 is the default, negative is off); 0 means no cache, as
+// without partitions. The default keeps about as many rows as an aggregation keeps groups
+// (a partition counted as at most 64 rows), and at least 256 partitions.
+func partCacheSize(partitioned bool, rowsPerPart int64, store state.Store, setting int) int {
+	if setting < 0 || store == nil || !partitioned {
 		return 0
 	}
 	if _, mem := store.(*state.Memory); mem && setting == 0 {
 		return 0
 	}
 	if setting == 0 {
-		// A partition holds up to N rows over an append-only input (more over an updating
-		// one): the default keeps about as many rows as an aggregation keeps groups.
-		return max(DefaultAggCacheGroups/int(min(max(n.N, 1), 64)), 256)
+		return max(DefaultAggCacheGroups/int(min(max(rowsPerPart, 1), 64)), 256)
 	}
 	return max(setting, 4)
+}
+
+// smoothed is the running estimate old (0: none yet) moved a quarter of the way to v.
+func smoothed(old, v int) int {
+	if old == 0 {
+		return v
+	}
+	return (3*old + v) / 4
 }
 
 // splitCache is a split's share of the cache.
