@@ -8,17 +8,17 @@ import (
 // DistinctSet is the set of distinct non-NULL values of a DISTINCT aggregate (COUNT(DISTINCT
 // x)). Two values are the same when their AppendValue forms are equal (so kinds never mix).
 //
-// Integer values of one kind (ids, the common argument) are kept as int64 in an intSet (a
-// flat open-addressing table without pointers, which costs about a quarter of an encoded
-// string's memory and which the garbage collector does not scan); every other value is kept
-// as its AppendValue form.
+// Integer values of one kind (ids, the common argument) are kept as int64 in intValues (a
+// flat open-addressing table without pointers while the set is small, then a compressed
+// bitmap for the values in [0, 2^32); neither is scanned by the garbage collector); every
+// other value is kept as its AppendValue form.
 //
 // The set remembers the values added since the last ClearFresh (FreshChunk), so a
 // checkpoint writes only those instead of re-encoding the whole set (exec's state codec
 // stores them as a chunk under a key of its own). A DistinctSet is used by one goroutine.
 type DistinctSet struct {
 	kind  Kind // kind of the values in ints (KindNull before the first integer)
-	ints  intSet
+	ints  intValues
 	strs  map[string]struct{}
 	fresh []byte // AppendValue forms added since ClearFresh, each after its uvarint length
 	// freshInts are the integers (of kind) added since ClearFresh, encoded only when a
@@ -174,14 +174,9 @@ func (d *DistinctSet) AppendChunk(dst []byte) []byte {
 	if d == nil {
 		return dst
 	}
-	if d.ints.hasZero {
-		dst = appendIntChunkValue(dst, d.kind, 0)
-	}
-	for _, i := range d.ints.slots {
-		if i != 0 {
-			dst = appendIntChunkValue(dst, d.kind, i)
-		}
-	}
+	d.ints.each(func(i int64) {
+		dst = appendIntChunkValue(dst, d.kind, i)
+	})
 	for s := range d.strs {
 		dst = binary.AppendUvarint(dst, uint64(len(s)))
 		dst = append(dst, s...)

@@ -6,12 +6,30 @@ import (
 	"testing"
 )
 
+type intSetOps interface {
+	add(int64) bool
+	remove(int64) bool
+	has(int64) bool
+	len() int
+	each(func(int64))
+}
+
 // intSet against a Go map under random adds and removes, over a small range of values (so
 // probe runs collide, wrap and are cut by removals) and with 0 and negative values.
 func TestIntSetMatchesMap(t *testing.T) {
-	for _, span := range []int64{5, 64, 1000, 1 << 40} {
+	testIntsMatchMap(t, func() intSetOps { return &intSet{} })
+}
+
+// intValues likewise: its sets pass bitmapAfter values, and the spans put values on both
+// sides of the bitmap's range (negative, and at and past 2^32).
+func TestIntValuesMatchMap(t *testing.T) {
+	testIntsMatchMap(t, func() intSetOps { return &intValues{} })
+}
+
+func testIntsMatchMap(t *testing.T, newSet func() intSetOps) {
+	for _, span := range []int64{5, 64, 1000, 1 << 20, 1 << 33, 1 << 40} {
 		rng := rand.New(rand.NewSource(span))
-		var s intSet
+		s := newSet()
 		m := map[int64]struct{}{}
 		for step := 0; step < 20000; step++ {
 			v := rng.Int63n(span) - span/4
