@@ -415,6 +415,9 @@ func TestNewJobSlowSplitHoldsReadersBack(t *testing.T) {
 		planner.Chain(1, planner.SourceSpec{Stream: "shuffle", Schema: eventSchema, EventTime: 2, FromStage: 0}, sinkSpec(node.Schema), node),
 	}}
 	sk := &sinks{}
+	// The clock stands still: the slow split's grace (newSplitGrace) must not run out
+	// while a loaded machine delays the test's adding queue 1's records.
+	clk := newFakeClock()
 	env := Env{
 		OpenSource:         func(planner.SourceSpec) (connectors.Source, error) { return src, nil },
 		OpenSink:           sk.open,
@@ -422,6 +425,7 @@ func TestNewJobSlowSplitHoldsReadersBack(t *testing.T) {
 		Store:              state.NewMemory(),
 		CheckpointInterval: -1,
 		Tick:               5 * time.Millisecond,
+		Now:                clk.now,
 	}
 	j, err := Start(context.Background(), "nj", plan, env)
 	if err != nil {
