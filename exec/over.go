@@ -70,16 +70,9 @@ type overOp struct {
 }
 
 type overPart struct {
-	key  string
-	rows []sql.Row // sorted (rowOrder)
-	// With a cache: dirty, changed since the split's last save; persisted, it has rows in
-	// the store (as of its last save, or read back); touch, the split's row clock at its
-	// last row; saved, the save that last wrote it (groupCache.saves; 0 when loaded or read
-	// back).
-	dirty     bool
-	persisted bool
-	touch     uint32
-	saved     uint16
+	key       string
+	rows      []sql.Row // sorted (rowOrder)
+	partState           // with a cache
 }
 
 type overSplit struct {
@@ -525,7 +518,7 @@ func (o *overOp) load(split string) error {
 		}
 		if p == nil || p.key != part {
 			if p = sp.parts[part]; p == nil {
-				p = &overPart{key: part, persisted: true}
+				p = &overPart{key: part, partState: partState{persisted: true}}
 				sp.parts[part] = p
 			}
 		}
@@ -593,7 +586,7 @@ func (o *overOp) fetch(sp *overSplit, key []byte) (*overPart, error) {
 			return errBadOver
 		}
 		if p == nil {
-			p = &overPart{key: part, persisted: true}
+			p = &overPart{key: part, partState: partState{persisted: true}}
 		}
 		for ; cnt > 0; cnt-- {
 			p.rows = append(p.rows, row)
@@ -613,11 +606,7 @@ func (o *overOp) fetch(sp *overSplit, key []byte) (*overPart, error) {
 
 // evict makes room in sp's share of the cache (evictParts).
 func (o *overOp) evict(sp *overSplit) {
-	o.ages = evictParts(&sp.groupCache, sp.parts, o.splitCache(), o.ages, o.full, &o.pressure, func(p *overPart) partState {
-		// An emptied partition whose deletes are committed is not persisted: it leaves
-		// without a trace in the filter.
-		return partState{dirty: p.dirty, persisted: p.persisted, saved: p.saved, touch: p.touch}
-	})
+	o.ages = evictParts(&sp.groupCache, sp.parts, o.splitCache(), o.ages, o.full, &o.pressure)
 }
 
 func (o *overOp) Close() error {

@@ -57,17 +57,12 @@ type topNOp struct {
 }
 
 type topPart struct {
-	key       string // encoded partition values
-	time      int64  // window end (window modes), the kept row's event time (dedup)
-	rows      []sql.Row
-	emitted   bool
-	dirty     bool
-	persisted bool
-	dead      bool
-	// touch: the split's row clock at the partition's last row; saved: the save that last
-	// wrote it (groupCache.saves).
-	touch uint32
-	saved uint16
+	key     string // encoded partition values
+	time    int64  // window end (window modes), the kept row's event time (dedup)
+	rows    []sql.Row
+	emitted bool
+	dead    bool
+	partState
 }
 
 type topSplit struct {
@@ -174,7 +169,7 @@ func (t *topNOp) Process(_ int, b *Batch, out Emitter) error {
 				continue
 			}
 			if p == nil {
-				p = &topPart{key: string(t.keyBuf), touch: sp.tick}
+				p = &topPart{key: string(t.keyBuf), partState: partState{touch: sp.tick}}
 				sp.parts[p.key] = p
 			} else if n.Changes == planner.Retract && len(p.rows) == 1 {
 				t.outRows = append(t.outRows, t.change(p.rows[0], true))
@@ -188,7 +183,7 @@ func (t *topNOp) Process(_ int, b *Batch, out Emitter) error {
 			}
 		case planner.TableVersions:
 			if p == nil {
-				p = &topPart{key: string(t.keyBuf), time: math.MinInt64, emitted: true, touch: sp.tick}
+				p = &topPart{key: string(t.keyBuf), time: math.MinInt64, emitted: true, partState: partState{touch: sp.tick}}
 				sp.parts[p.key] = p
 			}
 			t.version(sp, p, r)
@@ -493,7 +488,7 @@ func (t *topNOp) load(split string) error {
 
 // decodeTopPart reads a stored partition (save's encoding) of key.
 func decodeTopPart(key string, v []byte) (*topPart, error) {
-	p := &topPart{key: key, persisted: true}
+	p := &topPart{key: key, partState: partState{persisted: true}}
 	flags, n := binary.Uvarint(v)
 	if n <= 0 {
 		return nil, errBadTopN

@@ -72,17 +72,25 @@ func (t *topNOp) fetch(sp *topSplit, key []byte) (*topPart, error) {
 
 // evict makes room in sp's share of the cache (evictParts).
 func (t *topNOp) evict(sp *topSplit) {
-	t.ages = evictParts(&sp.groupCache, sp.parts, t.splitCache(), t.ages, t.full, &t.pressure, func(p *topPart) partState {
-		return partState{dirty: p.dirty, persisted: p.persisted, saved: p.saved, touch: p.touch}
-	})
+	t.ages = evictParts(&sp.groupCache, sp.parts, t.splitCache(), t.ages, t.full, &t.pressure)
 }
 
-// partState is what the eviction of a Top-N's partitions needs to know of one.
+// partState is what the cache of a Top-N's, deduplication's or window aggregate's
+// partitions knows of one (each partition type embeds it): dirty, changed since the
+// split's last save; persisted, it has rows in the store (as of its last save, or read
+// back; an emptied partition whose deletes are committed is not, and leaves without a
+// trace in the filter); saved, the save that last wrote it (groupCache.saves; 0 when
+// loaded or read back); touch, the split's row clock at its last row.
 type partState struct {
 	dirty, persisted bool
 	saved            uint16
 	touch            uint32
 }
+
+func (s *partState) cached() *partState { return s }
+
+// cachedPart is a partition type with its cache state (an embedded partState).
+type cachedPart interface{ cached() *partState }
 
 // evictParts drops from parts, a split's partitions of a Top-N, deduplication or window
 // aggregate kept in a cache of size, the least recently used ones that may leave memory
@@ -91,11 +99,11 @@ type partState struct {
 // may not leave fill the cache it calls full (a checkpoint lets them), and when they fill
 // it pressFactor times over it holds the job's input (pr). ages is scratch space, returned
 // for reuse.
-func evictParts[P any](c *groupCache, parts map[string]P, size int, ages []uint32, full func(), pr *pressure, state func(P) partState) []uint32 {
+func evictParts[P cachedPart](c *groupCache, parts map[string]P, size int, ages []uint32, full func(), pr *pressure) []uint32 {
 	n := len(parts) - (size - size/4)
 	ages = ages[:0]
 	for _, p := range parts {
-		if st := state(p); !st.dirty && st.saved != c.saves {
+		if st := p.cached(); !st.dirty && st.saved != c.saves {
 			ages = append(ages, c.tick-st.touch)
 		}
 	}
@@ -110,7 +118,7 @@ func evictParts[P any](c *groupCache, parts map[string]P, size int, ages []uint3
 			oldest = ages[len(ages)-n]
 		}
 		for k, p := range parts {
-			if st := state(p); !st.dirty && st.saved != c.saves && c.tick-st.touch >= oldest {
+			if st := p.cached(); !st.dirty && st.saved != c.saves && c.tick-st.touch >= oldest {
 				if st.persisted {
 					c.spill([]byte(k))
 				}

@@ -55,14 +55,9 @@ type topNChangesOp struct {
 }
 
 type topChPart struct {
-	key       string
-	rows      []sql.Row // sorted (rowOrder)
-	dirty     bool
-	persisted bool
-	// touch: the split's row clock at the partition's last row; saved: the save that last
-	// wrote it (groupCache.saves; 0 when loaded or read back).
-	touch uint32
-	saved uint16
+	key  string
+	rows []sql.Row // sorted (rowOrder)
+	partState
 }
 
 type topChSplit struct {
@@ -318,7 +313,7 @@ func (t *topNChangesOp) load(split string) error {
 		if err != nil {
 			return &StateError{Op: t.id, Split: split, Err: err}
 		}
-		p := &topChPart{key: string(key[len(prefix) : len(key)-16]), rows: rows, persisted: true}
+		p := &topChPart{key: string(key[len(prefix) : len(key)-16]), rows: rows, partState: partState{persisted: true}}
 		sp.parts[p.key] = p
 		return nil
 	})
@@ -392,17 +387,14 @@ func (t *topNChangesOp) fetch(sp *topChSplit, key []byte) (*topChPart, error) {
 	if err != nil {
 		return nil, &StateError{Op: t.id, Split: sp.name, Err: err}
 	}
-	p := &topChPart{key: string(key), rows: rows, persisted: true}
+	p := &topChPart{key: string(key), rows: rows, partState: partState{persisted: true}}
 	sp.parts[p.key] = p
 	return p, nil
 }
 
 // evict makes room in sp's share of the cache (evictParts).
 func (t *topNChangesOp) evict(sp *topChSplit) {
-	t.ages = evictParts(&sp.groupCache, sp.parts, t.splitCache(), t.ages, t.full, &t.pressure, func(p *topChPart) partState {
-		// An emptied partition is not persisted: it leaves without a trace in the filter.
-		return partState{dirty: p.dirty, persisted: p.persisted, saved: p.saved, touch: p.touch}
-	})
+	t.ages = evictParts(&sp.groupCache, sp.parts, t.splitCache(), t.ages, t.full, &t.pressure)
 }
 
 func (t *topNChangesOp) Close() error {
