@@ -734,6 +734,24 @@ func (b *Broker) readRaw(q *consumeQueue, offset int64, maxN, maxBytes int, filt
 // its rate is the consume rate.
 func (b *Broker) MessagesServed() int64 { return b.served.Load() }
 
+// pullScratch holds the buffers Pull reads stored records into: the messages it returns
+// copy what they keep (record.go, message), so the buffer is reused by the next pull
+// instead of being grown anew for every one (at 100,000 messages a second the growing
+// buffers were a third of the bytes a process with a job allocated).
+var pullScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPullScratch is the largest buffer kept for reuse: a pull of many large records does
+// not pin its buffer.
+const maxPullScratch = 1 << 20
+
+func putPullScratch(p *[]byte, buf []byte) {
+	if cap(buf) > maxPullScratch {
+		return
+	}
+	*p = buf[:0]
+	pullScratch.Put(p)
+}
+
 // Pull reads up to max messages of a queue from offset. When nothing is there and wait > 0
 // it waits up to wait for new messages (or ctx). An offset below the queue minimum starts
 // at the minimum (retention removed the rest); an offset beyond the end is
@@ -758,20 +776,27 @@ func (b *Broker) Pull(ctx context.Context, topicName string, queue int, offset i
 			return nil, offset, fmt.Errorf("%w: %s queue %d offset %d > %d", ErrOffsetOutOfRange, topicName, queue, offset, q.max.Load())
 		}
 		ch := q.waitCh()
-		buf, n, next, st := b.readRaw(q, offset, maxN, 8<<20, nil, nil)
+		scratch := pullScratch.Get().(*[]byte)
+		buf, n, next, st := b.readRaw(q, offset, maxN, 8<<20, nil, (*scratch)[:0])
 		if st == pullFound {
 			b.served.Add(int64(n))
 			msgs := make([]Message, 0, n)
-			for len(buf) > 0 {
-				r, err := parseRecord(buf, 0)
-				if err != nil {
-					return msgs, offset, err
+			var err error
+			for rest := buf; len(rest) > 0; {
+				var r recordView
+				if r, err = parseRecord(rest, 0); err != nil {
+					break
 				}
 				msgs = append(msgs, r.message())
-				buf = buf[r.size:]
+				rest = rest[r.size:]
+			}
+			putPullScratch(scratch, buf)
+			if err != nil {
+				return msgs, offset, err
 			}
 			return msgs, next, nil
 		}
+		putPullScratch(scratch, buf)
 		if st == pullOffsetMoved {
 			offset = next
 			continue

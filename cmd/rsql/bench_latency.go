@@ -128,26 +128,43 @@ func latencyJob(job string, queues int, interval string) string {
 	return fmt.Sprintf(`CREATE STREAM lat_out WITH (%s) AS SELECT id, born FROM lat_events WHERE id %% 2 = 0`, with)
 }
 
-// appendLatencyEvents appends events [from, to) born now: event i has key k<i mod 100> and
-// goes to queue i mod queues.
-func appendLatencyEvents(b *broker.Broker, queues int, from, to int64, now time.Time) error {
-	byQ := make([][]broker.Message, queues)
+// latencyAppender appends the benchmark's input events. It shares the process with the
+// server it measures, so it allocates little: the per-queue message lists are reused, and
+// the bodies of one call share one buffer (the broker copies them into its log).
+type latencyAppender struct {
+	b   *broker.Broker
+	byQ [][]broker.Message
+}
+
+func newLatencyAppender(b *broker.Broker, queues int) *latencyAppender {
+	return &latencyAppender{b: b, byQ: make([][]broker.Message, queues)}
+}
+
+// append appends events [from, to) born now: event i has key k<i mod 100> and goes to
+// queue i mod queues.
+func (a *latencyAppender) append(from, to int64, now time.Time) error {
 	born := now.UnixMicro()
-	for i := from; i < to; i++ {
-		body := make([]byte, 0, 72)
-		body = strconv.AppendInt(append(body, `{"id":`...), i, 10)
-		body = strconv.AppendInt(append(body, `,"k":"k`...), i%100, 10)
-		body = strconv.AppendInt(append(body, `","born":`...), born, 10)
-		body = strconv.AppendInt(append(body, `,"ts":`...), born/1000, 10)
-		body = append(body, '}')
-		q := int(i % int64(queues))
-		byQ[q] = append(byQ[q], broker.Message{Body: body})
+	const bodyCap = 80 // the largest body below
+	bodies := make([]byte, 0, int(to-from)*bodyCap)
+	for q := range a.byQ {
+		clear(a.byQ[q])
+		a.byQ[q] = a.byQ[q][:0]
 	}
-	for q, msgs := range byQ {
+	for i := from; i < to; i++ {
+		at := len(bodies)
+		bodies = strconv.AppendInt(append(bodies, `{"id":`...), i, 10)
+		bodies = strconv.AppendInt(append(bodies, `,"k":"k`...), i%100, 10)
+		bodies = strconv.AppendInt(append(bodies, `","born":`...), born, 10)
+		bodies = strconv.AppendInt(append(bodies, `,"ts":`...), born/1000, 10)
+		bodies = append(bodies, '}')
+		q := int(i % int64(len(a.byQ)))
+		a.byQ[q] = append(a.byQ[q], broker.Message{Body: bodies[at:len(bodies):len(bodies)]})
+	}
+	for q, msgs := range a.byQ {
 		if len(msgs) == 0 {
 			continue
 		}
-		if _, err := b.Append(latIn, q, msgs); err != nil {
+		if _, err := a.b.Append(latIn, q, msgs); err != nil {
 			return err
 		}
 	}
@@ -240,6 +257,7 @@ func (c *BenchLatencyCmd) runOne(job, interval string) (latencyResult, error) {
 	// Producer: every millisecond, the events due by then.
 	start := time.Now()
 	var sent int64
+	events := newLatencyAppender(b, c.Queues)
 	for {
 		now := time.Now()
 		el := now.Sub(start)
@@ -255,7 +273,7 @@ func (c *BenchLatencyCmd) runOne(job, interval string) (latencyResult, error) {
 			fmt.Fprintf(os.Stderr, "%6.2fs sent %d in %d out %d delivered %d epoch %d\n", el.Seconds(), sent, st.RecordsIn, st.RecordsOut, n, st.Epoch)
 		}
 		if due > sent {
-			if err := appendLatencyEvents(b, c.Queues, sent, due, now); err != nil {
+			if err := events.append(sent, due, now); err != nil {
 				return res, err
 			}
 			sent = due
@@ -318,9 +336,10 @@ func (c *BenchLatencyCmd) throughput(job, interval string) (float64, error) {
 		return 0, err
 	}
 	now := time.Now()
+	events := newLatencyAppender(b, c.Queues)
 	for from := int64(0); from < int64(c.Throughput); from += 4096 {
 		// 10,000 events per second of event time, so windows close as they would.
-		if err := appendLatencyEvents(b, c.Queues, from, min(from+4096, int64(c.Throughput)), now.Add(time.Duration(from)*100*time.Microsecond)); err != nil {
+		if err := events.append(from, min(from+4096, int64(c.Throughput)), now.Add(time.Duration(from)*100*time.Microsecond)); err != nil {
 			return 0, err
 		}
 	}
