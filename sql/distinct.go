@@ -174,9 +174,7 @@ func (d *DistinctSet) AppendChunk(dst []byte) []byte {
 	if d == nil {
 		return dst
 	}
-	d.ints.each(func(i int64) {
-		dst = appendIntChunkValue(dst, d.kind, i)
-	})
+	dst = d.ints.appendChunk(dst, d.kind)
 	for s := range d.strs {
 		dst = binary.AppendUvarint(dst, uint64(len(s)))
 		dst = append(dst, s...)

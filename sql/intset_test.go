@@ -74,10 +74,13 @@ func testIntsMatchMap(t *testing.T, newSet func() intSetOps) {
 }
 
 // The chunks of a set (whole and fresh) read back as the same set, for integers of every size
-// (0, negative, 64-bit) and for values kept encoded.
+// (0, negative, 64-bit; enough of them for a bitmap, bitmapAfter) and for values kept encoded.
 func TestDistinctChunkRoundTrip(t *testing.T) {
 	var d DistinctSet
 	vals := []Value{BigInt(0), BigInt(-1), BigInt(1 << 62), BigInt(-1 << 63), BigInt(300), Varchar("x"), Varchar(""), Int(5)}
+	for i := range int64(2 * bitmapAfter) {
+		vals = append(vals, BigInt(1000+i*70_001)) // across several of the bitmap's ranges
+	}
 	for _, v := range vals {
 		d.Add(v)
 	}

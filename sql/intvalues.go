@@ -80,6 +80,32 @@ func (s *intValues) remove(v int64) bool {
 	return s.small.remove(v)
 }
 
+// appendChunk appends every value as a chunk value of kind k (appendIntChunkValue),
+// without a call per value: a checkpoint rewrites large sets whole this way.
+func (s *intValues) appendChunk(dst []byte, k Kind) []byte {
+	if s.small.hasZero {
+		dst = appendIntChunkValue(dst, k, 0)
+	}
+	for _, v := range s.small.slots {
+		if v != 0 {
+			dst = appendIntChunkValue(dst, k, v)
+		}
+	}
+	if s.bm != nil {
+		var buf [256]uint32
+		for it := s.bm.ManyIterator(); ; {
+			n := it.NextMany(buf[:])
+			if n == 0 {
+				break
+			}
+			for _, v := range buf[:n] {
+				dst = appendIntChunkValue(dst, k, int64(v))
+			}
+		}
+	}
+	return dst
+}
+
 // each calls fn with every value, in no particular order.
 func (s *intValues) each(fn func(int64)) {
 	s.small.each(fn)

@@ -23,6 +23,9 @@ var aggOverAggCases = []struct{ name, query string }{
 	{"users_per_count", `SELECT n, COUNT(*) AS users FROM (SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id) x GROUP BY n`},
 	{"count_stats", `SELECT SUM(n) AS total, MIN(n) AS lo, MAX(n) AS hi, COUNT(*) AS users, COUNT(DISTINCT n) AS counts FROM (SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id) x`},
 	{"having_over_inner", `SELECT n, COUNT(*) AS users, MAX(q) AS q FROM (SELECT user_id, COUNT(*) AS n, SUM(qty) AS q FROM orders GROUP BY user_id HAVING COUNT(*) >= 3) x GROUP BY n HAVING COUNT(*) > 1`},
+	// Sums of many distinct values (more than a set keeps before its bitmap, sql/intvalues.go),
+	// retracted and added again as the users' sums change.
+	{"distinct_sums", `SELECT COUNT(DISTINCT q) AS sums, COUNT(DISTINCT n) AS counts FROM (SELECT user_id, COUNT(*) AS n, SUM(qty) AS q FROM orders GROUP BY user_id) x`},
 	{"distinct_counts", `SELECT DISTINCT n FROM (SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id) x`},
 	{"category_spread", `SELECT category, MIN(spent) AS lo, MAX(spent) AS hi, AVG(orders) AS per_user FROM (SELECT category, user_id, COUNT(*) AS orders, SUM(qty) AS spent FROM orders GROUP BY category, user_id) x GROUP BY category`},
 }

@@ -34,6 +34,7 @@ type BenchLatencyCmd struct {
 	Checkpoint string        `name:"checkpoint-interval" default:"" help:"The jobs' checkpoint_interval, e.g. 1s; comma-separated to compare several in one run (default: the server's default)."`
 	Throughput int           `name:"throughput-events" default:"2000000" help:"Also run each setting unpaced over this many pre-appended events and report events/s (0: skip)."`
 	CPUProfile string        `name:"cpuprofile" help:"Write a CPU profile of each paced run to FILE.<job>.<interval>."`
+	MemProfile string        `name:"memprofile" help:"Write an allocation profile of the whole command (every allocation sampled since it started; pprof -sample_index=alloc_space) to FILE when it ends."`
 	Progress   bool          `name:"progress" help:"Print events sent, read, written and delivered every 50,000 events (standard error)."`
 }
 
@@ -103,6 +104,9 @@ func (c *BenchLatencyCmd) Run() error {
 	fmt.Printf("closed (not the last one, closed by the idle timeout once events stop). unpaced: the same\n")
 	fmt.Printf("job over pre-appended events. Phases: align = barrier injected until every stage of the\n")
 	fmt.Printf("commit group handed its part over, commit = the atomic write, publish = the outbox appended.\n")
+	if c.MemProfile != "" {
+		return writeAllocsProfile(c.MemProfile)
+	}
 	return nil
 }
 
@@ -144,7 +148,7 @@ func newLatencyAppender(b *broker.Broker, queues int) *latencyAppender {
 // queue i mod queues.
 func (a *latencyAppender) append(from, to int64, now time.Time) error {
 	born := now.UnixMicro()
-	const bodyCap = 80 // the largest body below
+	const bodyCap = 80 // about a body's size (a longer one only makes the buffer grow)
 	bodies := make([]byte, 0, int(to-from)*bodyCap)
 	for q := range a.byQ {
 		clear(a.byQ[q])

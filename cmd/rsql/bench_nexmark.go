@@ -138,13 +138,7 @@ func (c *BenchNexmarkCmd) runOne(q nexmark.Query) (nexmarkRow, error) {
 		return nexmarkRow{}, err
 	}
 	if c.MemProfile != "" {
-		f, err := os.Create(c.MemProfile + "." + q.Name)
-		if err != nil {
-			return nexmarkRow{}, err
-		}
-		err = pprof.Lookup("allocs").WriteTo(f, 0)
-		f.Close()
-		if err != nil {
+		if err := writeAllocsProfile(c.MemProfile + "." + q.Name); err != nil {
 			return nexmarkRow{}, err
 		}
 	}
@@ -222,6 +216,19 @@ func peakHeapProfile(path string) func() error {
 		}
 	}()
 	return func() error { close(done); return <-stopped }
+}
+
+// writeAllocsProfile writes the process's allocation profile to path.
+func writeAllocsProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // startCPUProfile starts a CPU profile written to path; stop ends it and closes the file.
