@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -473,26 +472,10 @@ func TestAggregateOverAggregateJobRestart(t *testing.T) {
 					evs[sp][i].user += []string{"a", "b"}[sp] // partitioned by user
 				}
 			}
-			var mu sync.Mutex
-			var rows []string
-			onRow := func(r sql.Row) error {
-				parts := make([]string, len(r))
-				for i, v := range r {
-					parts[i] = v.String()
-				}
-				mu.Lock()
-				rows = append(rows, strings.Join(parts, ","))
-				mu.Unlock()
-				return nil
-			}
-			snapshot := func() []string {
-				mu.Lock()
-				defer mu.Unlock()
-				return append([]string(nil), rows...)
-			}
+			var rows rowCollector
 			env := func(src *memSource) Env {
 				return Env{OpenSource: func(planner.SourceSpec) (connectors.Source, error) { return src, nil },
-					NewFormat: newTestFormat, OnRow: onRow, Store: store, CheckpointInterval: -1, Tick: 5 * time.Millisecond}
+					NewFormat: newTestFormat, OnRow: rows.onRow, Store: store, CheckpointInterval: -1, Tick: 5 * time.Millisecond}
 			}
 			src := newMemSource(false, 100, "0", "1")
 			j, err := Start(context.Background(), "aa", plan, env(src))
@@ -505,14 +488,12 @@ func TestAggregateOverAggregateJobRestart(t *testing.T) {
 			if _, err := j.Checkpoint(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			kept := snapshot()
+			kept := rows.snapshot()
 			feedAll(src, "0", evs[0][1000:1500])
 			waitFor(t, "more", func() bool { return j.Stats().RecordsIn == 2500 })
 			j.Stop()
 
-			mu.Lock()
-			rows = kept
-			mu.Unlock()
+			rows.set(kept)
 			src2 := newMemSource(false, 100, "0", "1")
 			feedAll(src2, "0", evs[0])
 			feedAll(src2, "1", evs[1])
@@ -533,7 +514,7 @@ func TestAggregateOverAggregateJobRestart(t *testing.T) {
 			for {
 				// The client's view: upsert by the key (the grouping columns), or the one row.
 				view := map[string]string{}
-				for _, r := range snapshot() {
+				for _, r := range rows.snapshot() {
 					i := strings.LastIndexByte(r, ',')
 					body, op := r[:i], r[i+1:]
 					key := ""
@@ -552,7 +533,7 @@ func TestAggregateOverAggregateJobRestart(t *testing.T) {
 				}
 				sort.Strings(got)
 				if strings.Join(got, " ") == strings.Join(want, " ") {
-					t.Logf("%d changes; view %v", len(snapshot()), got)
+					t.Logf("%d changes; view %v", len(rows.snapshot()), got)
 					break
 				}
 				if time.Now().After(deadline) {

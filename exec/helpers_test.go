@@ -483,3 +483,35 @@ func (c *pressCounter) press(on bool) {
 		c.on--
 	}
 }
+
+// rowCollector gathers the rows a job hands to Env.OnRow, each as its values' text joined
+// by commas.
+type rowCollector struct {
+	mu   sync.Mutex
+	rows []string
+}
+
+func (c *rowCollector) onRow(r sql.Row) error {
+	parts := make([]string, len(r))
+	for i, v := range r {
+		parts[i] = v.String()
+	}
+	c.mu.Lock()
+	c.rows = append(c.rows, strings.Join(parts, ","))
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *rowCollector) snapshot() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.rows...)
+}
+
+// set replaces the rows gathered so far (a client that kept what it had read before a
+// checkpoint).
+func (c *rowCollector) set(rows []string) {
+	c.mu.Lock()
+	c.rows = rows
+	c.mu.Unlock()
+}

@@ -12,6 +12,7 @@ import (
 type filterOp struct {
 	stateless
 	pred planner.Evaluator
+	memo *sql.Memo // planner.FilterNode.Memo
 	// bad, schema, ctx: the stage's bad-record path and this operator's input schema.
 	bad    *badRows
 	schema sql.Schema
@@ -21,13 +22,23 @@ type filterOp struct {
 func (f *filterOp) Process(_ int, b *Batch, out Emitter) error {
 	rows := b.Rows
 	offs := b.Offsets
+	memo := f.memo
+	if memo != nil {
+		memo.Begin(len(rows))
+	}
 	k := 0
 	for i, r := range rows {
+		if memo != nil {
+			memo.Row(i)
+		}
 		v := f.pred(r)
 		if v.K == sql.KindBool && v.I != 0 {
 			rows[k] = r
 			if offs != nil {
 				offs[k] = offs[i]
+			}
+			if memo != nil {
+				memo.Move(i, k)
 			}
 			k++
 		} else if v.K == sql.KindNull && v.S != "" {
@@ -51,7 +62,11 @@ func (f *filterOp) Process(_ int, b *Batch, out Emitter) error {
 type projectOp struct {
 	stateless
 	exprs []planner.Evaluator
-	out   rowArena
+	// memo, afterFilter: planner.ProjectNode's Memo and AfterFilter (the filter began
+	// the batch in the memo).
+	memo        *sql.Memo
+	afterFilter bool
+	out         rowArena
 	// bad, schema, ctx: the stage's bad-record path and this operator's input schema.
 	bad    *badRows
 	schema sql.Schema
@@ -61,8 +76,15 @@ type projectOp struct {
 
 func (p *projectOp) Process(_ int, b *Batch, out Emitter) error {
 	p.out.reset()
+	memo := p.memo
+	if memo != nil && !p.afterFilter {
+		memo.Begin(len(b.Rows))
+	}
 	var dropped []int // indexes of failed rows (rare)
 	for i, r := range b.Rows {
+		if memo != nil {
+			memo.Row(i)
+		}
 		start := len(p.out.vals)
 		failed := false
 		for _, e := range p.exprs {

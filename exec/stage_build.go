@@ -203,9 +203,9 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 	id := st.plan.ID
 	switch n := op.Node.(type) {
 	case *planner.FilterNode:
-		return &filterOp{pred: n.Pred, bad: st.bad(op.Inputs[0]), schema: in, ctx: ctx}, nil
+		return &filterOp{pred: n.Pred, memo: n.Memo, bad: st.bad(op.Inputs[0]), schema: in, ctx: ctx}, nil
 	case *planner.ProjectNode:
-		return &projectOp{exprs: n.Exprs, bad: st.bad(op.Inputs[0]), schema: in, ctx: ctx}, nil
+		return &projectOp{exprs: n.Exprs, memo: n.Memo, afterFilter: n.AfterFilter, bad: st.bad(op.Inputs[0]), schema: in, ctx: ctx}, nil
 	case *planner.TableFuncNode:
 		return &tableFuncOp{n: n, bad: st.bad(op.Inputs[0]), schema: in, ctx: ctx}, nil
 	case *planner.WindowAssignNode:

@@ -4,6 +4,7 @@ import (
 	"rsql/connectors/options"
 	"sort"
 	"strconv"
+	"strings"
 
 	"rsql/sql"
 )
@@ -218,26 +219,38 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 		if err != nil {
 			return s, err
 		}
-		f, err := compile(n.Pred, "filter")
+		fs, memo, err := compileShared([]sql.Expr{n.Pred}, "filter")
 		if err != nil {
 			return s, err
 		}
-		return b.addOp(s, &FilterNode{Pred: f, Text: n.Pred.String()}, nil), nil
+		return b.addOp(s, &FilterNode{Pred: fs[0], Text: n.Pred.String(), Memo: memo}, nil), nil
 
 	case *Project:
-		s, err := b.build(n.Input)
+		// A filter right below is compiled with the projection: the subexpressions they
+		// share are computed once per row (sql.CompileShared).
+		exprs, filter := n.Exprs, (*Filter)(nil)
+		input := n.Input
+		if f, ok := n.Input.(*Filter); ok {
+			filter, input = f, f.Input
+			exprs = append([]sql.Expr{f.Pred}, n.Exprs...)
+		}
+		s, err := b.build(input)
 		if err != nil {
 			return s, err
 		}
-		p := &ProjectNode{Exprs: make([]Evaluator, len(n.Exprs)), Schema: n.Schema(), Texts: make([]string, len(n.Exprs))}
+		fs, memo, err := compileShared(exprs, "select list")
+		if err != nil {
+			return s, err
+		}
+		p := &ProjectNode{Exprs: make([]Evaluator, len(n.Exprs)), Schema: n.Schema(), Texts: make([]string, len(n.Exprs)), Memo: memo}
+		if filter != nil {
+			s = b.addOp(s, &FilterNode{Pred: fs[0], Text: filter.Pred.String(), Memo: memo}, nil)
+			fs, p.AfterFilter = fs[1:], memo != nil
+		}
 		keyPos := map[int]bool{}
 		from := map[int]int{} // input column -> first output column passing it through
 		for i, e := range n.Exprs {
-			f, err := compile(e, "select list")
-			if err != nil {
-				return s, err
-			}
-			p.Exprs[i], p.Texts[i] = f, aliased(e, n.Names[i])
+			p.Exprs[i], p.Texts[i] = fs[i], aliased(e, n.Names[i])
 			if c, ok := e.(*sql.ColumnRef); ok {
 				if s.keyPos[c.Index] {
 					keyPos[i] = true
@@ -819,6 +832,20 @@ func partitionColumns(rel *sql.Relation) []int {
 		out = append(out, i)
 	}
 	return out
+}
+
+// compileShared compiles expressions evaluated one after the other over each row, their
+// common subexpressions through one memo (sql.CompileShared; nil when none).
+func compileShared(es []sql.Expr, where string) ([]Evaluator, *sql.Memo, error) {
+	fs, memo, err := sql.CompileShared(es)
+	if err != nil {
+		texts := make([]string, len(es))
+		for i, e := range es {
+			texts[i] = e.String()
+		}
+		return nil, nil, wrapf(err, "compiling %s %s", where, strings.Join(texts, ", "))
+	}
+	return fs, memo, nil
 }
 
 func compile(e sql.Expr, where string) (Evaluator, error) {

@@ -60,6 +60,10 @@ type Node interface{ physicalNode() }
 type FilterNode struct {
 	Pred Evaluator
 	Text string
+	// Memo holds the values of the subexpressions Pred has in common with itself or with
+	// the ProjectNode right after it (sql.CompileShared): the operator begins it for each
+	// batch, sets its row and moves the rows it keeps. Nil when nothing is shared.
+	Memo *sql.Memo
 }
 
 // ProjectNode computes Exprs over each row; its output schema is Schema.
@@ -67,6 +71,10 @@ type ProjectNode struct {
 	Exprs  []Evaluator
 	Schema sql.Schema
 	Texts  []string
+	// Memo: as FilterNode's. AfterFilter: it is the memo of the FilterNode right before,
+	// which begins each batch (the projection reads its rows' values at their new indexes).
+	Memo        *sql.Memo
+	AfterFilter bool
 }
 
 // WindowAssignNode appends window_start and window_end (TIMESTAMP) to each row: one output

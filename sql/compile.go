@@ -291,6 +291,8 @@ func compile(e Expr) (Evaluator, error) {
 		return compileLike(n)
 	case *Case:
 		return compileCase(n)
+	case *memoRef:
+		return compileMemoRef(n)
 	}
 	return nil, Errorf(CodeInternal, "compile: unknown expression %T", e)
 }

@@ -127,6 +127,9 @@
 // constructs (IS NULL, COALESCE, CASE, AND/OR, IS DISTINCT FROM) pass on too; callers
 // check the finished value (Value.Err, RowError) and treat the row as failed. A constant
 // subtree that fails makes the whole expression fail, as PostgreSQL's planner does.
+// CompileShared compiles expressions evaluated one after the other over each row (a
+// filter's, then its projection's) with the costly subexpressions they share computed once
+// per row, when first needed, into a Memo the operator steps through its batch (shared.go).
 //
 // NUMERIC is PostgreSQL's arbitrary-precision numeric (numeric.go): values that fit an
 // int64 coefficient with scale ≤ 18 live in Value.I/Scale, larger ones as decimal text in

@@ -83,8 +83,48 @@ func FuzzParse(f *testing.F) {
 				row := append(append(Row{}, evalRow...), Timestamp(0), Timestamp(10000)) // + window columns
 				fn(row)
 			}
+			if !q.Aggregated {
+				checkShared(t, q)
+			}
 		}
 	})
+}
+
+// checkShared compiles a query's WHERE and select list together (CompileShared, as the
+// planner does a filter and its projection) and checks that every expression calling no
+// volatile function gives the value it gives compiled alone.
+func checkShared(t *testing.T, q *Query) {
+	t.Helper()
+	var es []Expr
+	if q.Where != nil {
+		es = append(es, q.Where)
+	}
+	es = append(es, q.Select...)
+	fs, memo, err := CompileShared(es)
+	if err != nil {
+		t.Fatalf("bound expressions do not compile together: %v", err)
+	}
+	row := append(append(Row{}, evalRow...), Timestamp(0), Timestamp(10000))
+	if memo != nil {
+		memo.Begin(1)
+		memo.Row(0)
+	}
+	for i, f := range fs {
+		got := f(row)
+		volatile := false
+		Walk(es[i], func(x Expr) bool {
+			if c, ok := x.(*Call); ok && volatileCall(c) {
+				volatile = true
+			}
+			return !volatile
+		})
+		if volatile {
+			continue
+		}
+		if want := MustCompile(es[i])(row); show(got) != show(want) || got.IsError() != want.IsError() {
+			t.Fatalf("%s: %s compiled with the others, %s alone", es[i], show(got), show(want))
+		}
+	}
 }
 
 func containsExpr(es []Expr, e Expr) bool {
