@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"rsql/planner"
 	"rsql/sql"
 	"rsql/state"
 )
@@ -126,7 +127,10 @@ func (j *joinOp) admit(ws *windowState, end int64, r sql.Row) bool {
 			j.grpBuf = sql.AppendKey(j.grpBuf, k(r))
 		}
 	}
-	v := keys[d.Key](r)
+	v := dominated(d, keys, d.HeldCol, r)
+	if v.IsNull() {
+		return d.Key >= 0 // a NULL key is filtered before; NULL >= the MAX is never true
+	}
 	if ws.best == nil {
 		ws.best = map[int64]map[string]sql.Value{}
 	}
@@ -141,6 +145,15 @@ func (j *joinOp) admit(ws *windowState, end int64, r sql.Row) bool {
 		return true
 	}
 	return sql.Compare(v, b) == 0
+}
+
+// dominated is the value a dominance compares of row r of a side: its join key d.Key, or
+// column col when the residual condition compares the two sides (d.Key < 0).
+func dominated(d *planner.JoinDominance, keys []planner.Evaluator, col int, r sql.Row) sql.Value {
+	if d.Key >= 0 {
+		return keys[d.Key](r)
+	}
+	return r[col]
 }
 
 // checkDominance, for a row r of side at the close of the window ending at end, reports a
@@ -165,7 +178,7 @@ func (j *joinOp) checkDominance(ws *windowState, end int64, side int, r sql.Row)
 		}
 	}
 	b, ok := ws.best[end][string(j.grpBuf)]
-	if v := keys[d.Key](r); ok && !v.IsNull() && sql.Compare(v, b)*d.Sign < 0 {
+	if v := dominated(d, keys, d.AggCol, r); ok && !v.IsNull() && sql.Compare(v, b)*d.Sign < 0 {
 		j.logf("job %s: window join %s: the window ending at %s has aggregate value %s behind %s, the extreme of the rows that reached the join (a row late for the aggregate was on time here); rows at %s were dropped and are missing from its result",
 			j.job, j.id, sql.Value{K: sql.KindTimestamp, I: end}.String(), v.String(), b.String(), v.String())
 	}

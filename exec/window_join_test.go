@@ -43,12 +43,26 @@ func TestWindowJoinSidesOfDifferentWidths(t *testing.T) {
 // extremeJoinNode is a window join of rows (g, v, window_start, window_end) with rows
 // (g, top, window_start, window_end) on g, the window and v = top, the left side held
 // under a dominance of the given sign (nil: every row kept).
+//
+// A dominance with Key -1 joins on g and the window only, with v compared with top by the
+// residual condition instead (v >= top for a maximum, v <= top for a minimum).
 func extremeJoinNode(dom *planner.JoinDominance) *planner.JoinNode {
 	col := func(i int) planner.Evaluator { return func(r sql.Row) sql.Value { return r[i] } }
 	keys := []planner.Evaluator{col(0), col(2), col(3), col(1)}
-	return &planner.JoinNode{Kind: sql.JoinInner, Mode: planner.JoinWindow, LeftKeys: keys, RightKeys: keys,
+	n := &planner.JoinNode{Kind: sql.JoinInner, Mode: planner.JoinWindow, LeftKeys: keys, RightKeys: keys,
 		LeftTime: -1, RightTime: -1, LeftEnd: 3, RightEnd: 3, AsOf: -1, RightOp: -1, LeftWidth: 4, RightWidth: 4,
 		Dominance: dom}
+	if dom != nil && dom.Key < 0 {
+		n.LeftKeys, n.RightKeys = keys[:3], keys[:3]
+		n.Residual = func(r sql.Row) sql.Value {
+			v, top := r[1], r[5]
+			if v.IsNull() || top.IsNull() {
+				return sql.Null
+			}
+			return sql.Bool(sql.Compare(v, top)*dom.Sign >= 0)
+		}
+	}
+	return n
 }
 
 func windowRows(end int64, gv ...any) *Batch {
@@ -80,7 +94,7 @@ func TestWindowJoinKeepsOnlyExtremeRows(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var results []string
-			for _, dom := range []*planner.JoinDominance{nil, {Side: 0, Key: 3, Sign: c.sign}} {
+			for _, dom := range []*planner.JoinDominance{nil, {Side: 0, Key: 3, Sign: c.sign}, {Side: 0, Key: -1, HeldCol: 1, AggCol: 1, Sign: c.sign}} {
 				store := state.NewMemory()
 				j := newJoinOp(extremeJoinNode(dom), "job", "op", store, nil, &counters{})
 				out := &joinedRows{}
@@ -130,8 +144,8 @@ func TestWindowJoinKeepsOnlyExtremeRows(t *testing.T) {
 				sort.Strings(got)
 				results = append(results, strings.Join(got, " "))
 			}
-			if results[0] != c.want || results[1] != c.want {
-				t.Fatalf("every row kept: %s; extremes only: %s; want %s", results[0], results[1], c.want)
+			if results[0] != c.want || results[1] != c.want || results[2] != c.want {
+				t.Fatalf("every row kept: %s; extremes only: %s; extremes compared by the residual: %s; want %s", results[0], results[1], results[2], c.want)
 			}
 		})
 	}

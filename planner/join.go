@@ -154,15 +154,19 @@ func (j *Join) String() string {
 		b.WriteString(" window-end=" + ln + "." + colName(l, j.LeftEnd) + ", " + rn + "." + colName(r, j.RightEnd))
 		state = "both sides' rows of a window until it closes"
 		if d := dominanceOf(j); d != nil {
-			name, k := ln, j.LeftKeys[d.Key]
+			name, row, keys := ln, l, j.LeftKeys
 			if d.Side == 1 {
-				name, k = rn, j.RightKeys[d.Key]
+				name, row, keys = rn, r, j.RightKeys
+			}
+			what := name + "." + colName(row, d.HeldCol)
+			if d.Key >= 0 {
+				what = sideText(name, keys[d.Key])
 			}
 			ext := "MAX"
 			if d.Sign < 0 {
 				ext = "MIN"
 			}
-			state += "; of " + name + " only the rows at the running " + ext + " of " + sideText(name, k) + " in their group"
+			state += "; of " + name + " only the rows at the running " + ext + " of " + what + " in their group"
 		}
 	case JoinTemporal:
 		b.WriteString(" as-of=" + ln + "." + colName(l, j.AsOf) + " version-time=" + rt)

@@ -8,16 +8,22 @@ import (
 
 // JoinDominance marks a window join one side of which (the aggregate side) is a windowed
 // MAX or MIN of the other side's rows (the held side), grouped by columns the join equates
-// with the held side's, and joined on the held column equal to the aggregate: a held row
-// can only match when its value is the extreme of its group, so the join keeps, per group
-// of a window, only the rows at the running extreme and drops the others as they are
-// passed (docs/sql.md, "Joins"). Found by the planner (dominanceOf), never asked for.
+// with the held side's, and joined on the held column equal to the aggregate, or at or past
+// it (held >= MAX, held <= MIN, in the residual condition): a held row can only match when
+// its value is the extreme of its group, so the join keeps, per group of a window, only the
+// rows at the running extreme and drops the others as they are passed (docs/sql.md,
+// "Joins"). The held side's rows may be a stream's or a windowed aggregation's (Nexmark
+// q5: the bids per auction, joined with the largest of the same counts per window). Found
+// by the planner (dominanceOf), never asked for.
 type JoinDominance struct {
 	// Side is the held side (0 left, 1 right) whose rows may be dropped.
 	Side int
-	// Key is the index in the join keys of the held column = the aggregate's value; the
-	// other keys (the window and the group) name the group.
-	Key int
+	// Key is the index in the join keys of the held column = the aggregate's value, or -1
+	// when the residual condition compares them: then HeldCol and AggCol are the held
+	// column and the aggregate, each an index into its side's row. The keys other than Key
+	// (the window and the group) name the group.
+	Key             int
+	HeldCol, AggCol int
 	// Sign is 1 for MAX (rows below the running maximum are dropped), -1 for MIN.
 	Sign int
 }
@@ -33,11 +39,17 @@ const (
 // WindowAssign nodes: the stream they come from, each output column's stream column
 // (or lineStart, lineEnd, lineUnknown), the window assigned (TimeCol a stream column)
 // and whether any rows were filtered out.
+//
+// The chain may also start at a windowed aggregation over such a chain (agg, its input's
+// lineage aggIn): its rows are then the aggregation's, cols index the aggregation's row
+// (its keys, window bounds as lineStart and lineEnd, aggregates), and win is its window.
 type lineage struct {
 	rel      *sql.Relation
 	cols     []int
 	win      *sql.Window
 	filtered bool
+	agg      *Aggregate
+	aggIn    *lineage
 }
 
 // traceLineage follows l down to its Scan; ok is false when l is anything else than the
@@ -77,8 +89,69 @@ func traceLineage(l LogicalNode) (lineage, bool) {
 		in.win = &w
 		in.cols = append(in.cols, lineStart, lineEnd)
 		return in, true
+	case *Aggregate:
+		in, ok := traceLineage(n.Input)
+		if !ok || in.agg != nil || in.win != nil || in.filtered || n.Window == nil || n.Emit != sql.EmitOnClose ||
+			n.Retracting || n.TTL != 0 || n.EmitNew || n.Window.Kind != sql.WindowTumble && n.Window.Kind != sql.WindowHop ||
+			n.Window.TimeCol < 0 || n.Window.TimeCol >= len(in.cols) || in.cols[n.Window.TimeCol] < 0 {
+			return lineage{}, false
+		}
+		w := *n.Window
+		w.TimeCol = in.cols[w.TimeCol]
+		out := lineage{rel: in.rel, win: &w, agg: n, aggIn: &in}
+		for i := range n.Keys {
+			out.cols = append(out.cols, i)
+		}
+		out.cols = append(out.cols, lineStart, lineEnd)
+		for i := range n.Aggs {
+			out.cols = append(out.cols, len(n.Keys)+2+i)
+		}
+		return out, true
 	}
 	return lineage{}, false
+}
+
+// sameRows reports whether two lineages' bases compute the same rows: one stream, or
+// windowed aggregations of the same keys, window and aggregates over one stream's
+// unfiltered rows (so their rows and values are equal).
+func sameRows(a, b lineage) bool {
+	if a.rel != b.rel && (a.rel == nil || b.rel == nil || a.rel.Name != b.rel.Name) {
+		return false
+	}
+	if a.agg == nil || b.agg == nil {
+		return a.agg == nil && b.agg == nil
+	}
+	x, y := a.agg, b.agg
+	if len(x.Keys) != len(y.Keys) || len(x.Aggs) != len(y.Aggs) || !sameWindow(*a.win, *b.win) {
+		return false
+	}
+	col := func(in *lineage, e sql.Expr) int {
+		if c, ok := e.(*sql.ColumnRef); ok && c.Index >= 0 && c.Index < len(in.cols) {
+			return in.cols[c.Index]
+		}
+		return lineUnknown
+	}
+	for i := range x.Keys {
+		if k := col(a.aggIn, x.Keys[i]); k < 0 || k != col(b.aggIn, y.Keys[i]) {
+			return false
+		}
+	}
+	for i := range x.Aggs {
+		f, g := x.Aggs[i], y.Aggs[i]
+		fd, _ := f.Aggregate()
+		gd, _ := g.Aggregate()
+		builtin, _ := sql.LookupAgg(strings.ToUpper(f.Func))
+		if !strings.EqualFold(f.Func, g.Func) || fd != builtin || gd != builtin || f.Star != g.Star ||
+			f.Distinct != g.Distinct || f.T != g.T || (f.Arg == nil) != (g.Arg == nil) {
+			return false
+		}
+		if f.Arg != nil {
+			if k := col(a.aggIn, f.Arg); k < 0 || k != col(b.aggIn, g.Arg) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // aggColumn is what a column of the aggregate side is: a group key of stream column col,
@@ -111,17 +184,32 @@ func traceAggregate(l LogicalNode) ([]aggColumn, []int, lineage, bool) {
 		}
 		return out, keys, in, true
 	case *Aggregate:
-		if n.Window == nil || n.Emit != sql.EmitOnClose {
+		if n.Window == nil || n.Emit != sql.EmitOnClose || n.Retracting {
 			// Rows emitted on every change would make earlier extremes match too.
 			return nil, nil, lineage{}, false
 		}
 		in, ok := traceLineage(n.Input)
-		if !ok || in.win != nil || in.filtered || n.Window.TimeCol < 0 || n.Window.TimeCol >= len(in.cols) || in.cols[n.Window.TimeCol] < 0 {
+		switch {
+		case !ok || in.filtered:
+			return nil, nil, in, false
+		case in.win == nil:
+			// Over a stream: its own window.
+			if n.Window.TimeCol < 0 || n.Window.TimeCol >= len(in.cols) || in.cols[n.Window.TimeCol] < 0 {
+				return nil, nil, in, false
+			}
+			w := *n.Window
+			w.TimeCol = in.cols[w.TimeCol]
+			in.win = &w
+		case in.agg != nil && n.Window.Kind == sql.WindowGiven:
+			// Over a windowed aggregation's rows, grouped by their window (a chained
+			// aggregation): the window is theirs.
+			t, e := n.Window.TimeCol, n.Window.EndCol
+			if t < 0 || e < 0 || t >= len(in.cols) || e >= len(in.cols) || in.cols[t] != lineStart || in.cols[e] != lineEnd {
+				return nil, nil, in, false
+			}
+		default:
 			return nil, nil, in, false
 		}
-		w := *n.Window
-		w.TimeCol = in.cols[w.TimeCol]
-		in.win = &w
 		var cols []aggColumn
 		var keys []int
 		for _, k := range n.Keys {
@@ -184,7 +272,7 @@ func dominanceOf(j *Join) *JoinDominance {
 			continue
 		}
 		acols, groups, a, ok := traceAggregate(an)
-		if !ok || a.rel != h.rel && a.rel.Name != h.rel.Name || !sameWindow(*a.win, *h.win) {
+		if !ok || !sameRows(a, h) || !sameWindow(*a.win, *h.win) {
 			continue
 		}
 		matched := map[int]bool{} // stream columns of groups equated; lineStart, lineEnd
@@ -203,7 +291,11 @@ func dominanceOf(j *Join) *JoinDominance {
 				matched[hl] = true
 			}
 		}
-		if key < 0 || !matched[lineStart] || !matched[lineEnd] {
+		d := &JoinDominance{Side: held, Key: key, Sign: sign}
+		if key < 0 {
+			d = residualDominance(j, held, h, acols)
+		}
+		if d == nil || !matched[lineStart] || !matched[lineEnd] {
 			continue
 		}
 		all := true
@@ -211,10 +303,62 @@ func dominanceOf(j *Join) *JoinDominance {
 			all = all && matched[g]
 		}
 		if all {
-			return &JoinDominance{Side: held, Key: key, Sign: sign}
+			return d
 		}
 	}
 	return nil
+}
+
+// residualDominance finds in a join's residual condition a conjunct held >= MAX (or
+// MAX <= held) or held <= MIN (MIN >= held) of the held column's own values: the held rows
+// below the running maximum (above the running minimum) cannot pass it.
+func residualDominance(j *Join, held int, h lineage, acols []aggColumn) *JoinDominance {
+	lw := len(j.Left.Schema())
+	side := func(c *sql.ColumnRef) (int, int) { // side and index in its row
+		if c.Index < lw {
+			return 0, c.Index
+		}
+		return 1, c.Index - lw
+	}
+	var found *JoinDominance
+	var walk func(e sql.Expr)
+	walk = func(e sql.Expr) {
+		c, ok := e.(*sql.Call)
+		if !ok || found != nil {
+			return
+		}
+		if c.Func == "AND" {
+			for _, a := range c.Args {
+				walk(a)
+			}
+			return
+		}
+		if len(c.Args) != 2 || c.Func != ">=" && c.Func != "<=" {
+			return
+		}
+		x, ok1 := c.Args[0].(*sql.ColumnRef)
+		y, ok2 := c.Args[1].(*sql.ColumnRef)
+		if !ok1 || !ok2 || x.T != y.T {
+			return
+		}
+		sign := 1 // x >= y
+		if c.Func == "<=" {
+			sign = -1
+		}
+		xs, xi := side(x)
+		ys, yi := side(y)
+		if xs != held {
+			xs, xi, ys, yi, sign = ys, yi, xs, xi, -sign
+		}
+		if xs != held || ys == held || xi >= len(h.cols) || yi >= len(acols) {
+			return
+		}
+		if a := acols[yi]; a.ext >= 0 && a.ext == h.cols[xi] && a.sign == sign {
+			found = &JoinDominance{Side: held, Key: -1, HeldCol: xi, AggCol: yi, Sign: sign}
+		}
+	}
+	walk(j.Residual)
+	return found
 }
 
 func sameWindow(a, b sql.Window) bool {

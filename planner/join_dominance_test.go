@@ -57,6 +57,42 @@ func TestJoinDominance(t *testing.T) {
   FROM TUMBLE(orders, ts, INTERVAL '10' SECOND) GROUP BY window_start, window_end) m
   ON o.window_start = m.window_start AND o.window_end = m.window_end AND o.amount = m.top`, nil, ""},
 	}
+	// Nexmark q5's shape: counts per user and window, joined with the largest of the same
+	// counts per window, on the count at or above it.
+	const hop = `HOP(orders, ts, INTERVAL '2' SECOND, INTERVAL '10' SECOND)`
+	counts := func(keys, where string) string {
+		return `(SELECT ` + keys + `, COUNT(*) AS num, window_start, window_end FROM ` + hop + where + ` GROUP BY ` + keys + `, window_start, window_end)`
+	}
+	chained := func(agg, inner string) string {
+		return `(SELECT ` + agg + `(num) AS top, window_start, window_end FROM ` + inner + ` x GROUP BY window_start, window_end) m`
+	}
+	const won = ` ON c.window_start = m.window_start AND c.window_end = m.window_end AND `
+	q5 := func(agg, inner, cond string) string {
+		return `SELECT c.user_id, c.num FROM ` + counts("user_id", "") + ` c JOIN ` + chained(agg, inner) + won + cond
+	}
+	same := counts("user_id", "")
+	cases = append(cases, []struct {
+		name, query string
+		want        *JoinDominance
+		explain     string
+	}{
+		{"chained max, at or above", q5("MAX", same, `c.num >= m.top`),
+			&JoinDominance{Side: 0, Key: -1, HeldCol: 1, AggCol: 0, Sign: 1}, "of c only the rows at the running MAX of c.num in their group"},
+		{"chained max, written the other way", q5("MAX", same, `m.top <= c.num`),
+			&JoinDominance{Side: 0, Key: -1, HeldCol: 1, AggCol: 0, Sign: 1}, ""},
+		{"chained max, among other conditions", q5("MAX", same, `c.user_id <> 'x' AND c.num >= m.top`),
+			&JoinDominance{Side: 0, Key: -1, HeldCol: 1, AggCol: 0, Sign: 1}, ""},
+		{"chained min, at or below", q5("MIN", same, `c.num <= m.top`),
+			&JoinDominance{Side: 0, Key: -1, HeldCol: 1, AggCol: 0, Sign: -1}, "running MIN of c.num"},
+		{"chained max, strictly above", q5("MAX", same, `c.num > m.top`), nil, ""},
+		{"chained max, at or below", q5("MAX", same, `c.num <= m.top`), nil, ""},
+		{"chained max of other counts", q5("MAX", counts("order_id", ""), `c.num >= m.top`), nil, ""},
+		{"chained max of filtered counts", q5("MAX", counts("user_id", ` WHERE user_id <> 'x'`), `c.num >= m.top`), nil, ""},
+		{"chained max of another window", q5("MAX", `(SELECT user_id, COUNT(*) AS num, window_start, window_end FROM HOP(orders, ts, INTERVAL '5' SECOND, INTERVAL '10' SECOND) GROUP BY user_id, window_start, window_end)`, `c.num >= m.top`), nil, ""},
+		{"chained max, held counts filtered", `SELECT c.user_id, c.num FROM ` + counts("user_id", "") + ` c JOIN ` + chained("MAX", same) + won + `c.num >= m.top WHERE c.num > 1`,
+			&JoinDominance{Side: 0, Key: -1, HeldCol: 1, AggCol: 0, Sign: 1}, ""},
+		{"held counts of filtered rows", `SELECT c.user_id, c.num FROM ` + counts("user_id", ` WHERE user_id <> 'x'`) + ` c JOIN ` + chained("MAX", same) + won + `c.num >= m.top`, nil, ""},
+	}...)
 	cat := goldenCatalog()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

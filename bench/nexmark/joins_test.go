@@ -558,3 +558,28 @@ func TestQ6AverageSellingPriceBySeller(t *testing.T) {
 		sameRows(t, "q6", got, want)
 	})
 }
+
+// q5's join holds of the counts per auction only those at their window's running maximum:
+// the other side is the MAX of the same counts (planner.JoinDominance through the
+// residual num >= maxn), so the others cannot match.
+func TestQ5JoinHoldsOnlyTopCounts(t *testing.T) {
+	qs, err := Select("q5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := Plan(qs[0], Config{Events: testEvents})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dom *planner.JoinDominance
+	for _, st := range plan.Stages {
+		for _, op := range st.Ops {
+			if j, ok := op.Node.(*planner.JoinNode); ok {
+				dom = j.Dominance
+			}
+		}
+	}
+	if dom == nil || dom.Key >= 0 || dom.Sign != 1 {
+		t.Fatalf("q5's join keeps every count (dominance %+v)\n%s", dom, planner.Explain(nil, plan))
+	}
+}
