@@ -401,14 +401,7 @@ func sameOperandEquals(whens []Expr) (Expr, []Expr, bool) {
 		}
 		lits[i] = lit
 	}
-	volatile := false
-	Walk(op, func(x Expr) bool {
-		if c, ok := x.(*Call); ok && volatileCall(c) {
-			volatile = true
-		}
-		return !volatile
-	})
-	return op, lits, !volatile
+	return op, lits, !callsVolatile(op)
 }
 
 // coerceTo wraps f so that its values have type to (numeric promotion for CASE/COALESCE).

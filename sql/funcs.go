@@ -160,6 +160,18 @@ func volatileCall(c *Call) bool {
 	return isVolatile(c.Func)
 }
 
+// callsVolatile reports whether e calls a volatile function anywhere.
+func callsVolatile(e Expr) bool {
+	volatile := false
+	Walk(e, func(x Expr) bool {
+		if c, ok := x.(*Call); ok && volatileCall(c) {
+			volatile = true
+		}
+		return !volatile
+	})
+	return volatile
+}
+
 // ---- argument rules shared by the definitions ----
 
 // argCount checks the number of arguments.

@@ -111,14 +111,7 @@ func checkShared(t *testing.T, q *Query) {
 	}
 	for i, f := range fs {
 		got := f(row)
-		volatile := false
-		Walk(es[i], func(x Expr) bool {
-			if c, ok := x.(*Call); ok && volatileCall(c) {
-				volatile = true
-			}
-			return !volatile
-		})
-		if volatile {
+		if callsVolatile(es[i]) {
 			continue
 		}
 		if want := MustCompile(es[i])(row); show(got) != show(want) || got.IsError() != want.IsError() {

@@ -53,17 +53,6 @@ func (m *Memo) Move(from, to int) {
 	copy(m.stamp[t:t+m.n], m.stamp[f:f+m.n])
 }
 
-// Values returns the values of the batch's rows that the memo holds (tests).
-func (m *Memo) Values() int {
-	n := 0
-	for _, s := range m.stamp {
-		if s == m.gen {
-			n++
-		}
-	}
-	return n
-}
-
 // memoRef is a shared subexpression in the trees CompileShared compiles: every occurrence
 // of it is one memoRef of the same slot. Its child is the subexpression, so walks that look
 // for columns or volatile calls still see them; nothing transforms it after it is made.
