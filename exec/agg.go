@@ -2,7 +2,9 @@ package exec
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"strings"
 
 	"rsql/planner"
@@ -525,16 +527,22 @@ func (sp *aggSplit) deleteKey(a *aggOp, keys []sql.Value, start, end int64, accs
 	sp.delBuf = state.Key(sp.delBuf, a.job, a.id, sp.name, a.enc, start, end)
 	sp.delEnds = append(sp.delEnds, len(sp.delBuf))
 	a.kbuf = append(a.kbuf[:0], sp.delBuf[at:]...) // the group's key
+	var chunks int32
 	for j := range accs {
 		set := accs[j].Set
 		if set == nil {
 			continue
 		}
-		for c := 0; c < set.Chunks; c++ {
-			sp.delBuf = distinctKey(sp.delBuf, a.kbuf, j, c)
+		for c := range set.Chunks {
+			sp.delBuf = distinctKey(sp.delBuf, a.kbuf, j, int(c))
 			sp.delEnds = append(sp.delEnds, len(sp.delBuf))
 		}
-		set.Chunks = 0
+		chunks = max(chunks, set.GroupChunks)
+		set.Chunks, set.GroupChunks, set.GroupWhole = 0, 0, 0
+	}
+	for c := range chunks {
+		sp.delBuf = groupChunkKey(sp.delBuf, a.kbuf, len(accs), int(c))
+		sp.delEnds = append(sp.delEnds, len(sp.delBuf))
 	}
 }
 
@@ -680,33 +688,94 @@ func (a *aggOp) putGroup(sp *aggSplit, b *state.Batch, keys []sql.Value, start, 
 		a.enc = appendGroupState(a.enc[:0], keys, start, end, accs)
 	}
 	b.Put(a.kbuf, a.enc)
+	a.putDistinct(b, accs)
+	return nil
+}
+
+// putDistinct writes what changed of the group's distinct values, whose group's state key
+// is in a.kbuf: a chunk of the values added since the last save, or all of them as chunk 0
+// (statecodec.go).
+func (a *aggOp) putDistinct(b *state.Batch, accs []accum) {
+	var chunks, whole int32
+	n, fresh, legacy := 0, false, false
+	for j := range accs {
+		if set := accs[j].Set; set != nil {
+			chunks, whole = max(chunks, set.GroupChunks), max(whole, set.GroupWhole)
+			n += set.Len()
+			fresh = fresh || set.HasFresh()
+			legacy = legacy || set.Chunks > 0
+		}
+	}
+	if !fresh && !legacy {
+		return
+	}
+	jitter := int32(maphash.Bytes(chunkSeed, a.kbuf) % chunkJitter)
+	grown := 16*int64(n) >= int64(whole)*(32+int64(jitter)) // by 2 to 3 times (jitter)
+	rewrite := chunks == 0 || legacy || n <= tinyDistinctGroup || chunks >= maxDistinctChunks-jitter ||
+		chunks >= compactDistinctChunks-jitter && grown
+	a.chunk = a.chunk[:0]
 	for j := range accs {
 		set := accs[j].Set
-		if !set.HasFresh() {
+		if set == nil {
 			continue
 		}
-		n := set.Len()
-		if n <= smallDistinctSet || set.Chunks >= maxDistinctChunks ||
-			set.Chunks >= compactDistinctChunks && n >= 2*set.Whole {
-			// Rewrite the set as chunk 0; the other chunks go.
-			for c := 1; c < set.Chunks; c++ {
-				b.Delete(distinctKey(a.dkey[:0], a.kbuf, j, c))
+		if rewrite {
+			for c := range set.Chunks { // the set's own chunks, of earlier versions
+				b.Delete(distinctKey(a.dkey[:0], a.kbuf, j, int(c)))
 			}
-			a.chunk = set.AppendChunk(a.chunk[:0])
-			b.Put(distinctKey(a.dkey[:0], a.kbuf, j, 0), a.chunk)
-			set.Chunks, set.Whole = 1, n
-		} else {
-			if set.Chunks == 0 {
-				set.Whole = n // this first chunk holds the whole set
-			}
-			a.dkey = distinctKey(a.dkey[:0], a.kbuf, j, set.Chunks)
-			a.chunk = set.AppendFreshChunk(a.chunk[:0])
-			b.Put(a.dkey, a.chunk)
-			set.Chunks++
+			set.Chunks = 0
 		}
-		set.ClearFresh()
+		if rewrite && set.Len() == 0 || !rewrite && !set.HasFresh() {
+			continue
+		}
+		a.chunk = binary.AppendUvarint(a.chunk, uint64(j))
+		at := len(a.chunk)
+		a.chunk = append(a.chunk, lengthRoom[:]...) // the length, written once known
+		if rewrite {
+			a.chunk = set.AppendChunk(a.chunk)
+		} else {
+			a.chunk = set.AppendFreshChunk(a.chunk)
+		}
+		a.chunk = putLengthBefore(a.chunk, at, len(lengthRoom))
 	}
-	return nil
+	if rewrite {
+		for c := 1; c < int(chunks); c++ {
+			b.Delete(groupChunkKey(a.dkey[:0], a.kbuf, len(accs), c))
+		}
+		if len(a.chunk) > 0 {
+			b.Put(groupChunkKey(a.dkey[:0], a.kbuf, len(accs), 0), a.chunk)
+			chunks, whole = 1, int32(n)
+		} else {
+			if chunks > 0 {
+				b.Delete(groupChunkKey(a.dkey[:0], a.kbuf, len(accs), 0))
+			}
+			chunks, whole = 0, 0
+		}
+	} else {
+		b.Put(groupChunkKey(a.dkey[:0], a.kbuf, len(accs), int(chunks)), a.chunk)
+		chunks++
+	}
+	for j := range accs {
+		if set := accs[j].Set; set != nil {
+			set.GroupChunks, set.GroupWhole = chunks, whole
+			set.ClearFresh()
+		}
+	}
+}
+
+// lengthRoom is the room left for a length before what it measures.
+var lengthRoom [binary.MaxVarintLen64]byte
+
+// chunkSeed seeds the hash that spreads the groups' chunk thresholds (chunkJitter).
+var chunkSeed = maphash.MakeSeed()
+
+// putLengthBefore writes the length of b[at+room:] as a uvarint into the room bytes
+// reserved at b[at:] and closes the gap left.
+func putLengthBefore(b []byte, at, room int) []byte {
+	var lb [binary.MaxVarintLen64]byte
+	k := binary.PutUvarint(lb[:], uint64(len(b)-at-room))
+	copy(b[at:], lb[:k])
+	return append(b[:at+k], b[at+room:]...)
 }
 
 // load reads split's groups from the store into memory.
@@ -739,19 +808,9 @@ func (a *aggOp) load(split string) error {
 			return nil
 		}
 		if lastAccs != nil && len(key) > len(lastKey) && string(key[:len(lastKey)]) == string(lastKey) {
-			j, c, err := parseDistinctKey(key[len(lastKey):], a.na)
-			if err == nil {
-				if lastAccs[j].Set == nil {
-					lastAccs[j].Set = &sql.DistinctSet{}
-				}
-				set := lastAccs[j].Set
-				set.Chunks = max(set.Chunks, c+1)
-				if err = set.AddChunk(value); err != nil {
-					err = fmt.Errorf("%w: distinct chunk %d: %v", errBadState, c, err)
-				}
-				if lastWin != nil {
-					a.lay.store(&lastWin.accs, lastG, lastAccs)
-				}
+			err := addDistinctChunk(lastAccs, key[len(lastKey):], value)
+			if err == nil && lastWin != nil {
+				a.lay.store(&lastWin.accs, lastG, lastAccs)
 			}
 			if err != nil {
 				return &StateError{Op: a.id, Split: split, Err: err}

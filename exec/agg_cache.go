@@ -148,19 +148,7 @@ func (a *aggOp) fetch(sp *aggSplit, w *win, h uint64) int32 {
 			if accs == nil {
 				return fmt.Errorf("%w: a distinct chunk without its group", errBadState)
 			}
-			j, c, err := parseDistinctKey(key[len(gk):], a.na)
-			if err != nil {
-				return err
-			}
-			if accs[j].Set == nil {
-				accs[j].Set = &sql.DistinctSet{}
-			}
-			set := accs[j].Set
-			set.Chunks = max(set.Chunks, c+1)
-			if err := set.AddChunk(value); err != nil {
-				return fmt.Errorf("%w: distinct chunk %d: %v", errBadState, c, err)
-			}
-			return nil
+			return addDistinctChunk(accs, key[len(gk):], value)
 		})
 		if err != nil {
 			return fail(err)

@@ -21,18 +21,27 @@ import (
 //
 // The distinct values of a DISTINCT aggregate are not in the group's value (its distinct
 // count is 0; values written by earlier versions with the values inline still decode):
-// they are chunks under keys of their own, the group's state key followed by uvarint
-// aggregate index and 4-byte big-endian chunk number (distinctKey), each chunk the values
-// added between two checkpoints (sql.DistinctSet.FreshChunk: per value uvarint length and
-// AppendValue bytes). A checkpoint thus writes only what is new; it rewrites the set as
-// chunk 0 and deletes the others once the set has maxDistinctChunks chunks, or
-// compactDistinctChunks and twice the size it had when last written whole (so a growing
-// set's values are rewritten a bounded number of times on average, and a set that barely
-// grows is not rewritten at every few checkpoints). A set of
-// at most smallDistinctSet values is always written whole as chunk 0: rewriting it costs
-// less than the keys of more chunks would. A group's
-// chunk keys sort right after its state key (they extend it), so a scan of a split meets
-// a group before its chunks.
+// they are chunks under keys of their own, the group's state key followed by uvarint na
+// (the number of aggregates, which no aggregate index reaches) and a 4-byte big-endian
+// chunk number (groupChunkKey). A chunk holds the values added to the group's sets between
+// two checkpoints, per set with any: uvarint aggregate index, uvarint length, then the
+// set's chunk (sql.DistinctSet.FreshChunk: per value uvarint length and AppendValue
+// bytes). A checkpoint thus writes one key per changed group, with only what is new. It
+// rewrites all of the group's sets as chunk 0 and deletes the other chunks once the group
+// has maxDistinctChunks chunks, or compactDistinctChunks and two to three times the
+// values it had when last written whole (so a growing group's values are rewritten a
+// bounded number of times on average, and one that barely grows is not rewritten every
+// few checkpoints). A hash of the group's key lowers both thresholds by up to chunkJitter
+// and picks the growth factor: the groups that change at every checkpoint, and grow alike,
+// would otherwise all reach a threshold at the same checkpoint and rewrite themselves in
+// one batch (Nexmark q16's ten thousand channels each change at every checkpoint). A group of at most tinyDistinctGroup
+// values is always written whole: a chunk's key costs more than its values.
+//
+// Earlier versions stored each set's chunks under the group's key followed by uvarint
+// aggregate index and 4-byte chunk number (distinctKey): they are read back, and the next
+// save of the group rewrites its sets as chunk 0 and deletes them. A group's chunk keys
+// sort right after its state key (they extend it), so a scan of a split meets a group
+// before its chunks.
 
 // The groups of a pane (a hop aggregation computed by panes, agg.go) are keyed pane first:
 //
@@ -183,34 +192,86 @@ func appendAccs(dst []byte, accs []accum) []byte {
 	return dst
 }
 
-// maxDistinctChunks is how many chunks a distinct set may have before a checkpoint
-// rewrites it as one: a set that changes at every checkpoint is written whole once every
-// that many checkpoints instead of every time.
+// maxDistinctChunks is how many chunks a group's distinct values may have before a
+// checkpoint rewrites them as one (less the group's jitter): a group that changes at every
+// checkpoint is written whole once every that many checkpoints instead of every time.
 const maxDistinctChunks = 64
 
-// compactDistinctChunks is how many chunks a distinct set needs before a checkpoint
-// rewrites it as one because it has doubled since it was last written whole.
-const compactDistinctChunks = 16
+// compactDistinctChunks is how many chunks a group's distinct values need (less the
+// group's jitter) before a checkpoint rewrites them as one because they have doubled since
+// they were last written whole.
+const compactDistinctChunks = 24
 
-// smallDistinctSet is the size up to which a distinct set is one chunk.
-const smallDistinctSet = 64
+// chunkJitter bounds how much a group's hash lowers its thresholds.
+const chunkJitter = 16
+
+// tinyDistinctGroup is the number of distinct values up to which a group's are one chunk.
+const tinyDistinctGroup = 8
 
 // distinctKey appends to dst the state key of chunk c of the distinct values of aggregate
-// j of the group whose state key is groupKey.
+// j of the group whose state key is groupKey (the layout of earlier versions).
 func distinctKey(dst, groupKey []byte, j, c int) []byte {
 	dst = append(dst, groupKey...)
 	dst = binary.AppendUvarint(dst, uint64(j))
 	return binary.BigEndian.AppendUint32(dst, uint32(c))
 }
 
+// groupChunkKey appends to dst the state key of chunk c of the distinct values of the
+// group of na aggregates whose state key is groupKey.
+func groupChunkKey(dst, groupKey []byte, na, c int) []byte { return distinctKey(dst, groupKey, na, c) }
+
 // parseDistinctKey splits the part of a distinct chunk's key after its group's state key
-// into the aggregate index and the chunk number.
+// into the aggregate index (na: a chunk of the group's sets together) and the chunk number.
 func parseDistinctKey(rest []byte, na int) (j, c int, err error) {
 	u, n := binary.Uvarint(rest)
-	if n <= 0 || u >= uint64(na) || len(rest)-n != 4 {
+	if n <= 0 || u > uint64(na) || len(rest)-n != 4 {
 		return 0, 0, fmt.Errorf("%w: bad distinct chunk key (%d bytes after the group's key)", errBadState, len(rest))
 	}
 	return int(u), int(binary.BigEndian.Uint32(rest[n:])), nil
+}
+
+// addDistinctChunk adds the values of a stored distinct chunk to the sets of accs, the
+// accumulators of the group whose state key the chunk's key extends by rest.
+func addDistinctChunk(accs []accum, rest, value []byte) error {
+	na := len(accs)
+	j, c, err := parseDistinctKey(rest, na)
+	if err != nil {
+		return err
+	}
+	if j < na { // one set's chunk (earlier versions)
+		set := distinctSetOf(&accs[j])
+		set.Chunks = max(set.Chunks, int32(c)+1)
+		if err := set.AddChunk(value); err != nil {
+			return fmt.Errorf("%w: distinct chunk %d: %v", errBadState, c, err)
+		}
+		return nil
+	}
+	for p := 0; p < len(value); {
+		j, k := binary.Uvarint(value[p:])
+		if k <= 0 || j >= uint64(na) {
+			return fmt.Errorf("%w: distinct chunk %d: bad aggregate index at byte %d", errBadState, c, p)
+		}
+		p += k
+		n, k := binary.Uvarint(value[p:])
+		if k <= 0 || n > uint64(len(value)-p-k) {
+			return fmt.Errorf("%w: distinct chunk %d: bad length at byte %d", errBadState, c, p)
+		}
+		p += k
+		set := distinctSetOf(&accs[j])
+		set.GroupChunks = max(set.GroupChunks, int32(c)+1)
+		if err := set.AddChunk(value[p : p+int(n)]); err != nil {
+			return fmt.Errorf("%w: distinct chunk %d, aggregate %d: %v", errBadState, c, j, err)
+		}
+		p += int(n)
+	}
+	return nil
+}
+
+func distinctSetOf(a *accum) *sql.DistinctSet {
+	if a.Set == nil {
+		a.Set = &sql.DistinctSet{}
+	}
+	return a.Set
 }
 
 // decodeGroupState decodes a group state value of nk keys and na aggregates.

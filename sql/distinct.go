@@ -24,12 +24,12 @@ type DistinctSet struct {
 	// freshInts are the integers (of kind) added since ClearFresh, encoded only when a
 	// checkpoint asks for them (AppendFreshChunk).
 	freshInts []int64
-	// Chunks is the number of chunks of the set its owner has stored (exec's state codec
-	// keeps it; the set itself never reads it).
-	Chunks int
-	// Whole is the set's size when its owner last stored it whole (exec's state codec keeps
-	// it to decide when to rewrite the chunks as one; the set itself never reads it).
-	Whole int
+	// Chunks is the number of chunks its owner stored under keys of the set's own (the
+	// layout of earlier versions, read back and replaced at the next save); GroupChunks the
+	// chunks of all of its group's distinct values stored together, and GroupWhole the
+	// group's number of values when they were last stored whole. exec's state codec keeps
+	// them (the same on each set of a group); the set itself never reads them.
+	Chunks, GroupChunks, GroupWhole int32
 }
 
 func intKind(k Kind) bool {

@@ -251,3 +251,37 @@ func (s *Rocks) Close() error {
 	s.cache.Destroy()
 	return nil
 }
+
+// RocksMemory is what RocksDB's own accounting says it holds in memory, in bytes.
+type RocksMemory struct {
+	// Memtables is the memtables' size: the one written and those waiting for their flush.
+	Memtables uint64 `json:"memtables"`
+	// TableReaders is the table files' index and filter blocks, held outside the block
+	// cache for every open file.
+	TableReaders uint64 `json:"table_readers"`
+	// BlockCache is the block cache's usage.
+	BlockCache uint64 `json:"block_cache"`
+}
+
+// Total is the sum of the parts.
+func (m RocksMemory) Total() uint64 { return m.Memtables + m.TableReaders + m.BlockCache }
+
+// Max is the larger of each part of m and o.
+func (m RocksMemory) Max(o RocksMemory) RocksMemory {
+	return RocksMemory{Memtables: max(m.Memtables, o.Memtables), TableReaders: max(m.TableReaders, o.TableReaders),
+		BlockCache: max(m.BlockCache, o.BlockCache)}
+}
+
+// Memory reads RocksDB's accounting of its memory (zero once the store is closed).
+func (s *Rocks) Memory() RocksMemory {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return RocksMemory{}
+	}
+	var m RocksMemory
+	m.Memtables, _ = s.db.GetIntProperty("rocksdb.cur-size-all-mem-tables")
+	m.TableReaders, _ = s.db.GetIntProperty("rocksdb.estimate-table-readers-mem")
+	m.BlockCache = s.cache.GetUsage()
+	return m
+}

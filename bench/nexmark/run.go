@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"rsql/connectors"
@@ -99,6 +100,9 @@ type Result struct {
 	RowsOut     int64 // result rows
 	Late, Bad   int64
 	Checkpoints int64
+	// Rocks is the largest of each part of RocksDB's memory sampled during the run (every
+	// 100 ms; zero with memory state).
+	Rocks state.RocksMemory
 }
 
 // catalog is the streams of ddl.sql, as the binder sees them.
@@ -212,6 +216,7 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 		return res, err
 	}
 	var store state.Store = state.NewMemory()
+	stopRocks := func() state.RocksMemory { return state.RocksMemory{} }
 	if cfg.State == "rocksdb" {
 		dir, err := os.MkdirTemp("", "rsql-nexmark-")
 		if err != nil {
@@ -224,6 +229,8 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 		}
 		defer rs.Close()
 		store = rs
+		stopRocks = sampleRocks(rs)
+		defer stopRocks() // before Close; a no-op after the run's own call
 	}
 	var topics *brokerStreams
 	if cfg.ThroughBroker {
@@ -273,10 +280,37 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 		return res, err
 	}
 	err = job.Wait()
+	res.Rocks = stopRocks()
 	st := job.Stats()
 	res.RecordsIn, res.RowsOut, res.Late, res.Bad, res.Checkpoints = st.RecordsIn, st.RecordsOut, st.Late, st.Bad, st.Epoch
 	if err == nil && st.Bad > 0 {
 		err = fmt.Errorf("nexmark %s: %d bad records: %v", q.Name, st.Bad, st.BadErrors)
 	}
 	return res, err
+}
+
+// sampleRocks reads rs's memory every 100 ms until the returned function is called, which
+// takes a last reading and returns the largest of each part (the same on every call).
+func sampleRocks(rs *state.Rocks) func() state.RocksMemory {
+	done, stopped := make(chan struct{}), make(chan state.RocksMemory)
+	go func() {
+		var peak state.RocksMemory
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			peak = peak.Max(rs.Memory())
+			select {
+			case <-done:
+				stopped <- peak.Max(rs.Memory())
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	var once sync.Once
+	var peak state.RocksMemory
+	return func() state.RocksMemory {
+		once.Do(func() { close(done); peak = <-stopped })
+		return peak
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -55,6 +56,14 @@ type nexmarkRow struct {
 	Checkpoints    int64   `json:"checkpoints"`
 	GoalPerCPU     float64 `json:"goal_events_per_cpu_s,omitempty"`
 	PeakRSSIsTotal bool    `json:"peak_rss_is_process_lifetime,omitempty"`
+	// RocksMiB is the largest of each part of RocksDB's own memory accounting during the run.
+	RocksMiB *rocksMiB `json:"rocksdb_peak_mib,omitempty"`
+}
+
+type rocksMiB struct {
+	Memtables    float64 `json:"memtables"`
+	TableReaders float64 `json:"table_readers"`
+	BlockCache   float64 `json:"block_cache"`
 }
 
 func (c *BenchNexmarkCmd) Run() error {
@@ -151,6 +160,9 @@ func (c *BenchNexmarkCmd) runOne(q nexmark.Query) (nexmarkRow, error) {
 	if cpu > 0 {
 		r.EventsPerCPU = float64(res.Events) / cpu
 	}
+	if m := res.Rocks; m.Total() > 0 {
+		r.RocksMiB = &rocksMiB{Memtables: mib(m.Memtables), TableReaders: mib(m.TableReaders), BlockCache: mib(m.BlockCache)}
+	}
 	return r, nil
 }
 
@@ -246,3 +258,5 @@ func startCPUProfile(path string) (stop func(), err error) {
 		f.Close()
 	}, nil
 }
+
+func mib(b uint64) float64 { return math.Round(float64(b)/(1<<20)*10) / 10 }
