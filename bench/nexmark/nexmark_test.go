@@ -191,7 +191,13 @@ func TestQ11Sessions(t *testing.T) {
 		t.Run(st, func(t *testing.T) {
 			// 200 events per second: the 20,000 events span 100 s, so users have several sessions.
 			cfg := Config{Events: testEvents, Splits: 2, EventRate: 200, State: st, CheckpointInterval: 10 * time.Millisecond}
-			got, _ := runQuery(t, "q11", cfg)
+			got, res := runQuery(t, "q11", cfg)
+			// Over RocksDB the run reports the batches it wrote (at least one per checkpoint
+			// taken) and RocksDB's memory (the memtables hold what they wrote).
+			if b := res.Batches; st == "rocksdb" && (b.Count < res.Checkpoints || b.MaxOps == 0 || b.TotalBytes < b.MaxBytes ||
+				res.Rocks.Memtables == 0) || st == "memory" && (b.Count != 0 || res.Rocks.Total() != 0) {
+				t.Fatalf("%s: %d checkpoints, batches %+v, RocksDB memory %+v", st, res.Checkpoints, b, res.Rocks)
+			}
 			times := map[int64][]int64{}
 			for _, b := range testBids(cfg) {
 				times[b.Bidder] = append(times[b.Bidder], b.DateTime)

@@ -103,6 +103,32 @@ type Result struct {
 	// Rocks is the largest of each part of RocksDB's memory sampled during the run (every
 	// 100 ms; zero with memory state).
 	Rocks state.RocksMemory
+	// Batches counts the state batches the job wrote (checkpoints and split moves).
+	Batches BatchStats
+}
+
+// BatchStats describes the state batches written to a store.
+type BatchStats struct {
+	Count                int64
+	MaxOps, MaxBytes     int64 // of the largest batch by each measure
+	TotalOps, TotalBytes int64
+}
+
+// countingStore is a store that counts the batches written through it.
+type countingStore struct {
+	state.Store
+	mu    sync.Mutex
+	stats BatchStats
+}
+
+func (c *countingStore) Write(b *state.Batch) error {
+	c.mu.Lock()
+	c.stats.Count++
+	c.stats.MaxOps, c.stats.MaxBytes = max(c.stats.MaxOps, int64(b.Len())), max(c.stats.MaxBytes, int64(b.Size()))
+	c.stats.TotalOps += int64(b.Len())
+	c.stats.TotalBytes += int64(b.Size())
+	c.mu.Unlock()
+	return c.Store.Write(b)
 }
 
 // catalog is the streams of ddl.sql, as the binder sees them.
@@ -216,6 +242,7 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 		return res, err
 	}
 	var store state.Store = state.NewMemory()
+	var counted *countingStore
 	stopRocks := func() state.RocksMemory { return state.RocksMemory{} }
 	if cfg.State == "rocksdb" {
 		dir, err := os.MkdirTemp("", "rsql-nexmark-")
@@ -228,7 +255,9 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 			return res, err
 		}
 		defer rs.Close()
-		store = rs
+		// (Counted only over RocksDB: operators tell the in-memory store by its type.)
+		counted = &countingStore{Store: rs}
+		store = counted
 		stopRocks = sampleRocks(rs)
 		defer stopRocks() // before Close; a no-op after the run's own call
 	}
@@ -281,6 +310,11 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 	}
 	err = job.Wait()
 	res.Rocks = stopRocks()
+	if counted != nil {
+		counted.mu.Lock()
+		res.Batches = counted.stats
+		counted.mu.Unlock()
+	}
 	st := job.Stats()
 	res.RecordsIn, res.RowsOut, res.Late, res.Bad, res.Checkpoints = st.RecordsIn, st.RecordsOut, st.Late, st.Bad, st.Epoch
 	if err == nil && st.Bad > 0 {

@@ -58,6 +58,16 @@ type nexmarkRow struct {
 	PeakRSSIsTotal bool    `json:"peak_rss_is_process_lifetime,omitempty"`
 	// RocksMiB is the largest of each part of RocksDB's own memory accounting during the run.
 	RocksMiB *rocksMiB `json:"rocksdb_peak_mib,omitempty"`
+	// Batches is the state batches written to RocksDB (checkpoints and split moves).
+	Batches *batchesRow `json:"state_batches,omitempty"`
+}
+
+type batchesRow struct {
+	Count   int64   `json:"count"`
+	MaxOps  int64   `json:"max_ops"`
+	MaxMiB  float64 `json:"max_mib"`
+	MeanOps int64   `json:"mean_ops"`
+	MeanMiB float64 `json:"mean_mib"`
 }
 
 type rocksMiB struct {
@@ -159,6 +169,10 @@ func (c *BenchNexmarkCmd) runOne(q nexmark.Query) (nexmarkRow, error) {
 		Checkpoints: res.Checkpoints, GoalPerCPU: nexmarkGoals[q.Name], PeakRSSMiB: peakRSSMiB(), PeakRSSIsTotal: !resetOK}
 	if cpu > 0 {
 		r.EventsPerCPU = float64(res.Events) / cpu
+	}
+	if b := res.Batches; b.Count > 0 {
+		r.Batches = &batchesRow{Count: b.Count, MaxOps: b.MaxOps, MaxMiB: mib(uint64(b.MaxBytes)),
+			MeanOps: b.TotalOps / b.Count, MeanMiB: mib(uint64(b.TotalBytes / b.Count))}
 	}
 	if m := res.Rocks; m.Total() > 0 {
 		r.RocksMiB = &rocksMiB{Memtables: mib(m.Memtables), TableReaders: mib(m.TableReaders), BlockCache: mib(m.BlockCache)}
