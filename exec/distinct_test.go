@@ -144,14 +144,8 @@ func TestDistinctValueWithoutGroup(t *testing.T) {
 func TestDistinctChunksCompact(t *testing.T) {
 	store := state.NewMemory()
 	var cnt counters
-	node := &planner.AggregateNode{Keys: []planner.Evaluator{col(0)}, Emit: planner.EmitOnClose,
-		Aggs: []planner.AggSpec{builtinAgg("COUNT(DISTINCT)", col(3), sql.TypeBigInt, sql.TypeBigInt)}}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	node := countDistinctNode()
+	must := fatalOn(t)
 	chunks := func() int {
 		n := 0
 		must(store.Scan(state.SplitPrefix(nil, "j", "agg", "s"), func(k, v []byte) error { n++; return nil }))
@@ -289,14 +283,8 @@ func TestPagedRows(t *testing.T) {
 func TestDistinctChunksGrowing(t *testing.T) {
 	store := state.NewMemory()
 	var cnt counters
-	node := &planner.AggregateNode{Keys: []planner.Evaluator{col(0)}, Emit: planner.EmitOnClose,
-		Aggs: []planner.AggSpec{builtinAgg("COUNT(DISTINCT)", col(3), sql.TypeBigInt, sql.TypeBigInt)}}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	node := countDistinctNode()
+	must := fatalOn(t)
 	chunks := func() int {
 		n := 0
 		must(store.Scan(state.SplitPrefix(nil, "j", "agg", "s"), func(k, v []byte) error { n++; return nil }))
@@ -414,14 +402,8 @@ func TestDistinctSetChunksOfEarlierVersions(t *testing.T) {
 func TestDistinctChunkRewritesSpread(t *testing.T) {
 	store := state.NewMemory()
 	var cnt counters
-	node := &planner.AggregateNode{Keys: []planner.Evaluator{col(0)}, Emit: planner.EmitOnClose,
-		Aggs: []planner.AggSpec{builtinAgg("COUNT(DISTINCT)", col(3), sql.TypeBigInt, sql.TypeBigInt)}}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	node := countDistinctNode()
+	must := fatalOn(t)
 	a := newOpChain(&discard{}, newAggOp(node, "j", "agg", store, nil, &cnt))
 	must(a.Control(&Control{Kind: NewSplit, Split: "s"}))
 	const groups = 64
@@ -488,4 +470,21 @@ func FuzzGroupChunk(f *testing.F) {
 			}
 		}
 	})
+}
+
+// countDistinctNode is a window-less aggregation by column 0 of COUNT(DISTINCT column 3),
+// emitting at the end.
+func countDistinctNode() *planner.AggregateNode {
+	return &planner.AggregateNode{Keys: []planner.Evaluator{col(0)}, Emit: planner.EmitOnClose,
+		Aggs: []planner.AggSpec{builtinAgg("COUNT(DISTINCT)", col(3), sql.TypeBigInt, sql.TypeBigInt)}}
+}
+
+// fatalOn returns a function that fails t on a non-nil error.
+func fatalOn(t *testing.T) func(error) {
+	return func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
