@@ -99,3 +99,44 @@ func TestDistinctChunkRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// packedIDs keeps its ranges ascending with their counts and values in order through adds
+// and removes that create and empty ranges, against a Go map.
+func TestPackedIDsMatchMap(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	var p packedIDs
+	m := map[uint32]bool{}
+	for step := 0; step < 20000; step++ {
+		// Few values in each of a few ranges, so ranges empty and come back.
+		x := uint32(rng.Intn(6))<<16 | uint32(rng.Intn(8))*4099
+		if rng.Intn(2) == 0 {
+			if got := p.remove(x); got != m[x] {
+				t.Fatalf("step %d: remove(%#x) = %v, want %v", step, x, got, m[x])
+			}
+			delete(m, x)
+		} else {
+			if got := p.add(x); got == m[x] {
+				t.Fatalf("step %d: add(%#x) = %v, want %v", step, x, got, !m[x])
+			}
+			m[x] = true
+		}
+		if p.has(x) != m[x] {
+			t.Fatalf("step %d: has(%#x) = %v", step, x, !m[x])
+		}
+		var got []uint32
+		p.each(func(v uint32) { got = append(got, v) })
+		if len(got) != len(m) || !sort.SliceIsSorted(got, func(i, j int) bool { return got[i] < got[j] }) {
+			t.Fatalf("step %d: each gave %d values (sorted: %v), want %d", step, len(got), sort.SliceIsSorted(got, func(i, j int) bool { return got[i] < got[j] }), len(m))
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i] == got[i-1] {
+				t.Fatalf("step %d: %#x twice", step, got[i])
+			}
+		}
+		for q := packedIDs(p); len(q) > 0; q = q[2+int(q[1]):] {
+			if q[1] == 0 {
+				t.Fatalf("step %d: an empty range %#x kept", step, q[0])
+			}
+		}
+	}
+}

@@ -1,27 +1,41 @@
 package sql
 
-import "github.com/RoaringBitmap/roaring/v2"
+import (
+	"slices"
 
-// intValues is the integer part of a DistinctSet. While it is small every value is in an
-// intSet; once it has more than bitmapAfter values, those in [0, 2^32) — ids, the common
-// argument of COUNT(DISTINCT) — go to a compressed bitmap (roaring) and only the others
-// stay in the intSet.
+	"github.com/RoaringBitmap/roaring/v2"
+)
+
+// intValues is the integer part of a DistinctSet, in three stages by size. While it is
+// small every value is in an intSet; once it has more than packedAfter values, those in
+// [0, 2^32) — ids, the common argument of COUNT(DISTINCT) — go to a packed slice
+// (packedIDs), and once those are more than bitmapAfter, to a compressed bitmap (roaring);
+// the values outside that range stay in the intSet throughout.
 //
-// An intSet costs 11 to 21 bytes a value (8-byte slots, at most 3/4 full); a roaring bitmap
-// costs 2 bytes a value where values are sparse (under 4,096 in a range of 65,536) and one
-// bit of each range where they are dense, and finds a value by a binary search over the
-// ranges, so recent ids (the usual case) stay in the processor's cache. Nexmark q16's
-// 23 million distinct values took about 320 MB as intSets (docs/benchmarks.md,
-// "COUNT(DISTINCT) in compressed bitmaps"). A set of a few values stays an intSet: a bitmap's
-// fixed cost (about a hundred bytes) is more than a few slots.
+// An intSet costs 11 to 21 bytes a value (8-byte slots, at most 3/4 full). Both the packed
+// slice and the bitmap split the ids by their upper 16 bits into ranges of 65,536 and keep
+// the lower 16 bits, 2 bytes a value where a range's values are sparse; the bitmap adds
+// about 40 bytes of containers for each range it has values in, and the packed slice 4 (in
+// one allocation for the whole set). Nexmark q16's sets of recent ids hold a few in each of
+// many ranges, and took 20-35 MiB more in bitmaps (docs/benchmarks.md, "q16: ids in a
+// packed slice before a bitmap"). Past bitmapAfter values a bitmap's search (binary, over
+// its ranges) and dense ranges (a bit a value) are worth its overhead; below, an insertion
+// into the packed slice moves at most a few kilobytes.
 type intValues struct {
 	small intSet
-	bm    *roaring.Bitmap // nil until the set has more than bitmapAfter values
-	n     int             // values in bm
+	// wide: the values in [0, 2^32) are in packed, or in bm once it is not nil.
+	wide   bool
+	packed packedIDs
+	bm     *roaring.Bitmap
+	n      int // values in packed or bm
 }
 
-// bitmapAfter is the size past which a set's values in [0, 2^32) move to a bitmap.
-const bitmapAfter = 32
+// packedAfter is the size past which a set's values in [0, 2^32) move to the packed
+// slice, and bitmapAfter the number of those past which they move to a bitmap.
+const (
+	packedAfter = 32
+	bitmapAfter = 2048
+)
 
 func inBitmapRange(v int64) bool { return uint64(v) < 1<<32 }
 
@@ -29,49 +43,73 @@ func (s *intValues) len() int { return s.small.len() + s.n }
 
 // has reports whether v is in the set.
 func (s *intValues) has(v int64) bool {
-	if s.bm != nil && inBitmapRange(v) {
-		return s.bm.Contains(uint32(v))
+	if s.wide && inBitmapRange(v) {
+		if s.bm != nil {
+			return s.bm.Contains(uint32(v))
+		}
+		return s.packed.has(uint32(v))
 	}
 	return s.small.has(v)
 }
 
 // add inserts v and reports whether it was new.
 func (s *intValues) add(v int64) bool {
-	if s.bm != nil && inBitmapRange(v) {
-		if !s.bm.CheckedAdd(uint32(v)) {
+	if s.wide && inBitmapRange(v) {
+		if s.bm != nil {
+			if !s.bm.CheckedAdd(uint32(v)) {
+				return false
+			}
+			s.n++
+			return true
+		}
+		if !s.packed.add(uint32(v)) {
 			return false
 		}
 		s.n++
+		if s.n > bitmapAfter {
+			s.bm = roaring.New()
+			s.packed.each(func(x uint32) { s.bm.Add(x) })
+			s.packed = nil
+		}
 		return true
 	}
 	if !s.small.add(v) {
 		return false
 	}
-	if s.bm == nil && s.small.len() > bitmapAfter {
-		s.toBitmap()
+	if !s.wide && s.small.len() > packedAfter {
+		s.toPacked()
 	}
 	return true
 }
 
-// toBitmap moves the values in [0, 2^32) from the intSet to a new bitmap.
-func (s *intValues) toBitmap() {
-	s.bm = roaring.New()
+// toPacked moves the values in [0, 2^32) from the intSet to the packed slice.
+func (s *intValues) toPacked() {
+	s.wide = true
+	var ids []uint32
 	var rest intSet
 	s.small.each(func(v int64) {
 		if inBitmapRange(v) {
-			s.bm.Add(uint32(v))
-			s.n++
+			ids = append(ids, uint32(v))
 		} else {
 			rest.add(v)
 		}
 	})
+	slices.Sort(ids)
+	for _, x := range ids {
+		s.packed.add(x)
+	}
+	s.n = len(ids)
 	s.small = rest
 }
 
 // remove takes v out and reports whether it was there.
 func (s *intValues) remove(v int64) bool {
-	if s.bm != nil && inBitmapRange(v) {
-		if !s.bm.CheckedRemove(uint32(v)) {
+	if s.wide && inBitmapRange(v) {
+		if s.bm != nil {
+			if !s.bm.CheckedRemove(uint32(v)) {
+				return false
+			}
+		} else if !s.packed.remove(uint32(v)) {
 			return false
 		}
 		s.n--
@@ -91,6 +129,13 @@ func (s *intValues) appendChunk(dst []byte, k Kind) []byte {
 			dst = appendIntChunkValue(dst, k, v)
 		}
 	}
+	for p := s.packed; len(p) > 0; {
+		hi, n := uint32(p[0])<<16, int(p[1])
+		for _, lo := range p[2 : 2+n] {
+			dst = appendIntChunkValue(dst, k, int64(hi|uint32(lo)))
+		}
+		p = p[2+n:]
+	}
 	if s.bm != nil {
 		var buf [256]uint32
 		for it := s.bm.ManyIterator(); ; {
@@ -109,10 +154,93 @@ func (s *intValues) appendChunk(dst []byte, k Kind) []byte {
 // each calls fn with every value, in no particular order.
 func (s *intValues) each(fn func(int64)) {
 	s.small.each(fn)
+	s.packed.each(func(x uint32) { fn(int64(x)) })
 	if s.bm != nil {
 		s.bm.Iterate(func(x uint32) bool {
 			fn(int64(x))
 			return true
 		})
+	}
+}
+
+// packedIDs is a set of uint32 in one slice: per range of 65,536 values that has any, in
+// ascending order of ranges, the range's upper 16 bits, its number of values (at most
+// bitmapAfter, under 65,536), then its values' lower 16 bits in ascending order.
+type packedIDs []uint16
+
+// find returns the index of the header of x's range, and whether the set has that range
+// (if not, the index where its header would go).
+func (p packedIDs) find(x uint32) (int, bool) {
+	hi := uint16(x >> 16)
+	i := 0
+	for i < len(p) {
+		switch h := p[i]; {
+		case h == hi:
+			return i, true
+		case h > hi:
+			return i, false
+		}
+		i += 2 + int(p[i+1])
+	}
+	return i, false
+}
+
+func (p packedIDs) has(x uint32) bool {
+	i, ok := p.find(x)
+	if !ok {
+		return false
+	}
+	_, found := slices.BinarySearch(p[i+2:i+2+int(p[i+1])], uint16(x))
+	return found
+}
+
+// add inserts x and reports whether it was new.
+func (p *packedIDs) add(x uint32) bool {
+	i, ok := p.find(x)
+	if !ok {
+		*p = slices.Insert(*p, i, uint16(x>>16), 1, uint16(x))
+		return true
+	}
+	s := *p
+	j, found := slices.BinarySearch(s[i+2:i+2+int(s[i+1])], uint16(x))
+	if found {
+		return false
+	}
+	s = slices.Insert(s, i+2+j, uint16(x))
+	s[i+1]++
+	*p = s
+	return true
+}
+
+// remove takes x out and reports whether it was there.
+func (p *packedIDs) remove(x uint32) bool {
+	i, ok := p.find(x)
+	if !ok {
+		return false
+	}
+	s := *p
+	n := int(s[i+1])
+	j, found := slices.BinarySearch(s[i+2:i+2+n], uint16(x))
+	if !found {
+		return false
+	}
+	if n == 1 {
+		*p = slices.Delete(s, i, i+3)
+		return true
+	}
+	s = slices.Delete(s, i+2+j, i+3+j)
+	s[i+1]--
+	*p = s
+	return true
+}
+
+// each calls fn with every value in ascending order.
+func (p packedIDs) each(fn func(uint32)) {
+	for len(p) > 0 {
+		hi, n := uint32(p[0])<<16, int(p[1])
+		for _, lo := range p[2 : 2+n] {
+			fn(hi | uint32(lo))
+		}
+		p = p[2+n:]
 	}
 }
