@@ -736,7 +736,7 @@ func (a *aggOp) putDistinct(b *state.Batch, accs []accum) {
 		} else {
 			a.chunk = set.AppendFreshChunk(a.chunk)
 		}
-		a.chunk = putLengthBefore(a.chunk, at, len(lengthRoom))
+		a.chunk = putLengthBefore(a.chunk, at)
 	}
 	if rewrite {
 		for c := 1; c < int(chunks); c++ {
@@ -769,12 +769,11 @@ var lengthRoom [binary.MaxVarintLen64]byte
 // chunkSeed seeds the hash that spreads the groups' chunk thresholds (chunkJitter).
 var chunkSeed = maphash.MakeSeed()
 
-// putLengthBefore writes the length of b[at+room:] as a uvarint into the room bytes
+// putLengthBefore writes the length of b[at+len(lengthRoom):] as a uvarint into the room
 // reserved at b[at:] and closes the gap left.
-func putLengthBefore(b []byte, at, room int) []byte {
-	var lb [binary.MaxVarintLen64]byte
-	k := binary.PutUvarint(lb[:], uint64(len(b)-at-room))
-	copy(b[at:], lb[:k])
+func putLengthBefore(b []byte, at int) []byte {
+	room := len(lengthRoom)
+	k := binary.PutUvarint(b[at:at+room], uint64(len(b)-at-room))
 	return append(b[:at+k], b[at+room:]...)
 }
 

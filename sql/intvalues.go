@@ -185,52 +185,49 @@ func (p packedIDs) find(x uint32) (int, bool) {
 	return i, false
 }
 
-func (p packedIDs) has(x uint32) bool {
-	i, ok := p.find(x)
-	if !ok {
-		return false
+// search returns where x is or would go: the index of the header of x's range (or where
+// it would go), whether the range exists, the index of x's lower bits in the range's values
+// (or where they would go), and whether x is there.
+func (p packedIDs) search(x uint32) (i int, hasRange bool, j int, found bool) {
+	i, hasRange = p.find(x)
+	if hasRange {
+		j, found = slices.BinarySearch(p[i+2:i+2+int(p[i+1])], uint16(x))
 	}
-	_, found := slices.BinarySearch(p[i+2:i+2+int(p[i+1])], uint16(x))
+	return i, hasRange, j, found
+}
+
+func (p packedIDs) has(x uint32) bool {
+	_, _, _, found := p.search(x)
 	return found
 }
 
 // add inserts x and reports whether it was new.
 func (p *packedIDs) add(x uint32) bool {
-	i, ok := p.find(x)
-	if !ok {
-		*p = slices.Insert(*p, i, uint16(x>>16), 1, uint16(x))
-		return true
-	}
-	s := *p
-	j, found := slices.BinarySearch(s[i+2:i+2+int(s[i+1])], uint16(x))
-	if found {
+	i, hasRange, j, found := p.search(x)
+	switch {
+	case found:
 		return false
+	case !hasRange:
+		*p = slices.Insert(*p, i, uint16(x>>16), 1, uint16(x))
+	default:
+		*p = slices.Insert(*p, i+2+j, uint16(x))
+		(*p)[i+1]++
 	}
-	s = slices.Insert(s, i+2+j, uint16(x))
-	s[i+1]++
-	*p = s
 	return true
 }
 
 // remove takes x out and reports whether it was there.
 func (p *packedIDs) remove(x uint32) bool {
-	i, ok := p.find(x)
-	if !ok {
+	i, _, j, found := p.search(x)
+	switch {
+	case !found:
 		return false
+	case (*p)[i+1] == 1: // the range's last value: its header goes too
+		*p = slices.Delete(*p, i, i+3)
+	default:
+		*p = slices.Delete(*p, i+2+j, i+3+j)
+		(*p)[i+1]--
 	}
-	s := *p
-	n := int(s[i+1])
-	j, found := slices.BinarySearch(s[i+2:i+2+n], uint16(x))
-	if !found {
-		return false
-	}
-	if n == 1 {
-		*p = slices.Delete(s, i, i+3)
-		return true
-	}
-	s = slices.Delete(s, i+2+j, i+3+j)
-	s[i+1]--
-	*p = s
 	return true
 }
 
