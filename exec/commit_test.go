@@ -403,3 +403,35 @@ func TestCommitGroupKeepsTheLargestPart(t *testing.T) {
 		t.Fatalf("%d operations: a %q c %q d %q", len(ops), ops["a"], ops["c"], ops["d"])
 	}
 }
+
+// One slow commit among fast ones does not set the next wait, and a lasting change in
+// what commits cost moves it within three looks.
+func TestRecentCostsMedian(t *testing.T) {
+	const ms = time.Millisecond
+	var c recentCosts
+	for range 5 {
+		c.add(ms)
+	}
+	if got := nextCheckpointWait(c.add(40*ms), 10*ms, time.Second); got != 10*ms {
+		t.Fatalf("after one 40 ms commit among 1 ms ones: wait %v, want the 10 ms floor", got)
+	}
+	var got time.Duration
+	looks := 0
+	for got < 30*ms && looks < 10 {
+		got = nextCheckpointWait(c.add(3*ms), 10*ms, time.Second)
+		looks++
+	}
+	if looks > 3 {
+		t.Fatalf("commits at 3 ms took %d looks to move the wait to %v", looks, got)
+	}
+	for range 3 {
+		got = nextCheckpointWait(c.add(ms/2), 10*ms, time.Second)
+	}
+	if got != 10*ms {
+		t.Fatalf("after three cheap commits: wait %v, want the floor", got)
+	}
+	var first recentCosts
+	if got := first.add(7 * ms); got != 7*ms {
+		t.Fatalf("first look: cost %v, want the one commit's 7 ms", got)
+	}
+}

@@ -107,12 +107,12 @@
 //     epoch order; a stage waits for its last commit before its next barrier, a split
 //     change and its end. Checkpoints run every Env.CheckpointInterval (default 10s), or,
 //     with Env.MinCheckpointInterval, at an interval that adapts to what commits cost (the
-//     server's jobs: ten times the last commit's duration, 10 ms to 1 s, from 2 ms after a
-//     checkpoint that wrote little, Env.LightCheckpointInterval; a watermark that
-//     releases rows into an outbox brings the next one forward, at most once per interval,
-//     cpearly.go), on Job.Checkpoint, and when a bounded job finishes. Job.CheckpointTimes
-//     gives histograms of the phases (cptimes.go). A restarted
-//     job resumes each split from its committed position with its committed state, so each
+//     server's jobs: ten times the median of the last five commits' durations, 10 ms to
+//     1 s, from 2 ms after a checkpoint that wrote little, Env.LightCheckpointInterval; a
+//     watermark that releases rows into an outbox brings the next one forward, at most
+//     once per interval, cpearly.go), on Job.Checkpoint, and when a bounded job finishes.
+//     Job.CheckpointTimes gives histograms of the phases (cptimes.go). A restarted job
+//     resumes each split from its committed position with its committed state, so each
 //     record affects committed state once.
 //   - NewSplit loads a split's state and gives the operators its checkpointed watermark;
 //     RemoveSplit first processes every batch the split's reader already sent (a split's

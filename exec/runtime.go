@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -798,6 +799,7 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 	var lastEnd, lastEarly time.Time
 	var lastActivity uint64
 	var lastBytes int64
+	var costs recentCosts
 	taken := false
 	for {
 		select {
@@ -845,7 +847,7 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 				bytes := j.commitBytes.Swap(0)
 				floor = checkpointFloor(bytes, lastBytes, min, light)
 				lastBytes = bytes
-				wait = nextCheckpointWait(time.Duration(j.commitNanos.Swap(0)), floor, max)
+				wait = nextCheckpointWait(costs.add(time.Duration(j.commitNanos.Swap(0))), floor, max)
 			} else {
 				// A fixed interval counts from the last start, like a ticker.
 				wait = max - took
@@ -870,6 +872,28 @@ func checkpointFloor(bytes, before int64, min, light time.Duration) time.Duratio
 		return light
 	}
 	return min
+}
+
+// recentCosts is what the last few looks of the adaptive loop found its commits cost. The
+// wait after a checkpoint follows their median, not the last one alone: one commit in a
+// hundred takes ten times the usual (a preempted thread, a memtable switch), and ten times
+// that one cost made every row of the next interval wait for it (docs/benchmarks.md,
+// "Latency: the benchmark's own consumer, and the wait after a slow commit"). A lasting
+// change moves the median within three looks.
+type recentCosts struct {
+	last [5]time.Duration
+	n    int // looks so far
+}
+
+// add records the cost found at a look and returns the median of the last ones.
+func (c *recentCosts) add(cost time.Duration) time.Duration {
+	c.last[c.n%len(c.last)] = cost
+	c.n++
+	k := min(c.n, len(c.last))
+	var s [len(c.last)]time.Duration
+	copy(s[:], c.last[:k])
+	slices.Sort(s[:k])
+	return s[k/2]
 }
 
 // nextCheckpointWait is the adaptive wait after a checkpoint whose commit cost cost.
