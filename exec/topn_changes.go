@@ -367,8 +367,10 @@ func (t *topNChangesOp) splitCache() int {
 // topNCacheBytes bounds the memory of the partitions a Top-N over the whole stream keeps
 // in memory, its splits together, once the size of a partition is known (partEst): rows
 // are often wide (Nexmark q9's, an auction with its winning bid, take about 4 KB), so a
-// bound in partitions alone let the cache hold 70 MB of them.
-const topNCacheBytes = 16 << 20
+// bound in partitions alone let the cache hold 70 MB of them. 8 MiB rather than 16 took
+// q9's peak 10-13 MiB lower at the same events per CPU-second (docs/benchmarks.md, "q9: a
+// Top-N's cache of 8 MiB").
+const topNCacheBytes = 8 << 20
 
 // fetch reads the partition of key back from the store when it may have left memory; nil
 // when the store has none.
