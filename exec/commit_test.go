@@ -207,6 +207,45 @@ func TestAdaptiveCheckpointInterval(t *testing.T) {
 	}
 }
 
+// Env.MinCheckpointFloor raises the adaptive floor while the job runs: a job whose commits
+// are cheap checkpoints again and again while the floor is a millisecond, and stops once
+// the floor becomes an hour (the next look at it after a checkpoint).
+func TestMinCheckpointFloor(t *testing.T) {
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	fillTopic(t, b, 100)
+	env := brokerEnv(b, state.NewMemory(), true)
+	env.CheckpointInterval, env.MinCheckpointInterval = 2*time.Hour, time.Millisecond
+	var floor atomic.Int64
+	floor.Store(int64(time.Millisecond))
+	var looks atomic.Int64
+	env.MinCheckpointFloor = func() time.Duration {
+		looks.Add(1)
+		return time.Duration(floor.Load())
+	}
+	j, err := Start(context.Background(), "fj", brokerPlan(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Stop()
+	stop := make(chan struct{})
+	defer close(stop)
+	go trickle(b, stop)
+	waitFor(t, "ten epochs at a floor of a millisecond", func() bool { return j.Stats().Epoch >= 10 })
+	floor.Store(int64(time.Hour))
+	l0 := looks.Load()
+	waitFor(t, "a look at the floor of an hour", func() bool { return looks.Load() > l0 })
+	time.Sleep(50 * time.Millisecond) // a checkpoint begun before the look ends
+	e0 := j.Stats().Epoch
+	time.Sleep(300 * time.Millisecond)
+	if e := j.Stats().Epoch; e > e0 {
+		t.Fatalf("epoch %d, %d before: checkpoints below the floor of an hour", e, e0)
+	}
+}
+
 // After a light checkpoint the adaptive wait's floor is the light interval, after a heavier
 // one the minimum: with a minimum of half an hour, a job whose checkpoints write a group of
 // a one-letter key checkpoints again and again, and one whose checkpoints write a group of

@@ -75,6 +75,11 @@ type Env struct {
 	// sooner, while a busy one keeps MinCheckpointInterval, where checkpointing more often
 	// costs throughput (docs/guarantees.md, "Checkpoints").
 	LightCheckpointInterval time.Duration
+	// MinCheckpointFloor, when set with an adaptive interval, raises MinCheckpointInterval
+	// to what it returns, asked after every checkpoint: a floor that changes while the job
+	// runs (cluster mode: the job's instances share one budget of commits to the shared
+	// store, so each one's floor grows with how many run the job).
+	MinCheckpointFloor func() time.Duration
 	// AtLeastOnce turns off exactly-once output: rows go to the sink as they are produced
 	// instead of after the checkpoint that covers them (see DedupSink). Output is always
 	// at-least-once when CheckpointInterval is negative.
@@ -845,6 +850,15 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 				// reached it: its part of a checkpoint may land after the loop looked, so
 				// the floor is light only when the last two looks were.
 				bytes := j.commitBytes.Swap(0)
+				if f := j.env.MinCheckpointFloor; f != nil {
+					min = j.env.MinCheckpointInterval
+					if d := f(); d > min {
+						min = d
+					}
+					if light = j.env.LightCheckpointInterval; light <= 0 || light > min {
+						light = min
+					}
+				}
 				floor = checkpointFloor(bytes, lastBytes, min, light)
 				lastBytes = bytes
 				wait = nextCheckpointWait(costs.add(time.Duration(j.commitNanos.Swap(0))), floor, max)

@@ -65,6 +65,28 @@ func (c *clusterNode) job(id string) *clusterJob {
 // assigned returns the units of job assigned to member among the live members (as of the
 // last refresh), from the units known for it; nil when it is unknown here.
 func (c *clusterNode) assigned(job, member string) []exec.Unit {
+	var out []exec.Unit
+	for u, m := range c.division(job) {
+		if m == member {
+			out = append(out, u)
+		}
+	}
+	cluster.SortUnits(out)
+	return out
+}
+
+// runners is how many live members the division gives units of job (1 when it gives
+// none or the units are not known here).
+func (c *clusterNode) runners(job string) int {
+	seen := map[string]bool{}
+	for _, m := range c.division(job) {
+		seen[m] = true
+	}
+	return max(len(seen), 1)
+}
+
+// division is the member the live members' division gives each unit of job.
+func (c *clusterNode) division(job string) map[exec.Unit]string {
 	c.mu.Lock()
 	cj := c.jobs[job]
 	members := c.members.Members()
@@ -74,14 +96,7 @@ func (c *clusterNode) assigned(job, member string) []exec.Unit {
 		units, whole = cj.units, cj.whole
 	}
 	c.mu.Unlock()
-	var out []exec.Unit
-	for u, m := range cluster.Assign(job, units, members, whole) {
-		if m == member {
-			out = append(out, u)
-		}
-	}
-	cluster.SortUnits(out)
-	return out
+	return cluster.Assign(job, units, members, whole)
 }
 
 // assignment is the division of job's units among the live members as SHOW JOBS shows it,
