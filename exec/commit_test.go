@@ -176,31 +176,15 @@ func TestCommitOffStageGoroutine(t *testing.T) {
 // With a minimum interval the checkpoint interval adapts to what commits cost: a job whose
 // commits are cheap checkpoints again and again although its (maximum) interval is an hour.
 func TestAdaptiveCheckpointInterval(t *testing.T) {
-	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	fillTopic(t, b, 100)
-	store := state.NewMemory()
-	env := brokerEnv(b, store, true)
-	env.CheckpointInterval, env.MinCheckpointInterval = time.Hour, time.Millisecond
 	var commits atomic.Int64
-	env.Commit = func(cp *CheckpointInfo) error {
-		commits.Add(1)
-		time.Sleep(2 * time.Millisecond) // the cost the interval adapts to
-		return store.Write(cp.State)
-	}
-	j, err := Start(context.Background(), "aj", brokerPlan(), env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Stop()
-	// Rows keep arriving, so that each checkpoint has something to record (an idle job
-	// takes none: TestIdleJobTakesNoCheckpoints).
-	stop := make(chan struct{})
-	defer close(stop)
-	go trickle(b, stop)
+	j := trickledJob(t, "aj", func(env *Env) {
+		env.CheckpointInterval, env.MinCheckpointInterval = time.Hour, time.Millisecond
+		env.Commit = func(cp *CheckpointInfo) error {
+			commits.Add(1)
+			time.Sleep(2 * time.Millisecond) // the cost the interval adapts to
+			return env.Store.Write(cp.State)
+		}
+	})
 	waitFor(t, "ten epochs", func() bool { return j.Stats().Epoch >= 10 })
 	if commits.Load() < 10 {
 		t.Fatalf("%d commits for epoch %d", commits.Load(), j.Stats().Epoch)
@@ -211,29 +195,15 @@ func TestAdaptiveCheckpointInterval(t *testing.T) {
 // are cheap checkpoints again and again while the floor is a millisecond, and stops once
 // the floor becomes an hour (the next look at it after a checkpoint).
 func TestMinCheckpointFloor(t *testing.T) {
-	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	fillTopic(t, b, 100)
-	env := brokerEnv(b, state.NewMemory(), true)
-	env.CheckpointInterval, env.MinCheckpointInterval = 2*time.Hour, time.Millisecond
-	var floor atomic.Int64
+	var floor, looks atomic.Int64
 	floor.Store(int64(time.Millisecond))
-	var looks atomic.Int64
-	env.MinCheckpointFloor = func() time.Duration {
-		looks.Add(1)
-		return time.Duration(floor.Load())
-	}
-	j, err := Start(context.Background(), "fj", brokerPlan(), env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Stop()
-	stop := make(chan struct{})
-	defer close(stop)
-	go trickle(b, stop)
+	j := trickledJob(t, "fj", func(env *Env) {
+		env.CheckpointInterval, env.MinCheckpointInterval = 2*time.Hour, time.Millisecond
+		env.MinCheckpointFloor = func() time.Duration {
+			looks.Add(1)
+			return time.Duration(floor.Load())
+		}
+	})
 	waitFor(t, "ten epochs at a floor of a millisecond", func() bool { return j.Stats().Epoch >= 10 })
 	floor.Store(int64(time.Hour))
 	l0 := looks.Load()
@@ -244,6 +214,31 @@ func TestMinCheckpointFloor(t *testing.T) {
 	if e := j.Stats().Epoch; e > e0 {
 		t.Fatalf("epoch %d, %d before: checkpoints below the floor of an hour", e, e0)
 	}
+}
+
+// trickledJob starts brokerPlan with in-memory state, env changed by set, over a topic of
+// 100 events a queue where rows keep arriving (trickle), so that each checkpoint has
+// something to record (an idle job takes none: TestIdleJobTakesNoCheckpoints). The job,
+// the rows and the broker stop at the test's end.
+func trickledJob(t *testing.T, name string, set func(*Env)) *Job {
+	t.Helper()
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	fillTopic(t, b, 100)
+	env := brokerEnv(b, state.NewMemory(), true)
+	set(&env)
+	j, err := Start(context.Background(), name, brokerPlan(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(j.Stop)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go trickle(b, stop)
+	return j
 }
 
 // After a light checkpoint the adaptive wait's floor is the light interval, after a heavier

@@ -786,11 +786,9 @@ func (j *Job) kickCheckpoint() {
 const CheckpointCostFactor = 10
 
 func (j *Job) checkpointLoop(ctx context.Context) {
-	max, min, light := j.env.CheckpointInterval, j.env.MinCheckpointInterval, j.env.LightCheckpointInterval
-	adaptive := min > 0 && min < max
-	if light <= 0 || light > min {
-		light = min
-	}
+	max := j.env.CheckpointInterval
+	adaptive := j.env.MinCheckpointInterval > 0 && j.env.MinCheckpointInterval < max
+	min, light := j.env.checkpointFloors()
 	// floor is the least adaptive wait after the last checkpoint: light after a light one
 	// (and before the first).
 	floor := light
@@ -850,14 +848,8 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 				// reached it: its part of a checkpoint may land after the loop looked, so
 				// the floor is light only when the last two looks were.
 				bytes := j.commitBytes.Swap(0)
-				if f := j.env.MinCheckpointFloor; f != nil {
-					min = j.env.MinCheckpointInterval
-					if d := f(); d > min {
-						min = d
-					}
-					if light = j.env.LightCheckpointInterval; light <= 0 || light > min {
-						light = min
-					}
+				if j.env.MinCheckpointFloor != nil {
+					min, light = j.env.checkpointFloors()
 				}
 				floor = checkpointFloor(bytes, lastBytes, min, light)
 				lastBytes = bytes
@@ -878,6 +870,20 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 // 2 ms writes about this much; unpaced, or with a larger state delta, its checkpoints are
 // larger and keep the usual floor.
 const LightCheckpointBytes = 16 << 10
+
+// checkpointFloors are the adaptive wait's least (MinCheckpointInterval, raised to
+// MinCheckpointFloor's answer) and its least after light checkpoints
+// (LightCheckpointInterval, at most the other).
+func (e *Env) checkpointFloors() (least, light time.Duration) {
+	least, light = e.MinCheckpointInterval, e.LightCheckpointInterval
+	if e.MinCheckpointFloor != nil {
+		least = max(least, e.MinCheckpointFloor())
+	}
+	if light <= 0 || light > least {
+		light = least
+	}
+	return least, light
+}
 
 // checkpointFloor is the adaptive wait's floor after two looks at what the commits wrote
 // (bytes, then before): light when both were light, else min.
