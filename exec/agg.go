@@ -92,6 +92,12 @@ type aggOp struct {
 	pressure
 	storeErr error
 	ages     []uint32 // scratch of evict
+	// pend lists the groups of pendW the current batch changed, each once
+	// (group.pending), whose rows an aggregation without a window emitting its changes
+	// emits when the batch ends (emitPending): one change per group per batch, as
+	// retractAggOp does, instead of one per row.
+	pend  []int32
+	pendW *win
 }
 
 // aggMode is what one kind of window does with the aggregation's groups; aggOp calls it
@@ -156,6 +162,9 @@ type group struct {
 	saved     uint16
 	dirty     bool
 	persisted bool
+	// pending: changed by the current batch, its row emitted when the batch ends
+	// (aggOp.pend)
+	pending bool
 }
 
 type aggSplit struct {
@@ -310,6 +319,7 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 			}
 		}
 	}
+	a.emitPending()
 	if len(a.lateRow) > 0 {
 		a.cnt.late.Add(int64(len(a.lateRow)))
 		if a.late != nil {

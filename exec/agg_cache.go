@@ -209,7 +209,7 @@ func (a *aggOp) evict(sp *aggSplit, w *win) *win {
 		oldest = ages[len(ages)-n]
 	}
 	// A changed group is never evictable, so none is dropped.
-	nw := sp.rebuild(w, func(g int, gr *group) bool {
+	nw, moved := sp.rebuild(w, func(g int, gr *group) bool {
 		if !sp.evictable(gr) || sp.tick-gr.touch < oldest {
 			return false
 		}
@@ -217,6 +217,13 @@ func (a *aggOp) evict(sp *aggSplit, w *win) *win {
 		sp.spill(a.enc)
 		return true
 	})
+	if a.pendW == w {
+		// The batch's changed groups stay (changed, they are not evictable), renumbered.
+		for i, g := range a.pend {
+			a.pend[i] = moved[g]
+		}
+		a.pendW = nw
+	}
 	sp.evictAt = max(size, len(nw.groups)+max(size/4, 1))
 	return nw
 }

@@ -7,8 +7,9 @@ import (
 )
 
 // unwindowedMode aggregates without a window (a plain GROUP BY): a split's groups are
-// those of its one pseudo-window [0, 0), emitted per change, or once when the input ends
-// (EmitOnClose); with a state TTL, groups without a row for that long are dropped.
+// those of its one pseudo-window [0, 0), emitted once per input batch for each group the
+// batch changed (aggOp.pend), or once when the input ends (EmitOnClose); with a state TTL,
+// groups without a row for that long are dropped.
 type unwindowedMode struct {
 	// changes: emit a row per change (a plain GROUP BY unless it emits once at the end of
 	// a bounded input, EmitOnClose)
@@ -31,18 +32,27 @@ func (m unwindowedMode) row(a *aggOp, sp *aggSplit, r sql.Row, h uint64) bool {
 		return false
 	}
 	w.seen[g] = sp.wm
-	if m.changes && (created || !a.node.EmitNew) {
-		a.emitGroup(w, g)
+	switch {
+	case !m.changes:
+	case a.node.EmitNew:
+		// Each distinct row once, when first seen.
+		if created {
+			a.emitGroup(w, g)
+		}
+	default:
+		a.pending(w, g)
 	}
 	return false
 }
 
 // retractRow folds the current row into its group and emits the group's old row as a
-// delete, then its new row (planner.Retract). A row an aggregate fails leaves neither.
+// delete when the batch first changes it, then its new row when the batch ends
+// (planner.Retract). A row an aggregate fails leaves neither.
 func (unwindowedMode) retractRow(a *aggOp, sp *aggSplit, w *win, h uint64) bool {
 	g, created := a.lookup(sp, w, h)
 	mark, rows := len(a.out.vals), len(a.out.ends)
-	if !created {
+	if !created && !w.groups[g].pending {
+		// The group's row before the batch, deleted once.
 		a.retractGroup(w, g)
 	}
 	a.update(w, g)
@@ -54,8 +64,32 @@ func (unwindowedMode) retractRow(a *aggOp, sp *aggSplit, w *win, h uint64) bool 
 		return false
 	}
 	w.seen[g] = sp.wm
-	a.emitGroup(w, g)
+	a.pending(w, g)
 	return false
+}
+
+// pending records that the current batch changed group g of w: its row is emitted when
+// the batch ends (emitPending), once however many of the batch's rows it took.
+func (a *aggOp) pending(w *win, g int32) {
+	if a.pendW != w {
+		a.emitPending()
+		a.pendW = w
+	}
+	if gr := &w.groups[g]; !gr.pending {
+		gr.pending = true
+		a.pend = append(a.pend, g)
+	}
+}
+
+// emitPending emits the row of each group the batch changed, in the order the batch
+// first changed them.
+func (a *aggOp) emitPending() {
+	w := a.pendW
+	for _, g := range a.pend {
+		w.groups[g].pending = false
+		a.emitGroup(w, g)
+	}
+	a.pend, a.pendW = a.pend[:0], nil
 }
 
 // fire drops the groups the state TTL expired, and emits every group once when the input
@@ -145,8 +179,8 @@ func (a *aggOp) expire(sp *aggSplit, horizon int64) {
 
 // rebuild replaces sp's (only) window w by one of the groups drop keeps (drop is called
 // once per group, in order, and does what dropping the group takes), the changed groups
-// that stay still changed, and returns it.
-func (sp *aggSplit) rebuild(w *win, drop func(g int, gr *group) bool) *win {
+// that stay still changed, and returns it with where each group of w went (-1: dropped).
+func (sp *aggSplit) rebuild(w *win, drop func(g int, gr *group) bool) (*win, []int32) {
 	nw := sp.newWin(0, 0)
 	moved := make([]int32, len(w.groups)) // old group -> new group, -1 when dropped
 	for g := range w.groups {
@@ -182,5 +216,5 @@ func (sp *aggSplit) rebuild(w *win, drop func(g int, gr *group) bool) *win {
 	if sp.last == w {
 		sp.last = nw
 	}
-	return nw
+	return nw, moved
 }

@@ -72,8 +72,9 @@
 //     event-time column (SourceSpec.EventTime < 0) a split's event time is the wall clock
 //     when its records are read.
 //   - A window emits once when its split's watermark passes its end (default), or an
-//     updated row per change with EMIT CHANGES (a GROUP BY without window: per change, or
-//     once at the end of a bounded input with EmitOnClose). A row whose every window has
+//     updated row per change with EMIT CHANGES (a GROUP BY without window: once per input
+//     batch for each group the batch changed, or once at the end of a bounded input with
+//     EmitOnClose). A row whose every window has
 //     fired is late: counted and written to late_topic/late_path when set, never applied.
 //   - Counters (JobStats) count over the job's life: the commit group of the last stage
 //     writes them with each checkpoint (CountersKey) and Start reads them back, unless

@@ -333,24 +333,45 @@ func TestGroupByEmitsChanges(t *testing.T) {
 	var sk sinks
 	j := runJob(t, "job", aggPlan(sourceSpec(nil, 0), planner.WindowSpec{}, countSum, planner.EmitChanges), testEnv(src, &sk))
 	got := sk.get("out").bodies()
-	if len(got) != len(evs) {
-		t.Fatalf("%d updates for %d events", len(got), len(evs))
-	}
-	// The i-th update is the running total of the i-th event's user.
+	// The source hands its records over 64 at a time: each batch brings one update per
+	// user it changed, in the order the batch first changed them, with the user's running
+	// total after the batch.
 	run := map[string]*aggExpect{}
-	for i, e := range evs {
-		if run[e.user] == nil {
-			run[e.user] = &aggExpect{}
+	var want []string
+	for from := 0; from < len(evs); from += 64 {
+		var users []string
+		for _, e := range evs[from:min(from+64, len(evs))] {
+			if run[e.user] == nil {
+				run[e.user] = &aggExpect{}
+			}
+			if !slices.Contains(users, e.user) {
+				users = append(users, e.user)
+			}
+			run[e.user].add(e)
 		}
-		a := run[e.user]
-		a.add(e)
-		if w := fmt.Sprintf("%s,%d,%s", e.user, a.count, fmtF(a.sum)); got[i] != w {
-			t.Fatalf("update %d: %q, want %q", i, got[i], w)
+		for _, u := range users {
+			want = append(want, fmt.Sprintf("%s,%d,%s", u, run[u].count, fmtF(run[u].sum)))
 		}
 	}
-	if j.Stats().RecordsOut != int64(len(evs)) {
-		t.Fatal("records out")
+	if len(want) >= len(evs) {
+		t.Fatalf("%d updates expected for %d events: the batches fold nothing", len(want), len(evs))
 	}
+	for i := range max(len(got), len(want)) {
+		if i >= len(got) || i >= len(want) || got[i] != want[i] {
+			t.Fatalf("%d updates, want %d; first difference at update %d: got %q, want %q", len(got), len(want), i, at(got, i), at(want, i))
+		}
+	}
+	if j.Stats().RecordsOut != int64(len(want)) {
+		t.Fatalf("records out %d, want %d", j.Stats().RecordsOut, len(want))
+	}
+}
+
+// at is s[i], or "" past its end.
+func at(s []string, i int) string {
+	if i < len(s) {
+		return s[i]
+	}
+	return ""
 }
 
 func TestWindowEmitChanges(t *testing.T) {
