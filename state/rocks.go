@@ -28,6 +28,16 @@ type RocksOptions struct {
 	// to about BlockCacheBytes + WriteBuffers × WriteBufferBytes (docs/benchmarks.md,
 	// the RocksDB memory of q5).
 	WriteBuffers int
+	// MinBlobBytes: values of at least this many bytes are kept in blob files beside the
+	// table files (RocksDB's integrated BlobDB, key-value separation), so compactions
+	// rewrite the keys and a reference instead of the value (default 512; negative: every
+	// value in the table files). The large values are a join's chunks of rows and a
+	// distinct set's chunks, written once and read back rarely: rewritten at every level
+	// they took a third of q23's CPU in RocksDB's compaction threads, and their keys alone
+	// make the tables' indexes and filters smaller (docs/benchmarks.md, "Large values in
+	// blob files"). Blob files whose values were mostly overwritten or deleted are
+	// rewritten by the compactions of the oldest quarter (blob garbage collection).
+	MinBlobBytes int
 }
 
 // Rocks is a Store in a RocksDB database (grocksdb over the system librocksdb).
@@ -67,6 +77,14 @@ func OpenRocks(dir string, o RocksOptions) (*Rocks, error) {
 		o.WriteBuffers = 2
 	}
 	s.opts.SetMaxWriteBufferNumber(o.WriteBuffers)
+	if o.MinBlobBytes == 0 {
+		o.MinBlobBytes = 512
+	}
+	if o.MinBlobBytes > 0 {
+		s.opts.EnableBlobFiles(true)
+		s.opts.SetMinBlobSize(uint64(o.MinBlobBytes))
+		s.opts.EnableBlobGC(true)
+	}
 	db, err := grocksdb.OpenDb(s.opts, dir)
 	if err != nil {
 		s.opts.Destroy()
