@@ -32,11 +32,12 @@ type RocksOptions struct {
 	// table files (RocksDB's integrated BlobDB, key-value separation), so compactions
 	// rewrite the keys and a reference instead of the value (default 512; negative: every
 	// value in the table files). The large values are a join's chunks of rows and a
-	// distinct set's chunks, written once and read back rarely: rewritten at every level
-	// they took a third of q23's CPU in RocksDB's compaction threads, and their keys alone
-	// make the tables' indexes and filters smaller (docs/benchmarks.md, "Large values in
-	// blob files"). Blob files whose values were mostly overwritten or deleted are
-	// rewritten by the compactions of the oldest quarter (blob garbage collection).
+	// distinct set's chunks, written once and read back rarely; in the tables every
+	// compaction level rewrote them (q20 runs 1.4 times the events per CPU-second without
+	// that), and with their keys alone in the tables the index and filter blocks held in
+	// memory are a fraction of the size (docs/benchmarks.md, "Large values in blob files").
+	// Blob files whose values were mostly overwritten or deleted are rewritten by the
+	// compactions of the oldest quarter (blob garbage collection).
 	MinBlobBytes int
 }
 
