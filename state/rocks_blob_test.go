@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/linxGnu/grocksdb"
 )
 
 // Values of MinBlobBytes or more go to blob files beside the table files (key-value
@@ -74,6 +76,14 @@ func TestRocksLargeValuesInBlobFiles(t *testing.T) {
 				}
 			}
 			check("written", s)
+			// The memtables go to table (and blob) files in the background; wait for them.
+			fo := grocksdb.NewDefaultFlushOptions()
+			fo.SetWait(true)
+			err = s.db.Flush(fo)
+			fo.Destroy()
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
