@@ -28,7 +28,21 @@ type Options struct {
 	// Pull: the query answers once from the current contents of what it reads (a pull
 	// query): a table's scan reads its latest version of each key (sql.Relation.IsTable).
 	Pull bool
+	// Layout is the shape of the stages (0: LayoutCurrent). A stored job is planned again
+	// at every start in the layout it was created with: its checkpoints name its operators
+	// and shuffle topics by stage, so a plan of another shape would not find its state.
+	Layout int
 }
+
+// Plan layouts: LayoutFirst exchanges every join's output before an operator that needs
+// it partitioned; LayoutJoinSplits keeps a join's output in the split of its key, so an
+// operator keyed on the join key (an aggregation, a Top-N, another join) runs in the
+// join's stage (docs/sql.md, "Stages"). A job keeps the layout it was created with.
+const (
+	LayoutFirst      = 1
+	LayoutJoinSplits = 2
+	LayoutCurrent    = LayoutJoinSplits
+)
 
 // DefaultJob is the job name used when Options.Job is empty (e.g. for EXPLAIN).
 const DefaultJob = "query"
@@ -82,6 +96,12 @@ func Plan(q *sql.Query, opts Options) (LogicalNode, *Physical, error) {
 func BuildPhysical(l LogicalNode, opts Options) (*Physical, error) {
 	if opts.Job == "" {
 		opts.Job = DefaultJob
+	}
+	if opts.Layout == 0 {
+		opts.Layout = LayoutCurrent
+	}
+	if opts.Layout < LayoutFirst || opts.Layout > LayoutCurrent {
+		return nil, errorf(sql.CodeInternal, "plan layout %d is not one this release builds (%d to %d)", opts.Layout, LayoutFirst, LayoutCurrent)
 	}
 	b := &builder{opts: opts, edges: map[*Stage][]*Stage{}}
 	if err := checkWritable(opts.Sink); err != nil {
@@ -138,9 +158,12 @@ type sub struct {
 	port Port
 	row  sql.Schema
 	// part are the row's columns equal values of which share a split (nil: unknown);
-	// single: every row is in one split.
+	// single: every row is in one split. hashed: the split of a row is queue
+	// hash(part, in order) mod the job's exchange queues, as an exchange on part would
+	// send it, so rows exchanged on equal keys meet it in the same split.
 	part   []int
 	single bool
+	hashed bool
 	// time is the column holding the source's event time (-1: none), delay its watermark
 	// delay (for an edge's SourceSpec).
 	time  int
@@ -335,7 +358,7 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 			return s, err
 		}
 		s = b.addOp(s, a, a.Schema)
-		s.part, s.time = nil, -1
+		s.part, s.time, s.hashed = nil, -1, false
 		s.keyPos = map[int]bool{}
 		for i := range a.Keys {
 			s.keyPos[i] = true
@@ -545,6 +568,7 @@ func (b *builder) exchange(s sub, keys []sql.Expr, used map[int]bool, windowed b
 		}
 		out.part = append(out.part, c.Index)
 	}
+	out.hashed = out.part != nil && !out.single
 	return out, m, nil
 }
 
@@ -616,13 +640,38 @@ func (b *builder) join(n *Join) (sub, error) {
 	if n.Mode == JoinLookup {
 		return b.lookupJoin(n)
 	}
-	var ups []*Stage
-	var rows []sql.Schema
-	var delays []int64
+	var sides [2]sub
 	for i, side := range []LogicalNode{n.Left, n.Right} {
 		s, err := b.build(side)
 		if err != nil {
 			return s, err
+		}
+		sides[i] = s
+	}
+	rows := []sql.Schema{sides[0].row, sides[1].row}
+	// A side already split by its join keys, as an exchange on them would split it (the
+	// output of a join on the same key), is not exchanged again: the join runs in its stage,
+	// the other side exchanged into it (LayoutJoinSplits; one side at most).
+	keep := -1
+	if b.opts.Layout >= LayoutJoinSplits {
+		for i, keys := range [][]sql.Expr{n.LeftKeys, n.RightKeys} {
+			if splitBy(sides[i], keys) {
+				keep = i
+				break
+			}
+		}
+	}
+	var st *Stage
+	var ports [2]Port
+	if keep >= 0 {
+		st, ports[keep] = sides[keep].st, sides[keep].port
+	} else {
+		st = &Stage{}
+		b.stages = append(b.stages, st)
+	}
+	for i, s := range sides {
+		if i == keep {
+			continue
 		}
 		keys := n.LeftKeys
 		if i == 1 {
@@ -636,16 +685,11 @@ func (b *builder) join(n *Join) (sub, error) {
 		if err != nil {
 			return x, err
 		}
-		ups = append(ups, b.edges[x.st][0])
-		rows = append(rows, s.row)
-		delays = append(delays, s.delay)
+		up := b.edges[x.st][0]
 		b.dropStage(x.st)
-	}
-	st := &Stage{}
-	b.stages = append(b.stages, st)
-	for i, up := range ups {
 		src := SourceSpec{Connector: ShuffleConnector, Options: engineOptions(map[string]string{}), Schema: rows[i],
-			Columns: identityCols(len(rows[i])), EventTime: -1, WatermarkDelay: delays[i]}
+			Columns: identityCols(len(rows[i])), EventTime: -1, WatermarkDelay: s.delay}
+		ports[i] = FromInput(len(st.Inputs))
 		st.Inputs = append(st.Inputs, src)
 		b.edges[st] = append(b.edges[st], up)
 	}
@@ -678,8 +722,55 @@ func (b *builder) join(n *Join) (sub, error) {
 		}
 		jn.Residual = f
 	}
-	st.Ops = append(st.Ops, Op{Node: jn, Inputs: []Port{FromInput(0), FromInput(1)}})
-	return sub{st: st, port: FromOp(0), row: n.Schema(), time: -1, keyPos: map[int]bool{}}, nil
+	st.Ops = append(st.Ops, Op{Node: jn, Inputs: ports[:]})
+	out := sub{st: st, port: FromOp(len(st.Ops) - 1), row: n.Schema(), time: -1, keyPos: map[int]bool{}}
+	if b.opts.Layout >= LayoutJoinSplits {
+		out.part = joinPart(n, jn)
+		out.hashed = out.part != nil
+	}
+	return out, nil
+}
+
+// splitBy reports whether s's rows are split by keys, in their order, as an exchange on
+// keys would split them.
+func splitBy(s sub, keys []sql.Expr) bool {
+	if !s.hashed || s.single || len(keys) == 0 || len(s.part) != len(keys) || s.st.Exchange != nil {
+		return false
+	}
+	for i, k := range keys {
+		if c, ok := k.(*sql.ColumnRef); !ok || c.Index != s.part[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// joinPart are the columns of join n's output whose values split it (nil: none): both
+// sides are split by their keys, so a row is in the split of its preserved side's key
+// columns — the left's for an inner or left join, the right's for a right join (mapped
+// past the left's columns); a full join's rows of either side alone are in the split of
+// that side's key, with the other side's NULL. Only keys that are columns qualify.
+func joinPart(n *Join, jn *JoinNode) []int {
+	keys, base, width := n.LeftKeys, 0, jn.LeftWidth
+	switch n.Kind {
+	case sql.JoinInner, sql.JoinLeft:
+	case sql.JoinRight:
+		keys, base, width = n.RightKeys, jn.LeftWidth, jn.RightWidth
+	default:
+		return nil
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	part := make([]int, len(keys))
+	for i, k := range keys {
+		c, ok := k.(*sql.ColumnRef)
+		if !ok || c.Index < 0 || c.Index >= width {
+			return nil
+		}
+		part[i] = base + c.Index
+	}
+	return part
 }
 
 func identityCols(n int) []int {

@@ -51,6 +51,12 @@
 //   - a global aggregate (no keys) over more than one split is shuffled to one queue
 //     (ExchangeNode.Queues = 1 and the shuffle source's `queues` option "1"), so exactly one
 //     downstream split sees every row;
+//   - a join's output stays split by its keys (Options.Layout LayoutJoinSplits): an inner
+//     or left join's by the left key columns, a right join's by the right ones; an operator
+//     keyed on them runs in the join's stage, and a join of that output on the same keys, in
+//     the same order, takes it as one input without an exchange (the other side exchanged
+//     into the stage: equal keys hash to the same queue). LayoutFirst, the layout of jobs
+//     created before, exchanges every join's output;
 //   - a Union whose inputs each read streams in a stage of their own (no exchange yet) is
 //     one stage with one input per stream; otherwise every input is exchanged (on all its
 //     columns) into a new stage holding the Union. Stages are numbered upstream first.

@@ -74,7 +74,7 @@ func directives(text string) map[string]string {
 			continue
 		}
 		k, v, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(line, "--")), ":")
-		if ok && (k == "job" || k == "sink" || k == "state_ttl") {
+		if ok && (k == "job" || k == "sink" || k == "state_ttl" || k == "layout") {
 			out[k] = strings.TrimSpace(v)
 		}
 	}
@@ -141,6 +141,13 @@ func querySQL(t *testing.T, cat testCatalog, text string) (*sql.Query, Options, 
 			t.Fatalf("state_ttl: %v", err)
 		}
 		opts.StateTTL = n
+	}
+	if v := d["layout"]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("layout: %v", err)
+		}
+		opts.Layout = n
 	}
 	if s := d["sink"]; s != "" {
 		r, ok := cat.Relation(s)

@@ -13,6 +13,7 @@ import (
 
 	"rsql/connectors/options"
 	"rsql/internal/durable"
+	"rsql/planner"
 	"rsql/sql"
 	"rsql/udf"
 )
@@ -64,9 +65,26 @@ type JobDef struct {
 	// without a natural end (DISTINCT, deduplication) is forgotten that far behind the
 	// watermark.
 	StateTTL int64 `json:"state_ttl,omitempty"`
+	// Layout is the plan layout the job was created with (planner.Options.Layout; 0, as
+	// jobs stored before layouts were recorded have it, is planner.LayoutFirst): a job is
+	// planned again at each start, and its checkpoints only fit stages of the same shape.
+	Layout int `json:"layout,omitempty"`
 	// Last holds the job's counters when it last stopped in this or another process (SHOW
 	// JOBS shows them for a job that is not running).
 	Last *JobCounters `json:"last,omitempty"`
+}
+
+// newJobLayout is the plan layout a job created now records (a variable for the test of
+// jobs created by an older release).
+var newJobLayout = planner.LayoutCurrent
+
+// planOptions are the planner's options for the job's query writing sink.
+func (d *JobDef) planOptions(sink planner.SinkSpec) planner.Options {
+	layout := d.Layout
+	if layout == 0 {
+		layout = planner.LayoutFirst
+	}
+	return planner.Options{Job: d.ID, Sink: sink, StateTTL: d.StateTTL, Layout: layout}
 }
 
 // JobCounters are a job's counters as SHOW JOBS shows them.

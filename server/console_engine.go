@@ -126,7 +126,7 @@ func (c consoleEngine) Plan(id string) (*planner.Physical, error) {
 	if sink.Connector == "view" && c.e.cluster != nil {
 		sink = planner.SinkSpec{Schema: sink.Schema}
 	}
-	_, p, err := planner.Plan(q, planner.Options{Job: def.ID, Sink: sink, StateTTL: def.StateTTL})
+	_, p, err := planner.Plan(q, def.planOptions(sink))
 	return p, err
 }
 

@@ -754,7 +754,7 @@ func (e *Engine) startNewJob(text string, d *StreamDef, q *sql.Query, funcs []st
 	if _, _, err := planner.Plan(q, planner.Options{Job: "check", Sink: sink, StateTTL: ttl}); err != nil {
 		return "", err
 	}
-	def := JobDef{Statement: text, State: JobRunning, Sink: sink.Stream, Sources: relationNames(q), StateTTL: ttl, Functions: funcs}
+	def := JobDef{Statement: text, State: JobRunning, Sink: sink.Stream, Sources: relationNames(q), StateTTL: ttl, Functions: funcs, Layout: newJobLayout}
 	if e.cluster != nil {
 		e.jobs.startMu.Lock()
 		defer e.jobs.startMu.Unlock()
@@ -830,7 +830,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 	isView := sink.Connector == "view"
 	// A view's rows are state of its job, committed with its checkpoints (exec/tableout.go):
 	// across instances in the shared checkpoint store, where any instance reads them.
-	_, plan, err := planner.Plan(q, planner.Options{Job: def.ID, Sink: sink, StateTTL: def.StateTTL})
+	_, plan, err := planner.Plan(q, def.planOptions(sink))
 	if err != nil {
 		return err
 	}

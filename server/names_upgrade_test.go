@@ -26,21 +26,9 @@ func TestViewKeepsStoredNamesAcrossUpgrade(t *testing.T) {
 		t.Fatalf("the new view's columns: %s", got)
 	}
 	// What the catalog of an older release holds: the names as the query's text.
-	if err := te.e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	path := te.path("catalog.json")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := strings.Replace(strings.Replace(string(data), `"name": "count"`, `"name": "COUNT(*)"`, 1), `"name": "sum"`, `"name": "SUM(v)"`, 1)
-	if old == string(data) {
-		t.Fatalf("the catalog names no column count:\n%s", data)
-	}
-	if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	te.rewriteCatalog(func(data string) string {
+		return strings.Replace(strings.Replace(data, `"name": "count"`, `"name": "COUNT(*)"`, 1), `"name": "sum"`, `"name": "SUM(v)"`, 1)
+	})
 	te.open()
 	te.mustExec("INSERT INTO ev VALUES ('b', 4)")
 	waitFor(t, "the view's job to go on after the restart", func() bool {
@@ -53,5 +41,26 @@ func TestViewKeepsStoredNamesAcrossUpgrade(t *testing.T) {
 	}
 	if len(rows[0]) != 2 || strings.Join(rows[0][0], ",") != "a,2,3" {
 		t.Errorf("after the upgrade the view holds %v", rows[0])
+	}
+}
+
+// rewriteCatalog closes the engine and rewrites its catalog file with edit, as an older
+// release would have written it; the edit must change something.
+func (te *testEngine) rewriteCatalog(edit func(string) string) {
+	te.t.Helper()
+	if err := te.e.Close(); err != nil {
+		te.t.Fatal(err)
+	}
+	path := te.path("catalog.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		te.t.Fatal(err)
+	}
+	old := edit(string(data))
+	if old == string(data) {
+		te.t.Fatalf("the edit changes nothing in the catalog:\n%s", data)
+	}
+	if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
+		te.t.Fatal(err)
 	}
 }

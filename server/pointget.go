@@ -48,7 +48,7 @@ func (e *Engine) keyedView(d StreamDef) (viewKeyInfo, bool) {
 	if err != nil {
 		return viewKeyInfo{}, false
 	}
-	_, plan, err := planner.Plan(q, planner.Options{Job: def.ID, Sink: sink, StateTTL: def.StateTTL})
+	_, plan, err := planner.Plan(q, def.planOptions(sink))
 	if err != nil || len(plan.Stages) == 0 {
 		return viewKeyInfo{}, false
 	}

@@ -20,7 +20,7 @@ func (e *Engine) replace(d StreamDef, j *JobDef, q *sql.Query, sink planner.Sink
 		if _, _, err := planner.Plan(q, planner.Options{Job: "check", Sink: sink, StateTTL: j.StateTTL}); err != nil {
 			return nil, err
 		}
-		def = JobDef{Statement: j.Statement, State: JobRunning, Sink: d.Name, Sources: relationNames(q), StateTTL: j.StateTTL, Functions: j.Functions}
+		def = JobDef{Statement: j.Statement, State: JobRunning, Sink: d.Name, Sources: relationNames(q), StateTTL: j.StateTTL, Functions: j.Functions, Layout: newJobLayout}
 	}
 	if e.cluster != nil {
 		e.jobs.startMu.Lock()
