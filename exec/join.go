@@ -99,6 +99,9 @@ type joinOp struct {
 	// rowEst, the bytes of a row on average (join_cache.go, cacheRows).
 	addedBytes int
 	rowEst     int
+	// joins is how many joins of the job have a cache (at least 1): they share the job's
+	// bytes of rows (joinCacheBytes, pressBytes) evenly.
+	joins int
 	// logf receives notices (a window join's dominance miss); nil discards them.
 	logf func(format string, args ...any)
 	// sweepKeys is sweepStore's scratch list of one side's stored chunks.

@@ -341,8 +341,9 @@ func (j *joinOp) cacheShare() int { return max(j.cacheMax/max(len(j.splits), 1),
 // joinRowsPerKey is the rows the cache holds per key of its size, on average.
 const joinRowsPerKey = 4
 
-// joinCacheBytes bounds the memory of the rows the cache holds, its splits together, once
-// the size of a row is known (rowEst): a join's rows carry both sides' columns, often long
+// joinCacheBytes bounds the memory of the rows the caches of a job's joins hold, their
+// splits together (each join its share: joinOp.joins), once the size of a row is known
+// (rowEst): a join's rows carry both sides' columns, often long
 // strings (Nexmark's extra columns: q23's rows are about a kilobyte), so a bound in rows
 // alone let the cache hold over 50 MB of them.
 const joinCacheBytes = 16 << 20
@@ -352,7 +353,7 @@ const joinCacheBytes = 16 << 20
 func (j *joinOp) cacheRows() int {
 	rows := j.cacheMax * joinRowsPerKey
 	if j.rowEst > 0 {
-		rows = min(rows, max(joinCacheBytes/j.rowEst, 64))
+		rows = min(rows, max(joinCacheBytes/max(j.joins, 1)/j.rowEst, 64))
 	}
 	return rows
 }
@@ -374,12 +375,13 @@ func (j *joinOp) askIfFull(sp *joinSplit) {
 	if j.cacheMax == 0 || j.full == nil {
 		return
 	}
-	if !sp.cache.asked && (len(sp.dirty) > j.cacheShare() || j.added > j.cacheRows() || j.addedBytes > pressBytes/pressFactor) {
+	press := pressBytes / max(j.joins, 1)
+	if !sp.cache.asked && (len(sp.dirty) > j.cacheShare() || j.added > j.cacheRows() || j.addedBytes > press/pressFactor) {
 		sp.cache.asked = true
 		j.full()
 	}
 	// Many times over: the job's input waits for that checkpoint.
-	j.holdIf(len(sp.dirty) > pressFactor*j.cacheShare() || j.added > pressFactor*j.cacheRows() || j.addedBytes > pressBytes)
+	j.holdIf(len(sp.dirty) > pressFactor*j.cacheShare() || j.added > pressFactor*j.cacheRows() || j.addedBytes > press)
 }
 
 // keyAge is a key that may leave memory: its age, its sides and rows.

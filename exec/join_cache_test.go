@@ -571,3 +571,49 @@ func TestJoinCacheSidesInPart(t *testing.T) {
 		t.Fatalf("the hot side is stored in %d chunks: want 2..%d", chunks, maxJoinChunks)
 	}
 }
+
+// The joins of a job share its bytes of rows in memory between checkpoints (pressBytes):
+// with two joins in the job, each holds the input after half the bytes one join alone
+// would put in memory.
+func TestJoinsOfAJobShareThePressureBytes(t *testing.T) {
+	pressedAfter := func(joins int) int {
+		j := newJoinOp(exactJoinNode(sql.JoinInner, [2]bool{}, false, false), "job", "op", state.NewMemory(), nil, &counters{})
+		j.setCache(1 << 20)
+		j.joins = joins
+		pc := &pressCounter{}
+		j.full, j.press = func() {}, pc.press
+		if err := j.Control(&Control{Kind: NewSplit, Split: "s"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		out := &joinedRows{}
+		wide := strings.Repeat("x", 1000)
+		for i := 1; i < 1<<16; i++ {
+			process(t, j, 0, out, sideRow(fmt.Sprint("k", i, wide), 1, false, false))
+			if pc.on != 0 {
+				return i
+			}
+		}
+		t.Fatalf("%d joins: 65,535 rows of a kilobyte never held the input", joins)
+		return 0
+	}
+	one, two := pressedAfter(1), pressedAfter(2)
+	if two < one*4/10 || two > one*6/10 {
+		t.Fatalf("the input was held after %d rows with one join in the job, after %d with two: want about half", one, two)
+	}
+	t.Logf("held after %d rows (one join), %d (two joins)", one, two)
+}
+
+// cachedJoins counts the joins of every stage of the job that keep a cache: two for a join
+// of a join, none with the in-memory store's default (no cache).
+func TestCachedJoinsCountsTheJobsJoins(t *testing.T) {
+	plan := planSQL(t, `SELECT o.user_id, p.amount, q.amount FROM orders o
+		JOIN payments p ON p.user_id = o.user_id JOIN payments q ON q.n = o.n`, planCatalog(), "cj")
+	for _, c := range []struct {
+		keys, want int
+	}{{0, 0}, {64, 2}, {-1, 0}} {
+		j := &Job{plan: plan, env: Env{Store: state.NewMemory(), JoinCacheKeys: c.keys}}
+		if got := j.cachedJoins(); got != c.want {
+			t.Errorf("JoinCacheKeys %d: %d cached joins, want %d", c.keys, got, c.want)
+		}
+	}
+}

@@ -25,8 +25,8 @@ type pressure struct {
 // reaches before the job's input waits for the checkpoint that lets it go.
 const pressFactor = 4
 
-// pressBytes is how many bytes of rows a join may put in memory between two checkpoints
-// before it holds the job's input: its rows are wide (both sides' columns), so a bound in
+// pressBytes is how many bytes of rows the joins of a job may put in memory between two
+// checkpoints (each join its share: joinOp.joins) before one holds the job's input: its rows are wide (both sides' columns), so a bound in
 // rows alone (its cache's) let a checkpoint interval hold hundreds of megabytes of them,
 // written again as one batch of the checkpoint. A quarter of it asks for a checkpoint.
 const pressBytes = 16 << 20

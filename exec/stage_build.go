@@ -260,6 +260,7 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		}
 		j.logf = env.Logf
 		j.setCache(joinCacheSize(n, env.Store, env.JoinCacheKeys))
+		j.joins = st.job.cachedJoins()
 		j.full, j.press = st.job.kickCheckpoint, st.job.press()
 		j.committed = func() int64 {
 			if st.group == nil {
@@ -348,4 +349,18 @@ func checkWindow(w planner.WindowSpec) error {
 		}
 	}
 	return nil
+}
+
+// cachedJoins is how many joins of the job keep their rows in a bounded cache: they share
+// the job's bytes of rows in memory (joinCacheBytes, pressBytes).
+func (j *Job) cachedJoins() int {
+	n := 0
+	for _, ps := range j.plan.Stages {
+		for _, op := range ps.Ops {
+			if jn, ok := op.Node.(*planner.JoinNode); ok && joinCacheSize(jn, j.env.Store, j.env.JoinCacheKeys) > 0 {
+				n++
+			}
+		}
+	}
+	return n
 }
