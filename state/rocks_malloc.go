@@ -1,7 +1,12 @@
 package state
 
 /*
+#cgo LDFLAGS: -lpthread
 #include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 // fixMmapThreshold makes the C allocator serve every block of at least threshold bytes
 // with its own mapping, returned to the system when freed. 0 where the allocator has no
@@ -13,10 +18,76 @@ static int fixMmapThreshold(int threshold) {
 	return 0;
 #endif
 }
+
+// limitArenas bounds the C allocator's arenas to n. 0 where it has no such setting.
+static int limitArenas(int n) {
+#ifdef M_ARENA_MAX
+	return mallopt(M_ARENA_MAX, n);
+#else
+	return 0;
+#endif
+}
+
+static pthread_barrier_t arenaBarrier;
+static void *volatile arenaBlocks[64];
+
+// allocTogether allocates a block kept until every thread has one (the compiler may not
+// drop an allocation stored where others can see it).
+static void *allocTogether(void *arg) {
+	long i = (long)arg;
+	arenaBlocks[i] = malloc(4096);
+	pthread_barrier_wait(&arenaBarrier);
+	free(arenaBlocks[i]);
+	arenaBlocks[i] = NULL;
+	return NULL;
+}
+
+// countArenas has threads threads allocate at the same time, then counts the arenas the
+// allocator reports (malloc_info's heaps); -1 when it cannot tell.
+static int countArenas(int threads) {
+	pthread_t t[64];
+	if (threads > 64) {
+		threads = 64;
+	}
+	if (pthread_barrier_init(&arenaBarrier, NULL, threads) != 0) {
+		return -1;
+	}
+	int started = 0;
+	for (; started < threads; started++) {
+		if (pthread_create(&t[started], NULL, allocTogether, (void *)(long)started) != 0) {
+			break;
+		}
+	}
+	if (started < threads) {
+		// The barrier would never open: report nothing rather than hang.
+		return -1;
+	}
+	for (int i = 0; i < started; i++) {
+		pthread_join(t[i], NULL);
+	}
+	pthread_barrier_destroy(&arenaBarrier);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (f == NULL) {
+		return -1;
+	}
+	int ok = malloc_info(0, f) == 0;
+	fclose(f);
+	int n = 0;
+	for (char *p = buf; ok && (p = strstr(p, "<heap nr=")) != NULL; p++) {
+		n++;
+	}
+	free(buf);
+	return ok ? n : -1;
+}
 */
 import "C"
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+)
 
 // mmapThreshold is the size from which RocksDB's allocations (through the C allocator) get
 // mappings of their own.
@@ -30,7 +101,26 @@ var fixMallocOnce sync.Once
 // (up to 32 MiB), so from the second checkpoint on each batch copy comes from the heap,
 // whose freed memory stays in the process: q5 with RocksDB state held about 40 MiB more
 // (docs/benchmarks.md). A fixed threshold keeps large blocks mapped and unmapped on free.
-// It is process-wide and set once, when the first RocksDB store opens.
+//
+// It also bounds glibc's arenas (mallocArenas): by default a thread that allocates while
+// the others' arenas are busy gets an arena of its own, up to eight per core, and each
+// keeps the memory freed in it. RocksDB's threads (flushes, compactions, blob files) and
+// the Go threads calling into it spread over a dozen arenas holding 20-40 MiB between
+// them at a Nexmark query's peak; two held 14 MiB less for the same events per
+// CPU-second (docs/benchmarks.md, "The C allocator's arenas").
+//
+// Both are process-wide and set once, when the first RocksDB store opens.
 func fixMalloc() {
-	fixMallocOnce.Do(func() { C.fixMmapThreshold(C.int(mmapThreshold)) })
+	fixMallocOnce.Do(func() {
+		C.fixMmapThreshold(C.int(mmapThreshold))
+		C.limitArenas(C.int(mallocArenas()))
+	})
 }
+
+// mallocArenas is how many arenas the C allocator may have: one for each processor Go
+// runs on, at least two and at most eight.
+func mallocArenas() int { return min(max(runtime.GOMAXPROCS(0), 2), 8) }
+
+// countArenas is how many arenas the C allocator has after threads threads allocated at
+// once (-1: unknown), for tests.
+func countArenas(threads int) int { return int(C.countArenas(C.int(threads))) }
