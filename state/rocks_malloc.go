@@ -85,6 +85,7 @@ static int countArenas(int threads) {
 import "C"
 
 import (
+	"os"
 	"runtime"
 	"sync"
 )
@@ -109,11 +110,14 @@ var fixMallocOnce sync.Once
 // them at a Nexmark query's peak; two held 14 MiB less for the same events per
 // CPU-second (docs/benchmarks.md, "The C allocator's arenas").
 //
-// Both are process-wide and set once, when the first RocksDB store opens.
+// Both are process-wide and set once, when the first RocksDB store opens; MALLOC_ARENA_MAX
+// in the environment takes precedence over the arenas' bound.
 func fixMalloc() {
 	fixMallocOnce.Do(func() {
 		C.fixMmapThreshold(C.int(mmapThreshold))
-		C.limitArenas(C.int(mallocArenas()))
+		if os.Getenv("MALLOC_ARENA_MAX") == "" {
+			C.limitArenas(C.int(mallocArenas()))
+		}
 	})
 }
 
