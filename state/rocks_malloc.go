@@ -7,6 +7,7 @@ package state
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 // fixMmapThreshold makes the C allocator serve every block of at least threshold bytes
 // with its own mapping, returned to the system when freed. 0 where the allocator has no
@@ -26,6 +27,17 @@ static int limitArenas(int n) {
 #else
 	return 0;
 #endif
+}
+
+// arenasAtStart bounds the arenas as the program loads, before any thread but the first
+// exists (an arena made stays for good): one for each online processor, two to eight,
+// unless MALLOC_ARENA_MAX is set. fixMalloc sets the bound again from GOMAXPROCS.
+__attribute__((constructor)) static void arenasAtStart(void) {
+	if (getenv("MALLOC_ARENA_MAX") != NULL) {
+		return;
+	}
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	limitArenas(n < 2 ? 2 : n > 8 ? 8 : (int)n);
 }
 
 static pthread_barrier_t arenaBarrier;
@@ -110,8 +122,9 @@ var fixMallocOnce sync.Once
 // them at a Nexmark query's peak; two held 14 MiB less for the same events per
 // CPU-second (docs/benchmarks.md, "The C allocator's arenas").
 //
-// Both are process-wide and set once, when the first RocksDB store opens; MALLOC_ARENA_MAX
-// in the environment takes precedence over the arenas' bound.
+// Both are process-wide and set once, when the first RocksDB store opens; the arenas'
+// bound is set as the program loads too (arenasAtStart), since arenas made before it stay.
+// MALLOC_ARENA_MAX in the environment takes precedence over the arenas' bound.
 func fixMalloc() {
 	fixMallocOnce.Do(func() {
 		C.fixMmapThreshold(C.int(mmapThreshold))
