@@ -118,9 +118,9 @@ var fixMallocOnce sync.Once
 // It also bounds glibc's arenas (mallocArenas): by default a thread that allocates while
 // the others' arenas are busy gets an arena of its own, up to eight per core, and each
 // keeps the memory freed in it. RocksDB's threads (flushes, compactions, blob files) and
-// the Go threads calling into it spread over a dozen arenas holding 20-40 MiB between
-// them at a Nexmark query's peak; two held 14 MiB less for the same events per
-// CPU-second (docs/benchmarks.md, "The C allocator's arenas").
+// the Go threads calling into it spread over the arenas (six holding 22 MiB at Nexmark
+// q9's peak); with two, q9's C side held 7-10 MiB less for the same events per CPU-second
+// (docs/benchmarks.md, "The C allocator's arenas").
 //
 // Both are process-wide and set once, when the first RocksDB store opens; the arenas'
 // bound is set as the program loads too (arenasAtStart), since arenas made before it stay.
