@@ -26,9 +26,10 @@ type pressure struct {
 const pressFactor = 4
 
 // pressBytes is how many bytes of rows the joins of a job may put in memory between two
-// checkpoints (each join its share: joinOp.joins) before one holds the job's input: its rows are wide (both sides' columns), so a bound in
-// rows alone (its cache's) let a checkpoint interval hold hundreds of megabytes of them,
-// written again as one batch of the checkpoint. A quarter of it asks for a checkpoint.
+// checkpoints (each join its share: joinOp.joins) before one holds the job's input: a
+// join's rows are wide (both sides' columns), so a bound in rows alone (its cache's) let a
+// checkpoint interval hold hundreds of megabytes of them, written again as one batch of
+// the checkpoint. A quarter of it asks for a checkpoint.
 const pressBytes = 16 << 20
 
 // rowBytes is about the memory a copy of r takes (ownRow): its values and their strings.

@@ -37,7 +37,8 @@ type Options struct {
 // Plan layouts: LayoutFirst exchanges every join's output before an operator that needs
 // it partitioned; LayoutJoinSplits keeps a join's output in the split of its key, so an
 // operator keyed on the join key (an aggregation, a Top-N, another join) runs in the
-// join's stage (docs/sql.md, "Stages"). A job keeps the layout it was created with.
+// join's stage (docs/architecture.md, "The exchange rule"). A job keeps the layout it was
+// created with.
 const (
 	LayoutFirst      = 1
 	LayoutJoinSplits = 2
