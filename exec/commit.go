@@ -65,14 +65,15 @@ func (g *commitGroup) add(epoch int64, b *state.Batch, offs []SplitOffset, r *re
 		e = &groupEpoch{state: b, done: make(chan struct{})}
 		g.epochs[epoch] = e
 	case b.Size() > e.state.Size():
-		// The larger part takes in the smaller, so that the largest (a join's rows) is
-		// not copied, nor kept at its size a second time in another stage's spare batch.
-		// The parts write keys of their own stages' operators and splits, so their order
-		// does not matter.
-		b.Append(e.state)
+		// The parts are linked, not copied into one (a checkpoint of a large delta is
+		// then held once), the largest first: the RocksDB store copies the first part's
+		// encoding in one call and adds the others' operations one by one (state/rocks.go,
+		// writeBatch). The parts write keys of their own stages' operators and splits, so
+		// their order does not matter.
+		b.Link(e.state)
 		e.state = b
 	default:
-		e.state.Append(b)
+		e.state.Link(b)
 	}
 	e.n++
 	e.offs = append(e.offs, offs...)

@@ -99,7 +99,7 @@ func (st *stage) checkpoint(ctx context.Context, epoch int64, r *request) error 
 	if err := st.out.Control(c); err != nil {
 		return err
 	}
-	part.Append(c.State)
+	part.Link(c.State)
 	st.lastCommit = st.group.add(epoch, part, offs, r)
 	return nil
 }

@@ -7,6 +7,9 @@
 //   - Slices passed in may be reused by the caller after the call returns; slices handed out
 //     (Get results, Scan callbacks) are valid only as documented on each method.
 //   - Write applies a Batch atomically: after a crash either all of it or none of it is visible.
+//     A Batch may link others (Link) whose operations follow its own without being copied.
+//     The RocksDB store writes a batch larger than a memtable as a table file it ingests
+//     (rocks_ingest.go), a smaller one through the memtable: the outcome is the same.
 //   - Operator state is keyed by (job, operator, split, key, window), built with Key and
 //     SplitPrefix, so that one split's state can be listed (Scan), moved (Export/Import) and
 //     dropped (DropPrefix) as a unit.

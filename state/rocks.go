@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/linxGnu/grocksdb"
 )
@@ -39,6 +40,9 @@ type RocksOptions struct {
 	// Blob files whose values were mostly overwritten or deleted are rewritten by the
 	// compactions of the oldest quarter (blob garbage collection).
 	MinBlobBytes int
+	// NoIngest writes every batch through the memtable; by default a batch of at least
+	// WriteBufferBytes is written as a table file that RocksDB ingests (rocks_ingest.go).
+	NoIngest bool
 }
 
 // Rocks is a Store in a RocksDB database (grocksdb over the system librocksdb).
@@ -51,6 +55,11 @@ type Rocks struct {
 	cache  *grocksdb.Cache
 	ro     *grocksdb.ReadOptions
 	wo     *grocksdb.WriteOptions
+	dir    string
+	// ingestBytes: a batch of at least this many bytes is written as a table file
+	// (rocks_ingest.go; the memtable's size, 0: never).
+	ingestBytes int
+	ingested    atomic.Int64 // batches written as table files
 }
 
 // OpenRocks opens (creating if missing) the RocksDB database in dir.
@@ -94,6 +103,12 @@ func OpenRocks(dir string, o RocksOptions) (*Rocks, error) {
 		return nil, fmt.Errorf("state: open RocksDB in %s: %w", dir, err)
 	}
 	s.db = db
+	s.dir = dir
+	s.ingestBytes = int(o.WriteBufferBytes)
+	if o.NoIngest {
+		s.ingestBytes = 0
+	}
+	removeIngestLeftovers(dir)
 	s.ro = grocksdb.NewDefaultReadOptions()
 	s.wo = grocksdb.NewDefaultWriteOptions()
 	s.wo.SetSync(o.Sync)
@@ -173,6 +188,9 @@ func (s *Rocks) Write(b *Batch) error {
 	if b.Len() == 0 {
 		return nil
 	}
+	if ok, err := s.ingestBatch(b); ok {
+		return err
+	}
 	wb, err := s.writeBatch(b)
 	if err != nil {
 		return err
@@ -184,21 +202,45 @@ func (s *Rocks) Write(b *Batch) error {
 	return nil
 }
 
-// writeBatch converts b into a RocksDB write batch: a copy of its encoding when it has one
-// (one call into RocksDB), else operation by operation.
+// writeBatch converts b into a RocksDB write batch: a copy of the encoding of its first
+// operations (b's own, or its first linked part's when b has none) in one call into RocksDB,
+// then the operations of its other linked parts one by one (a checkpoint links the largest
+// part first: exec/commit.go); every operation one by one when the first cannot be copied
+// (an open-ended DropPrefix).
 func (s *Rocks) writeBatch(b *Batch) (*grocksdb.WriteBatch, error) {
-	if rep, ok := b.rocksRep(); ok {
-		return grocksdb.WriteBatchFrom(rep), nil
+	segs := b.segments(nil)
+	for len(segs) > 1 && segs[0].n == 0 {
+		segs = segs[1:]
 	}
-	return s.writeBatchOps(b)
+	wb, rest := grocksdb.NewWriteBatch(), segs
+	if rep, ok := segs[0].rocksRep(); ok {
+		wb.Destroy()
+		wb, rest = grocksdb.WriteBatchFrom(rep), segs[1:]
+	}
+	for _, seg := range rest {
+		if err := s.addOps(wb, seg); err != nil {
+			wb.Destroy()
+			return nil, err
+		}
+	}
+	return wb, nil
 }
 
-// writeBatchOps builds the batch operation by operation. An error (of the scan that lists
-// the keys of an all-0xff prefix, or of the batch's encoding) fails the write: a batch
-// without some of its deletions must not be written.
+// writeBatchOps builds the batch operation by operation.
 func (s *Rocks) writeBatchOps(b *Batch) (*grocksdb.WriteBatch, error) {
 	wb := grocksdb.NewWriteBatch()
-	err := b.Each(func(kind OpKind, k, v []byte) error {
+	if err := s.addOps(wb, b); err != nil {
+		wb.Destroy()
+		return nil, err
+	}
+	return wb, nil
+}
+
+// addOps adds seg's own operations to wb one by one. An error (of the scan that lists the
+// keys of an all-0xff prefix, or of the batch's encoding) fails the write: a batch without
+// some of its deletions must not be written.
+func (s *Rocks) addOps(wb *grocksdb.WriteBatch, seg *Batch) error {
+	err := seg.eachOwn(func(kind OpKind, k, v []byte) error {
 		switch kind {
 		case OpPut:
 			wb.Put(k, v)
@@ -210,10 +252,9 @@ func (s *Rocks) writeBatchOps(b *Batch) (*grocksdb.WriteBatch, error) {
 		return nil
 	})
 	if err != nil {
-		wb.Destroy()
-		return nil, fmt.Errorf("state: write batch: %w", err)
+		return fmt.Errorf("state: write batch: %w", err)
 	}
-	return wb, nil
+	return nil
 }
 
 // dropInto records the deletion of prefix's key range in wb.

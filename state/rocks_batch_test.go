@@ -86,17 +86,19 @@ func TestRocksWriteOpenDropPrefix(t *testing.T) {
 	}
 }
 
+// batchOps lists b's operations (Each) as kind:key=value, space-separated.
+func batchOps(b *Batch) string {
+	var got []string
+	_ = b.Each(func(kind OpKind, k, v []byte) error {
+		got = append(got, fmt.Sprintf("%d:%s=%s", kind, k, v))
+		return nil
+	})
+	return strings.Join(got, " ")
+}
+
 // Append copies another batch's operations after the batch's own: Each lists both in order,
 // and the encoding is still RocksDB's for all of them.
 func TestBatchAppend(t *testing.T) {
-	ops := func(b *Batch) string {
-		var got []string
-		_ = b.Each(func(kind OpKind, k, v []byte) error {
-			got = append(got, fmt.Sprintf("%d:%s=%s", kind, k, v))
-			return nil
-		})
-		return strings.Join(got, " ")
-	}
 	var a, b, empty Batch
 	a.Append(&b) // both empty
 	if a.Len() != 0 || a.Size() != 0 {
@@ -110,8 +112,8 @@ func TestBatchAppend(t *testing.T) {
 	a.Append(nil)
 	a.Put([]byte("k3"), []byte("v3"))
 	a.Append(&b)
-	if want := "0:k1=v1 1:k2= 2:p= 0:k3=v3 0:k1=v1 1:k2= 2:p="; ops(&a) != want || a.Len() != 7 {
-		t.Fatalf("after Append: %d ops %q, want 7 %q", a.Len(), ops(&a), want)
+	if want := "0:k1=v1 1:k2= 2:p= 0:k3=v3 0:k1=v1 1:k2= 2:p="; batchOps(&a) != want || a.Len() != 7 {
+		t.Fatalf("after Append: %d ops %q, want 7 %q", a.Len(), batchOps(&a), want)
 	}
 	wb := grocksdb.NewWriteBatch()
 	defer wb.Destroy()
@@ -132,7 +134,77 @@ func TestBatchAppend(t *testing.T) {
 	if _, ok := a.rocksRep(); ok {
 		t.Fatal("appending an open-ended DropPrefix keeps a RocksDB encoding")
 	}
-	if got := ops(&a); !strings.HasSuffix(got, " 2:\xff=") {
+	if got := batchOps(&a); !strings.HasSuffix(got, " 2:\xff=") {
 		t.Fatalf("open DropPrefix not listed last: %q", got)
+	}
+}
+
+// Link adds another batch's operations without copying them: Each lists the batch's own
+// (those recorded after linking too), then each linked part's in the order linked; Len and
+// Size count them all; Reset lets the parts go without emptying them; and the RocksDB
+// store writes them all, whether the first operations are the batch's own, its first
+// part's (the batch has none of its own) or cannot be copied (an open-ended DropPrefix).
+func TestBatchLink(t *testing.T) {
+	var own, p1, p2, empty Batch
+	p1.Put([]byte("b1"), []byte("x"))
+	p1.Delete([]byte("gone"))
+	p2.DropPrefix([]byte("d"))
+	p2.Put([]byte("d2"), []byte("y"))
+	own.Put([]byte("a"), []byte("1"))
+	own.Link(&p1)
+	own.Link(&empty)
+	own.Link(nil)
+	own.Link(&p2)
+	own.Put([]byte("a2"), []byte("2")) // after linking: still before the parts
+	if want := "0:a=1 0:a2=2 0:b1=x 1:gone= 2:d= 0:d2=y"; batchOps(&own) != want {
+		t.Fatalf("Each: %q, want %q", batchOps(&own), want)
+	}
+	if own.Len() != 6 || own.Size() != len(own.buf)+len(p1.buf)+len(p2.buf) {
+		t.Fatalf("Len %d, Size %d", own.Len(), own.Size())
+	}
+	var outer Batch
+	outer.Link(&own) // a part with parts of its own
+	if batchOps(&outer) != batchOps(&own) || outer.Len() != 6 {
+		t.Fatalf("nested: %q (%d ops)", batchOps(&outer), outer.Len())
+	}
+
+	for _, c := range []struct {
+		name, kept string
+		b          func() *Batch
+	}{
+		{"own first", " \xff\xff\x01=old", func() *Batch { return &own }},
+		{"no own operations", " \xff\xff\x01=old", func() *Batch { return &outer }},
+		{"open-ended first", "", func() *Batch {
+			var o Batch
+			o.DropPrefix([]byte{0xff, 0xff})
+			o.Link(&own)
+			return &o
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := OpenRocks(t.TempDir(), RocksOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for _, k := range []string{"gone", "d1", "\xff\xff\x01"} {
+				if err := s.Put([]byte(k), []byte("old")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Write(c.b()); err != nil {
+				t.Fatal(err)
+			}
+			var keys []string
+			_ = s.Scan(nil, func(k, v []byte) error { keys = append(keys, fmt.Sprintf("%s=%s", k, v)); return nil })
+			if want := "a=1 a2=2 b1=x d2=y" + c.kept; strings.Join(keys, " ") != want {
+				t.Fatalf("stored %q, want %q", strings.Join(keys, " "), want)
+			}
+		})
+	}
+
+	own.Reset()
+	if own.Len() != 0 || batchOps(&own) != "" || p1.Len() != 2 || p2.Len() != 2 {
+		t.Fatalf("after Reset: %d ops (%q); parts %d and %d ops", own.Len(), batchOps(&own), p1.Len(), p2.Len())
 	}
 }

@@ -62,6 +62,9 @@ type Batch struct {
 	// tag wbTagOpenDrop that RocksDB does not know; stores must then apply the batch
 	// operation by operation.
 	open bool
+	// parts are the batches linked after b's own operations (Link), written with them
+	// without being copied into buf.
+	parts []*Batch
 }
 
 // RocksDB write batch record tags (db/dbformat.h: kTypeDeletion, kTypeValue,
@@ -121,17 +124,36 @@ func (b *Batch) DropPrefix(prefix []byte) {
 	b.buf = append(b.buf, end...)
 }
 
-// Len returns the number of operations recorded.
-func (b *Batch) Len() int { return b.n }
+// Len returns the number of operations recorded, its linked parts' included.
+func (b *Batch) Len() int {
+	n := b.n
+	for _, p := range b.parts {
+		n += p.Len()
+	}
+	return n
+}
 
-// Size returns the bytes the batch's keys and values take in its encoding.
-func (b *Batch) Size() int { return len(b.buf) }
+// Size returns the bytes the batch's keys and values take in its encoding, its linked
+// parts' included.
+func (b *Batch) Size() int {
+	n := len(b.buf)
+	for _, p := range b.parts {
+		n += p.Size()
+	}
+	return n
+}
 
-// Reset empties the batch, keeping its storage.
-func (b *Batch) Reset() { b.buf, b.n, b.open = b.buf[:0], 0, false }
+// Reset empties the batch, keeping its storage; the parts it linked are let go (not
+// reset: they belong to their callers).
+func (b *Batch) Reset() {
+	b.buf, b.n, b.open = b.buf[:0], 0, false
+	clear(b.parts)
+	b.parts = b.parts[:0]
+}
 
-// rocksRep returns the batch as a RocksDB write batch representation, or ok=false when it
-// cannot be expressed as one (an open-ended DropPrefix) or is empty.
+// rocksRep returns the batch's own operations (not its linked parts') as a RocksDB write
+// batch representation, or ok=false when they cannot be expressed as one (an open-ended
+// DropPrefix) or there are none.
 func (b *Batch) rocksRep() (rep []byte, ok bool) {
 	if b.open || b.n == 0 || uint64(b.n) > 0xffffffff {
 		return nil, false
@@ -146,6 +168,29 @@ func (b *Batch) rocksRep() (rep []byte, ok bool) {
 // checkpoint store that commits a Batch elsewhere (e.g. in one Postgres transaction with the
 // source offsets) replays it with Each.
 func (b *Batch) Each(fn func(kind OpKind, key, value []byte) error) error {
+	if err := b.eachOwn(fn); err != nil {
+		return err
+	}
+	for _, p := range b.parts {
+		if err := p.Each(fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// segments appends to dst the batches whose own operations make up b's, in order: b, then
+// its parts' segments.
+func (b *Batch) segments(dst []*Batch) []*Batch {
+	dst = append(dst, b)
+	for _, p := range b.parts {
+		dst = p.segments(dst)
+	}
+	return dst
+}
+
+// eachOwn is Each over b's own operations.
+func (b *Batch) eachOwn(fn func(kind OpKind, key, value []byte) error) error {
 	p := wbHeader
 	field := func() []byte {
 		l, n := binary.Uvarint(b.buf[p:])
@@ -178,10 +223,26 @@ func (b *Batch) Each(fn func(kind OpKind, key, value []byte) error) error {
 	return nil
 }
 
-// Append adds every operation of o to b, after b's own, in order: their encodings are
-// the same, so o's records are copied as they are.
+// Link adds every operation of o to b without copying them: a batch's operations are its
+// own, in the order recorded (after the call too), then its linked parts', in the order
+// linked. o must not change until b has been written or reset. A checkpoint links the
+// parts its stages wrote instead of copying them into one (docs/architecture.md, "Stages
+// and the operator contract").
+func (b *Batch) Link(o *Batch) {
+	if o == nil || o.Len() == 0 {
+		return
+	}
+	b.parts = append(b.parts, o)
+}
+
+// Append copies o's own operations after b's own, in order (their encodings are the same,
+// so o's records are copied as they are), and links o's linked parts to b.
 func (b *Batch) Append(o *Batch) {
-	if o == nil || o.n == 0 {
+	if o == nil {
+		return
+	}
+	b.parts = append(b.parts, o.parts...)
+	if o.n == 0 {
 		return
 	}
 	if len(b.buf) == 0 {
