@@ -19,13 +19,8 @@ import (
 // changelog folded by key from the topic itself, and the same changelog written as
 // debezium-json and read back as a TABLE all equal PostgreSQL's answer over the same rows.
 func TestChangelogSinkMatchesPostgres(t *testing.T) {
-	pg := startPostgres(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pg.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := startPostgresConn(t)
 	r := rand.New(rand.NewSource(61))
 	var orders []event
 	for i := 0; i < 4000; i++ {

@@ -138,13 +138,7 @@ func (f *pushFold) waitFor(t *testing.T, what string, want []string) {
 }
 
 func TestExactRegularJoinsMatchPostgres(t *testing.T) {
-	pg := startPostgres(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pg.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := startPostgresConn(t)
 	orders := genEvents(71)[:4_000]
 	users := joinUsers(73, orders)
 	payments := joinPayments(75, orders)

@@ -16,13 +16,8 @@ import (
 // the same key takes the first join's output without an exchange. Both must answer as
 // PostgreSQL does over the same rows: inner, left and right joins, grouped and chained.
 func TestSameKeyJoinsMatchPostgres(t *testing.T) {
-	pg := startPostgres(t)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pg.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := startPostgresConn(t)
 	all := genEvents(81)[:4_000]
 	payments := joinPayments(83, all)
 	refunds := joinPayments(85, all)

@@ -246,13 +246,7 @@ var joinCases = []windowCase{
 
 func TestJoinsMatchPostgres(t *testing.T) {
 	bin := buildRsql(t)
-	pg := startPostgres(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pg.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := startPostgresConn(t)
 	orders := genEvents(31)[:40_000]
 	payments := joinPayments(32, orders)
 	users := joinUsers(33, orders)

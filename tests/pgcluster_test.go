@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"context"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"rsql/internal/pgtest"
 )
@@ -18,4 +21,17 @@ func startPostgres(t testing.TB) *pgCluster {
 	}
 	t.Cleanup(c.Stop)
 	return c
+}
+
+// startPostgresConn starts a private cluster and connects to it; the connection is closed,
+// then the cluster stopped, at test cleanup.
+func startPostgresConn(t testing.TB) *pgx.Conn {
+	t.Helper()
+	pg := startPostgres(t)
+	conn, err := pgx.Connect(context.Background(), pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
 }
