@@ -96,49 +96,6 @@ func batchOps(b *Batch) string {
 	return strings.Join(got, " ")
 }
 
-// Append copies another batch's operations after the batch's own: Each lists both in order,
-// and the encoding is still RocksDB's for all of them.
-func TestBatchAppend(t *testing.T) {
-	var a, b, empty Batch
-	a.Append(&b) // both empty
-	if a.Len() != 0 || a.Size() != 0 {
-		t.Fatalf("empty append: %d ops, %d bytes", a.Len(), a.Size())
-	}
-	b.Put([]byte("k1"), []byte("v1"))
-	b.Delete([]byte("k2"))
-	b.DropPrefix([]byte("p"))
-	a.Append(&b) // into an empty batch
-	a.Append(&empty)
-	a.Append(nil)
-	a.Put([]byte("k3"), []byte("v3"))
-	a.Append(&b)
-	if want := "0:k1=v1 1:k2= 2:p= 0:k3=v3 0:k1=v1 1:k2= 2:p="; batchOps(&a) != want || a.Len() != 7 {
-		t.Fatalf("after Append: %d ops %q, want 7 %q", a.Len(), batchOps(&a), want)
-	}
-	wb := grocksdb.NewWriteBatch()
-	defer wb.Destroy()
-	for range 2 {
-		wb.Put([]byte("k1"), []byte("v1"))
-		wb.Delete([]byte("k2"))
-		wb.DeleteRange([]byte("p"), []byte("q"))
-		if wb.Count() == 3 {
-			wb.Put([]byte("k3"), []byte("v3"))
-		}
-	}
-	if rep, ok := a.rocksRep(); !ok || !bytes.Equal(rep, wb.Data()) {
-		t.Fatalf("encoding after Append:\n got %q\nwant %q", rep, wb.Data())
-	}
-	var open Batch
-	open.DropPrefix([]byte{0xff})
-	a.Append(&open)
-	if _, ok := a.rocksRep(); ok {
-		t.Fatal("appending an open-ended DropPrefix keeps a RocksDB encoding")
-	}
-	if got := batchOps(&a); !strings.HasSuffix(got, " 2:\xff=") {
-		t.Fatalf("open DropPrefix not listed last: %q", got)
-	}
-}
-
 // Link adds another batch's operations without copying them: Each lists the batch's own
 // (those recorded after linking too), then each linked part's in the order linked; Len and
 // Size count them all; Reset lets the parts go without emptying them; and the RocksDB

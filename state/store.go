@@ -235,24 +235,6 @@ func (b *Batch) Link(o *Batch) {
 	b.parts = append(b.parts, o)
 }
 
-// Append copies o's own operations after b's own, in order (their encodings are the same,
-// so o's records are copied as they are), and links o's linked parts to b.
-func (b *Batch) Append(o *Batch) {
-	if o == nil {
-		return
-	}
-	b.parts = append(b.parts, o.parts...)
-	if o.n == 0 {
-		return
-	}
-	if len(b.buf) == 0 {
-		b.buf = append(b.buf, make([]byte, wbHeader)...)
-	}
-	b.buf = append(b.buf, o.buf[wbHeader:]...)
-	b.n += o.n
-	b.open = b.open || o.open
-}
-
 // PrefixEnd returns the smallest key greater than every key starting with prefix, or nil
 // when there is none (prefix is all 0xff).
 func PrefixEnd(prefix []byte) []byte {
