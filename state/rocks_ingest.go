@@ -125,14 +125,35 @@ func (s *Rocks) ingestBatch(b *Batch) (ok bool, err error) {
 			later = append(later, r)
 		}
 	}
+	// The union of those ranges, sorted and disjoint: a key outside it (most keys: a later
+	// range is often another operator's) is found so with one binary search, and only a key
+	// inside it is checked against each later range.
+	slices.SortFunc(later, func(x, y rangeDel) int { return bytes.Compare(x.start, y.start) })
+	var union [][2][]byte
+	for _, l := range later {
+		if n := len(union); n > 0 && bytes.Compare(l.start, union[n-1][1]) <= 0 {
+			if bytes.Compare(l.end, union[n-1][1]) > 0 {
+				union[n-1][1] = l.end
+			}
+			continue
+		}
+		union = append(union, [2][]byte{l.start, l.end})
+	}
 	recs := make([]ingestRec, 0, b.Len()-len(ranges))
 	each(func(i int, r ingestRec, tag byte, key, _ []byte) {
 		if tag == wbTagRangeDelete {
 			return
 		}
-		for _, l := range later {
-			if l.at > i && bytes.Compare(key, l.start) >= 0 && bytes.Compare(key, l.end) < 0 {
-				return // deleted by the range after it
+		if u, _ := slices.BinarySearchFunc(union, key, func(x [2][]byte, k []byte) int {
+			if bytes.Compare(x[1], k) <= 0 {
+				return -1 // x ends at or before k
+			}
+			return 1
+		}); u < len(union) && bytes.Compare(union[u][0], key) <= 0 {
+			for _, l := range later {
+				if l.at > i && bytes.Compare(key, l.start) >= 0 && bytes.Compare(key, l.end) < 0 {
+					return // deleted by the range after it
+				}
 			}
 		}
 		recs = append(recs, r)
