@@ -226,16 +226,6 @@ func (s *Rocks) writeBatch(b *Batch) (*grocksdb.WriteBatch, error) {
 	return wb, nil
 }
 
-// writeBatchOps builds the batch operation by operation.
-func (s *Rocks) writeBatchOps(b *Batch) (*grocksdb.WriteBatch, error) {
-	wb := grocksdb.NewWriteBatch()
-	if err := s.addOps(wb, b); err != nil {
-		wb.Destroy()
-		return nil, err
-	}
-	return wb, nil
-}
-
 // addOps adds seg's own operations to wb one by one. An error (of the scan that lists the
 // keys of an all-0xff prefix, or of the batch's encoding) fails the write: a batch without
 // some of its deletions must not be written.

@@ -2,6 +2,7 @@ package state
 
 import (
 	"encoding/binary"
+	"github.com/linxGnu/grocksdb"
 	"syscall"
 	"testing"
 	"time"
@@ -65,11 +66,11 @@ func BenchmarkRocksWriteCheckpoint(b *testing.B) {
 				}
 				batch.Put(outKey(i), outbox)
 				if mode == "per-op-64MiB" {
-					wb, werr := s.writeBatchOps(batch)
-					if err = werr; err == nil {
+					wb := grocksdb.NewWriteBatch()
+					if err = s.addOps(wb, batch); err == nil {
 						err = s.db.Write(s.wo, wb)
-						wb.Destroy()
 					}
+					wb.Destroy()
 				} else {
 					err = s.Write(batch)
 				}

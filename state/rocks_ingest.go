@@ -2,7 +2,6 @@ package state
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,49 +38,11 @@ var ingestSeq atomic.Int64
 // in the high 16 bits, the offset of its record in the segment's buffer in the low 48.
 type ingestRec uint64
 
-// decodeRecord reads the record at p of buf: its tag, key and value (puts), or range end
-// (range deletions).
-func decodeRecord(buf []byte, p int) (tag byte, key, second []byte) {
-	tag = buf[p]
-	p++
-	field := func() []byte {
-		l, n := binary.Uvarint(buf[p:])
-		p += n
-		f := buf[p : p+int(l) : p+int(l)]
-		p += int(l)
-		return f
-	}
-	key = field()
-	if tag == wbTagPut || tag == wbTagRangeDelete {
-		second = field()
-	}
-	return tag, key, second
-}
-
-// recordEnd is the offset after the record at p of buf.
-func recordEnd(buf []byte, p int) int {
-	tag, key, second := decodeRecord(buf, p)
-	end := p + 1 + uvarintLen(len(key)) + len(key)
-	if tag == wbTagPut || tag == wbTagRangeDelete {
-		end += uvarintLen(len(second)) + len(second)
-	}
-	return end
-}
-
-func uvarintLen(n int) int {
-	l := 1
-	for n >= 0x80 {
-		n >>= 7
-		l++
-	}
-	return l
-}
-
 // ingestBatch writes b as a table file and ingests it. It reports ok=false, having done
 // nothing, when b does not go that way: smaller than a memtable, or with an open-ended
 // DropPrefix.
 func (s *Rocks) ingestBatch(b *Batch) (ok bool, err error) {
-	if s.ingestBytes <= 0 || b.Size() < s.ingestBytes || b.Len() >= 1<<48 {
+	if s.ingestBytes <= 0 || b.Size() < s.ingestBytes {
 		return false, nil
 	}
 	segs := b.segments(nil)
@@ -97,10 +58,10 @@ func (s *Rocks) ingestBatch(b *Batch) (ok bool, err error) {
 	each := func(fn func(i int, r ingestRec, tag byte, key, second []byte)) {
 		i := 0
 		for si, seg := range segs {
-			for p := wbHeader; p < len(seg.buf); p = recordEnd(seg.buf, p) {
-				tag, key, second := decodeRecord(seg.buf, p)
+			for p := wbHeader; p < len(seg.buf); i++ {
+				tag, key, second, next := readRecord(seg.buf, p)
 				fn(i, ingestRec(uint64(si)<<48|uint64(p)), tag, key, second)
-				i++
+				p = next
 			}
 		}
 	}
@@ -162,7 +123,8 @@ func (s *Rocks) ingestBatch(b *Batch) (ok bool, err error) {
 		return false, nil // a table file of range deletions alone: through the memtable
 	}
 	at := func(r ingestRec) (tag byte, key, value []byte) {
-		return decodeRecord(segs[r>>48].buf, int(r&(1<<48-1)))
+		tag, key, value, _ = readRecord(segs[r>>48].buf, int(r&(1<<48-1)))
+		return tag, key, value
 	}
 	slices.SortStableFunc(recs, func(x, y ingestRec) int {
 		_, kx, _ := at(x)

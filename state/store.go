@@ -191,29 +191,17 @@ func (b *Batch) segments(dst []*Batch) []*Batch {
 
 // eachOwn is Each over b's own operations.
 func (b *Batch) eachOwn(fn func(kind OpKind, key, value []byte) error) error {
-	p := wbHeader
-	field := func() []byte {
-		l, n := binary.Uvarint(b.buf[p:])
-		p += n
-		f := b.buf[p : p+int(l) : p+int(l)]
-		p += int(l)
-		return f
-	}
-	for p < len(b.buf) {
-		tag := b.buf[p]
-		p++
-		k := field()
+	for p := wbHeader; p < len(b.buf); {
+		tag, k, second, next := readRecord(b.buf, p)
+		p = next
 		var kind OpKind
 		var v []byte
 		switch tag {
 		case wbTagPut:
-			kind, v = OpPut, field()
+			kind, v = OpPut, second
 		case wbTagDelete:
 			kind = OpDelete
-		case wbTagRangeDelete:
-			kind = OpDropPrefix
-			field() // the range's end
-		case wbTagOpenDrop:
+		case wbTagRangeDelete, wbTagOpenDrop:
 			kind = OpDropPrefix
 		}
 		if err := fn(kind, k, v); err != nil {
@@ -221,6 +209,25 @@ func (b *Batch) eachOwn(fn func(kind OpKind, key, value []byte) error) error {
 		}
 	}
 	return nil
+}
+
+// readRecord reads the record at p of a batch's buf: its tag, its key, its second field
+// (a put's value, a range deletion's end; nil otherwise) and the offset after it.
+func readRecord(buf []byte, p int) (tag byte, key, second []byte, next int) {
+	field := func() []byte {
+		l, n := binary.Uvarint(buf[p:])
+		p += n
+		f := buf[p : p+int(l) : p+int(l)]
+		p += int(l)
+		return f
+	}
+	tag = buf[p]
+	p++
+	key = field()
+	if tag == wbTagPut || tag == wbTagRangeDelete {
+		second = field()
+	}
+	return tag, key, second, p
 }
 
 // Link adds every operation of o to b without copying them: a batch's operations are its
