@@ -66,15 +66,28 @@ func buildRsql(t testing.TB) string {
 	return buildPath
 }
 
-// freePort returns a loopback address with a port that was free a moment ago.
+// handedPorts holds every address freePort has returned in this process.
+var handedPorts sync.Map
+
+// freePort returns a loopback address with a port that was free a moment ago and that no
+// earlier call returned: the kernel may hand a closed port out again, and two servers of
+// one test given the same port fail to start (a standalone broker took the port picked a
+// moment before for an instance's Postgres wire).
 func freePort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for i := 0; i < 100; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, dup := handedPorts.LoadOrStore(addr, true); !dup {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("freePort: no port the kernel offered was new in 100 tries")
+	return ""
 }
 
 // proc is a process started by startProc.
