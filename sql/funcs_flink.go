@@ -6,6 +6,7 @@ package sql
 import (
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -33,6 +34,8 @@ type regexpExtractor struct {
 	anchor string
 	lead   int
 	from   *regexp.Regexp
+	// simple, when the pattern is of its form, finds matches without Go's engines.
+	simple *simpleRE
 }
 
 func newRegexpExtractor(pattern string) (*regexpExtractor, *Error) {
@@ -40,8 +43,14 @@ func newRegexpExtractor(pattern string) (*regexpExtractor, *Error) {
 	if err != nil {
 		return nil, Errorf(CodeInvalidRegex, "invalid regular expression: %v", err)
 	}
-	x := &regexpExtractor{re: re, need: requiredLiterals(pattern)}
+	x := &regexpExtractor{re: re, need: requiredLiterals(pattern), simple: newSimpleRE(pattern)}
 	x.anchor, x.lead, x.from = leadSkip(pattern, re.NumSubexp())
+	if x.from != nil {
+		// start looks for the anchor: the other literals are left to check.
+		if i := slices.Index(x.need, x.anchor); i >= 0 {
+			x.need = slices.Delete(x.need, i, i+1)
+		}
+	}
 	return x, nil
 }
 
@@ -49,28 +58,64 @@ func (x *regexpExtractor) extract(s string, group int64) Value {
 	if group < 0 || group > int64(x.re.NumSubexp()) {
 		return Null
 	}
+	at, ok := x.start(s)
+	if !ok {
+		return Null
+	}
 	for _, l := range x.need {
 		if !strings.Contains(s, l) {
 			return Null
 		}
 	}
-	m, at := x.find(s)
+	if x.simple != nil {
+		var buf [maxSimpleCaps]int
+		m := buf[:x.simple.ncap]
+		if found, ok := x.simple.find(s, at, m); ok {
+			if !found || m[2*group] < 0 {
+				return Null
+			}
+			return Varchar(s[m[2*group]:m[2*group+1]])
+		}
+	}
+	m, at := x.goFind(s, at)
 	if m == nil || m[2*group] < 0 {
 		return Null
 	}
 	return Varchar(s[at+m[2*group] : at+m[2*group+1]])
 }
 
+// start is the byte of s from which a match is searched for: 0, or (with the lead skip)
+// the anchor's first occurrence minus the lead; !ok when the anchor does not occur.
+func (x *regexpExtractor) start(s string) (at int, ok bool) {
+	if x.from == nil {
+		return 0, true
+	}
+	i := strings.Index(s, x.anchor)
+	return max(i-x.lead, 0), i >= 0
+}
+
 // find is FindStringSubmatchIndex(s) of the pattern, its offsets relative to s[at:].
 func (x *regexpExtractor) find(s string) (m []int, at int) {
-	if x.from != nil {
-		i := strings.Index(s, x.anchor)
-		if i < 0 {
-			return nil, 0
+	at, ok := x.start(s)
+	if !ok {
+		return nil, 0
+	}
+	if x.simple != nil {
+		m = make([]int, x.simple.ncap)
+		if found, ok := x.simple.find(s, at, m); ok {
+			if !found {
+				return nil, 0
+			}
+			return m, 0
 		}
-		if at = i - x.lead; at > 0 {
-			return x.from.FindStringSubmatchIndex(s[at:]), at
-		}
+	}
+	return x.goFind(s, at)
+}
+
+// goFind is find through Go's regexp, from byte at.
+func (x *regexpExtractor) goFind(s string, at int) (m []int, _ int) {
+	if at > 0 {
+		return x.from.FindStringSubmatchIndex(s[at:]), at
 	}
 	return x.re.FindStringSubmatchIndex(s), 0
 }
@@ -201,6 +246,18 @@ func buildRegexpExtract(c *Call, args []Evaluator) (Evaluator, error) {
 				fixedErr = errValue(err)
 			}
 		}
+	}
+	if fixed != nil && (len(args) == 2 || IsConstant(c.Args[2])) {
+		// The usual form: only the text varies, evaluated alone.
+		group := int64(0)
+		if len(args) == 3 {
+			g := args[2](nil)
+			if g.K == KindNull {
+				return func(Row) Value { return g }, nil
+			}
+			group = g.I
+		}
+		return strict1(args[0], func(v Value) Value { return fixed.extract(v.S, group) }), nil
 	}
 	return strictN(args, func(vs []Value) Value {
 		x := fixed
