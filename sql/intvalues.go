@@ -129,12 +129,13 @@ func (s *intValues) appendChunk(dst []byte, k Kind) []byte {
 			dst = appendIntChunkValue(dst, k, v)
 		}
 	}
-	for p := s.packed; len(p) > 0; {
-		hi, n := uint32(p[0])<<16, int(p[1])
-		for _, lo := range p[2 : 2+n] {
+	p := s.packed
+	for i, r := 0, p.ranges(); i < r; i++ {
+		hi := uint32(p[1+i]) << 16
+		start, end := p.span(i, r)
+		for _, lo := range p[1+2*r+start : 1+2*r+end] {
 			dst = appendIntChunkValue(dst, k, int64(hi|uint32(lo)))
 		}
-		p = p[2+n:]
 	}
 	if s.bm != nil {
 		var buf [256]uint32
@@ -163,37 +164,49 @@ func (s *intValues) each(fn func(int64)) {
 	}
 }
 
-// packedIDs is a set of uint32 in one slice: per range of 65,536 values that has any, in
-// ascending order of ranges, the range's upper 16 bits, its number of values (at most
-// bitmapAfter, under 65,536), then its values' lower 16 bits in ascending order.
+// packedIDs is a set of uint32 in one slice, split by the values' upper 16 bits into
+// ranges: p[0] is the number of ranges r; p[1:1+r] their upper 16 bits, ascending;
+// p[1+r:1+2r] the index, among the values, of each range's first; p[1+2r:] the values'
+// lower 16 bits, range by range, each range's ascending. A lookup is two binary searches
+// (over the ranges, then in the range); the set never holds more than bitmapAfter+1
+// values, so the indexes fit in 16 bits. An empty set is nil.
 type packedIDs []uint16
 
-// find returns the index of the header of x's range, and whether the set has that range
-// (if not, the index where its header would go).
-func (p packedIDs) find(x uint32) (int, bool) {
-	hi := uint16(x >> 16)
-	i := 0
-	for i < len(p) {
-		switch h := p[i]; {
-		case h == hi:
-			return i, true
-		case h > hi:
-			return i, false
-		}
-		i += 2 + int(p[i+1])
+func (p packedIDs) ranges() int {
+	if len(p) == 0 {
+		return 0
 	}
-	return i, false
+	return int(p[0])
 }
 
-// search returns where x is or would go: the index of the header of x's range (or where
-// it would go), whether the range exists, the index of x's lower bits in the range's values
-// (or where they would go), and whether x is there.
-func (p packedIDs) search(x uint32) (i int, hasRange bool, j int, found bool) {
-	i, hasRange = p.find(x)
-	if hasRange {
-		j, found = slices.BinarySearch(p[i+2:i+2+int(p[i+1])], uint16(x))
+// span is where range i's values are among the values (p[1+2r:]) of a set of r ranges.
+func (p packedIDs) span(i, r int) (start, end int) {
+	start = int(p[1+r+i])
+	if i+1 < r {
+		return start, int(p[1+r+i+1])
 	}
-	return i, hasRange, j, found
+	return start, len(p) - 1 - 2*r
+}
+
+// search returns where x is or would go: the index of x's range (or where it would go),
+// whether the range exists, the index of x's lower bits among the values (or where they
+// would go), and whether x is there.
+func (p packedIDs) search(x uint32) (i int, hasRange bool, j int, found bool) {
+	if len(p) == 0 {
+		return 0, false, 0, false
+	}
+	r := int(p[0])
+	i, hasRange = slices.BinarySearch(p[1:1+r], uint16(x>>16))
+	if !hasRange {
+		if i < r {
+			return i, false, int(p[1+r+i]), false
+		}
+		return i, false, len(p) - 1 - 2*r, false
+	}
+	start, end := p.span(i, r)
+	vals := p[1+2*r:]
+	k, found := slices.BinarySearch(vals[start:end], uint16(x))
+	return i, true, start + k, found
 }
 
 func (p packedIDs) has(x uint32) bool {
@@ -204,40 +217,66 @@ func (p packedIDs) has(x uint32) bool {
 // add inserts x and reports whether it was new.
 func (p *packedIDs) add(x uint32) bool {
 	i, hasRange, j, found := p.search(x)
-	switch {
-	case found:
+	if found {
 		return false
-	case !hasRange:
-		*p = slices.Insert(*p, i, uint16(x>>16), 1, uint16(x))
-	default:
-		*p = slices.Insert(*p, i+2+j, uint16(x))
-		(*p)[i+1]++
 	}
+	q := *p
+	if len(q) == 0 {
+		q = packedIDs{0}
+	}
+	r := int(q[0])
+	if !hasRange {
+		q = slices.Insert(q, 1+i, uint16(x>>16))
+		r++
+		q = slices.Insert(q, 1+r+i, uint16(j))
+		q[0] = uint16(r)
+	}
+	q = slices.Insert(q, 1+2*r+j, uint16(x))
+	for k := i + 1; k < r; k++ {
+		q[1+r+k]++
+	}
+	*p = q
 	return true
 }
 
 // remove takes x out and reports whether it was there.
 func (p *packedIDs) remove(x uint32) bool {
 	i, _, j, found := p.search(x)
-	switch {
-	case !found:
+	if !found {
 		return false
-	case (*p)[i+1] == 1: // the range's last value: its header goes too
-		*p = slices.Delete(*p, i, i+3)
-	default:
-		*p = slices.Delete(*p, i+2+j, i+3+j)
-		(*p)[i+1]--
 	}
+	q := *p
+	r := int(q[0])
+	start, end := q.span(i, r)
+	q = slices.Delete(q, 1+2*r+j, 2+2*r+j)
+	if end-start == 1 { // the range's last value: the range goes too
+		q = slices.Delete(q, 1+r+i, 2+r+i)
+		q = slices.Delete(q, 1+i, 2+i)
+		r--
+		q[0] = uint16(r)
+		for k := i; k < r; k++ {
+			q[1+r+k]--
+		}
+	} else {
+		for k := i + 1; k < r; k++ {
+			q[1+r+k]--
+		}
+	}
+	if r == 0 {
+		q = nil
+	}
+	*p = q
 	return true
 }
 
 // each calls fn with every value in ascending order.
 func (p packedIDs) each(fn func(uint32)) {
-	for len(p) > 0 {
-		hi, n := uint32(p[0])<<16, int(p[1])
-		for _, lo := range p[2 : 2+n] {
+	r := p.ranges()
+	for i := 0; i < r; i++ {
+		hi := uint32(p[1+i]) << 16
+		start, end := p.span(i, r)
+		for _, lo := range p[1+2*r+start : 1+2*r+end] {
 			fn(hi | uint32(lo))
 		}
-		p = p[2+n:]
 	}
 }
