@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -154,6 +155,55 @@ func compileDateFormat(format string) func(ms int64) string {
 			}
 		}
 		return string(b)
+	}
+}
+
+// dateFormatUnit is the span of time (ms, from the epoch) within which a DATE_FORMAT
+// format's output stays the same: the finest of its fields, a day for fields of days and
+// coarser (UTC has no daylight saving); 1 for microseconds.
+func dateFormatUnit(format string) int64 {
+	unit := int64(86_400_000)
+	for i := 0; i+1 < len(format); i++ {
+		if format[i] != '%' {
+			continue
+		}
+		i++
+		switch format[i] {
+		case 'f':
+			return 1
+		case 's', 'S', 'T', 'r':
+			unit = min(unit, 1_000)
+		case 'i':
+			unit = min(unit, 60_000)
+		case 'H', 'k', 'h', 'I', 'l', 'p':
+			unit = min(unit, 3_600_000)
+		}
+	}
+	return unit
+}
+
+// dateFormatMemo is a DATE_FORMAT result and the unit of time (ms / unit) it is for.
+type dateFormatMemo struct {
+	key int64
+	s   string
+}
+
+// memoDateFormat is f remembering its last result for the unit of time it falls in:
+// timestamps of a stream come in order, and a day's or a minute's rows format alike
+// (Nexmark q16 formats every bid's day and minute).
+func memoDateFormat(f func(int64) string, unit int64) func(int64) string {
+	if unit <= 1 {
+		return f
+	}
+	var last atomic.Pointer[dateFormatMemo]
+	return func(ms int64) string {
+		k := floorDiv(ms, unit)
+		if m := last.Load(); m != nil && m.key == k {
+			return m.s
+		}
+		s := f(ms)
+		last.Store(&dateFormatMemo{key: k, s: s})
+		return s
 	}
 }
 
