@@ -141,3 +141,8 @@ func mallocArenas() int { return min(max(runtime.GOMAXPROCS(0), 2), 8) }
 // countArenas is how many arenas the C allocator has after threads threads allocated at
 // once (-1: unknown), for tests.
 func countArenas(threads int) int { return int(C.countArenas(C.int(threads))) }
+
+// onlineProcessors is the count arenasAtStart bounds the arenas by (sysconf's online
+// processors, which may exceed runtime.NumCPU: that counts the processors the process
+// may run on).
+func onlineProcessors() int { return int(C.sysconf(C._SC_NPROCESSORS_ONLN)) }

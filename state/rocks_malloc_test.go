@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -43,7 +42,7 @@ func TestRocksBoundsTheAllocatorsArenas(t *testing.T) {
 	if atStart < 0 || after < 0 {
 		t.Skip("the C allocator does not report its arenas (not glibc)")
 	}
-	if limit := min(max(runtime.NumCPU(), 2), 8); atStart > limit {
+	if limit := min(max(onlineProcessors(), 2), 8); atStart > limit {
 		t.Errorf("%d arenas after 16 threads allocated at once as the program runs, want at most %d", atStart, limit)
 	}
 	if limit := max(atStart, mallocArenas()); after > limit {
