@@ -8,6 +8,7 @@ import (
 	"regexp/syntax"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -259,15 +260,22 @@ func buildRegexpExtract(c *Call, args []Evaluator) (Evaluator, error) {
 		}
 		return strict1(args[0], func(v Value) Value { return fixed.extract(v.S, group) }), nil
 	}
+	// A pattern from a column: the last one compiled is kept, for rows that repeat it.
+	var last atomic.Pointer[compiledPattern]
 	return strictN(args, func(vs []Value) Value {
 		x := fixed
 		if x == nil {
 			if fixedErr.K != KindNull {
 				return fixedErr
 			}
-			var err *Error
-			if x, err = newRegexpExtractor(vs[1].S); err != nil {
-				return errValue(err)
+			if l := last.Load(); l != nil && l.pattern == vs[1].S {
+				x = l.x
+			} else {
+				var err *Error
+				if x, err = newRegexpExtractor(vs[1].S); err != nil {
+					return errValue(err)
+				}
+				last.Store(&compiledPattern{pattern: vs[1].S, x: x})
 			}
 		}
 		group := int64(0)
@@ -276,6 +284,12 @@ func buildRegexpExtract(c *Call, args []Evaluator) (Evaluator, error) {
 		}
 		return x.extract(vs[0].S, group)
 	}), nil
+}
+
+// compiledPattern is a pattern and its compiled extractor.
+type compiledPattern struct {
+	pattern string
+	x       *regexpExtractor
 }
 
 func buildSplitIndex(c *Call, args []Evaluator) (Evaluator, error) {

@@ -118,3 +118,35 @@ func FuzzRegexpLeadSkip(f *testing.F) {
 		}
 	})
 }
+
+// A pattern from a column is compiled when it differs from the row before's, and each
+// row is matched with its own: the compiled pattern kept for repeats is the last row's.
+func TestRegexpExtractPatternPerRow(t *testing.T) {
+	sts, err := Parse("SELECT REGEXP_EXTRACT('a1 b2 c', user_id, 1) FROM orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := Bind(sts[0].(*Select), newTestCatalog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Compile(q.Select[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct{ pattern, want string }{
+		{"a([0-9])", "VARCHAR 1"}, {"a([0-9])", "VARCHAR 1"}, {"b([0-9])", "VARCHAR 2"},
+		{"(", "ERROR"}, {"b([0-9])", "VARCHAR 2"}, {"c([0-9])", "NULL"}, {"a([0-9])", "VARCHAR 1"},
+	} {
+		row := slices.Clone(evalRow)
+		row[1] = Varchar(c.pattern)
+		v := f(row)
+		got := show(v)
+		if _, _, isErr := v.Err(); isErr {
+			got = "ERROR"
+		}
+		if got != c.want {
+			t.Errorf("row %d, pattern %q: %s, want %s", i, c.pattern, got, c.want)
+		}
+	}
+}
