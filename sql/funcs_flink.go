@@ -8,7 +8,6 @@ import (
 	"regexp/syntax"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -59,26 +58,8 @@ func (x *regexpExtractor) extract(s string, group int64) Value {
 	if group < 0 || group > int64(x.re.NumSubexp()) {
 		return Null
 	}
-	at, ok := x.start(s)
-	if !ok {
-		return Null
-	}
-	for _, l := range x.need {
-		if !strings.Contains(s, l) {
-			return Null
-		}
-	}
-	if x.simple != nil {
-		var buf [maxSimpleCaps]int
-		m := buf[:x.simple.ncap]
-		if found, ok := x.simple.find(s, at, m); ok {
-			if !found || m[2*group] < 0 {
-				return Null
-			}
-			return Varchar(s[m[2*group]:m[2*group+1]])
-		}
-	}
-	m, at := x.goFind(s, at)
+	var buf [maxSimpleCaps]int
+	m, at := x.find(s, &buf)
 	if m == nil || m[2*group] < 0 {
 		return Null
 	}
@@ -95,14 +76,20 @@ func (x *regexpExtractor) start(s string) (at int, ok bool) {
 	return max(i-x.lead, 0), i >= 0
 }
 
-// find is FindStringSubmatchIndex(s) of the pattern, its offsets relative to s[at:].
-func (x *regexpExtractor) find(s string) (m []int, at int) {
+// find is FindStringSubmatchIndex(s) of the pattern, its offsets relative to s[at:]; the
+// simple form writes them into buf.
+func (x *regexpExtractor) find(s string, buf *[maxSimpleCaps]int) (m []int, at int) {
 	at, ok := x.start(s)
 	if !ok {
 		return nil, 0
 	}
+	for _, l := range x.need {
+		if !strings.Contains(s, l) {
+			return nil, 0
+		}
+	}
 	if x.simple != nil {
-		m = make([]int, x.simple.ncap)
+		m = buf[:x.simple.ncap]
 		if found, ok := x.simple.find(s, at, m); ok {
 			if !found {
 				return nil, 0
@@ -261,21 +248,20 @@ func buildRegexpExtract(c *Call, args []Evaluator) (Evaluator, error) {
 		return strict1(args[0], func(v Value) Value { return fixed.extract(v.S, group) }), nil
 	}
 	// A pattern from a column: the last one compiled is kept, for rows that repeat it.
-	var last atomic.Pointer[compiledPattern]
+	var last lastResult[string, *regexpExtractor]
 	return strictN(args, func(vs []Value) Value {
 		x := fixed
 		if x == nil {
 			if fixedErr.K != KindNull {
 				return fixedErr
 			}
-			if l := last.Load(); l != nil && l.pattern == vs[1].S {
-				x = l.x
-			} else {
+			var ok bool
+			if x, ok = last.get(vs[1].S); !ok {
 				var err *Error
 				if x, err = newRegexpExtractor(vs[1].S); err != nil {
 					return errValue(err)
 				}
-				last.Store(&compiledPattern{pattern: vs[1].S, x: x})
+				last.put(vs[1].S, x)
 			}
 		}
 		group := int64(0)
@@ -284,12 +270,6 @@ func buildRegexpExtract(c *Call, args []Evaluator) (Evaluator, error) {
 		}
 		return x.extract(vs[0].S, group)
 	}), nil
-}
-
-// compiledPattern is a pattern and its compiled extractor.
-type compiledPattern struct {
-	pattern string
-	x       *regexpExtractor
 }
 
 func buildSplitIndex(c *Call, args []Evaluator) (Evaluator, error) {

@@ -169,10 +169,13 @@ func init() {
 			},
 			Build: func(c *Call, args []Evaluator) (Evaluator, error) {
 				if l, ok := c.Args[1].(*Literal); ok && l.V.K == KindVarchar {
-					layout := memoDateFormat(compileDateFormat(l.V.S), dateFormatUnit(l.V.S))
+					layout := memoDateFormat(compileDateFormat(l.V.S))
 					return strict1(args[0], func(v Value) Value { return Varchar(layout(v.I)) }), nil
 				}
-				return strict2(args[0], args[1], func(x, f Value) Value { return Varchar(compileDateFormat(f.S)(x.I)) }), nil
+				return strict2(args[0], args[1], func(x, f Value) Value {
+					layout, _ := compileDateFormat(f.S)
+					return Varchar(layout(x.I))
+				}), nil
 			}},
 	)
 }

@@ -249,18 +249,15 @@ func (p *packedIDs) remove(x uint32) bool {
 	r := int(q[0])
 	start, end := q.span(i, r)
 	q = slices.Delete(q, 1+2*r+j, 2+2*r+j)
+	next := i + 1       // the first range after x's
 	if end-start == 1 { // the range's last value: the range goes too
 		q = slices.Delete(q, 1+r+i, 2+r+i)
 		q = slices.Delete(q, 1+i, 2+i)
-		r--
+		r, next = r-1, i
 		q[0] = uint16(r)
-		for k := i; k < r; k++ {
-			q[1+r+k]--
-		}
-	} else {
-		for k := i + 1; k < r; k++ {
-			q[1+r+k]--
-		}
+	}
+	for k := next; k < r; k++ {
+		q[1+r+k]--
 	}
 	if r == 0 {
 		q = nil

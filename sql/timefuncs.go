@@ -20,8 +20,10 @@ func floorDiv(a, b int64) int64 {
 
 // compileDateFormat compiles a MySQL DATE_FORMAT format once. Supported specifiers:
 // %Y %y %m %c %d %e %H %k %h %I %l %i %s %S %f %p %M %b %W %a %j %T %r %D %w %v %x %%;
-// any other %c yields c.
-func compileDateFormat(format string) func(ms int64) string {
+// any other %c yields c. unit is the span of time (ms, from the epoch) within which the
+// output stays the same: the finest of the format's fields, a day for fields of days and
+// coarser (UTC has no daylight saving); 1 with microseconds.
+func compileDateFormat(format string) (f func(ms int64) string, unit int64) {
 	type part struct {
 		lit  string
 		spec byte
@@ -47,6 +49,19 @@ func compileDateFormat(format string) func(ms int64) string {
 	}
 	if lit.Len() > 0 {
 		parts = append(parts, part{lit: lit.String()})
+	}
+	unit = 86_400_000
+	for _, p := range parts {
+		switch p.spec {
+		case 'f':
+			unit = 1
+		case 's', 'S', 'T', 'r':
+			unit = min(unit, 1_000)
+		case 'i':
+			unit = min(unit, 60_000)
+		case 'H', 'k', 'h', 'I', 'l', 'p':
+			unit = min(unit, 3_600_000)
+		}
 	}
 	return func(ms int64) string {
 		t := utc(ms)
@@ -155,37 +170,7 @@ func compileDateFormat(format string) func(ms int64) string {
 			}
 		}
 		return string(b)
-	}
-}
-
-// dateFormatUnit is the span of time (ms, from the epoch) within which a DATE_FORMAT
-// format's output stays the same: the finest of its fields, a day for fields of days and
-// coarser (UTC has no daylight saving); 1 for microseconds.
-func dateFormatUnit(format string) int64 {
-	unit := int64(86_400_000)
-	for i := 0; i+1 < len(format); i++ {
-		if format[i] != '%' {
-			continue
-		}
-		i++
-		switch format[i] {
-		case 'f':
-			return 1
-		case 's', 'S', 'T', 'r':
-			unit = min(unit, 1_000)
-		case 'i':
-			unit = min(unit, 60_000)
-		case 'H', 'k', 'h', 'I', 'l', 'p':
-			unit = min(unit, 3_600_000)
-		}
-	}
-	return unit
-}
-
-// dateFormatMemo is a DATE_FORMAT result and the unit of time (ms / unit) it is for.
-type dateFormatMemo struct {
-	key int64
-	s   string
+	}, unit
 }
 
 // memoDateFormat is f remembering its last result for the unit of time it falls in:
@@ -195,17 +180,37 @@ func memoDateFormat(f func(int64) string, unit int64) func(int64) string {
 	if unit <= 1 {
 		return f
 	}
-	var last atomic.Pointer[dateFormatMemo]
+	var last lastResult[int64, string]
 	return func(ms int64) string {
 		k := floorDiv(ms, unit)
-		if m := last.Load(); m != nil && m.key == k {
-			return m.s
+		if s, ok := last.get(k); ok {
+			return s
 		}
 		s := f(ms)
-		last.Store(&dateFormatMemo{key: k, s: s})
+		last.put(k, s)
 		return s
 	}
 }
+
+// lastResult is the last result an evaluator computed and the input it was for, for
+// evaluators that see one input row after row; safe for concurrent use.
+type lastResult[K comparable, V any] struct {
+	p atomic.Pointer[keyedResult[K, V]]
+}
+
+type keyedResult[K comparable, V any] struct {
+	key K
+	val V
+}
+
+func (l *lastResult[K, V]) get(k K) (v V, ok bool) {
+	if r := l.p.Load(); r != nil && r.key == k {
+		return r.val, true
+	}
+	return v, false
+}
+
+func (l *lastResult[K, V]) put(k K, v V) { l.p.Store(&keyedResult[K, V]{key: k, val: v}) }
 
 // jsonStep is one step of a JSON path: an object key or an array index.
 type jsonStep struct {

@@ -13,11 +13,11 @@ func TestMemoDateFormatMatchesFormat(t *testing.T) {
 	wantUnits := []int64{86_400_000, 60_000, 1_000, 3_600_000, 86_400_000, 1_000, 86_400_000, 86_400_000, 60_000}
 	r := rand.New(rand.NewSource(3))
 	for fi, format := range formats {
-		unit := dateFormatUnit(format)
+		direct, unit := compileDateFormat(format)
 		if unit != wantUnits[fi] {
-			t.Errorf("dateFormatUnit(%q) = %d, want %d", format, unit, wantUnits[fi])
+			t.Errorf("compileDateFormat(%q)'s unit = %d, want %d", format, unit, wantUnits[fi])
 		}
-		direct, memo := compileDateFormat(format), memoDateFormat(compileDateFormat(format), unit)
+		memo := memoDateFormat(direct, unit)
 		ms := int64(1_700_000_000_000)
 		for i := 0; i < 20000; i++ {
 			switch r.Intn(4) {
@@ -35,7 +35,7 @@ func TestMemoDateFormatMatchesFormat(t *testing.T) {
 			}
 		}
 	}
-	if dateFormatUnit("%s.%f") != 1 {
+	if _, unit := compileDateFormat("%s.%f"); unit != 1 {
 		t.Error("a format with microseconds has a unit above 1 ms")
 	}
 }

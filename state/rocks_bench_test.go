@@ -2,10 +2,11 @@ package state
 
 import (
 	"encoding/binary"
-	"github.com/linxGnu/grocksdb"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/linxGnu/grocksdb"
 )
 
 func processCPU() time.Duration {
