@@ -64,8 +64,10 @@ type aggOp struct {
 	argAt []int
 	// order runs the aggregates that may fail first; undo keeps their states before the
 	// current row (when there are several) to restore them when a later one fails.
-	order   []int
-	undo    []accum
+	order []int
+	undo  []accum
+	// fams: the families of COUNT(DISTINCT) calls kept in one set (agg_family.go), or nil.
+	fams    *distinctFamilies
 	rowErr  *sql.Error // the current row's failure in an aggregate
 	enc     []byte     // scratch encodings
 	kbuf    []byte     // scratch state keys
@@ -233,6 +235,7 @@ func newAggOp(n *planner.AggregateNode, job, id string, store state.Store, late 
 		mode = winMode{}
 	}
 	return &aggOp{
+		fams: newDistinctFamilies(n, mode),
 		mode: mode,
 		lay:  newAccLayout(n.Aggs), acc: make([]accum, len(n.Aggs)), acc2: make([]accum, len(n.Aggs)),
 		paneW: paneW,
@@ -473,6 +476,12 @@ func (a *aggOp) unplaceCreated(sp *aggSplit, w *win, g int32) {
 func (a *aggOp) updateAccs(accs []accum) {
 	for oi, j := range a.order {
 		acc := &accs[j]
+		if a.fams.in(j) {
+			if fam := a.fams.leads(j); fam != nil {
+				a.addFamily(accs, fam)
+			}
+			continue
+		}
 		if oi < len(a.undo) {
 			a.undo[oi] = *acc
 		}
@@ -514,6 +523,10 @@ func (a *aggOp) emitGroupAt(w *win, g int32, start, end int64) {
 	}
 	accs := a.accsOf(w, int(g))
 	for j := range accs {
+		if a.fams.in(j) {
+			a.out.vals = append(a.out.vals, a.fams.result(j, accs))
+			continue
+		}
 		a.out.vals = append(a.out.vals, a.result(j, &accs[j]))
 	}
 	if a.node.Changes != planner.AppendOnly {
@@ -543,9 +556,11 @@ func (sp *aggSplit) deleteKey(a *aggOp, keys []sql.Value, start, end int64, accs
 		if set == nil {
 			continue
 		}
-		for c := range set.Chunks {
-			sp.delBuf = distinctKey(sp.delBuf, a.kbuf, j, int(c))
-			sp.delEnds = append(sp.delEnds, len(sp.delBuf))
+		for _, js := range a.sections(j, set) {
+			for c := range set.Chunks {
+				sp.delBuf = distinctKey(sp.delBuf, a.kbuf, js, int(c))
+				sp.delEnds = append(sp.delEnds, len(sp.delBuf))
+			}
 		}
 		chunks = max(chunks, set.GroupChunks)
 		set.Chunks, set.GroupChunks, set.GroupWhole = 0, 0, 0
@@ -730,23 +745,20 @@ func (a *aggOp) putDistinct(b *state.Batch, accs []accum) {
 			continue
 		}
 		if rewrite {
-			for c := range set.Chunks { // the set's own chunks, of earlier versions
-				b.Delete(distinctKey(a.dkey[:0], a.kbuf, j, int(c)))
+			for _, js := range a.sections(j, set) {
+				for c := range set.Chunks { // the set's own chunks, of earlier versions
+					b.Delete(distinctKey(a.dkey[:0], a.kbuf, js, int(c)))
+				}
 			}
 			set.Chunks = 0
 		}
-		if rewrite && set.Len() == 0 || !rewrite && !set.HasFresh() {
+		if set.Members() == 0 {
+			a.appendSection(j, set, -1, rewrite)
 			continue
 		}
-		a.chunk = binary.AppendUvarint(a.chunk, uint64(j))
-		at := len(a.chunk)
-		a.chunk = append(a.chunk, lengthRoom[:]...) // the length, written once known
-		if rewrite {
-			a.chunk = set.AppendChunk(a.chunk)
-		} else {
-			a.chunk = set.AppendFreshChunk(a.chunk)
+		for m, js := range a.fams.leads(j) {
+			a.appendSection(js, set, m, rewrite)
 		}
-		a.chunk = putLengthBefore(a.chunk, at)
 	}
 	if rewrite {
 		for c := 1; c < int(chunks); c++ {
@@ -771,6 +783,31 @@ func (a *aggOp) putDistinct(b *state.Batch, accs []accum) {
 			set.ClearFresh()
 		}
 	}
+}
+
+// appendSection appends to a.chunk the section of aggregate j's distinct values in set
+// (member m's of a family set, or set's own when m is -1): all of them when rewrite, those
+// added since the last save otherwise; nothing when there are none.
+func (a *aggOp) appendSection(j int, set *sql.DistinctSet, m int, rewrite bool) {
+	head := len(a.chunk)
+	a.chunk = binary.AppendUvarint(a.chunk, uint64(j))
+	at := len(a.chunk)
+	a.chunk = append(a.chunk, lengthRoom[:]...) // the length, written once known
+	switch {
+	case m >= 0 && rewrite:
+		a.chunk = set.AppendMemberChunk(a.chunk, m)
+	case m >= 0:
+		a.chunk = set.AppendMemberFreshChunk(a.chunk, m)
+	case rewrite:
+		a.chunk = set.AppendChunk(a.chunk)
+	default:
+		a.chunk = set.AppendFreshChunk(a.chunk)
+	}
+	if len(a.chunk) == at+len(lengthRoom) {
+		a.chunk = a.chunk[:head]
+		return
+	}
+	a.chunk = putLengthBefore(a.chunk, at)
 }
 
 // lengthRoom is the room left for a length before what it measures.
@@ -817,7 +854,7 @@ func (a *aggOp) load(split string) error {
 			return nil
 		}
 		if lastAccs != nil && len(key) > len(lastKey) && string(key[:len(lastKey)]) == string(lastKey) {
-			err := addDistinctChunk(lastAccs, key[len(lastKey):], value)
+			err := addDistinctChunk(lastAccs, key[len(lastKey):], value, a.fams)
 			if err == nil && lastWin != nil {
 				a.lay.store(&lastWin.accs, lastG, lastAccs)
 			}
@@ -856,6 +893,9 @@ func (a *aggOp) load(split string) error {
 			if err := a.node.Aggs[j].Func.Decode(&accs[j]); err != nil {
 				return &StateError{Op: a.id, Split: split, Err: fmt.Errorf("%s: %w", a.node.Aggs[j].Text, err)}
 			}
+		}
+		if err := a.fams.join(accs); err != nil {
+			return &StateError{Op: a.id, Split: split, Err: err}
 		}
 		copy(a.keys, keys)
 		h := sql.HashSeed

@@ -125,7 +125,7 @@ func (a *aggOp) fetch(sp *aggSplit, w *win, h uint64) int32 {
 				return fmt.Errorf("%s: %w", a.node.Aggs[j].Text, err)
 			}
 		}
-		return nil
+		return a.fams.join(accs)
 	}
 	if a.lay.sets == 0 {
 		v, ok, err := a.store.Get(a.kbuf)
@@ -148,7 +148,7 @@ func (a *aggOp) fetch(sp *aggSplit, w *win, h uint64) int32 {
 			if accs == nil {
 				return fmt.Errorf("%w: a distinct chunk without its group", errBadState)
 			}
-			return addDistinctChunk(accs, key[len(gk):], value)
+			return addDistinctChunk(accs, key[len(gk):], value, a.fams)
 		})
 		if err != nil {
 			return fail(err)

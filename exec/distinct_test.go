@@ -3,6 +3,8 @@ package exec
 import (
 	"errors"
 	"fmt"
+	"math/rand"
+	"strings"
 	"testing"
 
 	"rsql/planner"
@@ -60,7 +62,7 @@ func TestDistinctStateIncremental(t *testing.T) {
 					return nil
 				}
 				accs := make([]accum, 3)
-				if err := addDistinctChunk(accs, k[len(k)-5:], v); err != nil {
+				if err := addDistinctChunk(accs, k[len(k)-5:], v, nil); err != nil {
 					return err
 				}
 				for _, a := range accs {
@@ -451,22 +453,38 @@ func FuzzGroupChunk(f *testing.F) {
 	f.Add(append([]byte{1, byte(len(ch))}, ch...))
 	f.Add([]byte{0, 3, 2, 3, 6})
 	f.Add([]byte{2, 1})
+	family := &distinctFamilies{fams: [][]int{{0, 1}}, of: []famRole{{0, 0}, {0, 1}}}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		accs := make([]accum, 2)
-		key := groupChunkKey(nil, nil, 2, 0)
-		if err := addDistinctChunk(accs, key, b); err != nil {
-			if !errors.Is(err, errBadState) {
-				t.Fatalf("error %v does not wrap errBadState", err)
+		for _, fams := range []*distinctFamilies{nil, family} {
+			accs := make([]accum, 2)
+			key := groupChunkKey(nil, nil, 2, 0)
+			if err := addDistinctChunk(accs, key, b, fams); err != nil {
+				if !errors.Is(err, errBadState) {
+					t.Fatalf("error %v does not wrap errBadState", err)
+				}
+				return
 			}
-			return
-		}
-		for j := range accs {
-			if accs[j].Set == nil {
-				continue
-			}
-			var again sql.DistinctSet
-			if err := again.AddChunk(accs[j].Set.AppendChunk(nil)); err != nil || again.Len() != accs[j].Set.Len() {
-				t.Fatalf("set %d re-encoded: %v, %d values, want %d", j, err, again.Len(), accs[j].Set.Len())
+			for j := range accs {
+				set := accs[j].Set
+				if set == nil {
+					continue
+				}
+				if fams != nil {
+					if j != 0 || set.Members() != 2 {
+						t.Fatalf("set %d of %d members in a family's accumulators", j, set.Members())
+					}
+					for m := range 2 {
+						var again sql.DistinctSet
+						if err := again.AddChunk(set.AppendMemberChunk(nil, m)); err != nil || again.Len() != set.MemberLen(m) {
+							t.Fatalf("member %d re-encoded: %v, %d values, want %d", m, err, again.Len(), set.MemberLen(m))
+						}
+					}
+					continue
+				}
+				var again sql.DistinctSet
+				if err := again.AddChunk(set.AppendChunk(nil)); err != nil || again.Len() != set.Len() {
+					t.Fatalf("set %d re-encoded: %v, %d values, want %d", j, err, again.Len(), set.Len())
+				}
 			}
 		}
 	})
@@ -486,5 +504,110 @@ func fatalOn(t *testing.T) func(error) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// The COUNT(DISTINCT) calls of a family (agg_family.go) keep their values in one set and
+// answer as each would alone: an aggregation without a window and one with a tumbling
+// window, whose groups checkpoint (and without a window leave the cache of 4 groups and are
+// read back),
+// and restore from their stored state with families and without them in turn (the stored
+// form is each call's own), give each user's counts as a Go map computes them.
+func TestDistinctFamiliesMatchOwnSets(t *testing.T) {
+	// Rows: user, its amount, ts, n (NULL in a few).
+	even := func(r sql.Row) sql.Value {
+		if r[3].K != sql.KindNull && r[3].I%2 == 0 {
+			return r[3]
+		}
+		return sql.Null
+	}
+	big := func(r sql.Row) sql.Value {
+		if r[1].F >= 0.7 {
+			return r[3]
+		}
+		return sql.Null
+	}
+	aggs := []planner.AggSpec{
+		builtinAgg("COUNT(DISTINCT)", col(3), sql.TypeBigInt, sql.TypeBigInt),
+		builtinAgg("COUNT(*)", nil, sql.TypeNull, sql.TypeBigInt),
+		builtinAgg("COUNT(DISTINCT)", even, sql.TypeBigInt, sql.TypeBigInt),
+		builtinAgg("COUNT(DISTINCT)", col(0), sql.TypeVarchar, sql.TypeBigInt),
+		builtinAgg("COUNT(DISTINCT)", big, sql.TypeBigInt, sql.TypeBigInt),
+	}
+	filters := []func(sql.Row) sql.Value{col(3), even, big} // the family's members, in order
+	for _, window := range []planner.WindowSpec{{}, {Kind: planner.WindowTumble, Time: 2, Size: 1_000_000}} {
+		t.Run(fmt.Sprint(window.Kind), func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, store state.Store) {
+				must := fatalOn(t)
+				var cnt counters
+				node := func(fams bool) *planner.AggregateNode {
+					n := &planner.AggregateNode{Window: window, Keys: []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar}, Aggs: aggs, Emit: planner.EmitOnClose}
+					if fams {
+						n.Families = [][]int{{0, 2, 4}}
+					}
+					return n
+				}
+				rng := rand.New(rand.NewSource(3))
+				want := map[string][]map[int64]bool{} // user → member → values
+				var epoch int64
+				var a *opChain
+				var op *aggOp
+				for round := range 8 {
+					fams := round%2 == 0
+					op = newAggOp(node(fams), "j", "agg", store, nil, &cnt)
+					if (op.fams != nil) != fams {
+						t.Fatalf("round %d: families %v, want %v", round, op.fams != nil, fams)
+					}
+					if window.Kind == planner.WindowNone {
+						op.cacheMax = 4 // (a bounded cache is for aggregations without a window)
+					}
+					a = newOpChain(&discard{}, op)
+					must(a.Control(&Control{Kind: NewSplit, Split: "s"}))
+					for range 3 {
+						var rows []sql.Row
+						for range 500 {
+							u := fmt.Sprintf("u%d", rng.Intn(10))
+							var n sql.Value = sql.Null
+							if rng.Intn(20) > 0 {
+								n = sql.BigInt(rng.Int63n(int64(300 * (round + 1)))) // the sets grow past the packed slice
+							}
+							r := sql.Row{sql.Varchar(u), sql.Double(rng.Float64()), sql.Timestamp(1000), n}
+							rows = append(rows, r)
+							if want[u] == nil {
+								want[u] = []map[int64]bool{{}, {}, {}}
+							}
+							for m, f := range filters {
+								if v := f(r); v.K != sql.KindNull {
+									want[u][m][v.I] = true
+								}
+							}
+						}
+						must(a.Process(&Batch{Split: "s", Rows: rows}))
+						epoch++
+						c := &Control{Kind: Checkpoint, Epoch: epoch, State: &state.Batch{}}
+						must(a.Control(c))
+						must(store.Write(c.State))
+					}
+				}
+				out := lastRows{}
+				op = newAggOp(node(true), "j", "agg", store, nil, &cnt)
+				a = newOpChain(out, op)
+				must(a.Control(&Control{Kind: NewSplit, Split: "s"}))
+				must(a.Watermark("s", MaxWatermark))
+				for u, sets := range want {
+					got := strings.Split(out[u], ",")
+					res := got[len(got)-5:]
+					exp := []string{fmt.Sprint(len(sets[0])), "", fmt.Sprint(len(sets[1])), "1", fmt.Sprint(len(sets[2]))}
+					for j, e := range exp {
+						if e != "" && res[j] != e {
+							t.Errorf("%s: aggregate %d is %s, want %s (row %s)", u, j, res[j], e, out[u])
+						}
+					}
+				}
+				if len(out) != len(want) {
+					t.Errorf("%d rows, want %d", len(out), len(want))
+				}
+			})
+		})
 	}
 }

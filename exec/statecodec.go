@@ -231,17 +231,18 @@ func parseDistinctKey(rest []byte, na int) (j, c int, err error) {
 }
 
 // addDistinctChunk adds the values of a stored distinct chunk to the sets of accs, the
-// accumulators of the group whose state key the chunk's key extends by rest.
-func addDistinctChunk(accs []accum, rest, value []byte) error {
+// accumulators of the group whose state key the chunk's key extends by rest; the values of
+// a family's member go to the family's set (fams, agg_family.go).
+func addDistinctChunk(accs []accum, rest, value []byte, fams *distinctFamilies) error {
 	na := len(accs)
 	j, c, err := parseDistinctKey(rest, na)
 	if err != nil {
 		return err
 	}
 	if j < na { // one set's chunk (earlier versions)
-		set := distinctSetOf(&accs[j])
+		set, m := fams.setOf(accs, j)
 		set.Chunks = max(set.Chunks, int32(c)+1)
-		if err := set.AddChunk(value); err != nil {
+		if err := addChunkTo(set, m, value); err != nil {
 			return fmt.Errorf("%w: distinct chunk %d: %v", errBadState, c, err)
 		}
 		return nil
@@ -257,14 +258,22 @@ func addDistinctChunk(accs []accum, rest, value []byte) error {
 			return fmt.Errorf("%w: distinct chunk %d: bad length at byte %d", errBadState, c, p)
 		}
 		p += k
-		set := distinctSetOf(&accs[j])
+		set, m := fams.setOf(accs, int(j))
 		set.GroupChunks = max(set.GroupChunks, int32(c)+1)
-		if err := set.AddChunk(value[p : p+int(n)]); err != nil {
+		if err := addChunkTo(set, m, value[p:p+int(n)]); err != nil {
 			return fmt.Errorf("%w: distinct chunk %d, aggregate %d: %v", errBadState, c, j, err)
 		}
 		p += int(n)
 	}
 	return nil
+}
+
+// addChunkTo adds a stored chunk's values to set, or to member m's values of a family set.
+func addChunkTo(set *sql.DistinctSet, m int, chunk []byte) error {
+	if m >= 0 {
+		return set.AddMemberChunk(chunk, m, false)
+	}
+	return set.AddChunk(chunk)
 }
 
 func distinctSetOf(a *accum) *sql.DistinctSet {

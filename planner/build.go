@@ -986,7 +986,55 @@ func aggregateNode(n *Aggregate) (*AggregateNode, error) {
 		}
 		a.Aggs[i] = spec
 	}
+	a.Families = distinctFamilies(n.Aggs)
 	return a, nil
+}
+
+// distinctFamilies finds the families of COUNT(DISTINCT) calls over one column
+// (AggregateNode.Families).
+func distinctFamilies(aggs []sql.AggCall) [][]int {
+	byCol := map[int][]int{}
+	var cols []int
+	for i, g := range aggs {
+		col, ok := distinctColumn(g)
+		if !ok {
+			continue
+		}
+		if byCol[col] == nil {
+			cols = append(cols, col)
+		}
+		byCol[col] = append(byCol[col], i)
+	}
+	var fams [][]int
+	for _, col := range cols {
+		for f := byCol[col]; len(f) >= 2; f = f[min(len(f), sql.MaxFamilyMembers):] {
+			fams = append(fams, f[:min(len(f), sql.MaxFamilyMembers)])
+		}
+	}
+	return fams
+}
+
+// distinctColumn returns the input column whose distinct values g counts when g is the
+// built-in COUNT(DISTINCT x) or COUNT(DISTINCT CASE WHEN p THEN x [ELSE NULL] END) of a
+// column x.
+func distinctColumn(g sql.AggCall) (int, bool) {
+	if def, _ := g.Aggregate(); def == nil || def.User || !strings.EqualFold(g.Func, "COUNT") || !g.Distinct || g.Star {
+		return 0, false
+	}
+	arg := g.Arg
+	if c, ok := arg.(*sql.Case); ok {
+		if c.Operand != nil || len(c.Whens) != 1 {
+			return 0, false
+		}
+		if l, ok := c.Else.(*sql.Literal); c.Else != nil && (!ok || l.V.K != sql.KindNull) {
+			return 0, false
+		}
+		arg = c.Thens[0]
+	}
+	if r, ok := arg.(*sql.ColumnRef); ok {
+		return r.Index, true
+	}
+	return 0, false
 }
 
 func aggSpec(g sql.AggCall) (AggSpec, error) {

@@ -113,6 +113,13 @@ type AggregateNode struct {
 	// Retracting: the input is updating, its change column the input row's last: a delete
 	// takes its row back from its group (docs/sql.md, "Changelogs").
 	Retracting bool
+	// Families lists the families of COUNT(DISTINCT) calls (indexes into Aggs, at least two,
+	// at most sql.MaxFamilyMembers): the calls of one family count the values of one column,
+	// unfiltered (COUNT(DISTINCT x)) or filtered (COUNT(DISTINCT CASE WHEN p THEN x END)),
+	// so an operator may keep each value once with the marks of the calls that counted it
+	// (sql.NewDistinctFamily). Every call also computes its result on its own: an operator
+	// may ignore Families.
+	Families [][]int
 }
 
 // ExchangeNode ends a stage: rows are written to the shuffle topic of the stage, queue =

@@ -579,3 +579,38 @@ func flatten(l LogicalNode) ([]LogicalNode, error) {
 	}
 	return out, nil
 }
+
+// COUNT(DISTINCT) calls over one column, unfiltered or filtered by CASE WHEN p THEN x
+// [ELSE NULL] END, are families of at most sql.MaxFamilyMembers; other calls are not.
+func TestDistinctFamilies(t *testing.T) {
+	r := fileOrders()
+	user, cat := col(r, "user_id"), col(r, "note")
+	p := &sql.Call{Func: "=", Args: []sql.Expr{cat, &sql.Literal{V: sql.Varchar("a")}}, T: sql.TypeBool}
+	when := func(x sql.Expr, els sql.Expr) sql.Expr {
+		return &sql.Case{Whens: []sql.Expr{p}, Thens: []sql.Expr{x}, Else: els, T: x.Type()}
+	}
+	distinct := func(arg sql.Expr) sql.AggCall {
+		return sql.AggCall{Func: "COUNT", Distinct: true, Arg: arg, T: sql.TypeBigInt}
+	}
+	aggs := []sql.AggCall{
+		distinct(user), // 0
+		{Func: "COUNT", Arg: user, T: sql.TypeBigInt},          // not DISTINCT
+		distinct(when(user, nil)),                              // 2
+		distinct(when(user, &sql.Literal{V: sql.Null})),        // 3
+		distinct(when(user, &sql.Literal{V: sql.Varchar("")})), // ELSE a value: not a filter
+		distinct(cat), // alone over its column
+		{Func: "MIN", Distinct: true, Arg: user, T: sql.TypeVarchar},
+		distinct(&sql.Case{Whens: []sql.Expr{p, p}, Thens: []sql.Expr{user, user}, T: sql.TypeVarchar}),
+	}
+	if got, want := distinctFamilies(aggs), [][]int{{0, 2, 3}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("families %v, want %v", got, want)
+	}
+	var many []sql.AggCall
+	for range sql.MaxFamilyMembers + 2 {
+		many = append(many, distinct(when(user, nil)))
+	}
+	many = append(many, distinct(cat), distinct(when(cat, nil)))
+	if got, want := distinctFamilies(many), [][]int{{0, 1, 2, 3, 4, 5, 6, 7}, {8, 9}, {10, 11}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("families %v, want %v", got, want)
+	}
+}

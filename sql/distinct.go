@@ -17,6 +17,8 @@ import (
 // checkpoint writes only those instead of re-encoding the whole set (exec's state codec
 // stores them as a chunk under a key of its own). A DistinctSet is used by one goroutine.
 type DistinctSet struct {
+	// fam, when set, makes this the set of a family of calls (distinct_family.go).
+	fam   *distinctFamily
 	kind  Kind // kind of the values in ints (KindNull before the first integer)
 	ints  intValues
 	strs  map[string]struct{}
@@ -103,7 +105,6 @@ func (d *DistinctSet) AddEncoded(enc []byte) error {
 	return nil
 }
 
-// Len is the number of distinct values.
 // Remove takes v out of the set (the last copy of a value an updating input retracted) and
 // reports whether it was there. The values added since ClearFresh are not changed.
 func (d *DistinctSet) Remove(v Value) bool {
@@ -122,9 +123,17 @@ func (d *DistinctSet) Remove(v Value) bool {
 	return false
 }
 
+// Len is the number of distinct values (of a family's set: the sum of its members').
 func (d *DistinctSet) Len() int {
 	if d == nil {
 		return 0
+	}
+	if f := d.fam; f != nil {
+		n := 0
+		for _, c := range f.counts {
+			n += int(c)
+		}
+		return n
 	}
 	return d.ints.len() + len(d.strs)
 }
@@ -201,6 +210,9 @@ func (d *DistinctSet) AddChunk(b []byte) error {
 
 // HasFresh reports whether values were added since the last ClearFresh.
 func (d *DistinctSet) HasFresh() bool {
+	if d != nil && d.fam != nil {
+		return len(d.fam.fresh) > 0 || len(d.fam.freshInts) > 0
+	}
 	return d != nil && (len(d.fresh) > 0 || len(d.freshInts) > 0)
 }
 
@@ -210,16 +222,22 @@ func (d *DistinctSet) ClearFresh() {
 	if d == nil {
 		return
 	}
-	if cap(d.fresh) > 4096 {
-		d.fresh = nil
-	} else {
-		d.fresh = d.fresh[:0]
+	if f := d.fam; f != nil {
+		f.fresh = dropOrTruncate(f.fresh, 4096)
+		f.freshInts = dropOrTruncate(f.freshInts, 512)
+		f.freshMarks = dropOrTruncate(f.freshMarks, 512)
+		return
 	}
-	if cap(d.freshInts) > 512 {
-		d.freshInts = nil
-	} else {
-		d.freshInts = d.freshInts[:0]
+	d.fresh = dropOrTruncate(d.fresh, 4096)
+	d.freshInts = dropOrTruncate(d.freshInts, 512)
+}
+
+// dropOrTruncate empties s, keeping its array unless it holds more than most elements.
+func dropOrTruncate[T any](s []T, most int) []T {
+	if cap(s) > most {
+		return nil
 	}
+	return s[:0]
 }
 
 // MarkAllFresh makes every value fresh again (its stored copy is gone: it must be written

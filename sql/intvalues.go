@@ -216,9 +216,16 @@ func (p packedIDs) has(x uint32) bool {
 
 // add inserts x and reports whether it was new.
 func (p *packedIDs) add(x uint32) bool {
+	_, found := p.insert(x)
+	return !found
+}
+
+// insert inserts x unless it is there, and returns its index among the values and whether
+// it was there already.
+func (p *packedIDs) insert(x uint32) (at int, found bool) {
 	i, hasRange, j, found := p.search(x)
 	if found {
-		return false
+		return j, true
 	}
 	q := *p
 	if len(q) == 0 {
@@ -236,7 +243,7 @@ func (p *packedIDs) add(x uint32) bool {
 		q[1+r+k]++
 	}
 	*p = q
-	return true
+	return j, false
 }
 
 // remove takes x out and reports whether it was there.

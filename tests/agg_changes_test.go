@@ -26,6 +26,9 @@ var aggOverAggCases = []struct{ name, query string }{
 	// Sums of many distinct values (more than a set keeps before its bitmap, sql/intvalues.go),
 	// retracted and added again as the users' sums change.
 	{"distinct_sums", `SELECT COUNT(DISTINCT q) AS sums, COUNT(DISTINCT n) AS counts FROM (SELECT user_id, COUNT(*) AS n, SUM(qty) AS q FROM orders GROUP BY user_id) x`},
+	// COUNT(DISTINCT) calls over one column, unfiltered and filtered, share one set of values
+	// (a family, exec/agg_family.go), two families here.
+	{"distinct_families", `SELECT category, COUNT(DISTINCT user_id) AS users, COUNT(DISTINCT CASE WHEN qty > 4 THEN user_id END) AS bulk_users, COUNT(*) AS n, COUNT(DISTINCT CASE WHEN qty = 0 THEN user_id ELSE NULL END) AS zero_users, COUNT(DISTINCT qty) AS qtys, COUNT(DISTINCT CASE WHEN user_id < 'u5' THEN qty END) AS low_qtys FROM orders GROUP BY category`},
 	{"distinct_counts", `SELECT DISTINCT n FROM (SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id) x`},
 	{"category_spread", `SELECT category, MIN(spent) AS lo, MAX(spent) AS hi, AVG(orders) AS per_user FROM (SELECT category, user_id, COUNT(*) AS orders, SUM(qty) AS spent FROM orders GROUP BY category, user_id) x GROUP BY category`},
 }
