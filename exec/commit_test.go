@@ -204,15 +204,40 @@ func TestMinCheckpointFloor(t *testing.T) {
 			return time.Duration(floor.Load())
 		}
 	})
-	waitFor(t, "ten epochs at a floor of a millisecond", func() bool { return j.Stats().Epoch >= 10 })
-	floor.Store(int64(time.Hour))
+	checkpointsStop(t, j, &looks, "a floor of an hour", func() { floor.Store(int64(time.Hour)) })
+}
+
+// Env.CommitShare multiplies the adaptive wait after each checkpoint: a job whose commits
+// are cheap checkpoints again and again while it is the only runner, and stops once a
+// billion processes share its commits (the wait, that many times its commits' cost, is
+// beyond its interval of two hours).
+func TestCommitShare(t *testing.T) {
+	var share, looks atomic.Int64
+	share.Store(1)
+	j := trickledJob(t, "sj", func(env *Env) {
+		env.CheckpointInterval, env.MinCheckpointInterval = 2*time.Hour, time.Millisecond
+		env.CommitShare = func() int {
+			looks.Add(1)
+			return int(share.Load())
+		}
+	})
+	checkpointsStop(t, j, &looks, "a billion sharing the commits", func() { share.Store(1e9) })
+}
+
+// checkpointsStop waits for ten epochs of j, calls change, and fails t when j checkpoints
+// again after the next look at what change set (looks counts them) and the checkpoint
+// begun before it.
+func checkpointsStop(t *testing.T, j *Job, looks *atomic.Int64, what string, change func()) {
+	t.Helper()
+	waitFor(t, "ten epochs", func() bool { return j.Stats().Epoch >= 10 })
+	change()
 	l0 := looks.Load()
-	waitFor(t, "a look at the floor of an hour", func() bool { return looks.Load() > l0 })
+	waitFor(t, "a look at "+what, func() bool { return looks.Load() > l0 })
 	time.Sleep(50 * time.Millisecond) // a checkpoint begun before the look ends
 	e0 := j.Stats().Epoch
 	time.Sleep(300 * time.Millisecond)
 	if e := j.Stats().Epoch; e > e0 {
-		t.Fatalf("epoch %d, %d before: checkpoints below the floor of an hour", e, e0)
+		t.Fatalf("epoch %d, %d before: checkpoints with %s", e, e0, what)
 	}
 }
 

@@ -80,6 +80,12 @@ type Env struct {
 	// runs (cluster mode: the job's instances share one budget of commits to the shared
 	// store, so each one's floor grows with how many run the job).
 	MinCheckpointFloor func() time.Duration
+	// CommitShare, when set with an adaptive interval, is how many processes run units of
+	// the job (cluster mode), asked after every checkpoint: each waits that many times
+	// CheckpointCostFactor times what its commits cost, so the job's instances together
+	// spend on commits about the share of one process's time that one instance running
+	// all of the job would, instead of that share each (docs/benchmarks.md, "Scale-out").
+	CommitShare func() int
 	// AtLeastOnce turns off exactly-once output: rows go to the sink as they are produced
 	// instead of after the checkpoint that covers them (see DedupSink). Output is always
 	// at-least-once when CheckpointInterval is negative.
@@ -853,7 +859,13 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 				}
 				floor = checkpointFloor(bytes, lastBytes, min, light)
 				lastBytes = bytes
-				wait = nextCheckpointWait(costs.add(time.Duration(j.commitNanos.Swap(0))), floor, max)
+				cost := costs.add(time.Duration(j.commitNanos.Swap(0)))
+				if j.env.CommitShare != nil {
+					if n := j.env.CommitShare(); n > 1 {
+						cost *= time.Duration(n)
+					}
+				}
+				wait = nextCheckpointWait(cost, floor, max)
 			} else {
 				// A fixed interval counts from the last start, like a ticker.
 				wait = max - took

@@ -102,7 +102,8 @@ const (
 	// ClusterMinCheckpointInterval is the least adaptive interval of a job in cluster mode,
 	// where every instance's checkpoint of its units is a transaction on the shared
 	// Postgres: each of the n instances running units of the job waits at least n times
-	// this (clusterCheckpointFloor).
+	// this (clusterCheckpointFloor), and n times as long as one instance would after a
+	// commit of the same cost (exec.Env.CommitShare).
 	ClusterMinCheckpointInterval = 100 * time.Millisecond
 )
 
@@ -871,6 +872,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 		env.LightCheckpointInterval = 0
 		c, job := e.cluster, def.ID
 		env.MinCheckpointFloor = func() time.Duration { return clusterCheckpointFloor(c.runners(job)) }
+		env.CommitShare = func() int { return c.runners(job) }
 	}
 	cps := &checkpointStats{}
 	env.Commit = cps.measure(env.Commit)
