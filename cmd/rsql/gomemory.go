@@ -24,11 +24,11 @@ import (
 // collector runs when the heap has grown by half its live data (at most about twice as
 // often as GOGC=100 has it, which collects after it has grown by all of it).
 type GoMemoryFlag struct {
-	MaxGoMemory int64 `name:"max-go-memory" default:"0" help:"Soft limit of the Go runtime's memory in MiB, raised to 1.5 times the live heap when that is larger: the garbage collector works harder as the heap nears it (0: 160 with RocksDB state, none with memory state; negative: none). GOMEMLIMIT in the environment takes precedence."`
+	MaxGoMemory int64 `name:"max-go-memory" default:"0" help:"Soft limit of the Go runtime's memory in MiB, raised to 1.5 times the live heap when that is larger: the garbage collector works harder as the heap nears it (0: 150 with RocksDB state, none with memory state; negative: none). GOMEMLIMIT in the environment takes precedence."`
 }
 
 // DefaultMaxGoMemoryMiB is the soft limit with RocksDB state when none is set.
-const DefaultMaxGoMemoryMiB = 160
+const DefaultMaxGoMemoryMiB = 150
 
 // apply sets the limit for a process whose state is in RocksDB (rocks) or in memory. It
 // returns the limit set in bytes (0: none).
