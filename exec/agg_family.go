@@ -61,8 +61,9 @@ func (f *distinctFamilies) leads(j int) []int {
 	return f.fams[f.of[j].fam]
 }
 
-// add folds the current row's arguments of family fam into accs: the value is the argument
-// of each member whose argument is not NULL (every such argument is the same column).
+// addFamily folds the current row's arguments of family fam into accs: the value is the
+// argument of each member whose argument is not NULL (every such argument is the same
+// column).
 func (a *aggOp) addFamily(accs []accum, fam []int) {
 	var v sql.Value
 	var marks uint8
@@ -81,7 +82,7 @@ func (a *aggOp) addFamily(accs []accum, fam []int) {
 	acc.Set.AddMarked(v, marks)
 }
 
-// familyResult is the result of aggregate j, a family's member, over the group's accs.
+// result is the result of aggregate j, a family's member, over the group's accs.
 func (f *distinctFamilies) result(j int, accs []accum) sql.Value {
 	r := f.of[j]
 	return sql.BigInt(int64(accs[f.fams[r.fam][0]].Set.MemberLen(r.member)))
