@@ -66,8 +66,10 @@ type aggOp struct {
 	// current row (when there are several) to restore them when a later one fails.
 	order []int
 	undo  []accum
-	// fams: the families of COUNT(DISTINCT) calls kept in one set (agg_family.go), or nil.
+	// fams: the families of COUNT(DISTINCT) calls kept in one set (agg_family.go), or nil;
+	// self holds 0, 1, ... na-1 (sections: one aggregate's index without an allocation).
 	fams    *distinctFamilies
+	self    []int
 	rowErr  *sql.Error // the current row's failure in an aggregate
 	enc     []byte     // scratch encodings
 	kbuf    []byte     // scratch state keys
@@ -234,8 +236,12 @@ func newAggOp(n *planner.AggregateNode, job, id string, store state.Store, late 
 	default:
 		mode = winMode{}
 	}
+	self := make([]int, len(n.Aggs))
+	for j := range self {
+		self[j] = j
+	}
 	return &aggOp{
-		fams: newDistinctFamilies(n, mode),
+		fams: newDistinctFamilies(n, mode), self: self,
 		mode: mode,
 		lay:  newAccLayout(n.Aggs), acc: make([]accum, len(n.Aggs)), acc2: make([]accum, len(n.Aggs)),
 		paneW: paneW,

@@ -131,17 +131,5 @@ func (a *aggOp) sections(j int, set *sql.DistinctSet) []int {
 	if set.Members() > 0 {
 		return a.fams.leads(j)
 	}
-	if j >= len(aggIndexes) {
-		return []int{j}
-	}
-	return aggIndexes[j : j+1]
+	return a.self[j : j+1]
 }
-
-// aggIndexes holds 0, 1, 2, ...: a one-index slice without an allocation.
-var aggIndexes = func() []int {
-	x := make([]int, 1024)
-	for i := range x {
-		x[i] = i
-	}
-	return x
-}()

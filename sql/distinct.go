@@ -193,14 +193,18 @@ func (d *DistinctSet) AppendChunk(dst []byte) []byte {
 
 // AddChunk inserts the values of a chunk (FreshChunk, AppendChunk) without marking them
 // fresh: it is what a restore from stored state uses. It fails on a malformed chunk.
-func (d *DistinctSet) AddChunk(b []byte) error {
+func (d *DistinctSet) AddChunk(b []byte) error { return eachChunkValue(b, d.AddEncoded) }
+
+// eachChunkValue calls fn with each value of a chunk (per value its uvarint length and its
+// AppendValue form). It fails on a malformed length and with fn's error, saying where.
+func eachChunkValue(b []byte, fn func(enc []byte) error) error {
 	for p := 0; p < len(b); {
 		n, k := binary.Uvarint(b[p:])
 		if k <= 0 || n == 0 || n > uint64(len(b)-p-k) {
 			return fmt.Errorf("%w: bad distinct value length at byte %d", ErrCorrupt, p)
 		}
 		p += k
-		if err := d.AddEncoded(b[p : p+int(n)]); err != nil {
+		if err := fn(b[p : p+int(n)]); err != nil {
 			return fmt.Errorf("distinct value at byte %d: %w", p, err)
 		}
 		p += int(n)

@@ -259,25 +259,6 @@ func (d *DistinctSet) AppendMemberFreshChunk(dst []byte, m int) []byte {
 	return dst
 }
 
-// MemberHasFresh reports whether member m gained values since ClearFresh.
-func (d *DistinctSet) MemberHasFresh(m int) bool {
-	f := d.fam
-	bit := uint8(1) << m
-	for _, g := range f.freshMarks {
-		if g&bit != 0 {
-			return true
-		}
-	}
-	for p := 0; p < len(f.fresh); {
-		n, k := binary.Uvarint(f.fresh[p:])
-		p += k + int(n) + 1
-		if f.fresh[p-1]&bit != 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // AddMemberChunk inserts the values of a chunk (AppendMemberChunk, or a DistinctSet's
 // chunk) into member m's set, remembered as fresh when fresh is set (values a restore must
 // write again) and not otherwise. It fails on a malformed chunk.
@@ -286,27 +267,21 @@ func (d *DistinctSet) AddMemberChunk(b []byte, m int, fresh bool) error {
 	if m < 0 || m >= f.members {
 		return fmt.Errorf("%w: member %d of a distinct family of %d", ErrCorrupt, m, f.members)
 	}
-	for p := 0; p < len(b); {
-		n, k := binary.Uvarint(b[p:])
-		if k <= 0 || n == 0 || n > uint64(len(b)-p-k) {
-			return fmt.Errorf("%w: bad distinct value length at byte %d", ErrCorrupt, p)
-		}
-		p += k
-		v, vn, err := DecodeValue(b[p : p+int(n)])
-		if err == nil && vn != int(n) {
-			err = fmt.Errorf("%w: %d bytes after a distinct value", ErrCorrupt, int(n)-vn)
+	return eachChunkValue(b, func(enc []byte) error {
+		v, n, err := DecodeValue(enc)
+		if err == nil && n != len(enc) {
+			err = fmt.Errorf("%w: %d bytes after a distinct value", ErrCorrupt, len(enc)-n)
 		}
 		if err != nil {
-			return fmt.Errorf("distinct value at byte %d: %w", p, err)
+			return err
 		}
 		if v.K != KindNull {
 			if gained := f.add(v, 1<<m, fresh); gained != 0 {
 				f.count(gained)
 			}
 		}
-		p += int(n)
-	}
-	return nil
+		return nil
+	})
 }
 
 // AddMemberSet inserts every value of src, a set of one call, into member m's set; those
