@@ -191,37 +191,47 @@ func TestAdaptiveCheckpointInterval(t *testing.T) {
 	}
 }
 
-// Env.MinCheckpointFloor raises the adaptive floor while the job runs: a job whose commits
-// are cheap checkpoints again and again while the floor is a millisecond, and stops once
-// the floor becomes an hour (the next look at it after a checkpoint).
-func TestMinCheckpointFloor(t *testing.T) {
-	var floor, looks atomic.Int64
-	floor.Store(int64(time.Millisecond))
-	j := trickledJob(t, "fj", func(env *Env) {
-		env.CheckpointInterval, env.MinCheckpointInterval = 2*time.Hour, time.Millisecond
-		env.MinCheckpointFloor = func() time.Duration {
+// Env.Runners makes each of n processes running units of a job wait n times as long after
+// a commit of the same cost: a job whose commits are cheap checkpoints again and again while
+// it is the only runner, and stops once a hundred thousand share its commits (the wait,
+// ten times its commits' cost that many times, is beyond the 300 ms checkpointsStop looks
+// at, while the floor, a hundred thousand nanoseconds, is not).
+func TestRunnersShareCommitCost(t *testing.T) {
+	var runners, looks atomic.Int64
+	runners.Store(1)
+	j := trickledJob(t, "sj", func(env *Env) {
+		env.CheckpointInterval, env.MinCheckpointInterval = 2*time.Hour, time.Nanosecond
+		env.Runners = func() int {
 			looks.Add(1)
-			return time.Duration(floor.Load())
+			return int(runners.Load())
 		}
 	})
-	checkpointsStop(t, j, &looks, "a floor of an hour", func() { floor.Store(int64(time.Hour)) })
+	checkpointsStop(t, j, &looks, "a hundred thousand runners", func() { runners.Store(1e5) })
 }
 
-// Env.CommitShare multiplies the adaptive wait after each checkpoint: a job whose commits
-// are cheap checkpoints again and again while it is the only runner, and stops once a
-// billion processes share its commits (the wait, that many times its commits' cost, is
-// beyond its interval of two hours).
-func TestCommitShare(t *testing.T) {
-	var share, looks atomic.Int64
-	share.Store(1)
-	j := trickledJob(t, "sj", func(env *Env) {
-		env.CheckpointInterval, env.MinCheckpointInterval = 2*time.Hour, time.Millisecond
-		env.CommitShare = func() int {
-			looks.Add(1)
-			return int(share.Load())
+// However many processes run units of a job, their checkpoints together commit it as often
+// as one process would at its least interval (ten times a second with the cluster's 100
+// ms), and none waits beyond the job's interval.
+func TestCheckpointFloorsWithRunners(t *testing.T) {
+	env := Env{CheckpointInterval: time.Second, MinCheckpointInterval: 100 * time.Millisecond, LightCheckpointInterval: 2 * time.Millisecond}
+	for n := 1; n <= 20; n++ {
+		least, light := env.checkpointFloors(n)
+		if least > env.CheckpointInterval || least < env.MinCheckpointInterval {
+			t.Fatalf("%d runners: floor %v outside [%v, %v]", n, least, env.MinCheckpointInterval, env.CheckpointInterval)
 		}
-	})
-	checkpointsStop(t, j, &looks, "a billion sharing the commits", func() { share.Store(1e9) })
+		if perSecond := float64(n) * float64(time.Second) / float64(least); least < env.CheckpointInterval && perSecond > 10+1e-9 {
+			t.Fatalf("%d runners at %v each: %.1f commits a second", n, least, perSecond)
+		}
+		if n == 1 && least != env.MinCheckpointInterval {
+			t.Fatalf("one runner: floor %v, want %v", least, env.MinCheckpointInterval)
+		}
+		if n > 1 && least <= env.MinCheckpointInterval {
+			t.Fatalf("%d runners: floor %v, no more than one runner's", n, least)
+		}
+		if light != env.LightCheckpointInterval {
+			t.Fatalf("%d runners: light floor %v, want %v", n, light, env.LightCheckpointInterval)
+		}
+	}
 }
 
 // checkpointsStop waits for ten epochs of j, calls change, and fails t when j checkpoints

@@ -110,8 +110,8 @@
 //     with Env.MinCheckpointInterval, at an interval that adapts to what commits cost (the
 //     server's jobs: ten times the median of the last five commits' durations, 10 ms to
 //     1 s, from 2 ms after a checkpoint that wrote little, Env.LightCheckpointInterval; a
-//     floor that changes while the job runs, Env.MinCheckpointFloor; that many times longer
-//     when several processes share the job's commits, Env.CommitShare; a watermark that
+//     floor and a wait that many times longer when several processes share the job's commits,
+//     Env.Runners; a watermark that
 //     releases rows into an outbox brings the next one forward, at most
 //     once per interval, cpearly.go), on Job.Checkpoint, and when a bounded job finishes.
 //     Job.CheckpointTimes gives histograms of the phases (cptimes.go). A restarted job

@@ -75,17 +75,14 @@ type Env struct {
 	// sooner, while a busy one keeps MinCheckpointInterval, where checkpointing more often
 	// costs throughput (docs/guarantees.md, "Checkpoints").
 	LightCheckpointInterval time.Duration
-	// MinCheckpointFloor, when set with an adaptive interval, raises MinCheckpointInterval
-	// to what it returns, asked after every checkpoint: a floor that changes while the job
-	// runs (cluster mode: the job's instances share one budget of commits to the shared
-	// store, so each one's floor grows with how many run the job).
-	MinCheckpointFloor func() time.Duration
-	// CommitShare, when set with an adaptive interval, is how many processes run units of
-	// the job (cluster mode), asked after every checkpoint: each waits that many times
-	// CheckpointCostFactor times what its commits cost, so the job's instances together
-	// spend on commits about the share of one process's time that one instance running
-	// all of the job would, instead of that share each (docs/benchmarks.md, "Scale-out").
-	CommitShare func() int
+	// Runners, when set with an adaptive interval, is how many processes run units of the
+	// job (cluster mode), asked after every checkpoint. They share one budget of commits to
+	// the shared store: each waits at least that many times MinCheckpointInterval (within
+	// CheckpointInterval) and that many times CheckpointCostFactor times what its commits
+	// cost, so the job's instances together commit about as often, and spend about the
+	// share of one process's time on commits, as one instance running all of the job would
+	// (checkpointFloors; docs/benchmarks.md, "Scale-out").
+	Runners func() int
 	// AtLeastOnce turns off exactly-once output: rows go to the sink as they are produced
 	// instead of after the checkpoint that covers them (see DedupSink). Output is always
 	// at-least-once when CheckpointInterval is negative.
@@ -794,7 +791,7 @@ const CheckpointCostFactor = 10
 func (j *Job) checkpointLoop(ctx context.Context) {
 	max := j.env.CheckpointInterval
 	adaptive := j.env.MinCheckpointInterval > 0 && j.env.MinCheckpointInterval < max
-	min, light := j.env.checkpointFloors()
+	min, light := j.env.checkpointFloors(1)
 	// floor is the least adaptive wait after the last checkpoint: light after a light one
 	// (and before the first).
 	floor := light
@@ -854,18 +851,18 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 				// reached it: its part of a checkpoint may land after the loop looked, so
 				// the floor is light only when the last two looks were.
 				bytes := j.commitBytes.Swap(0)
-				if j.env.MinCheckpointFloor != nil {
-					min, light = j.env.checkpointFloors()
+				n := 1
+				if j.env.Runners != nil {
+					n = j.env.Runners()
+					min, light = j.env.checkpointFloors(n)
+				}
+				if n < 1 {
+					n = 1
 				}
 				floor = checkpointFloor(bytes, lastBytes, min, light)
 				lastBytes = bytes
 				cost := costs.add(time.Duration(j.commitNanos.Swap(0)))
-				if j.env.CommitShare != nil {
-					if n := j.env.CommitShare(); n > 1 {
-						cost *= time.Duration(n)
-					}
-				}
-				wait = nextCheckpointWait(cost, floor, max)
+				wait = nextCheckpointWait(cost*time.Duration(n), floor, max)
 			} else {
 				// A fixed interval counts from the last start, like a ticker.
 				wait = max - took
@@ -883,13 +880,14 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 // larger and keep the usual floor.
 const LightCheckpointBytes = 16 << 10
 
-// checkpointFloors are the adaptive wait's least (MinCheckpointInterval, raised to
-// MinCheckpointFloor's answer) and its least after light checkpoints
-// (LightCheckpointInterval, at most the other).
-func (e *Env) checkpointFloors() (least, light time.Duration) {
+// checkpointFloors are the adaptive wait's least with n processes running units of the job
+// (n times MinCheckpointInterval, within CheckpointInterval: together they commit the job
+// as often as one would) and its least after light checkpoints (LightCheckpointInterval,
+// at most the other).
+func (e *Env) checkpointFloors(n int) (least, light time.Duration) {
 	least, light = e.MinCheckpointInterval, e.LightCheckpointInterval
-	if e.MinCheckpointFloor != nil {
-		least = max(least, e.MinCheckpointFloor())
+	if n > 1 {
+		least = max(least, min(time.Duration(n)*least, e.CheckpointInterval))
 	}
 	if light <= 0 || light > least {
 		light = least

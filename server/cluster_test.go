@@ -159,18 +159,3 @@ func TestHoldUpstream(t *testing.T) {
 		t.Errorf("hand-over order %v, want %v", us, want)
 	}
 }
-
-// However many instances run a job, their checkpoints together commit it ten times a
-// second at most (one per ClusterMinCheckpointInterval), and none waits beyond the default
-// interval.
-func TestClusterCheckpointFloor(t *testing.T) {
-	for n := 0; n <= 20; n++ {
-		floor := clusterCheckpointFloor(n)
-		if floor > DefaultCheckpointInterval || floor < ClusterMinCheckpointInterval {
-			t.Fatalf("%d instances: floor %v outside [%v, %v]", n, floor, ClusterMinCheckpointInterval, DefaultCheckpointInterval)
-		}
-		if perSecond := float64(max(n, 1)) * float64(time.Second) / float64(floor); floor < DefaultCheckpointInterval && perSecond > float64(time.Second/ClusterMinCheckpointInterval)+1e-9 {
-			t.Fatalf("%d instances at %v each: %.1f commits a second", n, floor, perSecond)
-		}
-	}
-}

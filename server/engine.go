@@ -102,19 +102,13 @@ const (
 	// ClusterMinCheckpointInterval is the least adaptive interval of a job in cluster mode,
 	// where every instance's checkpoint of its units is a transaction on the shared
 	// Postgres: each of the n instances running units of the job waits at least n times
-	// this (clusterCheckpointFloor), and n times as long as one instance would after a
-	// commit of the same cost (exec.Env.CommitShare).
+	// this (within the job's interval), and n times as long as one instance would after a
+	// commit of the same cost (exec.Env.Runners), so together they commit the job ten
+	// times a second at most, as one instance would; more instances do not mean more
+	// checkpoints, each a Postgres transaction with a fixed cost on every instance
+	// (docs/benchmarks.md, "Scale-out").
 	ClusterMinCheckpointInterval = 100 * time.Millisecond
 )
-
-// clusterCheckpointFloor is the least adaptive wait between an instance's checkpoints of
-// a job that n instances run: together they commit the job ten times a second at most, as
-// one instance would; more instances do not mean more checkpoints, each a Postgres
-// transaction with a fixed cost on every instance (docs/benchmarks.md, "Scale-out"). It
-// stays within DefaultCheckpointInterval.
-func clusterCheckpointFloor(n int) time.Duration {
-	return min(time.Duration(max(n, 1))*ClusterMinCheckpointInterval, DefaultCheckpointInterval)
-}
 
 // Engine is the SQL engine of one rsql process: the catalog, the state store and the
 // running jobs (kept by its job manager, jobs.go). It implements Executor. mu guards views;
@@ -871,8 +865,7 @@ func (e *Engine) startJob(def JobDef, q *sql.Query, sink planner.SinkSpec, fresh
 		env.MinCheckpointInterval = max(env.MinCheckpointInterval, ClusterMinCheckpointInterval)
 		env.LightCheckpointInterval = 0
 		c, job := e.cluster, def.ID
-		env.MinCheckpointFloor = func() time.Duration { return clusterCheckpointFloor(c.runners(job)) }
-		env.CommitShare = func() int { return c.runners(job) }
+		env.Runners = func() int { return c.runners(job) }
 	}
 	cps := &checkpointStats{}
 	env.Commit = cps.measure(env.Commit)
