@@ -40,6 +40,22 @@ type RocksOptions struct {
 	// Blob files whose values were mostly overwritten or deleted are rewritten by the
 	// compactions of the oldest quarter (blob garbage collection).
 	MinBlobBytes int
+	// Leveled uses RocksDB's leveled compaction, with its defaults, instead of universal
+	// compaction with up to SortedRuns sorted runs and uncompressed table files (the
+	// default). The state is written once a checkpoint, read back now and then and mostly
+	// deleted whole (a window, an expired key); with leveled compaction every row was
+	// rewritten at each of the levels it went down, and RocksDB's compaction threads took
+	// more CPU than the operators (Nexmark q23: about 40 % of the process's CPU in a profile).
+	// Universal compaction merges sorted runs of similar size, so a row is rewritten a few
+	// times, not once a level, at the cost of disk space: up to about three times the live
+	// data while a full merge runs (docs/operations.md, "Memory"; docs/benchmarks.md,
+	// "Universal compaction").
+	Leveled bool
+	// SortedRuns is how many sorted runs universal compaction lets accumulate before it
+	// merges them (RocksDB's level0_file_num_compaction_trigger; default 8, RocksDB's is
+	// 4): a row is then rewritten about half as often, and a Get that misses the memtable
+	// asks up to that many Bloom filters more.
+	SortedRuns int
 	// NoIngest writes every batch through the memtable; by default a batch of at least
 	// WriteBufferBytes is written as a table file that RocksDB ingests (rocks_ingest.go).
 	NoIngest bool
@@ -94,6 +110,20 @@ func OpenRocks(dir string, o RocksOptions) (*Rocks, error) {
 		s.opts.EnableBlobFiles(true)
 		s.opts.SetMinBlobSize(uint64(o.MinBlobBytes))
 		s.opts.EnableBlobGC(true)
+	}
+	if !o.Leveled {
+		if o.SortedRuns <= 0 {
+			o.SortedRuns = 8
+		}
+		s.opts.SetCompactionStyle(grocksdb.UniversalCompactionStyle)
+		s.opts.SetLevel0FileNumCompactionTrigger(o.SortedRuns)
+		// Writes slow down and stop at RocksDB's default multiples of its default trigger.
+		s.opts.SetLevel0SlowdownWritesTrigger(o.SortedRuns * 5)
+		s.opts.SetLevel0StopWritesTrigger(o.SortedRuns * 9)
+		// The values worth compressing are in blob files, which are not compressed; what
+		// the tables hold (keys, small values) saved little and cost a compression per
+		// merge (q9, q19, q23: 7-12 % more events per CPU-second without it).
+		s.opts.SetCompression(grocksdb.NoCompression)
 	}
 	db, err := grocksdb.OpenDb(s.opts, dir)
 	if err != nil {
