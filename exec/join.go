@@ -1094,7 +1094,7 @@ func (j *joinOp) load(split string) error {
 		}
 		if j.cacheMax > 0 {
 			// Every key stays in the store until a row needs it (join_cache.go).
-			sp.cache.spill(string(kb[1:]))
+			sp.cache.spill(side, string(kb[1:]), c+1)
 			return nil
 		}
 		k := sp.keys[side][string(kb[1:])]

@@ -14,9 +14,10 @@ import (
 // row of both sides for ever, so with every key in memory its memory grows with its input.
 // When its state is in a store outside the process (RocksDB), the operator keeps about
 // Env.JoinCacheKeys join keys in memory, its splits sharing them evenly; the others are
-// only in the store, and a row whose key is not in memory reads both sides' rows of the
-// key back when a Bloom filter of the keys that left memory (keyFilter, agg_cache.go)
-// says they may be there: a new key costs no read.
+// only in the store, and a row whose key is not in memory reads the key's rows back, of
+// each side a Bloom filter of the sides that left memory (keyFilter, agg_cache.go) says
+// may be there, and of a side's chunks the first unless the filter says it may have more
+// (spill): a new key costs no read, a side without rows none, a side of one chunk one.
 //
 // A key leaves memory with both its sides, and comes back with both: an outer side's
 // rows keep their number of matches in memory only (join_exact.go), and it is counted
@@ -113,6 +114,7 @@ type joinCache struct {
 	// found in memory is looked for in the store when gone says it may be there.
 	spilled bool
 	gone    *keyFilter
+	probe   []byte // goneSide's and spill's filter key
 	// tick is the split's row clock (jkey.touch); saves numbers the split's saves
 	// (jkey.savedAt), from 1 (0 is a key loaded or read back).
 	tick  uint32
@@ -156,13 +158,35 @@ type joinCache struct {
 	forgot map[string]struct{}
 }
 
-// spill records that join key key is in the store and not in memory.
-func (c *joinCache) spill(key string) {
+// spill records that side's rows of join key key are in the store, in chunks chunks (at
+// least; 0: not known), and not in memory. The filter holds the side and the key, and the
+// side, the key and a mark when it has more than one chunk: a key read back then reads
+// only the sides the filter may hold, and only chunk 0 of a side it holds no mark for, not
+// a chunk after the last that is not there (the filter's false positives cost one read
+// more, never one less).
+func (c *joinCache) spill(side int, key string, chunks int64) {
 	if c.gone == nil {
 		c.gone = newKeyFilter(keyFilterBits)
 	}
 	c.spilled = true
-	c.gone.add([]byte(key))
+	c.probe = append(append(c.probe[:0], byte(side)), key...)
+	c.gone.add(c.probe)
+	if chunks != 1 {
+		c.gone.add(append(c.probe, 0xff))
+	}
+}
+
+// goneSide reports whether side's rows of key may be in the store though not in memory
+// (side, and whether it may have more than one chunk: spill).
+func (c *joinCache) goneSide(side int, key string) (stored, more bool) {
+	if !c.spilled {
+		return false, false
+	}
+	c.probe = append(append(c.probe[:0], byte(side)), key...)
+	if !c.gone.has(c.probe) {
+		return false, false
+	}
+	return true, c.gone.has(append(c.probe, 0xff))
 }
 
 // touchKey marks key as used by the row at hand and, when neither side holds it in memory
@@ -177,12 +201,16 @@ func (j *joinOp) touchKey(sp *joinSplit, key string) error {
 	if k1 != nil {
 		k1.touch = c.tick
 	}
-	if k0 != nil || k1 != nil || !c.spilled || !c.gone.has([]byte(key)) {
+	if k0 != nil || k1 != nil || !c.spilled {
 		return nil
 	}
 	read := false
 	for side := range 2 {
-		k, err := j.readKey(sp, side, key)
+		stored, more := c.goneSide(side, key)
+		if !stored {
+			continue
+		}
+		k, err := j.readKey(sp, side, key, more)
 		if err != nil {
 			return &StateError{Op: j.id, Split: sp.name, Err: err}
 		}
@@ -202,11 +230,15 @@ func (j *joinOp) touchKey(sp *joinSplit, key string) error {
 }
 
 // readKey reads side's rows of key from the store, or nil when it holds none: its chunks
-// one Get each (a Bloom filter answers most Gets of a side without rows), so a key read back
-// with more than a few chunks is rewritten as one at its next save.
-func (j *joinOp) readKey(sp *joinSplit, side int, key string) (*jkey, error) {
+// one Get each, so a key read back with more than a few chunks is rewritten as one at its
+// next save; chunk 0 alone unless more (the side may have more than one: spill).
+func (j *joinOp) readKey(sp *joinSplit, side int, key string, more bool) (*jkey, error) {
 	k := &jkey{key: key, side: side}
-	rows, n, dropped, err := j.readChunks(sp, k, -1)
+	to := int64(1)
+	if more {
+		to = -1
+	}
+	rows, n, dropped, err := j.readChunks(sp, k, to)
 	if err != nil {
 		return nil, err
 	}
@@ -471,9 +503,11 @@ func (j *joinOp) evictKeys(sp *joinSplit) {
 							r.dead = true // its heap entry goes below
 						}
 					}
+					if k.chunks > 0 {
+						c.spill(s, key, k.chunks)
+					}
 				}
 			}
-			c.spill(key)
 		}
 	}
 	if !j.exact {

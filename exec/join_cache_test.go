@@ -617,3 +617,53 @@ func TestCachedJoinsCountsTheJobsJoins(t *testing.T) {
 		}
 	}
 }
+
+// A key read back from the store reads only the sides and chunks it has there: the filter
+// of keys that left memory holds each stored side, and marks a side of more than one chunk
+// (joinCache.spill). Forty keys with rows of the left side only, ten of them in two chunks,
+// leave memory; a right row of each reads back chunk 0 of the thirty (one Get each) and
+// chunks 0, 1 and the missing 2 of the ten, not the right side, which none has. The joined
+// rows are those of the join with every key in memory, and after a restart from the store
+// (which refills the filter from the stored chunks) the reads are the same.
+func TestJoinCacheReadsOnlyStoredChunks(t *testing.T) {
+	run := func(cache int, restart bool) (rows []string, gets, reads int64) {
+		store := &readCountStore{Store: state.NewMemory()}
+		node := func() *planner.JoinNode { return exactJoinNode(sql.JoinInner, [2]bool{}, false, false) }
+		j := openExactJoin(t, node(), store, cache)
+		out := &joinedRows{}
+		for i := 0; i < 40; i++ {
+			process(t, j, 0, out, sideRow(fmt.Sprint("k", i), int64(i), false, false))
+		}
+		joinCheckpoint(t, j, store)
+		for i := 0; i < 10; i++ { // a second chunk
+			process(t, j, 0, out, sideRow(fmt.Sprint("k", i), int64(100+i), false, false))
+		}
+		joinCheckpoint(t, j, store)
+		joinCheckpoint(t, j, store) // the keys of the second chunks leave too
+		if restart {
+			j = openExactJoin(t, node(), store, cache)
+		}
+		store.gets.Store(0)
+		for i := 0; i < 40; i++ {
+			process(t, j, 1, out, sideRow(fmt.Sprint("k", i), int64(-i), false, false))
+		}
+		sort.Strings(out.rows)
+		return out.rows, store.gets.Load(), j.splits["s"].cache.reads
+	}
+	want, _, _ := run(0, false)
+	if len(want) != 50 {
+		t.Fatalf("%d rows joined with every key in memory, want 50", len(want))
+	}
+	for _, restart := range []bool{false, true} {
+		got, gets, reads := run(1, restart)
+		if d := diff(got, want); d != "" {
+			t.Fatalf("restart %v: with a cache of one key, against every key in memory:\n%s", restart, d)
+		}
+		if reads < 39 {
+			t.Fatalf("restart %v: %d keys read back, want at least 39 of 40", restart, reads)
+		}
+		if max := 30 + 3*10; gets > int64(max) {
+			t.Fatalf("restart %v: %d Gets for %d keys read back, want at most %d", restart, gets, reads, max)
+		}
+	}
+}
