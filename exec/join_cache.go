@@ -158,8 +158,8 @@ type joinCache struct {
 	forgot map[string]struct{}
 }
 
-// spill records that side's rows of join key key are in the store, in chunks chunks (at
-// least; 0: not known), and not in memory. The filter holds the side and the key, and the
+// spill records that side's rows of join key key are in the store, in chunks chunks, and
+// not in memory. The filter holds the side and the key, and the
 // side, the key and a mark when it has more than one chunk: a key read back then reads
 // only the sides the filter may hold, and only chunk 0 of a side it holds no mark for, not
 // a chunk after the last that is not there (the filter's false positives cost one read
@@ -171,7 +171,7 @@ func (c *joinCache) spill(side int, key string, chunks int64) {
 	c.spilled = true
 	c.probe = append(append(c.probe[:0], byte(side)), key...)
 	c.gone.add(c.probe)
-	if chunks != 1 {
+	if chunks > 1 {
 		c.gone.add(append(c.probe, 0xff))
 	}
 }
@@ -179,9 +179,6 @@ func (c *joinCache) spill(side int, key string, chunks int64) {
 // goneSide reports whether side's rows of key may be in the store though not in memory
 // (side, and whether it may have more than one chunk: spill).
 func (c *joinCache) goneSide(side int, key string) (stored, more bool) {
-	if !c.spilled {
-		return false, false
-	}
 	c.probe = append(append(c.probe[:0], byte(side)), key...)
 	if !c.gone.has(c.probe) {
 		return false, false

@@ -851,14 +851,8 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 				// reached it: its part of a checkpoint may land after the loop looked, so
 				// the floor is light only when the last two looks were.
 				bytes := j.commitBytes.Swap(0)
-				n := 1
-				if j.env.Runners != nil {
-					n = j.env.Runners()
-					min, light = j.env.checkpointFloors(n)
-				}
-				if n < 1 {
-					n = 1
-				}
+				n := j.env.runners()
+				min, light = j.env.checkpointFloors(n)
 				floor = checkpointFloor(bytes, lastBytes, min, light)
 				lastBytes = bytes
 				cost := costs.add(time.Duration(j.commitNanos.Swap(0)))
@@ -879,6 +873,14 @@ func (j *Job) checkpointLoop(ctx context.Context) {
 // 2 ms writes about this much; unpaced, or with a larger state delta, its checkpoints are
 // larger and keep the usual floor.
 const LightCheckpointBytes = 16 << 10
+
+// runners is how many processes run units of the job: Runners' answer, 1 when unset.
+func (e *Env) runners() int {
+	if e.Runners == nil {
+		return 1
+	}
+	return max(e.Runners(), 1)
+}
 
 // checkpointFloors are the adaptive wait's least with n processes running units of the job
 // (n times MinCheckpointInterval, within CheckpointInterval: together they commit the job

@@ -41,8 +41,8 @@ type RocksOptions struct {
 	// compactions of the oldest quarter (blob garbage collection).
 	MinBlobBytes int
 	// Leveled uses RocksDB's leveled compaction, with its defaults, instead of universal
-	// compaction with up to SortedRuns sorted runs and uncompressed table files (the
-	// default). The state is written once a checkpoint, read back now and then and mostly
+	// compaction with up to universalSortedRuns sorted runs and uncompressed table files
+	// (the default). The state is written once a checkpoint, read back now and then and mostly
 	// deleted whole (a window, an expired key); with leveled compaction every row was
 	// rewritten at each of the levels it went down, and RocksDB's compaction threads took
 	// more CPU than the operators (Nexmark q23: about 40 % of the process's CPU in a profile).
@@ -51,15 +51,16 @@ type RocksOptions struct {
 	// data while a full merge runs (docs/operations.md, "Memory"; docs/benchmarks.md,
 	// "Universal compaction").
 	Leveled bool
-	// SortedRuns is how many sorted runs universal compaction lets accumulate before it
-	// merges them (RocksDB's level0_file_num_compaction_trigger; default 8, RocksDB's is
-	// 4): a row is then rewritten about half as often, and a Get that misses the memtable
-	// asks up to that many Bloom filters more.
-	SortedRuns int
 	// NoIngest writes every batch through the memtable; by default a batch of at least
 	// WriteBufferBytes is written as a table file that RocksDB ingests (rocks_ingest.go).
 	NoIngest bool
 }
+
+// universalSortedRuns is how many sorted runs universal compaction lets accumulate before
+// it merges them (RocksDB's level0_file_num_compaction_trigger, whose default is 4): a row
+// is then rewritten about half as often, and a Get that misses the memtable asks up to that
+// many Bloom filters (docs/benchmarks.md, "Universal compaction": 8 against 4 and 16).
+const universalSortedRuns = 8
 
 // Rocks is a Store in a RocksDB database (grocksdb over the system librocksdb).
 type Rocks struct {
@@ -112,14 +113,11 @@ func OpenRocks(dir string, o RocksOptions) (*Rocks, error) {
 		s.opts.EnableBlobGC(true)
 	}
 	if !o.Leveled {
-		if o.SortedRuns <= 0 {
-			o.SortedRuns = 8
-		}
 		s.opts.SetCompactionStyle(grocksdb.UniversalCompactionStyle)
-		s.opts.SetLevel0FileNumCompactionTrigger(o.SortedRuns)
+		s.opts.SetLevel0FileNumCompactionTrigger(universalSortedRuns)
 		// Writes slow down and stop at RocksDB's default multiples of its default trigger.
-		s.opts.SetLevel0SlowdownWritesTrigger(o.SortedRuns * 5)
-		s.opts.SetLevel0StopWritesTrigger(o.SortedRuns * 9)
+		s.opts.SetLevel0SlowdownWritesTrigger(universalSortedRuns * 5)
+		s.opts.SetLevel0StopWritesTrigger(universalSortedRuns * 9)
 		// The values worth compressing are in blob files, which are not compressed; what
 		// the tables hold (keys, small values) saved little and cost a compression per
 		// merge (q9, q19, q23: 7-12 % more events per CPU-second without it).

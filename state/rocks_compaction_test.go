@@ -83,7 +83,7 @@ func TestRocksCompactionStyles(t *testing.T) {
 	}
 	defer s.Close()
 	o := latestOptions(t, dir)
-	for _, opt := range []string{"compaction_style=kCompactionStyleUniversal", "level0_file_num_compaction_trigger=8", "compression=kNoCompression"} {
+	for _, opt := range []string{"compaction_style=kCompactionStyleUniversal", fmt.Sprint("level0_file_num_compaction_trigger=", universalSortedRuns), "compression=kNoCompression"} {
 		if !strings.Contains(o, "\n  "+opt+"\n") {
 			t.Errorf("the defaults' options lack %s", opt)
 		}
