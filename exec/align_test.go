@@ -443,7 +443,11 @@ func TestNewJobSlowSplitHoldsReadersBack(t *testing.T) {
 	waitFor(t, "queue 0's first batch", func() bool { return offset("0") >= 10 })
 	src.add("1", q1...)
 	waitFor(t, "both queues read", func() bool { return offset("0") >= 401 && offset("1") >= 400 })
-	waitFor(t, "the window of the late row closed", func() bool { return len(sk.get("out").bodies()) >= 60 })
+	// Every window before 390 s closes (the watermark reaches 394 s): the windows past 350 s
+	// close on watermarks that follow the late row in queue 0, so it has been judged by then
+	// wherever it was (a window count that closes only up to 300 s can be reached before it
+	// was, on a loaded machine).
+	waitFor(t, "every window before 390 s closed", func() bool { return len(sk.get("out").bodies()) >= 78 })
 	for _, b := range sk.get("out").bodies() {
 		if strings.HasPrefix(b, "late,") {
 			t.Fatalf("a row 300 s late in its queue was counted while the other queue had delivered nothing: %s (stats %+v)", b, j.Stats())
