@@ -516,22 +516,41 @@ func (j *joinOp) inInterval(d int64) bool {
 
 // expired reports whether row r of side can no longer match at watermark wm.
 func (j *joinOp) expired(side int, r *jrow, wm int64) bool {
+	var until sql.Value
+	if c := j.untilColumn(side); c >= 0 {
+		until = r.row[c]
+	}
+	return j.expiredAt(side, r.ts, until, wm)
+}
+
+// untilColumn is the column of side's rows whose value bounds the rows they match (an
+// interval join's left row bounded by its own column), or -1: their time alone says when
+// they expire.
+func (j *joinOp) untilColumn(side int) int {
+	if n := j.node; n.Mode == planner.JoinInterval && side == 0 && n.HasUntil {
+		return n.LeftUntil
+	}
+	return -1
+}
+
+// expiredAt is expired for a row of side at time ts, with until its value at untilColumn
+// (when it has one).
+func (j *joinOp) expiredAt(side int, ts int64, until sql.Value, wm int64) bool {
 	n := j.node
 	switch n.Mode {
 	case planner.JoinInterval:
 		// Future rows of the other side have times >= wm.
 		if side == 0 && n.HasUntil { // needs right <= the left row's own bound
-			v := r.row[n.LeftUntil]
-			return v.IsNull() || wm > v.I
+			return until.IsNull() || wm > until.I
 		}
 		if side == 0 { // needs right <= left + upper
-			end := r.ts + n.Upper
+			end := ts + n.Upper
 			return wm > end || n.UpperOpen && wm == end
 		}
-		end := r.ts - n.Lower // needs left <= right - lower
+		end := ts - n.Lower // needs left <= right - lower
 		return wm > end || n.LowerOpen && wm == end
 	case planner.JoinRegular:
-		return n.TTL > 0 && wm != MaxWatermark && r.ts < wm-n.TTL || wm == MaxWatermark
+		return n.TTL > 0 && wm != MaxWatermark && ts < wm-n.TTL || wm == MaxWatermark
 	}
 	return false
 }

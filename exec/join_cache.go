@@ -2,6 +2,8 @@ package exec
 
 import (
 	"cmp"
+	"encoding/binary"
+	"fmt"
 	"slices"
 
 	"rsql/planner"
@@ -519,6 +521,50 @@ func (j *joinOp) expiredThen(sp *joinSplit, side int, row sql.Row, ts int64) boo
 	return wm != MinWatermark && j.expired(side, &jrow{row: row, ts: ts}, wm)
 }
 
+// liveChunk reports whether a stored chunk of side's rows (decodeJoinRows's form) holds a
+// row not expired at wm. It decodes of each row its time and the column its expiry reads
+// (untilColumn), up to the first live row: a sweep reads every chunk in the store, and
+// decoding their rows whole was most of its cost (docs/benchmarks.md, "A join's sweep
+// decodes what expiry reads"). A malformed chunk fails as decodeJoinRows fails on it when
+// its rows come before the first live one.
+func (j *joinOp) liveChunk(v []byte, side int, wm int64) (bool, error) {
+	width, col := j.node.LeftWidth, j.untilColumn(side)
+	if side == 1 {
+		width = j.node.RightWidth
+	}
+	cnt, n := binary.Uvarint(v)
+	if n <= 0 || cnt > uint64(len(v)) {
+		return false, errBadJoin
+	}
+	v = v[n:]
+	for range cnt {
+		if len(v) == 0 {
+			return false, errBadJoin
+		}
+		f := v[0]
+		ts, n := binary.Varint(v[1:])
+		if n <= 0 || f > 3 {
+			return false, errBadJoin
+		}
+		v = v[1+n:]
+		until, w, m, err := sql.DecodeRowColumn(v, col)
+		if err != nil {
+			return false, err
+		}
+		if w != width {
+			return false, fmt.Errorf("%w: a row of %d values, want %d", errBadJoin, w, width)
+		}
+		if !j.expiredAt(side, ts, until, wm) {
+			return true, nil
+		}
+		v = v[m:]
+	}
+	if len(v) != 0 {
+		return false, errBadJoin
+	}
+	return false, nil
+}
+
 // metaSide marks the entry of an expiring join's split that holds the watermark of its
 // last save, in the side byte of its key (stateKey).
 const metaSide = 2
@@ -621,18 +667,11 @@ func (j *joinOp) sweepStore(sp *joinSplit, wm int64, b *state.Batch) error {
 			live = true // in memory: its rows expire there
 			return nil
 		}
-		width := j.node.LeftWidth
-		if side == 1 {
-			width = j.node.RightWidth
-		}
-		err := decodeJoinRows(v, width, func(_ byte, ts int64, row sql.Row) {
-			if !live && !j.expired(side, &jrow{row: row, ts: ts}, wm) {
-				live = true
-			}
-		})
+		ok, err := j.liveChunk(v, side, wm)
 		if err != nil {
 			return &StateError{Op: j.id, Split: sp.name, Err: err}
 		}
+		live = ok
 		runKeys = append(runKeys, append([]byte(nil), key...))
 		return nil
 	})

@@ -6,8 +6,10 @@ import (
 	"math/rand"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
+	"rsql/planner"
 	"rsql/sql"
 )
 
@@ -68,7 +70,64 @@ func FuzzDecodeJoinState(f *testing.F) {
 		if err := decodeJoinRows(again, width, func(byte, int64, sql.Row) {}); err != nil {
 			t.Fatalf("re-encoded state does not decode: %v", err)
 		}
+		if width > 0 {
+			sameLiveness(t, b, width, 0)
+		}
 	})
+}
+
+// sweepJoin is an interval join whose left rows live until their column 0 (Nexmark q9's
+// auction until its expires) and right rows a second past their time, over rows of width
+// columns.
+func sweepJoin(width int) *joinOp {
+	return &joinOp{node: &planner.JoinNode{Mode: planner.JoinInterval, HasUntil: true, LeftUntil: 0,
+		Lower: -1000, LeftWidth: width, RightWidth: width}}
+}
+
+// sameLiveness checks liveChunk over the stored chunk b, at a few watermarks and for both
+// sides, against expired over its rows decoded whole: a chunk that decodes is live when one
+// of its rows has not expired, and one that does not decode fails unless a live row comes
+// before what is malformed.
+func sameLiveness(t *testing.T, b []byte, width int, wm int64) {
+	t.Helper()
+	j := sweepJoin(width)
+	for side := range 2 {
+		for _, at := range []int64{wm - 1000, wm, wm + 1, wm + 1000, MaxWatermark} {
+			want := false
+			derr := decodeJoinRows(b, width, func(_ byte, ts int64, r sql.Row) {
+				want = want || !j.expired(side, &jrow{row: r, ts: ts}, at)
+			})
+			got, err := j.liveChunk(b, side, at)
+			switch {
+			case derr == nil && (err != nil || got != want):
+				t.Fatalf("side %d at %d: liveChunk %v, %v; decoded rows live: %v", side, at, got, err, want)
+			case derr != nil && err == nil && !got:
+				t.Fatalf("side %d at %d: a chunk that does not decode (%v) swept", side, at, derr)
+			}
+		}
+	}
+}
+
+func TestJoinLiveChunk(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	for range 200 {
+		var rows []sql.Row
+		var ts []int64
+		var fl []byte
+		for range 1 + r.Intn(5) {
+			until := sql.Timestamp(r.Int63n(4000))
+			if r.Intn(8) == 0 {
+				until = sql.Null
+			}
+			rows = append(rows, sql.Row{until, sql.Varchar(strings.Repeat("x", r.Intn(40)))})
+			ts, fl = append(ts, r.Int63n(4000)), append(fl, byte(r.Intn(4)))
+		}
+		b := encodeJoinRows(rows, ts, fl)
+		sameLiveness(t, b, 2, r.Int63n(4000))
+		for cut := range len(b) {
+			sameLiveness(t, b[:cut], 2, r.Int63n(4000))
+		}
+	}
 }
 
 func TestSplitPosRoundTrip(t *testing.T) {

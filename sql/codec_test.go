@@ -70,6 +70,7 @@ func FuzzDecodeRow(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		row, n, err := DecodeRow(b, nil)
+		sameColumns(t, b, row, n, err)
 		if err != nil {
 			return
 		}
@@ -91,4 +92,42 @@ func FuzzDecodeRow(f *testing.F) {
 			}
 		}
 	})
+}
+
+// sameColumns checks DecodeRowColumn against what DecodeRow made of b (row, n, err): the
+// same failure, or for every column (and one past the last) the same value, width and
+// length.
+func sameColumns(t *testing.T, b []byte, row Row, n int, err error) {
+	t.Helper()
+	for col := -1; col <= len(row); col++ {
+		v, width, m, cerr := DecodeRowColumn(b, col)
+		if (cerr != nil) != (err != nil) {
+			t.Fatalf("column %d: DecodeRowColumn error %v, DecodeRow error %v", col, cerr, err)
+		}
+		if err != nil {
+			if !errors.Is(cerr, ErrCorrupt) {
+				t.Fatalf("column %d: error %v does not wrap ErrCorrupt", col, cerr)
+			}
+			return
+		}
+		want := Null
+		if col >= 0 && col < len(row) {
+			want = row[col]
+		}
+		same := v == want || (v.K == KindDouble && math.IsNaN(v.F) && math.IsNaN(want.F))
+		if !same || width != len(row) || m != n {
+			t.Fatalf("column %d: %v, width %d, %d bytes; DecodeRow: %v, width %d, %d bytes", col, v, width, m, want, len(row), n)
+		}
+	}
+}
+
+func TestDecodeRowColumn(t *testing.T) {
+	row := codecSample()
+	b := AppendRow(nil, row)
+	b = append(b, 7, 7) // what follows the row is not read
+	sameColumns(t, b, row, len(b)-2, nil)
+	for cut := range len(b) - 2 {
+		r, n, err := DecodeRow(b[:cut], nil)
+		sameColumns(t, b[:cut], r, n, err)
+	}
 }
