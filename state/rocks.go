@@ -350,6 +350,35 @@ func (m RocksMemory) Max(o RocksMemory) RocksMemory {
 		BlockCache: max(m.BlockCache, o.BlockCache)}
 }
 
+// RocksDisk is the size of a database's files on disk.
+type RocksDisk struct {
+	// Tables is the table files' size, with those a compaction is replacing until it
+	// deletes them.
+	Tables uint64 `json:"tables"`
+	// Blobs is the blob files' size (the values of at least RocksOptions.MinBlobBytes).
+	Blobs uint64 `json:"blobs"`
+}
+
+// Max is the larger of each part of d and o.
+func (d RocksDisk) Max(o RocksDisk) RocksDisk {
+	return RocksDisk{Tables: max(d.Tables, o.Tables), Blobs: max(d.Blobs, o.Blobs)}
+}
+
+// Disk reads RocksDB's accounting of its table and blob files (zero once the store is
+// closed). Universal compaction (the default) holds up to the live data again while a
+// merge of every sorted run writes its output (docs/operations.md, "Memory").
+func (s *Rocks) Disk() RocksDisk {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return RocksDisk{}
+	}
+	var d RocksDisk
+	d.Tables, _ = s.db.GetIntProperty("rocksdb.total-sst-files-size")
+	d.Blobs, _ = s.db.GetIntProperty("rocksdb.total-blob-file-size")
+	return d
+}
+
 // Memory reads RocksDB's accounting of its memory (zero once the store is closed).
 func (s *Rocks) Memory() RocksMemory {
 	s.mu.RLock()

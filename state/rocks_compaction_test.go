@@ -112,3 +112,52 @@ func latestOptions(t *testing.T, dir string) string {
 	}
 	return string(b)
 }
+
+// TestRocksDisk checks Disk against the table and blob files in the database's directory,
+// and that it reads zero once the store is closed.
+func TestRocksDisk(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenRocks(dir, RocksOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewSource(9))
+	for round := 0; round < 8; round++ {
+		b := &Batch{}
+		for i := 0; i < 2000; i++ {
+			v := make([]byte, 20+r.Intn(4000))
+			r.Read(v)
+			b.Put([]byte(fmt.Sprintf("k%05d", r.Intn(20000))), v)
+		}
+		if err := s.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := s.Disk()
+	files := map[string]uint64{}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil {
+			files[filepath.Ext(e.Name())] += uint64(info.Size())
+		}
+	}
+	t.Logf("Disk %+v; files: %d bytes of tables, %d of blobs", d, files[".sst"], files[".blob"])
+	// (A compaction may add or delete a file between the two readings.)
+	for _, c := range []struct {
+		what      string
+		got, want uint64
+	}{{"tables", d.Tables, files[".sst"]}, {"blobs", d.Blobs, files[".blob"]}} {
+		if c.got == 0 || c.got < c.want/2 || c.got > 2*c.want {
+			t.Errorf("%s: Disk says %d bytes, the directory holds %d", c.what, c.got, c.want)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := s.Disk(); d != (RocksDisk{}) {
+		t.Fatalf("Disk after Close: %+v", d)
+	}
+}

@@ -52,6 +52,9 @@ type Config struct {
 	// AggCacheGroups is exec.Env.AggCacheGroups: the groups an aggregation without a
 	// window keeps in memory with RocksDB state (0: exec.DefaultAggCacheGroups).
 	AggCacheGroups int
+	// RocksLeveled opens the RocksDB state with leveled compaction
+	// (state.RocksOptions.Leveled) instead of universal compaction.
+	RocksLeveled bool
 	// JoinCacheKeys is exec.Env.JoinCacheKeys: the join keys a regular join keeps in
 	// memory with RocksDB state (0: exec.DefaultJoinCacheKeys).
 	JoinCacheKeys int
@@ -103,6 +106,9 @@ type Result struct {
 	// Rocks is the largest of each part of RocksDB's memory sampled during the run (every
 	// 100 ms; zero with memory state).
 	Rocks state.RocksMemory
+	// RocksDisk is the largest size of RocksDB's table and blob files sampled during the
+	// run (every 100 ms, as Rocks).
+	RocksDisk state.RocksDisk
 	// Batches counts the state batches the job wrote (checkpoints and split moves).
 	Batches BatchStats
 }
@@ -243,14 +249,14 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 	}
 	var store state.Store = state.NewMemory()
 	var counted *countingStore
-	stopRocks := func() state.RocksMemory { return state.RocksMemory{} }
+	stopRocks := func() (state.RocksMemory, state.RocksDisk) { return state.RocksMemory{}, state.RocksDisk{} }
 	if cfg.State == "rocksdb" {
 		dir, err := os.MkdirTemp("", "rsql-nexmark-")
 		if err != nil {
 			return res, err
 		}
 		defer os.RemoveAll(dir)
-		rs, err := state.OpenRocks(dir, state.RocksOptions{})
+		rs, err := state.OpenRocks(dir, state.RocksOptions{Leveled: cfg.RocksLeveled})
 		if err != nil {
 			return res, err
 		}
@@ -309,7 +315,7 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 		return res, err
 	}
 	err = job.Wait()
-	res.Rocks = stopRocks()
+	res.Rocks, res.RocksDisk = stopRocks()
 	if counted != nil {
 		counted.mu.Lock()
 		res.Batches = counted.stats
@@ -323,28 +329,33 @@ func Run(ctx context.Context, q Query, cfg Config) (Result, error) {
 	return res, err
 }
 
-// sampleRocks reads rs's memory every 100 ms until the returned function is called, which
-// takes a last reading and returns the largest of each part (the same on every call).
-func sampleRocks(rs *state.Rocks) func() state.RocksMemory {
-	done, stopped := make(chan struct{}), make(chan state.RocksMemory)
+// sampleRocks reads rs's memory and the size of its files every 100 ms until the returned
+// function is called, which takes a last reading and returns the largest of each part (the
+// same on every call).
+func sampleRocks(rs *state.Rocks) func() (state.RocksMemory, state.RocksDisk) {
+	type peaks struct {
+		mem  state.RocksMemory
+		disk state.RocksDisk
+	}
+	done, stopped := make(chan struct{}), make(chan peaks)
 	go func() {
-		var peak state.RocksMemory
+		var p peaks
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
 		for {
-			peak = peak.Max(rs.Memory())
+			p.mem, p.disk = p.mem.Max(rs.Memory()), p.disk.Max(rs.Disk())
 			select {
 			case <-done:
-				stopped <- peak.Max(rs.Memory())
+				stopped <- peaks{p.mem.Max(rs.Memory()), p.disk.Max(rs.Disk())}
 				return
 			case <-t.C:
 			}
 		}
 	}()
 	var once sync.Once
-	var peak state.RocksMemory
-	return func() state.RocksMemory {
-		once.Do(func() { close(done); peak = <-stopped })
-		return peak
+	var p peaks
+	return func() (state.RocksMemory, state.RocksDisk) {
+		once.Do(func() { close(done); p = <-stopped })
+		return p.mem, p.disk
 	}
 }

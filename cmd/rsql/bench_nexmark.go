@@ -31,6 +31,7 @@ type BenchNexmarkCmd struct {
 	EventRate   int64         `name:"event-rate" default:"10000000" help:"Events per second of event time (10 M: the published nexmark-flink suite)."`
 	Checkpoint  time.Duration `name:"checkpoint-interval" default:"1s" help:"Checkpoint interval of the jobs (negative: only at the end)."`
 	JoinCache   int           `name:"join-cache-keys" default:"0" help:"Join keys a regular join keeps in memory with rocksdb state (0: the engine's default, 16384; negative: all)."`
+	Leveled     bool          `name:"rocksdb-leveled" help:"Open the rocksdb state with RocksDB's leveled compaction instead of universal compaction (the engine's default; docs/operations.md, \"Memory\")."`
 	AggCache    int           `name:"agg-cache-groups" default:"0" help:"Groups an aggregation without a window (and partitions a Top-N or a window aggregate without one) keeps in memory with rocksdb state (0: the engine's default, 16384 groups, 16384/N partitions, 16384/(n+1) for ROWS n PRECEDING; negative: all)."`
 	JSON        bool          `name:"json" help:"Print the results as JSON lines instead of a table."`
 	CPUProfile  string        `name:"cpuprofile" help:"Write a CPU profile of each query to FILE.<query>."`
@@ -58,6 +59,8 @@ type nexmarkRow struct {
 	PeakRSSIsTotal bool    `json:"peak_rss_is_process_lifetime,omitempty"`
 	// RocksMiB is the largest of each part of RocksDB's own memory accounting during the run.
 	RocksMiB *rocksMiB `json:"rocksdb_peak_mib,omitempty"`
+	// DiskMiB is the largest size of RocksDB's table and blob files during the run.
+	DiskMiB *diskMiB `json:"rocksdb_peak_disk_mib,omitempty"`
 	// Batches is the state batches written to RocksDB (checkpoints and split moves).
 	Batches *batchesRow `json:"state_batches,omitempty"`
 }
@@ -68,6 +71,11 @@ type batchesRow struct {
 	MaxMiB  float64 `json:"max_mib"`
 	MeanOps int64   `json:"mean_ops"`
 	MeanMiB float64 `json:"mean_mib"`
+}
+
+type diskMiB struct {
+	Tables float64 `json:"tables"`
+	Blobs  float64 `json:"blobs"`
 }
 
 type rocksMiB struct {
@@ -125,7 +133,7 @@ func (c *BenchNexmarkCmd) runOne(q nexmark.Query) (nexmarkRow, error) {
 	resetOK := resetPeakRSS()
 	start, cpu0 := time.Now(), cpuTime()
 	cfg := nexmark.Config{Events: c.Events, Splits: c.Splits, Seed: c.Seed, EventRate: c.EventRate, State: c.State,
-		Format: c.Format, CheckpointInterval: c.Checkpoint, ThroughBroker: c.Broker, AggCacheGroups: c.AggCache, JoinCacheKeys: c.JoinCache,
+		Format: c.Format, CheckpointInterval: c.Checkpoint, ThroughBroker: c.Broker, AggCacheGroups: c.AggCache, JoinCacheKeys: c.JoinCache, RocksLeveled: c.Leveled,
 		Started: func() {
 			// The job alone: writing the topics first is not timed; the peak RSS is the job's.
 			start, cpu0 = time.Now(), cpuTime()
@@ -176,6 +184,9 @@ func (c *BenchNexmarkCmd) runOne(q nexmark.Query) (nexmarkRow, error) {
 	}
 	if m := res.Rocks; m.Total() > 0 {
 		r.RocksMiB = &rocksMiB{Memtables: mib(m.Memtables), TableReaders: mib(m.TableReaders), BlockCache: mib(m.BlockCache)}
+	}
+	if d := res.RocksDisk; d.Tables+d.Blobs > 0 {
+		r.DiskMiB = &diskMiB{Tables: mib(d.Tables), Blobs: mib(d.Blobs)}
 	}
 	return r, nil
 }
