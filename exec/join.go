@@ -1033,36 +1033,56 @@ func decodeJoinRows(v []byte, width int, each func(flags byte, ts int64, row sql
 
 // decodeJoinBody decodes cnt rows of the stored form without its count (all of v).
 func decodeJoinBody(v []byte, cnt uint64, width int, each func(flags byte, ts int64, row sql.Row)) error {
-	if cnt > uint64(len(v)) {
-		return errBadJoin
-	}
 	var row sql.Row
-	for i := uint64(0); i < cnt; i++ {
+	_, err := walkJoinRows(v, cnt, width, func(f byte, ts int64, b []byte) (int, int, bool, error) {
+		var n int
+		var err error
+		if row, n, err = sql.DecodeRow(b, row[:0]); err != nil {
+			return 0, 0, false, err
+		}
+		if len(row) == width { // (walkJoinRows fails on any other)
+			each(f, ts, row)
+		}
+		return len(row), n, false, nil
+	})
+	return err
+}
+
+// walkJoinRows goes through the cnt rows of the stored form without its count (all of v):
+// for each it calls row with the row's flags, its time and the bytes from its values on;
+// row returns the row's width and length in bytes, or stop to end the walk there (walkJoinRows
+// then reports stopped). A row of another width than width, or bytes that are not cnt
+// rows, fail.
+func walkJoinRows(v []byte, cnt uint64, width int, row func(f byte, ts int64, b []byte) (w, n int, stop bool, err error)) (stopped bool, err error) {
+	if cnt > uint64(len(v)) {
+		return false, errBadJoin
+	}
+	for range cnt {
 		if len(v) == 0 {
-			return errBadJoin
+			return false, errBadJoin
 		}
 		f := v[0]
 		ts, n := binary.Varint(v[1:])
 		if n <= 0 || f > 3 {
-			return errBadJoin
+			return false, errBadJoin
 		}
 		v = v[1+n:]
-		var n2 int
-		var err error
-		row, n2, err = sql.DecodeRow(v, row[:0])
+		w, m, stop, err := row(f, ts, v)
 		if err != nil {
-			return err
+			return false, err
 		}
-		if len(row) != width {
-			return fmt.Errorf("%w: a row of %d values, want %d", errBadJoin, len(row), width)
+		if w != width {
+			return false, fmt.Errorf("%w: a row of %d values, want %d", errBadJoin, w, width)
 		}
-		v = v[n2:]
-		each(f, ts, row)
+		if stop {
+			return true, nil
+		}
+		v = v[m:]
 	}
 	if len(v) != 0 {
-		return errBadJoin
+		return false, errBadJoin
 	}
-	return nil
+	return false, nil
 }
 
 func (j *joinOp) load(split string) error {

@@ -3,7 +3,6 @@ package exec
 import (
 	"cmp"
 	"encoding/binary"
-	"fmt"
 	"slices"
 
 	"rsql/planner"
@@ -536,33 +535,10 @@ func (j *joinOp) liveChunk(v []byte, side int, wm int64) (bool, error) {
 	if n <= 0 || cnt > uint64(len(v)) {
 		return false, errBadJoin
 	}
-	v = v[n:]
-	for range cnt {
-		if len(v) == 0 {
-			return false, errBadJoin
-		}
-		f := v[0]
-		ts, n := binary.Varint(v[1:])
-		if n <= 0 || f > 3 {
-			return false, errBadJoin
-		}
-		v = v[1+n:]
-		until, w, m, err := sql.DecodeRowColumn(v, col)
-		if err != nil {
-			return false, err
-		}
-		if w != width {
-			return false, fmt.Errorf("%w: a row of %d values, want %d", errBadJoin, w, width)
-		}
-		if !j.expiredAt(side, ts, until, wm) {
-			return true, nil
-		}
-		v = v[m:]
-	}
-	if len(v) != 0 {
-		return false, errBadJoin
-	}
-	return false, nil
+	return walkJoinRows(v[n:], cnt, width, func(_ byte, ts int64, b []byte) (int, int, bool, error) {
+		until, w, m, err := sql.DecodeRowColumn(b, col)
+		return w, m, err == nil && !j.expiredAt(side, ts, until, wm), err
+	})
 }
 
 // metaSide marks the entry of an expiring join's split that holds the watermark of its

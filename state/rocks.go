@@ -365,30 +365,33 @@ func (d RocksDisk) Max(o RocksDisk) RocksDisk {
 }
 
 // Disk reads RocksDB's accounting of its table and blob files (zero once the store is
-// closed). Universal compaction (the default) holds up to the live data again while a
-// merge of every sorted run writes its output (docs/operations.md, "Memory").
+// closed): what the state takes on disk, merges under way included (docs/operations.md,
+// "Memory").
 func (s *Rocks) Disk() RocksDisk {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return RocksDisk{}
-	}
 	var d RocksDisk
-	d.Tables, _ = s.db.GetIntProperty("rocksdb.total-sst-files-size")
-	d.Blobs, _ = s.db.GetIntProperty("rocksdb.total-blob-file-size")
+	s.whileOpen(func() {
+		d.Tables, _ = s.db.GetIntProperty("rocksdb.total-sst-files-size")
+		d.Blobs, _ = s.db.GetIntProperty("rocksdb.total-blob-file-size")
+	})
 	return d
 }
 
 // Memory reads RocksDB's accounting of its memory (zero once the store is closed).
 func (s *Rocks) Memory() RocksMemory {
+	var m RocksMemory
+	s.whileOpen(func() {
+		m.Memtables, _ = s.db.GetIntProperty("rocksdb.cur-size-all-mem-tables")
+		m.TableReaders, _ = s.db.GetIntProperty("rocksdb.estimate-table-readers-mem")
+		m.BlockCache = s.cache.GetUsage()
+	})
+	return m
+}
+
+// whileOpen runs read under the store's read lock, unless the store is closed.
+func (s *Rocks) whileOpen(read func()) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.closed {
-		return RocksMemory{}
+	if !s.closed {
+		read()
 	}
-	var m RocksMemory
-	m.Memtables, _ = s.db.GetIntProperty("rocksdb.cur-size-all-mem-tables")
-	m.TableReaders, _ = s.db.GetIntProperty("rocksdb.estimate-table-readers-mem")
-	m.BlockCache = s.cache.GetUsage()
-	return m
 }
