@@ -284,19 +284,43 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 			h = sql.HashValue(h, v)
 			failed = failed || v.K == sql.KindNull && v.S != ""
 		}
-		k := 0
+		conds := a.node.Conds
+		if conds != nil {
+			conds.Eval(r)
+		}
+		var skip []bool
+		if a.fams != nil {
+			skip = a.fams.skip
+		}
 		for j := range a.node.Aggs {
-			for _, arg := range a.node.Aggs[j].Args {
+			if skip != nil && skip[j] {
+				continue
+			}
+			for k, arg := range a.node.Aggs[j].Args {
 				v := arg(r)
-				a.args[k] = v
-				k++
+				a.args[a.argAt[j]+k] = v
 				failed = failed || v.K == sql.KindNull && v.S != ""
 			}
 		}
+		if skip != nil {
+			failed = a.fams.prepare(r, conds) || failed
+		}
 		if failed {
+			if skip != nil {
+				// The arguments prepare read from the column and the conditions, computed
+				// to name the first that failed.
+				for j := range a.node.Aggs {
+					for k, arg := range a.node.Aggs[j].Args {
+						a.args[a.argAt[j]+k] = arg(r)
+					}
+				}
+			}
 			cause := sql.RowError(a.keys)
 			if cause == nil {
 				cause = sql.RowError(a.args)
+			}
+			if cause == nil && conds != nil {
+				cause = conds.Err()
 			}
 			if err := a.reportBad(b.Split, r, cause); err != nil {
 				return err

@@ -20,6 +20,15 @@ import (
 type distinctFamilies struct {
 	fams [][]int   // agg indexes, the member's position its mark
 	of   []famRole // per aggregate; fam -1: not in a family
+	// shapes[f]: family f's members' arguments as their column and conditions
+	// (planner.AggregateNode.FamilyShapes), nil when they are computed one by one; for
+	// those families, prepare computes the row's value (vals[f]) and marks (marks[f]) from
+	// the column and the conditions, and skip marks their members, whose arguments the
+	// operator does not compute (agg.go: Process).
+	shapes [][]sql.CaseShape
+	vals   []sql.Value
+	marks  []uint8
+	skip   []bool
 }
 
 type famRole struct{ fam, member int }
@@ -38,7 +47,7 @@ func newDistinctFamilies(n *planner.AggregateNode, mode aggMode) *distinctFamili
 	for j := range f.of {
 		f.of[j].fam = -1
 	}
-	for _, fam := range n.Families {
+	for i, fam := range n.Families {
 		if len(fam) < 2 || len(fam) > sql.MaxFamilyMembers {
 			continue
 		}
@@ -46,8 +55,51 @@ func newDistinctFamilies(n *planner.AggregateNode, mode aggMode) *distinctFamili
 			f.of[j] = famRole{fam: len(f.fams), member: m}
 		}
 		f.fams = append(f.fams, fam)
+		var shapes []sql.CaseShape
+		if i < len(n.FamilyShapes) && n.Conds != nil {
+			shapes = n.FamilyShapes[i]
+		}
+		f.shapes = append(f.shapes, shapes)
+		if shapes != nil {
+			if f.skip == nil {
+				f.skip = make([]bool, len(n.Aggs))
+			}
+			for _, j := range fam {
+				f.skip[j] = true
+			}
+		}
 	}
+	f.vals, f.marks = make([]sql.Value, len(f.fams)), make([]uint8, len(f.fams))
 	return f
+}
+
+// prepare computes, for the families whose members' arguments are a column and
+// conditions (shapes), the value of row r and the members that count it, from the column
+// and from the conditions conds holds for r (evaluated before). It reports whether a
+// member's argument fails (its condition, or the column, is an error value).
+func (f *distinctFamilies) prepare(r sql.Row, conds *sql.Conds) (failed bool) {
+	for i, shapes := range f.shapes {
+		if shapes == nil {
+			continue
+		}
+		v := r[shapes[0].Column]
+		var marks uint8
+		for m, s := range shapes {
+			if s.Cond < 0 {
+				marks |= 1 << m
+				continue
+			}
+			switch c := conds.Value(s.Cond); {
+			case sql.CondTrue(c):
+				marks |= 1 << m
+			case sql.CondFailed(c):
+				failed = true
+			}
+		}
+		f.vals[i], f.marks[i] = v, marks
+		failed = failed || v.K == sql.KindNull && v.S != ""
+	}
+	return failed
 }
 
 // in reports whether aggregate j is a member of a family.
@@ -63,13 +115,20 @@ func (f *distinctFamilies) leads(j int) []int {
 
 // addFamily folds the current row's arguments of family fam into accs: the value is the
 // argument of each member whose argument is not NULL (every such argument is the same
-// column).
+// column), or what prepare computed.
 func (a *aggOp) addFamily(accs []accum, fam []int) {
 	var v sql.Value
 	var marks uint8
-	for m, j := range fam {
-		if x := a.args[a.argAt[j]]; x.K != sql.KindNull {
-			v, marks = x, marks|1<<m
+	if i := a.fams.of[fam[0]].fam; a.fams.shapes[i] != nil {
+		v, marks = a.fams.vals[i], a.fams.marks[i]
+		if v.K == sql.KindNull {
+			return
+		}
+	} else {
+		for m, j := range fam {
+			if x := a.args[a.argAt[j]]; x.K != sql.KindNull {
+				v, marks = x, marks|1<<m
+			}
 		}
 	}
 	if marks == 0 {

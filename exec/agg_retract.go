@@ -168,6 +168,9 @@ func (a *retractAggOp) Process(_ int, b *Batch, out Emitter) error {
 			a.enc = sql.AppendKey(a.enc, v)
 			failed = failed || v.IsError()
 		}
+		if c := a.node.Conds; c != nil {
+			c.Eval(r) // the arguments read their conditions (sql.CompileConds)
+		}
 		k := 0
 		for j := range a.node.Aggs {
 			for _, arg := range a.node.Aggs[j].Args {

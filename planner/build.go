@@ -979,15 +979,63 @@ func aggregateNode(n *Aggregate) (*AggregateNode, error) {
 		}
 		a.Keys[i], a.KeyTypes[i], a.Texts[i] = f, k.Type(), k.String()
 	}
+	// The arguments are compiled together: the conditions of those that are CASE WHEN p
+	// THEN ... END are computed once per row (sql.CompileConds).
+	var args []sql.Expr
+	for _, g := range n.Aggs {
+		args = append(args, g.Args()...)
+	}
+	evs, conds, shapes, err := sql.CompileConds(args)
+	if err != nil {
+		texts := make([]string, len(args))
+		for i, e := range args {
+			texts[i] = e.String()
+		}
+		return nil, wrapf(err, "compiling aggregate arguments %s", strings.Join(texts, ", "))
+	}
+	a.Conds = conds
+	at := 0
 	for i, g := range n.Aggs {
-		spec, err := aggSpec(g)
+		k := len(g.Args())
+		spec, err := aggSpecOf(g, evs[at:at+k])
 		if err != nil {
 			return nil, err
 		}
 		a.Aggs[i] = spec
+		at += k
 	}
 	a.Families = distinctFamilies(n.Aggs)
+	if conds != nil {
+		a.FamilyShapes = familyShapes(n.Aggs, a.Families, shapes)
+	}
 	return a, nil
+}
+
+// familyShapes returns, per family, the shapes of its members' arguments when each is the
+// family's column (unfiltered, or the THEN of a CASE whose condition is in Conds), or nil
+// (AggregateNode.FamilyShapes).
+func familyShapes(aggs []sql.AggCall, fams [][]int, shapes []sql.CaseShape) [][]sql.CaseShape {
+	argAt := make([]int, len(aggs))
+	for i, at := 0, 0; i < len(aggs); i++ {
+		argAt[i] = at
+		at += len(aggs[i].Args())
+	}
+	out := make([][]sql.CaseShape, len(fams))
+	for f, fam := range fams {
+		col, _ := distinctColumn(aggs[fam[0]])
+		members := make([]sql.CaseShape, len(fam))
+		for m, j := range fam {
+			s := shapes[argAt[j]]
+			_, isCase := aggs[j].Arg.(*sql.Case)
+			if s.Column != col || isCase && (s.Cond < 0 || !s.NullElse) {
+				members = nil
+				break
+			}
+			members[m] = s
+		}
+		out[f] = members
+	}
+	return out
 }
 
 // distinctFamilies finds the families of COUNT(DISTINCT) calls over one column
@@ -1037,7 +1085,10 @@ func distinctColumn(g sql.AggCall) (int, bool) {
 	return 0, false
 }
 
-func aggSpec(g sql.AggCall) (AggSpec, error) {
+func aggSpec(g sql.AggCall) (AggSpec, error) { return aggSpecOf(g, nil) }
+
+// aggSpecOf is aggSpec with g's arguments compiled (nil: compiled here).
+func aggSpecOf(g sql.AggCall, args []Evaluator) (AggSpec, error) {
 	t, err := aggResultType(g)
 	if err != nil {
 		return AggSpec{}, err
@@ -1049,9 +1100,11 @@ func aggSpec(g sql.AggCall) (AggSpec, error) {
 		return AggSpec{}, err
 	}
 	s := AggSpec{Func: f, Type: t, Text: aggText(g), MayFail: def.User}
-	for _, a := range g.Args() {
-		ev, err := compile(a, "aggregate argument")
-		if err != nil {
+	for i, a := range g.Args() {
+		var ev Evaluator
+		if args != nil {
+			ev = args[i]
+		} else if ev, err = compile(a, "aggregate argument"); err != nil {
 			return AggSpec{}, err
 		}
 		s.Args = append(s.Args, ev)

@@ -26,7 +26,8 @@
 // Contract:
 //   - The planner runs nothing and opens nothing; every expression is compiled once, here,
 //     with sql.Compile (a filter and the projection right above it together, with
-//     sql.CompileShared: FilterNode.Memo, ProjectNode.AfterFilter). Logical nodes and
+//     sql.CompileShared: FilterNode.Memo, ProjectNode.AfterFilter; an aggregation's
+//     arguments together, with sql.CompileConds: AggregateNode.Conds). Logical nodes and
 //     physical nodes are distinct types.
 //   - Every rewrite keeps the rows a plan computes. Pruning remaps every ColumnRef so that it
 //     indexes the narrowed row; SourceSpec.Columns says which stream columns a stage reads.

@@ -120,6 +120,15 @@ type AggregateNode struct {
 	// (sql.NewDistinctFamily). Every call also computes its result on its own: an operator
 	// may ignore Families.
 	Families [][]int
+	// Conds: the conditions of the arguments (of every aggregate, in order) that are CASE
+	// WHEN p THEN ... END, each computed once per row; the operator calls Conds.Eval with
+	// each row before it evaluates the arguments (sql.CompileConds). Nil when none is.
+	Conds *sql.Conds
+	// FamilyShapes, when Conds is set: per family of Families, its members' argument shapes
+	// when every member's argument is the family's column, unfiltered (Cond -1) or the
+	// THEN of a CASE without ELSE whose condition is Conds' Cond (nil otherwise), so the
+	// operator may read the column and the conditions instead of the arguments.
+	FamilyShapes [][]sql.CaseShape
 }
 
 // ExchangeNode ends a stage: rows are written to the shuffle topic of the stage, queue =

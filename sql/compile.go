@@ -319,13 +319,9 @@ func compileCase(n *Case) (Evaluator, error) {
 		}
 		thens[i] = coerceTo(f, t.Type(), n.T)
 	}
-	els := func(Row) Value { return Null }
-	if n.Else != nil {
-		f, err := compileExpr(n.Else)
-		if err != nil {
-			return nil, err
-		}
-		els = coerceTo(f, n.Else.Type(), n.T)
+	els, err := compileElse(n)
+	if err != nil {
+		return nil, err
 	}
 	if n.Operand != nil {
 		op, err := compileExpr(n.Operand)
@@ -363,6 +359,18 @@ func compileCase(n *Case) (Evaluator, error) {
 		}
 		return els(r)
 	}, nil
+}
+
+// compileElse compiles the ELSE of a CASE, NULL when it has none.
+func compileElse(n *Case) (Evaluator, error) {
+	if n.Else == nil {
+		return func(Row) Value { return Null }, nil
+	}
+	f, err := compileExpr(n.Else)
+	if err != nil {
+		return nil, err
+	}
+	return coerceTo(f, n.Else.Type(), n.T), nil
 }
 
 // sameOperandEquals reports whether every WHEN of a searched CASE compares one expression

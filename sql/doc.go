@@ -130,6 +130,8 @@
 // CompileShared compiles expressions evaluated one after the other over each row (a
 // filter's, then its projection's) with the costly subexpressions they share computed once
 // per row, when first needed, into a Memo the operator steps through its batch (shared.go).
+// CompileConds compiles an aggregation's arguments with the conditions of those that are
+// CASE WHEN p THEN ... END computed once per row, eagerly, into Conds (conds.go).
 //
 // NUMERIC is PostgreSQL's arbitrary-precision numeric (numeric.go): values that fit an
 // int64 coefficient with scale ≤ 18 live in Value.I/Scale, larger ones as decimal text in
