@@ -105,37 +105,7 @@ func TestAggregateConditionsOncePerRow(t *testing.T) {
 			if byArgument {
 				agg.FamilyShapes = nil
 			}
-			// The stream is partitioned by user (planCatalog): a user's rows in one split.
-			src := newMemSource(true, 64, "0", "1")
-			var parts [2][]event4
-			for _, e := range evs {
-				p := int(e.user[len(e.user)-1]) % 2
-				parts[p] = append(parts[p], e)
-			}
-			feedAll(src, "0", parts[0])
-			feedAll(src, "1", parts[1])
-			var mu sync.Mutex
-			last := map[string]string{}
-			j, err := Start(context.Background(), "conds", plan, testEnvFor(src, func(r sql.Row) error {
-				parts := make([]string, len(r)-1) // the change column aside
-				for i, v := range r[:len(r)-1] {
-					parts[i] = v.String()
-				}
-				mu.Lock()
-				last[r[0].String()] = strings.Join(parts, ",")
-				mu.Unlock()
-				return nil
-			}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := j.Wait(); err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, r := range last {
-				got = append(got, r)
-			}
+			j, got := lastRowsByKey(t, "conds", plan, evs, 64, 1)
 			if d := diff(got, wantRows); d != "" {
 				t.Fatal(d)
 			}
@@ -145,4 +115,43 @@ func TestAggregateConditionsOncePerRow(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lastRowsByKey runs plan over evs, fed to two splits by user (the streams of planCatalog
+// are partitioned by user_id), and returns the job and the last row of each key (the first
+// nk columns; the change column aside), its values joined by commas. batch is the source's
+// batch size.
+func lastRowsByKey(t *testing.T, name string, plan *planner.Physical, evs []event4, batch, nk int) (*Job, []string) {
+	t.Helper()
+	src := newMemSource(true, batch, "0", "1")
+	var parts [2][]event4
+	for _, e := range evs {
+		p := int(e.user[len(e.user)-1]) % 2
+		parts[p] = append(parts[p], e)
+	}
+	feedAll(src, "0", parts[0])
+	feedAll(src, "1", parts[1])
+	var mu sync.Mutex
+	last := map[string]string{}
+	j, err := Start(context.Background(), name, plan, testEnvFor(src, func(r sql.Row) error {
+		vals := make([]string, len(r)-1)
+		for i, v := range r[:len(r)-1] {
+			vals[i] = v.String()
+		}
+		mu.Lock()
+		last[strings.Join(vals[:nk], ",")] = strings.Join(vals, ",")
+		mu.Unlock()
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, r := range last {
+		rows = append(rows, r)
+	}
+	return j, rows
 }

@@ -39,8 +39,13 @@ type RowError struct {
 }
 
 func (e *RowError) Error() string {
+	cause := e.Err
+	if cause == nil {
+		// (An operator that found a row failed without the cause: a bug, named as one.)
+		cause = &sql.Error{Code: sql.CodeInternal, Message: "the row failed without a cause"}
+	}
 	if e.View {
-		return fmt.Sprintf("view %s: %s: ERROR %s: %s", e.Stream, e.Operator, e.Err.Code, e.Err.Message)
+		return fmt.Sprintf("view %s: %s: ERROR %s: %s", e.Stream, e.Operator, cause.Code, cause.Message)
 	}
 	where := ""
 	if e.HasOffset {
@@ -50,7 +55,7 @@ func (e *RowError) Error() string {
 		}
 		where = fmt.Sprintf(", %s %d", what, e.Offset)
 	}
-	return fmt.Sprintf("stream %s, split %s%s: %s: ERROR %s: %s", e.Stream, e.Split, where, e.Operator, e.Err.Code, e.Err.Message)
+	return fmt.Sprintf("stream %s, split %s%s: %s: ERROR %s: %s", e.Stream, e.Split, where, e.Operator, cause.Code, cause.Message)
 }
 
 // rowOffset is the source offset of row i of b, -1 when b does not carry offsets.

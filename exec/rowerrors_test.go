@@ -237,3 +237,14 @@ func TestAggregateFailingOnARow(t *testing.T) {
 		}
 	}
 }
+
+// A row error without its cause (an operator's bug) still prints, as an internal error,
+// instead of panicking in the job's bookkeeping of bad rows (where a panic once left the
+// job's lock held and its failure waiting for ever).
+func TestRowErrorWithoutCause(t *testing.T) {
+	for _, e := range []*RowError{{Stream: "s", Split: "0", Operator: "aggregate"}, {Stream: "v", View: true, Operator: "aggregate"}} {
+		if msg := e.Error(); !strings.Contains(msg, "XX000") || !strings.Contains(msg, "without a cause") {
+			t.Errorf("%q", msg)
+		}
+	}
+}

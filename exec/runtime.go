@@ -1251,12 +1251,13 @@ func (j *Job) recordBad(err error) {
 	if logIt {
 		j.env.Logf("job %s: bad record: %v", j.name, err)
 	}
+	msg := err.Error() // (not under the lock: a panic there would leave it held)
 	j.mu.Lock()
 	if len(j.badErrors) == 16 {
 		copy(j.badErrors, j.badErrors[1:])
 		j.badErrors = j.badErrors[:15]
 	}
-	j.badErrors = append(j.badErrors, err.Error())
+	j.badErrors = append(j.badErrors, msg)
 	j.mu.Unlock()
 }
 
