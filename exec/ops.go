@@ -66,7 +66,10 @@ type projectOp struct {
 	// the batch in the memo).
 	memo        *sql.Memo
 	afterFilter bool
-	out         rowArena
+	// identity: planner.ProjectNode.Identity; a batch without a failed value is passed on
+	// as it is.
+	identity bool
+	out      rowArena
 	// bad, schema, ctx: the stage's bad-record path and this operator's input schema.
 	bad    *badRows
 	schema sql.Schema
@@ -75,6 +78,9 @@ type projectOp struct {
 }
 
 func (p *projectOp) Process(_ int, b *Batch, out Emitter) error {
+	if p.identity && !anyFailed(b.Rows) {
+		return out.Emit(b)
+	}
 	p.out.reset()
 	memo := p.memo
 	if memo != nil && !p.afterFilter {
@@ -239,3 +245,15 @@ func (unionOp) Process(_ int, b *Batch, out Emitter) error { return out.Emit(b) 
 type discard struct{ rows int64 }
 
 func (d *discard) Emit(b *Batch) error { d.rows += int64(len(b.Rows)); return nil }
+
+// anyFailed reports whether a value of rows is an error value (sql.ErrorValue).
+func anyFailed(rows []sql.Row) bool {
+	for _, r := range rows {
+		for _, v := range r {
+			if v.K == sql.KindNull && v.S != "" {
+				return true
+			}
+		}
+	}
+	return false
+}

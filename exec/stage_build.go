@@ -205,7 +205,7 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 	case *planner.FilterNode:
 		return &filterOp{pred: n.Pred, memo: n.Memo, bad: st.bad(op.Inputs[0]), schema: in, ctx: ctx}, nil
 	case *planner.ProjectNode:
-		return &projectOp{exprs: n.Exprs, memo: n.Memo, afterFilter: n.AfterFilter, bad: st.bad(op.Inputs[0]), schema: in, ctx: ctx}, nil
+		return &projectOp{exprs: n.Exprs, memo: n.Memo, afterFilter: n.AfterFilter, identity: n.Identity, bad: st.bad(op.Inputs[0]), schema: in, ctx: ctx}, nil
 	case *planner.TableFuncNode:
 		return &tableFuncOp{n: n, bad: st.bad(op.Inputs[0]), schema: in, ctx: ctx}, nil
 	case *planner.WindowAssignNode:

@@ -271,9 +271,12 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 			s = b.addOp(s, &FilterNode{Pred: fs[0], Text: filter.Pred.String(), Memo: memo}, nil)
 			fs, p.AfterFilter = fs[1:], memo != nil
 		}
+		p.Identity = len(n.Exprs) == len(s.row)
 		keyPos := map[int]bool{}
 		from := map[int]int{} // input column -> first output column passing it through
 		for i, e := range n.Exprs {
+			c, ok := e.(*sql.ColumnRef)
+			p.Identity = p.Identity && ok && c.Index == i && c.T == s.row[i].Type
 			p.Exprs[i], p.Texts[i] = fs[i], aliased(e, n.Names[i])
 			if c, ok := e.(*sql.ColumnRef); ok {
 				if s.keyPos[c.Index] {

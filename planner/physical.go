@@ -75,6 +75,10 @@ type ProjectNode struct {
 	// which begins each batch (the projection reads its rows' values at their new indexes).
 	Memo        *sql.Memo
 	AfterFilter bool
+	// Identity: every expression is its input's column of the same position, and there
+	// are as many as the input has (a SELECT list that only renames an aggregation's
+	// columns): the operator may pass a batch on as it is.
+	Identity bool
 }
 
 // WindowAssignNode appends window_start and window_end (TIMESTAMP) to each row: one output
