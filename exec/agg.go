@@ -284,6 +284,11 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 	a.lateRow = a.lateRow[:0]
 	sp.restored = false // no watermark came after the load: no window had closed
 	pre := a.prefetch(sp, b.Rows)
+	conds := a.node.Conds
+	var skip []bool // the arguments distinctFamilies.prepare stands for
+	if a.fams != nil {
+		skip = a.fams.skip
+	}
 	for i, r := range b.Rows {
 		var h uint64
 		var failed bool
@@ -293,36 +298,17 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 		} else {
 			h, failed = a.keysOf(r, a.keys)
 		}
-		conds := a.node.Conds
 		if conds != nil {
 			conds.Eval(r)
 		}
-		var skip []bool
-		if a.fams != nil {
-			skip = a.fams.skip
-		}
-		for j := range a.node.Aggs {
-			if skip != nil && skip[j] {
-				continue
-			}
-			for k, arg := range a.node.Aggs[j].Args {
-				v := arg(r)
-				a.args[a.argAt[j]+k] = v
-				failed = failed || v.K == sql.KindNull && v.S != ""
-			}
-		}
+		failed = a.evalArgs(r, skip) || failed
 		if skip != nil {
 			failed = a.fams.prepare(r, conds) || failed
 		}
 		if failed {
 			if skip != nil {
-				// The arguments prepare read from the column and the conditions, computed
-				// to name the first that failed.
-				for j := range a.node.Aggs {
-					for k, arg := range a.node.Aggs[j].Args {
-						a.args[a.argAt[j]+k] = arg(r)
-					}
-				}
+				// The arguments prepare stood for, computed to name the first that failed.
+				a.evalArgs(r, nil)
 			}
 			cause := sql.RowError(a.keys)
 			if cause == nil {
@@ -377,6 +363,22 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 	return a.out.flush(b.Split, out)
 }
 
+// evalArgs computes the aggregates' arguments over r into a.args, but those of the
+// aggregates skip marks, and reports whether one failed.
+func (a *aggOp) evalArgs(r sql.Row, skip []bool) (failed bool) {
+	for j := range a.node.Aggs {
+		if skip != nil && skip[j] {
+			continue
+		}
+		for k, arg := range a.node.Aggs[j].Args {
+			v := arg(r)
+			a.args[a.argAt[j]+k] = v
+			failed = failed || v.K == sql.KindNull && v.S != ""
+		}
+	}
+	return failed
+}
+
 // keysOf computes the key values of r into keys, and returns their hash and whether one
 // failed.
 func (a *aggOp) keysOf(r sql.Row, keys []sql.Value) (h uint64, failed bool) {
@@ -395,12 +397,12 @@ func (a *aggOp) keysOf(r sql.Row, keys []sql.Value) (h uint64, failed bool) {
 // q16's 10,000 channels are 2,500 in each of four splits.
 const prefetchGroups = 1024
 
-// prefetch, for an aggregation without a window of prefetchGroups groups or more, computes the keys of a batch's rows
-// first (a.bkeys, a.bhash, a.bfail) and reads the memory of the groups they are likely to
-// find — their slot, record, accumulators and distinct sets — row after row, so that the
-// cache misses of many rows overlap instead of each row waiting for its own in turn (with
-// many groups, most rows miss the cache: Nexmark q16's 10,000 channels). It reports
-// whether it computed the keys.
+// prefetch, for an aggregation without a window of prefetchGroups groups or more in the
+// split, computes the keys of a batch's rows first (a.bkeys, a.bhash, a.bfail) and reads
+// the memory of the groups they are likely to find — their slot, record, accumulators and
+// distinct sets — in stages over all the rows, so that the cache misses of many rows
+// overlap instead of each row waiting for its own in turn (with many groups, most rows miss
+// the cache: Nexmark q16's 10,000 channels). It reports whether it computed the keys.
 func (a *aggOp) prefetch(sp *aggSplit, rows []sql.Row) bool {
 	w := sp.last
 	if a.node.Window.Kind != planner.WindowNone || len(rows) < 16 || a.nk == 0 || w == nil || len(w.groups) < prefetchGroups {

@@ -249,10 +249,8 @@ func (d *discard) Emit(b *Batch) error { d.rows += int64(len(b.Rows)); return ni
 // anyFailed reports whether a value of rows is an error value (sql.ErrorValue).
 func anyFailed(rows []sql.Row) bool {
 	for _, r := range rows {
-		for _, v := range r {
-			if v.K == sql.KindNull && v.S != "" {
-				return true
-			}
+		if sql.RowError(r) != nil {
+			return true
 		}
 	}
 	return false

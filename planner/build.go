@@ -275,10 +275,10 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 		keyPos := map[int]bool{}
 		from := map[int]int{} // input column -> first output column passing it through
 		for i, e := range n.Exprs {
+			p.Exprs[i], p.Texts[i] = fs[i], aliased(e, n.Names[i])
 			c, ok := e.(*sql.ColumnRef)
 			p.Identity = p.Identity && ok && c.Index == i && c.T == s.row[i].Type
-			p.Exprs[i], p.Texts[i] = fs[i], aliased(e, n.Names[i])
-			if c, ok := e.(*sql.ColumnRef); ok {
+			if ok {
 				if s.keyPos[c.Index] {
 					keyPos[i] = true
 				}
@@ -934,13 +934,18 @@ func partitionColumns(rel *sql.Relation) []int {
 func compileShared(es []sql.Expr, where string) ([]Evaluator, *sql.Memo, error) {
 	fs, memo, err := sql.CompileShared(es)
 	if err != nil {
-		texts := make([]string, len(es))
-		for i, e := range es {
-			texts[i] = e.String()
-		}
-		return nil, nil, wrapf(err, "compiling %s %s", where, strings.Join(texts, ", "))
+		return nil, nil, wrapCompile(err, where, es)
 	}
 	return fs, memo, nil
+}
+
+// wrapCompile names the expressions es (compiled together as where) in err.
+func wrapCompile(err error, where string, es []sql.Expr) error {
+	texts := make([]string, len(es))
+	for i, e := range es {
+		texts[i] = e.String()
+	}
+	return wrapf(err, "compiling %s %s", where, strings.Join(texts, ", "))
 }
 
 func compile(e sql.Expr, where string) (Evaluator, error) {
@@ -985,44 +990,34 @@ func aggregateNode(n *Aggregate) (*AggregateNode, error) {
 	// The arguments are compiled together: the conditions of those that are CASE WHEN p
 	// THEN ... END are computed once per row (sql.CompileConds).
 	var args []sql.Expr
-	for _, g := range n.Aggs {
+	argAt := make([]int, len(n.Aggs)+1) // aggregate i's arguments: args[argAt[i]:argAt[i+1]]
+	for i, g := range n.Aggs {
 		args = append(args, g.Args()...)
+		argAt[i+1] = len(args)
 	}
 	evs, conds, shapes, err := sql.CompileConds(args)
 	if err != nil {
-		texts := make([]string, len(args))
-		for i, e := range args {
-			texts[i] = e.String()
-		}
-		return nil, wrapf(err, "compiling aggregate arguments %s", strings.Join(texts, ", "))
+		return nil, wrapCompile(err, "aggregate arguments", args)
 	}
 	a.Conds = conds
-	at := 0
 	for i, g := range n.Aggs {
-		k := len(g.Args())
-		spec, err := aggSpecOf(g, evs[at:at+k])
+		spec, err := aggSpecOf(g, evs[argAt[i]:argAt[i+1]])
 		if err != nil {
 			return nil, err
 		}
 		a.Aggs[i] = spec
-		at += k
 	}
 	a.Families = distinctFamilies(n.Aggs)
 	if conds != nil {
-		a.FamilyShapes = familyShapes(n.Aggs, a.Families, shapes)
+		a.FamilyShapes = familyShapes(n.Aggs, argAt, a.Families, shapes)
 	}
 	return a, nil
 }
 
 // familyShapes returns, per family, the shapes of its members' arguments when each is the
 // family's column (unfiltered, or the THEN of a CASE whose condition is in Conds), or nil
-// (AggregateNode.FamilyShapes).
-func familyShapes(aggs []sql.AggCall, fams [][]int, shapes []sql.CaseShape) [][]sql.CaseShape {
-	argAt := make([]int, len(aggs))
-	for i, at := 0, 0; i < len(aggs); i++ {
-		argAt[i] = at
-		at += len(aggs[i].Args())
-	}
+// (AggregateNode.FamilyShapes); aggregate j's argument's shape is shapes[argAt[j]].
+func familyShapes(aggs []sql.AggCall, argAt []int, fams [][]int, shapes []sql.CaseShape) [][]sql.CaseShape {
 	out := make([][]sql.CaseShape, len(fams))
 	for f, fam := range fams {
 		col, _ := distinctColumn(aggs[fam[0]])

@@ -29,6 +29,9 @@ var aggOverAggCases = []struct{ name, query string }{
 	// COUNT(DISTINCT) calls over one column, unfiltered and filtered, share one set of values
 	// (a family, exec/agg_family.go), two families here.
 	{"distinct_families", `SELECT category, COUNT(DISTINCT user_id) AS users, COUNT(DISTINCT CASE WHEN qty > 4 THEN user_id END) AS bulk_users, COUNT(*) AS n, COUNT(DISTINCT CASE WHEN qty = 0 THEN user_id ELSE NULL END) AS zero_users, COUNT(DISTINCT qty) AS qtys, COUNT(DISTINCT CASE WHEN user_id < 'u5' THEN qty END) AS low_qtys FROM orders GROUP BY category`},
+	// Conditions shared by a SUM, a family member and another SUM, computed once per row
+	// (sql.CompileConds), the family fed from its column and the conditions.
+	{"shared_conditions", `SELECT category, SUM(CASE WHEN qty > 4 THEN 1 ELSE 0 END) AS bulk, COUNT(DISTINCT CASE WHEN qty > 4 THEN user_id END) AS bulk_users, SUM(CASE WHEN qty > 4 THEN qty END) AS bulk_qty, COUNT(DISTINCT user_id) AS users FROM orders GROUP BY category`},
 	{"distinct_counts", `SELECT DISTINCT n FROM (SELECT user_id, COUNT(*) AS n FROM orders GROUP BY user_id) x`},
 	{"category_spread", `SELECT category, MIN(spent) AS lo, MAX(spent) AS hi, AVG(orders) AS per_user FROM (SELECT category, user_id, COUNT(*) AS orders, SUM(qty) AS spent FROM orders GROUP BY category, user_id) x GROUP BY category`},
 }
