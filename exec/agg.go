@@ -110,6 +110,9 @@ type aggOp struct {
 	bgroup  []int32
 	bsets   []*sql.DistinctSet
 	touched uint64
+	// hashedIn: the operator reads its stage's input directly and its keys are the
+	// exchange's (planner.AggregateNode.KeysHashed): a batch's Hashes are its keys' hashes.
+	hashedIn bool
 }
 
 // aggMode is what one kind of window does with the aggregation's groups; aggOp calls it
@@ -283,7 +286,11 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 	sp := a.split(b.Split)
 	a.lateRow = a.lateRow[:0]
 	sp.restored = false // no watermark came after the load: no window had closed
-	pre := a.prefetch(sp, b.Rows)
+	var known []uint64  // the rows' key hashes the exchange computed
+	if a.hashedIn && len(b.Hashes) == len(b.Rows) {
+		known = b.Hashes
+	}
+	pre := a.prefetch(sp, b.Rows, known)
 	conds := a.node.Conds
 	var skip []bool // the arguments distinctFamilies.prepare stands for
 	if a.fams != nil {
@@ -296,7 +303,7 @@ func (a *aggOp) Process(_ int, b *Batch, out Emitter) error {
 			copy(a.keys, a.bkeys[i*a.nk:])
 			h, failed = a.bhash[i], a.bfail[i]
 		} else {
-			h, failed = a.keysOf(r, a.keys)
+			h, failed = a.keysOf(r, a.keys, known, i)
 		}
 		if conds != nil {
 			conds.Eval(r)
@@ -379,9 +386,18 @@ func (a *aggOp) evalArgs(r sql.Row, skip []bool) (failed bool) {
 	return failed
 }
 
-// keysOf computes the key values of r into keys, and returns their hash and whether one
-// failed.
-func (a *aggOp) keysOf(r sql.Row, keys []sql.Value) (h uint64, failed bool) {
+// keysOf computes the key values of r, row i of its batch, into keys, and returns their
+// hash and whether one failed. The hash is known[i] when known is not nil: the exchange
+// that delivered the batch computed it.
+func (a *aggOp) keysOf(r sql.Row, keys []sql.Value, known []uint64, i int) (h uint64, failed bool) {
+	if known != nil {
+		for j, k := range a.node.Keys {
+			v := k(r)
+			keys[j] = v
+			failed = failed || v.K == sql.KindNull && v.S != ""
+		}
+		return known[i], failed
+	}
 	h = sql.HashSeed
 	for j, k := range a.node.Keys {
 		v := k(r)
@@ -403,7 +419,7 @@ const prefetchGroups = 1024
 // distinct sets — in stages over all the rows, so that the cache misses of many rows
 // overlap instead of each row waiting for its own in turn (with many groups, most rows miss
 // the cache: Nexmark q16's 10,000 channels). It reports whether it computed the keys.
-func (a *aggOp) prefetch(sp *aggSplit, rows []sql.Row) bool {
+func (a *aggOp) prefetch(sp *aggSplit, rows []sql.Row, known []uint64) bool {
 	w := sp.last
 	if a.node.Window.Kind != planner.WindowNone || len(rows) < 16 || a.nk == 0 || w == nil || len(w.groups) < prefetchGroups {
 		return false
@@ -413,7 +429,7 @@ func (a *aggOp) prefetch(sp *aggSplit, rows []sql.Row) bool {
 	}
 	a.bkeys, a.bhash, a.bfail = a.bkeys[:len(rows)*a.nk], a.bhash[:0], a.bfail[:0]
 	for i, r := range rows {
-		h, failed := a.keysOf(r, a.bkeys[i*a.nk:(i+1)*a.nk])
+		h, failed := a.keysOf(r, a.bkeys[i*a.nk:(i+1)*a.nk], known, i)
 		a.bhash, a.bfail = append(a.bhash, h), append(a.bfail, failed)
 	}
 	// In stages, each over every row: the loads of one stage do not wait for each other,

@@ -28,6 +28,11 @@ type Batch struct {
 	// that drop, repeat or truncate rows keep it parallel; operators that make new rows
 	// (aggregations) leave it nil.
 	Offsets []int64
+	// Hashes, when not nil, is the hash of each row's exchange keys (sql.HashValue from
+	// sql.HashSeed, parallel to Rows), from the in-process exchange that delivered the
+	// batch to its stage. Only an operator that reads its stage's input directly may read
+	// it (planner.AggregateNode.KeysHashed); operators pass it on to no one.
+	Hashes []uint64
 }
 
 // ControlKind is the kind of a Control message.

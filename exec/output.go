@@ -49,6 +49,7 @@ func (x *exchangeOut) Process(b *Batch) error {
 			}
 		}
 		ob.ends = append(ob.ends, len(ob.vals))
+		ob.hashes = append(ob.hashes, h)
 	}
 	for q, ob := range x.bufs {
 		if ob == nil {
@@ -56,6 +57,7 @@ func (x *exchangeOut) Process(b *Batch) error {
 		}
 		x.bufs[q] = nil
 		ob.cut()
+		ob.Hashes = ob.hashes
 		if err := x.send(event{kind: evData, input: x.input, data: ob}); err != nil {
 			return err
 		}

@@ -62,12 +62,14 @@ type ownedBatch struct {
 	lastOffset int64
 	pool       chan *ownedBatch
 	offs       []int64   // source offset of each row (stages writing a shuffle topic)
+	hashes     []uint64  // hash of each row's exchange keys (an in-process exchange's batches)
 	marks      []markUpd // what the reader applied in this batch (stages reading shuffle topics)
 }
 
 func (o *ownedBatch) reset() {
 	o.vals, o.ends, o.Rows = o.vals[:0], o.ends[:0], o.Rows[:0]
 	o.offs, o.marks, o.Offsets = o.offs[:0], o.marks[:0], nil
+	o.hashes, o.Hashes = o.hashes[:0], nil
 	o.maxTs, o.lastOffset = MinWatermark, -1
 }
 

@@ -235,6 +235,7 @@ func (st *stage) newOperator(ctx context.Context, i int, op planner.Op, in sql.S
 		st.opIDs = append(st.opIDs, oid)
 		a := newAggOp(n, st.job.name, oid, env.Store, late, &st.job.cnt)
 		a.bad, a.schema = st.bad(op.Inputs[0]), in
+		a.hashedIn = n.KeysHashed && len(op.Inputs) == 1 && op.Inputs[0].Op < 0
 		a.cacheMax = aggCacheSize(n, env.Store, env.AggCacheGroups)
 		a.full, a.press = st.job.kickCheckpoint, st.job.press()
 		return a, nil

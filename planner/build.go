@@ -2,6 +2,7 @@ package planner
 
 import (
 	"rsql/connectors/options"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -331,6 +332,7 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 		if err != nil {
 			return s, err
 		}
+		hashed := false
 		if b.needsExchange(s, n.Keys) {
 			used := map[int]bool{}
 			addUsed(used, n.Keys...)
@@ -356,11 +358,13 @@ func (b *builder) build(l LogicalNode) (sub, error) {
 			if n, err = remapAggregate(n, m); err != nil {
 				return s, err
 			}
+			hashed = !slices.ContainsFunc(n.Keys, sql.CallsVolatile)
 		}
 		a, err := aggregateNode(n)
 		if err != nil {
 			return s, err
 		}
+		a.KeysHashed = hashed
 		s = b.addOp(s, a, a.Schema)
 		s.part, s.time, s.hashed = nil, -1, false
 		s.keyPos = map[int]bool{}

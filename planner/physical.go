@@ -133,6 +133,11 @@ type AggregateNode struct {
 	// THEN of a CASE without ELSE whose condition is Conds' Cond (nil otherwise), so the
 	// operator may read the column and the conditions instead of the arguments.
 	FamilyShapes [][]sql.CaseShape
+	// KeysHashed: the aggregation is the first operator of a stage whose rows an exchange
+	// on its keys (the same expressions, none volatile) delivers, so the hash the exchange
+	// computed of a row's keys is the aggregation's (exec.Batch.Hashes, when the exchange
+	// runs in the process).
+	KeysHashed bool
 }
 
 // ExchangeNode ends a stage: rows are written to the shuffle topic of the stage, queue =

@@ -409,7 +409,7 @@ func sameOperandEquals(whens []Expr) (Expr, []Expr, bool) {
 		}
 		lits[i] = lit
 	}
-	return op, lits, !callsVolatile(op)
+	return op, lits, !CallsVolatile(op)
 }
 
 // coerceTo wraps f so that its values have type to (numeric promotion for CASE/COALESCE).

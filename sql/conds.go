@@ -74,7 +74,7 @@ func CompileConds(es []Expr) (evs []Evaluator, conds *Conds, shapes []CaseShape,
 		folded[i], failed[i] = f, fail
 		shapes[i] = CaseShape{Cond: -1, Column: columnOf(f)}
 		c, ok := f.(*Case)
-		if fail.S != "" || !ok || c.Operand != nil || len(c.Whens) != 1 || callsVolatile(c.Whens[0]) {
+		if fail.S != "" || !ok || c.Operand != nil || len(c.Whens) != 1 || CallsVolatile(c.Whens[0]) {
 			continue
 		}
 		key := memoKey(c.Whens[0])

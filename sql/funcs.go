@@ -160,8 +160,9 @@ func volatileCall(c *Call) bool {
 	return isVolatile(c.Func)
 }
 
-// callsVolatile reports whether e calls a volatile function anywhere.
-func callsVolatile(e Expr) bool {
+// CallsVolatile reports whether e calls a volatile function anywhere: two computations of
+// e over one row may differ.
+func CallsVolatile(e Expr) bool {
 	volatile := false
 	Walk(e, func(x Expr) bool {
 		if c, ok := x.(*Call); ok && volatileCall(c) {

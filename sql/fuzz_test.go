@@ -111,7 +111,7 @@ func checkShared(t *testing.T, q *Query) {
 	}
 	for i, f := range fs {
 		got := f(row)
-		if callsVolatile(es[i]) {
+		if CallsVolatile(es[i]) {
 			continue
 		}
 		if want := MustCompile(es[i])(row); show(got) != show(want) || got.IsError() != want.IsError() {
