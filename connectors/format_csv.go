@@ -226,14 +226,14 @@ func (f *csvFormat) Encode(dst []byte, row sql.Row) ([]byte, error) {
 			dst = strconv.AppendInt(dst, v.I, 10)
 		case sql.KindDouble:
 			switch {
-			case math.IsNaN(v.F):
+			case math.IsNaN(v.F()):
 				dst = append(dst, "NaN"...)
-			case math.IsInf(v.F, 1):
+			case math.IsInf(v.F(), 1):
 				dst = append(dst, "+Inf"...)
-			case math.IsInf(v.F, -1):
+			case math.IsInf(v.F(), -1):
 				dst = append(dst, "-Inf"...)
 			default:
-				dst = appendFloat(dst, v.F)
+				dst = appendFloat(dst, v.F())
 			}
 		case sql.KindDecimal:
 			if v.S != "" {

@@ -655,10 +655,10 @@ func (f *jsonFormat) Encode(dst []byte, row sql.Row) ([]byte, error) {
 		case sql.KindInt, sql.KindBigInt, sql.KindInterval:
 			dst = strconv.AppendInt(dst, v.I, 10)
 		case sql.KindDouble:
-			if math.IsNaN(v.F) || math.IsInf(v.F, 0) {
-				return dst, sql.Errorf(sql.CodeNumericOutOfRange, "json: column %s: %v has no JSON number", c.Name, v.F)
+			if math.IsNaN(v.F()) || math.IsInf(v.F(), 0) {
+				return dst, sql.Errorf(sql.CodeNumericOutOfRange, "json: column %s: %v has no JSON number", c.Name, v.F())
 			}
-			dst = appendFloat(dst, v.F)
+			dst = appendFloat(dst, v.F())
 		case sql.KindDecimal:
 			if v.S != "" {
 				if v.S == "NaN" || v.S == "Infinity" || v.S == "-Infinity" {

@@ -47,7 +47,7 @@ func sameValue(a, b sql.Value) bool {
 	}
 	switch a.K {
 	case sql.KindDouble:
-		return a.F == b.F && math.Signbit(a.F) == math.Signbit(b.F) || math.IsNaN(a.F) && math.IsNaN(b.F)
+		return a.F() == b.F() && math.Signbit(a.F()) == math.Signbit(b.F()) || math.IsNaN(a.F()) && math.IsNaN(b.F())
 	case sql.KindVarchar, sql.KindJSON:
 		return a.S == b.S
 	case sql.KindDecimal:
@@ -209,7 +209,7 @@ func TestEncodeJSON(t *testing.T) {
 	for _, d := range []float64{1e21, 1e-7, 123456789, -0.5, 5e-324} {
 		got, _ = f.Encode(nil, sql.Row{sql.Null, sql.Null, sql.Null, sql.Double(d), sql.Null, sql.Null, sql.Null, sql.Null})
 		back, err := f.Decode(got, nil)
-		if err != nil || back[3].F != d {
+		if err != nil || back[3].F() != d {
 			t.Fatalf("double %v: encoded %s, decoded %v, %v", d, got, back, err)
 		}
 	}

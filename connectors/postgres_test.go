@@ -116,7 +116,7 @@ func TestDecodePGText(t *testing.T) {
 			continue
 		}
 		if c.in == "NaN" {
-			if v.K != sql.KindDouble || v.F == v.F {
+			if v.K != sql.KindDouble || v.F() == v.F() {
 				t.Errorf("NaN: %v", v)
 			}
 			continue

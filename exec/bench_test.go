@@ -58,8 +58,8 @@ func BenchmarkFilterProject(b *testing.B) {
 	rows := benchRows(1<<16, 1000)
 	sink := &discard{}
 	chain := newOpChain(sink,
-		&filterOp{pred: func(r sql.Row) sql.Value { return sql.Bool(r[1].F > 25) }},
-		&projectOp{exprs: []planner.Evaluator{col(0), func(r sql.Row) sql.Value { return sql.Double(r[1].F * 2) }, col(3)}},
+		&filterOp{pred: func(r sql.Row) sql.Value { return sql.Bool(r[1].F() > 25) }},
+		&projectOp{exprs: []planner.Evaluator{col(0), func(r sql.Row) sql.Value { return sql.Double(r[1].F() * 2) }, col(3)}},
 	)
 	batch := &Batch{Split: "0", Rows: make([]sql.Row, 0, benchBatch)}
 	report := startRate(b)

@@ -522,7 +522,7 @@ func TestDistinctFamiliesMatchOwnSets(t *testing.T) {
 		return sql.Null
 	}
 	big := func(r sql.Row) sql.Value {
-		if r[1].F >= 0.7 {
+		if r[1].F() >= 0.7 {
 			return r[3]
 		}
 		return sql.Null

@@ -80,7 +80,7 @@ func TestFilterProjectPipeline(t *testing.T) {
 	feedAll(src, "0", evs)
 	var sk sinks
 	outSchema := sql.Schema{{Name: "user_id", Type: sql.TypeVarchar}, {Name: "double", Type: sql.TypeDouble}}
-	plan := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, sourceSpec(nil, 0), sinkSpec(outSchema), &planner.FilterNode{Pred: func(r sql.Row) sql.Value { return sql.Bool(r[1].F > 50) }}, &planner.ProjectNode{Exprs: []planner.Evaluator{col(0), func(r sql.Row) sql.Value { return sql.Double(r[1].F * 2) }}, Schema: outSchema})}}
+	plan := &planner.Physical{Stages: []*planner.Stage{planner.Chain(0, sourceSpec(nil, 0), sinkSpec(outSchema), &planner.FilterNode{Pred: func(r sql.Row) sql.Value { return sql.Bool(r[1].F() > 50) }}, &planner.ProjectNode{Exprs: []planner.Evaluator{col(0), func(r sql.Row) sql.Value { return sql.Double(r[1].F() * 2) }}, Schema: outSchema})}}
 	j := runJob(t, "job", plan, testEnv(src, &sk))
 	var want []string
 	for _, e := range evs {

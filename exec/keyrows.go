@@ -1,15 +1,11 @@
 package exec
 
-import (
-	"math"
-
-	"rsql/sql"
-)
+import "rsql/sql"
 
 // keyRows are the key values of a window's groups, one row per group. When every key
 // column is of a type whose values hold no string (BOOLEAN, INT, BIGINT, DOUBLE, TIMESTAMP,
 // INTERVAL: narrowKeyTypes), a value is kept in 16 bytes (its kind, scale and payload bits)
-// instead of a whole sql.Value (40); a value with a string that comes anyway turns the
+// instead of a whole sql.Value (32); a value with a string that comes anyway turns the
 // window's rows into whole values. at materializes a row.
 type keyRows struct {
 	width  int
@@ -44,19 +40,11 @@ func newKeyRows(width int, narrow bool) keyRows {
 	return keyRows{width: width, narrow: narrow, nar: newPagedRows[narrowKey](width), wide: newPagedRows[sql.Value](width)}
 }
 
-func toNarrow(v sql.Value) narrowKey {
-	if v.K == sql.KindDouble {
-		return narrowKey{k: v.K, scale: v.Scale, bits: int64(math.Float64bits(v.F))}
-	}
-	return narrowKey{k: v.K, scale: v.Scale, bits: v.I}
-}
+// toNarrow and value convert between a value and its narrow form: a DOUBLE's bits are in I
+// as every other narrow kind's payload.
+func toNarrow(v sql.Value) narrowKey { return narrowKey{k: v.K, scale: v.Scale, bits: v.I} }
 
-func (n narrowKey) value() sql.Value {
-	if n.k == sql.KindDouble {
-		return sql.Value{K: n.k, Scale: n.scale, F: math.Float64frombits(uint64(n.bits))}
-	}
-	return sql.Value{K: n.k, Scale: n.scale, I: n.bits}
-}
+func (n narrowKey) value() sql.Value { return sql.Value{K: n.k, Scale: n.scale, I: n.bits} }
 
 // add appends a row of vals (strings copied: state never aliases a decoder's buffer).
 func (r *keyRows) add(vals []sql.Value) {

@@ -394,7 +394,7 @@ func TestLookupJoinKeysAndResidual(t *testing.T) {
 		Columns:    sql.Schema{{Name: "shop", Type: sql.TypeInt}, {Name: "sku", Type: sql.TypeVarchar}, {Name: "price", Type: sql.TypeDouble}},
 		KeyColumns: []int{0}, LeftKeys: []planner.Evaluator{col(1)},
 		RightKeys: []planner.Evaluator{func(r sql.Row) sql.Value { return sql.BigInt(r[0].I) }},
-		Residual:  func(r sql.Row) sql.Value { return sql.Bool(r[4].F > 2) }, LeftWidth: 2}
+		Residual:  func(r sql.Row) sql.Value { return sql.Bool(r[4].F() > 2) }, LeftWidth: 2}
 	table := &fakeTable{rows: map[string][]sql.Row{}}
 	table.set("1", sql.Row{sql.Int(1), sql.Varchar("a"), sql.Double(1.5)}, sql.Row{sql.Int(1), sql.Varchar("b"), sql.Double(2.5)},
 		sql.Row{sql.Int(1), sql.Varchar("c"), sql.Double(3.5)})

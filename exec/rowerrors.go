@@ -203,7 +203,7 @@ func appendJSONValue(b []byte, v sql.Value) []byte {
 			return append(b, "false"...)
 		}
 		return sql.AppendText(b, v)
-	case v.K == sql.KindDouble && !math.IsNaN(v.F) && !math.IsInf(v.F, 0):
+	case v.K == sql.KindDouble && !math.IsNaN(v.F()) && !math.IsInf(v.F(), 0):
 		return sql.AppendText(b, v)
 	case v.K == sql.KindDecimal && v.S != "NaN" && v.S != "Infinity" && v.S != "-Infinity":
 		return sql.AppendText(b, v)

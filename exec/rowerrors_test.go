@@ -184,7 +184,7 @@ type failOnInf struct{}
 
 func (failOnInf) Decode(body []byte, row sql.Row) (sql.Row, error) { return row, nil }
 func (failOnInf) Encode(dst []byte, row sql.Row) ([]byte, error) {
-	if math.IsInf(row[0].F, 0) {
+	if math.IsInf(row[0].F(), 0) {
 		return dst, errors.New("Infinity has no JSON number")
 	}
 	return append(dst, sql.Text(row[0])...), nil

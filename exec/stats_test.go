@@ -26,7 +26,7 @@ func TestStageStatsCountPorts(t *testing.T) {
 	w := planner.WindowSpec{Kind: planner.WindowTumble, Time: 2, Size: 1000}
 	agg := &planner.AggregateNode{Window: w, Keys: []planner.Evaluator{col(0)}, KeyTypes: []sql.Type{sql.TypeVarchar},
 		Aggs: countSum, Schema: aggSchema(1, true, countSum)}
-	filter := &planner.FilterNode{Pred: func(r sql.Row) sql.Value { return sql.Bool(r[1].F > 50) }}
+	filter := &planner.FilterNode{Pred: func(r sql.Row) sql.Value { return sql.Bool(r[1].F() > 50) }}
 	plan := &planner.Physical{Stages: []*planner.Stage{
 		planner.Chain(0, sourceSpec(nil, 0), planner.SinkSpec{}, filter, &planner.ExchangeNode{Topic: "job-0-shuffle", Keys: []planner.Evaluator{col(0)}}),
 		planner.Chain(1, planner.SourceSpec{Stream: "job-0-shuffle", Schema: eventSchema, EventTime: 2, FromStage: 0}, sinkSpec(agg.Schema), agg),
@@ -70,8 +70,8 @@ func BenchmarkStageEmitters(b *testing.B) {
 	out := &discardOut{}
 	st := &stage{out: out}
 	st.nodes = []*opNode{
-		{op: &filterOp{pred: func(r sql.Row) sql.Value { return sql.Bool(r[1].F > 25) }}},
-		{op: &projectOp{exprs: []planner.Evaluator{col(0), func(r sql.Row) sql.Value { return sql.Double(r[1].F * 2) }, col(3)}}},
+		{op: &filterOp{pred: func(r sql.Row) sql.Value { return sql.Bool(r[1].F() > 25) }}},
+		{op: &projectOp{exprs: []planner.Evaluator{col(0), func(r sql.Row) sql.Value { return sql.Double(r[1].F() * 2) }, col(3)}}},
 	}
 	in := &emitter{st: st, op: 0}
 	st.nodes[0].emit = &emitter{st: st, op: 1}

@@ -180,7 +180,7 @@ func computeAgg(a aggFn, rows []sql.Row) sql.Value {
 		if vals[0].K == sql.KindDouble {
 			s := 0.0
 			for _, v := range vals {
-				s += v.F
+				s += v.F()
 			}
 			return sql.Double(s)
 		}
@@ -439,7 +439,7 @@ func sortedText(rows []sql.Row) []string {
 		parts := make([]string, len(r))
 		for j, v := range r {
 			if v.K == sql.KindDouble {
-				parts[j] = fmt.Sprintf("%.6g", v.F)
+				parts[j] = fmt.Sprintf("%.6g", v.F())
 			} else {
 				parts[j] = v.String()
 			}

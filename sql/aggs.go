@@ -486,7 +486,7 @@ func (sum) Add(s *AggState, a []Value) *Error {
 	s.N++
 	switch v.K {
 	case KindDouble:
-		s.F += v.F
+		s.F += v.F()
 	case KindDecimal:
 		if s.V.K != KindDecimal {
 			s.V = v
@@ -509,7 +509,7 @@ func (sum) Retract(s *AggState, a []Value) *Error {
 	s.N--
 	switch v.K {
 	case KindDouble:
-		s.F -= v.F
+		s.F -= v.F()
 	case KindDecimal:
 		if s.V.K != KindDecimal {
 			s.V = Decimal(0, 0)

@@ -41,7 +41,7 @@ func TestSumOfBigIntsNeverWraps(t *testing.T) {
 	if got := sumF.Result(&s); got.K != KindDecimal || NumericText(got) != "36893488147419103228" {
 		t.Fatalf("SUM of 4 × MaxInt64 = %v, want 36893488147419103228", got)
 	}
-	if got := avgF.Result(&a); got.K != KindDouble || got.F != float64(math.MaxInt64) {
+	if got := avgF.Result(&a); got.K != KindDouble || got.F() != float64(math.MaxInt64) {
 		t.Fatalf("AVG of 4 × MaxInt64 = %v, want %v", got, float64(math.MaxInt64))
 	}
 	// Back in range: the sum is exact again.

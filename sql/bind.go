@@ -1521,7 +1521,7 @@ func (b *binder) node(n ast.ExprNode) (Expr, error) {
 						return &Literal{V: v, T: l.T}, nil
 					}
 				case KindDouble:
-					return &Literal{V: Double(-l.V.F), T: l.T}, nil
+					return &Literal{V: Double(-l.V.F()), T: l.T}, nil
 				}
 			}
 			return b.call("NEG", a)

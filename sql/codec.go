@@ -51,7 +51,7 @@ func AppendValue(dst []byte, v Value) []byte {
 		dst = append(dst, v.Scale)
 		return binary.AppendVarint(dst, v.I)
 	case KindDouble:
-		return binary.LittleEndian.AppendUint64(dst, math.Float64bits(v.F))
+		return binary.LittleEndian.AppendUint64(dst, math.Float64bits(v.F()))
 	case KindVarchar, KindJSON:
 		dst = binary.AppendUvarint(dst, uint64(len(v.S)))
 		return append(dst, v.S...)
@@ -114,7 +114,7 @@ func decodeValue(b []byte, text bool) (Value, int, error) {
 		if len(b) < 9 {
 			return Null, 0, fmt.Errorf("%w: short DOUBLE at byte 1", ErrCorrupt)
 		}
-		return Value{K: KindDouble, F: math.Float64frombits(binary.LittleEndian.Uint64(b[1:9]))}, 9, nil
+		return Value{K: KindDouble, I: int64(binary.LittleEndian.Uint64(b[1:9]))}, 9, nil
 	case KindVarchar, KindJSON:
 		l, n := binary.Uvarint(b[p:])
 		if n <= 0 || !minimal(b[p:], n) {

@@ -86,7 +86,7 @@ func FuzzDecodeRow(f *testing.F) {
 			t.Fatalf("length changed")
 		}
 		for i := range row {
-			same := row2[i] == row[i] || (row[i].K == KindDouble && math.IsNaN(row[i].F) && math.IsNaN(row2[i].F))
+			same := row2[i] == row[i] || (row[i].K == KindDouble && math.IsNaN(row[i].F()) && math.IsNaN(row2[i].F()))
 			if !same {
 				t.Fatalf("column %d changed: %v vs %v", i, row[i], row2[i])
 			}
@@ -114,7 +114,7 @@ func sameColumns(t *testing.T, b []byte, row Row, n int, err error) {
 		if col >= 0 && col < len(row) {
 			want = row[col]
 		}
-		same := v == want || (v.K == KindDouble && math.IsNaN(v.F) && math.IsNaN(want.F))
+		same := v == want || (v.K == KindDouble && math.IsNaN(v.F()) && math.IsNaN(want.F()))
 		if !same || width != len(row) || m != n {
 			t.Fatalf("column %d: %v, width %d, %d bytes; DecodeRow: %v, width %d, %d bytes", col, v, width, m, want, len(row), n)
 		}

@@ -100,7 +100,7 @@ func Equal(a, b Value) bool {
 		case KindVarchar, KindJSON:
 			return a.S == b.S
 		case KindDouble:
-			return a.F == b.F || (math.IsNaN(a.F) && math.IsNaN(b.F))
+			return a.F() == b.F() || (math.IsNaN(a.F()) && math.IsNaN(b.F()))
 		case KindDecimal:
 			if a.Scale == b.Scale && a.S == "" && b.S == "" {
 				return a.I == b.I
@@ -183,7 +183,7 @@ func HashValue(h uint64, v Value) uint64 {
 		var x uint64
 		switch v.K {
 		case KindDouble:
-			if f := v.F; f == math.Trunc(f) && f >= -9.2e18 && f <= 9.2e18 {
+			if f := v.F(); f == math.Trunc(f) && f >= -9.2e18 && f <= 9.2e18 {
 				x = uint64(int64(f))
 			} else {
 				x = math.Float64bits(f)
@@ -238,8 +238,8 @@ func AppendKey(dst []byte, v Value) []byte {
 	case KindNull:
 		return dst
 	case KindDouble:
-		b := math.Float64bits(v.F)
-		if v.F == 0 {
+		b := math.Float64bits(v.F())
+		if v.F() == 0 {
 			b = 0 // -0 == +0
 		}
 		if b&(1<<63) != 0 {
@@ -292,7 +292,7 @@ func CastValue(v Value, t Type) (Value, error) {
 		case v.K == KindDecimal:
 			return Bool(NumericCompare(v, Value{K: KindDecimal}) != 0), nil
 		case v.K == KindDouble:
-			return Bool(v.F != 0), nil
+			return Bool(v.F() != 0), nil
 		case v.K == KindVarchar || v.K == KindJSON:
 			if b, ok := parseBool(v.S); ok {
 				return Bool(b), nil
@@ -305,7 +305,7 @@ func CastValue(v Value, t Type) (Value, error) {
 		case intLike(v.K):
 			i = v.I
 		case v.K == KindDouble:
-			f := math.RoundToEven(v.F)
+			f := math.RoundToEven(v.F())
 			if math.IsNaN(f) || f < -9.223372036854775e18 || f >= 9.223372036854775e18 {
 				return Null, Errorf(CodeNumericOutOfRange, "%s", outOfRange(t.Kind))
 			}
@@ -404,7 +404,7 @@ func CastValue(v Value, t Type) (Value, error) {
 		case KindBool:
 			return JSONValue(castText(v)), nil
 		case KindDouble:
-			if math.IsNaN(v.F) || math.IsInf(v.F, 0) {
+			if math.IsNaN(v.F()) || math.IsInf(v.F(), 0) {
 				return Null, Errorf(CodeInvalidValue, "cannot cast %s to JSON: JSON has no such number", Text(v))
 			}
 		case KindDecimal:

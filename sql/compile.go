@@ -813,7 +813,7 @@ func compileCall(c *Call) (Evaluator, error) {
 				if v.K == KindNull {
 					return v
 				}
-				return Double(-v.F)
+				return Double(-v.F())
 			}, nil
 		case KindDecimal:
 			return func(r Row) Value {
@@ -969,7 +969,7 @@ func compileCompare(op string, ea, eb Expr, a, b Evaluator) Evaluator {
 						if v.K == KindNull {
 							return v
 						}
-						return Bool(v.F > x || v.F != v.F)
+						return Bool(v.F() > x || v.F() != v.F())
 					}
 				}
 			case "<":
@@ -979,7 +979,7 @@ func compileCompare(op string, ea, eb Expr, a, b Evaluator) Evaluator {
 						if v.K == KindNull {
 							return v
 						}
-						return Bool(v.F < x)
+						return Bool(v.F() < x)
 					}
 				}
 			}
@@ -988,7 +988,7 @@ func compileCompare(op string, ea, eb Expr, a, b Evaluator) Evaluator {
 				if v.K == KindNull {
 					return v
 				}
-				return Bool(test(cmpFloat(v.F, x)))
+				return Bool(test(cmpFloat(v.F(), x)))
 			}
 		case intLike(ka) && intLike(k.K):
 			x := k.I
@@ -1034,7 +1034,7 @@ func compileCompare(op string, ea, eb Expr, a, b Evaluator) Evaluator {
 			if x.K == KindNull || y.K == KindNull {
 				return nullOf(x, y)
 			}
-			return Bool(test(cmpFloat(x.F, y.F)))
+			return Bool(test(cmpFloat(x.F(), y.F())))
 		}
 	}
 	return func(r Row) Value {
@@ -1265,7 +1265,7 @@ func compareColumnConst(i int, ka Kind, k Value, code uint8) Evaluator {
 			if v.K == KindNull {
 				return Null
 			}
-			return Bool(cmpTest(code, cmpFloat(v.F, x)))
+			return Bool(cmpTest(code, cmpFloat(v.F(), x)))
 		}
 	case intLike(ka) && intLike(k.K):
 		x := k.I

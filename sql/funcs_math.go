@@ -31,7 +31,7 @@ func doubleFn(name, sig, doc string, f func(x float64) Value) *FuncDef {
 			return TypeDouble, []Expr{a}, nil
 		},
 		Build: func(c *Call, args []Evaluator) (Evaluator, error) {
-			return strict1(args[0], func(v Value) Value { return f(v.F) }), nil
+			return strict1(args[0], func(v Value) Value { return f(v.F()) }), nil
 		}}
 }
 
@@ -56,7 +56,7 @@ func numOrDouble(name string, onNum func(Value) Value, onDouble func(float64) fl
 			if c.T.Kind == KindDecimal {
 				return strict1(args[0], onNum), nil
 			}
-			return strict1(args[0], func(v Value) Value { return Double(onDouble(v.F)) }), nil
+			return strict1(args[0], func(v Value) Value { return Double(onDouble(v.F())) }), nil
 		}}
 }
 
@@ -146,7 +146,7 @@ func init() {
 				return strict1(args[0], func(v Value) Value {
 					switch k {
 					case KindDouble:
-						return Double(math.Abs(v.F))
+						return Double(math.Abs(v.F()))
 					case KindDecimal:
 						if v.S != "" {
 							if v.S[0] == '-' {
@@ -230,16 +230,16 @@ func init() {
 			},
 			Build: func(c *Call, args []Evaluator) (Evaluator, error) {
 				if len(args) == 1 {
-					return strict1(args[0], func(v Value) Value { return logFn(math.Log10)(v.F) }), nil
+					return strict1(args[0], func(v Value) Value { return logFn(math.Log10)(v.F()) }), nil
 				}
 				return strict2(args[0], args[1], func(b, x Value) Value {
-					if b.F <= 0 || x.F <= 0 {
+					if b.F() <= 0 || x.F() <= 0 {
 						return ErrorValue(CodeInvalidLogArgument, "cannot take logarithm of zero or a negative number")
 					}
-					if b.F == 1 {
+					if b.F() == 1 {
 						return ErrorValue(CodeDivisionByZero, "division by zero")
 					}
-					return Double(math.Log(x.F) / math.Log(b.F))
+					return Double(math.Log(x.F()) / math.Log(b.F()))
 				}), nil
 			}},
 		doubleFn("SIN", "SIN(x)", "DOUBLE, radians", trig(math.Sin)),
@@ -253,12 +253,12 @@ func init() {
 		&FuncDef{Name: "ATAN2", Sig: "ATAN2(y, x)", Group: "math", Doc: "DOUBLE",
 			Check: double2Check("ATAN2"),
 			Build: func(c *Call, args []Evaluator) (Evaluator, error) {
-				return strict2(args[0], args[1], func(y, x Value) Value { return Double(math.Atan2(y.F, x.F)) }), nil
+				return strict2(args[0], args[1], func(y, x Value) Value { return Double(math.Atan2(y.F(), x.F())) }), nil
 			}},
 		&FuncDef{Name: "POWER", Aliases: []string{"POW"}, Sig: "POWER(a, b)", Group: "math", Doc: "DOUBLE; 0 to a negative power and a negative number to a fractional power are errors (2201F), overflow and underflow too (22003)",
 			Check: double2Check("POWER"),
 			Build: func(c *Call, args []Evaluator) (Evaluator, error) {
-				return strict2(args[0], args[1], func(a, b Value) Value { return powerFloat(a.F, b.F) }), nil
+				return strict2(args[0], args[1], func(a, b Value) Value { return powerFloat(a.F(), b.F()) }), nil
 			}},
 		&FuncDef{Name: "PI", Sig: "PI()", Group: "math", Doc: "π",
 			Check: func(args []Expr) (Type, []Expr, error) {

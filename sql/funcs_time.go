@@ -128,10 +128,10 @@ func init() {
 			},
 			Build: func(c *Call, args []Evaluator) (Evaluator, error) {
 				return strict1(args[0], func(v Value) Value {
-					if math.IsNaN(v.F) || math.IsInf(v.F, 0) || math.Abs(v.F) > 1e13 {
+					if math.IsNaN(v.F()) || math.IsInf(v.F(), 0) || math.Abs(v.F()) > 1e13 {
 						return ErrorValue(CodeDatetimeOverflow, "timestamp out of range")
 					}
-					return checkTimestamp(int64(math.Round(v.F * 1000)))
+					return checkTimestamp(int64(math.Round(v.F() * 1000)))
 				}), nil
 			}},
 		&FuncDef{Name: "TO_CHAR", Sig: "TO_CHAR(ts, format)", Group: "time",

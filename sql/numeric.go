@@ -57,7 +57,7 @@ func decimalOf(v Value, d *apd.Decimal) *apd.Decimal {
 	case v.K == KindDecimal:
 		d.SetFinite(v.I, -int32(v.Scale))
 	case v.K == KindDouble:
-		floatToDecimal(v.F, d)
+		floatToDecimal(v.F(), d)
 	default:
 		d.SetFinite(v.I, 0)
 	}
@@ -621,11 +621,11 @@ func castToDecimal(v Value, t Type) (Value, *Error) {
 	case v.K.IsInteger() || v.K == KindBool:
 		out = Value{K: KindDecimal, I: v.I}
 	case v.K == KindDouble:
-		if v.F == math.Trunc(v.F) && math.Abs(v.F) < 1e15 {
-			out = Value{K: KindDecimal, I: int64(v.F)}
+		if v.F() == math.Trunc(v.F()) && math.Abs(v.F()) < 1e15 {
+			out = Value{K: KindDecimal, I: int64(v.F())}
 		} else {
 			var d apd.Decimal
-			floatToDecimal(v.F, &d)
+			floatToDecimal(v.F(), &d)
 			out = numericValue(&d)
 		}
 	case v.K == KindVarchar || v.K == KindJSON:

@@ -22,7 +22,7 @@ func AppendText(dst []byte, v Value) []byte {
 	case KindInt, KindBigInt:
 		return strconv.AppendInt(dst, v.I, 10)
 	case KindDouble:
-		return AppendFloat8(dst, v.F)
+		return AppendFloat8(dst, v.F())
 	case KindDecimal:
 		if v.S != "" {
 			return append(dst, v.S...)

@@ -30,7 +30,7 @@ func TestBindFunctionBody(t *testing.T) {
 		t.Errorf("body = %s : %s", got, e.Type())
 	}
 	v, err := Eval(e, Row{Double(100), Int(2)})
-	if err != nil || v.F != 92.8 {
+	if err != nil || v.F() != 92.8 {
 		t.Errorf("eval = %v %v", v, err)
 	}
 	for body, want := range map[string]string{

@@ -76,17 +76,25 @@ var (
 )
 
 // Value is one SQL value. Which field holds the payload depends on K:
-// Bool (I = 0 or 1), Int/BigInt/Timestamp/Interval (I), Double (F), Varchar/JSON (S).
+// Bool (I = 0 or 1), Int/BigInt/Timestamp/Interval (I), Double (the bits of its float64 in
+// I, read by F), Varchar/JSON (S).
 // DECIMAL is I scaled by 10^Scale when it fits (Scale ≤ 18), else its decimal text in S
 // (numeric.go). A value of kind NULL with S set is a run-time error (ErrorValue): the
 // SQLSTATE code and message of why the row's value could not be computed.
+//
+// A DOUBLE's float64 is held as its bits in I (F reads it): with four fields of 32 bytes
+// the compiler keeps a Value in registers between the expressions that compute it and
+// their callers, where a fifth field made it copy every value through memory
+// (docs/architecture.md, "Values").
 type Value struct {
 	K     Kind
 	Scale uint8
 	I     int64
-	F     float64
 	S     string
 }
+
+// F is the float64 of a DOUBLE (meaningless for the other kinds).
+func (v Value) F() float64 { return math.Float64frombits(uint64(v.I)) }
 
 // Null is the SQL NULL.
 var Null = Value{}
@@ -183,7 +191,7 @@ func Bool(b bool) Value {
 }
 func Int(i int64) Value              { return Value{K: KindInt, I: i} }
 func BigInt(i int64) Value           { return Value{K: KindBigInt, I: i} }
-func Double(f float64) Value         { return Value{K: KindDouble, F: f} }
+func Double(f float64) Value         { return Value{K: KindDouble, I: int64(math.Float64bits(f))} }
 func Varchar(s string) Value         { return Value{K: KindVarchar, S: s} }
 func Timestamp(ms int64) Value       { return Value{K: KindTimestamp, I: ms} }
 func JSONValue(s string) Value       { return Value{K: KindJSON, S: s} }
@@ -207,7 +215,7 @@ func Pow10(s uint8) float64 {
 func (v Value) AsFloat() float64 {
 	switch v.K {
 	case KindDouble:
-		return v.F
+		return v.F()
 	case KindDecimal:
 		if v.S != "" {
 			return NumericFloat(v)
@@ -323,7 +331,7 @@ func (v Value) String() string {
 	case KindInt, KindBigInt:
 		return strconv.FormatInt(v.I, 10)
 	case KindDouble:
-		return strconv.FormatFloat(v.F, 'g', -1, 64)
+		return strconv.FormatFloat(v.F(), 'g', -1, 64)
 	case KindDecimal:
 		return NumericText(v)
 	case KindVarchar, KindJSON:

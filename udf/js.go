@@ -306,7 +306,7 @@ func (in *jsVM) toJS(v sql.Value) goja.Value {
 	case sql.KindInt, sql.KindBigInt:
 		return in.vm.ToValue(v.I)
 	case sql.KindDouble:
-		return in.vm.ToValue(v.F)
+		return in.vm.ToValue(v.F())
 	case sql.KindDecimal:
 		return in.vm.ToValue(v.AsFloat())
 	case sql.KindTimestamp:

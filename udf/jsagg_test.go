@@ -63,7 +63,7 @@ func TestJSAggregateAgainstGo(t *testing.T) {
 	b.Merge(&parts[0], &parts[1])
 	b.Merge(&parts[0], &stored)
 	got := b.Result(&parts[0])
-	if got.IsError() || math.Abs(got.F-sum/wsum) > 1e-9 || parts[0].N != 3000 {
+	if got.IsError() || math.Abs(got.F()-sum/wsum) > 1e-9 || parts[0].N != 3000 {
 		t.Fatalf("weighted_avg = %v (%v) over %d rows, want %v over 3000", got, got.AsError(), parts[0].N, sum/wsum)
 	}
 	var empty sql.AggState
@@ -84,7 +84,7 @@ func TestJSAggregateFailures(t *testing.T) {
 	if err == nil || err.Code != "38000" || !strings.Contains(err.Message, "negative -1") {
 		t.Fatalf("throwing add: %v", err)
 	}
-	if got := a.Result(&s); got.F != 2 || s.N != 1 {
+	if got := a.Result(&s); got.F() != 2 || s.N != 1 {
 		t.Errorf("after the failed row: %v over %d rows", got, s.N)
 	}
 	for body, msg := range map[string]string{

@@ -277,7 +277,7 @@ func (c *wasmCall) call(vals []sql.Value) sql.Value {
 		case api.ValueTypeI64:
 			st = append(st, uint64(v.I))
 		case api.ValueTypeF64:
-			f := v.F
+			f := v.F()
 			if v.K != sql.KindDouble {
 				f = v.AsFloat()
 			}

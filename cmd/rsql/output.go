@@ -375,8 +375,8 @@ func appendLenientJSON(b []byte, cols sql.Schema, row sql.Row) []byte {
 		case v.K == sql.KindInt || v.K == sql.KindBigInt:
 			b = strconv.AppendInt(b, v.I, 10)
 			continue
-		case v.K == sql.KindDouble && !math.IsNaN(v.F) && !math.IsInf(v.F, 0):
-			b = sql.AppendFloat8(b, v.F)
+		case v.K == sql.KindDouble && !math.IsNaN(v.F()) && !math.IsInf(v.F(), 0):
+			b = sql.AppendFloat8(b, v.F())
 			continue
 		case v.K == sql.KindJSON && json.Valid([]byte(v.S)):
 			b = append(b, v.S...)

@@ -164,8 +164,8 @@ func jsonValue(v sql.Value, t sql.Type) any {
 			return v.I
 		}
 	case sql.KindDouble:
-		if !math.IsNaN(v.F) && !math.IsInf(v.F, 0) && t.Kind != sql.KindInt && t.Kind != sql.KindBigInt {
-			return v.F
+		if !math.IsNaN(v.F()) && !math.IsInf(v.F(), 0) && t.Kind != sql.KindInt && t.Kind != sql.KindBigInt {
+			return v.F()
 		}
 	}
 	return string(pgwire.AppendText(nil, v, t))

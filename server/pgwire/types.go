@@ -149,9 +149,9 @@ func AppendText(dst []byte, v sql.Value, t sql.Type) []byte {
 		return strconv.AppendInt(dst, v.I, 10)
 	case sql.KindDouble:
 		if t.Kind == sql.KindInt || t.Kind == sql.KindBigInt {
-			return strconv.AppendInt(dst, int64(v.F), 10)
+			return strconv.AppendInt(dst, int64(v.F()), 10)
 		}
-		return sql.AppendFloat8(dst, v.F)
+		return sql.AppendFloat8(dst, v.F())
 	case sql.KindDecimal:
 		return append(dst, sql.NumericText(v)...)
 	case sql.KindVarchar, sql.KindJSON:
