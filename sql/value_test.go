@@ -44,3 +44,49 @@ func TestDoubleBits(t *testing.T) {
 		t.Error("-0 and 0 have different keys")
 	}
 }
+
+// fiveFields is sql.Value as it was, with a float64 of its own: the layout
+// fiveFields is sql.Value as it was, with a float64 of its own: the layout that
+// BenchmarkValueThroughClosure compares with (docs/benchmarks.md, "Values in registers").
+type fiveFields struct {
+	K     Kind
+	Scale uint8
+	I     int64
+	F     float64
+	S     string
+}
+
+//go:noinline
+func hashFive(h uint64, v fiveFields) uint64 {
+	return HashValue(h, Value{K: v.K, Scale: v.Scale, I: v.I, S: v.S})
+}
+
+//go:noinline
+func hashFour(h uint64, v Value) uint64 { return HashValue(h, v) }
+
+// BenchmarkValueThroughClosure: a row's two values each returned by a closure, as a
+// compiled expression returns them, and folded into a hash; a value of four fields stays in
+// registers, one of five is copied through memory.
+func BenchmarkValueThroughClosure(b *testing.B) {
+	const rows = 1024
+	four, five := make([][]Value, rows), make([][]fiveFields, rows)
+	for i := range rows {
+		four[i] = []Value{BigInt(int64(i)), Varchar("channel-12")}
+		five[i] = []fiveFields{{K: KindBigInt, I: int64(i)}, {K: KindVarchar, S: "channel-12"}}
+	}
+	b.Run("four-fields", func(b *testing.B) { benchThroughClosure(b, four, hashFour) })
+	b.Run("five-fields", func(b *testing.B) { benchThroughClosure(b, five, hashFive) })
+}
+
+func benchThroughClosure[T any](b *testing.B, data [][]T, hash func(uint64, T) uint64) {
+	keys := []func([]T) T{func(r []T) T { return r[0] }, func(r []T) T { return r[1] }}
+	var h uint64
+	for b.Loop() {
+		for _, r := range data {
+			for _, k := range keys {
+				h = hash(h, k(r))
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(data)*len(keys)), "ns/value")
+}
