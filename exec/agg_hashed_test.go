@@ -1,16 +1,13 @@
 package exec
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"rsql/connectors"
 	"rsql/planner"
-	"rsql/state"
 )
 
 // aggregationOf returns the plan's aggregation and whether the stage before it ends in an
@@ -59,37 +56,8 @@ func TestAggregateKeysHashedByExchange(t *testing.T) {
 			evs[sp][i].user += []string{"a", "b"}[sp] // partitioned by user
 		}
 	}
-	store := state.NewMemory()
 	var rows rowCollector
-	env := func(src *memSource) Env {
-		return Env{OpenSource: func(planner.SourceSpec) (connectors.Source, error) { return src, nil },
-			NewFormat: newTestFormat, OnRow: rows.onRow, Store: store, CheckpointInterval: -1, Tick: 5 * time.Millisecond}
-	}
-	src := newMemSource(false, 500, "0", "1")
-	j, err := Start(context.Background(), "hashed", plan, env(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	feedAll(src, "0", evs[0][:12000])
-	feedAll(src, "1", evs[1][:12000])
-	waitFor(t, "first part", func() bool { return j.Stats().RecordsIn == 24000 })
-	if _, err := j.Checkpoint(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	kept := rows.snapshot()
-	feedAll(src, "0", evs[0][12000:15000])
-	feedAll(src, "1", evs[1][12000:15000])
-	waitFor(t, "more", func() bool { return j.Stats().RecordsIn == 30000 })
-	j.Stop()
-
-	rows.set(kept)
-	src2 := newMemSource(false, 500, "0", "1")
-	feedAll(src2, "0", evs[0])
-	feedAll(src2, "1", evs[1])
-	j2, err := Start(context.Background(), "hashed", plan, env(src2))
-	if err != nil {
-		t.Fatal(err)
-	}
+	j2 := runRestarted(t, "hashed", plan, evs, 500, 12000, 3000, &rows)
 	defer j2.Stop()
 
 	type total struct {

@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/rand"
@@ -10,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"rsql/connectors"
 
 	"rsql/planner"
 	"rsql/sql"
@@ -465,7 +462,6 @@ func TestAggregateOverAggregateJobRestart(t *testing.T) {
 			if !retracting {
 				t.Fatal("the outer aggregation does not take the inner one's changes")
 			}
-			store := state.NewMemory()
 			evs := [2][]event4{genEvents(int64(60+qi), 3000, 300, 0), genEvents(int64(70+qi), 3000, 300, 0)}
 			for sp := range evs {
 				for i := range evs[sp] {
@@ -473,34 +469,7 @@ func TestAggregateOverAggregateJobRestart(t *testing.T) {
 				}
 			}
 			var rows rowCollector
-			env := func(src *memSource) Env {
-				return Env{OpenSource: func(planner.SourceSpec) (connectors.Source, error) { return src, nil },
-					NewFormat: newTestFormat, OnRow: rows.onRow, Store: store, CheckpointInterval: -1, Tick: 5 * time.Millisecond}
-			}
-			src := newMemSource(false, 100, "0", "1")
-			j, err := Start(context.Background(), "aa", plan, env(src))
-			if err != nil {
-				t.Fatal(err)
-			}
-			feedAll(src, "0", evs[0][:1000])
-			feedAll(src, "1", evs[1][:1000])
-			waitFor(t, "first part", func() bool { return j.Stats().RecordsIn == 2000 })
-			if _, err := j.Checkpoint(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			kept := rows.snapshot()
-			feedAll(src, "0", evs[0][1000:1500])
-			waitFor(t, "more", func() bool { return j.Stats().RecordsIn == 2500 })
-			j.Stop()
-
-			rows.set(kept)
-			src2 := newMemSource(false, 100, "0", "1")
-			feedAll(src2, "0", evs[0])
-			feedAll(src2, "1", evs[1])
-			j2, err := Start(context.Background(), "aa", plan, env(src2))
-			if err != nil {
-				t.Fatal(err)
-			}
+			j2 := runRestarted(t, "aa", plan, evs, 100, 1000, 500, &rows)
 			defer j2.Stop()
 			perUser := map[string]int64{}
 			for sp := range evs {

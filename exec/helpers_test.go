@@ -15,6 +15,7 @@ import (
 	"rsql/connectors"
 	"rsql/planner"
 	"rsql/sql"
+	"rsql/state"
 )
 
 // testFormat is a tiny CSV-like format: fields separated by ',', empty = NULL, TIMESTAMP as
@@ -514,4 +515,41 @@ func (c *rowCollector) set(rows []string) {
 	c.mu.Lock()
 	c.rows = rows
 	c.mu.Unlock()
+}
+
+// runRestarted runs plan over two splits of events partitioned by user: the first `first`
+// of each split, a checkpoint, `more` further of each that no checkpoint saves, a stop;
+// then every event again on a new job over the same store, which resumes from the
+// checkpoint. rows ends with what a client kept: the rows up to the checkpoint, then the
+// restarted job's. It returns the restarted job, running (the caller stops it).
+func runRestarted(t *testing.T, name string, plan *planner.Physical, evs [2][]event4, batch, first, more int, rows *rowCollector) *Job {
+	t.Helper()
+	store := state.NewMemory()
+	start := func(src *memSource) *Job {
+		j, err := Start(context.Background(), name, plan, Env{OpenSource: func(planner.SourceSpec) (connectors.Source, error) { return src, nil },
+			NewFormat: newTestFormat, OnRow: rows.onRow, Store: store, CheckpointInterval: -1, Tick: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	src := newMemSource(false, batch, "0", "1")
+	j := start(src)
+	feedAll(src, "0", evs[0][:first])
+	feedAll(src, "1", evs[1][:first])
+	waitFor(t, "first part", func() bool { return j.Stats().RecordsIn == int64(2*first) })
+	if _, err := j.Checkpoint(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	kept := rows.snapshot()
+	feedAll(src, "0", evs[0][first:first+more])
+	feedAll(src, "1", evs[1][first:first+more])
+	waitFor(t, "more", func() bool { return j.Stats().RecordsIn == int64(2*(first+more)) })
+	j.Stop()
+
+	rows.set(kept)
+	src2 := newMemSource(false, batch, "0", "1")
+	feedAll(src2, "0", evs[0])
+	feedAll(src2, "1", evs[1])
+	return start(src2)
 }
