@@ -390,20 +390,17 @@ func (a *aggOp) evalArgs(r sql.Row, skip []bool) (failed bool) {
 // hash and whether one failed. The hash is known[i] when known is not nil: the exchange
 // that delivered the batch computed it.
 func (a *aggOp) keysOf(r sql.Row, keys []sql.Value, known []uint64, i int) (h uint64, failed bool) {
-	if known != nil {
-		for j, k := range a.node.Keys {
-			v := k(r)
-			keys[j] = v
-			failed = failed || v.K == sql.KindNull && v.S != ""
-		}
-		return known[i], failed
-	}
 	h = sql.HashSeed
 	for j, k := range a.node.Keys {
 		v := k(r)
 		keys[j] = v
-		h = sql.HashValue(h, v)
+		if known == nil {
+			h = sql.HashValue(h, v)
+		}
 		failed = failed || v.K == sql.KindNull && v.S != ""
+	}
+	if known != nil {
+		h = known[i]
 	}
 	return h, failed
 }

@@ -50,12 +50,7 @@ func TestAggregateKeysHashedByExchange(t *testing.T) {
 	}
 
 	const users = 5000 // over the exchange's queues, more than prefetchGroups a split
-	evs := [2][]event4{genEvents(81, 20000, users, 0), genEvents(82, 20000, users, 0)}
-	for sp := range evs {
-		for i := range evs[sp] {
-			evs[sp][i].user += []string{"a", "b"}[sp] // partitioned by user
-		}
-	}
+	evs := splitEvents(81, 82, 20000, users)
 	var rows rowCollector
 	j2 := runRestarted(t, "hashed", plan, evs, 500, 12000, 3000, &rows)
 	defer j2.Stop()

@@ -462,12 +462,7 @@ func TestAggregateOverAggregateJobRestart(t *testing.T) {
 			if !retracting {
 				t.Fatal("the outer aggregation does not take the inner one's changes")
 			}
-			evs := [2][]event4{genEvents(int64(60+qi), 3000, 300, 0), genEvents(int64(70+qi), 3000, 300, 0)}
-			for sp := range evs {
-				for i := range evs[sp] {
-					evs[sp][i].user += []string{"a", "b"}[sp] // partitioned by user
-				}
-			}
+			evs := splitEvents(int64(60+qi), int64(70+qi), 3000, 300)
 			var rows rowCollector
 			j2 := runRestarted(t, "aa", plan, evs, 100, 1000, 500, &rows)
 			defer j2.Stop()

@@ -553,3 +553,16 @@ func runRestarted(t *testing.T, name string, plan *planner.Physical, evs [2][]ev
 	feedAll(src2, "1", evs[1])
 	return start(src2)
 }
+
+// splitEvents generates n events for each of two splits (from seed0 and seed1, users
+// users), each split's users its own (suffixed "a" and "b"), as streams partitioned by
+// user have them.
+func splitEvents(seed0, seed1 int64, n, users int) [2][]event4 {
+	evs := [2][]event4{genEvents(seed0, n, users, 0), genEvents(seed1, n, users, 0)}
+	for sp := range evs {
+		for i := range evs[sp] {
+			evs[sp][i].user += []string{"a", "b"}[sp]
+		}
+	}
+	return evs
+}

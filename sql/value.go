@@ -82,10 +82,8 @@ var (
 // (numeric.go). A value of kind NULL with S set is a run-time error (ErrorValue): the
 // SQLSTATE code and message of why the row's value could not be computed.
 //
-// A DOUBLE's float64 is held as its bits in I (F reads it): with four fields of 32 bytes
-// the compiler keeps a Value in registers between the expressions that compute it and
-// their callers, where a fifth field made it copy every value through memory
-// (docs/architecture.md, "Values").
+// Four fields in 32 bytes, so that the compiler keeps a Value in registers between the
+// expressions that compute it and their callers (docs/architecture.md, "Values").
 type Value struct {
 	K     Kind
 	Scale uint8

@@ -45,7 +45,6 @@ func TestDoubleBits(t *testing.T) {
 	}
 }
 
-// fiveFields is sql.Value as it was, with a float64 of its own: the layout
 // fiveFields is sql.Value as it was, with a float64 of its own: the layout that
 // BenchmarkValueThroughClosure compares with (docs/benchmarks.md, "Values in registers").
 type fiveFields struct {
